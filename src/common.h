@@ -1,0 +1,49 @@
+/* common.h — small helpers shared by every module of petrel.
+ *
+ * The error type: library code never exits; a function that can fail takes a
+ * `pt_err *` and returns -1 (or NULL) after writing one human-readable line into
+ * it with pt_errf(). Callers decide what to do (the CLI prints it and exits 1).
+ * Messages name the file, the offending value and what was expected.
+ */
+#ifndef PT_COMMON_H
+#define PT_COMMON_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct pt_err {
+    char msg[512]; /* one line, no trailing newline; empty when no error */
+} pt_err;
+
+/* Write a printf-style message into err (when err is not NULL). Always returns -1
+ * so that `return pt_errf(err, ...)` reads naturally. */
+int pt_errf(pt_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Always-on invariant check: prints the location and aborts. For programming
+ * errors only, never for bad input (bad input gets a pt_err). */
+#define PT_ASSERT(cond)                                                               \
+    do {                                                                              \
+        if (!(cond)) pt_assert_fail(__FILE__, __LINE__, #cond);                       \
+    } while (0)
+void pt_assert_fail(const char *file, int line, const char *expr) __attribute__((noreturn));
+
+/* Overflow-checked arithmetic on sizes: return 0 on success, -1 on overflow. */
+static inline int pt_mul_u64(uint64_t a, uint64_t b, uint64_t *out) {
+    return __builtin_mul_overflow(a, b, out) ? -1 : 0;
+}
+static inline int pt_add_u64(uint64_t a, uint64_t b, uint64_t *out) {
+    return __builtin_add_overflow(a, b, out) ? -1 : 0;
+}
+
+/* Round x up to a multiple of align (align a power of two). */
+static inline uint64_t pt_align_up(uint64_t x, uint64_t align) {
+    return (x + align - 1) & ~(align - 1);
+}
+
+#define PT_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define PT_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define PT_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+#endif

@@ -1,0 +1,99 @@
+/* quant.h — the kernel interface for ggml tensor types: decode, activation
+ * quantisation, dot products, and (for some types) weight quantisation.
+ *
+ * Correctness model: for every type there is ONE scalar reference implementation
+ * (quant_ref.c, quant_iq.c). SIMD paths (dot_avx2.c, dot_avx512.c) are optional
+ * accelerations that tests compare against the scalar reference; the dispatcher
+ * picks the best one the CPU supports at run time.
+ *
+ * Activation scheme (the same as llama.cpp's CPU backend, so that petrel's
+ * logits match the llama.cpp references to float rounding): before a dot
+ * product with a quantised weight row, the float activations are converted to
+ * the weight type's `act_type`:
+ *   - Q8_K (per 256: float scale = max|x|/127 with the sign of the extreme
+ *     value, round-to-nearest-even) for the K-quants and the 256-block IQ types;
+ *   - Q8_0 (per 32: fp16 scale = amax/127) for Q4_0, Q5_0, Q8_0, IQ4_NL, MXFP4;
+ *   - Q8_1 (Q8_0 plus fp16 d*sum) for Q4_1, Q5_1;
+ *   - F16 for F16 weights, BF16 for BF16 weights, F32 (no conversion) for F32.
+ * The error this adds is the 8-bit rounding of the activations: about 0.4% of
+ * max|x| per element before averaging; the fixtures README measures its effect
+ * on whole-model logits (cos >= 0.99 per row versus a float-activation engine).
+ *
+ * All lengths `n` are numbers of weights and must be multiples of the type's
+ * block size; callers validate that once when binding tensors.
+ */
+#ifndef PT_QUANT_H
+#define PT_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qtypes.h"
+
+/* Static facts about one type id. */
+typedef struct qt_traits {
+    const char *name; /* as ggml prints it: "Q4_K", "IQ2_XXS", "F32" */
+    int32_t block;    /* weights per block */
+    int32_t bytes;    /* bytes per block */
+    int32_t act_type; /* type the activations are converted to for qt_dot; -1: no dot */
+    int32_t decodes;  /* 1 when qt_dequant_ref supports the type */
+} qt_traits;
+
+/* Traits of `type`, or NULL for an id petrel does not know. */
+const qt_traits *qt_get(uint32_t type);
+
+/* Name of `type` ("unknown(N)" is not returned: unknown ids give "?"). */
+const char *qt_name(uint32_t type);
+
+/* Bytes of n weights of `type`. Returns 0 on success; -1 when the type is
+ * unknown, n is not a whole number of blocks, or the size overflows. */
+int qt_row_bytes(uint32_t type, int64_t n, uint64_t *out);
+
+/* ===== Scalar reference (the source of truth) ===== */
+
+/* Decode n weights of `type` from src into dst. */
+void qt_dequant_ref(uint32_t type, const void *src, float *dst, int64_t n);
+
+/* Convert n float activations to act_type (QT_F32, QT_F16, QT_BF16, QT_Q8_0,
+ * QT_Q8_1 or QT_Q8_K), writing qt_row_bytes(act_type, n) bytes to dst. */
+void qt_quantize_act_ref(uint32_t act_type, const float *x, void *dst, int64_t n);
+
+/* Dot product of n weights of `type` with n activations already converted to
+ * qt_get(type)->act_type. Accumulation order follows ggml's generic code. */
+float qt_dot_ref(uint32_t type, const void *w, const void *a, int64_t n);
+
+/* Quantise n weights (a whole number of blocks) of float data to `type`.
+ * Supported for the types listed by qt_can_quantize(). Not used on the hot
+ * path: it serves tests, the GGUF writer and synthetic-model tools. */
+int qt_can_quantize(uint32_t type);
+void qt_quantize_ref(uint32_t type, const float *x, void *dst, int64_t n);
+
+/* ===== Run-time dispatch ===== */
+
+enum { QT_ISA_SCALAR = 0, QT_ISA_AVX2 = 1, QT_ISA_AVX512 = 2 /* F+BW+VL+VNNI */ };
+
+typedef float (*qt_dot_fn)(const void *w, const void *a, int64_t n);
+
+/* Highest ISA level this CPU (and this build) supports. */
+int qt_isa_detect(void);
+
+/* The dot product for `type` at exactly ISA level `isa`, or NULL when that
+ * level has no implementation for the type (the scalar level always has one
+ * for every type whose act_type >= 0). */
+qt_dot_fn qt_dot_impl(uint32_t type, int isa);
+
+/* The fastest available dot product for `type` on this CPU. */
+qt_dot_fn qt_dot_best(uint32_t type);
+
+/* SIMD tables, filled by dot_avx2.c / dot_avx512.c (NULL entries: none). */
+qt_dot_fn qt_dot_avx2(uint32_t type);
+qt_dot_fn qt_dot_avx512(uint32_t type);
+
+/* ===== fp16 / bf16 helpers (exact IEEE conversions, no F16C needed) ===== */
+
+float qt_f16_to_f32(pt_f16 h);
+pt_f16 qt_f32_to_f16(float f); /* round to nearest even */
+float qt_bf16_to_f32(pt_bf16 h);
+pt_bf16 qt_f32_to_bf16(float f); /* round to nearest even, NaN kept quiet */
+
+#endif

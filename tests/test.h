@@ -1,0 +1,55 @@
+/* test.h — petrel's tiny test framework.
+ *
+ * Each tests/test_*.c file has one `T_SUITE(name) { T_ADD(case); ... }` block
+ * that registers its cases before main runs (a constructor, so no central list
+ * needs editing); tests/main.c runs the cases (optionally filtered by a substring given on the
+ * command line) and ends with the summary line `N passed, N failed`.
+ * A case fails when any CHECK in it fails; CHECK does not abort the case.
+ */
+#ifndef PT_TEST_H
+#define PT_TEST_H
+
+#include <stdio.h>
+#include <string.h>
+
+typedef void (*t_fn)(void);
+
+void t_add(const char *name, t_fn fn);
+void t_fail_at(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void t_skip(const char *why); /* mark the running case skipped (counts neither way) */
+
+/* Path of a file under the shared fixtures folder (PETREL_FIXTURES, default
+ * ../shared/fixtures). Returns a static buffer valid until the next call. */
+const char *t_fixture(const char *name);
+/* A fresh temporary directory for this test run (removed at exit). */
+const char *t_tmpdir(void);
+/* Read a whole file; *len receives its size. Returns malloc'd data or NULL. */
+void *t_read_file(const char *path, size_t *len);
+/* Write a whole file; returns 0 on success. */
+int t_write_file(const char *path, const void *data, size_t len);
+/* Run a shell command, capture stdout+stderr (truncated to cap), return exit status. */
+int t_run(const char *cmd, char *out, size_t cap);
+
+#define T_ADD(fn) t_add(#fn, fn)
+#define T_SUITE(name)                                                                 \
+    __attribute__((constructor)) static void t_register_##name(void)
+
+#define CHECK(cond)                                                                   \
+    do {                                                                              \
+        if (!(cond)) t_fail_at(__FILE__, __LINE__, "CHECK failed: %s", #cond);        \
+    } while (0)
+
+#define CHECKF(cond, ...)                                                             \
+    do {                                                                              \
+        if (!(cond)) t_fail_at(__FILE__, __LINE__, __VA_ARGS__);                      \
+    } while (0)
+
+#define CHECK_STR_CONTAINS(hay, needle)                                               \
+    do {                                                                              \
+        const char *h_ = (hay), *n_ = (needle);                                       \
+        if (!h_ || !strstr(h_, n_))                                                   \
+            t_fail_at(__FILE__, __LINE__, "expected \"%s\" in \"%s\"", n_, h_ ? h_ : "(null)"); \
+    } while (0)
+
+#endif

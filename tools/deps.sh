@@ -1,0 +1,36 @@
+#!/bin/sh
+# deps.sh — make sure petrel's build dependencies are present.
+# Debian/Ubuntu as root: installs them with apt-get. macOS: with Homebrew.
+# Otherwise: prints the package names and fails. Cheap when all is present.
+set -e
+DEB_PKGS="pkg-config libjansson-dev"
+BREW_PKGS="pkg-config jansson"
+
+have_all() {
+    command -v pkg-config >/dev/null 2>&1 || return 1
+    pkg-config --exists jansson || return 1
+    return 0
+}
+
+have_all && exit 0
+
+case "$(uname -s)" in
+Darwin)
+    if command -v brew >/dev/null 2>&1; then
+        echo "deps: installing with Homebrew: $BREW_PKGS" >&2
+        brew install $BREW_PKGS
+        exit 0
+    fi
+    echo "deps: missing build dependencies; install Homebrew, then: brew install $BREW_PKGS" >&2
+    exit 1 ;;
+*)
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "deps: installing with apt-get: $DEB_PKGS" >&2
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq >&2 || true
+        apt-get install -y -qq $DEB_PKGS >&2
+        exit 0
+    fi
+    echo "deps: missing build dependencies; install them with: sudo apt-get install $DEB_PKGS" >&2
+    exit 1 ;;
+esac
