@@ -1,0 +1,19 @@
+/* cli.h — the petrel subcommands, each a main-like function.
+ *
+ * Conventions every subcommand follows: results to stdout, everything else to
+ * stderr; an error is one line "petrel: ..." on stderr and exit status 1; bad
+ * usage prints the subcommand's usage and exits 2.
+ */
+#ifndef PT_CLI_H
+#define PT_CLI_H
+
+#define CLI_OK 0
+#define CLI_ERROR 1
+#define CLI_USAGE 2
+
+int cmd_inspect(int argc, char **argv);
+
+/* Print "petrel: <msg>" to stderr; returns CLI_ERROR. */
+int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

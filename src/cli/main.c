@@ -1,0 +1,52 @@
+/* main.c — the `petrel` command: dispatches to subcommands (see cli.h). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "petrel.h"
+
+int cli_error(const char *fmt, ...) {
+    va_list ap;
+    fputs("petrel: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return CLI_ERROR;
+}
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "petrel %s — run Mixture-of-Experts models larger than memory\n"
+            "\n"
+            "usage: petrel COMMAND [ARGS]\n"
+            "\n"
+            "commands:\n"
+            "  inspect MODEL.gguf [--json]   architecture, tensor types, resident vs expert bytes\n"
+            "  help                          this text\n"
+            "  version                       print the version\n"
+            "\n"
+            "Run 'petrel COMMAND --help' for the options of a command.\n",
+            pt_version());
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return CLI_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 1, argv + 1);
+    if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+        usage(stdout);
+        return CLI_OK;
+    }
+    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
+        printf("petrel %s\n", pt_version());
+        return CLI_OK;
+    }
+    fprintf(stderr, "petrel: unknown command '%s'\n\n", cmd);
+    usage(stderr);
+    return CLI_USAGE;
+}
