@@ -1,0 +1,128 @@
+/* test_cli.c — the `petrel` command as a user sees it: output, exit statuses
+ * (0 ok, 1 error, 2 bad usage) and the one-line error convention. The binary
+ * is taken from PETREL_BIN (set by `make test`), default build/petrel. */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test.h"
+
+static char out[1 << 16];
+
+static const char *bin(void) {
+    const char *b = getenv("PETREL_BIN");
+    return b && *b ? b : "build/petrel";
+}
+
+static int run(const char *args) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s %s", bin(), args);
+    return t_run(cmd, out, sizeof out);
+}
+
+/* Run with stdout discarded: `out` holds only stderr. */
+static int run_stderr(const char *args) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1 >/dev/null", bin(), args);
+    return t_run(cmd, out, sizeof out);
+}
+
+static int count_lines(const char *s) {
+    int n = 0;
+    for (; *s; s++) n += *s == '\n';
+    return n;
+}
+
+static void cli_inspect_text(void) {
+    char args[1024];
+    snprintf(args, sizeof args, "inspect %s", t_fixture("glm-dsa-rq2k.gguf"));
+    CHECK(run(args) == 0);
+    CHECK_STR_CONTAINS(out, "architecture    glm-dsa");
+    CHECK_STR_CONTAINS(out, "expert_weights_scale");
+    CHECK_STR_CONTAINS(out, "Q2_K         12 tensors");
+    CHECK_STR_CONTAINS(out, "16 experts x   63.0 KiB");
+    CHECK_STR_CONTAINS(out, "3 trunk MoE layers + 1 MTP block");
+    CHECK_STR_CONTAINS(out, "756.0 KiB of routed experts touched");
+    snprintf(args, sizeof args, "inspect %s", t_fixture("gemma4-rq2k.gguf"));
+    CHECK(run(args) == 0);
+    CHECK_STR_CONTAINS(out, "gate_up Q2_K, down Q2_K");
+}
+
+static void cli_inspect_json(void) {
+    const char *files[] = {"glm-dsa-rq2k.gguf", "deepseek2-q4_k_m.gguf", "gemma4-f32.gguf",
+                           "qwen3moe-mxfp4.gguf"};
+    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+        char args[1024];
+        snprintf(args, sizeof args, "inspect --json %s 2>/dev/null", t_fixture(files[f]));
+        CHECK(run(args) == 0);
+        json_error_t jerr;
+        json_t *o = json_loads(out, 0, &jerr);
+        CHECKF(o, "%s: not JSON: %s", files[f], jerr.text);
+        if (!o) continue;
+        json_int_t tensor = json_integer_value(json_object_get(o, "tensor_bytes"));
+        json_int_t res = json_integer_value(json_object_get(o, "resident_bytes"));
+        json_int_t routed = json_integer_value(json_object_get(o, "routed_expert_bytes"));
+        CHECK(tensor > 0 && res > 0 && routed > 0 && res + routed == tensor);
+        json_t *layers = json_object_get(o, "moe_layers");
+        json_int_t used = json_integer_value(json_object_get(o, "n_expert_used"));
+        json_int_t per_token = 0;
+        size_t i;
+        json_t *l;
+        json_array_foreach(layers, i, l) {
+            if (json_is_true(json_object_get(l, "mtp"))) continue;
+            per_token += used * json_integer_value(json_object_get(l, "expert_bytes"));
+        }
+        CHECK(per_token == json_integer_value(json_object_get(o, "expert_bytes_per_token")));
+        CHECK(json_is_object(json_object_get(o, "hyper_parameters")));
+        json_decref(o);
+    }
+    /* exact figures for one file: glm-dsa-rq2k experts are Q2_K 256x256, x3 matrices */
+    char args[1024];
+    snprintf(args, sizeof args, "inspect %s --json", t_fixture("glm-dsa-rq2k.gguf"));
+    CHECK(run(args) == 0);
+    json_t *o = json_loads(out, 0, NULL);
+    if (o) {
+        CHECK(json_integer_value(json_object_get(o, "expert_bytes_max")) == 3 * 256 * 84);
+        CHECK(json_integer_value(json_object_get(o, "expert_bytes_per_token")) == 4 * 3 * 3 * 256 * 84);
+        CHECK(json_integer_value(json_object_get(o, "n_moe_layers")) == 3);
+        json_decref(o);
+    }
+}
+
+static void cli_errors_are_one_line(void) {
+    char path[512], args[1024];
+    snprintf(path, sizeof path, "%s/bad.gguf", t_tmpdir());
+    t_write_file(path, "GGUF\x09\0\0\0", 8);
+    snprintf(args, sizeof args, "inspect %s", path);
+    CHECK(run_stderr(args) == 1);
+    CHECK(count_lines(out) == 1);
+    CHECK(strncmp(out, "petrel: ", 8) == 0);
+    CHECK_STR_CONTAINS(out, "bad.gguf: unsupported GGUF version 9");
+    CHECK(run_stderr("inspect /no/such/file.gguf") == 1);
+    CHECK(count_lines(out) == 1);
+    CHECK_STR_CONTAINS(out, "/no/such/file.gguf: cannot open");
+    /* a vocab-only file is fine */
+    snprintf(args, sizeof args, "inspect %s", t_fixture("tokenizer/ggml-vocab-gpt-2.gguf"));
+    CHECK(run(args) == 0);
+}
+
+static void cli_usage_errors(void) {
+    CHECK(run("") == 2);
+    CHECK(run("inspect") == 2);
+    CHECK_STR_CONTAINS(out, "usage: petrel inspect");
+    CHECK(run("inspect --bogus x.gguf") == 2);
+    CHECK(run("frobnicate") == 2);
+    CHECK_STR_CONTAINS(out, "unknown command 'frobnicate'");
+    CHECK(run("--help") == 0);
+    CHECK_STR_CONTAINS(out, "inspect");
+    CHECK(run("inspect --help") == 0);
+    CHECK(run("version") == 0);
+    CHECK_STR_CONTAINS(out, "petrel ");
+}
+
+T_SUITE(cli) {
+    T_ADD(cli_inspect_text);
+    T_ADD(cli_inspect_json);
+    T_ADD(cli_errors_are_one_line);
+    T_ADD(cli_usage_errors);
+}
