@@ -51,7 +51,7 @@ BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/%.o)
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni
 
-.PHONY: all native test fuzz bench format clean deps
+.PHONY: all native test fuzz bench format clean deps demo
 all: deps $(BUILD)/petrel
 
 native:
@@ -93,8 +93,10 @@ FUZZ_SECONDS ?= 60
 fuzz: deps
 	@mkdir -p build/fuzz/corpus
 	clang -std=c11 -g -O1 -D_GNU_SOURCE -Iinclude -Isrc -fsanitize=fuzzer,address,undefined \
-	    -o build/fuzz/fuzz_gguf tests/fuzz/fuzz_gguf.c src/common.c src/format/gguf.c src/kernels/qtraits.c
-	cp -n tests/fuzz/seeds/* build/fuzz/corpus/ 2>/dev/null || true
+	    -o build/fuzz/fuzz_gguf tests/fuzz/fuzz_gguf.c src/common.c src/format/gguf.c \
+	    src/kernels/qtraits.c src/model/info.c
+	cp -n tests/fuzz/seeds/* build/fuzz/corpus/
+	cp -n ../shared/fixtures/tokenizer/ggml-vocab-fixture-*.gguf build/fuzz/corpus/ 2>/dev/null || true
 	build/fuzz/fuzz_gguf -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=1024 -timeout=5 \
 	    build/fuzz/corpus
 
@@ -108,3 +110,7 @@ clean:
 	rm -rf build
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BENCH_OBJ:.o=.d)
+
+# What works so far, on a shipped fixture: the streaming split of a GLM-5.2-shaped model.
+demo: all
+	$(BUILD)/petrel inspect ../shared/fixtures/glm-dsa-rq2k.gguf

@@ -125,12 +125,15 @@ static int is_arch_key(const gguf_kv *kv, const char *arch, size_t al) {
     return kv->key.len > al + 1 && memcmp(kv->key.ptr, arch, al) == 0 && kv->key.ptr[al] == '.';
 }
 
+static const char *type_or_none(uint32_t t) { return t == MI_NO_TYPE ? "none" : qt_name(t); }
+
 static const char *expert_types_text(const mi_layer *L, char *buf, size_t cap) {
     if (L->fused_gate_up)
-        snprintf(buf, cap, "gate_up %s, down %s", qt_name(L->expert_types[0]), qt_name(L->expert_types[2]));
+        snprintf(buf, cap, "gate_up %s, down %s", type_or_none(L->expert_types[0]),
+                 type_or_none(L->expert_types[2]));
     else
-        snprintf(buf, cap, "gate %s, up %s, down %s", qt_name(L->expert_types[0]),
-                 qt_name(L->expert_types[1]), qt_name(L->expert_types[2]));
+        snprintf(buf, cap, "gate %s, up %s, down %s", type_or_none(L->expert_types[0]),
+                 type_or_none(L->expert_types[1]), type_or_none(L->expert_types[2]));
     return buf;
 }
 
@@ -159,7 +162,7 @@ static void print_text(const char *path, const gguf_ctx *g, const model_info *mi
     printf("routed experts  %s (%.1f%% of tensor bytes)\n", human(mi->routed_bytes, b1, sizeof b1), pct);
     if (mi->n_expert || mi->routed_bytes) {
         printf("experts         %u per layer, %u used per token, %u shared; %u trunk MoE layer%s",
-               mi->n_expert, mi->n_expert_used, mi->n_expert_shared, mi->n_moe_layers,
+               mi->n_expert ? mi->n_expert : mi->n_expert_max, mi->n_expert_used, mi->n_expert_shared, mi->n_moe_layers,
                mi->n_moe_layers == 1 ? "" : "s");
         if (mi->n_nextn) printf(" + %u MTP block%s", mi->n_nextn, mi->n_nextn == 1 ? "" : "s");
         printf("\n");
@@ -232,7 +235,7 @@ static int print_json(const char *path, const gguf_ctx *g, const model_info *mi)
     json_object_set_new(o, "expert_bytes_max", json_integer((json_int_t)mi->expert_bytes_max));
     json_object_set_new(o, "expert_bytes_per_token", json_integer((json_int_t)mi->touched_per_token));
     json_object_set_new(o, "resident_memory_bytes", json_integer((json_int_t)mi->resident_bytes));
-    int rc = json_dumpf(o, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
+    int rc = json_dumpf(o, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(15));
     printf("\n");
     json_decref(o);
     return rc;

@@ -59,6 +59,9 @@ int model_info_get(const gguf_ctx *g, model_info *mi, pt_err *err) {
         if (b > max_blk) max_blk = b;
     }
     mi->n_layers = arch_u32(g, mi->arch, "block_count", (uint32_t)(max_blk + 1));
+    if (mi->n_layers > MI_MAX_LAYERS)
+        return pt_errf(err, "%s: %s.block_count = %u, expected at most %d", path, mi->arch,
+                       mi->n_layers, MI_MAX_LAYERS);
     if (max_blk >= (int)mi->n_layers)
         return pt_errf(err, "%s: tensor of block %d but %s.block_count is %u", path, max_blk,
                        mi->arch, mi->n_layers);
@@ -75,6 +78,7 @@ int model_info_get(const gguf_ctx *g, model_info *mi, pt_err *err) {
     for (uint32_t l = 0; l < mi->n_layers; l++) {
         mi->layers[l].index = (int32_t)l;
         mi->layers[l].is_nextn = l >= mi->n_layers - mi->n_nextn;
+        for (int k = 0; k < 3; k++) mi->layers[l].expert_types[k] = MI_NO_TYPE;
     }
 
     for (uint64_t i = 0; i < g->n_tensors; i++) {
@@ -118,6 +122,7 @@ int model_info_get(const gguf_ctx *g, model_info *mi, pt_err *err) {
     for (uint32_t l = 0; l < mi->n_layers; l++) {
         const mi_layer *L = &mi->layers[l];
         if (!L->n_expert) continue;
+        if (L->n_expert > mi->n_expert_max) mi->n_expert_max = L->n_expert;
         if (L->expert_bytes > mi->expert_bytes_max) mi->expert_bytes_max = L->expert_bytes;
         if (L->is_nextn) continue;
         mi->n_moe_layers++;

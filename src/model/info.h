@@ -15,6 +15,9 @@
 #include "format/gguf.h"
 #include "kernels/qtypes.h"
 
+#define MI_MAX_LAYERS 65536     /* block_count above this is refused as implausible */
+#define MI_NO_TYPE 0xffffffffu  /* expert_types entry of a matrix the layer lacks */
+
 typedef struct mi_layer {
     int32_t index;          /* N of blk.N */
     int is_nextn;           /* one of the trailing nextn/MTP blocks */
@@ -40,7 +43,8 @@ typedef struct model_info {
     uint64_t type_bytes[QT_COUNT];
     uint32_t n_layers;        /* <arch>.block_count, or highest blk.N + 1 */
     uint32_t n_nextn;         /* <arch>.nextn_predict_layers (trailing MTP blocks) */
-    uint32_t n_expert, n_expert_used, n_expert_shared;
+    uint32_t n_expert, n_expert_used, n_expert_shared; /* from metadata (0 if absent) */
+    uint32_t n_expert_max;    /* most routed experts found in one layer's tensors */
     uint32_t n_moe_layers;    /* trunk layers (not MTP) with routed experts */
     uint64_t expert_bytes_max; /* largest single expert over layers */
     uint64_t touched_per_token; /* routed bytes one token reads: top-k experts of every trunk MoE layer */
