@@ -262,7 +262,7 @@ static void gguf_split_model(void) {
         CHECK(g->n_files == 3 && g->n_tensors == 6);
         for (int i = 0; i < 6; i++) {
             char name[8];
-            snprintf(name, sizeof name, "t%d", i);
+            snprintf(name, sizeof name, "t%u", (unsigned)i % 10);
             const gguf_tensor *t = gguf_find_tensor(g, name);
             CHECK(t != NULL);
             if (!t) continue;
