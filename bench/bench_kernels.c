@@ -1,0 +1,124 @@
+/* bench_kernels.c — single-threaded microbenchmark of the dot-product kernels
+ * (`make bench`).
+ *
+ * For every type with a SIMD kernel, a weight matrix of 4096-wide rows is
+ * multiplied by one activation vector (a full matvec pass: every row dotted
+ * with the same activations, as in decoding one token) at each ISA level the
+ * CPU supports. Two sizes: ~1 MB of weights (stays in L2/L3: compute-bound)
+ * and ~64 MB (larger than any L3 here: streams from DRAM, the regime of a
+ * huge MoE model). Reported: GB/s of weight bytes read and the speedup over
+ * the scalar reference at the same size. Each measurement is the best of
+ * rounds of passes over MEASURE_S seconds after one warm-up pass; the whole run takes well
+ * under a minute. Usage: bench_petrel [TYPE]  (e.g. Q4_K: that type only).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../tests/qt_random.h"
+#include "kernels/quant.h"
+
+#define NCOLS 4096     /* weights per row: a multiple of every block size */
+#define MEASURE_S 0.25 /* seconds of timed passes per (type, size, ISA) */
+#define ROUND_S 0.02   /* minimum length of one timed round */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static const char *isa_name(int isa) {
+    return isa == QT_ISA_AVX512 ? "AVX512" : isa == QT_ISA_AVX2 ? "AVX2" : "scalar";
+}
+
+/* One matvec pass: out[r] = dot(row r, act). */
+static void matvec(qt_dot_fn f, const uint8_t *w, size_t row_bytes, int64_t rows, const void *act,
+                   float *out) {
+    for (int64_t r = 0; r < rows; r++)
+        out[r] = f(w + (size_t)r * row_bytes, act, NCOLS);
+}
+
+/* GB/s of weight bytes for kernel f over `rows` rows: the best of several
+ * rounds of passes (each round at least ROUND_S), which filters out other
+ * processes sharing the core; MEASURE_S of rounds in all. */
+static double measure(qt_dot_fn f, const uint8_t *w, size_t row_bytes, int64_t rows,
+                      const void *act, float *out) {
+    matvec(f, w, row_bytes, rows, act, out); /* warm-up: caches, page faults */
+    const double bytes = (double)row_bytes * (double)rows;
+    const double start = now_s();
+    double best = 0;
+    do {
+        int passes = 0;
+        const double t0 = now_s();
+        double t;
+        do {
+            matvec(f, w, row_bytes, rows, act, out);
+            passes++;
+            t = now_s() - t0;
+        } while (t < ROUND_S);
+        if (bytes * passes / t > best) best = bytes * passes / t;
+    } while (now_s() - start < MEASURE_S);
+    return best / 1e9;
+}
+
+int main(int argc, char **argv) {
+    const char *only = argc > 1 ? argv[1] : NULL; /* optional: bench one type by name */
+    const int top = qt_isa_detect();
+    const size_t sizes[2] = {(size_t)1 << 20, (size_t)64 << 20};
+    printf("petrel kernel bench: single thread, %d-weight rows, best ISA here: %s\n", NCOLS,
+           isa_name(top));
+    printf("%-8s %-7s %-7s %9s %9s\n", "type", "weights", "ISA", "GB/s", "x scalar");
+
+    uint8_t *w = malloc(sizes[1] + 64);
+    float *x = malloc(NCOLS * sizeof *x);
+    void *act = malloc(NCOLS * 8); /* largest act row: F32, 4 bytes per weight */
+    /* one float per row; no type has rows under 512 bytes at NCOLS weights */
+    float *out = malloc(sizes[1] / 512 * sizeof *out);
+    if (!w || !x || !act || !out) {
+        fprintf(stderr, "bench_kernels: out of memory\n");
+        return 1;
+    }
+    qr_rng r = {20240601};
+    qr_fill_acts(&r, x, NCOLS);
+    volatile float sink = 0;
+    int benched = 0;
+
+    for (uint32_t type = 0; type < QT_COUNT; type++) {
+        const qt_traits *t = qt_get(type);
+        if (!t || t->act_type < 0 || (only && strcmp(only, t->name) != 0)) continue;
+        int has_simd = 0;
+        for (int isa = QT_ISA_AVX2; isa <= top; isa++)
+            has_simd |= qt_dot_impl(type, isa) != NULL;
+        if (!has_simd) continue;
+        uint64_t rb64;
+        if (qt_row_bytes(type, NCOLS, &rb64)) continue;
+        const size_t row_bytes = (size_t)rb64;
+        qt_quantize_act_ref((uint32_t)t->act_type, x, act, NCOLS);
+        for (int s = 0; s < 2; s++) {
+            const int64_t rows =
+                (int64_t)(sizes[s] / row_bytes) > 0 ? (int64_t)(sizes[s] / row_bytes) : 1;
+            qr_fill_weights(&r, type, w, rows * NCOLS);
+            double base = 0;
+            for (int isa = QT_ISA_SCALAR; isa <= top; isa++) {
+                qt_dot_fn f = qt_dot_impl(type, isa);
+                if (!f) continue;
+                const double gbs = measure(f, w, row_bytes, rows, act, out);
+                sink += out[0];
+                if (isa == QT_ISA_SCALAR) base = gbs;
+                printf("%-8s %-7s %-7s %9.2f %9.2f\n", t->name, s ? "64 MB" : "1 MB", isa_name(isa),
+                       gbs, base > 0 ? gbs / base : 0.0);
+                fflush(stdout);
+            }
+        }
+        benched++;
+    }
+    if (!benched) printf("(no SIMD kernels in this build/CPU: nothing to compare)\n");
+    free(w);
+    free(x);
+    free(act);
+    free(out);
+    (void)sink; /* the volatile writes keep the passes from being optimised away */
+    return 0;
+}

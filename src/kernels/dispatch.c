@@ -1,0 +1,132 @@
+/* dispatch.c — run-time choice of the dot-product kernel for each type.
+ *
+ * Three ISA levels: scalar (the reference in quant_ref.c / quant_iq.c, always
+ * present), AVX2 (dot_avx2.c) and AVX-512 F+BW+VL+VNNI (dot_avx512.c). The SIMD
+ * files are compiled with their own ISA flags and only on x86-64 (Makefile);
+ * this file is compiled for the baseline ISA and must not call into them
+ * before qt_isa_detect has confirmed the CPU supports that level.
+ *
+ * qt_dot_best resolves every type once (pthread_once, so concurrent first
+ * calls from worker threads are safe) and afterwards is a table lookup.
+ */
+#include <pthread.h>
+
+#include "kernels/quant.h"
+
+/* ===== Scalar level ===== */
+
+/* One wrapper per type so the scalar level is a plain qt_dot_fn like the SIMD
+ * ones; the type switch inside qt_dot_ref runs once per row, not per block. */
+#define SCALAR_DOT(T)                                                                              \
+    static float scalar_##T(const void *w, const void *a, int64_t n) {                             \
+        return qt_dot_ref(QT_##T, w, a, n);                                                        \
+    }
+SCALAR_DOT(F32)
+SCALAR_DOT(F16)
+SCALAR_DOT(BF16)
+SCALAR_DOT(Q4_0)
+SCALAR_DOT(Q4_1)
+SCALAR_DOT(Q5_0)
+SCALAR_DOT(Q5_1)
+SCALAR_DOT(Q8_0)
+SCALAR_DOT(Q2_K)
+SCALAR_DOT(Q3_K)
+SCALAR_DOT(Q4_K)
+SCALAR_DOT(Q5_K)
+SCALAR_DOT(Q6_K)
+SCALAR_DOT(IQ2_XXS)
+SCALAR_DOT(IQ2_XS)
+SCALAR_DOT(IQ3_XXS)
+SCALAR_DOT(IQ1_S)
+SCALAR_DOT(IQ4_NL)
+SCALAR_DOT(IQ3_S)
+SCALAR_DOT(IQ2_S)
+SCALAR_DOT(IQ4_XS)
+SCALAR_DOT(IQ1_M)
+SCALAR_DOT(MXFP4)
+
+/* Indexed by type id; NULL where the type has no dot product (act_type < 0). */
+static const qt_dot_fn scalar_table[QT_COUNT] = {
+#define E(T) [QT_##T] = scalar_##T
+    E(F32),   E(F16),    E(BF16),  E(Q4_0),  E(Q4_1),   E(Q5_0),    E(Q5_1),   E(Q8_0),
+    E(Q2_K),  E(Q3_K),   E(Q4_K),  E(Q5_K),  E(Q6_K),   E(IQ2_XXS), E(IQ2_XS), E(IQ3_XXS),
+    E(IQ1_S), E(IQ4_NL), E(IQ3_S), E(IQ2_S), E(IQ4_XS), E(IQ1_M),   E(MXFP4),
+#undef E
+};
+
+/* ===== CPU detection ===== */
+
+#if defined(__x86_64__)
+
+#include <cpuid.h>
+
+/* F16C (CPUID leaf 1, ECX bit 29): clang 14's __builtin_cpu_supports does not
+ * know the name. Every AVX2 CPU made has it, but the kernels rely on it, so
+ * check rather than assume. */
+static int has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+
+/* AVX2 level: the kernels also use FMA and F16C (fp16 scales). AVX-512 level:
+ * F, BW, VL for the 256-bit EVEX encodings and VNNI for vpdpbusd/vpdpwssd.
+ * __builtin_cpu_supports also checks that the OS saves the wider registers. */
+int qt_isa_detect(void) {
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !has_f16c())
+        return QT_ISA_SCALAR;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
+        return QT_ISA_AVX512;
+    return QT_ISA_AVX2;
+}
+
+#else
+
+/* Non-x86 builds have no SIMD files (the Makefile leaves them out). */
+int qt_isa_detect(void) {
+    return QT_ISA_SCALAR;
+}
+qt_dot_fn qt_dot_avx2(uint32_t type) {
+    (void)type;
+    return NULL;
+}
+qt_dot_fn qt_dot_avx512(uint32_t type) {
+    (void)type;
+    return NULL;
+}
+
+#endif
+
+/* ===== Public entry points ===== */
+
+/* Does not check that the CPU supports `isa`: callers (tests, benchmarks) ask
+ * qt_isa_detect first; qt_dot_best does. */
+qt_dot_fn qt_dot_impl(uint32_t type, int isa) {
+    if (type >= QT_COUNT) return NULL;
+    switch (isa) {
+    case QT_ISA_SCALAR: return scalar_table[type];
+    case QT_ISA_AVX2: return qt_dot_avx2(type);
+    case QT_ISA_AVX512: return qt_dot_avx512(type);
+    default: return NULL;
+    }
+}
+
+static qt_dot_fn best_table[QT_COUNT];
+static pthread_once_t best_once = PTHREAD_ONCE_INIT;
+
+/* Highest supported level that has a kernel for each type; scalar otherwise. */
+static void best_init(void) {
+    const int top = qt_isa_detect();
+    for (uint32_t t = 0; t < QT_COUNT; t++) {
+        qt_dot_fn f = NULL;
+        for (int isa = top; isa >= QT_ISA_SCALAR && !f; isa--)
+            f = qt_dot_impl(t, isa);
+        best_table[t] = f;
+    }
+}
+
+qt_dot_fn qt_dot_best(uint32_t type) {
+    pthread_once(&best_once, best_init);
+    return type < QT_COUNT ? best_table[type] : NULL;
+}

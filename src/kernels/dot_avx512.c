@@ -1,0 +1,29 @@
+/* dot_avx512.c — AVX-512 (F, BW, VL, VNNI) dot products (ISA level
+ * QT_ISA_AVX512).
+ *
+ * The kernels are those of dot_x86_body.h with the VNNI instructions as the
+ * integer multiply-accumulate primitives: vpdpbusd (u8 x s8, four products
+ * summed into int32, no saturation) and vpdpwssd (int16 pairs into int32),
+ * each replacing a two- or three-instruction AVX2 sequence. They run on
+ * 256-bit vectors (AVX512VL encodings), which avoids the frequency drop some
+ * CPUs take on 512-bit instructions and keeps one kernel body for both ISA
+ * levels. Compiled with the AVX-512 flags only; the dispatcher calls in here
+ * after checking the CPU.
+ */
+#include <immintrin.h>
+
+#include "kernels/quant.h"
+
+static inline __m256i dot_u8s8(__m256i acc, __m256i u, __m256i s) {
+    return _mm256_dpbusd_epi32(acc, u, s);
+}
+
+static inline __m256i dot_i16(__m256i acc, __m256i a, __m256i b) {
+    return _mm256_dpwssd_epi32(acc, a, b);
+}
+
+#include "kernels/dot_x86_body.h"
+
+qt_dot_fn qt_dot_avx512(uint32_t type) {
+    return x86_body_table(type);
+}

@@ -1,0 +1,570 @@
+/* dot_x86_body.h — 256-bit x86 dot-product kernels shared by dot_avx2.c and
+ * dot_avx512.c.
+ *
+ * Included only by those two files, which are compiled with their own ISA
+ * flags (see the Makefile); nothing else may include it. Before including it
+ * the file defines two static inline accumulate primitives, the only place
+ * where the two ISA levels differ:
+ *
+ *   dot_u8s8(acc, u, s)   acc[i] += sum of 4 products u8*s8 (lanes 4i..4i+3)
+ *   dot_i16(acc, a, b)    acc[i] += a[2i]*b[2i] + a[2i+1]*b[2i+1]  (int16 -> int32)
+ *
+ * AVX2 builds them from vpmaddubsw/vpmaddwd/vpaddd; AVX-512 uses the VNNI
+ * instructions vpdpbusd/vpdpwssd, which fuse the add (and never saturate).
+ *
+ * Exactness. Every kernel computes the integer part of each block exactly in
+ * int32 lanes and only then converts to float, as the scalar reference does,
+ * so results differ from qt_dot_ref only by float rounding (summation order).
+ * vpmaddubsw saturates int16 pair sums; each use below keeps |u*s| pairs
+ * under 32767: the unsigned operand is at most 63 (K-quants), 43 (IQ2 grid) or
+ * 128 (|int8| via the sign trick) while activations produced by
+ * qt_quantize_act_ref lie in [-127, 127].
+ *
+ * Layout facts used here are those of qtypes.h; the comments at each kernel
+ * say which weight each lane holds.
+ */
+#ifndef PT_DOT_X86_BODY_H
+#define PT_DOT_X86_BODY_H
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/quant.h"
+#include "kernels/quant_impl.h"
+
+/* ===== Helpers ===== */
+
+static inline float hsum_ps(__m256 v) {
+    __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    x = _mm_add_ss(x, _mm_movehdup_ps(x));
+    return _mm_cvtss_f32(x);
+}
+
+static inline float f16(pt_f16 h) {
+    return _cvtsh_ss(h);
+}
+
+static inline __m256i loadu256(const void *p) {
+    return _mm256_loadu_si256((const __m256i *)p);
+}
+static inline __m128i loadu128(const void *p) {
+    return _mm_loadu_si128((const __m128i *)p);
+}
+
+/* Signed int8 x int8: |x| as unsigned bytes, y with x's sign moved onto it. */
+static inline __m256i dot_s8s8(__m256i acc, __m256i x, __m256i y) {
+    return dot_u8s8(acc, _mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+}
+
+/* 32 bits -> 32 bytes: byte k is 0xFF when bit k is set, else 0. */
+static inline __m256i bits_to_bytes(uint32_t bits) {
+    const __m256i shuf =
+        _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303);
+    const __m256i bit = _mm256_set1_epi64x((int64_t)0x8040201008040201);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), shuf);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+}
+
+/* 16 nibbles-bytes -> 32 bytes: low nibbles (weights 0..15), then high (16..31). */
+static inline __m256i nibbles32(const uint8_t *qs) {
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    __m128i q = loadu128(qs);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
+}
+
+/* Per-group scales of a 256-weight block as int16 vpshufb sources: the 16
+ * scale bytes sign- or zero-extended, groups 0..7 broadcast to both 128-bit
+ * lanes in *lo and groups 8..15 in *hi. */
+static inline void scales16_s8(__m128i sc, __m256i *lo, __m256i *hi) {
+    *lo = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(sc));
+    *hi = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_unpackhi_epi64(sc, sc)));
+}
+static inline void scales16_u8(__m128i sc, __m256i *lo, __m256i *hi) {
+    *lo = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc));
+    *hi = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_unpackhi_epi64(sc, sc)));
+}
+
+/* The int16 scales [s[2m] x8, s[2m+1] x8] of 32-weight chunk m (vpmaddubsw
+ * lanes 0..7 hold weights 0..15 of the chunk, lanes 8..15 weights 16..31)
+ * from the half returned by scales16_*: lo for m < 4, hi for m >= 4. */
+static inline __m256i chunk_scales(__m256i half, int m) {
+    const int k = 4 * (m & 3);
+    const __m256i sel = _mm256_set_m128i(_mm_set1_epi16((short)((k + 3) << 8 | (k + 2))),
+                                         _mm_set1_epi16((short)((k + 1) << 8 | k)));
+    return _mm256_shuffle_epi8(half, sel);
+}
+
+/* Logical right shift of every byte by a run-time count (bits crossing into a
+ * byte from its neighbour are masked off by the callers). */
+static inline __m256i srl16(__m256i v, int k) {
+    return _mm256_srl_epi16(v, _mm_cvtsi32_si128(k));
+}
+
+/* ===== Float types ===== */
+
+static float dot_f32(const void *w, const void *a, int64_t n) {
+    const float *x = w, *y = a;
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(y + i + 8), s1);
+        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 16), _mm256_loadu_ps(y + i + 16), s2);
+        s3 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 24), _mm256_loadu_ps(y + i + 24), s3);
+    }
+    for (; i + 8 <= n; i += 8)
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), s0);
+    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    for (; i < n; i++)
+        sum += x[i] * y[i];
+    return sum;
+}
+
+static inline __m256 load_f16x8(const pt_f16 *p) {
+    return _mm256_cvtph_ps(loadu128(p));
+}
+
+static float dot_f16(const void *w, const void *a, int64_t n) {
+    const pt_f16 *x = w, *y = a;
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm256_fmadd_ps(load_f16x8(x + i), load_f16x8(y + i), s0);
+        s1 = _mm256_fmadd_ps(load_f16x8(x + i + 8), load_f16x8(y + i + 8), s1);
+        s2 = _mm256_fmadd_ps(load_f16x8(x + i + 16), load_f16x8(y + i + 16), s2);
+        s3 = _mm256_fmadd_ps(load_f16x8(x + i + 24), load_f16x8(y + i + 24), s3);
+    }
+    for (; i + 8 <= n; i += 8)
+        s0 = _mm256_fmadd_ps(load_f16x8(x + i), load_f16x8(y + i), s0);
+    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    for (; i < n; i++)
+        sum += f16(x[i]) * f16(y[i]);
+    return sum;
+}
+
+/* ===== 32-weight blocks against Q8_0 activations ===== */
+
+/* The legacy kernels below share one shape: per block, 32 signed weight bytes
+ * `wv` (lane j = weight j) and a float scale; two accumulators hide the FMA
+ * latency when the data is in cache. */
+#define LEGACY_LOOP(XT, DECODE, SCALE)                                                             \
+    const XT *x = w;                                                                               \
+    const block_q8_0 *y = a;                                                                       \
+    const int64_t nb = n / 32;                                                                     \
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                                 \
+    int64_t i = 0;                                                                                 \
+    for (; i + 2 <= nb; i += 2) {                                                                  \
+        for (int u = 0; u < 2; u++) {                                                              \
+            const XT *xb = &x[i + u];                                                              \
+            __m256i wv = DECODE;                                                                   \
+            __m256i p = dot_s8s8(_mm256_setzero_si256(), wv, loadu256(y[i + u].qs));               \
+            __m256 d = _mm256_set1_ps((SCALE)*f16(y[i + u].d));                                    \
+            if (u == 0)                                                                            \
+                acc0 = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc0);                            \
+            else                                                                                   \
+                acc1 = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc1);                            \
+        }                                                                                          \
+    }                                                                                              \
+    for (; i < nb; i++) {                                                                          \
+        const XT *xb = &x[i];                                                                      \
+        __m256i wv = DECODE;                                                                       \
+        __m256i p = dot_s8s8(_mm256_setzero_si256(), wv, loadu256(y[i].qs));                       \
+        __m256 d = _mm256_set1_ps((SCALE)*f16(y[i].d));                                            \
+        acc0 = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc0);                                    \
+    }                                                                                              \
+    return hsum_ps(_mm256_add_ps(acc0, acc1));
+
+static float dot_q8_0(const void *w, const void *a, int64_t n) {
+    LEGACY_LOOP(block_q8_0, loadu256(xb->qs), f16(xb->d))
+}
+
+/* Q4_0: weight = nibble - 8. */
+static inline __m256i decode_q4_0(const block_q4_0 *b) {
+    return _mm256_sub_epi8(nibbles32(b->qs), _mm256_set1_epi8(8));
+}
+static float dot_q4_0(const void *w, const void *a, int64_t n) {
+    LEGACY_LOOP(block_q4_0, decode_q4_0(xb), f16(xb->d))
+}
+
+/* Q5_0: weight = (nibble | bit << 4) - 16, bit j of qh for weight j. As a
+ * byte that is nibble | 0xF0 when the bit is clear and nibble when set. */
+static inline __m256i decode_q5_0(const block_q5_0 *b) {
+    uint32_t qh;
+    memcpy(&qh, b->qh, 4);
+    return _mm256_or_si256(nibbles32(b->qs),
+                           _mm256_andnot_si256(bits_to_bytes(qh), _mm256_set1_epi8((char)0xF0)));
+}
+static float dot_q5_0(const void *w, const void *a, int64_t n) {
+    LEGACY_LOOP(block_q5_0, decode_q5_0(xb), f16(xb->d))
+}
+
+/* IQ4_NL / MXFP4: nibble -> int8 through a 16-entry table (vpshufb). */
+static inline __m256i table16(const int8_t *t) {
+    return _mm256_broadcastsi128_si256(loadu128(t));
+}
+static float dot_iq4_nl(const void *w, const void *a, int64_t n) {
+    const __m256i tab = table16(kvalues_iq4nl);
+    LEGACY_LOOP(block_iq4_nl, _mm256_shuffle_epi8(tab, nibbles32(xb->qs)), f16(xb->d))
+}
+
+/* E8M0 exponent e -> 2^(e-128): half the block scale, because kvalues_mxfp4
+ * holds the E2M1 values doubled. Built from bits, exact (same as quant_iq.c). */
+static inline float e8m0_half(uint8_t e) {
+    uint32_t bits = e < 2 ? (uint32_t)0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+static float dot_mxfp4(const void *w, const void *a, int64_t n) {
+    const __m256i tab = table16(kvalues_mxfp4);
+    LEGACY_LOOP(block_mxfp4, _mm256_shuffle_epi8(tab, nibbles32(xb->qs)), e8m0_half(xb->e))
+}
+
+/* ===== K-quants against Q8_K activations ===== */
+
+/* Q2_K. Weight 128h + 32j + l (h = 0,1; j = 0..3; l = 0..31) is bits 2j..2j+1
+ * of qs[32h + l]; its 16-weight group g = 8h + 2j + l/16 has scale
+ * scales[g] & 15 and min scales[g] >> 4: w = d*sc*q - dmin*min. */
+/* Chunk j (weights 32j..32j+31 of a 128-weight half): 2-bit values of q at
+ * bits 2j, times activations, times the chunk's two group scales. */
+static inline __m256i q2k_chunk(__m256i sumi, __m256i q, const int8_t *q8, __m256i half, int j) {
+    const __m256i v = _mm256_and_si256(srl16(q, 2 * j), _mm256_set1_epi8(3));
+    return dot_i16(sumi, _mm256_maddubs_epi16(v, loadu256(q8 + 32 * j)), chunk_scales(half, j));
+}
+
+static float dot_q2_K(const void *w, const void *a, int64_t n) {
+    const block_q2_K *x = w;
+    const block_q8_K *y = a;
+    const int64_t nb = n / QK_K;
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const __m128i raw = loadu128(x[i].scales);
+        const __m128i sc = _mm_and_si128(raw, m4);
+        const __m128i mn = _mm_and_si128(_mm_srli_epi16(raw, 4), m4);
+        const __m256i pm = _mm256_madd_epi16(_mm256_cvtepu8_epi16(mn), loadu256(y[i].bsums));
+        acc =
+            _mm256_fmadd_ps(_mm256_set1_ps(-y[i].d * f16(x[i].dmin)), _mm256_cvtepi32_ps(pm), acc);
+        __m256i lo, hi;
+        scales16_u8(sc, &lo, &hi);
+        const __m256i q0 = loadu256(x[i].qs), q1 = loadu256(x[i].qs + 32);
+        const int8_t *q8 = y[i].qs;
+        /* unrolled by hand so that shift counts and shuffle masks are constants */
+        __m256i sumi = q2k_chunk(_mm256_setzero_si256(), q0, q8, lo, 0);
+        sumi = q2k_chunk(sumi, q0, q8, lo, 1);
+        sumi = q2k_chunk(sumi, q0, q8, lo, 2);
+        sumi = q2k_chunk(sumi, q0, q8, lo, 3);
+        sumi = q2k_chunk(sumi, q1, q8 + 128, hi, 0);
+        sumi = q2k_chunk(sumi, q1, q8 + 128, hi, 1);
+        sumi = q2k_chunk(sumi, q1, q8 + 128, hi, 2);
+        sumi = q2k_chunk(sumi, q1, q8 + 128, hi, 3);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * f16(x[i].d)), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    return hsum_ps(acc);
+}
+
+/* Q3_K. Low 2 bits as Q2_K; the third bit of weight 128h + 32j + l is bit
+ * 4h + j of hmask[l]; w = d * (sc - 32) * (q3 - 4), with the 16 6-bit scales
+ * packed as: low nibbles in scales[0..7] (groups 0..7 low, 8..15 high nibble),
+ * high 2 bits in scales[8..11] (group g: byte 8 + g%4, bits 2*(g/4)). The
+ * "- 4" is applied once per block through the Q8_K group sums. */
+static inline __m128i q3k_scales(const uint8_t *s) {
+    uint32_t a0, a1, a2, r[4];
+    memcpy(&a0, s, 4);
+    memcpy(&a1, s + 4, 4);
+    memcpy(&a2, s + 8, 4);
+    r[0] = (a0 & 0x0f0f0f0f) | ((a2 & 0x03030303) << 4);
+    r[1] = (a1 & 0x0f0f0f0f) | (((a2 >> 2) & 0x03030303) << 4);
+    r[2] = ((a0 >> 4) & 0x0f0f0f0f) | (((a2 >> 4) & 0x03030303) << 4);
+    r[3] = ((a1 >> 4) & 0x0f0f0f0f) | (((a2 >> 6) & 0x03030303) << 4);
+    return _mm_sub_epi8(loadu128(r), _mm_set1_epi8(32));
+}
+
+/* Chunk j of a half (chunk m of the block): low bits as Q2_K, third bit m of
+ * each hmask byte, value q3 in 0..7 (the "- 4" is applied by the caller). */
+static inline __m256i q3k_chunk(__m256i sumi, __m256i q, __m256i hm, const int8_t *q8, __m256i half,
+                                int j, int m) {
+    const __m256i hb = _mm256_and_si256(srl16(hm, m), _mm256_set1_epi8(1));
+    const __m256i v = _mm256_or_si256(_mm256_and_si256(srl16(q, 2 * j), _mm256_set1_epi8(3)),
+                                      _mm256_slli_epi16(hb, 2));
+    return dot_i16(sumi, _mm256_maddubs_epi16(v, loadu256(q8 + 32 * j)), chunk_scales(half, j));
+}
+
+static float dot_q3_K(const void *w, const void *a, int64_t n) {
+    const block_q3_K *x = w;
+    const block_q8_K *y = a;
+    const int64_t nb = n / QK_K;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const __m128i sc = q3k_scales(x[i].scales);
+        const __m256i hm = loadu256(x[i].hmask);
+        /* sum_g sc[g] * 4 * bsum[g]: the offset of q3 - 4 */
+        const __m256i off = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc), loadu256(y[i].bsums));
+        __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 2));
+        __m256i lo, hi;
+        scales16_s8(sc, &lo, &hi);
+        const __m256i q0 = loadu256(x[i].qs), q1 = loadu256(x[i].qs + 32);
+        const int8_t *q8 = y[i].qs;
+        sumi = q3k_chunk(sumi, q0, hm, q8, lo, 0, 0);
+        sumi = q3k_chunk(sumi, q0, hm, q8, lo, 1, 1);
+        sumi = q3k_chunk(sumi, q0, hm, q8, lo, 2, 2);
+        sumi = q3k_chunk(sumi, q0, hm, q8, lo, 3, 3);
+        sumi = q3k_chunk(sumi, q1, hm, q8 + 128, hi, 0, 4);
+        sumi = q3k_chunk(sumi, q1, hm, q8 + 128, hi, 1, 5);
+        sumi = q3k_chunk(sumi, q1, hm, q8 + 128, hi, 2, 6);
+        sumi = q3k_chunk(sumi, q1, hm, q8 + 128, hi, 3, 7);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * f16(x[i].d)), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    return hsum_ps(acc);
+}
+
+/* Q4_K / Q5_K scales: 8 6-bit scales and 8 6-bit mins in 12 bytes. Scale k < 4
+ * is s[k] & 63, min k < 4 is s[k+4] & 63; for k >= 4 the low 4 bits come from
+ * s[k+4] (scale: low nibble, min: high nibble) and the top 2 bits from the top
+ * of s[k-4] (scale) or s[k] (min). Returns bytes 0..7 scales, 8..15 mins. */
+static inline __m128i k4_scales_mins(const uint8_t *s) {
+    uint32_t u0, u1, u2, r[4];
+    memcpy(&u0, s, 4);
+    memcpy(&u1, s + 4, 4);
+    memcpy(&u2, s + 8, 4);
+    r[0] = u0 & 0x3f3f3f3f;
+    r[1] = (u2 & 0x0f0f0f0f) | (((u0 >> 6) & 0x03030303) << 4);
+    r[2] = u1 & 0x3f3f3f3f;
+    r[3] = ((u2 >> 4) & 0x0f0f0f0f) | (((u1 >> 6) & 0x03030303) << 4);
+    return loadu128(r);
+}
+
+/* Mins term of Q4_K/Q5_K: sum_k min[k] * (bsum[2k] + bsum[2k+1]) in 8 lanes. */
+static inline __m256i k4_mins_dot(__m128i scmn, const int16_t *bsums) {
+    const __m128i dup = _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
+    return _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_shuffle_epi8(scmn, dup)), loadu256(bsums));
+}
+
+/* Q4_K. Weight 64c + l (c = 0..3, l = 0..31) is the low nibble of qs[32c + l]
+ * with scale/min k = 2c; weight 64c + 32 + l is its high nibble, k = 2c + 1.
+ * w = d * sc[k] * q - dmin * min[k]. */
+static float dot_q4_K(const void *w, const void *a, int64_t n) {
+    const block_q4_K *x = w;
+    const block_q8_K *y = a;
+    const int64_t nb = n / QK_K;
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const __m128i scmn = k4_scales_mins(x[i].scales);
+        const __m256i pm = k4_mins_dot(scmn, y[i].bsums);
+        acc =
+            _mm256_fmadd_ps(_mm256_set1_ps(-y[i].d * f16(x[i].dmin)), _mm256_cvtepi32_ps(pm), acc);
+        /* the 8 scales as int16 in both lanes; vpshufb broadcasts scale k */
+        const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scmn));
+        __m256i sumi = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            const __m256i q = loadu256(x[i].qs + 32 * c);
+            const int8_t *q8 = y[i].qs + 64 * c;
+            const __m256i s0 =
+                _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)((4 * c + 1) << 8 | 4 * c)));
+            const __m256i s1 = _mm256_shuffle_epi8(
+                sc16, _mm256_set1_epi16((short)((4 * c + 3) << 8 | (4 * c + 2))));
+            const __m256i p0 = _mm256_maddubs_epi16(_mm256_and_si256(q, m4), loadu256(q8));
+            const __m256i p1 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+                                                    loadu256(q8 + 32));
+            sumi = dot_i16(sumi, p0, s0);
+            sumi = dot_i16(sumi, p1, s1);
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * f16(x[i].d)), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    return hsum_ps(acc);
+}
+
+/* Q5_K. As Q4_K, plus a fifth bit: weight 64c + l takes bit 2c of qh[l],
+ * weight 64c + 32 + l bit 2c + 1. */
+static float dot_q5_K(const void *w, const void *a, int64_t n) {
+    const block_q5_K *x = w;
+    const block_q8_K *y = a;
+    const int64_t nb = n / QK_K;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), b4 = _mm256_set1_epi8(0x10);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const __m128i scmn = k4_scales_mins(x[i].scales);
+        const __m256i pm = k4_mins_dot(scmn, y[i].bsums);
+        acc =
+            _mm256_fmadd_ps(_mm256_set1_ps(-y[i].d * f16(x[i].dmin)), _mm256_cvtepi32_ps(pm), acc);
+        const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scmn));
+        const __m256i qh = loadu256(x[i].qh);
+        __m256i sumi = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            const __m256i q = loadu256(x[i].qs + 32 * c);
+            const __m256i hb = srl16(qh, 2 * c); /* bit 0: low half's bit, bit 1: high half's */
+            const int8_t *q8 = y[i].qs + 64 * c;
+            const __m256i s0 =
+                _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)((4 * c + 1) << 8 | 4 * c)));
+            const __m256i s1 = _mm256_shuffle_epi8(
+                sc16, _mm256_set1_epi16((short)((4 * c + 3) << 8 | (4 * c + 2))));
+            const __m256i v0 = _mm256_or_si256(_mm256_and_si256(q, m4),
+                                               _mm256_and_si256(_mm256_slli_epi16(hb, 4), b4));
+            const __m256i v1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+                                               _mm256_and_si256(_mm256_slli_epi16(hb, 3), b4));
+            sumi = dot_i16(sumi, _mm256_maddubs_epi16(v0, loadu256(q8)), s0);
+            sumi = dot_i16(sumi, _mm256_maddubs_epi16(v1, loadu256(q8 + 32)), s1);
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * f16(x[i].d)), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    return hsum_ps(acc);
+}
+
+/* Q6_K. Half h (0,1) uses ql[64h..64h+63] and qh[32h..32h+31]; for l = 0..31:
+ *   weight 128h +      l: ql[64h + l]      & 15, qh bits 0..1
+ *   weight 128h + 32 + l: ql[64h + 32 + l] & 15, qh bits 2..3
+ *   weight 128h + 64 + l: ql[64h + l]      >> 4, qh bits 4..5
+ *   weight 128h + 96 + l: ql[64h + 32 + l] >> 4, qh bits 6..7
+ * (qh byte qh[32h + l]); w = d * scales[weight/16] * (q6 - 32). The "- 32"
+ * is applied once per block through the Q8_K group sums. */
+static float dot_q6_K(const void *w, const void *a, int64_t n) {
+    const block_q6_K *x = w;
+    const block_q8_K *y = a;
+    const int64_t nb = n / QK_K;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m3 = _mm256_set1_epi8(0x30);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const __m128i sc = loadu128(x[i].scales);
+        const __m256i off = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc), loadu256(y[i].bsums));
+        __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
+        __m256i half[2];
+        scales16_s8(sc, &half[0], &half[1]);
+        for (int h = 0; h < 2; h++) {
+            const __m256i la = loadu256(x[i].ql + 64 * h);
+            const __m256i lb = loadu256(x[i].ql + 64 * h + 32);
+            const __m256i hq = loadu256(x[i].qh + 32 * h);
+            const int8_t *q8 = y[i].qs + 128 * h;
+            const __m256i v0 = _mm256_or_si256(_mm256_and_si256(la, m4),
+                                               _mm256_and_si256(_mm256_slli_epi16(hq, 4), m3));
+            const __m256i v1 = _mm256_or_si256(_mm256_and_si256(lb, m4),
+                                               _mm256_and_si256(_mm256_slli_epi16(hq, 2), m3));
+            const __m256i v2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(la, 4), m4),
+                                               _mm256_and_si256(hq, m3));
+            const __m256i v3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lb, 4), m4),
+                                               _mm256_and_si256(_mm256_srli_epi16(hq, 2), m3));
+            sumi = dot_i16(sumi, _mm256_maddubs_epi16(v0, loadu256(q8)), chunk_scales(half[h], 0));
+            sumi = dot_i16(sumi, _mm256_maddubs_epi16(v1, loadu256(q8 + 32)),
+                           chunk_scales(half[h], 1));
+            sumi = dot_i16(sumi, _mm256_maddubs_epi16(v2, loadu256(q8 + 64)),
+                           chunk_scales(half[h], 2));
+            sumi = dot_i16(sumi, _mm256_maddubs_epi16(v3, loadu256(q8 + 96)),
+                           chunk_scales(half[h], 3));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * f16(x[i].d)), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    return hsum_ps(acc);
+}
+
+/* ===== IQ types against Q8_K activations ===== */
+
+/* Sign patterns of the IQ2/IQ3 types as vpsignb operands: entry i holds, for
+ * j = 0..7, byte 0xFF (negate) when bit j of ksigns_iq2xs[i] is set, else
+ * 0x01. ksigns_iq2xs[i] is i with bit 7 set to the parity of i (an even number
+ * of negative weights per 8); the tests check this table against it through
+ * the reference dot product. Built at compile time, so no init race. */
+#define KS_PAR(i)                                                                                  \
+    (((i) ^ ((i) >> 1) ^ ((i) >> 2) ^ ((i) >> 3) ^ ((i) >> 4) ^ ((i) >> 5) ^ ((i) >> 6)) & 1)
+#define KS_B(i, j) ((uint64_t)(((((i) | KS_PAR(i) << 7) >> (j)) & 1) ? 0xFF : 0x01) << (8 * (j)))
+#define KS_E(i)                                                                                    \
+    (KS_B(i, 0) | KS_B(i, 1) | KS_B(i, 2) | KS_B(i, 3) | KS_B(i, 4) | KS_B(i, 5) | KS_B(i, 6) |    \
+     KS_B(i, 7))
+#define KS_E4(i) KS_E(i), KS_E((i) + 1), KS_E((i) + 2), KS_E((i) + 3)
+#define KS_E16(i) KS_E4(i), KS_E4((i) + 4), KS_E4((i) + 8), KS_E4((i) + 12)
+static const uint64_t iq2_signs_pm1[128] = {KS_E16(0),  KS_E16(16), KS_E16(32), KS_E16(48),
+                                            KS_E16(64), KS_E16(80), KS_E16(96), KS_E16(112)};
+#undef KS_PAR
+#undef KS_B
+#undef KS_E
+#undef KS_E4
+#undef KS_E16
+
+/* IQ2_XXS. Per 32 weights 8 bytes: 4 indices into iq2xxs_grid (8 unsigned
+ * levels each, byte j = weight j), then a 32-bit word with four 7-bit indices
+ * into ksigns_iq2xs (bit j set: weight j negative) and a 4-bit scale s:
+ * w = d * (2s + 1) / 8 * level * sign. The signs are moved onto the
+ * activations so that vpmaddubsw sees unsigned levels (at most 43). */
+static inline __m256i iq2xxs_sub(const uint8_t *qs, const int8_t *q8, __m256i sumi) {
+    uint32_t g;
+    memcpy(&g, qs + 4, 4);
+    const __m256i grid =
+        _mm256_set_epi64x((int64_t)iq2xxs_grid[qs[3]], (int64_t)iq2xxs_grid[qs[2]],
+                          (int64_t)iq2xxs_grid[qs[1]], (int64_t)iq2xxs_grid[qs[0]]);
+    const __m256i sg = _mm256_set_epi64x(
+        (int64_t)iq2_signs_pm1[(g >> 21) & 127], (int64_t)iq2_signs_pm1[(g >> 14) & 127],
+        (int64_t)iq2_signs_pm1[(g >> 7) & 127], (int64_t)iq2_signs_pm1[g & 127]);
+    const __m256i p = _mm256_maddubs_epi16(grid, _mm256_sign_epi8(loadu256(q8), sg));
+    return dot_i16(sumi, p, _mm256_set1_epi16((short)(2 * (g >> 28) + 1)));
+}
+
+static float dot_iq2_xxs(const void *w, const void *a, int64_t n) {
+    const block_iq2_xxs *x = w;
+    const block_q8_K *y = a;
+    const int64_t nb = n / QK_K;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *qs = (const uint8_t *)x[i].qs;
+        const int8_t *q8 = y[i].qs;
+        /* two chains so consecutive sub-blocks overlap */
+        __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+        for (int ib = 0; ib < QK_K / 32; ib += 2) {
+            s0 = iq2xxs_sub(qs + 8 * ib, q8 + 32 * ib, s0);
+            s1 = iq2xxs_sub(qs + 8 * ib + 8, q8 + 32 * ib + 32, s1);
+        }
+        const __m256i sumi = _mm256_add_epi32(s0, s1);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    return 0.125f * hsum_ps(acc);
+}
+
+/* IQ4_XS. Sub-block ib (32 weights): qs[16ib + j] low nibble = weight j, high
+ * nibble = weight j + 16, values through kvalues_iq4nl; 6-bit scale (offset
+ * 32): low 4 bits in scales_l[ib/2] (nibble ib%2), top 2 in scales_h bits 2ib. */
+static float dot_iq4_xs(const void *w, const void *a, int64_t n) {
+    const block_iq4_xs *x = w;
+    const block_q8_K *y = a;
+    const int64_t nb = n / QK_K;
+    const __m256i tab = table16(kvalues_iq4nl);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        uint32_t sl;
+        memcpy(&sl, x[i].scales_l, 4);
+        const uint32_t sh = x[i].scales_h;
+        __m256i sumi = _mm256_setzero_si256();
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            const int ls = (int)(((sl >> (4 * ib)) & 0xf) | ((sh >> (2 * ib)) & 3) << 4) - 32;
+            const __m256i v = _mm256_shuffle_epi8(tab, nibbles32(x[i].qs + 16 * ib));
+            const __m256i yv = loadu256(y[i].qs + 32 * ib);
+            const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(yv, v));
+            sumi = dot_i16(sumi, p, _mm256_set1_epi16((short)ls));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    return hsum_ps(acc);
+}
+
+/* ===== Table ===== */
+
+/* The kernel for `type`, or NULL when this file has none. */
+static qt_dot_fn x86_body_table(uint32_t type) {
+    switch (type) {
+    case QT_F32: return dot_f32;
+    case QT_F16: return dot_f16;
+    case QT_Q4_0: return dot_q4_0;
+    case QT_Q5_0: return dot_q5_0;
+    case QT_Q8_0: return dot_q8_0;
+    case QT_IQ4_NL: return dot_iq4_nl;
+    case QT_MXFP4: return dot_mxfp4;
+    case QT_Q2_K: return dot_q2_K;
+    case QT_Q3_K: return dot_q3_K;
+    case QT_Q4_K: return dot_q4_K;
+    case QT_Q5_K: return dot_q5_K;
+    case QT_Q6_K: return dot_q6_K;
+    case QT_IQ2_XXS: return dot_iq2_xxs;
+    case QT_IQ4_XS: return dot_iq4_xs;
+    default: return NULL;
+    }
+}
+
+#endif

@@ -1,0 +1,184 @@
+/* test_simd.c — the SIMD dot products (dot_avx2.c, dot_avx512.c) against the
+ * scalar reference, and the run-time dispatcher (dispatch.c).
+ *
+ * For each ISA level the CPU supports and each type that level implements:
+ * random valid weight blocks (fixed seeds) and activations quantised by
+ * qt_quantize_act_ref, over lengths from one block to 7168 weights. A SIMD
+ * result must equal qt_dot_ref to float rounding: |simd - ref| <= 1e-5 *
+ * sum|w_i * a_i| (dequantised values). Integer parts are exact in both, so a
+ * wrong bit in any weight shows up far above that bound. A level the CPU lacks
+ * is reported as skipped, never as passed.
+ */
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+#include <math.h>
+#include <stdlib.h>
+
+#include "common.h"
+#include "kernels/quant.h"
+#include "qt_random.h"
+#include "test.h"
+
+/* Types that must have a kernel at every SIMD level the CPU supports. */
+static const uint32_t required[] = {QT_Q8_0, QT_Q2_K, QT_Q4_K, QT_Q6_K, QT_IQ2_XXS};
+
+static const char *isa_name(int isa) {
+    return isa == QT_ISA_AVX512 ? "AVX512" : isa == QT_ISA_AVX2 ? "AVX2" : "scalar";
+}
+
+/* Compare f with qt_dot_ref for `trials` random rows of n weights of `type`.
+ * Returns the number of mismatches (each reported). */
+static int compare_row(uint32_t type, int isa, qt_dot_fn f, int64_t n, uint64_t seed, int trials) {
+    const qt_traits *t = qt_get(type);
+    uint64_t wbytes, abytes;
+    if (qt_row_bytes(type, n, &wbytes) || qt_row_bytes((uint32_t)t->act_type, n, &abytes)) {
+        t_fail_at(__FILE__, __LINE__, "%s: bad length %lld", t->name, (long long)n);
+        return 1;
+    }
+    void *w = malloc(wbytes), *a = malloc(abytes);
+    float *x = malloc((size_t)n * sizeof *x), *wd = malloc((size_t)n * sizeof *wd),
+          *ad = malloc((size_t)n * sizeof *ad);
+    int bad = 0;
+    qr_rng r = {seed * 0x9E3779B97F4A7C15ULL + (uint64_t)type * 1000003u + (uint64_t)n};
+    for (int k = 0; k < trials; k++) {
+        qr_fill_weights(&r, type, w, n);
+        qr_fill_acts(&r, x, n);
+        qt_quantize_act_ref((uint32_t)t->act_type, x, a, n);
+        const float ref = qt_dot_ref(type, w, a, n);
+        const float got = f(w, a, n);
+        qt_dequant_ref(type, w, wd, n);
+        qt_dequant_ref((uint32_t)t->act_type, a, ad, n);
+        double mag = 0;
+        for (int64_t i = 0; i < n; i++)
+            mag += fabs((double)wd[i] * (double)ad[i]);
+        const double tol = 1e-5 * mag;
+        if (!(fabs((double)got - (double)ref) <= tol) || !isfinite(got)) {
+            t_fail_at(__FILE__, __LINE__,
+                      "%s %s n=%lld trial %d: simd %.9g, ref %.9g, |diff| %.3g > tol %.3g", t->name,
+                      isa_name(isa), (long long)n, k, (double)got, (double)ref,
+                      fabs((double)got - (double)ref), tol);
+            bad++;
+        }
+    }
+    free(w);
+    free(a);
+    free(x);
+    free(wd);
+    free(ad);
+    return bad;
+}
+
+/* Every kernel of level `isa` against the reference; skipped when the CPU
+ * lacks the level. */
+static void check_level(int isa) {
+    if (qt_isa_detect() < isa) {
+        char why[96];
+        snprintf(why, sizeof why, "CPU (or this build) has no %s", isa_name(isa));
+        t_skip(why);
+        return;
+    }
+    for (size_t i = 0; i < PT_ARRAY_LEN(required); i++)
+        CHECKF(qt_dot_impl(required[i], isa) != NULL, "%s has no %s kernel", qt_name(required[i]),
+               isa_name(isa));
+    int tested = 0;
+    for (uint32_t type = 0; type < QT_COUNT; type++) {
+        const qt_traits *t = qt_get(type);
+        qt_dot_fn f = qt_dot_impl(type, isa);
+        if (!t || t->act_type < 0 || !f) continue;
+        tested++;
+        if (t->block == 1) {
+            /* float types: any length, including SIMD tails */
+            const int64_t lens[] = {1, 7, 8, 31, 33, 100, 4096, 7168 + 5};
+            for (size_t k = 0; k < PT_ARRAY_LEN(lens); k++)
+                compare_row(type, isa, f, lens[k], k, 3);
+        } else {
+            const int64_t lens[] = {
+                t->block, 2 * (int64_t)t->block, 3 * (int64_t)t->block, 9 * (int64_t)t->block, 4096,
+                7168};
+            for (size_t k = 0; k < PT_ARRAY_LEN(lens); k++)
+                compare_row(type, isa, f, lens[k], k, lens[k] <= 4 * t->block ? 20 : 4);
+        }
+    }
+    CHECK(tested >= (int)PT_ARRAY_LEN(required));
+}
+
+static void simd_avx2_matches_ref(void) {
+    check_level(QT_ISA_AVX2);
+}
+static void simd_avx512_matches_ref(void) {
+    check_level(QT_ISA_AVX512);
+}
+
+/* The scalar level is qt_dot_ref itself, for every type with a dot product. */
+static void simd_scalar_level_is_ref(void) {
+    for (uint32_t type = 0; type < QT_COUNT; type++) {
+        const qt_traits *t = qt_get(type);
+        qt_dot_fn f = qt_dot_impl(type, QT_ISA_SCALAR);
+        if (!t || t->act_type < 0) {
+            CHECKF(f == NULL, "type %u has no dot product but a scalar kernel", type);
+            continue;
+        }
+        CHECKF(f != NULL, "%s has no scalar kernel", t->name);
+        if (!f) continue;
+        const int64_t n = t->block == 1 ? 300 : 4 * (int64_t)t->block;
+        uint64_t wbytes = 0, abytes = 0;
+        CHECK(qt_row_bytes(type, n, &wbytes) == 0 &&
+              qt_row_bytes((uint32_t)t->act_type, n, &abytes) == 0);
+        void *w = malloc(wbytes), *a = malloc(abytes);
+        float *x = malloc((size_t)n * sizeof *x);
+        qr_rng r = {12345 + type};
+        qr_fill_weights(&r, type, w, n);
+        qr_fill_acts(&r, x, n);
+        qt_quantize_act_ref((uint32_t)t->act_type, x, a, n);
+        float ref = qt_dot_ref(type, w, a, n), got = f(w, a, n);
+        CHECKF(memcmp(&ref, &got, sizeof ref) == 0, "%s scalar level %.9g != qt_dot_ref %.9g",
+               t->name, (double)got, (double)ref);
+        free(w);
+        free(a);
+        free(x);
+    }
+}
+
+/* Detection agrees with the CPU, and qt_dot_best really picks SIMD: a test
+ * that silently fell back to the scalar path would otherwise pass. */
+static void simd_dispatch_picks_best(void) {
+    const int top = qt_isa_detect();
+    CHECK(top >= QT_ISA_SCALAR && top <= QT_ISA_AVX512);
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    unsigned a, b, c, d;
+    const int f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+    const int has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
+    const int has_512 = has_avx2 && __builtin_cpu_supports("avx512f") &&
+                        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+                        __builtin_cpu_supports("avx512vnni");
+    CHECK(top == (has_512 ? QT_ISA_AVX512 : has_avx2 ? QT_ISA_AVX2 : QT_ISA_SCALAR));
+    if (has_avx2) {
+        CHECK(qt_dot_best(QT_Q4_K) != NULL);
+        CHECKF(qt_dot_best(QT_Q4_K) != qt_dot_impl(QT_Q4_K, QT_ISA_SCALAR),
+               "qt_dot_best(Q4_K) is the scalar kernel on a CPU with AVX2");
+    }
+#else
+    CHECK(top == QT_ISA_SCALAR);
+    CHECK(qt_dot_avx2(QT_Q4_K) == NULL && qt_dot_avx512(QT_Q4_K) == NULL);
+#endif
+    for (uint32_t type = 0; type < QT_COUNT; type++) {
+        qt_dot_fn want = NULL;
+        for (int isa = top; isa >= QT_ISA_SCALAR && !want; isa--)
+            want = qt_dot_impl(type, isa);
+        CHECKF(qt_dot_best(type) == want, "qt_dot_best(%s) is not the highest available level",
+               qt_name(type));
+    }
+    CHECK(qt_dot_best(QT_Q8_K) == NULL); /* activation-only type: no dot */
+    CHECK(qt_dot_best(QT_COUNT) == NULL);
+    CHECK(qt_dot_impl(QT_Q4_K, 3) == NULL);
+    CHECK(qt_dot_impl(QT_COUNT + 7, QT_ISA_SCALAR) == NULL);
+}
+
+T_SUITE(simd) {
+    T_ADD(simd_scalar_level_is_ref);
+    T_ADD(simd_dispatch_picks_best);
+    T_ADD(simd_avx2_matches_ref);
+    T_ADD(simd_avx512_matches_ref);
+}
