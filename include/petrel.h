@@ -5,15 +5,60 @@
  * bounded cache. Front ends (CLI, server) use only this header; tensors, the
  * expert cache and the kernels stay behind it.
  *
- * So far the engine exposes its version; the model/session API (pt_engine,
- * pt_session) arrives with the forward pass.
+ * An engine is one loaded model (weights, thread pool); a session is one
+ * sequence with its own KV cache. Functions that can fail take an error
+ * buffer and return NULL / -1 after writing one line into it.
  */
 #ifndef PETREL_H
 #define PETREL_H
+
+#include <stddef.h>
+#include <stdint.h>
 
 #define PETREL_VERSION "0.1.0"
 
 /* The library version, "MAJOR.MINOR.PATCH". */
 const char *pt_version(void);
+
+typedef struct pt_engine pt_engine;
+typedef struct pt_session pt_session;
+
+typedef struct pt_engine_params {
+    const char *model_path; /* GGUF file (any part of a split model) */
+    int n_threads;          /* 0: one per online CPU */
+} pt_engine_params;
+
+pt_engine *pt_engine_open(const pt_engine_params *p, char *err, size_t err_len);
+void pt_engine_close(pt_engine *e);
+
+int pt_engine_n_vocab(const pt_engine *e);
+int pt_engine_n_embd(const pt_engine *e);
+int pt_engine_n_threads(const pt_engine *e);
+int pt_engine_has_mtp(const pt_engine *e);
+const char *pt_engine_arch(const pt_engine *e);
+
+typedef struct pt_session_params {
+    int n_ctx;   /* positions the KV cache holds; 0: 4096 (capped by the model's training context) */
+    int n_batch; /* rows evaluated per forward chunk; 0: 64 */
+} pt_session_params;
+
+pt_session *pt_session_new(pt_engine *e, const pt_session_params *p, char *err, size_t err_len);
+void pt_session_free(pt_session *s);
+
+int pt_session_n_ctx(const pt_session *s);
+int pt_session_n_past(const pt_session *s);
+/* Drop the cache after the first n positions (0 clears it). */
+void pt_session_truncate(pt_session *s, int n);
+
+/* Feed tokens[n] at the next positions. logits: NULL, or [n][n_vocab] when
+ * all_rows, or [n_vocab] for the last token. hidden: NULL, or [n][n_embd] (the
+ * final-norm state, input of the MTP head). 0, or -1 with err. */
+int pt_session_eval(pt_session *s, const int32_t *tokens, int n, float *logits, int all_rows,
+                    float *hidden, char *err, size_t err_len);
+
+/* MTP/NextN draft logits [n][n_vocab]: row i from (tokens[i], hidden_prev[i]),
+ * hidden_prev[i] being the trunk state of the position before. 0, or -1 with err. */
+int pt_session_mtp(pt_session *s, const int32_t *tokens, const float *hidden_prev, int n,
+                   float *logits, char *err, size_t err_len);
 
 #endif

@@ -12,6 +12,7 @@
 #define CLI_USAGE 2
 
 int cmd_inspect(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
 
 /* Print "petrel: <msg>" to stderr; returns CLI_ERROR. */
 int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

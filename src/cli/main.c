@@ -23,6 +23,8 @@ static void usage(FILE *f) {
             "usage: petrel COMMAND [ARGS]\n"
             "\n"
             "commands:\n"
+            "  generate -m MODEL --tokens IDS -n N [--dump-logits F]\n"
+            "                                run a model on token ids, print the generated ids\n"
             "  inspect MODEL.gguf [--json]   architecture, tensor types, resident vs expert bytes\n"
             "  help                          this text\n"
             "  version                       print the version\n"
@@ -38,6 +40,7 @@ int main(int argc, char **argv) {
     }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 1, argv + 1);
+    if (!strcmp(cmd, "generate")) return cmd_generate(argc - 1, argv + 1);
     if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
         usage(stdout);
         return CLI_OK;

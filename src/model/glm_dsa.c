@@ -1,0 +1,345 @@
+/* glm_dsa.c — hyper-parameters and tensor binding for `glm-dsa` and
+ * `deepseek2` (see glm_dsa.h). Every tensor is checked against the shape the
+ * metadata implies and its type against what petrel can compute with, so a
+ * contradictory file is refused at load with the tensor and the problem named.
+ */
+#include "glm_dsa.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/quant.h"
+
+typedef struct loader {
+    const gguf_ctx *g;
+    const char *arch;
+    const char *path;
+    pt_err *err;
+} loader;
+
+static int hp_u32(loader *L, const char *key, int *out, int required, int def) {
+    char k[160];
+    snprintf(k, sizeof k, "%s.%s", L->arch, key);
+    if (!gguf_find(L->g, k)) {
+        if (required) return pt_errf(L->err, "%s: missing metadata key '%s'", L->path, k);
+        *out = def;
+        return 0;
+    }
+    uint32_t v;
+    if (gguf_get_u32(L->g, k, &v, L->err)) return -1;
+    if (v > (1u << 30)) return pt_errf(L->err, "%s: metadata key '%s' = %u is implausible", L->path, k, v);
+    *out = (int)v;
+    return 0;
+}
+
+static int hp_f32(loader *L, const char *key, float *out, int required, float def) {
+    char k[160];
+    snprintf(k, sizeof k, "%s.%s", L->arch, key);
+    if (!gguf_find(L->g, k)) {
+        if (required) return pt_errf(L->err, "%s: missing metadata key '%s'", L->path, k);
+        *out = def;
+        return 0;
+    }
+    return gguf_get_f32(L->g, k, out, L->err);
+}
+
+/* Find a tensor and check its shape; ne[i] < 0 means "any". Missing optional
+ * tensors return NULL without error. */
+static const gguf_tensor *bind(loader *L, const char *name, int n_dims, int64_t ne0, int64_t ne1,
+                               int64_t ne2, int required, int *rc) {
+    const gguf_tensor *t = gguf_find_tensor(L->g, name);
+    if (!t) {
+        if (required) *rc = pt_errf(L->err, "%s: missing tensor '%s'", L->path, name);
+        return NULL;
+    }
+    int64_t want[3] = {ne0, ne1, ne2};
+    int ok = 1;
+    for (int d = 0; d < 3; d++)
+        if (d < n_dims ? (want[d] >= 0 && t->ne[d] != want[d]) : t->ne[d] != 1) ok = 0;
+    if (t->ne[3] != 1) ok = 0;
+    if (!ok) {
+        *rc = pt_errf(L->err, "%s: tensor '%s' has shape {%lld,%lld,%lld,%lld}, expected {%lld,%lld,%lld}",
+                      L->path, name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                      (long long)t->ne[3], (long long)ne0, (long long)ne1, (long long)ne2);
+        return NULL;
+    }
+    return t;
+}
+
+static const float *bind_f32(loader *L, const char *name, int64_t n, int required, int *rc) {
+    const gguf_tensor *t = bind(L, name, 1, n, 1, 1, required, rc);
+    if (!t) return NULL;
+    if (t->type != QT_F32) {
+        *rc = pt_errf(L->err, "%s: tensor '%s' has type %s, expected F32", L->path, name, qt_name(t->type));
+        return NULL;
+    }
+    return (const float *)t->data;
+}
+
+static int check_matmul_type(loader *L, const gguf_tensor *t, int *rc) {
+    const qt_traits *tr = qt_get(t->type);
+    if (!tr || tr->act_type < 0 || !tr->decodes) {
+        *rc = pt_errf(L->err, "%s: tensor '%s' has type %s, which petrel cannot compute with", L->path,
+                      t->name, qt_name(t->type));
+        return -1;
+    }
+    return 0;
+}
+
+static mm_weight as_weight(const gguf_tensor *t) {
+    mm_weight w = {0};
+    if (!t) return w;
+    w.type = t->type;
+    w.n_in = t->ne[0];
+    w.n_out = t->ne[1];
+    qt_row_bytes(t->type, t->ne[0], &w.row_bytes);
+    w.data = t->data;
+    return w;
+}
+
+static mm_weight bind_w(loader *L, const char *name, int64_t n_in, int64_t n_out, int required, int *rc) {
+    const gguf_tensor *t = bind(L, name, 2, n_in, n_out, 1, required, rc);
+    if (t) check_matmul_type(L, t, rc);
+    return as_weight(t);
+}
+
+mm_weight glm_expert(const gguf_tensor *t, int e) {
+    mm_weight w = as_weight(t);
+    w.data = t->data + (uint64_t)e * w.row_bytes * (uint64_t)t->ne[1];
+    return w;
+}
+
+static int load_hparams(loader *L, glm_hparams *hp) {
+    int block_count;
+    if (hp_u32(L, "block_count", &block_count, 1, 0) || hp_u32(L, "embedding_length", &hp->n_embd, 1, 0) ||
+        hp_u32(L, "nextn_predict_layers", &hp->n_nextn, 0, 0) ||
+        hp_u32(L, "attention.head_count", &hp->n_head, 1, 0) ||
+        hp_u32(L, "attention.q_lora_rank", &hp->q_lora, 0, 0) ||
+        hp_u32(L, "attention.kv_lora_rank", &hp->kv_lora, 1, 0) ||
+        hp_u32(L, "feed_forward_length", &hp->n_ff, 0, 0) ||
+        hp_u32(L, "expert_feed_forward_length", &hp->n_ff_exp, 0, 0) ||
+        hp_u32(L, "expert_count", &hp->n_expert, 0, 0) ||
+        hp_u32(L, "expert_used_count", &hp->n_expert_used, 0, 0) ||
+        hp_u32(L, "expert_shared_count", &hp->n_expert_shared, 0, 0) ||
+        hp_u32(L, "leading_dense_block_count", &hp->n_dense_lead, 0, 0) ||
+        hp_u32(L, "expert_group_count", &hp->n_group, 0, 1) ||
+        hp_u32(L, "expert_group_used_count", &hp->n_group_used, 0, 1) ||
+        hp_u32(L, "expert_gating_func", &hp->gating, 0, GATING_SOFTMAX) ||
+        hp_u32(L, "context_length", &hp->n_ctx_train, 0, 4096) ||
+        hp_f32(L, "attention.layer_norm_rms_epsilon", &hp->rms_eps, 1, 0) ||
+        hp_f32(L, "expert_weights_scale", &hp->weights_scale, 0, 1.0f))
+        return -1;
+    int kl_mla, vl_mla, n_rot;
+    if (hp_u32(L, "attention.key_length_mla", &kl_mla, 1, 0) ||
+        hp_u32(L, "attention.value_length_mla", &vl_mla, 1, 0) || hp_u32(L, "rope.dimension_count", &n_rot, 1, 0))
+        return -1;
+    hp->qk_rope = n_rot;
+    hp->qk_nope = kl_mla - n_rot;
+    hp->v_head = vl_mla;
+    char k[160];
+    snprintf(k, sizeof k, "%s.expert_weights_norm", L->arch);
+    hp->weights_norm = 0;
+    if (gguf_find(L->g, k) && gguf_get_bool(L->g, k, &hp->weights_norm, L->err)) return -1;
+    if (hp->n_nextn >= block_count)
+        return pt_errf(L->err, "%s: nextn_predict_layers %d must be below block_count %d", L->path, hp->n_nextn,
+                       block_count);
+    hp->n_layer = block_count - hp->n_nextn;
+    if (hp->n_head < 1 || hp->n_head > GLM_MAX_HEADS)
+        return pt_errf(L->err, "%s: attention.head_count %d outside 1..%d", L->path, hp->n_head, GLM_MAX_HEADS);
+    if (hp->qk_nope <= 0 || n_rot <= 0 || (n_rot & 1))
+        return pt_errf(L->err, "%s: key_length_mla %d and rope.dimension_count %d are inconsistent", L->path,
+                       kl_mla, n_rot);
+    if (hp->gating != GATING_SOFTMAX && hp->gating != GATING_SIGMOID)
+        return pt_errf(L->err, "%s: expert_gating_func %d is not supported (1 softmax, 2 sigmoid)", L->path,
+                       hp->gating);
+    if (hp->n_expert && (hp->n_expert_used < 1 || hp->n_expert_used > hp->n_expert))
+        return pt_errf(L->err, "%s: expert_used_count %d must be in 1..expert_count (%d)", L->path,
+                       hp->n_expert_used, hp->n_expert);
+    if (hp->n_group < 1 || hp->n_group > GLM_MAX_GROUPS || hp->n_group_used < 1 || hp->n_group_used > hp->n_group ||
+        (hp->n_expert && hp->n_expert % hp->n_group))
+        return pt_errf(L->err, "%s: expert groups %d/%d do not divide %d experts", L->path, hp->n_group_used,
+                       hp->n_group, hp->n_expert);
+
+    /* rope: NORM pairs; YaRN when rope.scaling.type = yarn */
+    nn_rope *r = &hp->rope;
+    memset(r, 0, sizeof *r);
+    r->n_dims = n_rot;
+    r->neox = 0;
+    r->freq_scale = 1.0f;
+    r->attn_factor = 1.0f;
+    if (hp_f32(L, "rope.freq_base", &r->freq_base, 0, 10000.0f)) return -1;
+    float mscale = 1.0f;
+    char stype[32] = "";
+    snprintf(k, sizeof k, "%s.rope.scaling.type", L->arch);
+    if (gguf_find(L->g, k) && gguf_get_str(L->g, k, stype, sizeof stype, L->err)) return -1;
+    if (!strcmp(stype, "yarn")) {
+        float factor, beta_fast, beta_slow, log_mul;
+        int orig_ctx;
+        if (hp_f32(L, "rope.scaling.factor", &factor, 1, 0) ||
+            hp_u32(L, "rope.scaling.original_context_length", &orig_ctx, 1, 0) ||
+            hp_f32(L, "rope.scaling.yarn_beta_fast", &beta_fast, 0, 32.0f) ||
+            hp_f32(L, "rope.scaling.yarn_beta_slow", &beta_slow, 0, 1.0f) ||
+            hp_f32(L, "rope.scaling.yarn_log_multiplier", &log_mul, 0, 0.0f))
+            return -1;
+        if (!(factor > 0)) return pt_errf(L->err, "%s: rope.scaling.factor must be positive", L->path);
+        r->freq_scale = 1.0f / factor;
+        r->ext_factor = 1.0f;
+        /* the rope magnitude factor is cancelled (llama.cpp passes attn_factor =
+         * 1/(1+0.1 ln(1/freq_scale))); the attention scale carries mscale^2 */
+        r->attn_factor = 1.0f / (1.0f + 0.1f * logf(1.0f / r->freq_scale));
+        nn_rope_yarn_corr_dims(n_rot, orig_ctx, r->freq_base, beta_fast, beta_slow, r->corr_dims);
+        /* the converter stores 0.1 x mscale_all_dim as yarn_log_multiplier, so
+         * mscale = 1 + 0.1 * mscale_all_dim * ln(factor) */
+        mscale = 1.0f + log_mul * logf(1.0f / r->freq_scale);
+    } else if (stype[0] && strcmp(stype, "none")) {
+        return pt_errf(L->err, "%s: rope.scaling.type '%s' is not supported", L->path, stype);
+    }
+    hp->kq_scale = mscale * mscale / sqrtf((float)(hp->qk_nope + hp->qk_rope));
+
+    /* DSA indexer */
+    if (hp_u32(L, "attention.indexer.head_count", &hp->idx_n_head, 0, 0) ||
+        hp_u32(L, "attention.indexer.key_length", &hp->idx_head_dim, 0, 0) ||
+        hp_u32(L, "attention.indexer.top_k", &hp->idx_top_k, 0, 0))
+        return -1;
+    hp->idx_full = calloc((size_t)hp->n_layer + 1, 1);
+    if (!hp->idx_full) return pt_errf(L->err, "%s: out of memory", L->path);
+    if (hp->idx_n_head) {
+        if (hp->idx_top_k < 1 || hp->idx_head_dim < n_rot)
+            return pt_errf(L->err, "%s: indexer top_k %d / key_length %d are invalid", L->path, hp->idx_top_k,
+                           hp->idx_head_dim);
+        snprintf(k, sizeof k, "%s.attention.indexer.types", L->arch);
+        const gguf_kv *types = gguf_find(L->g, k);
+        for (int l = 0; l < hp->n_layer; l++) {
+            int64_t v = 1;
+            if (types && (types->val.type != GGUF_ARRAY || gguf_array_i64(&types->val, (uint64_t)l, &v)))
+                return pt_errf(L->err, "%s: '%s' must be an array of %d bools", L->path, k, hp->n_layer);
+            hp->idx_full[l] = v != 0;
+        }
+        if (!hp->idx_full[0])
+            return pt_errf(L->err, "%s: '%s': layer 0 is 'shared' but no earlier full layer exists", L->path, k);
+    }
+    return 0;
+}
+
+int glm_model_load(const gguf_ctx *g, glm_model *m, pt_err *err) {
+    memset(m, 0, sizeof *m);
+    char arch[32];
+    if (gguf_get_str(g, "general.architecture", arch, sizeof arch, err)) return -1;
+    loader L = {g, arch, g->files[0].path, err};
+    glm_hparams *hp = &m->hp;
+    if (!strcmp(arch, "glm-dsa")) hp->arch = GLM_ARCH_GLM_DSA;
+    else if (!strcmp(arch, "deepseek2")) hp->arch = GLM_ARCH_DEEPSEEK2;
+    else return pt_errf(err, "%s: architecture '%s' is not glm-dsa or deepseek2", L.path, arch);
+    if (load_hparams(&L, hp)) {
+        glm_model_free(m);
+        return -1;
+    }
+    int rc = 0;
+    const gguf_tensor *emb = bind(&L, "token_embd.weight", 2, hp->n_embd, -1, 1, 1, &rc);
+    if (!emb) goto fail;
+    hp->n_vocab = (int)emb->ne[1];
+    int vocab_meta;
+    if (hp_u32(&L, "vocab_size", &vocab_meta, 0, hp->n_vocab)) goto fail;
+    if (vocab_meta != hp->n_vocab) {
+        pt_errf(err, "%s: vocab_size %d but token_embd has %d rows", L.path, vocab_meta, hp->n_vocab);
+        goto fail;
+    }
+    if (check_matmul_type(&L, emb, &rc)) goto fail;
+    m->tok_embd = as_weight(emb);
+    m->output_norm = bind_f32(&L, "output_norm.weight", hp->n_embd, 1, &rc);
+    m->output = bind_w(&L, "output.weight", hp->n_embd, hp->n_vocab, 0, &rc);
+    if (rc) goto fail;
+    if (!m->output.data) m->output = m->tok_embd; /* tied embeddings */
+
+    const int n_all = hp->n_layer + hp->n_nextn;
+    m->layers = calloc((size_t)n_all, sizeof(glm_layer));
+    if (!m->layers) {
+        pt_errf(err, "%s: out of memory", L.path);
+        goto fail;
+    }
+    const int H = hp->n_head, qdim = H * (hp->qk_nope + hp->qk_rope);
+    for (int l = 0; l < n_all && !rc; l++) {
+        glm_layer *ly = &m->layers[l];
+        char n[128];
+#define NM(s) (snprintf(n, sizeof n, "blk.%d.%s", l, s), n)
+        ly->is_nextn = l >= hp->n_layer;
+        ly->attn_norm = bind_f32(&L, NM("attn_norm.weight"), hp->n_embd, 1, &rc);
+        if (hp->q_lora) {
+            ly->q_a = bind_w(&L, NM("attn_q_a.weight"), hp->n_embd, hp->q_lora, 1, &rc);
+            ly->q_a_norm = bind_f32(&L, NM("attn_q_a_norm.weight"), hp->q_lora, 1, &rc);
+            ly->q_b = bind_w(&L, NM("attn_q_b.weight"), hp->q_lora, qdim, 1, &rc);
+        } else {
+            ly->q_b = bind_w(&L, NM("attn_q.weight"), hp->n_embd, qdim, 1, &rc);
+        }
+        ly->kv_a = bind_w(&L, NM("attn_kv_a_mqa.weight"), hp->n_embd, hp->kv_lora + hp->qk_rope, 1, &rc);
+        ly->kv_a_norm = bind_f32(&L, NM("attn_kv_a_norm.weight"), hp->kv_lora, 1, &rc);
+        const gguf_tensor *kb = bind(&L, NM("attn_k_b.weight"), 3, hp->qk_nope, hp->kv_lora, H, 1, &rc);
+        const gguf_tensor *vb = bind(&L, NM("attn_v_b.weight"), 3, hp->kv_lora, hp->v_head, H, 1, &rc);
+        if (rc) break;
+        if (check_matmul_type(&L, kb, &rc) || check_matmul_type(&L, vb, &rc)) break;
+        for (int h = 0; h < H; h++) {
+            ly->k_b[h] = glm_expert(kb, h);
+            ly->v_b[h] = glm_expert(vb, h);
+        }
+        ly->wo = bind_w(&L, NM("attn_output.weight"), H * hp->v_head, hp->n_embd, 1, &rc);
+        ly->ffn_norm = bind_f32(&L, NM("ffn_norm.weight"), hp->n_embd, 1, &rc);
+        ly->is_moe = l >= hp->n_dense_lead && hp->n_expert > 0;
+        if (!ly->is_moe) {
+            ly->ffn_gate = bind_w(&L, NM("ffn_gate.weight"), hp->n_embd, hp->n_ff, 1, &rc);
+            ly->ffn_up = bind_w(&L, NM("ffn_up.weight"), hp->n_embd, hp->n_ff, 1, &rc);
+            ly->ffn_down = bind_w(&L, NM("ffn_down.weight"), hp->n_ff, hp->n_embd, 1, &rc);
+        } else {
+            const int E = hp->n_expert, F = hp->n_ff_exp;
+            ly->gate_inp = bind_w(&L, NM("ffn_gate_inp.weight"), hp->n_embd, E, 1, &rc);
+            ly->exp_bias = bind_f32(&L, NM("exp_probs_b.bias"), E, 0, &rc);
+            ly->gate_exps = bind(&L, NM("ffn_gate_exps.weight"), 3, hp->n_embd, F, E, 1, &rc);
+            ly->up_exps = bind(&L, NM("ffn_up_exps.weight"), 3, hp->n_embd, F, E, 1, &rc);
+            ly->down_exps = bind(&L, NM("ffn_down_exps.weight"), 3, F, hp->n_embd, E, 1, &rc);
+            if (rc) break;
+            if (check_matmul_type(&L, ly->gate_exps, &rc) || check_matmul_type(&L, ly->up_exps, &rc) ||
+                check_matmul_type(&L, ly->down_exps, &rc))
+                break;
+            if (hp->n_expert_shared) {
+                const int S = F * hp->n_expert_shared;
+                ly->gate_sh = bind_w(&L, NM("ffn_gate_shexp.weight"), hp->n_embd, S, 1, &rc);
+                ly->up_sh = bind_w(&L, NM("ffn_up_shexp.weight"), hp->n_embd, S, 1, &rc);
+                ly->down_sh = bind_w(&L, NM("ffn_down_shexp.weight"), S, hp->n_embd, 1, &rc);
+            }
+        }
+        if (!ly->is_nextn && hp->idx_n_head && hp->idx_full[l]) {
+            const int D = hp->idx_head_dim;
+            ly->has_idx = 1;
+            ly->idx_q_b = bind_w(&L, NM("indexer.attn_q_b.weight"), hp->q_lora, hp->idx_n_head * D, 1, &rc);
+            ly->idx_k = bind_w(&L, NM("indexer.attn_k.weight"), hp->n_embd, D, 1, &rc);
+            ly->idx_k_norm_w = bind_f32(&L, NM("indexer.k_norm.weight"), D, 1, &rc);
+            ly->idx_k_norm_b = bind_f32(&L, NM("indexer.k_norm.bias"), D, 1, &rc);
+            ly->idx_proj = bind_w(&L, NM("indexer.proj.weight"), hp->n_embd, hp->idx_n_head, 1, &rc);
+            if (!hp->q_lora && !rc)
+                rc = pt_errf(err, "%s: the DSA indexer needs a q LoRA (attention.q_lora_rank)", L.path);
+        }
+        if (ly->is_nextn) {
+            ly->eh_proj = bind_w(&L, NM("nextn.eh_proj.weight"), 2 * hp->n_embd, hp->n_embd, 1, &rc);
+            ly->enorm = bind_f32(&L, NM("nextn.enorm.weight"), hp->n_embd, 1, &rc);
+            ly->hnorm = bind_f32(&L, NM("nextn.hnorm.weight"), hp->n_embd, 1, &rc);
+            ly->shared_head_norm = bind_f32(&L, NM("nextn.shared_head_norm.weight"), hp->n_embd, 1, &rc);
+            ly->embed_tokens = bind_w(&L, NM("nextn.embed_tokens.weight"), hp->n_embd, hp->n_vocab, 0, &rc);
+            ly->shared_head = bind_w(&L, NM("nextn.shared_head_head.weight"), hp->n_embd, hp->n_vocab, 0, &rc);
+            if (!ly->embed_tokens.data) ly->embed_tokens = m->tok_embd;
+            if (!ly->shared_head.data) ly->shared_head = m->output;
+        }
+#undef NM
+    }
+    if (rc) goto fail;
+    return 0;
+fail:
+    glm_model_free(m);
+    return -1;
+}
+
+void glm_model_free(glm_model *m) {
+    free(m->hp.idx_full);
+    free(m->layers);
+    memset(m, 0, sizeof *m);
+}

@@ -1,0 +1,64 @@
+/* matmul.c — batched, threaded y = W x over quantised weights (see matmul.h). */
+#include "matmul.h"
+
+#include <stdlib.h>
+
+#include "common.h"
+#include "kernels/quant.h"
+
+int mm_ctx_init(mm_ctx *c, tp_pool *pool, int64_t max_rows, int64_t max_in) {
+    c->pool = pool;
+    /* the largest conversion is F32 (4 bytes per value); Q8_K needs 292/256 */
+    uint64_t per_row = (uint64_t)max_in * 4 + 512;
+    c->act_cap = per_row * (uint64_t)max_rows;
+    c->act = malloc(c->act_cap);
+    return c->act ? 0 : -1;
+}
+
+void mm_ctx_free(mm_ctx *c) {
+    free(c->act);
+    c->act = NULL;
+}
+
+typedef struct mm_job {
+    const mm_weight *w;
+    const uint8_t *act;
+    uint64_t act_row_bytes;
+    int n_rows;
+    float *y;
+    int64_t ldy;
+    qt_dot_fn dot;
+} mm_job;
+
+static void mm_worker(void *arg, int ith, int nth) {
+    const mm_job *j = arg;
+    long lo, hi;
+    tp_range((long)j->w->n_out, ith, nth, &lo, &hi);
+    for (long o = lo; o < hi; o++) {
+        const uint8_t *row = j->w->data + (uint64_t)o * j->w->row_bytes;
+        for (int t = 0; t < j->n_rows; t++)
+            j->y[(int64_t)t * j->ldy + o] =
+                j->dot(row, j->act + (uint64_t)t * j->act_row_bytes, j->w->n_in);
+    }
+}
+
+void mm_run(mm_ctx *c, const mm_weight *w, const float *x, int n_rows, float *y, int64_t ldy) {
+    const qt_traits *tr = qt_get(w->type);
+    PT_ASSERT(tr && tr->act_type >= 0);
+    uint64_t arb;
+    PT_ASSERT(qt_row_bytes((uint32_t)tr->act_type, w->n_in, &arb) == 0);
+    PT_ASSERT(arb * (uint64_t)n_rows <= c->act_cap);
+    for (int t = 0; t < n_rows; t++)
+        qt_quantize_act_ref((uint32_t)tr->act_type, x + (int64_t)t * w->n_in, c->act + (uint64_t)t * arb,
+                            w->n_in);
+    mm_job j = {w, c->act, arb, n_rows, y, ldy, qt_dot_best(w->type)};
+    /* small jobs are not worth waking the workers for */
+    if ((uint64_t)w->n_out * w->row_bytes * (uint64_t)n_rows < 32768)
+        mm_worker(&j, 0, 1);
+    else
+        tp_run(c->pool, mm_worker, &j);
+}
+
+void mm_get_row(const mm_weight *w, int64_t r, float *out) {
+    qt_dequant_ref(w->type, w->data + (uint64_t)r * w->row_bytes, out, w->n_in);
+}

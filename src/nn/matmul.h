@@ -1,0 +1,42 @@
+/* matmul.h — y = W x for a batch of activation rows, W in any ggml type.
+ *
+ * Activations are first converted to the weight type's act_type (Q8_K, Q8_0,
+ * ... see kernels/quant.h) exactly as llama.cpp's CPU backend does, then each
+ * output element is one dot product of a weight row with one converted
+ * activation row. Work is split across the thread pool by weight rows, so the
+ * result is identical for any thread count. Nothing is allocated per call: the
+ * conversion buffer belongs to the mm_ctx, sized at creation.
+ */
+#ifndef PT_NN_MATMUL_H
+#define PT_NN_MATMUL_H
+
+#include <stdint.h>
+
+#include "runtime/threadpool.h"
+
+/* A 2-D weight: n_out rows of n_in weights (ggml ne0 = n_in, ne1 = n_out). */
+typedef struct mm_weight {
+    uint32_t type;
+    int64_t n_in, n_out;
+    uint64_t row_bytes;
+    const uint8_t *data;
+} mm_weight;
+
+typedef struct mm_ctx {
+    tp_pool *pool;
+    uint8_t *act;        /* converted activations: up to max_rows x max_in */
+    uint64_t act_cap;    /* bytes */
+} mm_ctx;
+
+/* Allocate conversion space for up to max_rows activation rows of max_in values. */
+int mm_ctx_init(mm_ctx *c, tp_pool *pool, int64_t max_rows, int64_t max_in);
+void mm_ctx_free(mm_ctx *c);
+
+/* y[t][o] = sum_i W[o][i] * x[t][i] for t < n_rows; x rows are n_in apart,
+ * y rows are ldy apart (ldy >= n_out). */
+void mm_run(mm_ctx *c, const mm_weight *w, const float *x, int n_rows, float *y, int64_t ldy);
+
+/* Dequantise row r of W into out[n_in] (embedding lookup). */
+void mm_get_row(const mm_weight *w, int64_t r, float *out);
+
+#endif

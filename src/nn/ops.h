@@ -1,0 +1,53 @@
+/* ops.h — element-wise and row-wise layer math shared by every architecture:
+ * norms, rotary embeddings, softmax, activations, top-k.
+ *
+ * Numerics follow llama.cpp's CPU backend where it matters for matching its
+ * references: norms sum in double and scale by a float reciprocal square root;
+ * rotary angles are built by repeated float multiplication
+ * (theta *= theta_scale) exactly as ggml's rope cache does; softmax subtracts
+ * the max and sums exponentials in double.
+ */
+#ifndef PT_NN_OPS_H
+#define PT_NN_OPS_H
+
+#include <stdint.h>
+
+/* y[n] = x * 1/sqrt(mean(x^2) + eps) * w (w may be NULL: no weight). y may alias x. */
+void nn_rms_norm(const float *x, const float *w, float eps, int n, float *y);
+
+/* y[n] = (x - mean) / sqrt(var + eps) * w + b (w, b may be NULL). y may alias x. */
+void nn_layer_norm(const float *x, const float *w, const float *b, float eps, int n, float *y);
+
+/* Rotary embedding parameters of one attention flavour. */
+typedef struct nn_rope {
+    int n_dims;          /* rotated dimensions (even); the rest pass through */
+    int neox;            /* 0: pairs (2i, 2i+1) ("NORM"); 1: pairs (i, i + n_dims/2) ("NEOX") */
+    float freq_base;
+    float freq_scale;    /* 1 / YaRN factor; 1 without scaling */
+    float ext_factor;    /* YaRN extrapolation mix; 0 without YaRN */
+    float attn_factor;   /* magnitude multiplier of cos/sin (YaRN cancels its own factor with it) */
+    float corr_dims[2];  /* YaRN correction range in pair indices */
+    const float *freq_factors; /* [n_dims/2] divisors of theta (proportional rope), or NULL */
+} nn_rope;
+
+/* YaRN correction range for n_dims rotated dims (llama.cpp's ggml_rope_yarn_corr_dims). */
+void nn_rope_yarn_corr_dims(int n_dims, int n_ctx_orig, float freq_base, float beta_fast,
+                            float beta_slow, float dims[2]);
+
+/* cos/sin table for position pos: cs[2*i] = cos, cs[2*i+1] = sin for pair i < n_dims/2. */
+void nn_rope_cache(const nn_rope *r, int64_t pos, float *cs);
+
+/* Rotate one head vector x[head_dim] in place with a table from nn_rope_cache. */
+void nn_rope_apply(const nn_rope *r, const float *cs, float *x);
+
+/* In place: x = softmax(x * scale) over n (entries equal to -INFINITY get 0). */
+void nn_softmax(float *x, int n, float scale);
+
+float nn_silu(float x);
+float nn_sigmoid(float x);
+
+/* Indices of the k largest values of x[n] in descending order of value (ties:
+ * lower index first). k <= n. */
+void nn_top_k(const float *x, int n, int k, int *idx);
+
+#endif
