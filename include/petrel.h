@@ -26,7 +26,11 @@ typedef struct pt_session pt_session;
 typedef struct pt_engine_params {
     const char *model_path; /* GGUF file (any part of a split model) */
     int n_threads;          /* 0: one per online CPU */
+    int kernels;            /* PT_KERNELS_*: which dot-product kernels to use (0: best) */
 } pt_engine_params;
+
+/* Kernel choice: the best the CPU has, or a cap (to compare SIMD with scalar). */
+enum { PT_KERNELS_BEST = 0, PT_KERNELS_SCALAR = 1, PT_KERNELS_AVX2 = 2, PT_KERNELS_AVX512 = 3 };
 
 pt_engine *pt_engine_open(const pt_engine_params *p, char *err, size_t err_len);
 void pt_engine_close(pt_engine *e);

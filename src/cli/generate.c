@@ -28,7 +28,8 @@ static void generate_usage(FILE *f) {
             "  --dump-logits FILE      write prompt logits, float32 [n_prompt][n_vocab]\n"
             "  -t, --threads N         threads (default: all cores)\n"
             "  -c, --ctx-size N        context positions (default: prompt + N)\n"
-            "  -b, --batch-size N      prompt rows per forward chunk (default 64)\n");
+            "  -b, --batch-size N      prompt rows per forward chunk (default 64)\n"
+            "  --kernels K             best (default), avx512, avx2 or scalar dot-product kernels\n");
 }
 
 static int parse_int(const char *s, long lo, long hi, long *out) {
@@ -91,6 +92,7 @@ static int argmax(const float *x, int n) {
 int cmd_generate(int argc, char **argv) {
     const char *model = NULL, *tokens_arg = NULL, *dump = NULL;
     long n_gen = 16, threads = 0, n_ctx = 0, n_batch = 0;
+    int kernels = PT_KERNELS_BEST;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -136,6 +138,13 @@ int cmd_generate(int argc, char **argv) {
         } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
             NEEDV();
             if (parse_int(v, 1, 1 << 26, &n_ctx)) BADV();
+        } else if (!strcmp(a, "--kernels")) {
+            NEEDV();
+            if (!strcmp(v, "best")) kernels = PT_KERNELS_BEST;
+            else if (!strcmp(v, "scalar")) kernels = PT_KERNELS_SCALAR;
+            else if (!strcmp(v, "avx2")) kernels = PT_KERNELS_AVX2;
+            else if (!strcmp(v, "avx512")) kernels = PT_KERNELS_AVX512;
+            else BADV();
         } else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) {
             NEEDV();
             if (parse_int(v, 1, 1 << 16, &n_batch)) BADV();
@@ -161,7 +170,7 @@ int cmd_generate(int argc, char **argv) {
     }
     char err[512];
     double t0 = now_s();
-    pt_engine_params ep = {.model_path = model, .n_threads = (int)threads};
+    pt_engine_params ep = {.model_path = model, .n_threads = (int)threads, .kernels = kernels};
     pt_engine *e = pt_engine_open(&ep, err, sizeof err);
     if (!e) {
         free(prompt);

@@ -17,6 +17,7 @@ struct pt_engine {
     gguf_ctx *g;
     tp_pool *pool;
     char arch[32];
+    int max_isa; /* kernel ISA cap, -1: best */
     glm_model glm;
 };
 
@@ -37,6 +38,7 @@ pt_engine *pt_engine_open(const pt_engine_params *p, char *err, size_t err_len) 
         snprintf(err, err_len, "out of memory");
         return NULL;
     }
+    en->max_isa = p->kernels - 1; /* PT_KERNELS_BEST -> -1, SCALAR -> QT_ISA_SCALAR, ... */
     en->g = gguf_open(p->model_path, &e);
     if (!en->g) goto fail;
     if (gguf_get_str(en->g, "general.architecture", en->arch, sizeof en->arch, &e)) goto fail;
@@ -88,7 +90,7 @@ pt_session *pt_session_new(pt_engine *e, const pt_session_params *p, char *err, 
     }
     s->e = e;
     s->n_ctx = n_ctx;
-    s->st = glm_state_new(&e->glm, e->pool, n_ctx, n_batch, &er);
+    s->st = glm_state_new(&e->glm, e->pool, e->max_isa, n_ctx, n_batch, &er);
     if (!s->st) {
         copy_err(&er, err, err_len);
         free(s);

@@ -69,7 +69,8 @@ static float *falloc(size_t n, int *fail) {
     return p;
 }
 
-glm_state *glm_state_new(const glm_model *m, tp_pool *pool, int n_ctx, int max_batch, pt_err *err) {
+glm_state *glm_state_new(const glm_model *m, tp_pool *pool, int max_isa, int n_ctx, int max_batch,
+                         pt_err *err) {
     const glm_hparams *hp = &m->hp;
     if (n_ctx < 1 || max_batch < 1) {
         pt_errf(err, "context size and batch must be positive");
@@ -138,7 +139,7 @@ glm_state *glm_state_new(const glm_model *m, tp_pool *pool, int n_ctx, int max_b
     int64_t cand[] = {(int64_t)ffw, hp->kv_lora, (int64_t)H * hp->v_head, hp->q_lora, hp->qk_nope};
     for (size_t i = 0; i < PT_ARRAY_LEN(cand); i++)
         if (cand[i] > max_in) max_in = cand[i];
-    if (!fail && mm_ctx_init(&s->mm, pool, (int64_t)B, max_in)) fail = 1;
+    if (!fail && mm_ctx_init(&s->mm, pool, max_isa, (int64_t)B, max_in)) fail = 1;
     if (fail) {
         glm_state_free(s);
         pt_errf(err, "out of memory allocating the KV cache and scratch for %d positions", n_ctx);

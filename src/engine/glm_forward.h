@@ -17,7 +17,9 @@
 
 typedef struct glm_state glm_state;
 
-glm_state *glm_state_new(const glm_model *m, tp_pool *pool, int n_ctx, int max_batch, pt_err *err);
+/* max_isa: highest kernel ISA level (QT_ISA_*), -1 for the best available. */
+glm_state *glm_state_new(const glm_model *m, tp_pool *pool, int max_isa, int n_ctx, int max_batch,
+                         pt_err *err);
 void glm_state_free(glm_state *s);
 
 /* Positions already in the trunk cache. */

@@ -130,3 +130,13 @@ qt_dot_fn qt_dot_best(uint32_t type) {
     pthread_once(&best_once, best_init);
     return type < QT_COUNT ? best_table[type] : NULL;
 }
+
+qt_dot_fn qt_dot_upto(uint32_t type, int max_isa) {
+    if (max_isa < 0) return qt_dot_best(type);
+    const int top = qt_isa_detect();
+    for (int isa = max_isa < top ? max_isa : top; isa >= QT_ISA_SCALAR; isa--) {
+        qt_dot_fn f = qt_dot_impl(type, isa);
+        if (f) return f;
+    }
+    return NULL;
+}

@@ -85,6 +85,10 @@ qt_dot_fn qt_dot_impl(uint32_t type, int isa);
 /* The fastest available dot product for `type` on this CPU. */
 qt_dot_fn qt_dot_best(uint32_t type);
 
+/* The fastest one at ISA level max_isa or below (max_isa < 0: qt_dot_best).
+ * Lets a user or a test pin the kernels, e.g. to compare SIMD with scalar. */
+qt_dot_fn qt_dot_upto(uint32_t type, int max_isa);
+
 /* SIMD tables, filled by dot_avx2.c / dot_avx512.c (NULL entries: none). */
 qt_dot_fn qt_dot_avx2(uint32_t type);
 qt_dot_fn qt_dot_avx512(uint32_t type);

@@ -6,8 +6,9 @@
 #include "common.h"
 #include "kernels/quant.h"
 
-int mm_ctx_init(mm_ctx *c, tp_pool *pool, int64_t max_rows, int64_t max_in) {
+int mm_ctx_init(mm_ctx *c, tp_pool *pool, int max_isa, int64_t max_rows, int64_t max_in) {
     c->pool = pool;
+    c->max_isa = max_isa;
     /* the largest conversion is F32 (4 bytes per value); Q8_K needs 292/256 */
     uint64_t per_row = (uint64_t)max_in * 4 + 512;
     c->act_cap = per_row * (uint64_t)max_rows;
@@ -51,7 +52,7 @@ void mm_run(mm_ctx *c, const mm_weight *w, const float *x, int n_rows, float *y,
     for (int t = 0; t < n_rows; t++)
         qt_quantize_act_ref((uint32_t)tr->act_type, x + (int64_t)t * w->n_in, c->act + (uint64_t)t * arb,
                             w->n_in);
-    mm_job j = {w, c->act, arb, n_rows, y, ldy, qt_dot_best(w->type)};
+    mm_job j = {w, c->act, arb, n_rows, y, ldy, qt_dot_upto(w->type, c->max_isa)};
     /* small jobs are not worth waking the workers for */
     if ((uint64_t)w->n_out * w->row_bytes * (uint64_t)n_rows < 32768)
         mm_worker(&j, 0, 1);

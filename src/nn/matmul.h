@@ -24,12 +24,13 @@ typedef struct mm_weight {
 
 typedef struct mm_ctx {
     tp_pool *pool;
+    int max_isa;         /* highest kernel ISA level to use; -1: best available */
     uint8_t *act;        /* converted activations: up to max_rows x max_in */
     uint64_t act_cap;    /* bytes */
 } mm_ctx;
 
 /* Allocate conversion space for up to max_rows activation rows of max_in values. */
-int mm_ctx_init(mm_ctx *c, tp_pool *pool, int64_t max_rows, int64_t max_in);
+int mm_ctx_init(mm_ctx *c, tp_pool *pool, int max_isa, int64_t max_rows, int64_t max_in);
 void mm_ctx_free(mm_ctx *c);
 
 /* y[t][o] = sum_i W[o][i] * x[t][i] for t < n_rows; x rows are n_in apart,
