@@ -49,6 +49,7 @@ static int hp_f32(loader *L, const char *key, float *out, int required, float de
  * tensors return NULL without error. */
 static const gguf_tensor *bind(loader *L, const char *name, int n_dims, int64_t ne0, int64_t ne1,
                                int64_t ne2, int required, int *rc) {
+    if (*rc) return NULL; /* the first problem is the one reported */
     const gguf_tensor *t = gguf_find_tensor(L->g, name);
     if (!t) {
         if (required) *rc = pt_errf(L->err, "%s: missing tensor '%s'", L->path, name);
