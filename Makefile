@@ -111,6 +111,9 @@ clean:
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BENCH_OBJ:.o=.d)
 
-# What works so far, on a shipped fixture: the streaming split of a GLM-5.2-shaped model.
+# What works so far, on a shipped fixture: the streaming split of a GLM-5.2-shaped model,
+# then its forward pass on the token ids of a short chat prompt.
 demo: all
 	$(BUILD)/petrel inspect ../shared/fixtures/glm-dsa-rq2k.gguf
+	$(BUILD)/petrel generate -m ../shared/fixtures/glm-dsa-rq2k.gguf \
+	    --tokens 500,502,505,39,264,259,289,278,44,387,506,508 -n 24 --greedy
