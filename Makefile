@@ -5,7 +5,8 @@
 #   make test            install missing build deps, build, run every test
 #   make test SANITIZE=1 the same suite under ASan + UBSan (objects in build/san)
 #   make fuzz            libFuzzer run of the GGUF parser (FUZZ_SECONDS, default 60)
-#   make bench           kernel microbenchmarks (GB/s, SIMD vs scalar)
+#   make bench           kernel microbenchmarks (GB/s, SIMD vs scalar), then petrel vs llama.cpp
+#                        on a synthetic glm-dsa model (bench/run.sh; set LLAMA_CPP_DIR)
 #   make format          clang-format every source file
 
 CC       ?= cc
@@ -25,9 +26,14 @@ else
   OPT    := -O2 -g
 endif
 
-PKGS      := jansson
+PKGS      := jansson libcrypto libpcre2-8
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -lcrypto -lpcre2-8)
+# io_uring (Linux): the expert reader uses it when present, a pread pool otherwise.
+ifeq ($(shell pkg-config --exists liburing 2>/dev/null && echo yes),yes)
+  PKG_CFLAGS += -DPT_HAVE_URING $(shell pkg-config --cflags liburing)
+  PKG_LIBS   += $(shell pkg-config --libs liburing)
+endif
 
 CFLAGS  += -std=c11 $(OPT) -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude -Isrc $(PKG_CFLAGS) -pthread -MMD -MP
 LDLIBS  += $(LDSAN) $(PKG_LIBS) -lm -pthread
@@ -40,19 +46,26 @@ endif
 CLI_SRC  := $(wildcard src/cli/*.c)
 TEST_SRC := $(wildcard tests/*.c)
 BENCH_SRC := $(wildcard bench/*.c)
+TOOL_SRC  := tools/mkmodel.c
 
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ  := $(TEST_SRC:%.c=$(BUILD)/%.o)
 BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/%.o)
+TOOL_OBJ  := $(TOOL_SRC:%.c=$(BUILD)/%.o)
 
 # Per-file ISA flags: only these files may use AVX2 / AVX-512 instructions;
 # the dispatcher calls into them after checking the CPU at run time.
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni
 
-.PHONY: all native test fuzz bench format clean deps demo
-all: deps $(BUILD)/petrel
+.PHONY: all native test fuzz bench bench-run format clean deps demo build test-run
+# deps runs first, then a fresh make that sees what deps installed (pkg-config
+# results above are computed when the Makefile is read).
+all: deps
+	@$(MAKE) --no-print-directory build
+
+build: $(BUILD)/petrel
 
 native:
 	$(MAKE) NATIVE=1 all
@@ -73,6 +86,10 @@ $(BUILD)/test_petrel: $(TEST_OBJ) $(BUILD)/libpetrel.a
 $(BUILD)/bench_petrel: $(BENCH_OBJ) $(BUILD)/libpetrel.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+# Synthetic-model generator (tools/mkmodel.c): writes the glm-dsa GGUF `make bench` runs.
+$(BUILD)/mkmodel: $(TOOL_OBJ) $(BUILD)/libpetrel.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
 $(BUILD)/%_avx2.o: %_avx2.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(AVX2_FLAGS) -c -o $@ $<
@@ -86,7 +103,10 @@ $(BUILD)/%.o: %.c
 	$(CC) $(CFLAGS) -c -o $@ $<
 
 # The test binary finds the CLI at PETREL_BIN for the command-line tests.
-test: deps $(BUILD)/petrel $(BUILD)/test_petrel
+test: deps
+	@$(MAKE) --no-print-directory test-run
+
+test-run: $(BUILD)/petrel $(BUILD)/test_petrel
 	@PETREL_BIN=$(BUILD)/petrel $(BUILD)/test_petrel $(T)
 
 FUZZ_SECONDS ?= 60
@@ -100,8 +120,12 @@ fuzz: deps
 	build/fuzz/fuzz_gguf -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=1024 -timeout=5 \
 	    build/fuzz/corpus
 
-bench: deps $(BUILD)/bench_petrel
+bench: deps
+	@$(MAKE) --no-print-directory bench-run
+
+bench-run: $(BUILD)/bench_petrel $(BUILD)/petrel $(BUILD)/mkmodel
 	$(BUILD)/bench_petrel
+	@BUILD=$(BUILD) sh bench/run.sh
 
 format:
 	clang-format -i $$(find include src tests bench tools -name '*.[ch]')
@@ -109,7 +133,7 @@ format:
 clean:
 	rm -rf build
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BENCH_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BENCH_OBJ:.o=.d) $(TOOL_OBJ:.o=.d)
 
 # What works so far, on a shipped fixture: the streaming split of a GLM-5.2-shaped model,
 # then its forward pass on the token ids of a short chat prompt.

@@ -27,7 +27,22 @@ typedef struct pt_engine_params {
     const char *model_path; /* GGUF file (any part of a split model) */
     int n_threads;          /* 0: one per online CPU */
     int kernels;            /* PT_KERNELS_*: which dot-product kernels to use (0: best) */
+    /* Routed experts. By default they are streamed from the SSD into a cache
+     * sized from the memory budget when the model does not fit in it, and
+     * read through the memory map when it does. */
+    int expert_slots;       /* >0: stream, this many cache slots per MoE layer; 0: automatic;
+                               PT_EXPERTS_MMAP: no cache, read experts through the mmap */
+    double ram_gb;          /* memory budget in GB; 0: from available memory and the cgroup */
+    int expert_policy;      /* PT_POLICY_*: cache replacement (0: default) */
+    int io;                 /* PT_IO_*: read back-end (0: io_uring when available, else pread) */
+    int buffered_io;        /* 1: read experts through the page cache instead of O_DIRECT */
+    const char *pack_path;  /* expert pack to use; NULL: MODEL.gguf.xpack or the cache dir's */
+    int no_pack;            /* 1: ignore any expert pack, read experts from the GGUF */
 } pt_engine_params;
+
+enum { PT_EXPERTS_MMAP = -1 };
+enum { PT_POLICY_DEFAULT = 0, PT_POLICY_LRU = 1, PT_POLICY_LFU = 2 };
+enum { PT_IO_AUTO = 0, PT_IO_URING = 1, PT_IO_PREAD = 2 };
 
 /* Kernel choice: the best the CPU has, or a cap (to compare SIMD with scalar). */
 enum { PT_KERNELS_BEST = 0, PT_KERNELS_SCALAR = 1, PT_KERNELS_AVX2 = 2, PT_KERNELS_AVX512 = 3 };
@@ -40,6 +55,24 @@ int pt_engine_n_embd(const pt_engine *e);
 int pt_engine_n_threads(const pt_engine *e);
 int pt_engine_has_mtp(const pt_engine *e);
 const char *pt_engine_arch(const pt_engine *e);
+
+/* One line describing the memory plan: budget, resident bytes, expert mode,
+ * slots per layer, I/O back-end. */
+const char *pt_engine_plan(const pt_engine *e);
+
+/* Expert-streaming counters since the engine opened. */
+typedef struct pt_stats {
+    int streaming;            /* 1 when experts go through the cache */
+    int slots_per_layer;
+    const char *io_backend;   /* "io_uring", "pread", or "mmap" */
+    int direct_io;            /* reads bypass the page cache */
+    int expert_pack;          /* experts come from an expert pack */
+    uint64_t hits, misses;    /* expert requests served from cache / read */
+    uint64_t bytes_read;
+    double io_wait_s;         /* time the forward pass waited for reads */
+    uint64_t rss_bytes, peak_rss_bytes;
+} pt_stats;
+void pt_engine_stats(const pt_engine *e, pt_stats *st);
 
 typedef struct pt_session_params {
     int n_ctx;   /* positions the KV cache holds; 0: 4096 (capped by the model's training context) */

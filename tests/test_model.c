@@ -338,3 +338,114 @@ T_SUITE(model) {
     T_ADD(model_invariances);
     T_ADD(model_refuses_bad_files);
 }
+
+/* ===== Streaming ===== */
+
+typedef struct stream_run {
+    float *logits; /* [np + ng][nv]: prompt rows then decode rows */
+    pt_stats st;
+    int rows, nv;
+} stream_run;
+
+/* Prompt 2 of a fixture as one batch, then its greedy tokens one at a time,
+ * with the given engine settings. */
+static int run_stream(const char *fixture, const pt_engine_params *base, stream_run *r, char *err, size_t errlen) {
+    char path[256];
+    snprintf(path, sizeof path, "%s.ref.json", fixture);
+    json_t *ref = json_load_file(t_fixture(path), 0, NULL);
+    json_t *p = json_array_get(json_object_get(ref, "prompts"), 1);
+    json_t *jt = json_object_get(p, "tokens"), *jg = json_object_get(p, "greedy_tokens");
+    const int np = (int)json_array_size(jt), ng = (int)json_array_size(jg);
+    int32_t toks[128];
+    for (int i = 0; i < np; i++) toks[i] = (int32_t)json_integer_value(json_array_get(jt, (size_t)i));
+    for (int i = 0; i < ng; i++) toks[np + i] = (int32_t)json_integer_value(json_array_get(jg, (size_t)i));
+    snprintf(path, sizeof path, "%s", t_fixture(json_string_value(json_object_get(ref, "model_file"))));
+    json_decref(ref);
+    pt_engine_params ep = *base;
+    ep.model_path = path;
+    pt_engine *e = pt_engine_open(&ep, err, errlen);
+    if (!e) return -1;
+    const int nv = pt_engine_n_vocab(e);
+    pt_session_params sp = {.n_ctx = np + ng + 1};
+    pt_session *s = pt_session_new(e, &sp, err, errlen);
+    r->logits = malloc(sizeof(float) * (size_t)(np + ng) * nv);
+    int rc = !s || pt_session_eval(s, toks, np, r->logits, 1, NULL, err, errlen);
+    for (int j = 0; j < ng && !rc; j++)
+        rc = pt_session_eval(s, &toks[np + j], 1, r->logits + (size_t)(np + j) * nv, 0, NULL, err, errlen);
+    pt_engine_stats(e, &r->st);
+    r->rows = np + ng;
+    r->nv = nv;
+    pt_session_free(s);
+    pt_engine_close(e);
+    return rc ? -1 : 0;
+}
+
+static void check_streamed_equals_resident(const char *fixture) {
+    char err[512] = "";
+    pt_engine_params resident = {.n_threads = 2, .expert_slots = PT_EXPERTS_MMAP};
+    stream_run ref = {0};
+    CHECKF(run_stream(fixture, &resident, &ref, err, sizeof err) == 0, "%s resident: %s", fixture, err);
+    CHECK(!ref.st.streaming && ref.st.misses == 0);
+    struct {
+        int slots, io, policy, buffered;
+        const char *what, *backend;
+    } v[] = {
+        {1, PT_IO_URING, PT_POLICY_LRU, 0, "1 slot, io_uring, LRU", "io_uring"},
+        {2, PT_IO_PREAD, PT_POLICY_LRU, 0, "2 slots, pread, LRU", "pread"},
+        {2, PT_IO_URING, PT_POLICY_LFU, 0, "2 slots, io_uring, LFU", "io_uring"},
+        {3, PT_IO_PREAD, PT_POLICY_LFU, 1, "3 slots, pread, LFU, buffered", "pread"},
+        {1, PT_IO_PREAD, PT_POLICY_LRU, 1, "1 slot, pread, buffered", "pread"},
+    };
+    for (size_t k = 0; k < PT_ARRAY_LEN(v); k++) {
+        pt_engine_params ep = {.n_threads = 2, .expert_slots = v[k].slots, .io = v[k].io,
+                               .expert_policy = v[k].policy, .buffered_io = v[k].buffered};
+        stream_run r = {0};
+        int rc = run_stream(fixture, &ep, &r, err, sizeof err);
+        CHECKF(rc == 0, "%s %s: %s", fixture, v[k].what, err);
+        if (rc == 0) {
+            CHECKF(!memcmp(r.logits, ref.logits, sizeof(float) * (size_t)ref.rows * ref.nv),
+                   "%s %s: streamed logits differ from resident", fixture, v[k].what);
+            /* the mechanism really ran */
+            CHECKF(r.st.streaming && r.st.misses > 0 && r.st.bytes_read > 0 && r.st.slots_per_layer == v[k].slots,
+                   "%s %s: streaming did not run (misses %llu, bytes %llu)", fixture, v[k].what,
+                   (unsigned long long)r.st.misses, (unsigned long long)r.st.bytes_read);
+            CHECKF(!strcmp(r.st.io_backend, v[k].backend), "%s: back-end %s, asked for %s", v[k].what,
+                   r.st.io_backend, v[k].backend);
+            CHECK(r.st.direct_io == !v[k].buffered);
+        }
+        free(r.logits);
+    }
+    free(ref.logits);
+}
+
+static void stream_glm_dsa_rq2k(void) { check_streamed_equals_resident("glm-dsa-rq2k"); }
+static void stream_glm_dsa_iq3(void) { check_streamed_equals_resident("glm-dsa-iq3"); }
+static void stream_deepseek2_q4_k_m(void) { check_streamed_equals_resident("deepseek2-q4_k_m"); }
+
+static void stream_refuses_tiny_budget(void) {
+    char err[512] = "";
+    pt_engine_params ep = {.model_path = t_fixture("glm-dsa-f32.gguf"), .n_threads = 1, .ram_gb = 0.1};
+    pt_engine *e = pt_engine_open(&ep, err, sizeof err);
+    CHECK(e == NULL);
+    pt_engine_close(e);
+    CHECK_STR_CONTAINS(err, "not enough memory: petrel needs at least");
+    CHECK_STR_CONTAINS(err, "but the budget is 0.10 GB");
+    /* a budget that holds the resident part but not all experts streams automatically */
+    ep.ram_gb = 0.55;
+    e = pt_engine_open(&ep, err, sizeof err);
+    CHECKF(e != NULL, "%s", err);
+    if (e) {
+        pt_stats st;
+        pt_engine_stats(e, &st);
+        CHECK(st.streaming && st.slots_per_layer >= 1 && st.slots_per_layer < 16);
+        CHECK_STR_CONTAINS(pt_engine_plan(e), "streamed into");
+    }
+    pt_engine_close(e);
+}
+
+T_SUITE(stream) {
+    T_ADD(stream_glm_dsa_rq2k);
+    T_ADD(stream_glm_dsa_iq3);
+    T_ADD(stream_deepseek2_q4_k_m);
+    T_ADD(stream_refuses_tiny_budget);
+}

@@ -140,6 +140,48 @@ static void simd_scalar_level_is_ref(void) {
     }
 }
 
+/* Batched-order kernels: every level bit-identical to qt_dot_panel_ref (the
+ * integer part is exact and the float steps are the same), and the panel order
+ * within float rounding of the single-row reference. */
+static void simd_panel_matches_ref(void) {
+    const int top = qt_isa_detect();
+    for (uint32_t type = 0; type < QT_COUNT; type++) {
+        if (!qt_panel_min_rows(type)) {
+            for (int isa = QT_ISA_SCALAR; isa <= QT_ISA_AVX512; isa++)
+                CHECKF(qt_dot_panel_impl(type, isa) == NULL, "%s has a panel kernel but no panel order",
+                       qt_name(type));
+            continue;
+        }
+        const qt_traits *t = qt_get(type);
+        CHECKF(qt_dot_panel_impl(type, QT_ISA_SCALAR) != NULL, "%s has no scalar panel kernel", t->name);
+        const int64_t n = 4 * (int64_t)(t->block < QK_K ? QK_K : t->block);
+        uint64_t wbytes = 0, abytes = 0;
+        CHECK(qt_row_bytes(type, n, &wbytes) == 0 && qt_row_bytes((uint32_t)t->act_type, n, &abytes) == 0);
+        void *w = malloc(wbytes), *a = malloc(abytes);
+        float *x = malloc((size_t)n * sizeof *x);
+        qr_rng r = {777 + type};
+        for (int k = 0; k < 50; k++) {
+            qr_fill_weights(&r, type, w, n);
+            qr_fill_acts(&r, x, n);
+            qt_quantize_act_ref((uint32_t)t->act_type, x, a, n);
+            const float ref = qt_dot_panel_ref(type, w, a, n), one = qt_dot_ref(type, w, a, n);
+            if (!isfinite(one)) continue; /* random fp16 scales can be inf/NaN */
+            CHECKF(fabs((double)ref - (double)one) <= 1e-5 * (fabs((double)one) + 1.0),
+                   "%s panel %.9g vs single-row %.9g", t->name, (double)ref, (double)one);
+            for (int isa = QT_ISA_SCALAR; isa <= top; isa++) {
+                qt_dot_fn f = qt_dot_panel_impl(type, isa);
+                if (!f) continue;
+                const float got = f(w, a, n);
+                CHECKF(memcmp(&got, &ref, sizeof got) == 0, "%s %s panel %.9g != reference %.9g", t->name,
+                       isa_name(isa), (double)got, (double)ref);
+            }
+        }
+        free(w);
+        free(a);
+        free(x);
+    }
+}
+
 /* Detection agrees with the CPU, and qt_dot_best really picks SIMD: a test
  * that silently fell back to the scalar path would otherwise pass. */
 static void simd_dispatch_picks_best(void) {
@@ -178,6 +220,7 @@ static void simd_dispatch_picks_best(void) {
 
 T_SUITE(simd) {
     T_ADD(simd_scalar_level_is_ref);
+    T_ADD(simd_panel_matches_ref);
     T_ADD(simd_dispatch_picks_best);
     T_ADD(simd_avx2_matches_ref);
     T_ADD(simd_avx512_matches_ref);

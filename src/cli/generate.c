@@ -29,7 +29,16 @@ static void generate_usage(FILE *f) {
             "  -t, --threads N         threads (default: all cores)\n"
             "  -c, --ctx-size N        context positions (default: prompt + N)\n"
             "  -b, --batch-size N      prompt rows per forward chunk (default 64)\n"
-            "  --kernels K             best (default), avx512, avx2 or scalar dot-product kernels\n");
+            "  --kernels K             best (default), avx512, avx2 or scalar dot-product kernels\n"
+            "  --ram GB                memory budget (default: available memory and cgroup limit)\n"
+            "  --expert-slots N        stream routed experts through N cache slots per MoE layer\n"
+            "  --mmap-experts          read experts through the memory map (no cache of our own)\n"
+            "  --expert-policy P       cache replacement: lru (default) or lfu\n"
+            "  --io B                  expert reads: auto (default), uring or pread\n"
+            "  --buffered-io           read experts through the page cache instead of O_DIRECT\n"
+            "  --pack PATH             expert pack to read from (default: MODEL.gguf.xpack if valid)\n"
+            "  --no-pack               ignore expert packs, read experts from the GGUF\n"
+            "  --stats                 print expert-cache and memory statistics\n");
 }
 
 static int parse_int(const char *s, long lo, long hi, long *out) {
@@ -91,8 +100,10 @@ static int argmax(const float *x, int n) {
 
 int cmd_generate(int argc, char **argv) {
     const char *model = NULL, *tokens_arg = NULL, *dump = NULL;
+    int stats = 0;
     long n_gen = 16, threads = 0, n_ctx = 0, n_batch = 0;
     int kernels = PT_KERNELS_BEST;
+    pt_engine_params ep = {.model_path = NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -145,6 +156,38 @@ int cmd_generate(int argc, char **argv) {
             else if (!strcmp(v, "avx2")) kernels = PT_KERNELS_AVX2;
             else if (!strcmp(v, "avx512")) kernels = PT_KERNELS_AVX512;
             else BADV();
+        } else if (!strcmp(a, "--expert-slots")) {
+            NEEDV();
+            long v2;
+            if (parse_int(v, 1, 1 << 20, &v2)) BADV();
+            ep.expert_slots = (int)v2;
+        } else if (!strcmp(a, "--mmap-experts")) {
+            ep.expert_slots = PT_EXPERTS_MMAP;
+        } else if (!strcmp(a, "--ram")) {
+            NEEDV();
+            char *end;
+            ep.ram_gb = strtod(v, &end);
+            if (*end || !(ep.ram_gb > 0)) BADV();
+        } else if (!strcmp(a, "--expert-policy")) {
+            NEEDV();
+            if (!strcmp(v, "lru")) ep.expert_policy = PT_POLICY_LRU;
+            else if (!strcmp(v, "lfu")) ep.expert_policy = PT_POLICY_LFU;
+            else BADV();
+        } else if (!strcmp(a, "--io")) {
+            NEEDV();
+            if (!strcmp(v, "auto")) ep.io = PT_IO_AUTO;
+            else if (!strcmp(v, "uring")) ep.io = PT_IO_URING;
+            else if (!strcmp(v, "pread")) ep.io = PT_IO_PREAD;
+            else BADV();
+        } else if (!strcmp(a, "--pack")) {
+            NEEDV();
+            ep.pack_path = v;
+        } else if (!strcmp(a, "--no-pack")) {
+            ep.no_pack = 1;
+        } else if (!strcmp(a, "--buffered-io")) {
+            ep.buffered_io = 1;
+        } else if (!strcmp(a, "--stats")) {
+            stats = 1;
         } else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) {
             NEEDV();
             if (parse_int(v, 1, 1 << 16, &n_batch)) BADV();
@@ -170,12 +213,15 @@ int cmd_generate(int argc, char **argv) {
     }
     char err[512];
     double t0 = now_s();
-    pt_engine_params ep = {.model_path = model, .n_threads = (int)threads, .kernels = kernels};
+    ep.model_path = model;
+    ep.n_threads = (int)threads;
+    ep.kernels = kernels;
     pt_engine *e = pt_engine_open(&ep, err, sizeof err);
     if (!e) {
         free(prompt);
         return cli_error("%s", err);
     }
+    fprintf(stderr, "petrel: %s\n", pt_engine_plan(e));
     const int nv = pt_engine_n_vocab(e);
     pt_session_params sp = {.n_ctx = n_ctx ? (int)n_ctx : n_prompt + (int)n_gen + 1, .n_batch = (int)n_batch};
     pt_session *s = pt_session_new(e, &sp, err, sizeof err);
@@ -223,6 +269,19 @@ int cmd_generate(int argc, char **argv) {
                     "generated %ld in %.3f s (%.2f tok/s)\n",
             pt_engine_arch(e), pt_engine_n_threads(e), t1 - t0, n_prompt, t2 - t1, n_prompt / (t2 - t1 + 1e-9),
             n_gen, t3 - t2, n_gen > 1 ? (n_gen - 1) / (t3 - t2 + 1e-9) : 0.0);
+    if (stats) {
+        pt_stats st;
+        pt_engine_stats(e, &st);
+        uint64_t req = st.hits + st.misses;
+        fprintf(stderr,
+                "petrel: experts %s (%d slots/layer, %s%s%s): hit rate %.1f%% (%llu hits, %llu misses), "
+                "%.3f GB read, %.1f MB/token, I/O wait %.3f s; RSS %.0f MB (peak %.0f MB)\n",
+                st.streaming ? "streamed" : "mmap", st.slots_per_layer, st.io_backend,
+                st.direct_io ? ", O_DIRECT" : "", st.expert_pack ? ", pack" : "", req ? 100.0 * st.hits / req : 0.0, (unsigned long long)st.hits,
+                (unsigned long long)st.misses, st.bytes_read / 1e9,
+                (n_prompt + n_gen) ? st.bytes_read / 1e6 / (n_prompt + n_gen) : 0.0, st.io_wait_s,
+                st.rss_bytes / 1048576.0, st.peak_rss_bytes / 1048576.0);
+    }
 done:
     free(out);
     free(logits);

@@ -26,6 +26,8 @@ static void usage(FILE *f) {
             "  generate -m MODEL --tokens IDS -n N [--dump-logits F]\n"
             "                                run a model on token ids, print the generated ids\n"
             "  inspect MODEL.gguf [--json]   architecture, tensor types, resident vs expert bytes\n"
+            "  pack MODEL.gguf [-o PATH]     write the expert pack (one aligned record per expert)\n"
+            "  verify MODEL.gguf             check the expert pack against the model\n"
             "  help                          this text\n"
             "  version                       print the version\n"
             "\n"
@@ -41,6 +43,8 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 1, argv + 1);
     if (!strcmp(cmd, "generate")) return cmd_generate(argc - 1, argv + 1);
+    if (!strcmp(cmd, "pack")) return cmd_pack(argc - 1, argv + 1);
+    if (!strcmp(cmd, "verify")) return cmd_verify(argc - 1, argv + 1);
     if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
         usage(stdout);
         return CLI_OK;

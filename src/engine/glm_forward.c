@@ -18,10 +18,13 @@
 #include "kernels/quant.h"
 #include "nn/matmul.h"
 #include "nn/ops.h"
+#include "runtime/experts.h"
+
 
 struct glm_state {
     const glm_model *m;
     tp_pool *pool;
+    xs_store *xs;         /* where routed experts come from (shared with the engine) */
     mm_ctx mm;
     int n_ctx;            /* cache capacity in positions */
     int max_batch;        /* rows per chunk */
@@ -60,6 +63,9 @@ struct glm_state {
     float *xg;            /* [B][n_embd] gathered inputs of one expert */
     float *g, *u;         /* [B][max(n_ff, n_ff_exp * max(1, n_shared))] */
     float *yk;            /* [B][n_used][n_embd] per-choice expert outputs */
+    float *sh;            /* [B][n_embd] shared-expert output */
+    int *uniq;            /* [n_expert] distinct experts of a chunk, first-use order */
+    uint8_t *seen;        /* [n_expert] */
     float *cat;           /* [B][2 n_embd] MTP input */
 };
 
@@ -69,8 +75,8 @@ static float *falloc(size_t n, int *fail) {
     return p;
 }
 
-glm_state *glm_state_new(const glm_model *m, tp_pool *pool, int max_isa, int n_ctx, int max_batch,
-                         pt_err *err) {
+glm_state *glm_state_new(const glm_model *m, tp_pool *pool, xs_store *xs, int max_isa, int n_ctx,
+                         int max_batch, pt_err *err) {
     const glm_hparams *hp = &m->hp;
     if (n_ctx < 1 || max_batch < 1) {
         pt_errf(err, "context size and batch must be positive");
@@ -83,6 +89,7 @@ glm_state *glm_state_new(const glm_model *m, tp_pool *pool, int max_isa, int n_c
     }
     s->m = m;
     s->pool = pool;
+    s->xs = xs;
     s->n_ctx = n_ctx;
     s->max_batch = max_batch;
     s->kv_dim = hp->kv_lora + hp->qk_rope;
@@ -134,6 +141,10 @@ glm_state *glm_state_new(const glm_model *m, tp_pool *pool, int max_isa, int n_c
     s->g = falloc(B * ffw, &fail);
     s->u = falloc(B * ffw, &fail);
     s->yk = falloc(B * K * E, &fail);
+    s->sh = falloc(B * E, &fail);
+    s->uniq = calloc((size_t)hp->n_expert + 1, sizeof(int));
+    s->seen = calloc((size_t)hp->n_expert + 1, 1);
+    if (!s->uniq || !s->seen) fail = 1;
     s->cat = falloc(B * 2 * E, &fail);
     int64_t max_in = 2 * (int64_t)E;
     int64_t cand[] = {(int64_t)ffw, hp->kv_lora, (int64_t)H * hp->v_head, hp->q_lora, hp->qk_nope};
@@ -157,12 +168,14 @@ void glm_state_free(glm_state *s) {
     free(s->idx_k);
     float *bufs[] = {s->x, s->xn, s->out, s->qa, s->q, s->kva, s->qfull, s->qnope, s->qabs, s->ctx,
                      s->ctxh, s->vout, s->o, s->scores, s->cs, s->iq, s->ik, s->iw, s->router,
-                     s->probs, s->esel, s->topw, s->xg, s->g, s->u, s->yk, s->cat};
+                     s->probs, s->esel, s->topw, s->xg, s->g, s->u, s->yk, s->sh, s->cat};
     for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++) free(bufs[i]);
     free(s->sel);
     free(s->n_sel);
     free(s->rows);
     free(s->topk);
+    free(s->uniq);
+    free(s->seen);
     mm_ctx_free(&s->mm);
     free(s);
 }
@@ -364,14 +377,30 @@ static void route(glm_state *s, const glm_layer *ly, int t) {
     for (int k = 0; k < K; k++) w[k] *= hp->weights_scale;
 }
 
-static void moe(glm_state *s, const glm_layer *ly, int T) {
+/* Routed experts through the expert store (cached ones first, misses as
+ * their reads land), the shared expert meanwhile; outputs summed per row in
+ * selection order so the result never depends on which expert came first. */
+static int moe(glm_state *s, const glm_layer *ly, int layer, int T, pt_err *err) {
     const glm_hparams *hp = &s->m->hp;
     const int E = hp->n_expert, K = hp->n_expert_used, D = hp->n_embd;
     mm_run(&s->mm, &ly->gate_inp, s->xn, T, s->router, E);
-    for (int t = 0; t < T; t++) route(s, ly, t);
-    /* each expert runs once on the rows that chose it; outputs land in their
-     * own (row, choice) slot so the sum below happens in selection order */
-    for (int e = 0; e < E; e++) {
+    int n_uniq = 0;
+    for (int t = 0; t < T; t++) {
+        route(s, ly, t);
+        for (int k = 0; k < K; k++) {
+            int e = s->topk[(size_t)t * K + k];
+            if (!s->seen[e]) {
+                s->seen[e] = 1;
+                s->uniq[n_uniq++] = e;
+            }
+        }
+    }
+    for (int i = 0; i < n_uniq; i++) s->seen[s->uniq[i]] = 0;
+    if (xs_begin(s->xs, layer, s->uniq, n_uniq, err)) return -1;
+    if (hp->n_expert_shared) swiglu_ffn(s, &ly->gate_sh, &ly->up_sh, &ly->down_sh, s->xn, T, s->sh);
+    int e, rc;
+    const uint8_t *mats[3];
+    while ((rc = xs_next(s->xs, layer, &e, mats, err)) == 1) {
         int n = 0;
         for (int t = 0; t < T; t++)
             for (int k = 0; k < K; k++)
@@ -380,13 +409,13 @@ static void moe(glm_state *s, const glm_layer *ly, int T) {
                     memcpy(s->xg + (size_t)n * D, s->xn + (size_t)t * D, (size_t)D * sizeof(float));
                     n++;
                 }
-        if (!n) continue;
-        mm_weight g = glm_expert(ly->gate_exps, e), u = glm_expert(ly->up_exps, e),
-                  dn = glm_expert(ly->down_exps, e);
+        mm_weight g = glm_expert_at(ly->gate_exps, mats[0]), u = glm_expert_at(ly->up_exps, mats[1]),
+                  dn = glm_expert_at(ly->down_exps, mats[2]);
         swiglu_ffn(s, &g, &u, &dn, s->xg, n, s->xg);
         for (int i = 0; i < n; i++)
             memcpy(s->yk + (size_t)s->rows[i] * D, s->xg + (size_t)i * D, (size_t)D * sizeof(float));
     }
+    if (rc < 0) return -1;
     for (int t = 0; t < T; t++) {
         float *o = s->out + (size_t)t * D;
         for (int k = 0; k < K; k++) {
@@ -398,14 +427,13 @@ static void moe(glm_state *s, const glm_layer *ly, int T) {
                 for (int i = 0; i < D; i++) o[i] += y[i] * w;
         }
     }
-    if (hp->n_expert_shared) {
-        swiglu_ffn(s, &ly->gate_sh, &ly->up_sh, &ly->down_sh, s->xn, T, s->xg);
-        for (size_t i = 0; i < (size_t)T * D; i++) s->out[i] += s->xg[i];
-    }
+    if (hp->n_expert_shared)
+        for (size_t i = 0; i < (size_t)T * D; i++) s->out[i] += s->sh[i];
+    return 0;
 }
 
 /* One decoder block on rows x[T] at positions pos0.. using cache `layer`. */
-static void block(glm_state *s, const glm_layer *ly, int layer, int T, int pos0, int use_dsa) {
+static int block(glm_state *s, const glm_layer *ly, int layer, int T, int pos0, int use_dsa, pt_err *err) {
     const glm_hparams *hp = &s->m->hp;
     const int D = hp->n_embd;
     for (int t = 0; t < T; t++)
@@ -414,12 +442,15 @@ static void block(glm_state *s, const glm_layer *ly, int layer, int T, int pos0,
     for (size_t i = 0; i < (size_t)T * D; i++) s->x[i] += s->out[i];
     for (int t = 0; t < T; t++)
         nn_rms_norm(s->x + (size_t)t * D, ly->ffn_norm, hp->rms_eps, D, s->xn + (size_t)t * D);
-    if (ly->is_moe)
-        moe(s, ly, T);
-    else
+    if (ly->is_moe) {
+        if (moe(s, ly, layer, T, err)) return -1;
+    } else {
         swiglu_ffn(s, &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down, s->xn, T, s->out);
+    }
     for (size_t i = 0; i < (size_t)T * D; i++) s->x[i] += s->out[i];
+    return 0;
 }
+
 
 static int check_tokens(const glm_state *s, const int32_t *tokens, int n, int past, pt_err *err) {
     if (n < 0) return pt_errf(err, "negative token count");
@@ -443,7 +474,8 @@ int glm_eval(glm_state *s, const int32_t *tokens, int n, float *logits, int all_
         const int T = n - c0 < s->max_batch ? n - c0 : s->max_batch;
         const int pos0 = s->n_past;
         for (int t = 0; t < T; t++) mm_get_row(&m->tok_embd, tokens[c0 + t], s->x + (size_t)t * D);
-        for (int l = 0; l < hp->n_layer; l++) block(s, &m->layers[l], l, T, pos0, hp->idx_n_head > 0);
+        for (int l = 0; l < hp->n_layer; l++)
+            if (block(s, &m->layers[l], l, T, pos0, hp->idx_n_head > 0, err)) return -1;
         for (int t = 0; t < T; t++)
             nn_rms_norm(s->x + (size_t)t * D, m->output_norm, hp->rms_eps, D, s->xn + (size_t)t * D);
         if (hidden) memcpy(hidden + (size_t)c0 * D, s->xn, (size_t)T * D * sizeof(float));
@@ -473,7 +505,7 @@ int glm_mtp(glm_state *s, const int32_t *tokens, const float *hidden_prev, int n
             nn_rms_norm(hidden_prev + (size_t)(c0 + t) * D, ly->hnorm, hp->rms_eps, D, cat + D);
         }
         mm_run(&s->mm, &ly->eh_proj, s->cat, T, s->x, D);
-        block(s, ly, layer, T, s->mtp_past, 0);
+        if (block(s, ly, layer, T, s->mtp_past, 0, err)) return -1;
         for (int t = 0; t < T; t++)
             nn_rms_norm(s->x + (size_t)t * D, ly->shared_head_norm, hp->rms_eps, D, s->xn + (size_t)t * D);
         mm_run(&s->mm, &ly->shared_head, s->xn, T, logits + (size_t)c0 * hp->n_vocab, hp->n_vocab);

@@ -13,13 +13,15 @@
 #include <stdint.h>
 
 #include "model/glm_dsa.h"
+#include "runtime/experts.h"
 #include "runtime/threadpool.h"
 
 typedef struct glm_state glm_state;
 
-/* max_isa: highest kernel ISA level (QT_ISA_*), -1 for the best available. */
-glm_state *glm_state_new(const glm_model *m, tp_pool *pool, int max_isa, int n_ctx, int max_batch,
-                         pt_err *err);
+/* xs: the engine's expert store (model layer indices); max_isa: highest kernel
+ * ISA level (QT_ISA_*), -1 for the best available. */
+glm_state *glm_state_new(const glm_model *m, tp_pool *pool, xs_store *xs, int max_isa, int n_ctx,
+                         int max_batch, pt_err *err);
 void glm_state_free(glm_state *s);
 
 /* Positions already in the trunk cache. */

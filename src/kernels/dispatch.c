@@ -95,6 +95,14 @@ qt_dot_fn qt_dot_avx512(uint32_t type) {
     (void)type;
     return NULL;
 }
+qt_dot_fn qt_dot_panel_avx2(uint32_t type) {
+    (void)type;
+    return NULL;
+}
+qt_dot_fn qt_dot_panel_avx512(uint32_t type) {
+    (void)type;
+    return NULL;
+}
 
 #endif
 
@@ -136,6 +144,52 @@ qt_dot_fn qt_dot_upto(uint32_t type, int max_isa) {
     const int top = qt_isa_detect();
     for (int isa = max_isa < top ? max_isa : top; isa >= QT_ISA_SCALAR; isa--) {
         qt_dot_fn f = qt_dot_impl(type, isa);
+        if (f) return f;
+    }
+    return NULL;
+}
+
+/* ===== Panel order ===== */
+
+static float panel_scalar(uint32_t type, const void *w, const void *a, int64_t n) {
+    return qt_dot_panel_ref(type, w, a, n);
+}
+#define PANEL_DOT(T)                                                                               \
+    static float panel_##T(const void *w, const void *a, int64_t n) {                              \
+        return panel_scalar(QT_##T, w, a, n);                                                      \
+    }
+PANEL_DOT(IQ2_XXS)
+PANEL_DOT(IQ2_XS)
+PANEL_DOT(IQ2_S)
+PANEL_DOT(IQ3_XXS)
+PANEL_DOT(IQ3_S)
+PANEL_DOT(IQ1_S)
+PANEL_DOT(IQ1_M)
+PANEL_DOT(IQ4_XS)
+PANEL_DOT(IQ4_NL)
+#undef PANEL_DOT
+
+static const qt_dot_fn panel_scalar_table[QT_COUNT] = {
+#define E(T) [QT_##T] = panel_##T
+    E(IQ2_XXS), E(IQ2_XS), E(IQ2_S), E(IQ3_XXS), E(IQ3_S), E(IQ1_S), E(IQ1_M), E(IQ4_XS),
+    E(IQ4_NL),
+#undef E
+};
+
+qt_dot_fn qt_dot_panel_impl(uint32_t type, int isa) {
+    if (type >= QT_COUNT) return NULL;
+    switch (isa) {
+    case QT_ISA_SCALAR: return panel_scalar_table[type];
+    case QT_ISA_AVX2: return qt_dot_panel_avx2(type);
+    case QT_ISA_AVX512: return qt_dot_panel_avx512(type);
+    default: return NULL;
+    }
+}
+
+qt_dot_fn qt_dot_panel_upto(uint32_t type, int max_isa) {
+    const int top = qt_isa_detect();
+    for (int isa = max_isa < 0 || max_isa > top ? top : max_isa; isa >= QT_ISA_SCALAR; isa--) {
+        qt_dot_fn f = qt_dot_panel_impl(type, isa);
         if (f) return f;
     }
     return NULL;

@@ -27,3 +27,7 @@ static inline __m256i dot_i16(__m256i acc, __m256i a, __m256i b) {
 qt_dot_fn qt_dot_avx512(uint32_t type) {
     return x86_body_table(type);
 }
+
+qt_dot_fn qt_dot_panel_avx512(uint32_t type) {
+    return x86_panel_table(type);
+}

@@ -27,6 +27,7 @@
 #define PT_DOT_X86_BODY_H
 
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "kernels/quant.h"
@@ -175,8 +176,25 @@ static float dot_f16(const void *w, const void *a, int64_t n) {
     }                                                                                              \
     return hsum_ps(_mm256_add_ps(acc0, acc1));
 
+/* One accumulator, blocks in order: llama.cpp's order for Q8_0 and Q4_0, and
+ * for IQ4_NL in its batched (tinyBLAS) path, see qt_dot_panel_ref. */
+#define LEGACY_LOOP1(XT, DECODE, SCALE)                                                            \
+    const XT *x = w;                                                                               \
+    const block_q8_0 *y = a;                                                                       \
+    __m256 acc = _mm256_setzero_ps();                                                              \
+    for (int64_t i = 0; i < n / 32; i++) {                                                         \
+        const XT *xb = &x[i];                                                                      \
+        __m256i p = dot_s8s8(_mm256_setzero_si256(), DECODE, loadu256(y[i].qs));                   \
+        acc = _mm256_fmadd_ps(_mm256_set1_ps((SCALE)*f16(y[i].d)), _mm256_cvtepi32_ps(p), acc);    \
+    }                                                                                              \
+    return hsum_ps(acc);
+
+/* Q8_0 and Q4_0 use one accumulator: llama.cpp's x86 vec_dot and its
+ * batched tinyBLAS path both do, so this order matches it for any row count
+ * (two chains would differ from it in the last bit, enough to flip a later
+ * activation rounding). */
 static float dot_q8_0(const void *w, const void *a, int64_t n) {
-    LEGACY_LOOP(block_q8_0, loadu256(xb->qs), f16(xb->d))
+    LEGACY_LOOP1(block_q8_0, loadu256(xb->qs), f16(xb->d))
 }
 
 /* Q4_0: weight = nibble - 8. */
@@ -184,7 +202,7 @@ static inline __m256i decode_q4_0(const block_q4_0 *b) {
     return _mm256_sub_epi8(nibbles32(b->qs), _mm256_set1_epi8(8));
 }
 static float dot_q4_0(const void *w, const void *a, int64_t n) {
-    LEGACY_LOOP(block_q4_0, decode_q4_0(xb), f16(xb->d))
+    LEGACY_LOOP1(block_q4_0, decode_q4_0(xb), f16(xb->d))
 }
 
 /* Q5_0: weight = (nibble | bit << 4) - 16, bit j of qh for weight j. As a
@@ -498,50 +516,102 @@ static inline __m256i iq2xxs_sub(const uint8_t *qs, const int8_t *q8, __m256i su
     return dot_i16(sumi, p, _mm256_set1_epi16((short)(2 * (g >> 28) + 1)));
 }
 
+/* Integer sum of one block, 8 lanes (scales applied, 1/8 not). */
+static inline __m256i iq2xxs_block(const block_iq2_xxs *x, const block_q8_K *y) {
+    const uint8_t *qs = (const uint8_t *)x->qs;
+    const int8_t *q8 = y->qs;
+    /* two chains so consecutive sub-blocks overlap */
+    __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+    for (int ib = 0; ib < QK_K / 32; ib += 2) {
+        s0 = iq2xxs_sub(qs + 8 * ib, q8 + 32 * ib, s0);
+        s1 = iq2xxs_sub(qs + 8 * ib + 8, q8 + 32 * ib + 32, s1);
+    }
+    return _mm256_add_epi32(s0, s1);
+}
+
 static float dot_iq2_xxs(const void *w, const void *a, int64_t n) {
     const block_iq2_xxs *x = w;
     const block_q8_K *y = a;
     const int64_t nb = n / QK_K;
     __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < nb; i++) {
-        const uint8_t *qs = (const uint8_t *)x[i].qs;
-        const int8_t *q8 = y[i].qs;
-        /* two chains so consecutive sub-blocks overlap */
-        __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
-        for (int ib = 0; ib < QK_K / 32; ib += 2) {
-            s0 = iq2xxs_sub(qs + 8 * ib, q8 + 32 * ib, s0);
-            s1 = iq2xxs_sub(qs + 8 * ib + 8, q8 + 32 * ib + 32, s1);
-        }
-        const __m256i sumi = _mm256_add_epi32(s0, s1);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sumi), acc);
-    }
+    for (int64_t i = 0; i < nb; i++)
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[i].d) * y[i].d), _mm256_cvtepi32_ps(iq2xxs_block(&x[i], &y[i])),
+                              acc);
     return 0.125f * hsum_ps(acc);
 }
 
 /* IQ4_XS. Sub-block ib (32 weights): qs[16ib + j] low nibble = weight j, high
  * nibble = weight j + 16, values through kvalues_iq4nl; 6-bit scale (offset
  * 32): low 4 bits in scales_l[ib/2] (nibble ib%2), top 2 in scales_h bits 2ib. */
+static inline __m256i iq4xs_block(const block_iq4_xs *x, const block_q8_K *y, __m256i tab) {
+    uint32_t sl;
+    memcpy(&sl, x->scales_l, 4);
+    const uint32_t sh = x->scales_h;
+    __m256i sumi = _mm256_setzero_si256();
+    for (int ib = 0; ib < QK_K / 32; ib++) {
+        const int ls = (int)(((sl >> (4 * ib)) & 0xf) | ((sh >> (2 * ib)) & 3) << 4) - 32;
+        const __m256i v = _mm256_shuffle_epi8(tab, nibbles32(x->qs + 16 * ib));
+        const __m256i yv = loadu256(y->qs + 32 * ib);
+        const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(yv, v));
+        sumi = dot_i16(sumi, p, _mm256_set1_epi16((short)ls));
+    }
+    return sumi;
+}
+
 static float dot_iq4_xs(const void *w, const void *a, int64_t n) {
     const block_iq4_xs *x = w;
     const block_q8_K *y = a;
     const int64_t nb = n / QK_K;
     const __m256i tab = table16(kvalues_iq4nl);
     __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < nb; i++) {
-        uint32_t sl;
-        memcpy(&sl, x[i].scales_l, 4);
-        const uint32_t sh = x[i].scales_h;
-        __m256i sumi = _mm256_setzero_si256();
-        for (int ib = 0; ib < QK_K / 32; ib++) {
-            const int ls = (int)(((sl >> (4 * ib)) & 0xf) | ((sh >> (2 * ib)) & 3) << 4) - 32;
-            const __m256i v = _mm256_shuffle_epi8(tab, nibbles32(x[i].qs + 16 * ib));
-            const __m256i yv = loadu256(y[i].qs + 32 * ib);
-            const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(yv, v));
-            sumi = dot_i16(sumi, p, _mm256_set1_epi16((short)ls));
-        }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sumi), acc);
-    }
+    for (int64_t i = 0; i < nb; i++)
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[i].d) * y[i].d), _mm256_cvtepi32_ps(iq4xs_block(&x[i], &y[i], tab)),
+                              acc);
     return hsum_ps(acc);
+}
+
+/* ===== Panel order (see qt_dot_panel in quant.h) =====
+ * The same integer lanes, summed exactly, then one fma per block against the
+ * block scale product; bit-identical to qt_dot_panel_ref. */
+
+static inline int32_t hsum_epi32(__m256i v) {
+    __m128i x = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    x = _mm_add_epi32(x, _mm_unpackhi_epi64(x, x));
+    x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 1));
+    return _mm_cvtsi128_si32(x);
+}
+
+static float panel_iq2_xxs(const void *w, const void *a, int64_t n) {
+    const block_iq2_xxs *x = w;
+    const block_q8_K *y = a;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++)
+        acc = fmaf((float)hsum_epi32(iq2xxs_block(&x[i], &y[i])), (f16(x[i].d) * 0.125f) * y[i].d, acc);
+    return acc;
+}
+
+static float panel_iq4_xs(const void *w, const void *a, int64_t n) {
+    const block_iq4_xs *x = w;
+    const block_q8_K *y = a;
+    const __m256i tab = table16(kvalues_iq4nl);
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++)
+        acc = fmaf((float)hsum_epi32(iq4xs_block(&x[i], &y[i], tab)), f16(x[i].d) * y[i].d, acc);
+    return acc;
+}
+
+static float panel_iq4_nl(const void *w, const void *a, int64_t n) {
+    const __m256i tab = table16(kvalues_iq4nl);
+    LEGACY_LOOP1(block_iq4_nl, _mm256_shuffle_epi8(tab, nibbles32(xb->qs)), f16(xb->d))
+}
+
+static qt_dot_fn x86_panel_table(uint32_t type) {
+    switch (type) {
+    case QT_IQ4_NL: return panel_iq4_nl;
+    case QT_IQ2_XXS: return panel_iq2_xxs;
+    case QT_IQ4_XS: return panel_iq4_xs;
+    default: return NULL;
+    }
 }
 
 /* ===== Table ===== */

@@ -89,9 +89,33 @@ qt_dot_fn qt_dot_best(uint32_t type);
  * Lets a user or a test pin the kernels, e.g. to compare SIMD with scalar. */
 qt_dot_fn qt_dot_upto(uint32_t type, int max_isa);
 
+/* Panel order. For the 256-weight IQ types (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS,
+ * IQ2_S, IQ3_XXS, IQ3_S, IQ4_XS) llama.cpp's CPU backend computes a batched
+ * matmul (8 or more activation rows, output rows a multiple of 8) with its IQ
+ * panel gemm, whose rounding differs from its single-row vec_dot: per block the
+ * exact integer sum(iscale * q * y), then acc = fma((float)isum, dfac * d8, acc)
+ * (dfac: the block scale times the type's constant 1/8, 1/4 or 1). One ulp
+ * there can flip a later activation rounding, so a matmul that wants to
+ * reproduce llama.cpp's prompt pass uses this order in that case.
+ * qt_dot_panel_ref is the reference; NULL / 0 for other types. */
+int qt_panel_min_rows(uint32_t type); /* 0: no batched order for the type */
+/* 1 when a matmul of n_rows activation rows and n_out outputs takes the
+ * batched order in llama.cpp: IQ types as above; IQ4_NL goes through
+ * llamafile's tinyBLAS from 2 rows on: one 8-lane float accumulator over all
+ * blocks (fma(dw * dy, int lanes)), one horizontal sum at the end, where its
+ * single-row vec_dot alternates two accumulators. (Q8_0 and Q4_0 use one
+ * accumulator in both paths, so their ordinary kernels already match.) */
+int qt_use_panel(uint32_t type, int64_t n_rows, int64_t n_out);
+float qt_dot_panel_ref(uint32_t type, const void *w, const void *a, int64_t n);
+qt_dot_fn qt_dot_panel_impl(uint32_t type, int isa);
+/* The fastest panel kernel at ISA level max_isa or below (max_isa < 0: any). */
+qt_dot_fn qt_dot_panel_upto(uint32_t type, int max_isa);
+
 /* SIMD tables, filled by dot_avx2.c / dot_avx512.c (NULL entries: none). */
 qt_dot_fn qt_dot_avx2(uint32_t type);
 qt_dot_fn qt_dot_avx512(uint32_t type);
+qt_dot_fn qt_dot_panel_avx2(uint32_t type);
+qt_dot_fn qt_dot_panel_avx512(uint32_t type);
 
 /* ===== fp16 / bf16 helpers (exact IEEE conversions, no F16C needed) ===== */
 

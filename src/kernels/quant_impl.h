@@ -16,6 +16,9 @@ int iq_handles(uint32_t type);
 void iq_dequant(uint32_t type, const void *src, float *dst, int64_t n);
 /* Dot with activations in the type's act_type (Q8_K, or Q8_0 for IQ4_NL/MXFP4). */
 float iq_dot(uint32_t type, const void *w, const void *a, int64_t n);
+/* Panel-order dot (see qt_dot_panel_ref in quant.h) and whether a type has one. */
+int iq_has_panel(uint32_t type);
+float iq_dot_panel(uint32_t type, const void *w, const void *a, int64_t n);
 
 /* Grids and tables of the IQ types (data, transcribed from ggml's spec). */
 extern const uint64_t iq2xxs_grid[256];

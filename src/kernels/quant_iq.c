@@ -21,6 +21,7 @@
  * Non-goals: speed (SIMD lives in dot_avx2.c / dot_avx512.c and is tested
  * against this file) and quantisation to these types.
  */
+#include <math.h>
 #include <string.h>
 
 #include "kernels/quant.h"
@@ -407,6 +408,89 @@ void iq_dequant(uint32_t type, const void *src, float *dst, int64_t n) {
         return;
     }
     default: memset(dst, 0, (size_t)n * sizeof *dst); return;
+    }
+}
+
+/* Panel order (see quant_impl.h): per 256-weight block the exact integer
+ * sum(iscale * q * y), then acc = fma((float)isum, dfac * d8, acc), where
+ * dfac is the block scale with the type's constant factor folded in. Only the
+ * block scale product and one fma per block round, so this is also the most
+ * accurate order. */
+static float iq4_xs_dot_panel(const block_iq4_xs *b, const block_q8_K *a, int64_t nb) {
+    float sumf = 0.0f;
+    for (int64_t i = 0; i < nb; i++) {
+        int32_t isum = 0;
+        for (int ib = 0; ib < QK_K / 32; ib++)
+            isum += iq4_xs_scale(&b[i], ib) * nl32_dot(kvalues_iq4nl, b[i].qs + 16 * ib, a[i].qs + 32 * ib);
+        sumf = fmaf((float)isum, qt_f16_to_f32(b[i].d) * a[i].d, sumf);
+    }
+    return sumf;
+}
+
+static float lattice_dot_panel(const lattice_type *t, const uint8_t *w, const block_q8_K *a, int64_t nb) {
+    iq_unpacked u;
+    float sumf = 0.0f;
+    for (int64_t i = 0; i < nb; i++, w += t->bytes) {
+        t->unpack(w, &u);
+        int32_t isum = 0;
+        for (int k = 0; k < 16; k++) {
+            int32_t s = 0;
+            for (int j = 0; j < 16; j++) s += u.q[16 * k + j] * a[i].qs[16 * k + j];
+            isum += s * u.ls[k];
+        }
+        sumf = fmaf((float)isum, (u.d * t->post) * a[i].d, sumf);
+    }
+    return sumf;
+}
+
+/* IQ1: the weights are d/8 * ls * (8q ± 1), so the whole block is one integer
+ * 8 * sum(ls q y) + sum(ls ± y) against d/8. */
+static float iq1_dot_panel(unpack_fn unpack, size_t bytes, const uint8_t *w, const block_q8_K *a, int64_t nb) {
+    iq_unpacked u;
+    float sumf = 0.0f;
+    for (int64_t i = 0; i < nb; i++, w += bytes) {
+        unpack(w, &u);
+        const int8_t *q8 = a[i].qs;
+        int32_t isum = 0;
+        for (int k = 0; k < 16; k++) {
+            int32_t s = 0;
+            for (int h = 0; h < 2; h++) {
+                int32_t s8 = 0, sq = 0;
+                for (int j = 0; j < 8; j++) {
+                    sq += u.q[16 * k + 8 * h + j] * q8[16 * k + 8 * h + j];
+                    s8 += q8[16 * k + 8 * h + j];
+                }
+                s += 8 * sq + u.dsign[2 * k + h] * s8;
+            }
+            isum += u.ls[k] * s;
+        }
+        sumf = fmaf((float)isum, (u.d * IQ1_DELTA) * a[i].d, sumf);
+    }
+    return sumf;
+}
+
+int iq_has_panel(uint32_t type) {
+    switch (type) {
+    case QT_IQ2_XXS:
+    case QT_IQ2_XS:
+    case QT_IQ2_S:
+    case QT_IQ3_XXS:
+    case QT_IQ3_S:
+    case QT_IQ1_S:
+    case QT_IQ1_M:
+    case QT_IQ4_XS: return 1;
+    default: return 0;
+    }
+}
+
+float iq_dot_panel(uint32_t type, const void *w, const void *a, int64_t n) {
+    const lattice_type *lt = lattice_for(type);
+    if (lt) return lattice_dot_panel(lt, w, a, n / QK_K);
+    switch (type) {
+    case QT_IQ1_S: return iq1_dot_panel(unpack_iq1_s, sizeof(block_iq1_s), w, a, n / QK_K);
+    case QT_IQ1_M: return iq1_dot_panel(unpack_iq1_m, sizeof(block_iq1_m), w, a, n / QK_K);
+    case QT_IQ4_XS: return iq4_xs_dot_panel(w, a, n / QK_K);
+    default: return 0.0f;
     }
 }
 

@@ -625,6 +625,46 @@ float qt_dot_ref(uint32_t type, const void *w, const void *a, int64_t n) {
     }
 }
 
+int qt_panel_min_rows(uint32_t type) {
+    if (type == QT_IQ4_NL) return 2;
+    return iq_has_panel(type) ? 8 : 0;
+}
+
+int qt_use_panel(uint32_t type, int64_t n_rows, int64_t n_out) {
+    const int min = qt_panel_min_rows(type);
+    return min && n_rows >= min && (min < 8 || n_out % 8 == 0);
+}
+
+/* tinyBLAS order for IQ4_NL against Q8_0: 8 float lanes, lane l accumulating
+ * fma(dw * dy, sum of products 4l..4l+3, lane) over the blocks, then the
+ * 8 -> 4 -> 2 -> 1 horizontal sum of the SIMD kernels. */
+static float iq4_nl_panel(const block_iq4_nl *b, const block_q8_0 *y, int64_t nb) {
+    float lane[8] = {0};
+    for (int64_t i = 0; i < nb; i++) {
+        int8_t q[32];
+        for (int j = 0; j < 16; j++) {
+            q[j] = kvalues_iq4nl[b[i].qs[j] & 0xf];
+            q[j + 16] = kvalues_iq4nl[b[i].qs[j] >> 4];
+        }
+        const float d = qt_f16_to_f32(b[i].d) * qt_f16_to_f32(y[i].d);
+        for (int l = 0; l < 8; l++) {
+            int32_t s = 0;
+            for (int k = 4 * l; k < 4 * l + 4; k++) s += q[k] * y[i].qs[k];
+            lane[l] = fmaf(d, (float)s, lane[l]);
+        }
+    }
+    float x[4];
+    for (int l = 0; l < 4; l++) x[l] = lane[l] + lane[l + 4];
+    return (x[0] + x[2]) + (x[1] + x[3]);
+}
+
+float qt_dot_panel_ref(uint32_t type, const void *w, const void *a, int64_t n) {
+    PT_ASSERT(qt_panel_min_rows(type) && n >= 0);
+    if (type == QT_IQ4_NL) return iq4_nl_panel(w, a, n / QK4_NL);
+    PT_ASSERT(n % QK_K == 0);
+    return iq_dot_panel(type, w, a, n);
+}
+
 /* ===== Weight quantisation =====
  *
  * Two least-squares fits do the work. Both try a few grid spacings around the

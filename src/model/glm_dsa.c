@@ -106,9 +106,16 @@ static mm_weight bind_w(loader *L, const char *name, int64_t n_in, int64_t n_out
     return as_weight(t);
 }
 
-mm_weight glm_expert(const gguf_tensor *t, int e) {
+mm_weight glm_expert_at(const gguf_tensor *t, const uint8_t *data) {
     mm_weight w = as_weight(t);
-    w.data = t->data + (uint64_t)e * w.row_bytes * (uint64_t)t->ne[1];
+    w.data = data;
+    return w;
+}
+
+/* Head h of a per-head stacked tensor (attn_k_b, attn_v_b). */
+static mm_weight head_slice(const gguf_tensor *t, int h) {
+    mm_weight w = as_weight(t);
+    w.data = t->data + (uint64_t)h * w.row_bytes * (uint64_t)t->ne[1];
     return w;
 }
 
@@ -281,8 +288,8 @@ int glm_model_load(const gguf_ctx *g, glm_model *m, pt_err *err) {
         if (rc) break;
         if (check_matmul_type(&L, kb, &rc) || check_matmul_type(&L, vb, &rc)) break;
         for (int h = 0; h < H; h++) {
-            ly->k_b[h] = glm_expert(kb, h);
-            ly->v_b[h] = glm_expert(vb, h);
+            ly->k_b[h] = head_slice(kb, h);
+            ly->v_b[h] = head_slice(vb, h);
         }
         ly->wo = bind_w(&L, NM("attn_output.weight"), H * hp->v_head, hp->n_embd, 1, &rc);
         ly->ffn_norm = bind_f32(&L, NM("ffn_norm.weight"), hp->n_embd, 1, &rc);

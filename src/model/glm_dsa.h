@@ -100,7 +100,8 @@ typedef struct glm_model {
 int glm_model_load(const gguf_ctx *g, glm_model *m, pt_err *err);
 void glm_model_free(glm_model *m);
 
-/* Expert e's slice of a stacked expert tensor as a 2-D weight. */
-mm_weight glm_expert(const gguf_tensor *t, int e);
+/* One expert's slice of a stacked expert tensor, its bytes at `data` (in the
+ * mapping or in an expert-cache slot), as a 2-D weight. */
+mm_weight glm_expert_at(const gguf_tensor *t, const uint8_t *data);
 
 #endif

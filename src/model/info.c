@@ -135,3 +135,30 @@ void model_info_free(model_info *mi) {
     free(mi->layers);
     mi->layers = NULL;
 }
+
+int model_expert_layers(const gguf_ctx *g, xp_layer_desc **out, int *n_layers, pt_err *err) {
+    model_info mi;
+    if (model_info_get(g, &mi, err)) return -1;
+    const int n = (int)mi.n_layers;
+    model_info_free(&mi);
+    xp_layer_desc *d = calloc((size_t)(n > 0 ? n : 1), sizeof *d);
+    if (!d) return pt_errf(err, "out of memory");
+    for (int l = 0; l < n; l++) {
+        const gguf_tensor *t[4];
+        for (int k = 0; k < 4; k++) {
+            char name[64];
+            snprintf(name, sizeof name, "blk.%d.%s", l, expert_parts[k]);
+            t[k] = gguf_find_tensor(g, name);
+        }
+        /* expert_parts: gate_up, gate, up, down */
+        if (t[0] && t[3] && !t[1] && !t[2]) d[l] = (xp_layer_desc){2, {t[0], t[3], NULL}};
+        else if (t[1] && t[2] && t[3] && !t[0]) d[l] = (xp_layer_desc){3, {t[1], t[2], t[3]}};
+        else if (t[0] || t[1] || t[2] || t[3]) {
+            free(d);
+            return pt_errf(err, "%s: layer %d has an incomplete set of routed-expert tensors", g->files[0].path, l);
+        }
+    }
+    *out = d;
+    *n_layers = n;
+    return 0;
+}

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "format/gguf.h"
+#include "format/xpack.h"
 #include "kernels/qtypes.h"
 
 #define MI_MAX_LAYERS 65536     /* block_count above this is refused as implausible */
@@ -54,6 +55,12 @@ typedef struct model_info {
 /* Fill mi from a parsed file. Returns 0, or -1 with err set. */
 int model_info_get(const gguf_ctx *g, model_info *mi, pt_err *err);
 void model_info_free(model_info *mi);
+
+/* The routed-expert tensors of every layer, found by name: *out gets
+ * block_count entries (n_mats = 0 for dense layers), mats ordered gate, up,
+ * down (or gate_up, down when fused) — the order of an expert's record in a
+ * pack and in a cache slot. 0, or -1 with err (inconsistent tensors). */
+int model_expert_layers(const gguf_ctx *g, xp_layer_desc **out, int *n_layers, pt_err *err);
 
 /* If `name` is a routed-expert weight (`blk.N.ffn_{gate,up,down,gate_up}_exps.weight`),
  * return 1 and set *layer; else 0. */

@@ -52,7 +52,13 @@ void mm_run(mm_ctx *c, const mm_weight *w, const float *x, int n_rows, float *y,
     for (int t = 0; t < n_rows; t++)
         qt_quantize_act_ref((uint32_t)tr->act_type, x + (int64_t)t * w->n_in, c->act + (uint64_t)t * arb,
                             w->n_in);
-    mm_job j = {w, c->act, arb, n_rows, y, ldy, qt_dot_upto(w->type, c->max_isa)};
+    /* llama.cpp computes batched matmuls of some types in another float order
+     * than its single-row dot (IQ panel gemm, tinyBLAS); one ulp there can flip
+     * a later activation rounding, so follow it (see qt_use_panel) */
+    qt_dot_fn dot = NULL;
+    if (qt_use_panel(w->type, n_rows, w->n_out)) dot = qt_dot_panel_upto(w->type, c->max_isa);
+    if (!dot) dot = qt_dot_upto(w->type, c->max_isa);
+    mm_job j = {w, c->act, arb, n_rows, y, ldy, dot};
     /* small jobs are not worth waking the workers for */
     if ((uint64_t)w->n_out * w->row_bytes * (uint64_t)n_rows < 32768)
         mm_worker(&j, 0, 1);

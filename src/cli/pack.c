@@ -1,0 +1,188 @@
+/* pack.c — `petrel pack` (write an expert pack next to a model) and
+ * `petrel verify` (check a pack against its model, record by record).
+ *
+ *   petrel pack MODEL.gguf [-o PATH]
+ *   petrel verify MODEL.gguf [--pack PATH]
+ *
+ * The pack goes to MODEL.gguf.xpack, or to the cache directory when the
+ * model's folder is not writable (-o overrides); the engine looks in both
+ * places. Packing resumes an interrupted run. Verify exits 0 only for a valid
+ * pack; a missing, stale or corrupt one exits 1 with the reason.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "format/gguf.h"
+#include "format/xpack.h"
+#include "model/info.h"
+
+typedef struct progress {
+    const char *what;
+    double t0, last;
+    int tty;
+} progress;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* A progress bar on stderr: percent, MB/s and ETA, redrawn a few times a second. */
+static void show_progress(uint64_t done, uint64_t total, void *user) {
+    progress *p = user;
+    double t = now_s();
+    if (done < total && t - p->last < 0.25) return;
+    p->last = t;
+    double el = t - p->t0, rate = el > 0 ? done / el : 0;
+    double eta = rate > 0 ? (total - done) / rate : 0;
+    int width = 30, fill = total ? (int)(width * (double)done / total) : width;
+    char bar[64];
+    for (int i = 0; i < width; i++) bar[i] = i < fill ? '#' : '.';
+    bar[width] = 0;
+    fprintf(stderr, "%s%s [%s] %5.1f%% %8.1f MB/s  ETA %4.0f s%s", p->tty ? "\r" : "", p->what, bar,
+            total ? 100.0 * done / total : 100.0, rate / 1e6, eta, p->tty ? "" : "\n");
+    if (done >= total && p->tty) fputc('\n', stderr);
+}
+
+static int writable_dir_of(const char *path) {
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    else snprintf(dir, sizeof dir, ".");
+    return access(dir, W_OK) == 0;
+}
+
+static int mkdirs(const char *file_path) {
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s", file_path);
+    for (char *s = p + 1; *s; s++)
+        if (*s == '/') {
+            *s = 0;
+            if (mkdir(p, 0755) != 0 && errno != EEXIST) return -1;
+            *s = '/';
+        }
+    return 0;
+}
+
+static gguf_ctx *open_model(const char *path, xp_layer_desc **d, int *n) {
+    pt_err err = {{0}};
+    gguf_ctx *g = gguf_open(path, &err);
+    if (!g) {
+        cli_error("%s", err.msg);
+        return NULL;
+    }
+    if (model_expert_layers(g, d, n, &err)) {
+        cli_error("%s", err.msg);
+        gguf_close(g);
+        return NULL;
+    }
+    return g;
+}
+
+int cmd_pack(int argc, char **argv) {
+    const char *model = NULL, *out = NULL;
+    long long stop_after = -1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            printf("usage: petrel pack MODEL.gguf [-o PATH]\n"
+                   "  Write every routed expert as one 4 KiB-aligned record into an expert pack\n"
+                   "  (default MODEL.gguf.xpack, or the cache directory when that folder is read-only).\n"
+                   "  An interrupted run resumes where it stopped.\n"
+                   "  --stop-after K   stop after K records as if killed (for tests)\n");
+            return CLI_OK;
+        } else if (!strcmp(argv[i], "-o") && i + 1 < argc) {
+            out = argv[++i];
+        } else if (!strcmp(argv[i], "--stop-after") && i + 1 < argc) {
+            stop_after = atoll(argv[++i]);
+        } else if (argv[i][0] != '-' && !model) {
+            model = argv[i];
+        } else {
+            fprintf(stderr, "petrel pack: unexpected argument '%s'\nusage: petrel pack MODEL.gguf [-o PATH]\n",
+                    argv[i]);
+            return CLI_USAGE;
+        }
+    }
+    if (!model) {
+        fprintf(stderr, "usage: petrel pack MODEL.gguf [-o PATH]\n");
+        return CLI_USAGE;
+    }
+    xp_layer_desc *d = NULL;
+    int n = 0;
+    gguf_ctx *g = open_model(model, &d, &n);
+    if (!g) return CLI_ERROR;
+    char cand[2][4096];
+    int nc = xpack_candidates(g->files[0].path, cand);
+    const char *path = out ? out : writable_dir_of(cand[0]) || nc < 2 ? cand[0] : cand[1];
+    if (!out && path == cand[1] && mkdirs(path) != 0) {
+        gguf_close(g);
+        free(d);
+        return cli_error("%s: cannot create the cache directory: %s", path, strerror(errno));
+    }
+    fprintf(stderr, "petrel: packing the experts of %s into %s\n", model, path);
+    progress pr = {"pack", now_s(), 0, isatty(2)};
+    pt_err err = {{0}};
+    int rc = xpack_write(g, d, n, path, show_progress, &pr, stop_after, &err);
+    gguf_close(g);
+    free(d);
+    if (rc) return cli_error("%s", err.msg);
+    fprintf(stderr, "petrel: wrote %s in %.1f s\n", path, now_s() - pr.t0);
+    return CLI_OK;
+}
+
+int cmd_verify(int argc, char **argv) {
+    const char *model = NULL, *pack = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            printf("usage: petrel verify MODEL.gguf [--pack PATH]\n"
+                   "  Check the model's expert pack: header, fingerprint, every record's checksum and\n"
+                   "  bytes. Exit 0 when valid, 1 when missing, stale or corrupt.\n");
+            return CLI_OK;
+        } else if (!strcmp(argv[i], "--pack") && i + 1 < argc) {
+            pack = argv[++i];
+        } else if (argv[i][0] != '-' && !model) {
+            model = argv[i];
+        } else {
+            fprintf(stderr, "petrel verify: unexpected argument '%s'\nusage: petrel verify MODEL.gguf [--pack PATH]\n",
+                    argv[i]);
+            return CLI_USAGE;
+        }
+    }
+    if (!model) {
+        fprintf(stderr, "usage: petrel verify MODEL.gguf [--pack PATH]\n");
+        return CLI_USAGE;
+    }
+    xp_layer_desc *d = NULL;
+    int n = 0;
+    gguf_ctx *g = open_model(model, &d, &n);
+    if (!g) return CLI_ERROR;
+    char cand[2][4096];
+    int nc = pack ? 1 : xpack_candidates(g->files[0].path, cand);
+    if (pack) snprintf(cand[0], sizeof cand[0], "%s", pack);
+    const char *path = NULL;
+    for (int i = 0; i < nc && !path; i++)
+        if (access(cand[i], F_OK) == 0) path = cand[i];
+    int rc = CLI_OK;
+    pt_err err = {{0}};
+    if (!path) {
+        rc = cli_error("%s: no expert pack (looked for %s%s%s)", model, cand[0], nc > 1 ? " and " : "",
+                       nc > 1 ? cand[1] : "");
+    } else {
+        xpack *p = xpack_open(path, g, d, n, &err);
+        progress pr = {"verify", now_s(), 0, isatty(2)};
+        if (!p || xpack_verify(p, g, d, show_progress, &pr, &err)) rc = cli_error("%s", err.msg);
+        else fprintf(stderr, "petrel: %s is valid (%llu records)\n", path, (unsigned long long)p->n_records);
+        xpack_close(p);
+    }
+    gguf_close(g);
+    free(d);
+    return rc;
+}

@@ -1,0 +1,424 @@
+/* xpack.c — writing, resuming, opening and verifying expert packs (see xpack.h). */
+#include "xpack.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define XPACK_MAGIC "PTXPACK"
+#define XPACK_VERSION 1
+#define XPACK_FIXED 96         /* header bytes before the layer table */
+#define XPACK_LAYER_ENTRY 48
+#define XPACK_JOURNAL_BYTES (256ull << 20) /* sync + journal every this many bytes */
+
+/* ===== little helpers ===== */
+
+static void put32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
+static void put64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
+static uint32_t get32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static uint64_t get64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+
+static int pread_all(int fd, void *buf, uint64_t n, uint64_t off) {
+    uint8_t *b = buf;
+    while (n) {
+        ssize_t k = pread(fd, b, n > (1u << 30) ? (1u << 30) : n, (off_t)off);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return -1;
+        b += k;
+        n -= (uint64_t)k;
+        off += (uint64_t)k;
+    }
+    return 0;
+}
+
+static int pwrite_all(int fd, const void *buf, uint64_t n, uint64_t off) {
+    const uint8_t *b = buf;
+    while (n) {
+        ssize_t k = pwrite(fd, b, n > (1u << 30) ? (1u << 30) : n, (off_t)off);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return -1;
+        b += k;
+        n -= (uint64_t)k;
+        off += (uint64_t)k;
+    }
+    return 0;
+}
+
+static void sha16(const uint8_t *data, uint64_t n, uint8_t out[16]) {
+    uint8_t md[32];
+    unsigned len = 0;
+    EVP_Digest(data, n, md, &len, EVP_sha256(), NULL);
+    memcpy(out, md, 16);
+}
+
+int xpack_fingerprint(const gguf_ctx *g, uint8_t out[32], pt_err *err) {
+    EVP_MD_CTX *c = EVP_MD_CTX_new();
+    if (!c || !EVP_DigestInit_ex(c, EVP_sha256(), NULL)) {
+        EVP_MD_CTX_free(c);
+        return pt_errf(err, "SHA-256 unavailable");
+    }
+    for (uint32_t f = 0; f < g->n_files; f++) {
+        uint64_t size = g->files[f].size;
+        EVP_DigestUpdate(c, &size, 8);
+        EVP_DigestUpdate(c, g->files[f].map, g->files[f].data_offset);
+    }
+    unsigned len = 0;
+    EVP_DigestFinal_ex(c, out, &len);
+    EVP_MD_CTX_free(c);
+    return 0;
+}
+
+/* ===== layout ===== */
+
+typedef struct layout {
+    uint32_t n_layers;
+    xpack_layer *layers;
+    uint64_t n_records, header_bytes, sums_offset, data_offset, total_size;
+} layout;
+
+static int make_layout(const xp_layer_desc *d, int n_layers, layout *lo, pt_err *err) {
+    memset(lo, 0, sizeof *lo);
+    lo->n_layers = (uint32_t)n_layers;
+    lo->layers = calloc((size_t)(n_layers > 0 ? n_layers : 1), sizeof(xpack_layer));
+    if (!lo->layers) return pt_errf(err, "out of memory");
+    for (int l = 0; l < n_layers; l++) {
+        xpack_layer *L = &lo->layers[l];
+        L->first_record = lo->n_records;
+        if (!d[l].n_mats) continue;
+        L->n_mats = (uint32_t)d[l].n_mats;
+        L->n_expert = (uint32_t)d[l].mats[0]->ne[2];
+        uint64_t payload = 0;
+        for (int m = 0; m < d[l].n_mats; m++) {
+            L->mat_bytes[m] = d[l].mats[m]->nbytes / (uint64_t)d[l].mats[m]->ne[2];
+            payload += L->mat_bytes[m];
+        }
+        L->record_bytes = pt_align_up(payload, XPACK_ALIGN);
+        lo->n_records += L->n_expert;
+    }
+    lo->header_bytes = pt_align_up(XPACK_FIXED + (uint64_t)n_layers * XPACK_LAYER_ENTRY, XPACK_ALIGN);
+    lo->sums_offset = lo->header_bytes;
+    lo->data_offset = pt_align_up(lo->sums_offset + lo->n_records * 16, XPACK_ALIGN);
+    lo->total_size = lo->data_offset;
+    for (uint32_t l = 0; l < lo->n_layers; l++)
+        lo->total_size += lo->layers[l].record_bytes * lo->layers[l].n_expert;
+    return 0;
+}
+
+static void encode_header(const layout *lo, const gguf_ctx *g, const uint8_t fp[32], uint64_t done, int complete,
+                          uint8_t *h) {
+    memset(h, 0, lo->header_bytes);
+    memcpy(h, XPACK_MAGIC, 8);
+    put32(h + 8, XPACK_VERSION);
+    put32(h + 12, lo->n_layers);
+    put64(h + 16, g->total_size);
+    memcpy(h + 24, fp, 32);
+    put64(h + 56, lo->n_records);
+    put64(h + 64, done);
+    put64(h + 72, lo->sums_offset);
+    put64(h + 80, lo->data_offset);
+    put32(h + 88, complete ? 1 : 0);
+    for (uint32_t l = 0; l < lo->n_layers; l++) {
+        uint8_t *e = h + XPACK_FIXED + (uint64_t)l * XPACK_LAYER_ENTRY;
+        const xpack_layer *L = &lo->layers[l];
+        put32(e, L->n_expert);
+        put32(e + 4, L->n_mats);
+        for (int m = 0; m < 3; m++) put64(e + 8 + 8 * m, L->mat_bytes[m]);
+        put64(e + 32, L->record_bytes);
+        put64(e + 40, L->first_record);
+    }
+}
+
+static uint64_t record_offset(const layout *lo, uint32_t layer, uint32_t e) {
+    uint64_t off = lo->data_offset;
+    for (uint32_t l = 0; l < layer; l++) off += lo->layers[l].record_bytes * lo->layers[l].n_expert;
+    return off + (uint64_t)e * lo->layers[layer].record_bytes;
+}
+
+/* Copy expert e of layer l from the model into buf (payload, zero padded). */
+static void gather(const xp_layer_desc *d, const xpack_layer *L, uint32_t e, uint8_t *buf) {
+    uint64_t off = 0;
+    for (uint32_t m = 0; m < L->n_mats; m++) {
+        memcpy(buf + off, d->mats[m]->data + (uint64_t)e * L->mat_bytes[m], L->mat_bytes[m]);
+        off += L->mat_bytes[m];
+    }
+    memset(buf + off, 0, L->record_bytes - off);
+}
+
+/* ===== writing ===== */
+
+int xpack_write(const gguf_ctx *g, const xp_layer_desc *d, int n_layers, const char *path, xpack_progress_fn progress,
+                void *user, int64_t stop_after, pt_err *err) {
+    layout lo;
+    if (make_layout(d, n_layers, &lo, err)) return -1;
+    uint8_t fp[32];
+    char partial[PATH_MAX];
+    int fd = -1, rc = -1;
+    uint8_t *hdr = NULL, *buf = NULL, (*sums)[16] = NULL;
+    if (lo.n_records == 0) {
+        pt_errf(err, "%s: the model has no routed experts to pack", g->files[0].path);
+        goto out;
+    }
+    if (xpack_fingerprint(g, fp, err)) goto out;
+    snprintf(partial, sizeof partial, "%s.partial", path);
+    hdr = calloc(1, lo.header_bytes);
+    uint64_t max_rec = 0;
+    for (uint32_t l = 0; l < lo.n_layers; l++) max_rec = PT_MAX(max_rec, lo.layers[l].record_bytes);
+    buf = malloc(max_rec ? max_rec : 1);
+    sums = calloc(lo.n_records, 16);
+    if (!hdr || !buf || !sums) {
+        pt_errf(err, "out of memory");
+        goto out;
+    }
+    /* resume a partial pack of the same model and layout */
+    uint64_t done = 0;
+    fd = open(partial, O_RDWR | O_CLOEXEC);
+    if (fd >= 0) {
+        uint8_t *old = malloc(lo.header_bytes);
+        uint8_t *want = malloc(lo.header_bytes);
+        if (old && want && pread_all(fd, old, lo.header_bytes, 0) == 0) {
+            encode_header(&lo, g, fp, get64(old + 64), 0, want);
+            if (memcmp(old, want, lo.header_bytes) == 0 && get64(old + 64) <= lo.n_records &&
+                pread_all(fd, sums, get64(old + 64) * 16, lo.sums_offset) == 0)
+                done = get64(old + 64);
+        }
+        free(old);
+        free(want);
+        if (!done) {
+            close(fd);
+            fd = -1;
+        }
+    }
+    if (fd < 0) {
+        fd = open(partial, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            pt_errf(err, "%s: cannot create: %s", partial, strerror(errno));
+            goto out;
+        }
+        encode_header(&lo, g, fp, 0, 0, hdr);
+        if (pwrite_all(fd, hdr, lo.header_bytes, 0) || ftruncate(fd, (off_t)lo.data_offset)) {
+            pt_errf(err, "%s: write failed: %s", partial, strerror(errno));
+            goto out;
+        }
+    }
+    const uint64_t total_bytes = lo.total_size - lo.data_offset;
+    uint64_t bytes_done = 0, since_journal = 0, journal_from = done;
+    for (uint64_t r = 0; r < done; r++) { /* bytes already in place */
+        for (uint32_t l = 0; l < lo.n_layers; l++)
+            if (r >= lo.layers[l].first_record && r < lo.layers[l].first_record + lo.layers[l].n_expert)
+                bytes_done += lo.layers[l].record_bytes;
+    }
+    uint64_t r = 0;
+    for (uint32_t l = 0; l < lo.n_layers; l++) {
+        const xpack_layer *L = &lo.layers[l];
+        for (uint32_t e = 0; e < L->n_expert; e++, r++) {
+            if (r < done) continue;
+            if (stop_after >= 0 && (int64_t)r >= stop_after) {
+                pt_errf(err, "%s: stopped after %lld records as asked", partial, (long long)stop_after);
+                goto journal_and_out;
+            }
+            gather(&d[l], L, e, buf);
+            uint64_t payload = 0;
+            for (uint32_t m = 0; m < L->n_mats; m++) payload += L->mat_bytes[m];
+            sha16(buf, payload, sums[r]);
+            if (pwrite_all(fd, buf, L->record_bytes, record_offset(&lo, l, e))) {
+                pt_errf(err, "%s: write failed: %s", partial, strerror(errno));
+                goto out;
+            }
+            bytes_done += L->record_bytes;
+            since_journal += L->record_bytes;
+            if (since_journal >= XPACK_JOURNAL_BYTES) {
+                /* records first, then the journal that vouches for them */
+                if (fdatasync(fd) || pwrite_all(fd, sums[journal_from], (r + 1 - journal_from) * 16,
+                                                lo.sums_offset + journal_from * 16)) {
+                    pt_errf(err, "%s: sync failed: %s", partial, strerror(errno));
+                    goto out;
+                }
+                encode_header(&lo, g, fp, r + 1, 0, hdr);
+                if (fdatasync(fd) || pwrite_all(fd, hdr, lo.header_bytes, 0)) {
+                    pt_errf(err, "%s: sync failed: %s", partial, strerror(errno));
+                    goto out;
+                }
+                journal_from = r + 1;
+                since_journal = 0;
+            }
+            if (progress) progress(bytes_done, total_bytes, user);
+        }
+    }
+    /* complete: sums, final header, sync, atomic rename */
+    encode_header(&lo, g, fp, lo.n_records, 1, hdr);
+    if (pwrite_all(fd, sums, lo.n_records * 16, lo.sums_offset) || fdatasync(fd) ||
+        pwrite_all(fd, hdr, lo.header_bytes, 0) || fsync(fd)) {
+        pt_errf(err, "%s: write failed: %s", partial, strerror(errno));
+        goto out;
+    }
+    close(fd);
+    fd = -1;
+    if (rename(partial, path) != 0) {
+        pt_errf(err, "%s: cannot rename to %s: %s", partial, path, strerror(errno));
+        goto out;
+    }
+    rc = 0;
+    goto out;
+journal_and_out:
+    /* the test hook leaves the file as a kill right after a journal point would */
+    if (r > journal_from) {
+        fdatasync(fd);
+        pwrite_all(fd, sums[journal_from], (r - journal_from) * 16, lo.sums_offset + journal_from * 16);
+        encode_header(&lo, g, fp, r, 0, hdr);
+        fdatasync(fd);
+        pwrite_all(fd, hdr, lo.header_bytes, 0);
+    }
+out:
+    if (fd >= 0) close(fd);
+    free(hdr);
+    free(buf);
+    free(sums);
+    free(lo.layers);
+    return rc;
+}
+
+/* ===== reading ===== */
+
+void xpack_close(xpack *p) {
+    if (!p) return;
+    if (p->fd >= 0) close(p->fd);
+    free(p->path);
+    free(p->layers);
+    free(p->sums);
+    free(p);
+}
+
+xpack *xpack_open(const char *path, const gguf_ctx *g, const xp_layer_desc *d, int n_layers, pt_err *err) {
+    layout lo;
+    if (make_layout(d, n_layers, &lo, err)) return NULL;
+    xpack *p = calloc(1, sizeof *p);
+    uint8_t *hdr = malloc(lo.header_bytes), *want = malloc(lo.header_bytes);
+    uint8_t fp[32];
+    if (!p || !hdr || !want) {
+        pt_errf(err, "out of memory");
+        goto fail;
+    }
+    p->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (p->fd < 0) {
+        pt_errf(err, "%s: cannot open: %s", path, strerror(errno));
+        goto fail;
+    }
+    p->path = strdup(path);
+    struct stat st;
+    if (fstat(p->fd, &st) || pread_all(p->fd, hdr, lo.header_bytes, 0)) {
+        pt_errf(err, "%s: truncated pack (shorter than its %llu-byte header)", path,
+                (unsigned long long)lo.header_bytes);
+        goto fail;
+    }
+    p->size = (uint64_t)st.st_size;
+    if (memcmp(hdr, XPACK_MAGIC, 8) != 0) {
+        pt_errf(err, "%s: not an expert pack (bad magic)", path);
+        goto fail;
+    }
+    if (get32(hdr + 8) != XPACK_VERSION) {
+        pt_errf(err, "%s: pack version %u, expected %u", path, get32(hdr + 8), XPACK_VERSION);
+        goto fail;
+    }
+    if (!get32(hdr + 88)) {
+        pt_errf(err, "%s: incomplete pack (interrupted while writing)", path);
+        goto fail;
+    }
+    if (xpack_fingerprint(g, fp, err)) goto fail;
+    if (get64(hdr + 16) != g->total_size || memcmp(hdr + 24, fp, 32) != 0) {
+        pt_errf(err, "%s: stale pack: it was made from a different model file", path);
+        goto fail;
+    }
+    encode_header(&lo, g, fp, lo.n_records, 1, want);
+    if (memcmp(hdr, want, lo.header_bytes) != 0) {
+        pt_errf(err, "%s: pack layout does not match the model", path);
+        goto fail;
+    }
+    if (p->size != lo.total_size) {
+        pt_errf(err, "%s: truncated or padded pack: %llu bytes, expected %llu", path, (unsigned long long)p->size,
+                (unsigned long long)lo.total_size);
+        goto fail;
+    }
+    p->sums = malloc(lo.n_records * 16);
+    if (!p->sums || pread_all(p->fd, p->sums, lo.n_records * 16, lo.sums_offset)) {
+        pt_errf(err, "%s: cannot read the checksum table", path);
+        goto fail;
+    }
+    p->n_layers = lo.n_layers;
+    p->layers = lo.layers;
+    lo.layers = NULL;
+    p->n_records = lo.n_records;
+    p->sums_offset = lo.sums_offset;
+    p->data_offset = lo.data_offset;
+    free(hdr);
+    free(want);
+    return p;
+fail:
+    free(hdr);
+    free(want);
+    free(lo.layers);
+    xpack_close(p);
+    return NULL;
+}
+
+uint64_t xpack_record_offset(const xpack *p, int layer, int expert) {
+    uint64_t off = p->data_offset;
+    for (int l = 0; l < layer; l++) off += p->layers[l].record_bytes * p->layers[l].n_expert;
+    return off + (uint64_t)expert * p->layers[layer].record_bytes;
+}
+
+int xpack_verify(const xpack *p, const gguf_ctx *g, const xp_layer_desc *d, xpack_progress_fn progress, void *user,
+                 pt_err *err) {
+    (void)g;
+    uint64_t max_rec = 0, total = 0, done = 0;
+    for (uint32_t l = 0; l < p->n_layers; l++) {
+        max_rec = PT_MAX(max_rec, p->layers[l].record_bytes);
+        total += p->layers[l].record_bytes * p->layers[l].n_expert;
+    }
+    uint8_t *got = malloc(max_rec ? max_rec : 1), *want = malloc(max_rec ? max_rec : 1);
+    if (!got || !want) {
+        free(got);
+        free(want);
+        return pt_errf(err, "out of memory");
+    }
+    int rc = 0;
+    uint64_t r = 0;
+    for (uint32_t l = 0; l < p->n_layers && !rc; l++) {
+        const xpack_layer *L = &p->layers[l];
+        uint64_t payload = 0;
+        for (uint32_t m = 0; m < L->n_mats; m++) payload += L->mat_bytes[m];
+        for (uint32_t e = 0; e < L->n_expert && !rc; e++, r++) {
+            uint8_t sum[16];
+            if (pread_all(p->fd, got, L->record_bytes, xpack_record_offset(p, (int)l, (int)e))) {
+                rc = pt_errf(err, "%s: cannot read record of layer %u expert %u", p->path, l, e);
+                break;
+            }
+            sha16(got, payload, sum);
+            gather(&d[l], L, e, want);
+            if (memcmp(sum, p->sums[r], 16) != 0)
+                rc = pt_errf(err, "%s: corrupt record: layer %u expert %u fails its checksum", p->path, l, e);
+            else if (memcmp(got, want, L->record_bytes) != 0)
+                rc = pt_errf(err, "%s: record of layer %u expert %u differs from the model's bytes", p->path, l, e);
+            done += L->record_bytes;
+            if (progress) progress(done, total, user);
+        }
+    }
+    free(got);
+    free(want);
+    return rc;
+}
+
+int xpack_candidates(const char *model_path, char out[2][4096]) {
+    int n = 0;
+    snprintf(out[n++], 4096, "%s.xpack", model_path);
+    const char *base = strrchr(model_path, '/');
+    base = base ? base + 1 : model_path;
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (xdg && *xdg) snprintf(out[n++], 4096, "%s/petrel/%s.xpack", xdg, base);
+    else if (home && *home) snprintf(out[n++], 4096, "%s/.cache/petrel/%s.xpack", home, base);
+    return n;
+}

@@ -1,0 +1,397 @@
+/* experts.c — expert store and per-layer cache (see experts.h for the policy).
+ *
+ * Slot layout (streaming from the GGUF): one region per matrix, each large
+ * enough for the matrix slice plus the alignment slack of an O_DIRECT read
+ * (GGUF tensors are only 32-byte aligned, so the read covers the enclosing
+ * 4 KiB blocks and the weights start `shift` bytes into the region). From an
+ * expert pack a record is already 4 KiB aligned and contiguous: one read.
+ */
+#include "experts.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kernels/quant.h"
+#include "runtime/xio.h"
+
+#define XS_ALIGN 4096
+#define XS_LFU_DECAY 0.9f /* per token: an expert unused for ~7 tokens has lost half its weight */
+
+enum { SLOT_EMPTY = 0, SLOT_LOADING, SLOT_READY };
+
+typedef struct xs_slot {
+    int expert;        /* -1 when empty */
+    int state;         /* SLOT_* */
+    int pending;       /* reads outstanding while loading */
+    uint64_t last;     /* token tick of the last use */
+    float freq;        /* LFU score as of `last` */
+    int pinned;        /* never evicted */
+    uint32_t shift[3]; /* start of each matrix inside its region */
+    uint64_t bytes;    /* bytes requested by the load in progress */
+    int failed;        /* a read of the load in progress failed */
+    double t_submit;
+} xs_slot;
+
+typedef struct xs_lay {
+    int n_mats, n_expert;
+    uint64_t mat_bytes[3];   /* one expert's slice of each matrix */
+    uint64_t mat_off[3];     /* file offset of expert 0's slice */
+    int fd_idx[3];           /* index into the store's fds */
+    const uint8_t *map[3];   /* resident mode: expert 0's slice in the mapping */
+    uint64_t region[3];      /* offset of each matrix's region in a slot */
+    uint64_t slot_bytes;
+    uint8_t *arena;          /* n_slots * slot_bytes */
+    int n_slots;
+    xs_slot *slots;
+    int *where;              /* [n_expert]: slot holding the expert, or -1 */
+    uint64_t tick;
+    /* the current request */
+    int *need;               /* [n_expert] */
+    uint8_t *delivered;      /* [n_expert] per need index */
+    int n_need, n_delivered;
+} xs_lay;
+
+struct xs_store {
+    xs_config cfg;
+    int n_layers;
+    xs_lay *lay;
+    xio *io;
+    int fds[64];             /* one per GGUF file (split models) */
+    int n_fds;
+    int pack_fd;             /* the pack, when records come from it */
+    int direct;
+    uint8_t *arena;
+    xs_stats st;
+};
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static uint64_t mat_region(uint64_t bytes, int direct) {
+    /* O_DIRECT: the slice may start anywhere in a block and end anywhere */
+    return direct ? pt_align_up(bytes, XS_ALIGN) + XS_ALIGN : pt_align_up(bytes, 64);
+}
+
+uint64_t xs_slot_bytes(const xs_layer_desc *d, const xpack *pack, int l, int direct) {
+    if (!d->n_mats) return 0;
+    if (pack) return pack->layers[l].record_bytes; /* aligned, contiguous: read as is */
+    uint64_t total = 0;
+    for (int m = 0; m < d->n_mats; m++)
+        total += mat_region(d->mats[m]->nbytes / (uint64_t)d->mats[m]->ne[2], direct);
+    return pt_align_up(total, XS_ALIGN);
+}
+
+static void lay_free(xs_lay *L) {
+    free(L->slots);
+    free(L->where);
+    free(L->need);
+    free(L->delivered);
+}
+
+void xs_close(xs_store *s) {
+    if (!s) return;
+    xio_close(s->io);
+    if (s->pack_fd >= 0) close(s->pack_fd);
+    for (int i = 0; i < s->n_fds; i++)
+        if (s->fds[i] >= 0) close(s->fds[i]);
+    for (int l = 0; s->lay && l < s->n_layers; l++) lay_free(&s->lay[l]);
+    free(s->lay);
+    free(s->arena);
+    free(s);
+}
+
+xs_store *xs_open(const gguf_ctx *g, const xs_layer_desc *layers, int n_layers, const xs_config *cfg,
+                  pt_err *err) {
+    xs_store *s = calloc(1, sizeof *s);
+    if (!s) {
+        pt_errf(err, "out of memory");
+        return NULL;
+    }
+    s->cfg = *cfg;
+    s->n_layers = n_layers;
+    s->pack_fd = -1;
+    s->lay = calloc((size_t)(n_layers > 0 ? n_layers : 1), sizeof(xs_lay));
+    if (!s->lay) goto oom;
+    int max_expert = 1;
+    for (int l = 0; l < n_layers; l++) {
+        const xs_layer_desc *d = &layers[l];
+        xs_lay *L = &s->lay[l];
+        L->n_mats = d->n_mats;
+        if (!d->n_mats) continue;
+        L->n_expert = (int)d->mats[0]->ne[2];
+        for (int m = 0; m < d->n_mats; m++) {
+            const gguf_tensor *t = d->mats[m];
+            if ((int)t->ne[2] != L->n_expert) {
+                pt_errf(err, "%s: expert tensors of layer %d disagree on the expert count", g->files[0].path, l);
+                goto fail;
+            }
+            L->mat_bytes[m] = t->nbytes / (uint64_t)t->ne[2];
+            L->mat_off[m] = t->file_offset;
+            L->fd_idx[m] = (int)t->file;
+            L->map[m] = t->data;
+        }
+        if (L->n_expert > max_expert) max_expert = L->n_expert;
+        L->need = calloc((size_t)L->n_expert, sizeof(int));
+        L->delivered = calloc((size_t)L->n_expert, 1);
+        if (!L->need || !L->delivered) goto oom;
+    }
+    if (!cfg->streaming) return s;
+
+    /* streaming: descriptors, arena, slots, reader */
+    if (g->n_files > PT_ARRAY_LEN(s->fds)) {
+        pt_errf(err, "%s: more than %zu split files", g->files[0].path, PT_ARRAY_LEN(s->fds));
+        goto fail;
+    }
+    s->direct = cfg->direct;
+    if (cfg->pack) {
+        if (s->direct) s->pack_fd = open(cfg->pack->path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+        if (s->pack_fd < 0) {
+            s->direct = 0;
+            s->pack_fd = open(cfg->pack->path, O_RDONLY | O_CLOEXEC);
+        }
+        if (s->pack_fd < 0) {
+            pt_errf(err, "%s: cannot open: %s", cfg->pack->path, strerror(errno));
+            goto fail;
+        }
+    } else {
+        for (uint32_t f = 0; f < g->n_files; f++) {
+            int fd = -1;
+            if (s->direct) fd = open(g->files[f].path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+            if (fd < 0 && s->direct && f == 0) s->direct = 0; /* file system without O_DIRECT */
+            if (fd < 0) fd = open(g->files[f].path, O_RDONLY | O_CLOEXEC);
+            if (fd < 0) {
+                pt_errf(err, "%s: cannot open for reading experts: %s", g->files[f].path, strerror(errno));
+                goto fail;
+            }
+            s->fds[s->n_fds++] = fd;
+        }
+    }
+    uint64_t total = 0;
+    for (int l = 0; l < n_layers; l++) {
+        xs_lay *L = &s->lay[l];
+        if (!L->n_mats) continue;
+        uint64_t off = 0;
+        for (int m = 0; m < L->n_mats; m++) {
+            L->region[m] = off;
+            /* a pack record holds the slices back to back */
+            off += cfg->pack ? L->mat_bytes[m] : mat_region(L->mat_bytes[m], s->direct);
+        }
+        L->slot_bytes = pt_align_up(off, XS_ALIGN);
+        L->n_slots = cfg->slots < L->n_expert ? cfg->slots : L->n_expert;
+        if (L->n_slots < 1) {
+            pt_errf(err, "the expert cache needs at least 1 slot per layer");
+            goto fail;
+        }
+        total += L->slot_bytes * (uint64_t)L->n_slots;
+        L->slots = calloc((size_t)L->n_slots, sizeof(xs_slot));
+        L->where = malloc((size_t)L->n_expert * sizeof(int));
+        if (!L->slots || !L->where) goto oom;
+        for (int i = 0; i < L->n_slots; i++) L->slots[i].expert = -1;
+        for (int e = 0; e < L->n_expert; e++) L->where[e] = -1;
+    }
+    if (posix_memalign((void **)&s->arena, XS_ALIGN, total ? total : XS_ALIGN) != 0) {
+        pt_errf(err, "cannot allocate %.2f GiB for the expert cache", (double)total / (1 << 30));
+        goto fail;
+    }
+    uint64_t off = 0;
+    for (int l = 0; l < n_layers; l++) {
+        xs_lay *L = &s->lay[l];
+        if (!L->n_mats) continue;
+        L->arena = s->arena + off;
+        off += L->slot_bytes * (uint64_t)L->n_slots;
+    }
+    /* a layer's misses are submitted together: depth for every slot's reads */
+    int depth = 0;
+    for (int l = 0; l < n_layers; l++) depth = PT_MAX(depth, s->lay[l].n_slots * PT_MAX(s->lay[l].n_mats, 1));
+    s->io = xio_open(cfg->io, depth > 0 ? depth : 1, err);
+    if (!s->io) goto fail;
+    return s;
+oom:
+    pt_errf(err, "out of memory");
+fail:
+    xs_close(s);
+    return NULL;
+}
+
+static float lfu_score(const xs_slot *sl, uint64_t tick) {
+    return sl->freq * powf(XS_LFU_DECAY, (float)(tick - sl->last));
+}
+
+/* A slot that may receive a new expert now, or -1. Empty slots first; never
+ * one that is loading, pinned, or holds an expert this request still needs. */
+static int pick_victim(const xs_store *s, const xs_lay *L) {
+    int best = -1;
+    float best_score = 0;
+    for (int i = 0; i < L->n_slots; i++) {
+        const xs_slot *sl = &L->slots[i];
+        if (sl->state == SLOT_EMPTY) return i;
+        if (sl->state == SLOT_LOADING || sl->pinned) continue;
+        int busy = 0;
+        for (int k = 0; k < L->n_need && !busy; k++)
+            busy = L->need[k] == sl->expert && !L->delivered[k];
+        if (busy) continue;
+        float score = s->cfg.policy == XS_LFU ? lfu_score(sl, L->tick) : (float)sl->last;
+        if (best < 0 || score < best_score) {
+            best = i;
+            best_score = score;
+        }
+    }
+    return best;
+}
+
+/* Start reading expert e of layer l into slot i. */
+static int load(xs_store *s, int l, int i, int e, pt_err *err) {
+    xs_lay *L = &s->lay[l];
+    xs_slot *sl = &L->slots[i];
+    if (sl->expert >= 0) L->where[sl->expert] = -1;
+    sl->expert = e;
+    sl->state = SLOT_LOADING;
+    sl->pending = L->n_mats;
+    sl->failed = 0;
+    sl->bytes = 0;
+    sl->t_submit = now_s();
+    L->where[e] = i;
+    uint8_t *base = L->arena + (uint64_t)i * L->slot_bytes;
+    const uint64_t tag = ((uint64_t)l << 32) | (uint64_t)i;
+    if (s->cfg.pack) { /* one aligned read of the whole record */
+        sl->pending = 1;
+        sl->bytes = L->slot_bytes;
+        for (int m = 0; m < L->n_mats; m++) sl->shift[m] = 0;
+        if (xio_submit(s->io, s->pack_fd, xpack_record_offset(s->cfg.pack, l, e), L->slot_bytes, L->slot_bytes, base,
+                       tag))
+            return pt_errf(err, "internal error: I/O queue full");
+        return 0;
+    }
+    for (int m = 0; m < L->n_mats; m++) {
+        uint64_t off = L->mat_off[m] + (uint64_t)e * L->mat_bytes[m], len = L->mat_bytes[m], start = off;
+        if (s->direct) {
+            start = off & ~(uint64_t)(XS_ALIGN - 1);
+            len = pt_align_up(off + len, XS_ALIGN) - start;
+        }
+        sl->shift[m] = (uint32_t)(off - start);
+        sl->bytes += len;
+        if (xio_submit(s->io, s->fds[L->fd_idx[m]], start, len, off - start + L->mat_bytes[m], base + L->region[m],
+                       tag))
+            return pt_errf(err, "internal error: I/O queue full");
+    }
+    return 0;
+}
+
+int xs_begin(xs_store *s, int l, const int *experts, int n, pt_err *err) {
+    xs_lay *L = &s->lay[l];
+    if (n > L->n_expert) return pt_errf(err, "internal error: %d experts requested of %d", n, L->n_expert);
+    memcpy(L->need, experts, (size_t)n * sizeof(int));
+    memset(L->delivered, 0, (size_t)n);
+    L->n_need = n;
+    L->n_delivered = 0;
+    L->tick++;
+    if (!s->cfg.streaming) return 0;
+    /* count hits, then submit every miss that has a slot to go to */
+    for (int k = 0; k < n; k++) {
+        if (L->where[experts[k]] >= 0) s->st.hits++;
+        else s->st.misses++;
+    }
+    for (int k = 0; k < n; k++) {
+        if (L->where[experts[k]] >= 0) continue;
+        int v = pick_victim(s, L);
+        if (v < 0) break; /* the rest waits for a wave */
+        if (load(s, l, v, experts[k], err)) return -1;
+    }
+    xio_kick(s->io);
+    return 0;
+}
+
+static int complete(xs_store *s, uint64_t tag, int rc, double t);
+
+static void mark_used(xs_lay *L, xs_slot *sl) {
+    sl->freq = lfu_score(sl, L->tick) + 1.0f;
+    sl->last = L->tick;
+}
+
+int xs_next(xs_store *s, int l, int *expert, const uint8_t *mats[3], pt_err *err) {
+    xs_lay *L = &s->lay[l];
+    if (L->n_delivered == L->n_need) return 0;
+    if (!s->cfg.streaming) {
+        int k = L->n_delivered++;
+        int e = L->need[k];
+        L->delivered[k] = 1;
+        *expert = e;
+        for (int m = 0; m < L->n_mats; m++) mats[m] = L->map[m] + (uint64_t)e * L->mat_bytes[m];
+        return 1;
+    }
+    for (;;) {
+        /* a requested expert that is ready */
+        for (int k = 0; k < L->n_need; k++) {
+            if (L->delivered[k]) continue;
+            int e = L->need[k], i = L->where[e];
+            if (i < 0 || L->slots[i].state != SLOT_READY) continue;
+            xs_slot *sl = &L->slots[i];
+            L->delivered[k] = 1;
+            L->n_delivered++;
+            mark_used(L, sl);
+            *expert = e;
+            const uint8_t *base = L->arena + (uint64_t)i * L->slot_bytes;
+            for (int m = 0; m < L->n_mats; m++) mats[m] = base + L->region[m] + sl->shift[m];
+            return 1;
+        }
+        /* next wave: misses not yet loading go to slots freed by delivered experts */
+        for (int k = 0; k < L->n_need; k++) {
+            if (L->delivered[k] || L->where[L->need[k]] >= 0) continue;
+            int v = pick_victim(s, L);
+            if (v < 0) break;
+            if (load(s, l, v, L->need[k], err)) return -1;
+        }
+        if (!xio_inflight(s->io))
+            return pt_errf(err, "internal error: layer %d waits for experts but no read is in flight", l);
+        double t0 = now_s();
+        uint64_t tag;
+        pt_err rerr = {{0}};
+        int rc = xio_wait(s->io, &tag, &rerr);
+        double t1 = now_s();
+        s->st.wait_s += t1 - t0;
+        if (complete(s, tag, rc, t1)) {
+            /* a failed expert is never used: let every read in flight land
+             * (they write into slots) before reporting */
+            while (xio_inflight(s->io)) {
+                pt_err ignore;
+                int rc2 = xio_wait(s->io, &tag, &ignore);
+                complete(s, tag, rc2, now_s());
+            }
+            return pt_errf(err, "reading experts of layer %d: %s", l, rerr.msg);
+        }
+    }
+}
+
+/* Account one finished read; returns -1 when it failed. */
+static int complete(xs_store *s, uint64_t tag, int rc, double t) {
+    xs_lay *L = &s->lay[(int)(tag >> 32)];
+    xs_slot *sl = &L->slots[(int)(tag & 0xffffffffu)];
+    if (rc) sl->failed = 1;
+    else s->st.reads++;
+    if (--sl->pending == 0) {
+        if (sl->failed) {
+            if (sl->expert >= 0) L->where[sl->expert] = -1;
+            sl->expert = -1;
+            sl->state = SLOT_EMPTY;
+        } else {
+            sl->state = SLOT_READY;
+            s->st.read_s += t - sl->t_submit;
+            s->st.bytes_read += sl->bytes;
+        }
+    }
+    return rc ? -1 : 0;
+}
+
+void xs_get_stats(const xs_store *s, xs_stats *st) { *st = s->st; }
+int xs_io_backend(const xs_store *s) { return s->io ? xio_backend(s->io) : 0; }
+int xs_uses_pack(const xs_store *s) { return s->cfg.pack != NULL; }
+int xs_direct(const xs_store *s) { return s->direct; }
+int xs_slots(const xs_store *s) { return s->cfg.streaming ? s->cfg.slots : 0; }

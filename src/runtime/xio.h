@@ -1,0 +1,51 @@
+/* xio.h — asynchronous positioned reads for the expert cache.
+ *
+ * Two back-ends behind one interface: io_uring (Linux; all reads of a layer go
+ * to the kernel in one submission) and a pool of pread worker threads
+ * (everywhere). The caller submits reads (fd, offset, length, destination,
+ * tag), then collects completions one at a time in whatever order the device
+ * finishes them. A read completes only when every byte has arrived: short
+ * reads are continued, EINTR/EAGAIN retried, EIO retried a few times and then
+ * reported with the tag — never silently returned as data.
+ *
+ * Only one thread (the engine's) submits and waits.
+ */
+#ifndef PT_RUNTIME_XIO_H
+#define PT_RUNTIME_XIO_H
+
+#include <stdint.h>
+
+#include "common.h"
+
+enum { XIO_AUTO = 0, XIO_URING = 1, XIO_PREAD = 2 };
+
+typedef struct xio xio;
+
+/* Open a reader able to hold `depth` reads in flight. backend XIO_AUTO picks
+ * io_uring when the kernel allows it, else the pread pool; an explicitly
+ * requested back-end that cannot be used is an error. */
+xio *xio_open(int backend, int depth, pt_err *err);
+void xio_close(xio *x);
+
+/* XIO_URING or XIO_PREAD. */
+int xio_backend(const xio *x);
+const char *xio_backend_name(int backend);
+
+/* Queue a read of len bytes at off of fd into dst, of which the first `need`
+ * bytes must exist (an O_DIRECT read is rounded up to whole blocks and may
+ * run past the end of the file; reaching EOF before `need` bytes is an error).
+ * Returns 0, or -1 when `depth` reads are already in flight. Reads are handed
+ * to the device at the latest by the next xio_wait. */
+int xio_submit(xio *x, int fd, uint64_t off, uint64_t len, uint64_t need, void *dst, uint64_t tag);
+
+/* Hand queued reads to the device now. */
+void xio_kick(xio *x);
+
+/* Reads submitted and not yet collected. */
+int xio_inflight(const xio *x);
+
+/* Block until one read completes; *tag receives its tag. Returns 0 when all
+ * bytes were read, or -1 with err naming the failure (the tag is still set). */
+int xio_wait(xio *x, uint64_t *tag, pt_err *err);
+
+#endif

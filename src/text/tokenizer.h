@@ -1,0 +1,127 @@
+/* tokenizer.h — text <-> token ids, built from the vocabulary inside a GGUF.
+ *
+ * Supported `tokenizer.ggml.model` values:
+ *   gpt2    byte-level BPE (GPT-2 byte-to-unicode alphabet) with a pre-tokenizer
+ *           split chosen by `tokenizer.ggml.pre` (glm4, qwen2, qwen35,
+ *           deepseek-llm, deepseek-v3, llama-bpe, gpt-2, default and aliases),
+ *           run with PCRE2 (UTF-8, Unicode properties, JIT).
+ *   gemma4  SentencePiece-style BPE on raw UTF-8: spaces become U+2581 "▁",
+ *           merges by rank, bytes missing from the vocabulary fall back to
+ *           `<0xXX>` tokens.
+ *   llama   classic SentencePiece (score-ordered merges, `▁` prefix space,
+ *           byte fallback).
+ * The results reproduce llama.cpp's tokenizer (its `test-tokenizer-0` files
+ * are the tests), including its treatment of invalid UTF-8 (each bad byte
+ * becomes U+FFFD before tokenization).
+ *
+ * Special tokens: CONTROL/UNKNOWN tokens written in the text are recognised
+ * only when the caller passes TOK_PARSE_SPECIAL; USER_DEFINED tokens are always
+ * recognised (as llama.cpp and HF tokenizers do). Without the flag, text such
+ * as "<|user|>" is tokenised like any other text — user content can never
+ * forge a control token.
+ *
+ * A tok_vocab is immutable after tok_load and may be shared by threads; every
+ * call allocates its own scratch. Nothing here prints or exits.
+ */
+#ifndef PT_TOKENIZER_H
+#define PT_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+#include "format/gguf.h"
+
+typedef struct tok_vocab tok_vocab;
+
+/* Token attributes (GGUF tokenizer.ggml.token_type values mapped to bits, as llama.cpp). */
+enum {
+    TOK_ATTR_NORMAL = 1 << 0,
+    TOK_ATTR_UNKNOWN = 1 << 1,
+    TOK_ATTR_CONTROL = 1 << 2,
+    TOK_ATTR_USER_DEFINED = 1 << 3,
+    TOK_ATTR_UNUSED = 1 << 4,
+    TOK_ATTR_BYTE = 1 << 5,
+};
+
+/* Encode flags. */
+enum {
+    TOK_ADD_SPECIAL = 1 << 0,   /* add BOS/EOS as the vocabulary's add_bos/add_eos say */
+    TOK_PARSE_SPECIAL = 1 << 1, /* recognise control-token text as the token */
+};
+
+/* Decode flags. */
+enum {
+    TOK_RENDER_SPECIAL = 1 << 0, /* write control/unknown tokens' text (else they decode to nothing) */
+};
+
+/* A growable array of token ids; zero-initialise, free with tok_ids_free. */
+typedef struct tok_ids {
+    int32_t *v;
+    size_t n, cap;
+} tok_ids;
+
+/* A growable byte buffer; zero-initialise, free with tok_bytes_free. Not NUL-terminated
+ * unless the caller appends one. */
+typedef struct tok_bytes {
+    char *v;
+    size_t n, cap;
+} tok_bytes;
+
+void tok_ids_free(tok_ids *a);
+void tok_bytes_free(tok_bytes *b);
+
+/* Build the tokenizer from a GGUF's tokenizer.* metadata (the ctx may be closed
+ * afterwards: everything needed is copied). Returns NULL with err set when the
+ * vocabulary is missing, malformed or of an unsupported kind. */
+tok_vocab *tok_load(const gguf_ctx *g, pt_err *err);
+void tok_free(tok_vocab *v);
+
+/* Tokenize `len` bytes of text, appending the ids to `out`. Returns 0, or -1
+ * with err set (out of memory, regex engine failure). Never fails on content:
+ * any byte string tokenizes. */
+int tok_encode(const tok_vocab *v, const char *text, size_t len, int flags, tok_ids *out,
+               pt_err *err);
+
+/* Append the bytes of the ids to `out` (plain concatenation of the pieces; no
+ * space cleanup). Returns 0, or -1 with err set for an id outside the
+ * vocabulary or out of memory. */
+int tok_decode(const tok_vocab *v, const int32_t *ids, size_t n, int flags, tok_bytes *out,
+               pt_err *err);
+
+/* The bytes one token decodes to (NULL and *len = 0 for an invalid id). With
+ * TOK_RENDER_SPECIAL unset, control/unknown tokens give an empty piece. */
+const char *tok_piece(const tok_vocab *v, int32_t id, int flags, size_t *len);
+
+/* Streaming decoder: feeds ids one at a time and emits only whole UTF-8
+ * characters; a character split across tokens (byte fallback, byte-level BPE)
+ * is held back until it is complete. Bytes that can never complete a valid
+ * character are emitted as they are, so nothing is lost. Zero-initialise. */
+typedef struct tok_stream {
+    unsigned char pend[8]; /* held-back bytes of an incomplete character */
+    int n_pend;
+} tok_stream;
+
+/* Append to `out` what can be printed after feeding `id`. 0 or -1 (err). */
+int tok_stream_push(const tok_vocab *v, tok_stream *s, int32_t id, int flags, tok_bytes *out,
+                    pt_err *err);
+/* Append whatever is still held back (end of stream). 0 or -1 (err). */
+int tok_stream_flush(tok_stream *s, tok_bytes *out, pt_err *err);
+
+/* Facts about the vocabulary. Ids are -1 when the vocabulary has none. */
+int32_t tok_n_vocab(const tok_vocab *v);
+int32_t tok_bos(const tok_vocab *v);
+int32_t tok_eos(const tok_vocab *v);
+int32_t tok_eot(const tok_vocab *v);
+int tok_add_bos(const tok_vocab *v);
+int tok_add_eos(const tok_vocab *v);
+int tok_attr(const tok_vocab *v, int32_t id); /* TOK_ATTR_* bits; 0 for an invalid id */
+int tok_is_eog(const tok_vocab *v, int32_t id); /* ends generation (eos, eot, eom, <|im_end|>, ...) */
+/* The token's text as stored in the vocabulary; NULL for an invalid id. */
+const char *tok_text(const tok_vocab *v, int32_t id, size_t *len);
+/* Id of a token by exact text, or -1. */
+int32_t tok_find(const tok_vocab *v, const char *text, size_t len);
+const char *tok_model_name(const tok_vocab *v); /* "gpt2", "gemma4", "llama" */
+const char *tok_pre_name(const tok_vocab *v);   /* the pre-tokenizer in effect */
+
+#endif

@@ -1,0 +1,181 @@
+/* test_pack.c — expert packs: lossless records, resumable writing (an
+ * interrupted pack finishes byte-identical to an uninterrupted one), streamed
+ * logits from a pack equal resident ones, and stale / truncated / corrupt
+ * packs are detected, reported and not used. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "petrel.h"
+#include "test.h"
+
+static char out[1 << 16];
+
+static const char *bin(void) {
+    const char *b = getenv("PETREL_BIN");
+    return b && *b ? b : "build/petrel";
+}
+
+static int petrel(const char *fmt, const char *a, const char *b) {
+    char args[2048], cmd[4096];
+    snprintf(args, sizeof args, fmt, a, b);
+    snprintf(cmd, sizeof cmd, "%s %s", bin(), args);
+    return t_run(cmd, out, sizeof out);
+}
+
+/* A private copy of a fixture (packs are written next to the model). */
+static void copy_fixture(const char *name, const char *dst) {
+    size_t len;
+    void *data = t_read_file(t_fixture(name), &len);
+    CHECK(data && t_write_file(dst, data, len) == 0);
+    free(data);
+}
+
+static int files_equal(const char *a, const char *b) {
+    size_t la, lb;
+    void *x = t_read_file(a, &la), *y = t_read_file(b, &lb);
+    int eq = x && y && la == lb && !memcmp(x, y, la);
+    free(x);
+    free(y);
+    return eq;
+}
+
+static void pack_resume_is_byte_identical(void) {
+    char model[512], full[600], part[600];
+    snprintf(model, sizeof model, "%s/pk.gguf", t_tmpdir());
+    copy_fixture("glm-dsa-rq2k.gguf", model);
+    snprintf(full, sizeof full, "%s/full.xpack", t_tmpdir());
+    CHECK(petrel("pack %s -o %s", model, full) == 0);
+    CHECK(petrel("verify %s --pack %s", model, full) == 0);
+    CHECK_STR_CONTAINS(out, "is valid (64 records)");
+    const char *stops[] = {"0", "1", "17", "63"};
+    for (size_t i = 0; i < PT_ARRAY_LEN(stops); i++) {
+        snprintf(part, sizeof part, "%s/part%zu.xpack", t_tmpdir(), i);
+        char args[64];
+        snprintf(args, sizeof args, "--stop-after %s", stops[i]);
+        char cmd[2048];
+        snprintf(cmd, sizeof cmd, "%s pack %s -o %s %s", bin(), model, part, args);
+        CHECKF(t_run(cmd, out, sizeof out) == 1, "stop after %s: expected an interrupted run", stops[i]);
+        char partial[700];
+        snprintf(partial, sizeof partial, "%s.partial", part);
+        CHECKF(access(partial, F_OK) == 0 && access(part, F_OK) != 0, "stop after %s: no partial file", stops[i]);
+        /* an interrupted pack is never used */
+        CHECK(petrel("verify %s --pack %s", model, partial) == 1);
+        CHECK_STR_CONTAINS(out, "incomplete pack");
+        CHECK(petrel("pack %s -o %s", model, part) == 0);
+        CHECKF(files_equal(full, part), "stop after %s: resumed pack differs from an uninterrupted one", stops[i]);
+        CHECK(access(partial, F_OK) != 0);
+    }
+}
+
+/* Logits of prompt 2 of glm-dsa-rq2k through the API with the given settings. */
+static float *logits_with(const char *model, int slots, const char *pack, int no_pack, int io, pt_stats *st,
+                          char *plan, size_t plan_len) {
+    static const int32_t toks[] = {500, 502, 504, 41, 280, 276, 303, 262, 300, 350, 272, 353, 261, 46, 505, 42,
+                                   308, 310, 283, 340, 265, 307, 44, 260, 285, 49, 44, 257, 50, 44, 257, 51};
+    const int n = (int)PT_ARRAY_LEN(toks);
+    char err[512];
+    pt_engine_params ep = {.model_path = model, .n_threads = 2, .expert_slots = slots, .pack_path = pack,
+                           .no_pack = no_pack, .io = io};
+    pt_engine *e = pt_engine_open(&ep, err, sizeof err);
+    CHECKF(e, "%s", err);
+    if (!e) return NULL;
+    const int nv = pt_engine_n_vocab(e);
+    pt_session_params sp = {.n_ctx = 64};
+    pt_session *s = pt_session_new(e, &sp, err, sizeof err);
+    float *lg = malloc(sizeof(float) * (size_t)n * nv);
+    CHECK(s && pt_session_eval(s, toks, n, lg, 1, NULL, err, sizeof err) == 0);
+    if (st) pt_engine_stats(e, st);
+    if (plan) snprintf(plan, plan_len, "%s", pt_engine_plan(e));
+    pt_session_free(s);
+    pt_engine_close(e);
+    return lg;
+}
+
+static void pack_streamed_equals_resident(void) {
+    char model[512];
+    snprintf(model, sizeof model, "%s/ps.gguf", t_tmpdir());
+    copy_fixture("glm-dsa-rq2k.gguf", model);
+    CHECK(petrel("pack %s%s", model, "") == 0); /* default location: next to the model */
+    char pack[600];
+    snprintf(pack, sizeof pack, "%s.xpack", model);
+    CHECK(access(pack, F_OK) == 0);
+    const size_t bytes = sizeof(float) * 32 * 512;
+    float *ref = logits_with(model, PT_EXPERTS_MMAP, NULL, 0, 0, NULL, NULL, 0);
+    int ios[2] = {PT_IO_URING, PT_IO_PREAD};
+    for (int slots = 1; slots <= 2; slots++)
+        for (int k = 0; k < 2; k++) {
+            pt_stats st;
+            float *lg = logits_with(model, slots, NULL, 0, ios[k], &st, NULL, 0);
+            CHECKF(ref && lg && !memcmp(ref, lg, bytes), "%d slots, io %d: streamed-from-pack logits differ", slots,
+                   ios[k]);
+            CHECKF(st.expert_pack && st.misses > 0 && st.bytes_read > 0, "the pack was not used (pack %d misses %llu)",
+                   st.expert_pack, (unsigned long long)st.misses);
+            free(lg);
+        }
+    /* --no-pack reads the GGUF */
+    pt_stats st;
+    float *lg = logits_with(model, 2, NULL, 1, 0, &st, NULL, 0);
+    CHECK(!st.expert_pack && st.misses > 0);
+    CHECK(ref && lg && !memcmp(ref, lg, bytes));
+    free(lg);
+    free(ref);
+}
+
+static void pack_bad_packs_are_refused(void) {
+    char model[512], pack[600], plan[1024];
+    snprintf(model, sizeof model, "%s/pb.gguf", t_tmpdir());
+    copy_fixture("glm-dsa-rq2k.gguf", model);
+    snprintf(pack, sizeof pack, "%s.xpack", model);
+    CHECK(petrel("pack %s%s", model, "") == 0);
+    float *ref = logits_with(model, 2, NULL, 1, 0, NULL, NULL, 0);
+    size_t len;
+    uint8_t *good = t_read_file(pack, &len);
+    CHECK(good && len > 8192);
+    if (!good) return;
+    /* a corrupt record: verify names it */
+    good[len - 5000] ^= 0x40;
+    t_write_file(pack, good, len);
+    CHECK(petrel("verify %s%s", model, "") == 1);
+    CHECK_STR_CONTAINS(out, "corrupt record");
+    good[len - 5000] ^= 0x40;
+    /* truncated: the engine warns, ignores it and reads the GGUF — same logits */
+    t_write_file(pack, good, len - 4096);
+    CHECK(petrel("verify %s%s", model, "") == 1);
+    CHECK_STR_CONTAINS(out, "truncated");
+    pt_stats st;
+    float *lg = logits_with(model, 2, NULL, 0, 0, &st, plan, sizeof plan);
+    CHECK(!st.expert_pack);
+    CHECK_STR_CONTAINS(plan, "WARNING");
+    CHECK_STR_CONTAINS(plan, "truncated");
+    CHECK(ref && lg && !memcmp(ref, lg, sizeof(float) * 32 * 512));
+    free(lg);
+    /* stale: the pack of another model */
+    char other[512];
+    snprintf(other, sizeof other, "%s/po.gguf", t_tmpdir());
+    copy_fixture("glm-dsa-iq2.gguf", other);
+    t_write_file(pack, good, len);
+    CHECK(petrel("verify %s --pack %s", other, pack) == 1);
+    CHECK_STR_CONTAINS(out, "stale pack");
+    /* an explicitly named bad pack is an error, not a silent fallback */
+    char err[512];
+    pt_engine_params ep = {.model_path = other, .n_threads = 1, .expert_slots = 2, .pack_path = pack};
+    pt_engine *e = pt_engine_open(&ep, err, sizeof err);
+    CHECK(e == NULL);
+    CHECK_STR_CONTAINS(err, "stale pack");
+    pt_engine_close(e);
+    /* no pack at all */
+    unlink(pack);
+    CHECK(petrel("verify %s%s", model, "") == 1);
+    CHECK_STR_CONTAINS(out, "no expert pack");
+    free(good);
+    free(ref);
+}
+
+T_SUITE(pack) {
+    T_ADD(pack_resume_is_byte_identical);
+    T_ADD(pack_streamed_equals_resident);
+    T_ADD(pack_bad_packs_are_refused);
+}

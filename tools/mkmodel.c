@@ -1,0 +1,591 @@
+/* mkmodel.c — writes a synthetic `glm-dsa` GGUF (GLM-5.2 structure, scaled
+ * down) with random weights, for `make bench` and other measurements that need
+ * a model of realistic proportions and no download.
+ *
+ *   build/mkmodel -o build/bench/glm-dsa-bench.gguf [--experts 64 --expert-type mix ...]
+ *
+ * What is written: every metadata key petrel's loader (src/model/glm_dsa.c)
+ * and llama.cpp's glm-dsa loader read, a byte-level BPE tokenizer
+ * (`gpt2` / pre `glm4`: 256 byte tokens, then two-byte merges up to the
+ * vocabulary size, then GLM's 14 control tokens), and the tensors of
+ * `--layers` trunk layers (the first `--dense` with a dense FFN, the others
+ * MoE with a shared expert), the DSA indexer on alternating full/shared
+ * layers (full on even layers, as GLM-5.2's IndexShare), plus one NextN/MTP
+ * block. Types follow the public GLM-5.2 Q2 build: routed experts Q4_K or
+ * Q2_K (`--expert-type mix` alternates them layer by layer, Q4_K first),
+ * every other matrix Q8_0 (`--attn-type`), norms, router and biases F32.
+ *
+ * The weights are random but structured as the fixtures' generator describes
+ * (shared/fixtures/README.md, "How the random weights are structured") so the
+ * network is not chaotic: residual branches (attn_output, ffn_down*) are
+ * scaled to a fraction of the residual stream, token embeddings share a
+ * common direction, norm gains are near 1, the routed experts of a layer are
+ * a shared base plus an independent deviation, and `exp_probs_b` gives the
+ * experts fixed popularity tiers.
+ *
+ * Determinism: every row of every tensor is drawn from its own generator,
+ * seeded from (--seed, tensor index, row), so the file is byte-identical for
+ * any --threads. Rows are generated and quantised in parallel (the reference
+ * quantisers run at ~13 M weights/s per core for the K-quants, which makes
+ * them the cost of this tool), in slabs written to the file in order.
+ *
+ * Non-goals: meaningful text, reproducing the fixtures' exact generator.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "format/gguf.h"
+#include "kernels/quant.h"
+#include "runtime/threadpool.h"
+
+/* ===== Options ===== */
+
+typedef struct mk_opts {
+    const char *out;   /* output path */
+    int n_embd;        /* hidden size */
+    int n_layer;       /* trunk layers (the MTP block comes on top) */
+    int n_dense;       /* leading dense layers */
+    int n_ff;          /* dense FFN width */
+    int n_expert;      /* routed experts per MoE layer */
+    int n_used;        /* experts used per token */
+    int n_ff_exp;      /* routed / shared expert width */
+    int n_head;        /* attention heads */
+    int q_lora;        /* q LoRA rank */
+    int kv_lora;       /* kv LoRA rank (the cached latent) */
+    int qk_nope;       /* per-head no-rope key dims */
+    int qk_rope;       /* per-head rope key dims (shared rope key) */
+    int v_head;        /* per-head value dims */
+    int idx_head;      /* DSA indexer heads */
+    int idx_dim;       /* DSA indexer head dims */
+    int idx_top_k;     /* DSA indexer top-k */
+    int n_vocab;       /* vocabulary size */
+    int expert_mix;    /* 1: alternate Q4_K / Q2_K by MoE layer */
+    uint32_t exp_type; /* routed expert type when not mixed */
+    uint32_t mat_type; /* every other matrix */
+    uint64_t seed;
+    int threads;
+} mk_opts;
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: mkmodel -o OUT.gguf [options]   (defaults in brackets)\n"
+            "  --embd N          hidden size [2048]\n"
+            "  --layers N        trunk layers, MTP block not counted [8]\n"
+            "  --dense N         leading dense layers [1]\n"
+            "  --ff N            dense FFN width [4096]\n"
+            "  --experts N       routed experts per MoE layer [64]\n"
+            "  --used N          experts per token [8]\n"
+            "  --ff-exp N        expert width (multiple of 256) [768]\n"
+            "  --heads N         attention heads [16]\n"
+            "  --q-lora N / --kv-lora N   LoRA ranks [768 / 512]\n"
+            "  --idx-top-k N     DSA indexer top-k [2048]\n"
+            "  --vocab N         vocabulary size (>= 512) [32768]\n"
+            "  --expert-type T   q4_k, q2_k or mix (alternating per MoE layer) [mix]\n"
+            "  --attn-type T     type of every non-expert matrix: q8_0, q4_0, f16 [q8_0]\n"
+            "  --seed N          random seed [1]\n"
+            "  -t, --threads N   quantisation threads [all cores]\n");
+}
+
+static int parse_type(const char *s, uint32_t *t) {
+    static const struct {
+        const char *name;
+        uint32_t type;
+    } names[] = {{"q4_k", QT_Q4_K}, {"q2_k", QT_Q2_K}, {"q3_k", QT_Q3_K}, {"q5_k", QT_Q5_K},
+                 {"q6_k", QT_Q6_K}, {"q8_0", QT_Q8_0}, {"q4_0", QT_Q4_0}, {"f16", QT_F16},
+                 {"f32", QT_F32}};
+    for (size_t i = 0; i < PT_ARRAY_LEN(names); i++)
+        if (!strcasecmp(s, names[i].name)) {
+            *t = names[i].type;
+            return 0;
+        }
+    return -1;
+}
+
+static int parse_opts(int argc, char **argv, mk_opts *o) {
+    *o = (mk_opts){.n_embd = 2048, .n_layer = 8, .n_dense = 1, .n_ff = 4096, .n_expert = 64, .n_used = 8,
+                   .n_ff_exp = 768, .n_head = 16, .q_lora = 768, .kv_lora = 512, .qk_nope = 192,
+                   .qk_rope = 64, .v_head = 256, .idx_head = 32, .idx_dim = 128, .idx_top_k = 2048,
+                   .n_vocab = 32768, .expert_mix = 1, .exp_type = QT_Q4_K, .mat_type = QT_Q8_0,
+                   .seed = 1, .threads = (int)sysconf(_SC_NPROCESSORS_ONLN)};
+    static const struct {
+        const char *flag;
+        size_t off;
+    } ints[] = {{"--embd", offsetof(mk_opts, n_embd)},     {"--layers", offsetof(mk_opts, n_layer)},
+                {"--dense", offsetof(mk_opts, n_dense)},   {"--ff", offsetof(mk_opts, n_ff)},
+                {"--experts", offsetof(mk_opts, n_expert)}, {"--used", offsetof(mk_opts, n_used)},
+                {"--ff-exp", offsetof(mk_opts, n_ff_exp)}, {"--heads", offsetof(mk_opts, n_head)},
+                {"--q-lora", offsetof(mk_opts, q_lora)},   {"--kv-lora", offsetof(mk_opts, kv_lora)},
+                {"--idx-top-k", offsetof(mk_opts, idx_top_k)}, {"--vocab", offsetof(mk_opts, n_vocab)},
+                {"-t", offsetof(mk_opts, threads)},        {"--threads", offsetof(mk_opts, threads)}};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            exit(0);
+        }
+        if (!v) {
+            fprintf(stderr, "mkmodel: option %s needs a value (or is unknown)\n", a);
+            return -1;
+        }
+        i++;
+        if (!strcmp(a, "-o")) {
+            o->out = v;
+        } else if (!strcmp(a, "--expert-type")) {
+            o->expert_mix = !strcasecmp(v, "mix");
+            if (!o->expert_mix && parse_type(v, &o->exp_type)) {
+                fprintf(stderr, "mkmodel: --expert-type '%s': expected q4_k, q2_k, ... or mix\n", v);
+                return -1;
+            }
+        } else if (!strcmp(a, "--attn-type")) {
+            if (parse_type(v, &o->mat_type)) {
+                fprintf(stderr, "mkmodel: --attn-type '%s': expected q8_0, q4_0, f16, ...\n", v);
+                return -1;
+            }
+        } else if (!strcmp(a, "--seed")) {
+            o->seed = strtoull(v, NULL, 10);
+        } else {
+            size_t k = 0;
+            while (k < PT_ARRAY_LEN(ints) && strcmp(a, ints[k].flag)) k++;
+            char *end;
+            errno = 0;
+            long n = strtol(v, &end, 10);
+            if (k == PT_ARRAY_LEN(ints) || errno || *end || n < 0 || n > (1L << 24)) {
+                fprintf(stderr, "mkmodel: bad option '%s %s'\n", a, v);
+                return -1;
+            }
+            *(int *)((char *)o + ints[k].off) = (int)n;
+        }
+    }
+    if (!o->out) {
+        usage(stderr);
+        return -1;
+    }
+    if (o->threads < 1) o->threads = 1;
+    if (o->n_layer < 1 || o->n_dense > o->n_layer || o->n_used < 1 || o->n_used > o->n_expert ||
+        o->n_vocab < 512 || o->n_vocab > 65536 + 256 + 14 || o->n_ff_exp % 256 || o->n_embd % 256 || o->n_head < 1) {
+        fprintf(stderr, "mkmodel: inconsistent shape (need 1 <= dense <= layers, 1 <= used <= experts, "
+                        "vocab in 512..65806, embd and ff-exp multiples of 256)\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* ===== Random numbers ===== */
+
+static uint64_t splitmix(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ULL;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+    return x ^ (x >> 31);
+}
+
+static inline uint64_t xs_next(uint64_t *s) {
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 0x2545F4914F6CDD1DULL;
+}
+
+/* Approximately standard normal: Irwin-Hall sum of four 16-bit uniforms,
+ * centred and scaled to unit variance. Cheap, bounded (|x| < 3.47) and good
+ * enough for weights whose distribution only has to look plausible. */
+static inline float gauss(uint64_t *s) {
+    uint64_t r = xs_next(s);
+    float sum = (float)(r & 0xFFFF) + (float)((r >> 16) & 0xFFFF) + (float)((r >> 32) & 0xFFFF) +
+                (float)(r >> 48);
+    return (sum * (1.0f / 65536.0f) - 2.0f) * 1.7320508f;
+}
+
+/* Seed of row `row` of stream `stream` of tensor `ti`. */
+static uint64_t row_seed(uint64_t seed, int ti, int stream, int64_t row) {
+    uint64_t s = splitmix(seed ^ splitmix(((uint64_t)ti << 32) ^ ((uint64_t)stream << 60) ^ (uint64_t)row));
+    return s ? s : 1;
+}
+
+/* ===== Tensor list ===== */
+
+typedef enum {
+    K_GAUSS,  /* scale * N(0,1) */
+    K_NORM,   /* 1 + scale * N(0,1): RMSNorm / LayerNorm gains */
+    K_EMBD,   /* common direction + scale * N(0,1): token embeddings */
+    K_EXPERT, /* scale * (base_row + deviation): routed experts share a base per layer */
+    K_TIERS,  /* exp_probs_b: fixed popularity tiers */
+} mk_kind;
+
+typedef struct mk_tensor {
+    char name[96];
+    uint32_t type;
+    int n_dims;
+    int64_t ne[3];
+    mk_kind kind;
+    float scale;
+} mk_tensor;
+
+typedef struct mk_list {
+    mk_tensor *t;
+    int n, cap;
+} mk_list;
+
+static void add(mk_list *L, const char *name, uint32_t type, int n_dims, int64_t ne0, int64_t ne1, int64_t ne2,
+                mk_kind kind, float scale) {
+    if (L->n == L->cap) {
+        L->cap = L->cap ? 2 * L->cap : 256;
+        L->t = realloc(L->t, (size_t)L->cap * sizeof *L->t);
+        if (!L->t) {
+            fprintf(stderr, "mkmodel: out of memory\n");
+            exit(1);
+        }
+    }
+    mk_tensor *t = &L->t[L->n++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->type = type;
+    t->n_dims = n_dims;
+    t->ne[0] = ne0;
+    t->ne[1] = ne1;
+    t->ne[2] = ne2;
+    t->kind = kind;
+    t->scale = scale;
+}
+
+/* A matrix of n_in inputs: N(0, 1/n_in) keeps activations at unit scale. */
+#define IN_SCALE(n) (1.0f / sqrtf((float)(n)))
+/* Residual branches write this fraction of the residual stream's scale. */
+#define RESID 0.25f
+
+static void build_list(const mk_opts *o, mk_list *L) {
+    const int E = o->n_embd, H = o->n_head, F = o->n_ff_exp;
+    const uint32_t M = o->mat_type;
+    char n[96];
+    add(L, "token_embd.weight", M, 2, E, o->n_vocab, 1, K_EMBD, 1.0f);
+    add(L, "output_norm.weight", QT_F32, 1, E, 1, 1, K_NORM, 0.05f);
+    add(L, "output.weight", M, 2, E, o->n_vocab, 1, K_GAUSS, 2.0f * IN_SCALE(E));
+    int moe_seen = 0;
+    for (int l = 0; l <= o->n_layer; l++) { /* l == n_layer: the MTP block */
+        const int is_mtp = l == o->n_layer, is_moe = l >= o->n_dense;
+#define T(s) (snprintf(n, sizeof n, "blk.%d.%s", l, s), n)
+        add(L, T("attn_norm.weight"), QT_F32, 1, E, 1, 1, K_NORM, 0.05f);
+        add(L, T("attn_q_a.weight"), M, 2, E, o->q_lora, 1, K_GAUSS, IN_SCALE(E));
+        add(L, T("attn_q_a_norm.weight"), QT_F32, 1, o->q_lora, 1, 1, K_NORM, 0.05f);
+        add(L, T("attn_q_b.weight"), M, 2, o->q_lora, H * (o->qk_nope + o->qk_rope), 1, K_GAUSS,
+            IN_SCALE(o->q_lora));
+        add(L, T("attn_kv_a_mqa.weight"), M, 2, E, o->kv_lora + o->qk_rope, 1, K_GAUSS, IN_SCALE(E));
+        add(L, T("attn_kv_a_norm.weight"), QT_F32, 1, o->kv_lora, 1, 1, K_NORM, 0.05f);
+        add(L, T("attn_k_b.weight"), M, 3, o->qk_nope, o->kv_lora, H, K_GAUSS, IN_SCALE(o->qk_nope));
+        add(L, T("attn_v_b.weight"), M, 3, o->kv_lora, o->v_head, H, K_GAUSS, IN_SCALE(o->kv_lora));
+        add(L, T("attn_output.weight"), M, 2, H * o->v_head, E, 1, K_GAUSS, RESID * IN_SCALE(H * o->v_head));
+        add(L, T("ffn_norm.weight"), QT_F32, 1, E, 1, 1, K_NORM, 0.05f);
+        if (!is_mtp && l % 2 == 0) { /* "full" indexer layer (IndexShare: odd layers reuse it) */
+            add(L, T("indexer.attn_q_b.weight"), M, 2, o->q_lora, o->idx_head * o->idx_dim, 1, K_GAUSS,
+                IN_SCALE(o->q_lora));
+            add(L, T("indexer.attn_k.weight"), M, 2, E, o->idx_dim, 1, K_GAUSS, IN_SCALE(E));
+            add(L, T("indexer.k_norm.weight"), QT_F32, 1, o->idx_dim, 1, 1, K_NORM, 0.05f);
+            add(L, T("indexer.k_norm.bias"), QT_F32, 1, o->idx_dim, 1, 1, K_GAUSS, 0.02f);
+            add(L, T("indexer.proj.weight"), M, 2, E, o->idx_head, 1, K_GAUSS, IN_SCALE(E));
+        }
+        if (!is_moe) {
+            add(L, T("ffn_gate.weight"), M, 2, E, o->n_ff, 1, K_GAUSS, IN_SCALE(E));
+            add(L, T("ffn_up.weight"), M, 2, E, o->n_ff, 1, K_GAUSS, IN_SCALE(E));
+            add(L, T("ffn_down.weight"), M, 2, o->n_ff, E, 1, K_GAUSS, RESID * IN_SCALE(o->n_ff));
+        } else {
+            const uint32_t X = o->expert_mix ? (moe_seen % 2 ? QT_Q2_K : QT_Q4_K) : o->exp_type;
+            moe_seen++;
+            add(L, T("ffn_gate_inp.weight"), QT_F32, 2, E, o->n_expert, 1, K_GAUSS, IN_SCALE(E));
+            add(L, T("exp_probs_b.bias"), QT_F32, 1, o->n_expert, 1, 1, K_TIERS, 0.0f);
+            add(L, T("ffn_gate_exps.weight"), X, 3, E, F, o->n_expert, K_EXPERT, IN_SCALE(E));
+            add(L, T("ffn_up_exps.weight"), X, 3, E, F, o->n_expert, K_EXPERT, IN_SCALE(E));
+            add(L, T("ffn_down_exps.weight"), X, 3, F, E, o->n_expert, K_EXPERT, RESID * IN_SCALE(F));
+            add(L, T("ffn_gate_shexp.weight"), M, 2, E, F, 1, K_GAUSS, IN_SCALE(E));
+            add(L, T("ffn_up_shexp.weight"), M, 2, E, F, 1, K_GAUSS, IN_SCALE(E));
+            add(L, T("ffn_down_shexp.weight"), M, 2, F, E, 1, K_GAUSS, RESID * IN_SCALE(F));
+        }
+        if (is_mtp) {
+            add(L, T("nextn.eh_proj.weight"), M, 2, 2 * E, E, 1, K_GAUSS, IN_SCALE(2 * E));
+            add(L, T("nextn.enorm.weight"), QT_F32, 1, E, 1, 1, K_NORM, 0.05f);
+            add(L, T("nextn.hnorm.weight"), QT_F32, 1, E, 1, 1, K_NORM, 0.05f);
+            add(L, T("nextn.shared_head_norm.weight"), QT_F32, 1, E, 1, 1, K_NORM, 0.05f);
+        }
+#undef T
+    }
+}
+
+/* ===== Generation ===== */
+
+/* Row `row` (of ne0 values) of tensor ti, written into x. */
+static void fill_row(const mk_opts *o, const mk_tensor *t, int ti, int64_t row, float *x) {
+    const int64_t n = t->ne[0];
+    uint64_t s = row_seed(o->seed, ti, 0, row);
+    switch (t->kind) {
+    case K_GAUSS:
+        for (int64_t i = 0; i < n; i++) x[i] = t->scale * gauss(&s);
+        break;
+    case K_NORM:
+        for (int64_t i = 0; i < n; i++) x[i] = 1.0f + t->scale * gauss(&s);
+        break;
+    case K_EMBD: {
+        /* the common direction is stream 1, row 0: the same for every token */
+        uint64_t c = row_seed(o->seed, ti, 1, 0);
+        for (int64_t i = 0; i < n; i++) x[i] = 0.6f * gauss(&c) + 0.8f * t->scale * gauss(&s);
+        break;
+    }
+    case K_EXPERT: {
+        /* base row: stream 1, indexed by the row within one expert */
+        uint64_t b = row_seed(o->seed, ti, 1, row % t->ne[1]);
+        for (int64_t i = 0; i < n; i++) x[i] = t->scale * (0.6f * gauss(&b) + 0.8f * gauss(&s));
+        break;
+    }
+    case K_TIERS:
+        /* four popularity tiers by expert id, plus a little noise */
+        for (int64_t i = 0; i < n; i++) x[i] = 0.06f * (float)(3 - (int)(i % 4)) - 0.09f + 0.01f * gauss(&s);
+        break;
+    }
+}
+
+typedef struct slab_job {
+    const mk_opts *o;
+    const mk_tensor *t;
+    int ti;
+    int64_t row0, n_rows; /* rows of this slab */
+    uint64_t row_bytes;
+    uint8_t *out;   /* n_rows * row_bytes */
+    float **rowbuf; /* per worker: ne0 floats */
+} slab_job;
+
+static void slab_worker(void *ctx, int ith, int nth) {
+    slab_job *j = ctx;
+    long lo, hi;
+    tp_range((long)j->n_rows, ith, nth, &lo, &hi);
+    float *x = j->rowbuf[ith];
+    for (long r = lo; r < hi; r++) {
+        fill_row(j->o, j->t, j->ti, j->row0 + r, x);
+        qt_quantize_ref(j->t->type, x, j->out + (uint64_t)r * j->row_bytes, j->t->ne[0]);
+    }
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ===== Metadata ===== */
+
+/* GPT-2's byte-to-unicode order: printable bytes keep their code point, the
+ * others map to 256, 257, ... Writes the UTF-8 of byte b's symbol into s. */
+static void byte_symbol(int b, char *s) {
+    int printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+    int cp = b;
+    if (!printable) {
+        int k = 0;
+        for (int c = 0; c < b; c++)
+            if (!((c >= 33 && c <= 126) || (c >= 161 && c <= 172) || (c >= 174 && c <= 255))) k++;
+        cp = 256 + k;
+    }
+    if (cp < 0x80) {
+        s[0] = (char)cp;
+        s[1] = 0;
+    } else {
+        s[0] = (char)(0xC0 | (cp >> 6));
+        s[1] = (char)(0x80 | (cp & 0x3F));
+        s[2] = 0;
+    }
+}
+
+static const char *const glm_specials[] = {"<|endoftext|>", "[MASK]",   "[gMASK]",        "[sMASK]",  "<sop>",
+                                           "<eop>",         "<|system|>", "<|user|>",     "<|assistant|>",
+                                           "<|observation|>", "<think>", "</think>",     "<tool_call>",
+                                           "</tool_call>"};
+
+#define CHECK(x)                                                   \
+    do {                                                           \
+        if (x) {                                                   \
+            fprintf(stderr, "mkmodel: %s\n", err.msg);             \
+            return 1;                                              \
+        }                                                          \
+    } while (0)
+
+static int write_tokenizer(const mk_opts *o, gguf_writer *w) {
+    pt_err err = {{0}};
+    const int V = o->n_vocab, n_spec = (int)PT_ARRAY_LEN(glm_specials), n_merge = V - 256 - n_spec;
+    char(*sym)[4] = malloc(256 * sizeof *sym);
+    char **tok = calloc((size_t)V, sizeof *tok);
+    char **merges = calloc((size_t)n_merge, sizeof *merges);
+    int32_t *ttype = malloc((size_t)V * sizeof *ttype);
+    if (!sym || !tok || !merges || !ttype) {
+        fprintf(stderr, "mkmodel: out of memory\n");
+        return 1;
+    }
+    /* token ids 0..255 in byte-to-unicode order (printable bytes first) */
+    int order[256], k = 0;
+    for (int b = 0; b < 256; b++) byte_symbol(b, sym[b]);
+    for (int pass = 0; pass < 2; pass++)
+        for (int b = 0; b < 256; b++) {
+            int printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+            if (printable == !pass) order[k++] = b;
+        }
+    for (int i = 0; i < 256; i++) tok[i] = strdup(sym[order[i]]);
+    /* merges of two byte tokens, in id order: all distinct two-symbol strings */
+    for (int m = 0; m < n_merge; m++) {
+        const char *a = tok[m / 256 % 256], *b = tok[m % 256];
+        char buf[16];
+        snprintf(buf, sizeof buf, "%s %s", a, b);
+        merges[m] = strdup(buf);
+        snprintf(buf, sizeof buf, "%s%s", a, b);
+        tok[256 + m] = strdup(buf);
+    }
+    for (int i = 0; i < n_spec; i++) tok[V - n_spec + i] = strdup(glm_specials[i]);
+    for (int i = 0; i < V; i++) {
+        if (!tok[i]) {
+            fprintf(stderr, "mkmodel: out of memory\n");
+            return 1;
+        }
+        ttype[i] = i >= V - n_spec ? 3 /* CONTROL */ : 1 /* NORMAL */;
+    }
+    const uint32_t eot = (uint32_t)(V - n_spec), bos = eot + 2, user = eot + 7, obs = eot + 9;
+    CHECK(gguf_writer_kv_str(w, "tokenizer.ggml.model", "gpt2", &err));
+    CHECK(gguf_writer_kv_str(w, "tokenizer.ggml.pre", "glm4", &err));
+    CHECK(gguf_writer_kv_str_array(w, "tokenizer.ggml.tokens", (const char *const *)tok, (uint64_t)V, &err));
+    CHECK(gguf_writer_kv_array(w, "tokenizer.ggml.token_type", GGUF_INT32, ttype, (uint64_t)V, &err));
+    CHECK(gguf_writer_kv_str_array(w, "tokenizer.ggml.merges", (const char *const *)merges, (uint64_t)n_merge,
+                                   &err));
+    CHECK(gguf_writer_kv_u32(w, "tokenizer.ggml.bos_token_id", bos, &err));
+    CHECK(gguf_writer_kv_u32(w, "tokenizer.ggml.eos_token_id", eot, &err));
+    CHECK(gguf_writer_kv_u32(w, "tokenizer.ggml.unknown_token_id", eot, &err));
+    CHECK(gguf_writer_kv_u32(w, "tokenizer.ggml.padding_token_id", eot, &err));
+    CHECK(gguf_writer_kv_u32(w, "tokenizer.ggml.eot_token_id", user, &err));
+    CHECK(gguf_writer_kv_u32(w, "tokenizer.ggml.eom_token_id", obs, &err));
+    for (int i = 0; i < V; i++) free(tok[i]);
+    for (int m = 0; m < n_merge; m++) free(merges[m]);
+    free(tok);
+    free(merges);
+    free(ttype);
+    free(sym);
+    return 0;
+}
+
+static int write_hparams(const mk_opts *o, gguf_writer *w) {
+    pt_err err = {{0}};
+    char desc[128];
+    snprintf(desc, sizeof desc, "petrel synthetic glm-dsa %dx%d (%d experts, seed %llu)", o->n_layer, o->n_embd,
+             o->n_expert, (unsigned long long)o->seed);
+    CHECK(gguf_writer_kv_str(w, "general.architecture", "glm-dsa", &err));
+    CHECK(gguf_writer_kv_str(w, "general.name", desc, &err));
+    CHECK(gguf_writer_kv_str(w, "general.type", "model", &err));
+    CHECK(gguf_writer_kv_u32(w, "general.quantization_version", 2, &err));
+    /* 10 = MOSTLY_Q2_K, 15 = MOSTLY_Q4_K_M: informative only */
+    CHECK(gguf_writer_kv_u32(w, "general.file_type", !o->expert_mix && o->exp_type == QT_Q2_K ? 10 : 15, &err));
+    struct {
+        const char *key;
+        uint32_t v;
+    } u[] = {{"context_length", 1048576}, /* >= 1M: llama.cpp then honours indexer.types (GLM-5.2) */
+             {"embedding_length", (uint32_t)o->n_embd},
+             {"block_count", (uint32_t)o->n_layer + 1},
+             {"feed_forward_length", (uint32_t)o->n_ff},
+             {"attention.head_count", (uint32_t)o->n_head},
+             {"attention.head_count_kv", 1},
+             {"expert_count", (uint32_t)o->n_expert},
+             {"expert_used_count", (uint32_t)o->n_used},
+             {"expert_group_count", 1},
+             {"expert_group_used_count", 1},
+             {"expert_gating_func", 2},
+             {"leading_dense_block_count", (uint32_t)o->n_dense},
+             {"vocab_size", (uint32_t)o->n_vocab},
+             {"attention.q_lora_rank", (uint32_t)o->q_lora},
+             {"attention.kv_lora_rank", (uint32_t)o->kv_lora},
+             {"attention.key_length", (uint32_t)(o->kv_lora + o->qk_rope)},
+             {"attention.value_length", (uint32_t)o->kv_lora},
+             {"attention.key_length_mla", (uint32_t)(o->qk_nope + o->qk_rope)},
+             {"attention.value_length_mla", (uint32_t)o->v_head},
+             {"expert_feed_forward_length", (uint32_t)o->n_ff_exp},
+             {"expert_shared_count", 1},
+             {"rope.dimension_count", (uint32_t)o->qk_rope},
+             {"nextn_predict_layers", 1},
+             {"attention.indexer.head_count", (uint32_t)o->idx_head},
+             {"attention.indexer.key_length", (uint32_t)o->idx_dim},
+             {"attention.indexer.top_k", (uint32_t)o->idx_top_k}};
+    char k[160];
+    for (size_t i = 0; i < PT_ARRAY_LEN(u); i++) {
+        snprintf(k, sizeof k, "glm-dsa.%s", u[i].key);
+        CHECK(gguf_writer_kv_u32(w, k, u[i].v, &err));
+    }
+    CHECK(gguf_writer_kv_f32(w, "glm-dsa.attention.layer_norm_rms_epsilon", 1e-5f, &err));
+    CHECK(gguf_writer_kv_f32(w, "glm-dsa.rope.freq_base", 8e6f, &err));
+    CHECK(gguf_writer_kv_f32(w, "glm-dsa.expert_weights_scale", 2.5f, &err));
+    CHECK(gguf_writer_kv_bool(w, "glm-dsa.expert_weights_norm", 1, &err));
+    uint8_t *types = malloc((size_t)o->n_layer);
+    if (!types) return 1;
+    for (int l = 0; l < o->n_layer; l++) types[l] = l % 2 == 0;
+    CHECK(gguf_writer_kv_array(w, "glm-dsa.attention.indexer.types", GGUF_BOOL, types, (uint64_t)o->n_layer, &err));
+    free(types);
+    return 0;
+}
+
+/* ===== main ===== */
+
+int main(int argc, char **argv) {
+    mk_opts o;
+    if (parse_opts(argc, argv, &o)) return 2;
+    mk_list L = {0};
+    build_list(&o, &L);
+    pt_err err = {{0}};
+    gguf_writer *w = gguf_writer_new(32);
+    if (!w) return 1;
+    if (write_hparams(&o, w) || write_tokenizer(&o, w)) return 1;
+    uint64_t total = 0, max_row = 0;
+    for (int i = 0; i < L.n; i++) {
+        mk_tensor *t = &L.t[i];
+        uint64_t rb;
+        if (qt_row_bytes(t->type, t->ne[0], &rb)) {
+            fprintf(stderr, "mkmodel: %s: %lld is not a whole number of %s blocks\n", t->name,
+                    (long long)t->ne[0], qt_name(t->type));
+            return 1;
+        }
+        total += rb * (uint64_t)(t->ne[1] * t->ne[2]);
+        if ((uint64_t)t->ne[0] > max_row) max_row = (uint64_t)t->ne[0];
+        CHECK(gguf_writer_add_tensor(w, t->name, t->type, (uint32_t)t->n_dims, t->ne, &err));
+    }
+    fprintf(stderr, "mkmodel: %s: %d tensors, %.2f GiB, %d threads\n", o.out, L.n, total / 1073741824.0,
+            o.threads);
+    tp_pool *pool = tp_new(o.threads);
+    const uint64_t slab_cap = 64ull << 20; /* bytes of quantised rows per parallel step */
+    uint8_t *slab = malloc(slab_cap + (1 << 20));
+    float **rowbuf = calloc((size_t)o.threads, sizeof *rowbuf);
+    if (!pool || !slab || !rowbuf) return 1;
+    for (int i = 0; i < o.threads; i++)
+        if (!(rowbuf[i] = malloc(max_row * sizeof(float)))) return 1;
+    CHECK(gguf_writer_begin(w, o.out, &err));
+    double t0 = now_s(), last = t0;
+    uint64_t done = 0;
+    for (int i = 0; i < L.n; i++) {
+        const mk_tensor *t = &L.t[i];
+        uint64_t rb;
+        qt_row_bytes(t->type, t->ne[0], &rb);
+        const int64_t rows = t->ne[1] * t->ne[2];
+        const int64_t per = PT_MAX((int64_t)1, (int64_t)(slab_cap / rb));
+        for (int64_t r0 = 0; r0 < rows; r0 += per) {
+            slab_job j = {&o, t, i, r0, PT_MIN(per, rows - r0), rb, slab, rowbuf};
+            tp_run(pool, slab_worker, &j);
+            CHECK(gguf_writer_write(w, slab, (uint64_t)j.n_rows * rb, &err));
+            done += (uint64_t)j.n_rows * rb;
+            if (now_s() - last > 5.0) {
+                last = now_s();
+                fprintf(stderr, "mkmodel: %5.1f%% (%s) %.0f s\n", 100.0 * done / total, t->name, last - t0);
+            }
+        }
+    }
+    CHECK(gguf_writer_finish(w, &err));
+    fprintf(stderr, "mkmodel: wrote %s in %.1f s\n", o.out, now_s() - t0);
+    gguf_writer_free(w);
+    tp_free(pool);
+    for (int i = 0; i < o.threads; i++) free(rowbuf[i]);
+    free(rowbuf);
+    free(slab);
+    free(L.t);
+    return 0;
+}
