@@ -9,20 +9,22 @@
 # BENCH_MKMODEL_ARGS). petrel runs `generate` on a fixed 64-id prompt and
 # decodes 32 tokens; llama.cpp runs llama-bench on the same file: pp64 from an
 # empty context, and tg32 after 64 tokens of context (-d 64), which is the
-# position range of petrel's decode. Both report the mean of BENCH_RUNS runs
-# after one warm-up. llama.cpp runs with its default settings (mmap, CPU
+# position range of petrel's decode. Both are run BENCH_RUNS times after one
+# warm-up; the table gives the median and, in brackets, the best run (the
+# machine may be shared: the best run is the least disturbed one). The ratio
+# is of the medians. llama.cpp runs with its default settings (mmap, CPU
 # weight repacking, flash attention auto). When LLAMA_CPP_DIR is unset (it
 # must be a llama.cpp build dir with bin/llama-bench, or bin/llama-completion),
 # only petrel is measured.
 #
-# Environment: LLAMA_CPP_DIR, BENCH_THREADS (default: nproc), BENCH_RUNS (3),
+# Environment: LLAMA_CPP_DIR, BENCH_THREADS (default: nproc), BENCH_RUNS (5),
 # BENCH_MODEL (path), BENCH_MKMODEL_ARGS (extra mkmodel options).
 set -eu
 
 BUILD=${BUILD:-build}
 MODEL=${BENCH_MODEL:-build/bench/glm-dsa-bench.gguf}
 THREADS=${BENCH_THREADS:-$(nproc)}
-RUNS=${BENCH_RUNS:-3}
+RUNS=${BENCH_RUNS:-5}
 N_PROMPT=64
 N_GEN=32
 
@@ -40,8 +42,8 @@ fi
 # A fixed prompt of N_PROMPT ids spread over the vocabulary (below the control tokens).
 TOKENS=$(awk -v n=$N_PROMPT 'BEGIN { for (i = 0; i < n; i++) printf "%s%d", i ? "," : "", (1000 + 7919 * i) % 30000 }')
 
-# mean and sample standard deviation of the numbers on stdin: "MEAN SD"
-stats() { awk '{ s += $1; q += $1 * $1; n++ } END { m = s / n; v = n > 1 ? (q - n * m * m) / (n - 1) : 0; printf "%.2f %.2f\n", m, (v > 0 ? sqrt(v) : 0) }'; }
+# median and maximum of the numbers on stdin (one per line): "MEDIAN BEST"
+stats() { sort -g | awk '{ v[n++] = $1 } END { if (n) printf "%.2f %.2f\n", n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2, v[n - 1] }'; }
 
 # ---- petrel ----
 TMP=$(mktemp -d)
@@ -70,9 +72,9 @@ if [ -z "${LLAMA_CPP_DIR:-}" ]; then
 else
     export LD_LIBRARY_PATH="$LLAMA_CPP_DIR/bin:$LLAMA_CPP_DIR/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     if [ -x "$LLAMA_CPP_DIR/bin/llama-bench" ]; then
-        # CSV: the last columns are ... n_prompt,n_gen,n_depth,test_time,avg_ns,stddev_ns,avg_ts,stddev_ts
-        lb() { "$LLAMA_CPP_DIR/bin/llama-bench" -m "$MODEL" -t "$THREADS" -r "$RUNS" -o csv "$@" 2>"$TMP/lerr" |
-            tr -d '"' | awk -F, 'NR > 1 { printf "%.2f %.2f\n", $(NF-1), $NF }'; }
+        # JSONL: one line per test with "samples_ts": [ t1, t2, ... ] (tokens/s of each repetition)
+        lb() { "$LLAMA_CPP_DIR/bin/llama-bench" -m "$MODEL" -t "$THREADS" -r "$RUNS" -o jsonl "$@" 2>"$TMP/lerr" |
+            sed -n 's/.*"samples_ts": *\[\([^]]*\)\].*/\1/p' | tr ',' '\n' | stats; }
         L_PP=$(lb -p $N_PROMPT -n 0) || true
         L_TG=$(lb -p 0 -n $N_GEN -d $N_PROMPT) || true
         L_HOW="llama-bench -m $MODEL -t $THREADS -r $RUNS {-p $N_PROMPT -n 0 | -p 0 -n $N_GEN -d $N_PROMPT}"
@@ -108,17 +110,17 @@ CPU=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -
 echo
 echo "== glm-dsa synthetic model: $MODEL ($SIZE)"
 echo "   $(date -u '+%Y-%m-%d %H:%M UTC'); nproc $(nproc); CPU ${CPU:-?}; load average $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
-echo "   $THREADS threads, prompt $N_PROMPT ids, generate $N_GEN, mean ± sd of $RUNS runs"
+echo "   $THREADS threads, prompt $N_PROMPT ids, generate $N_GEN; median (best) of $RUNS runs"
 echo "   petrel: $BUILD/petrel generate -m $MODEL --tokens <$N_PROMPT ids> -n $N_GEN --greedy -t $THREADS"
 [ -n "$L_HOW" ] && echo "   llama.cpp: $L_HOW"
 echo
-printf '| %-18s | %16s | %16s |\n' "" "prefill tok/s" "decode tok/s"
-printf '|%s|%s|%s|\n' "--------------------" "-----------------:" "-----------------:"
-# shellcheck disable=SC2086 # "MEAN SD" splits into two arguments
-row() { printf '| %-18s | %8.2f ± %5.2f | %8.2f ± %5.2f |\n' "$1" $2 $3; }
+printf '| %-18s | %17s | %17s |\n' "" "prefill tok/s" "decode tok/s"
+printf '|%s|%s|%s|\n' "--------------------" "------------------:" "------------------:"
+# shellcheck disable=SC2086 # "MEDIAN BEST" splits into two arguments
+row() { printf '| %-18s | %8.2f (%6.2f) | %8.2f (%6.2f) |\n' "$1" $2 $3; }
 row petrel "$P_PP" "$P_TG"
 if [ -n "$L_PP" ] && [ -n "$L_TG" ]; then
     row llama.cpp "$L_PP" "$L_TG"
-    printf '| %-18s | %15.2fx | %15.2fx |\n' "petrel / llama.cpp" \
+    printf '| %-18s | %16.2fx | %16.2fx |\n' "petrel / llama.cpp" \
         "$(echo "$P_PP $L_PP" | awk '{ print $1 / $3 }')" "$(echo "$P_TG $L_TG" | awk '{ print $1 / $3 }')"
 fi

@@ -38,6 +38,9 @@ typedef struct pt_engine_params {
     int buffered_io;        /* 1: read experts through the page cache instead of O_DIRECT */
     const char *pack_path;  /* expert pack to use; NULL: MODEL.gguf.xpack or the cache dir's */
     int no_pack;            /* 1: ignore any expert pack, read experts from the GGUF */
+    double pin_gb;          /* cache bytes for experts pinned from usage history; 0: a quarter */
+    int no_pin;             /* 1: pin nothing */
+    int prefetch;           /* 1: router lookahead reads the next layer's experts early */
 } pt_engine_params;
 
 enum { PT_EXPERTS_MMAP = -1 };
@@ -70,6 +73,8 @@ typedef struct pt_stats {
     uint64_t hits, misses;    /* expert requests served from cache / read */
     uint64_t bytes_read;
     double io_wait_s;         /* time the forward pass waited for reads */
+    uint64_t pinned;          /* experts pinned from usage history */
+    uint64_t prefetched, prefetch_used; /* lookahead reads issued / then requested */
     uint64_t rss_bytes, peak_rss_bytes;
 } pt_stats;
 void pt_engine_stats(const pt_engine *e, pt_stats *st);

@@ -130,6 +130,11 @@ int main(int argc, char **argv) {
         return 2;
     }
     atexit(cleanup);
+    /* files the engine derives from models (usage statistics, packs in the
+     * cache dir) go to the test's own folder, never the user's cache */
+    char cache[300];
+    snprintf(cache, sizeof cache, "%s/cache", tmpdir);
+    setenv("XDG_CACHE_HOME", cache, 1);
     int passed = 0, failed = 0, skipped = 0;
     for (int i = 0; i < n_cases; i++) {
         if (filter && !strstr(cases[i].name, filter)) continue;

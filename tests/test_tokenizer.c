@@ -68,7 +68,7 @@ static int check_vocab_file(const char *name) {
     const size_t sl = strlen(SEP);
     while (inp && outf && p < end) {
         const char *s = memmem(p, (size_t)(end - p), SEP, sl);
-        if (!s) break;
+        if (!s) s = end; /* some files omit the last separator */
         const char *nl = memchr(o, '\n', (size_t)(oend - o));
         size_t ol = nl ? (size_t)(nl - o) : (size_t)(oend - o);
         parse_ids(o, ol, &want);
@@ -96,7 +96,7 @@ static int check_vocab_file(const char *name) {
                    "%s case %d: round trip \"%.*s\" -> \"%.*s\"", name, cases,
                    (int)PT_MIN(s - p, 60), p, (int)PT_MIN(dec.n, 60), dec.v);
         cases++;
-        p = s + sl;
+        p = s == end ? end : s + sl;
     }
     CHECKF(cases > 0, "%s: no cases", name);
     CHECKF(o >= oend || *o == 0, "%s: .out has more lines than .inp has cases", name);
@@ -236,7 +236,7 @@ static void tok_stream_utf8(void) {
         tok_vocab *v = load_vocab(files[f]);
         if (!v) continue;
         stream_check(v, "h\xc3\xa9llo w\xc3\xb6rld \xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x98\x80!");
-        stream_check(v, "\xe2\x96\x81x \xf0\x9f\xa6\x99\xf0\x9f\xa6\x99");
+        stream_check(v, "x \xf0\x9f\xa6\x99\xf0\x9f\xa6\x99\xd0\xb6");
         tok_free(v);
     }
     /* invalid bytes held back are released, never lost */
@@ -264,7 +264,7 @@ static void tok_invalid_utf8(void) {
     tok_ids a = {0}, b = {0};
     pt_err err = {{0}};
     CHECK(tok_encode(v, "x\xff y\xc3", 5, 0, &a, &err) == 0);
-    CHECK(tok_encode(v, "x\xef\xbf\xbd y\xef\xbf\xbd", 10, 0, &b, &err) == 0);
+    CHECK(tok_encode(v, "x\xef\xbf\xbd y\xef\xbf\xbd", 9, 0, &b, &err) == 0);
     CHECK(a.n == b.n && !memcmp(a.v, b.v, a.n * sizeof *a.v));
     tok_ids_free(&a);
     tok_ids_free(&b);
@@ -342,7 +342,9 @@ static void cli_tokenize(void) {
     snprintf(args, sizeof args, "tokenize -m %s -f %s 2>/dev/null", m, f);
     CHECK(run(args) == 0);
     char ids_line[256];
-    snprintf(ids_line, sizeof ids_line, "%s", out);
+    size_t il = strnlen(out, sizeof ids_line - 1);
+    memcpy(ids_line, out, il);
+    ids_line[il] = 0;
     /* and detokenize gives the text back */
     ids_line[strcspn(ids_line, "\n")] = 0;
     for (char *c = ids_line; *c; c++)

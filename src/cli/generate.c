@@ -38,6 +38,10 @@ static void generate_usage(FILE *f) {
             "  --buffered-io           read experts through the page cache instead of O_DIRECT\n"
             "  --pack PATH             expert pack to read from (default: MODEL.gguf.xpack if valid)\n"
             "  --no-pack               ignore expert packs, read experts from the GGUF\n"
+            "  --pin-gb GB             cache memory for hot experts pinned from usage history\n"
+            "                          (default: a quarter of the cache once there is history)\n"
+            "  --no-pin                pin nothing\n"
+            "  --prefetch              read the next layer's likely experts ahead (router lookahead)\n"
             "  --stats                 print expert-cache and memory statistics\n");
 }
 
@@ -184,6 +188,15 @@ int cmd_generate(int argc, char **argv) {
             ep.pack_path = v;
         } else if (!strcmp(a, "--no-pack")) {
             ep.no_pack = 1;
+        } else if (!strcmp(a, "--pin-gb")) {
+            NEEDV();
+            char *end;
+            ep.pin_gb = strtod(v, &end);
+            if (*end || !(ep.pin_gb > 0)) BADV();
+        } else if (!strcmp(a, "--no-pin")) {
+            ep.no_pin = 1;
+        } else if (!strcmp(a, "--prefetch")) {
+            ep.prefetch = 1;
         } else if (!strcmp(a, "--buffered-io")) {
             ep.buffered_io = 1;
         } else if (!strcmp(a, "--stats")) {
@@ -275,11 +288,14 @@ int cmd_generate(int argc, char **argv) {
         uint64_t req = st.hits + st.misses;
         fprintf(stderr,
                 "petrel: experts %s (%d slots/layer, %s%s%s): hit rate %.1f%% (%llu hits, %llu misses), "
-                "%.3f GB read, %.1f MB/token, I/O wait %.3f s; RSS %.0f MB (peak %.0f MB)\n",
+                "%.3f GB read, %.1f MB/token, I/O wait %.3f s, %llu pinned, prefetch %llu/%llu used; "
+                "RSS %.0f MB (peak %.0f MB)\n",
                 st.streaming ? "streamed" : "mmap", st.slots_per_layer, st.io_backend,
                 st.direct_io ? ", O_DIRECT" : "", st.expert_pack ? ", pack" : "", req ? 100.0 * st.hits / req : 0.0, (unsigned long long)st.hits,
                 (unsigned long long)st.misses, st.bytes_read / 1e9,
                 (n_prompt + n_gen) ? st.bytes_read / 1e6 / (n_prompt + n_gen) : 0.0, st.io_wait_s,
+                (unsigned long long)st.pinned, (unsigned long long)st.prefetch_used,
+                (unsigned long long)st.prefetched,
                 st.rss_bytes / 1048576.0, st.peak_rss_bytes / 1048576.0);
     }
 done:

@@ -28,6 +28,8 @@ static void usage(FILE *f) {
             "  inspect MODEL.gguf [--json]   architecture, tensor types, resident vs expert bytes\n"
             "  pack MODEL.gguf [-o PATH]     write the expert pack (one aligned record per expert)\n"
             "  verify MODEL.gguf             check the expert pack against the model\n"
+            "  tokenize -m MODEL -p TEXT     print the token ids of TEXT (or -f FILE)\n"
+            "  detokenize -m MODEL --ids IDS print the text of token ids\n"
             "  help                          this text\n"
             "  version                       print the version\n"
             "\n"
@@ -45,6 +47,8 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "generate")) return cmd_generate(argc - 1, argv + 1);
     if (!strcmp(cmd, "pack")) return cmd_pack(argc - 1, argv + 1);
     if (!strcmp(cmd, "verify")) return cmd_verify(argc - 1, argv + 1);
+    if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
+    if (!strcmp(cmd, "detokenize")) return cmd_detokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
         usage(stdout);
         return CLI_OK;

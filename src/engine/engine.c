@@ -7,15 +7,20 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "engine/gemma4_forward.h"
 #include "engine/glm_forward.h"
+#include "engine/qwen3moe_forward.h"
 #include "format/gguf.h"
 #include "format/xpack.h"
+#include "model/gemma4.h"
 #include "model/glm_dsa.h"
 #include "model/info.h"
+#include "model/qwen3moe.h"
 #include "petrel.h"
 #include "runtime/budget.h"
 #include "runtime/experts.h"
 #include "runtime/threadpool.h"
+#include "runtime/usage.h"
 #include "runtime/xio.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -28,27 +33,165 @@ static const char *gb(uint64_t bytes, char buf[32]) {
 }
 #define PLAN_KV_CTX 4096             /* context assumed when budgeting the KV cache */
 #define PLAN_MARGIN (512ull << 20)   /* kept free for scratch, I/O and the allocator */
+#define PIN_SHARE 0.25               /* default share of the expert cache given to pins */
+
+typedef struct arch_ops arch_ops;
 
 struct pt_engine {
     gguf_ctx *g;
     tp_pool *pool;
     char arch[32];
     int max_isa; /* kernel ISA cap, -1: best */
-    glm_model glm;
+    const arch_ops *ops; /* the family's session functions */
+    int n_vocab, n_embd, n_ctx_train, has_mtp;
+    glm_model glm;       /* glm-dsa, deepseek2 */
+    gemma4_model g4;     /* gemma4 */
+    qwen3moe_model q3;   /* qwen3moe */
     xs_layer_desc *xl; /* [n_layers] routed-expert tensors per layer */
     xpack *pack;       /* valid expert pack in use, or NULL */
     xs_store *xs;
-    char plan[512];
+    int prefetch;        /* router lookahead into the next layer's experts */
+    usage_table usage;   /* expert request counts (this run plus history) */
+    int have_usage;
+    char usage_path[4096]; /* where the counts are saved at close, "" to skip */
+    uint8_t fingerprint[32];
+    char plan[1024];
 };
 
 struct pt_session {
     pt_engine *e;
-    glm_state *st;
+    void *st; /* the family's state (glm_state, gemma4_state, ...) */
     int n_ctx;
 };
 
+/* ===== Per-architecture dispatch =====
+ * Each family's forward pass offers the same session functions over its own
+ * state type; the table hides the type so the API below stays one code path. */
+struct arch_ops {
+    void *(*state_new)(pt_engine *e, int n_ctx, int n_batch, pt_err *err);
+    void (*state_free)(void *st);
+    int (*n_past)(const void *st);
+    void (*reset)(void *st);
+    void (*truncate)(void *st, int n);
+    int (*eval)(void *st, const int32_t *tokens, int n, float *logits, int all_rows, float *hidden, pt_err *err);
+    /* NextN/MTP draft logits; NULL when the family has no MTP head */
+    int (*mtp)(void *st, const int32_t *tokens, const float *hidden_prev, int n, float *logits, pt_err *err);
+};
+
+#define SESSION_OPS(P)                                                                                  \
+    static void P##_free_(void *st) { P##_state_free(st); }                                            \
+    static int P##_n_past_(const void *st) { return P##_n_past(st); }                                  \
+    static void P##_reset_(void *st) { P##_reset(st); }                                                \
+    static void P##_truncate_(void *st, int n) { P##_truncate(st, n); }                                \
+    static int P##_eval_(void *st, const int32_t *t, int n, float *l, int all, float *h, pt_err *err) { \
+        return P##_eval(st, t, n, l, all, h, err);                                                      \
+    }
+SESSION_OPS(glm)
+SESSION_OPS(gemma4)
+SESSION_OPS(qwen3moe)
+
+static void *glm_new_(pt_engine *e, int n_ctx, int n_batch, pt_err *err) {
+    return glm_state_new(&e->glm, e->pool, e->xs, e->prefetch, e->max_isa, n_ctx, n_batch, err);
+}
+static int glm_mtp_(void *st, const int32_t *t, const float *hp, int n, float *l, pt_err *err) {
+    return glm_mtp(st, t, hp, n, l, err);
+}
+static void *gemma4_new_(pt_engine *e, int n_ctx, int n_batch, pt_err *err) {
+    return gemma4_state_new(&e->g4, e->pool, e->max_isa, n_ctx, n_batch, err);
+}
+static void *qwen3moe_new_(pt_engine *e, int n_ctx, int n_batch, pt_err *err) {
+    return qwen3moe_state_new(&e->q3, e->pool, e->max_isa, n_ctx, n_batch, err);
+}
+
+static const arch_ops glm_ops = {glm_new_, glm_free_, glm_n_past_, glm_reset_, glm_truncate_, glm_eval_, glm_mtp_};
+static const arch_ops gemma4_ops = {gemma4_new_, gemma4_free_, gemma4_n_past_, gemma4_reset_, gemma4_truncate_,
+                                    gemma4_eval_, NULL};
+static const arch_ops qwen3moe_ops = {qwen3moe_new_,       qwen3moe_free_, qwen3moe_n_past_, qwen3moe_reset_,
+                                      qwen3moe_truncate_, qwen3moe_eval_, NULL};
+
 static void copy_err(const pt_err *e, char *buf, size_t len) {
     if (buf && len) snprintf(buf, len, "%s", e->msg);
+}
+
+/* Usage statistics: zeroed counts for this model, plus the history saved next
+ * to the model (or in the cache dir) when it is for the same file. The path
+ * the counts are saved to at close is the first writable of those places. */
+static int open_usage(pt_engine *en, int n_all, pt_err *e) {
+    int *ne = calloc((size_t)n_all + 1, sizeof(int));
+    if (!ne) return pt_errf(e, "out of memory");
+    for (int l = 0; l < n_all; l++) ne[l] = en->xl[l].n_mats ? (int)en->xl[l].mats[0]->ne[2] : 0;
+    int rc = usage_init(&en->usage, n_all, ne);
+    free(ne);
+    if (rc) return pt_errf(e, "out of memory");
+    if (xpack_fingerprint(en->g, en->fingerprint, e)) return -1;
+    char cand[2][4096];
+    int n = xpack_candidates(en->g->files[0].path, cand);
+    for (int i = 0; i < n; i++) {
+        /* same places as the pack, ".usage" instead of ".xpack" */
+        size_t len = strlen(cand[i]);
+        if (len > 6) snprintf(cand[i] + len - 6, 4096 - (len - 6), ".usage");
+        if (!en->have_usage) en->have_usage = usage_load(&en->usage, cand[i], en->fingerprint);
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s", cand[i]);
+        char *slash = strrchr(dir, '/');
+        if (slash) *slash = 0;
+        if (!en->usage_path[0] && access(slash ? dir : ".", W_OK) == 0)
+            snprintf(en->usage_path, sizeof en->usage_path, "%s", cand[i]);
+    }
+    return 0;
+}
+
+typedef struct hot {
+    uint64_t count;
+    int layer, expert;
+} hot;
+
+static int cmp_hot(const void *a, const void *b) {
+    const hot *x = a, *y = b;
+    if (x->count != y->count) return x->count < y->count ? 1 : -1;
+    return x->layer != y->layer ? x->layer - y->layer : x->expert - y->expert;
+}
+
+/* Pin the most requested experts (over all layers) into pin_bytes of the
+ * cache, at most slots-1 per layer. Returns how many were pinned, or -1. */
+static int pin_hot_experts(pt_engine *en, int n_all, int slots, uint64_t pin_bytes, pt_err *e) {
+    size_t n = 0;
+    for (int l = 0; l < n_all; l++) n += (size_t)en->usage.n_expert[l];
+    hot *h = calloc(n + 1, sizeof *h);
+    int *per_layer = calloc((size_t)n_all + 1, sizeof(int));
+    int **pick = calloc((size_t)n_all + 1, sizeof(int *));
+    if (!h || !per_layer || !pick) {
+        free(h);
+        free(per_layer);
+        free(pick);
+        return pt_errf(e, "out of memory");
+    }
+    size_t k = 0;
+    for (int l = 0; l < n_all; l++)
+        for (int x = 0; x < en->usage.n_expert[l]; x++)
+            if (en->usage.count[l][x]) h[k++] = (hot){en->usage.count[l][x], l, x};
+    qsort(h, k, sizeof *h, cmp_hot);
+    uint64_t used = 0;
+    int total = 0, rc = 0;
+    for (int l = 0; l < n_all; l++) pick[l] = calloc((size_t)slots + 1, sizeof(int));
+    for (size_t i = 0; i < k; i++) {
+        uint64_t sb = xs_slot_bytes(&en->xl[h[i].layer], en->pack, h[i].layer, xs_direct(en->xs));
+        if (used + sb > pin_bytes) break;
+        if (!pick[h[i].layer] || per_layer[h[i].layer] >= slots - 1) continue;
+        pick[h[i].layer][per_layer[h[i].layer]++] = h[i].expert;
+        used += sb;
+    }
+    for (int l = 0; l < n_all && rc >= 0; l++) {
+        if (!per_layer[l]) continue;
+        int got = xs_pin(en->xs, l, pick[l], per_layer[l], e);
+        if (got < 0) rc = -1;
+        else total += got;
+    }
+    for (int l = 0; l < n_all; l++) free(pick[l]);
+    free(pick);
+    free(per_layer);
+    free(h);
+    return rc < 0 ? -1 : total;
 }
 
 /* Decide how routed experts are served and open the store. The memory plan:
@@ -107,20 +250,47 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
         cfg.slots = (int)((budget - fixed) / slot_sum);
         if (cfg.slots > hp->n_expert) cfg.slots = hp->n_expert;
     }
+    if (open_usage(en, n_all, e)) return -1;
+    cfg.usage = &en->usage;
     en->xs = xs_open(en->g, en->xl, n_all, &cfg, e);
     if (!en->xs) return -1;
+    int n_pinned = 0;
+    if (cfg.streaming && !p->no_pin && en->have_usage) {
+        uint64_t pin_bytes = p->pin_gb > 0 ? (uint64_t)(p->pin_gb * GIB)
+                                           : (uint64_t)(PIN_SHARE * (double)slot_sum * cfg.slots);
+        n_pinned = pin_hot_experts(en, n_all, cfg.slots, pin_bytes, e);
+        if (n_pinned < 0) return -1;
+    }
+    char pins[96] = "";
+    if (n_pinned) snprintf(pins, sizeof pins, ", %d hot experts pinned", n_pinned);
     char b1[32], b2[32], b3[32], b4[32], b5[32];
     if (cfg.streaming)
         snprintf(en->plan, sizeof en->plan,
                  "budget %s: resident %s, KV %s (%d ctx), experts %s on disk streamed into %d slots/layer "
-                 "(%s, %s, %s%s, %s)%s",
+                 "(%s, %s, %s%s, %s%s%s)%s",
                  gb(budget, b1), gb(resident, b2), gb(kv, b3), PLAN_KV_CTX, gb(routed, b4), cfg.slots,
                  gb(slot_sum * (uint64_t)cfg.slots, b5), cfg.policy == XS_LFU ? "LFU" : "LRU",
                  xio_backend_name(xs_io_backend(en->xs)), xs_direct(en->xs) ? ", O_DIRECT" : "",
-                 en->pack ? "from the expert pack" : "from the GGUF", note);
+                 en->pack ? "from the expert pack" : "from the GGUF", pins,
+                 en->prefetch ? ", prefetch" : "", note);
     else
         snprintf(en->plan, sizeof en->plan, "budget %s: resident %s, experts %s read through the memory map%s",
                  gb(budget, b1), gb(resident, b2), gb(routed, b3), note);
+    return 0;
+}
+
+/* gemma4 / qwen3moe: experts are read through the memory map (their forward
+ * passes do not go through the expert store yet). */
+static int resident_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
+    if (p->expert_slots > 0)
+        return pt_errf(e, "%s: expert streaming (--expert-slots) is not implemented for %s yet",
+                       en->g->files[0].path, en->arch);
+    model_info mi;
+    if (model_info_get(en->g, &mi, e)) return -1;
+    char b1[32], b2[32];
+    snprintf(en->plan, sizeof en->plan, "resident %s, experts %s read through the memory map",
+             gb(mi.resident_bytes, b1), gb(mi.routed_bytes, b2));
+    model_info_free(&mi);
     return 0;
 }
 
@@ -132,14 +302,26 @@ pt_engine *pt_engine_open(const pt_engine_params *p, char *err, size_t err_len) 
         return NULL;
     }
     en->max_isa = p->kernels - 1; /* PT_KERNELS_BEST -> -1, SCALAR -> QT_ISA_SCALAR, ... */
+    en->prefetch = p->prefetch;
     en->g = gguf_open(p->model_path, &e);
     if (!en->g) goto fail;
     if (gguf_get_str(en->g, "general.architecture", en->arch, sizeof en->arch, &e)) goto fail;
     if (!strcmp(en->arch, "glm-dsa") || !strcmp(en->arch, "deepseek2")) {
         if (glm_model_load(en->g, &en->glm, &e)) goto fail;
+        en->ops = &glm_ops;
+        en->n_vocab = en->glm.hp.n_vocab, en->n_embd = en->glm.hp.n_embd;
+        en->n_ctx_train = en->glm.hp.n_ctx_train, en->has_mtp = en->glm.hp.n_nextn > 0;
+    } else if (!strcmp(en->arch, "gemma4")) {
+        if (gemma4_model_load(en->g, &en->g4, &e)) goto fail;
+        en->ops = &gemma4_ops;
+        en->n_vocab = en->g4.hp.n_vocab, en->n_embd = en->g4.hp.n_embd, en->n_ctx_train = en->g4.hp.n_ctx_train;
+    } else if (!strcmp(en->arch, "qwen3moe")) {
+        if (qwen3moe_model_load(en->g, &en->q3, &e)) goto fail;
+        en->ops = &qwen3moe_ops;
+        en->n_vocab = en->q3.hp.n_vocab, en->n_embd = en->q3.hp.n_embd, en->n_ctx_train = en->q3.hp.n_ctx_train;
     } else {
-        pt_errf(&e, "%s: architecture '%s' is not supported (supported: glm-dsa, deepseek2)", p->model_path,
-                en->arch);
+        pt_errf(&e, "%s: architecture '%s' is not supported (supported: glm-dsa, deepseek2, gemma4, qwen3moe)",
+                p->model_path, en->arch);
         goto fail;
     }
     int nt = p->n_threads > 0 ? p->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
@@ -149,7 +331,7 @@ pt_engine *pt_engine_open(const pt_engine_params *p, char *err, size_t err_len) 
         pt_errf(&e, "cannot start %d threads", nt);
         goto fail;
     }
-    if (open_experts(en, p, &e)) goto fail;
+    if (en->ops == &glm_ops ? open_experts(en, p, &e) : resident_experts(en, p, &e)) goto fail;
     return en;
 fail:
     copy_err(&e, err, err_len);
@@ -159,26 +341,42 @@ fail:
 
 void pt_engine_close(pt_engine *e) {
     if (!e) return;
+    if (e->xs && e->usage_path[0] && e->usage.n_layers) {
+        xs_stats xs;
+        xs_get_stats(e->xs, &xs);
+        /* only runs that routed anything add to the history; failing to save it is
+         * not worth failing a close for */
+        if (xs.hits + xs.misses) usage_save(&e->usage, e->usage_path, e->fingerprint, NULL);
+    }
+    usage_free(&e->usage);
     xs_close(e->xs);
     xpack_close(e->pack);
     free(e->xl);
     glm_model_free(&e->glm);
+    gemma4_model_free(&e->g4);
+    qwen3moe_model_free(&e->q3);
     tp_free(e->pool);
     gguf_close(e->g);
     free(e);
 }
 
-int pt_engine_n_vocab(const pt_engine *e) { return e->glm.hp.n_vocab; }
-int pt_engine_n_embd(const pt_engine *e) { return e->glm.hp.n_embd; }
+int pt_engine_n_vocab(const pt_engine *e) { return e->n_vocab; }
+int pt_engine_n_embd(const pt_engine *e) { return e->n_embd; }
 int pt_engine_n_threads(const pt_engine *e) { return tp_size(e->pool); }
-int pt_engine_has_mtp(const pt_engine *e) { return e->glm.hp.n_nextn > 0; }
+int pt_engine_has_mtp(const pt_engine *e) { return e->has_mtp; }
 const char *pt_engine_arch(const pt_engine *e) { return e->arch; }
 const char *pt_engine_plan(const pt_engine *e) { return e->plan; }
 
 void pt_engine_stats(const pt_engine *e, pt_stats *st) {
+    memset(st, 0, sizeof *st);
+    if (!e->xs) { /* no expert store: experts read through the memory map */
+        st->io_backend = "mmap";
+        st->rss_bytes = mem_rss();
+        st->peak_rss_bytes = mem_peak_rss();
+        return;
+    }
     xs_stats xs;
     xs_get_stats(e->xs, &xs);
-    memset(st, 0, sizeof *st);
     int backend = xs_io_backend(e->xs);
     st->streaming = backend != 0;
     st->io_backend = backend ? xio_backend_name(backend) : "mmap";
@@ -189,6 +387,9 @@ void pt_engine_stats(const pt_engine *e, pt_stats *st) {
     st->misses = xs.misses;
     st->bytes_read = xs.bytes_read;
     st->io_wait_s = xs.wait_s;
+    st->pinned = xs.pinned;
+    st->prefetched = xs.prefetched;
+    st->prefetch_used = xs.prefetch_used;
     st->rss_bytes = mem_rss();
     st->peak_rss_bytes = mem_peak_rss();
 }
@@ -196,8 +397,7 @@ void pt_engine_stats(const pt_engine *e, pt_stats *st) {
 pt_session *pt_session_new(pt_engine *e, const pt_session_params *p, char *err, size_t err_len) {
     pt_err er = {{0}};
     int n_ctx = p && p->n_ctx > 0 ? p->n_ctx : 4096;
-    if (n_ctx > e->glm.hp.n_ctx_train && e->glm.hp.n_ctx_train > 0 && !(p && p->n_ctx > 0))
-        n_ctx = e->glm.hp.n_ctx_train;
+    if (n_ctx > e->n_ctx_train && e->n_ctx_train > 0 && !(p && p->n_ctx > 0)) n_ctx = e->n_ctx_train;
     int n_batch = p && p->n_batch > 0 ? p->n_batch : 64;
     pt_session *s = calloc(1, sizeof *s);
     if (!s) {
@@ -206,7 +406,7 @@ pt_session *pt_session_new(pt_engine *e, const pt_session_params *p, char *err, 
     }
     s->e = e;
     s->n_ctx = n_ctx;
-    s->st = glm_state_new(&e->glm, e->pool, e->xs, e->max_isa, n_ctx, n_batch, &er);
+    s->st = e->ops->state_new(e, n_ctx, n_batch, &er);
     if (!s->st) {
         copy_err(&er, err, err_len);
         free(s);
@@ -217,22 +417,22 @@ pt_session *pt_session_new(pt_engine *e, const pt_session_params *p, char *err, 
 
 void pt_session_free(pt_session *s) {
     if (!s) return;
-    glm_state_free(s->st);
+    s->e->ops->state_free(s->st);
     free(s);
 }
 
 int pt_session_n_ctx(const pt_session *s) { return s->n_ctx; }
-int pt_session_n_past(const pt_session *s) { return glm_n_past(s->st); }
+int pt_session_n_past(const pt_session *s) { return s->e->ops->n_past(s->st); }
 
 void pt_session_truncate(pt_session *s, int n) {
-    if (n <= 0) glm_reset(s->st);
-    else glm_truncate(s->st, n);
+    if (n <= 0) s->e->ops->reset(s->st);
+    else s->e->ops->truncate(s->st, n);
 }
 
 int pt_session_eval(pt_session *s, const int32_t *tokens, int n, float *logits, int all_rows, float *hidden,
                     char *err, size_t err_len) {
     pt_err e = {{0}};
-    if (glm_eval(s->st, tokens, n, logits, all_rows, hidden, &e)) {
+    if (s->e->ops->eval(s->st, tokens, n, logits, all_rows, hidden, &e)) {
         copy_err(&e, err, err_len);
         return -1;
     }
@@ -242,7 +442,8 @@ int pt_session_eval(pt_session *s, const int32_t *tokens, int n, float *logits, 
 int pt_session_mtp(pt_session *s, const int32_t *tokens, const float *hidden_prev, int n, float *logits,
                    char *err, size_t err_len) {
     pt_err e = {{0}};
-    if (glm_mtp(s->st, tokens, hidden_prev, n, logits, &e)) {
+    if (!s->e->ops->mtp) pt_errf(&e, "this model (%s) has no NextN/MTP block", s->e->arch);
+    if (!s->e->ops->mtp || s->e->ops->mtp(s->st, tokens, hidden_prev, n, logits, &e)) {
         copy_err(&e, err, err_len);
         return -1;
     }

@@ -65,6 +65,11 @@ struct glm_state {
     float *yk;            /* [B][n_used][n_embd] per-choice expert outputs */
     float *sh;            /* [B][n_embd] shared-expert output */
     int *uniq;            /* [n_expert] distinct experts of a chunk, first-use order */
+    int prefetch;         /* router lookahead on */
+    float *pf_router;     /* [B][n_expert] next layer's router logits */
+    int *pf_topk;         /* [n_used] */
+    float *pf_topw;       /* [n_used] */
+    int *pf_uniq;         /* [n_expert] */
     uint8_t *seen;        /* [n_expert] */
     float *cat;           /* [B][2 n_embd] MTP input */
 };
@@ -75,8 +80,8 @@ static float *falloc(size_t n, int *fail) {
     return p;
 }
 
-glm_state *glm_state_new(const glm_model *m, tp_pool *pool, xs_store *xs, int max_isa, int n_ctx,
-                         int max_batch, pt_err *err) {
+glm_state *glm_state_new(const glm_model *m, tp_pool *pool, xs_store *xs, int prefetch, int max_isa,
+                         int n_ctx, int max_batch, pt_err *err) {
     const glm_hparams *hp = &m->hp;
     if (n_ctx < 1 || max_batch < 1) {
         pt_errf(err, "context size and batch must be positive");
@@ -143,6 +148,12 @@ glm_state *glm_state_new(const glm_model *m, tp_pool *pool, xs_store *xs, int ma
     s->yk = falloc(B * K * E, &fail);
     s->sh = falloc(B * E, &fail);
     s->uniq = calloc((size_t)hp->n_expert + 1, sizeof(int));
+    s->prefetch = prefetch;
+    s->pf_router = falloc(B * (size_t)hp->n_expert, &fail);
+    s->pf_topk = calloc(K, sizeof(int));
+    s->pf_topw = falloc(K, &fail);
+    s->pf_uniq = calloc((size_t)hp->n_expert + 1, sizeof(int));
+    if (!s->pf_topk || !s->pf_uniq) fail = 1;
     s->seen = calloc((size_t)hp->n_expert + 1, 1);
     if (!s->uniq || !s->seen) fail = 1;
     s->cat = falloc(B * 2 * E, &fail);
@@ -168,13 +179,15 @@ void glm_state_free(glm_state *s) {
     free(s->idx_k);
     float *bufs[] = {s->x, s->xn, s->out, s->qa, s->q, s->kva, s->qfull, s->qnope, s->qabs, s->ctx,
                      s->ctxh, s->vout, s->o, s->scores, s->cs, s->iq, s->ik, s->iw, s->router,
-                     s->probs, s->esel, s->topw, s->xg, s->g, s->u, s->yk, s->sh, s->cat};
+                     s->probs, s->esel, s->topw, s->xg, s->g, s->u, s->yk, s->sh, s->cat, s->pf_router, s->pf_topw};
     for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++) free(bufs[i]);
     free(s->sel);
     free(s->n_sel);
     free(s->rows);
     free(s->topk);
     free(s->uniq);
+    free(s->pf_topk);
+    free(s->pf_uniq);
     free(s->seen);
     mm_ctx_free(&s->mm);
     free(s);
@@ -326,11 +339,11 @@ static void swiglu_ffn(glm_state *s, const mm_weight *gate, const mm_weight *up,
     mm_run(&s->mm, down, s->g, T, out, s->m->hp.n_embd);
 }
 
-/* Router: chosen experts (selection order) and their weights for row t. */
-static void route(glm_state *s, const glm_layer *ly, int t) {
+/* Router: from one row of router logits, the chosen experts (selection
+ * order) and their weights. */
+static void route(glm_state *s, const glm_layer *ly, const float *logit, int *chosen, float *w) {
     const glm_hparams *hp = &s->m->hp;
     const int E = hp->n_expert, K = hp->n_expert_used;
-    const float *logit = s->router + (size_t)t * E;
     float *p = s->probs;
     if (hp->gating == GATING_SIGMOID) {
         for (int e = 0; e < E; e++) p[e] = nn_sigmoid(logit[e]);
@@ -362,8 +375,6 @@ static void route(glm_state *s, const glm_layer *ly, int t) {
                 for (int e = gi * per; e < (gi + 1) * per; e++) sel[e] = -INFINITY;
         }
     }
-    int *chosen = s->topk + (size_t)t * K;
-    float *w = s->topw + (size_t)t * K;
     nn_top_k(sel, E, K, chosen);
     float sum = 0;
     for (int k = 0; k < K; k++) {
@@ -377,6 +388,28 @@ static void route(glm_state *s, const glm_layer *ly, int t) {
     for (int k = 0; k < K; k++) w[k] *= hp->weights_scale;
 }
 
+/* Router lookahead: the next MoE layer's router applied to this layer's
+ * normed input predicts its experts; their reads start now, so they overlap
+ * this layer's compute. Only the cache is affected, never the arithmetic. */
+static int prefetch_next(glm_state *s, int layer, int T, pt_err *err) {
+    const glm_hparams *hp = &s->m->hp;
+    const int next = layer + 1, E = hp->n_expert, K = hp->n_expert_used;
+    if (next >= hp->n_layer || !s->m->layers[next].is_moe) return 0;
+    const glm_layer *ny = &s->m->layers[next];
+    mm_run(&s->mm, &ny->gate_inp, s->xn, T, s->pf_router, E);
+    int n = 0;
+    for (int t = 0; t < T; t++) {
+        route(s, ny, s->pf_router + (size_t)t * E, s->pf_topk, s->pf_topw);
+        for (int k = 0; k < K; k++)
+            if (!s->seen[s->pf_topk[k]]) {
+                s->seen[s->pf_topk[k]] = 1;
+                s->pf_uniq[n++] = s->pf_topk[k];
+            }
+    }
+    for (int i = 0; i < n; i++) s->seen[s->pf_uniq[i]] = 0;
+    return xs_prefetch(s->xs, next, s->pf_uniq, n, err);
+}
+
 /* Routed experts through the expert store (cached ones first, misses as
  * their reads land), the shared expert meanwhile; outputs summed per row in
  * selection order so the result never depends on which expert came first. */
@@ -386,7 +419,7 @@ static int moe(glm_state *s, const glm_layer *ly, int layer, int T, pt_err *err)
     mm_run(&s->mm, &ly->gate_inp, s->xn, T, s->router, E);
     int n_uniq = 0;
     for (int t = 0; t < T; t++) {
-        route(s, ly, t);
+        route(s, ly, s->router + (size_t)t * E, s->topk + (size_t)t * K, s->topw + (size_t)t * K);
         for (int k = 0; k < K; k++) {
             int e = s->topk[(size_t)t * K + k];
             if (!s->seen[e]) {
@@ -397,6 +430,7 @@ static int moe(glm_state *s, const glm_layer *ly, int layer, int T, pt_err *err)
     }
     for (int i = 0; i < n_uniq; i++) s->seen[s->uniq[i]] = 0;
     if (xs_begin(s->xs, layer, s->uniq, n_uniq, err)) return -1;
+    if (s->prefetch && prefetch_next(s, layer, T, err)) return -1;
     if (hp->n_expert_shared) swiglu_ffn(s, &ly->gate_sh, &ly->up_sh, &ly->down_sh, s->xn, T, s->sh);
     int e, rc;
     const uint8_t *mats[3];

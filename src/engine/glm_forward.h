@@ -18,10 +18,11 @@
 
 typedef struct glm_state glm_state;
 
-/* xs: the engine's expert store (model layer indices); max_isa: highest kernel
- * ISA level (QT_ISA_*), -1 for the best available. */
-glm_state *glm_state_new(const glm_model *m, tp_pool *pool, xs_store *xs, int max_isa, int n_ctx,
-                         int max_batch, pt_err *err);
+/* xs: the engine's expert store (model layer indices); prefetch: router
+ * lookahead into the next layer's experts; max_isa: highest kernel ISA level
+ * (QT_ISA_*), -1 for the best available. */
+glm_state *glm_state_new(const glm_model *m, tp_pool *pool, xs_store *xs, int prefetch, int max_isa,
+                         int n_ctx, int max_batch, pt_err *err);
 void glm_state_free(glm_state *s);
 
 /* Positions already in the trunk cache. */

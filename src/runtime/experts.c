@@ -31,6 +31,7 @@ typedef struct xs_slot {
     uint64_t last;     /* token tick of the last use */
     float freq;        /* LFU score as of `last` */
     int pinned;        /* never evicted */
+    int prefetched;    /* loaded ahead of need and not yet used */
     uint32_t shift[3]; /* start of each matrix inside its region */
     uint64_t bytes;    /* bytes requested by the load in progress */
     int failed;        /* a read of the load in progress failed */
@@ -208,10 +209,11 @@ xs_store *xs_open(const gguf_ctx *g, const xs_layer_desc *layers, int n_layers, 
         L->arena = s->arena + off;
         off += L->slot_bytes * (uint64_t)L->n_slots;
     }
-    /* a layer's misses are submitted together: depth for every slot's reads */
+    /* a layer's misses are submitted together, and the next layer's prefetch
+     * may be in flight meanwhile: depth for two layers' worth of slot reads */
     int depth = 0;
     for (int l = 0; l < n_layers; l++) depth = PT_MAX(depth, s->lay[l].n_slots * PT_MAX(s->lay[l].n_mats, 1));
-    s->io = xio_open(cfg->io, depth > 0 ? depth : 1, err);
+    s->io = xio_open(cfg->io, depth > 0 ? 2 * depth : 1, err);
     if (!s->io) goto fail;
     return s;
 oom:
@@ -256,6 +258,8 @@ static int load(xs_store *s, int l, int i, int e, pt_err *err) {
     sl->state = SLOT_LOADING;
     sl->pending = L->n_mats;
     sl->failed = 0;
+    sl->prefetched = 0;
+    sl->pinned = 0;
     sl->bytes = 0;
     sl->t_submit = now_s();
     L->where[e] = i;
@@ -287,8 +291,10 @@ static int load(xs_store *s, int l, int i, int e, pt_err *err) {
 
 int xs_begin(xs_store *s, int l, const int *experts, int n, pt_err *err) {
     xs_lay *L = &s->lay[l];
-    if (n > L->n_expert) return pt_errf(err, "internal error: %d experts requested of %d", n, L->n_expert);
+    if (n < 0 || n > L->n_expert) return pt_errf(err, "internal error: %d experts requested of %d", n, L->n_expert);
     memcpy(L->need, experts, (size_t)n * sizeof(int));
+    if (s->cfg.usage)
+        for (int k = 0; k < n; k++) s->cfg.usage->count[l][experts[k]]++;
     memset(L->delivered, 0, (size_t)n);
     L->n_need = n;
     L->n_delivered = 0;
@@ -337,6 +343,10 @@ int xs_next(xs_store *s, int l, int *expert, const uint8_t *mats[3], pt_err *err
             L->delivered[k] = 1;
             L->n_delivered++;
             mark_used(L, sl);
+            if (sl->prefetched) {
+                sl->prefetched = 0;
+                s->st.prefetch_used++;
+            }
             *expert = e;
             const uint8_t *base = L->arena + (uint64_t)i * L->slot_bytes;
             for (int m = 0; m < L->n_mats; m++) mats[m] = base + L->region[m] + sl->shift[m];
@@ -388,6 +398,55 @@ static int complete(xs_store *s, uint64_t tag, int rc, double t) {
         }
     }
     return rc ? -1 : 0;
+}
+
+int xs_pin(xs_store *s, int l, const int *experts, int n, pt_err *err) {
+    if (!s->cfg.streaming || !s->lay[l].n_mats) return 0;
+    xs_lay *L = &s->lay[l];
+    int pinned = 0;
+    for (int k = 0; k < n; k++) {
+        int free_slots = 0, slot = -1;
+        for (int i = 0; i < L->n_slots; i++)
+            if (L->slots[i].state == SLOT_EMPTY) {
+                free_slots++;
+                if (slot < 0) slot = i;
+            }
+        if (free_slots < 2 || L->where[experts[k]] >= 0) continue; /* keep one slot for streaming */
+        if (load(s, l, slot, experts[k], err)) return -1;
+        L->slots[slot].pinned = 1;
+        pinned++;
+    }
+    xio_kick(s->io);
+    while (xio_inflight(s->io)) {
+        uint64_t tag;
+        pt_err rerr = {{0}};
+        int rc = xio_wait(s->io, &tag, &rerr);
+        if (complete(s, tag, rc, now_s())) {
+            while (xio_inflight(s->io)) {
+                pt_err ignore;
+                int rc2 = xio_wait(s->io, &tag, &ignore);
+                complete(s, tag, rc2, now_s());
+            }
+            return pt_errf(err, "pinning experts of layer %d: %s", l, rerr.msg);
+        }
+    }
+    s->st.pinned += (uint64_t)pinned;
+    return pinned;
+}
+
+int xs_prefetch(xs_store *s, int l, const int *experts, int n, pt_err *err) {
+    if (!s->cfg.streaming || !s->lay[l].n_mats) return 0;
+    xs_lay *L = &s->lay[l];
+    for (int k = 0; k < n; k++) {
+        if (L->where[experts[k]] >= 0) continue;
+        int v = pick_victim(s, L);
+        if (v < 0) break;
+        if (load(s, l, v, experts[k], err)) return -1;
+        L->slots[v].prefetched = 1;
+        s->st.prefetched++;
+    }
+    xio_kick(s->io);
+    return 0;
 }
 
 void xs_get_stats(const xs_store *s, xs_stats *st) { *st = s->st; }

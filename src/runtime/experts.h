@@ -27,6 +27,7 @@
 
 #include "format/gguf.h"
 #include "format/xpack.h"
+#include "runtime/usage.h"
 
 enum { XS_LRU = 0, XS_LFU = 1 };
 
@@ -40,6 +41,7 @@ typedef struct xs_config {
     int io;          /* XIO_AUTO, XIO_URING, XIO_PREAD */
     int direct;      /* 1: try O_DIRECT (page cache untouched), 0: buffered reads */
     const xpack *pack; /* expert pack to read records from (validated), or NULL: the GGUF */
+    usage_table *usage; /* request counts to update, or NULL */
 } xs_config;
 
 typedef struct xs_stats {
@@ -48,6 +50,9 @@ typedef struct xs_stats {
     uint64_t reads;          /* read requests completed */
     double wait_s;           /* time xs_next spent blocked on reads */
     double read_s;           /* sum over misses of submit-to-completion time */
+    uint64_t pinned;         /* experts pinned in the cache */
+    uint64_t prefetched;     /* reads issued ahead of the router */
+    uint64_t prefetch_used;  /* ... whose expert was then requested */
 } xs_stats;
 
 typedef struct xs_store xs_store;
@@ -63,6 +68,16 @@ uint64_t xs_slot_bytes(const xs_layer_desc *layer, const xpack *pack, int l, int
 
 /* Request experts[n] (distinct ids) of `layer` for the current token(s). */
 int xs_begin(xs_store *s, int layer, const int *experts, int n, pt_err *err);
+
+/* Read experts[n] of `layer` into slots that are never evicted (hot experts
+ * from usage statistics), leaving at least one slot of the layer free. Waits
+ * for the reads. Returns how many were pinned, or -1 on a read error. */
+int xs_pin(xs_store *s, int layer, const int *experts, int n, pt_err *err);
+
+/* Start reading experts[n] of `layer` ahead of need (router lookahead) into
+ * empty or cold slots; never evicts a pinned expert or one still needed by the
+ * request in progress. Does not wait. 0, or -1 on a submission error. */
+int xs_prefetch(xs_store *s, int layer, const int *experts, int n, pt_err *err);
 
 /* Deliver the next requested expert: returns 1 with *expert and mats[] (data
  * of each matrix's slice, in the order of xs_layer_desc.mats) set, 0 when every

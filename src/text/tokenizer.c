@@ -311,6 +311,8 @@ struct tok_vocab {
     int newline_words;   /* gemma4: a run of '\n' that is a token is taken whole */
     int add_space_prefix;
     int32_t byte_sid[256]; /* byte-level BPE: sid of the GPT-2 character of each byte */
+    int32_t ascii_sid[128]; /* raw-UTF-8 BPE: sid of each one-byte character */
+    int32_t marker_sid;    /* raw-UTF-8 BPE: sid of U+2581 */
     int32_t byte_tok[256]; /* the token a raw byte falls back to, -1 if none */
     unsigned char byte_enc[256][2]; /* GPT-2 character of each byte, UTF-8 (2 bytes max) */
     uint8_t byte_enc_len[256];
@@ -530,11 +532,6 @@ static void read_id(const gguf_ctx *g, const char *key, int32_t n_vocab, int32_t
 static void read_bool(const gguf_ctx *g, const char *key, int *out) {
     const gguf_kv *kv = gguf_find(g, key);
     if (kv && kv->val.type == GGUF_BOOL) *out = kv->val.b != 0;
-}
-
-static int str_eq(const strtab *st, int32_t id, const char *s) {
-    size_t n = strlen(s);
-    return st->len[id] == n && memcmp(st->bytes + st->off[id], s, n) == 0;
 }
 
 /* Texts llama.cpp marks as control tokens and, for the first list, as
@@ -876,17 +873,21 @@ tok_vocab *tok_load(const gguf_ctx *g, pt_err *err) {
     if (v->add_eos && v->eos < 0) v->add_eos = 0;
 
     /* attributes llama.cpp derives from token texts */
-    for (int32_t i = 0; i < v->n_vocab; i++) {
-        for (size_t k = 0; k < PT_ARRAY_LEN(k_fim_texts); k++)
-            if (str_eq(&v->st, i, k_fim_texts[k])) v->attr[i] |= TOK_ATTR_CONTROL;
-        for (size_t k = 0; k < PT_ARRAY_LEN(k_eog_texts); k++)
-            if (str_eq(&v->st, i, k_eog_texts[k])) {
-                v->attr[i] |= TOK_ATTR_CONTROL;
-                v->eog[i] = 1;
-            }
-        if (str_eq(&v->st, i, "<|channel|>") || str_eq(&v->st, i, "<|message|>") ||
-            str_eq(&v->st, i, "<|start|>") || str_eq(&v->st, i, "<|constrain|>"))
-            v->attr[i] = TOK_ATTR_USER_DEFINED;
+    for (size_t k = 0; k < PT_ARRAY_LEN(k_fim_texts); k++) {
+        int32_t id = tok_find(v, k_fim_texts[k], strlen(k_fim_texts[k]));
+        if (id >= 0) v->attr[id] |= TOK_ATTR_CONTROL;
+    }
+    for (size_t k = 0; k < PT_ARRAY_LEN(k_eog_texts); k++) {
+        int32_t id = tok_find(v, k_eog_texts[k], strlen(k_eog_texts[k]));
+        if (id >= 0) v->attr[id] |= TOK_ATTR_CONTROL, v->eog[id] = 1;
+    }
+    {
+        static const char *const user_defined[] = {"<|channel|>", "<|message|>", "<|start|>",
+                                                   "<|constrain|>"};
+        for (size_t k = 0; k < PT_ARRAY_LEN(user_defined); k++) {
+            int32_t id = tok_find(v, user_defined[k], strlen(user_defined[k]));
+            if (id >= 0) v->attr[id] = TOK_ATTR_USER_DEFINED;
+        }
     }
     if (v->eos >= 0) v->eog[v->eos] = 1;
     if (v->eot >= 0) v->eog[v->eot] = 1;
@@ -917,6 +918,11 @@ tok_vocab *tok_load(const gguf_ctx *g, pt_err *err) {
                 v->byte_tok[b] = tok_find(v, hex, 6);
             }
         }
+        for (int c = 0; c < 128; c++) {
+            char ch = (char)c;
+            v->ascii_sid[c] = st_find(&v->st, &ch, 1);
+        }
+        v->marker_sid = st_find(&v->st, "\xe2\x96\x81", 3);
         if (compile_res(v, pd, err)) goto fail;
     } else {
         for (int b = 0; b < 256; b++) {
@@ -975,6 +981,15 @@ typedef struct bigram {
     int32_t size;       /* SPM: byte length of left+right when queued */
 } bigram;
 
+typedef struct wc_ent {
+    uint64_t hash;      /* 0 = empty */
+    uint32_t off, len;  /* word text in wc_bytes */
+    uint32_t ids, n;    /* its ids in wc_ids */
+} wc_ent;
+
+#define WC_SLOTS 65536u   /* power of two */
+#define WC_MAX_WORD 256   /* longer words are not cached */
+
 typedef struct scratch {
     char *buf;          /* sanitized fragment */
     size_t buf_cap;
@@ -989,6 +1004,14 @@ typedef struct scratch {
     pcre2_match_data *md;
     pcre2_match_context *mctx;
     pcre2_jit_stack *jit;
+    /* word cache: words repeat (Zipf), so each distinct word is merged once
+     * per call; its ids are then copied. Bounded: inserts stop when full. */
+    wc_ent *wc;         /* [WC_SLOTS] */
+    char *wc_bytes;     /* word texts */
+    size_t wc_nbytes, wc_capbytes;
+    int32_t *wc_ids;    /* their token ids */
+    size_t wc_nids, wc_capids;
+    uint32_t wc_used;
 } scratch;
 
 static void scratch_free(scratch *s) {
@@ -998,6 +1021,9 @@ static void scratch_free(scratch *s) {
     free(s->syms);
     free(s->heap);
     free(s->wbuf);
+    free(s->wc);
+    free(s->wc_bytes);
+    free(s->wc_ids);
     if (s->md) pcre2_match_data_free(s->md);
     if (s->mctx) pcre2_match_context_free(s->mctx);
     if (s->jit) pcre2_jit_stack_free(s->jit);
@@ -1160,7 +1186,11 @@ static int bpe_word(const tok_vocab *v, scratch *s, const char *w, size_t n, tok
     for (size_t i = 0; i < n;) {
         size_t l = v->byte_encode ? 1 : PT_MIN((size_t)utf8_len((unsigned char)w[i]), n - i);
         sym *y = &s->syms[ns];
-        y->sid = v->byte_encode ? v->byte_sid[(unsigned char)w[i]] : st_find(&v->st, w + i, l);
+        unsigned char c0 = (unsigned char)w[i];
+        y->sid = v->byte_encode                                           ? v->byte_sid[c0]
+                 : c0 < 0x80                                             ? v->ascii_sid[c0]
+                 : l == 3 && !memcmp(w + i, "\xe2\x96\x81", 3) ? v->marker_sid
+                                                                         : st_find(&v->st, w + i, l);
         y->off = (int32_t)i;
         y->len = (int32_t)l;
         y->prev = ns - 1;
@@ -1199,6 +1229,48 @@ static int bpe_word(const tok_vocab *v, scratch *s, const char *w, size_t n, tok
     return 0;
 }
 
+/* bpe_word through the per-call word cache. */
+static int cached_word(const tok_vocab *v, scratch *s, const char *w, size_t n, tok_ids *out) {
+    if (n > WC_MAX_WORD) return bpe_word(v, s, w, n, out);
+    if (!s->wc) {
+        s->wc = calloc(WC_SLOTS, sizeof *s->wc);
+        if (!s->wc) return bpe_word(v, s, w, n, out);
+    }
+    uint64_t h = hash_bytes(w, n) | 1;
+    uint32_t i = (uint32_t)h & (WC_SLOTS - 1);
+    for (;;) {
+        wc_ent *e = &s->wc[i];
+        if (!e->hash) break;
+        if (e->hash == h && e->len == n && !memcmp(s->wc_bytes + e->off, w, n)) {
+            for (uint32_t j = 0; j < e->n; j++)
+                if (ids_push(out, s->wc_ids[e->ids + j])) return -1;
+            return 0;
+        }
+        i = (i + 1) & (WC_SLOTS - 1);
+    }
+    size_t before = out->n;
+    if (bpe_word(v, s, w, n, out)) return -1;
+    size_t nid = out->n - before;
+    if (s->wc_used >= WC_SLOTS / 2 || s->wc_nbytes + n > UINT32_MAX ||
+        s->wc_nids + nid > UINT32_MAX)
+        return 0; /* full: just stop caching */
+    if (grow((void **)&s->wc_bytes, &s->wc_capbytes, s->wc_nbytes + n, 1) ||
+        grow((void **)&s->wc_ids, &s->wc_capids, s->wc_nids + nid, sizeof(int32_t)))
+        return 0;
+    wc_ent *e = &s->wc[i];
+    e->hash = h;
+    e->off = (uint32_t)s->wc_nbytes;
+    e->len = (uint32_t)n;
+    e->ids = (uint32_t)s->wc_nids;
+    e->n = (uint32_t)nid;
+    memcpy(s->wc_bytes + s->wc_nbytes, w, n);
+    s->wc_nbytes += n;
+    memcpy(s->wc_ids + s->wc_nids, out->v + before, nid * sizeof(int32_t));
+    s->wc_nids += nid;
+    s->wc_used++;
+    return 0;
+}
+
 static int encode_bpe_fragment(const tok_vocab *v, scratch *s, const char *text, size_t len,
                                tok_ids *out, pt_err *err) {
     if (grow((void **)&s->buf, &s->buf_cap, 3 * len + 1, 1))
@@ -1208,7 +1280,7 @@ static int encode_bpe_fragment(const tok_vocab *v, scratch *s, const char *text,
     if (w < 0) return -1;
     for (size_t k = 0; k < s->n_segs[w]; k++) {
         const seg *sg = &s->segs[w][k];
-        if (bpe_word(v, s, s->buf + sg->off, sg->len, out))
+        if (cached_word(v, s, s->buf + sg->off, sg->len, out))
             return pt_errf(err, "tokenizer: out of memory");
     }
     return 0;

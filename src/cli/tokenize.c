@@ -1,0 +1,252 @@
+/* tokenize.c — `petrel tokenize` and `petrel detokenize`: text <-> token ids
+ * with the vocabulary inside a GGUF (a vocab-only GGUF of any architecture
+ * will do; tensors are never read).
+ *
+ *   petrel tokenize -m MODEL (-p TEXT | -f FILE) [--add-special] [--parse-special]
+ *   petrel detokenize -m MODEL [--ids 1,2,3] [--skip-special]
+ *
+ * tokenize prints the ids space-separated on one line. By default it follows
+ * the convention of llama.cpp's reference .out files: no BOS/EOS added and
+ * special-token text tokenised as plain text. TEXT is used verbatim (no escape
+ * processing); -f - reads stdin. detokenize reads ids from --ids or, without
+ * it, from stdin (separated by spaces, commas or newlines), and writes the
+ * text's exact bytes with nothing appended.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "format/gguf.h"
+#include "text/tokenizer.h"
+
+static void tokenize_usage(FILE *f) {
+    fprintf(f,
+            "usage: petrel tokenize -m MODEL.gguf (-p TEXT | -f FILE) [options]\n"
+            "  -m, --model FILE     GGUF with a vocabulary (a vocab-only file is enough)\n"
+            "  -p, --prompt TEXT    text to tokenize, taken verbatim\n"
+            "  -f, --file FILE      read the text from FILE ('-' = stdin), verbatim\n"
+            "  --add-special        add BOS/EOS as the vocabulary's metadata says\n"
+            "  --parse-special      turn special-token text (<|user|>, [gMASK], ...) into the\n"
+            "                       token; by default it is tokenized as plain text\n"
+            "Prints the ids space-separated on one line.\n");
+}
+
+static void detokenize_usage(FILE *f) {
+    fprintf(f,
+            "usage: petrel detokenize -m MODEL.gguf [--ids ID,ID,...] [options]\n"
+            "  -m, --model FILE     GGUF with a vocabulary (a vocab-only file is enough)\n"
+            "  --ids LIST           token ids separated by commas or spaces; without it the\n"
+            "                       ids are read from stdin\n"
+            "  --skip-special       omit control tokens (<|user|>, <eos>, ...) from the text\n"
+            "Writes the text's bytes to stdout, with no newline added.\n");
+}
+
+/* Read a whole stream into a malloc'd buffer. Returns NULL on error. */
+static char *read_stream(FILE *f, size_t *len) {
+    size_t cap = 65536, n = 0;
+    char *b = malloc(cap);
+    if (!b) return NULL;
+    for (;;) {
+        if (n == cap) {
+            char *c = realloc(b, cap * 2);
+            if (!c) {
+                free(b);
+                return NULL;
+            }
+            b = c;
+            cap *= 2;
+        }
+        size_t r = fread(b + n, 1, cap - n, f);
+        n += r;
+        if (r == 0) break;
+    }
+    if (ferror(f)) {
+        free(b);
+        return NULL;
+    }
+    *len = n;
+    return b;
+}
+
+static tok_vocab *open_vocab(const char *model) {
+    pt_err err = {{0}};
+    gguf_ctx *g = gguf_open(model, &err);
+    if (!g) {
+        cli_error("%s", err.msg);
+        return NULL;
+    }
+    tok_vocab *v = tok_load(g, &err);
+    gguf_close(g);
+    if (!v) cli_error("%s", err.msg);
+    return v;
+}
+
+int cmd_tokenize(int argc, char **argv) {
+    const char *model = NULL, *text = NULL, *file = NULL;
+    int flags = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            tokenize_usage(stdout);
+            return CLI_OK;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model") || !strcmp(a, "-p") ||
+                   !strcmp(a, "--prompt") || !strcmp(a, "-f") || !strcmp(a, "--file")) {
+            if (!v) {
+                fprintf(stderr, "petrel tokenize: %s needs a value\n", a);
+                tokenize_usage(stderr);
+                return CLI_USAGE;
+            }
+            i++;
+            if (!strcmp(a, "-m") || !strcmp(a, "--model")) model = v;
+            else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) text = v;
+            else file = v;
+        } else if (!strcmp(a, "--add-special")) {
+            flags |= TOK_ADD_SPECIAL;
+        } else if (!strcmp(a, "--parse-special")) {
+            flags |= TOK_PARSE_SPECIAL;
+        } else {
+            fprintf(stderr, "petrel tokenize: unknown option '%s'\n", a);
+            tokenize_usage(stderr);
+            return CLI_USAGE;
+        }
+    }
+    if (!model || (!text && !file) || (text && file)) {
+        fprintf(stderr, "petrel tokenize: %s\n",
+                !model ? "-m MODEL is required" : "give exactly one of -p TEXT or -f FILE");
+        tokenize_usage(stderr);
+        return CLI_USAGE;
+    }
+    char *buf = NULL;
+    size_t len = 0;
+    if (file) {
+        FILE *f = strcmp(file, "-") ? fopen(file, "rb") : stdin;
+        if (!f) return cli_error("%s: %s", file, strerror(errno));
+        buf = read_stream(f, &len);
+        if (f != stdin) fclose(f);
+        if (!buf) return cli_error("%s: read failed", file);
+    } else {
+        len = strlen(text);
+    }
+    tok_vocab *v = open_vocab(model);
+    if (!v) {
+        free(buf);
+        return CLI_ERROR;
+    }
+    tok_ids ids = {0};
+    pt_err err = {{0}};
+    int rc = tok_encode(v, buf ? buf : text, len, flags, &ids, &err);
+    if (rc) {
+        cli_error("%s", err.msg);
+    } else {
+        for (size_t i = 0; i < ids.n; i++) printf(i ? " %d" : "%d", ids.v[i]);
+        putchar('\n');
+    }
+    tok_ids_free(&ids);
+    tok_free(v);
+    free(buf);
+    if (fflush(stdout)) return cli_error("stdout: %s", strerror(errno));
+    return rc ? CLI_ERROR : CLI_OK;
+}
+
+/* Parse ids separated by commas/whitespace. Returns 0, or -1 on a bad token. */
+static int parse_id_list(const char *s, tok_ids *ids) {
+    const char *p = s;
+    for (;;) {
+        while (*p == ',' || *p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+        if (!*p) return 0;
+        char *end;
+        errno = 0;
+        long x = strtol(p, &end, 10);
+        if (errno || end == p || x < 0 || x > INT32_MAX ||
+            (*end && *end != ',' && *end != ' ' && *end != '\t' && *end != '\n' && *end != '\r'))
+            return -1;
+        if (ids->n == ids->cap) {
+            size_t cap = ids->cap ? ids->cap * 2 : 64;
+            int32_t *q = realloc(ids->v, cap * sizeof *q);
+            if (!q) return -1;
+            ids->v = q;
+            ids->cap = cap;
+        }
+        ids->v[ids->n++] = (int32_t)x;
+        p = end;
+    }
+}
+
+int cmd_detokenize(int argc, char **argv) {
+    const char *model = NULL, *list = NULL;
+    int flags = TOK_RENDER_SPECIAL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            detokenize_usage(stdout);
+            return CLI_OK;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model") || !strcmp(a, "--ids")) {
+            if (!v) {
+                fprintf(stderr, "petrel detokenize: %s needs a value\n", a);
+                detokenize_usage(stderr);
+                return CLI_USAGE;
+            }
+            i++;
+            if (!strcmp(a, "--ids")) list = v;
+            else model = v;
+        } else if (!strcmp(a, "--skip-special")) {
+            flags &= ~TOK_RENDER_SPECIAL;
+        } else {
+            fprintf(stderr, "petrel detokenize: unknown option '%s'\n", a);
+            detokenize_usage(stderr);
+            return CLI_USAGE;
+        }
+    }
+    if (!model) {
+        fprintf(stderr, "petrel detokenize: -m MODEL is required\n");
+        detokenize_usage(stderr);
+        return CLI_USAGE;
+    }
+    char *in = NULL;
+    if (!list) {
+        size_t n;
+        in = read_stream(stdin, &n);
+        if (!in) return cli_error("stdin: read failed");
+        char *z = realloc(in, n + 1);
+        if (!z) {
+            free(in);
+            return cli_error("out of memory");
+        }
+        in = z;
+        in[n] = 0;
+        if (memchr(in, 0, n)) {
+            free(in);
+            fprintf(stderr, "petrel detokenize: stdin holds a NUL byte, expected token ids\n");
+            return CLI_USAGE;
+        }
+        list = in;
+    }
+    tok_ids ids = {0};
+    if (parse_id_list(list, &ids)) {
+        fprintf(stderr, "petrel detokenize: invalid id list '%.60s' (expected ids like 1,2,3)\n",
+                list);
+        tok_ids_free(&ids);
+        free(in);
+        return CLI_USAGE;
+    }
+    free(in);
+    tok_vocab *v = open_vocab(model);
+    if (!v) {
+        tok_ids_free(&ids);
+        return CLI_ERROR;
+    }
+    tok_bytes text = {0};
+    pt_err err = {{0}};
+    int rc = tok_decode(v, ids.v, ids.n, flags, &text, &err);
+    if (rc) cli_error("%s: %s", model, err.msg);
+    else if (text.n) fwrite(text.v, 1, text.n, stdout);
+    tok_bytes_free(&text);
+    tok_ids_free(&ids);
+    tok_free(v);
+    if (fflush(stdout)) return cli_error("stdout: %s", strerror(errno));
+    return rc ? CLI_ERROR : CLI_OK;
+}
