@@ -46,7 +46,7 @@ endif
 CLI_SRC  := $(wildcard src/cli/*.c)
 TEST_SRC := $(wildcard tests/*.c)
 BENCH_SRC := $(wildcard bench/*.c)
-TOOL_SRC  := tools/mkmodel.c
+TOOL_SRC  := tools/mkmodel.c tools/belady.c
 
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/%.o)
@@ -87,7 +87,11 @@ $(BUILD)/bench_petrel: $(BENCH_OBJ) $(BUILD)/libpetrel.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 # Synthetic-model generator (tools/mkmodel.c): writes the glm-dsa GGUF `make bench` runs.
-$(BUILD)/mkmodel: $(TOOL_OBJ) $(BUILD)/libpetrel.a
+$(BUILD)/mkmodel: $(BUILD)/tools/mkmodel.o $(BUILD)/libpetrel.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+# Belady bound of a routing trace (tools/belady.c), for the streaming benchmark.
+$(BUILD)/belady: $(BUILD)/tools/belady.o $(BUILD)/libpetrel.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/%_avx2.o: %_avx2.c
@@ -123,7 +127,7 @@ fuzz: deps
 bench: deps
 	@$(MAKE) --no-print-directory bench-run
 
-bench-run: $(BUILD)/bench_petrel $(BUILD)/petrel $(BUILD)/mkmodel
+bench-run: $(BUILD)/bench_petrel $(BUILD)/petrel $(BUILD)/mkmodel $(BUILD)/belady
 	$(BUILD)/bench_petrel
 	@BUILD=$(BUILD) sh bench/run.sh
 

@@ -41,6 +41,7 @@ typedef struct pt_engine_params {
     double pin_gb;          /* cache bytes for experts pinned from usage history; 0: a quarter */
     int no_pin;             /* 1: pin nothing */
     int prefetch;           /* 1: router lookahead reads the next layer's experts early */
+    const char *trace_path; /* write the routing trace here ("LAYER E1 E2 ..." per request) */
 } pt_engine_params;
 
 enum { PT_EXPERTS_MMAP = -1 };

@@ -91,8 +91,10 @@ static int fixture_tokens(json_t *ref, size_t k, int32_t *toks, int cap, int *n_
     json_t *jt = json_object_get(p, "tokens"), *jg = json_object_get(p, "greedy_tokens");
     const int np = (int)json_array_size(jt), ng = (int)json_array_size(jg);
     if (np + ng > cap) return -1;
-    for (int i = 0; i < np; i++) toks[i] = (int32_t)json_integer_value(json_array_get(jt, (size_t)i));
-    for (int i = 0; i < ng; i++) toks[np + i] = (int32_t)json_integer_value(json_array_get(jg, (size_t)i));
+    for (int i = 0; i < np; i++)
+        toks[i] = (int32_t)json_integer_value(json_array_get(jt, (size_t)i));
+    for (int i = 0; i < ng; i++)
+        toks[np + i] = (int32_t)json_integer_value(json_array_get(jg, (size_t)i));
     *n_gen = ng;
     return np;
 }
@@ -108,7 +110,8 @@ static void check_fixture(const char *name) {
     const int f32 = !strcmp(json_string_value(json_object_get(ref, "quant")), "f32");
     const int nv = (int)json_integer_value(json_object_get(ref, "n_vocab"));
     char model[256], err[512];
-    snprintf(model, sizeof model, "%s", t_fixture(json_string_value(json_object_get(ref, "model_file"))));
+    snprintf(model, sizeof model, "%s",
+             t_fixture(json_string_value(json_object_get(ref, "model_file"))));
     pt_engine_params ep = {.model_path = model, .n_threads = 2};
     pt_engine *e = pt_engine_open(&ep, err, sizeof err);
     CHECKF(e, "%s: %s", name, err);
@@ -125,8 +128,10 @@ static void check_fixture(const char *name) {
         const int np = fixture_tokens(ref, pi, toks, 256, &ng);
         CHECK(np > 0);
         if (np <= 0) break;
-        float *want = read_f32(json_string_value(json_object_get(p, "logits_file")), (size_t)np * nv);
-        float *want_gen = read_f32(json_string_value(json_object_get(p, "greedy_logits_file")), (size_t)ng * nv);
+        float *want =
+            read_f32(json_string_value(json_object_get(p, "logits_file")), (size_t)np * nv);
+        float *want_gen =
+            read_f32(json_string_value(json_object_get(p, "greedy_logits_file")), (size_t)ng * nv);
         CHECKF(want && want_gen, "%s: reference logits missing or of the wrong size", name);
         float *got = malloc(sizeof(float) * (size_t)(np + ng) * nv);
         pt_session_params sp = {.n_ctx = np + ng + 1};
@@ -135,19 +140,24 @@ static void check_fixture(const char *name) {
         if (s && want && want_gen) {
             CHECK(pt_session_eval(s, toks, np, got, 1, NULL, err, sizeof err) == 0);
             for (int j = 0; j < ng; j++)
-                CHECK(pt_session_eval(s, &toks[np + j], 1, got + (size_t)(np + j) * nv, 0, NULL, err, sizeof err) == 0);
+                CHECK(pt_session_eval(s, &toks[np + j], 1, got + (size_t)(np + j) * nv, 0, NULL,
+                                      err, sizeof err) == 0);
             CHECK(pt_session_n_past(s) == np + ng);
             float *all_want = malloc(sizeof(float) * (size_t)(np + ng) * nv);
             memcpy(all_want, want, sizeof(float) * (size_t)np * nv);
             memcpy(all_want + (size_t)np * nv, want_gen, sizeof(float) * (size_t)ng * nv);
             gate_stats st = compare(got, all_want, np + ng, nv);
-            CHECKF(gate_ok(&st, f32), "%s p%zu: cos min %.6f mean %.6f max|diff| %.2e flips %d (%d at margin >= 0.1) of %d rows",
-                   name, pi + 1, st.cos_min, st.cos_mean, st.max_diff, st.flips, st.bad_flips, st.rows);
-            fprintf(stderr, "  %s p%zu: cos min %.6f mean %.6f max|diff| %.2e top-1 flips %d/%d\n", name, pi + 1,
-                    st.cos_min, st.cos_mean, st.max_diff, st.flips, st.rows);
+            CHECKF(gate_ok(&st, f32),
+                   "%s p%zu: cos min %.6f mean %.6f max|diff| %.2e flips %d (%d at margin >= 0.1) "
+                   "of %d rows",
+                   name, pi + 1, st.cos_min, st.cos_mean, st.max_diff, st.flips, st.bad_flips,
+                   st.rows);
+            fprintf(stderr, "  %s p%zu: cos min %.6f mean %.6f max|diff| %.2e top-1 flips %d/%d\n",
+                    name, pi + 1, st.cos_min, st.cos_mean, st.max_diff, st.flips, st.rows);
             if (f32) {
                 int same = argmax(got + (size_t)(np - 1) * nv, nv) == toks[np];
-                for (int j = 0; j + 1 < ng && same; j++) same = argmax(got + (size_t)(np + j) * nv, nv) == toks[np + j + 1];
+                for (int j = 0; j + 1 < ng && same; j++)
+                    same = argmax(got + (size_t)(np + j) * nv, nv) == toks[np + j + 1];
                 CHECKF(same, "%s p%zu: greedy continuation differs", name, pi + 1);
             }
             free(all_want);
@@ -162,7 +172,9 @@ static void check_fixture(const char *name) {
 }
 
 #define FIXTURE_TEST(fn, name)                                                                     \
-    static void fn(void) { check_fixture(name); }
+    static void fn(void) {                                                                         \
+        check_fixture(name);                                                                       \
+    }
 FIXTURE_TEST(model2_gemma4_f32, "gemma4-f32")
 FIXTURE_TEST(model2_gemma4_q4_k_m, "gemma4-q4_k_m")
 FIXTURE_TEST(model2_gemma4_rq2k, "gemma4-rq2k")
@@ -175,7 +187,8 @@ FIXTURE_TEST(model2_qwen3moe_mxfp4, "qwen3moe-mxfp4")
 /* Logits of prompt 2 (40 tokens) plus its greedy tokens of a fixture,
  * evaluated in chunks of `chunk` tokens (one call each) with the given
  * session batch and threads. NULL on failure. */
-static float *run_seq(const char *fixture, int threads, int n_batch, int chunk, int *rows, int *nv_out) {
+static float *run_seq(const char *fixture, int threads, int n_batch, int chunk, int *rows,
+                      int *nv_out) {
     char path[256], err[512];
     snprintf(path, sizeof path, "%s.ref.json", fixture);
     json_t *ref = json_load_file(t_fixture(path), 0, NULL);
@@ -183,7 +196,8 @@ static float *run_seq(const char *fixture, int threads, int n_batch, int chunk, 
     int32_t toks[256];
     int ng;
     const int np = fixture_tokens(ref, 1, toks, 256, &ng);
-    snprintf(path, sizeof path, "%s", t_fixture(json_string_value(json_object_get(ref, "model_file"))));
+    snprintf(path, sizeof path, "%s",
+             t_fixture(json_string_value(json_object_get(ref, "model_file"))));
     json_decref(ref);
     pt_engine_params ep = {.model_path = path, .n_threads = threads};
     pt_engine *e = pt_engine_open(&ep, err, sizeof err);
@@ -218,14 +232,18 @@ static void model2_invariances(void) {
         float *base = run_seq(fixtures[f], 2, 64, 64, &n, &nv);
         CHECKF(base, "%s: run failed", fixtures[f]);
         if (!base) continue;
-        struct { int threads, batch, chunk; const char *what; } v[] = {
-            {2, 7, 64, "prefill in batches of 7"}, {1, 64, 64, "1 thread"},
-            {2, 1, 1, "one token at a time (ring of the window size)"}, {2, 4, 5, "calls of 5 in batches of 4"}};
+        struct {
+            int threads, batch, chunk;
+            const char *what;
+        } v[] = {{2, 7, 64, "prefill in batches of 7"},
+                 {1, 64, 64, "1 thread"},
+                 {2, 1, 1, "one token at a time (ring of the window size)"},
+                 {2, 4, 5, "calls of 5 in batches of 4"}};
         for (size_t k = 0; k < PT_ARRAY_LEN(v); k++) {
             int n2, nv2;
             float *o = run_seq(fixtures[f], v[k].threads, v[k].batch, v[k].chunk, &n2, &nv2);
-            CHECKF(o && n2 == n && !memcmp(o, base, sizeof(float) * (size_t)n * nv), "%s, %s: logits differ",
-                   fixtures[f], v[k].what);
+            CHECKF(o && n2 == n && !memcmp(o, base, sizeof(float) * (size_t)n * nv),
+                   "%s, %s: logits differ", fixtures[f], v[k].what);
             free(o);
         }
         free(base);
@@ -256,7 +274,8 @@ static void model2_truncate(void) {
     pt_session_truncate(s, np - 2);
     CHECK(pt_session_n_past(s) == np - 2);
     CHECK(pt_session_eval(s, &toks[np - 2], 2, b, 1, NULL, err, sizeof err) == 0);
-    CHECKF(!memcmp(b, a + (size_t)(np - 2) * nv, sizeof(float) * 2 * (size_t)nv), "logits after truncate differ");
+    CHECKF(!memcmp(b, a + (size_t)(np - 2) * nv, sizeof(float) * 2 * (size_t)nv),
+           "logits after truncate differ");
     pt_session_truncate(s, 10); /* needs keys 0..9, long overwritten in the rings */
     CHECK(pt_session_n_past(s) == 0);
     CHECK(pt_session_eval(s, toks, 1, b, 0, NULL, err, sizeof err) == 0);
@@ -270,8 +289,8 @@ static void model2_truncate(void) {
 /* ===== Refusals ===== */
 
 /* Copy a fixture with one change to its metadata or tensor list. */
-static int write_variant(const char *src_name, const char *path, const char *drop_key, const char *drop_tensor,
-                         const char *u32_key, uint32_t u32_val) {
+static int write_variant(const char *src_name, const char *path, const char *drop_key,
+                         const char *drop_tensor, const char *u32_key, uint32_t u32_val) {
     pt_err err = {{0}};
     gguf_ctx *src = gguf_open(t_fixture(src_name), &err);
     if (!src) return -1;
@@ -279,8 +298,11 @@ static int write_variant(const char *src_name, const char *path, const char *dro
     int rc = 0;
     for (uint64_t i = 0; i < src->n_kv && !rc; i++) {
         const gguf_kv *kv = &src->kv[i];
-        if (drop_key && kv->key.len == strlen(drop_key) && !memcmp(kv->key.ptr, drop_key, kv->key.len)) continue;
-        if (u32_key && kv->key.len == strlen(u32_key) && !memcmp(kv->key.ptr, u32_key, kv->key.len)) {
+        if (drop_key && kv->key.len == strlen(drop_key) &&
+            !memcmp(kv->key.ptr, drop_key, kv->key.len))
+            continue;
+        if (u32_key && kv->key.len == strlen(u32_key) &&
+            !memcmp(kv->key.ptr, u32_key, kv->key.len)) {
             rc = gguf_writer_kv_u32(w, u32_key, u32_val, &err);
             continue;
         }
@@ -309,21 +331,32 @@ static void model2_refuses_bad_files(void) {
         uint32_t val;
         const char *expect;
     } cases[] = {
-        {"gemma4-rq2k.gguf", "gemma4.expert_count", NULL, NULL, 0, "dense Gemma 4 (no gemma4.expert_count) is not supported"},
-        {"gemma4-rq2k.gguf", NULL, NULL, "gemma4.embedding_length_per_layer_input", 256, "per-layer input embeddings (256)"},
-        {"gemma4-rq2k.gguf", NULL, "blk.1.ffn_gate_up_exps.weight", NULL, 0, "missing tensor 'blk.1.ffn_gate_up_exps.weight'"},
-        {"gemma4-rq2k.gguf", NULL, NULL, "gemma4.feed_forward_length", 1024, "tensor 'blk.0.ffn_gate.weight' has shape {256,512,1,1}, expected {256,1024,1}"},
-        {"gemma4-rq2k.gguf", NULL, NULL, "gemma4.attention.key_length", 64, "layer 1: key length 64 and value length 128 must be equal"},
-        {"gemma4-rq2k.gguf", "gemma4.attention.sliding_window", NULL, NULL, 0, "gemma4.attention.sliding_window is missing"},
-        {"qwen3moe-rq2k.gguf", NULL, NULL, "qwen3moe.attention.head_count_kv", 3, "3 KV heads do not divide 4 query heads"},
-        {"qwen3moe-rq2k.gguf", NULL, "blk.0.attn_k_norm.weight", NULL, 0, "missing tensor 'blk.0.attn_k_norm.weight'"},
-        {"qwen3moe-rq2k.gguf", NULL, NULL, "qwen3moe.expert_used_count", 17, "expert_used_count 17 must be in 1..expert_count (16)"},
+        {"gemma4-rq2k.gguf", "gemma4.expert_count", NULL, NULL, 0,
+         "dense Gemma 4 (no gemma4.expert_count) is not supported"},
+        {"gemma4-rq2k.gguf", NULL, NULL, "gemma4.embedding_length_per_layer_input", 256,
+         "per-layer input embeddings (256)"},
+        {"gemma4-rq2k.gguf", NULL, "blk.1.ffn_gate_up_exps.weight", NULL, 0,
+         "missing tensor 'blk.1.ffn_gate_up_exps.weight'"},
+        {"gemma4-rq2k.gguf", NULL, NULL, "gemma4.feed_forward_length", 1024,
+         "tensor 'blk.0.ffn_gate.weight' has shape {256,512,1,1}, expected {256,1024,1}"},
+        {"gemma4-rq2k.gguf", NULL, NULL, "gemma4.attention.key_length", 64,
+         "layer 1: key length 64 and value length 128 must be equal"},
+        {"gemma4-rq2k.gguf", "gemma4.attention.sliding_window", NULL, NULL, 0,
+         "gemma4.attention.sliding_window is missing"},
+        {"gemma4-rq2k.gguf", "gemma4.attention.sliding_window_pattern", NULL, NULL, 0,
+         "missing metadata key 'gemma4.attention.sliding_window_pattern'"},
+        {"qwen3moe-rq2k.gguf", NULL, NULL, "qwen3moe.attention.head_count_kv", 3,
+         "3 KV heads do not divide 4 query heads"},
+        {"qwen3moe-rq2k.gguf", NULL, "blk.0.attn_k_norm.weight", NULL, 0,
+         "missing tensor 'blk.0.attn_k_norm.weight'"},
+        {"qwen3moe-rq2k.gguf", NULL, NULL, "qwen3moe.expert_used_count", 17,
+         "expert_used_count 17 must be in 1..expert_count (16)"},
     };
     for (size_t i = 0; i < PT_ARRAY_LEN(cases); i++) {
         char path[512], err[512] = "";
         snprintf(path, sizeof path, "%s/model2_variant%zu.gguf", t_tmpdir(), i);
-        CHECK(write_variant(cases[i].src, path, cases[i].drop_key, cases[i].drop_tensor, cases[i].u32_key,
-                            cases[i].val) == 0);
+        CHECK(write_variant(cases[i].src, path, cases[i].drop_key, cases[i].drop_tensor,
+                            cases[i].u32_key, cases[i].val) == 0);
         pt_engine_params ep = {.model_path = path, .n_threads = 1};
         pt_engine *e = pt_engine_open(&ep, err, sizeof err);
         CHECKF(e == NULL, "variant %zu accepted", i);

@@ -42,6 +42,7 @@ static void generate_usage(FILE *f) {
             "                          (default: a quarter of the cache once there is history)\n"
             "  --no-pin                pin nothing\n"
             "  --prefetch              read the next layer's likely experts ahead (router lookahead)\n"
+            "  --trace FILE            write the routing trace (one line per layer request)\n"
             "  --stats                 print expert-cache and memory statistics\n");
 }
 
@@ -197,6 +198,9 @@ int cmd_generate(int argc, char **argv) {
             ep.no_pin = 1;
         } else if (!strcmp(a, "--prefetch")) {
             ep.prefetch = 1;
+        } else if (!strcmp(a, "--trace")) {
+            NEEDV();
+            ep.trace_path = v;
         } else if (!strcmp(a, "--buffered-io")) {
             ep.buffered_io = 1;
         } else if (!strcmp(a, "--stats")) {

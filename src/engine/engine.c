@@ -2,6 +2,7 @@
  * forward passes. Opening validates the whole model (metadata, every tensor's
  * shape and type) before any session can run, so a bad file fails at load with
  * a message naming the tensor or key. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -51,6 +52,7 @@ struct pt_engine {
     xpack *pack;       /* valid expert pack in use, or NULL */
     xs_store *xs;
     int prefetch;        /* router lookahead into the next layer's experts */
+    FILE *trace;         /* routing trace, or NULL */
     usage_table usage;   /* expert request counts (this run plus history) */
     int have_usage;
     char usage_path[4096]; /* where the counts are saved at close, "" to skip */
@@ -252,6 +254,11 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
     }
     if (open_usage(en, n_all, e)) return -1;
     cfg.usage = &en->usage;
+    if (p->trace_path) {
+        en->trace = fopen(p->trace_path, "w");
+        if (!en->trace) return pt_errf(e, "%s: cannot write the trace: %s", p->trace_path, strerror(errno));
+        cfg.trace = en->trace;
+    }
     en->xs = xs_open(en->g, en->xl, n_all, &cfg, e);
     if (!en->xs) return -1;
     int n_pinned = 0;
@@ -350,6 +357,7 @@ void pt_engine_close(pt_engine *e) {
     }
     usage_free(&e->usage);
     xs_close(e->xs);
+    if (e->trace) fclose(e->trace);
     xpack_close(e->pack);
     free(e->xl);
     glm_model_free(&e->glm);

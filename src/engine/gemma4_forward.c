@@ -26,34 +26,34 @@ struct gemma4_state {
     const gemma4_model *m;
     tp_pool *pool;
     mm_ctx mm;
-    int n_ctx;            /* positions the caches can address */
-    int max_batch;        /* rows per chunk */
-    int n_past;           /* positions cached */
-    int64_t ring;         /* slots of a sliding-window layer's cache */
-    int64_t ring_lo;      /* lowest position whose sliding-window keys the rings still hold */
-    int64_t *cap;         /* [n_layer] slots of each layer's cache: n_ctx or ring */
-    float **k, **v;       /* [n_layer] -> [cap][n_kv * head_dim]: normed roped keys, normed values */
+    int n_ctx;       /* positions the caches can address */
+    int max_batch;   /* rows per chunk */
+    int n_past;      /* positions cached */
+    int64_t ring;    /* slots of a sliding-window layer's cache */
+    int64_t ring_lo; /* lowest position whose sliding-window keys the rings still hold */
+    int64_t *cap;    /* [n_layer] slots of each layer's cache: n_ctx or ring */
+    float **k, **v;  /* [n_layer] -> [cap][n_kv * head_dim]: normed roped keys, normed values */
     /* scratch, B = max_batch rows */
-    float *x;             /* [B][n_embd] residual stream */
-    float *xn;            /* [B][n_embd] normed input of a sub-block */
-    float *h;             /* [B][n_embd] residual after attention (input of both FFN branches) */
-    float *a;             /* [B][n_embd] sub-block output (attention, then dense MLP) */
-    float *moe;           /* [B][n_embd] routed experts' output */
-    float *q;             /* [B][n_head * max_head_dim] */
-    float *kx, *vx;       /* [B][max_kv_dim] new keys / values */
-    float *o;             /* [B][n_head * max_head_dim] attention output per head */
-    float *cs;            /* [max_head_dim] rope table */
-    float *scores;        /* [n_threads][n_ctx] attention scores */
-    float *g;             /* [B][max(n_ff, 2 n_ff_exp)] gate (or fused gate|up) projections */
-    float *u;             /* [B][max(n_ff, n_ff_exp)] up projections / gated activations */
-    float *router;        /* [B][n_expert] router logits */
-    int *topk;            /* [B][n_used] chosen experts in selection order */
-    float *topw;          /* [B][n_used] their weights */
-    int *rows;            /* [B] (row, choice) slots routed to one expert */
-    int *uniq;            /* [n_expert] distinct experts of a chunk, first-use order */
-    uint8_t *seen;        /* [n_expert] */
-    float *xg;            /* [B][n_embd] gathered inputs / outputs of one expert */
-    float *yk;            /* [B][n_used][n_embd] per-choice scaled expert outputs */
+    float *x;       /* [B][n_embd] residual stream */
+    float *xn;      /* [B][n_embd] normed input of a sub-block */
+    float *h;       /* [B][n_embd] residual after attention (input of both FFN branches) */
+    float *a;       /* [B][n_embd] sub-block output (attention, then dense MLP) */
+    float *moe;     /* [B][n_embd] routed experts' output */
+    float *q;       /* [B][n_head * max_head_dim] */
+    float *kx, *vx; /* [B][max_kv_dim] new keys / values */
+    float *o;       /* [B][n_head * max_head_dim] attention output per head */
+    float *cs;      /* [max_head_dim] rope table */
+    float *scores;  /* [n_threads][n_ctx] attention scores */
+    float *g;       /* [B][max(n_ff, 2 n_ff_exp)] gate (or fused gate|up) projections */
+    float *u;       /* [B][max(n_ff, n_ff_exp)] up projections / gated activations */
+    float *router;  /* [B][n_expert] router logits */
+    int *topk;      /* [B][n_used] chosen experts in selection order */
+    float *topw;    /* [B][n_used] their weights */
+    int *rows;      /* [B] (row, choice) slots routed to one expert */
+    int *uniq;      /* [n_expert] distinct experts of a chunk, first-use order */
+    uint8_t *seen;  /* [n_expert] */
+    float *xg;      /* [B][n_embd] gathered inputs / outputs of one expert */
+    float *yk;      /* [B][n_used][n_embd] per-choice scaled expert outputs */
 };
 
 static float *falloc(size_t n, int *fail) {
@@ -62,8 +62,8 @@ static float *falloc(size_t n, int *fail) {
     return p;
 }
 
-gemma4_state *gemma4_state_new(const gemma4_model *m, tp_pool *pool, int max_isa, int n_ctx, int max_batch,
-                               pt_err *err) {
+gemma4_state *gemma4_state_new(const gemma4_model *m, tp_pool *pool, int max_isa, int n_ctx,
+                               int max_batch, pt_err *err) {
     const gemma4_hparams *hp = &m->hp;
     if (n_ctx < 1 || max_batch < 1) {
         pt_errf(err, "context size and batch must be positive");
@@ -80,7 +80,8 @@ gemma4_state *gemma4_state_new(const gemma4_model *m, tp_pool *pool, int max_isa
     s->max_batch = max_batch;
     /* a batch's first query needs window-1 older keys, its last writes T-1 newer */
     int any_swa = 0;
-    for (int l = 0; l < hp->n_layer; l++) any_swa |= m->layers[l].swa;
+    for (int l = 0; l < hp->n_layer; l++)
+        any_swa |= m->layers[l].swa;
     s->ring = any_swa ? (int64_t)hp->window + max_batch - 1 : n_ctx;
     if (s->ring > n_ctx) s->ring = n_ctx;
     const size_t B = (size_t)max_batch, E = (size_t)hp->n_embd, H = (size_t)hp->n_head;
@@ -140,9 +141,10 @@ void gemma4_state_free(gemma4_state *s) {
     free(s->k);
     free(s->v);
     free(s->cap);
-    float *bufs[] = {s->x, s->xn, s->h, s->a, s->moe, s->q, s->kx, s->vx, s->o, s->cs,
-                     s->scores, s->g, s->u, s->router, s->topw, s->xg, s->yk};
-    for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++) free(bufs[i]);
+    float *bufs[] = {s->x,  s->xn,     s->h, s->a, s->moe,    s->q,    s->kx, s->vx, s->o,
+                     s->cs, s->scores, s->g, s->u, s->router, s->topw, s->xg, s->yk};
+    for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++)
+        free(bufs[i]);
     free(s->topk);
     free(s->rows);
     free(s->uniq);
@@ -151,7 +153,9 @@ void gemma4_state_free(gemma4_state *s) {
     free(s);
 }
 
-int gemma4_n_past(const gemma4_state *s) { return s->n_past; }
+int gemma4_n_past(const gemma4_state *s) {
+    return s->n_past;
+}
 
 void gemma4_reset(gemma4_state *s) {
     s->n_past = 0;
@@ -179,7 +183,9 @@ static float gelu_f16(float x) {
     if (x <= -10.0f) return 0.0f;
     if (x >= 10.0f) return x;
     const float h = qt_f16_to_f32(qt_f32_to_f16(x));
-    const float y = 0.5f * h * (1.0f + tanhf(0.79788456080286535587989211986876f * h * (1.0f + 0.044715f * h * h)));
+    const float y =
+        0.5f * h *
+        (1.0f + tanhf(0.79788456080286535587989211986876f * h * (1.0f + 0.044715f * h * h)));
     return qt_f16_to_f32(qt_f32_to_f16(y));
 }
 
@@ -204,17 +210,30 @@ static void attention(gemma4_state *s, int layer, int T, int pos0) {
             nn_rms_norm(q, ly->q_norm, hp->rms_eps, D, q);
             nn_rope_apply(&ly->rope, s->cs, q);
         }
-        float *krow = kc + (size_t)((pos0 + t) % cap) * KVD, *vrow = vc + (size_t)((pos0 + t) % cap) * KVD;
+        float *krow = kc + (size_t)((pos0 + t) % cap) * KVD,
+              *vrow = vc + (size_t)((pos0 + t) % cap) * KVD;
         for (int h = 0; h < NKV; h++) {
-            const float *k = s->kx + (size_t)t * KVD + (size_t)h * D, *v = s->vx + (size_t)t * KVD + (size_t)h * D;
+            const float *k = s->kx + (size_t)t * KVD + (size_t)h * D,
+                        *v = s->vx + (size_t)t * KVD + (size_t)h * D;
             nn_rms_norm(k, ly->k_norm, hp->rms_eps, D, krow + (size_t)h * D);
             nn_rope_apply(&ly->rope, s->cs, krow + (size_t)h * D);
             nn_rms_norm(v, NULL, hp->rms_eps, D, vrow + (size_t)h * D);
         }
     }
-    nn_attn at = {.q = s->q, .k = kc, .v = vc, .out = s->o, .T = T, .pos0 = pos0, .n_head = H, .n_kv = NKV,
-                  .head_dim = D, .cap = cap, .window = ly->swa ? hp->window : 0, .scale = 1.0f,
-                  .scores = s->scores, .scores_stride = s->n_ctx};
+    nn_attn at = {.q = s->q,
+                  .k = kc,
+                  .v = vc,
+                  .out = s->o,
+                  .T = T,
+                  .pos0 = pos0,
+                  .n_head = H,
+                  .n_kv = NKV,
+                  .head_dim = D,
+                  .cap = cap,
+                  .window = ly->swa ? hp->window : 0,
+                  .scale = 1.0f,
+                  .scores = s->scores,
+                  .scores_stride = s->n_ctx};
     nn_attn_run(s->pool, &at);
     mm_run(&s->mm, &ly->wo, s->o, T, s->a, hp->n_embd);
 }
@@ -226,7 +245,8 @@ static void dense_mlp(gemma4_state *s, const gemma4_layer *ly, int T) {
     const int64_t F = s->m->hp.n_ff;
     mm_run(&s->mm, &ly->ffn_gate, s->xn, T, s->g, F);
     mm_run(&s->mm, &ly->ffn_up, s->xn, T, s->u, F);
-    for (int64_t i = 0; i < (int64_t)T * F; i++) s->g[i] = gelu_f16(s->g[i]) * s->u[i];
+    for (int64_t i = 0; i < (int64_t)T * F; i++)
+        s->g[i] = gelu_f16(s->g[i]) * s->u[i];
     mm_run(&s->mm, &ly->ffn_down, s->g, T, s->a, s->m->hp.n_embd);
 }
 
@@ -240,9 +260,11 @@ static void route(gemma4_state *s, int t) {
     float *w = s->topw + (size_t)t * K;
     nn_top_k(p, X, K, chosen);
     float sum = 0;
-    for (int k = 0; k < K; k++) sum += w[k] = p[chosen[k]];
+    for (int k = 0; k < K; k++)
+        sum += w[k] = p[chosen[k]];
     if (sum < 6.103515625e-5f) sum = 6.103515625e-5f;
-    for (int k = 0; k < K; k++) w[k] /= sum;
+    for (int k = 0; k < K; k++)
+        w[k] /= sum;
 }
 
 /* moe[T][n_embd]: routed experts on xn (the pre_ffw_norm_2 input), routed from
@@ -256,7 +278,8 @@ static void moe(gemma4_state *s, int layer, int T) {
     for (int t = 0; t < T; t++) {
         float *r = s->moe + (size_t)t * E;
         nn_rms_norm(s->h + (size_t)t * E, NULL, hp->rms_eps, E, r);
-        for (int i = 0; i < E; i++) r[i] = (r[i] * inv) * ly->gate_inp_scale[i];
+        for (int i = 0; i < E; i++)
+            r[i] = (r[i] * inv) * ly->gate_inp_scale[i];
     }
     mm_run(&s->mm, &ly->gate_inp, s->moe, T, s->router, X);
     int n_uniq = 0;
@@ -270,7 +293,8 @@ static void moe(gemma4_state *s, int layer, int T) {
             }
         }
     }
-    for (int i = 0; i < n_uniq; i++) s->seen[s->uniq[i]] = 0;
+    for (int i = 0; i < n_uniq; i++)
+        s->seen[s->uniq[i]] = 0;
     /* each chosen expert runs once on the rows that chose it (in first-use
      * order, the order an expert cache would deliver them in); outputs land in
      * their own (row, choice) slot so the sum below happens in selection order */
@@ -289,13 +313,15 @@ static void moe(gemma4_state *s, int layer, int T) {
         for (int i = 0; i < n; i++) {
             const float *gu = s->g + (size_t)i * 2 * F;
             float *act = s->u + (size_t)i * F;
-            for (int j = 0; j < F; j++) act[j] = gelu_f16(gu[j]) * gu[F + j];
+            for (int j = 0; j < F; j++)
+                act[j] = gelu_f16(gu[j]) * gu[F + j];
         }
         mm_run(&s->mm, &w.down, s->u, n, s->xg, E);
         for (int i = 0; i < n; i++) {
             float *y = s->yk + (size_t)s->rows[i] * E;
             const float *src = s->xg + (size_t)i * E;
-            for (int j = 0; j < E; j++) y[j] = src[j] * w.scale;
+            for (int j = 0; j < E; j++)
+                y[j] = src[j] * w.scale;
         }
     }
     for (int t = 0; t < T; t++) {
@@ -304,9 +330,11 @@ static void moe(gemma4_state *s, int layer, int T) {
             const float wt = s->topw[(size_t)t * K + k];
             const float *y = s->yk + ((size_t)t * K + k) * E;
             if (k == 0)
-                for (int i = 0; i < E; i++) o[i] = y[i] * wt;
+                for (int i = 0; i < E; i++)
+                    o[i] = y[i] * wt;
             else
-                for (int i = 0; i < E; i++) o[i] += y[i] * wt;
+                for (int i = 0; i < E; i++)
+                    o[i] += y[i] * wt;
         }
     }
 }
@@ -317,42 +345,50 @@ static void block(gemma4_state *s, int layer, int T, int pos0) {
     const gemma4_layer *ly = &s->m->layers[layer];
     const int E = hp->n_embd;
     const float eps = hp->rms_eps;
-    for (int t = 0; t < T; t++) nn_rms_norm(s->x + (size_t)t * E, ly->attn_norm, eps, E, s->xn + (size_t)t * E);
+    for (int t = 0; t < T; t++)
+        nn_rms_norm(s->x + (size_t)t * E, ly->attn_norm, eps, E, s->xn + (size_t)t * E);
     attention(s, layer, T, pos0);
     /* h = x + post_attention_norm(attn) */
     for (int t = 0; t < T; t++) {
         float *a = s->a + (size_t)t * E, *h = s->h + (size_t)t * E;
         const float *x = s->x + (size_t)t * E;
         nn_rms_norm(a, ly->post_attn_norm, eps, E, a);
-        for (int i = 0; i < E; i++) h[i] = a[i] + x[i];
+        for (int i = 0; i < E; i++)
+            h[i] = a[i] + x[i];
     }
     /* dense MLP -> a, normed with post_ffw_norm_1 */
-    for (int t = 0; t < T; t++) nn_rms_norm(s->h + (size_t)t * E, ly->ffn_norm, eps, E, s->xn + (size_t)t * E);
+    for (int t = 0; t < T; t++)
+        nn_rms_norm(s->h + (size_t)t * E, ly->ffn_norm, eps, E, s->xn + (size_t)t * E);
     dense_mlp(s, ly, T);
-    for (int t = 0; t < T; t++) nn_rms_norm(s->a + (size_t)t * E, ly->post_ffw_norm_1, eps, E, s->a + (size_t)t * E);
+    for (int t = 0; t < T; t++)
+        nn_rms_norm(s->a + (size_t)t * E, ly->post_ffw_norm_1, eps, E, s->a + (size_t)t * E);
     /* routed experts -> moe, normed with post_ffw_norm_2 */
-    for (int t = 0; t < T; t++) nn_rms_norm(s->h + (size_t)t * E, ly->pre_ffw_norm_2, eps, E, s->xn + (size_t)t * E);
+    for (int t = 0; t < T; t++)
+        nn_rms_norm(s->h + (size_t)t * E, ly->pre_ffw_norm_2, eps, E, s->xn + (size_t)t * E);
     moe(s, layer, T);
-    for (int t = 0; t < T; t++) nn_rms_norm(s->moe + (size_t)t * E, ly->post_ffw_norm_2, eps, E, s->moe + (size_t)t * E);
+    for (int t = 0; t < T; t++)
+        nn_rms_norm(s->moe + (size_t)t * E, ly->post_ffw_norm_2, eps, E, s->moe + (size_t)t * E);
     /* x = (h + post_ffw_norm(mlp + moe)) * layer_output_scale */
     for (int t = 0; t < T; t++) {
         float *a = s->a + (size_t)t * E, *x = s->x + (size_t)t * E;
         const float *mo = s->moe + (size_t)t * E, *h = s->h + (size_t)t * E;
-        for (int i = 0; i < E; i++) a[i] += mo[i];
+        for (int i = 0; i < E; i++)
+            a[i] += mo[i];
         nn_rms_norm(a, ly->post_ffw_norm, eps, E, a);
-        for (int i = 0; i < E; i++) x[i] = (a[i] + h[i]) * ly->out_scale;
+        for (int i = 0; i < E; i++)
+            x[i] = (a[i] + h[i]) * ly->out_scale;
     }
 }
 
 static int check_tokens(const gemma4_state *s, const int32_t *tokens, int n, pt_err *err) {
     if (n < 0) return pt_errf(err, "negative token count");
     if ((int64_t)s->n_past + n > s->n_ctx)
-        return pt_errf(err, "context full: %d positions cached + %d new exceed the context size %d", s->n_past, n,
-                       s->n_ctx);
+        return pt_errf(err, "context full: %d positions cached + %d new exceed the context size %d",
+                       s->n_past, n, s->n_ctx);
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= s->m->hp.n_vocab)
-            return pt_errf(err, "token id %d at index %d is outside the vocabulary (0..%d)", tokens[i], i,
-                           s->m->hp.n_vocab - 1);
+            return pt_errf(err, "token id %d at index %d is outside the vocabulary (0..%d)",
+                           tokens[i], i, s->m->hp.n_vocab - 1);
     return 0;
 }
 
@@ -362,12 +398,13 @@ static void output(gemma4_state *s, const float *xn, int T, float *logits) {
     mm_run(&s->mm, &s->m->output, xn, T, logits, hp->n_vocab);
     if (hp->softcap > 0) {
         const float inv = 1.0f / hp->softcap;
-        for (size_t i = 0; i < (size_t)T * hp->n_vocab; i++) logits[i] = tanhf(logits[i] * inv) * hp->softcap;
+        for (size_t i = 0; i < (size_t)T * hp->n_vocab; i++)
+            logits[i] = tanhf(logits[i] * inv) * hp->softcap;
     }
 }
 
-int gemma4_eval(gemma4_state *s, const int32_t *tokens, int n, float *logits, int all_rows, float *hidden,
-                pt_err *err) {
+int gemma4_eval(gemma4_state *s, const int32_t *tokens, int n, float *logits, int all_rows,
+                float *hidden, pt_err *err) {
     const gemma4_model *m = s->m;
     const gemma4_hparams *hp = &m->hp;
     const int E = hp->n_embd;
@@ -378,10 +415,14 @@ int gemma4_eval(gemma4_state *s, const int32_t *tokens, int n, float *logits, in
         for (int t = 0; t < T; t++) {
             float *x = s->x + (size_t)t * E;
             mm_get_row(&m->tok_embd, tokens[c0 + t], x);
-            for (int i = 0; i < E; i++) x[i] *= hp->embd_scale;
+            for (int i = 0; i < E; i++)
+                x[i] *= hp->embd_scale;
         }
-        for (int l = 0; l < hp->n_layer; l++) block(s, l, T, pos0);
-        for (int t = 0; t < T; t++) nn_rms_norm(s->x + (size_t)t * E, m->output_norm, hp->rms_eps, E, s->xn + (size_t)t * E);
+        for (int l = 0; l < hp->n_layer; l++)
+            block(s, l, T, pos0);
+        for (int t = 0; t < T; t++)
+            nn_rms_norm(s->x + (size_t)t * E, m->output_norm, hp->rms_eps, E,
+                        s->xn + (size_t)t * E);
         if (hidden) memcpy(hidden + (size_t)c0 * E, s->xn, (size_t)T * E * sizeof(float));
         if (logits && all_rows)
             output(s, s->xn, T, logits + (size_t)c0 * hp->n_vocab);

@@ -18,8 +18,8 @@
 typedef struct gemma4_state gemma4_state;
 
 /* max_isa: highest kernel ISA level (QT_ISA_*), -1 for the best available. */
-gemma4_state *gemma4_state_new(const gemma4_model *m, tp_pool *pool, int max_isa, int n_ctx, int max_batch,
-                               pt_err *err);
+gemma4_state *gemma4_state_new(const gemma4_model *m, tp_pool *pool, int max_isa, int n_ctx,
+                               int max_batch, pt_err *err);
 void gemma4_state_free(gemma4_state *s);
 
 /* Positions already in the cache. */
@@ -36,7 +36,7 @@ void gemma4_truncate(gemma4_state *s, int n);
  * all_rows, else [n_vocab] for the last token (soft-capped, as the model
  * defines them). hidden: NULL or [n][n_embd], the state after the final norm.
  * 0, or -1 with err. */
-int gemma4_eval(gemma4_state *s, const int32_t *tokens, int n, float *logits, int all_rows, float *hidden,
-                pt_err *err);
+int gemma4_eval(gemma4_state *s, const int32_t *tokens, int n, float *logits, int all_rows,
+                float *hidden, pt_err *err);
 
 #endif

@@ -21,28 +21,28 @@ struct qwen3moe_state {
     const qwen3moe_model *m;
     tp_pool *pool;
     mm_ctx mm;
-    int n_ctx;            /* cache capacity in positions */
-    int max_batch;        /* rows per chunk */
-    int n_past;           /* positions cached */
-    float **k, **v;       /* [n_layer] -> [n_ctx][n_kv * head_dim]: normed roped keys, values */
+    int n_ctx;      /* cache capacity in positions */
+    int max_batch;  /* rows per chunk */
+    int n_past;     /* positions cached */
+    float **k, **v; /* [n_layer] -> [n_ctx][n_kv * head_dim]: normed roped keys, values */
     /* scratch, B = max_batch rows */
-    float *x;             /* [B][n_embd] residual stream */
-    float *xn;            /* [B][n_embd] normed input of a sub-block */
-    float *out;           /* [B][n_embd] sub-block output */
-    float *q;             /* [B][n_head * head_dim] */
-    float *kx;            /* [B][n_kv * head_dim] new keys */
-    float *o;             /* [B][n_head * head_dim] attention output per head */
-    float *cs;            /* [head_dim] rope table */
-    float *scores;        /* [n_threads][n_ctx] attention scores */
-    float *g, *u;         /* [B][n_ff_exp] expert gate / up projections */
-    float *router;        /* [B][n_expert] router logits, then probabilities */
-    int *topk;            /* [B][n_used] chosen experts in selection order */
-    float *topw;          /* [B][n_used] their weights */
-    int *rows;            /* [B] (row, choice) slots routed to one expert */
-    int *uniq;            /* [n_expert] distinct experts of a chunk, first-use order */
-    uint8_t *seen;        /* [n_expert] */
-    float *xg;            /* [B][n_embd] gathered inputs / outputs of one expert */
-    float *yk;            /* [B][n_used][n_embd] per-choice expert outputs */
+    float *x;      /* [B][n_embd] residual stream */
+    float *xn;     /* [B][n_embd] normed input of a sub-block */
+    float *out;    /* [B][n_embd] sub-block output */
+    float *q;      /* [B][n_head * head_dim] */
+    float *kx;     /* [B][n_kv * head_dim] new keys */
+    float *o;      /* [B][n_head * head_dim] attention output per head */
+    float *cs;     /* [head_dim] rope table */
+    float *scores; /* [n_threads][n_ctx] attention scores */
+    float *g, *u;  /* [B][n_ff_exp] expert gate / up projections */
+    float *router; /* [B][n_expert] router logits, then probabilities */
+    int *topk;     /* [B][n_used] chosen experts in selection order */
+    float *topw;   /* [B][n_used] their weights */
+    int *rows;     /* [B] (row, choice) slots routed to one expert */
+    int *uniq;     /* [n_expert] distinct experts of a chunk, first-use order */
+    uint8_t *seen; /* [n_expert] */
+    float *xg;     /* [B][n_embd] gathered inputs / outputs of one expert */
+    float *yk;     /* [B][n_used][n_embd] per-choice expert outputs */
 };
 
 static float *falloc(size_t n, int *fail) {
@@ -51,8 +51,8 @@ static float *falloc(size_t n, int *fail) {
     return p;
 }
 
-qwen3moe_state *qwen3moe_state_new(const qwen3moe_model *m, tp_pool *pool, int max_isa, int n_ctx, int max_batch,
-                                   pt_err *err) {
+qwen3moe_state *qwen3moe_state_new(const qwen3moe_model *m, tp_pool *pool, int max_isa, int n_ctx,
+                                   int max_batch, pt_err *err) {
     const qwen3moe_hparams *hp = &m->hp;
     if (n_ctx < 1 || max_batch < 1) {
         pt_errf(err, "context size and batch must be positive");
@@ -115,9 +115,10 @@ void qwen3moe_state_free(qwen3moe_state *s) {
     }
     free(s->k);
     free(s->v);
-    float *bufs[] = {s->x, s->xn, s->out, s->q, s->kx, s->o, s->cs, s->scores,
-                     s->g, s->u, s->router, s->topw, s->xg, s->yk};
-    for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++) free(bufs[i]);
+    float *bufs[] = {s->x,      s->xn, s->out, s->q,      s->kx,   s->o,  s->cs,
+                     s->scores, s->g,  s->u,   s->router, s->topw, s->xg, s->yk};
+    for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++)
+        free(bufs[i]);
     free(s->topk);
     free(s->rows);
     free(s->uniq);
@@ -126,9 +127,13 @@ void qwen3moe_state_free(qwen3moe_state *s) {
     free(s);
 }
 
-int qwen3moe_n_past(const qwen3moe_state *s) { return s->n_past; }
+int qwen3moe_n_past(const qwen3moe_state *s) {
+    return s->n_past;
+}
 
-void qwen3moe_reset(qwen3moe_state *s) { s->n_past = 0; }
+void qwen3moe_reset(qwen3moe_state *s) {
+    s->n_past = 0;
+}
 
 void qwen3moe_truncate(qwen3moe_state *s, int n) {
     if (n >= 0 && n < s->n_past) s->n_past = n;
@@ -153,13 +158,25 @@ static void attention(qwen3moe_state *s, const qwen3moe_layer *ly, int layer, in
         }
         float *krow = kc + (size_t)(pos0 + t) * KVD;
         for (int h = 0; h < NKV; h++) {
-            nn_rms_norm(s->kx + (size_t)t * KVD + (size_t)h * D, ly->k_norm, hp->rms_eps, D, krow + (size_t)h * D);
+            nn_rms_norm(s->kx + (size_t)t * KVD + (size_t)h * D, ly->k_norm, hp->rms_eps, D,
+                        krow + (size_t)h * D);
             nn_rope_apply(&hp->rope, s->cs, krow + (size_t)h * D);
         }
     }
-    nn_attn at = {.q = s->q, .k = kc, .v = vc, .out = s->o, .T = T, .pos0 = pos0, .n_head = H, .n_kv = NKV,
-                  .head_dim = D, .cap = s->n_ctx, .window = 0, .scale = hp->kq_scale,
-                  .scores = s->scores, .scores_stride = s->n_ctx};
+    nn_attn at = {.q = s->q,
+                  .k = kc,
+                  .v = vc,
+                  .out = s->o,
+                  .T = T,
+                  .pos0 = pos0,
+                  .n_head = H,
+                  .n_kv = NKV,
+                  .head_dim = D,
+                  .cap = s->n_ctx,
+                  .window = 0,
+                  .scale = hp->kq_scale,
+                  .scores = s->scores,
+                  .scores_stride = s->n_ctx};
     nn_attn_run(s->pool, &at);
     mm_run(&s->mm, &ly->wo, s->o, T, s->out, hp->n_embd);
 }
@@ -176,13 +193,16 @@ static void route(qwen3moe_state *s, int t) {
     float *w = s->topw + (size_t)t * K;
     nn_top_k(p, X, K, chosen);
     float sum = 0;
-    for (int k = 0; k < K; k++) sum += w[k] = p[chosen[k]];
+    for (int k = 0; k < K; k++)
+        sum += w[k] = p[chosen[k]];
     if (hp->weights_norm) {
         if (sum < 6.103515625e-5f) sum = 6.103515625e-5f;
-        for (int k = 0; k < K; k++) w[k] /= sum;
+        for (int k = 0; k < K; k++)
+            w[k] /= sum;
     }
     if (hp->weights_scale != 0.0f && hp->weights_scale != 1.0f)
-        for (int k = 0; k < K; k++) w[k] *= hp->weights_scale;
+        for (int k = 0; k < K; k++)
+            w[k] *= hp->weights_scale;
 }
 
 static void moe(qwen3moe_state *s, const qwen3moe_layer *ly, int layer, int T) {
@@ -200,7 +220,8 @@ static void moe(qwen3moe_state *s, const qwen3moe_layer *ly, int layer, int T) {
             }
         }
     }
-    for (int i = 0; i < n_uniq; i++) s->seen[s->uniq[i]] = 0;
+    for (int i = 0; i < n_uniq; i++)
+        s->seen[s->uniq[i]] = 0;
     /* each chosen expert runs once on the rows that chose it (in first-use
      * order, the order an expert cache would deliver them in); outputs land in
      * their own (row, choice) slot so the sum below happens in selection order */
@@ -217,10 +238,12 @@ static void moe(qwen3moe_state *s, const qwen3moe_layer *ly, int layer, int T) {
         const qwen3moe_expert_w w = qwen3moe_expert(s->m, layer, e);
         mm_run(&s->mm, &w.gate, s->xg, n, s->g, F);
         mm_run(&s->mm, &w.up, s->xg, n, s->u, F);
-        for (int64_t i = 0; i < (int64_t)n * F; i++) s->g[i] = nn_silu(s->g[i]) * s->u[i];
+        for (int64_t i = 0; i < (int64_t)n * F; i++)
+            s->g[i] = nn_silu(s->g[i]) * s->u[i];
         mm_run(&s->mm, &w.down, s->g, n, s->xg, E);
         for (int i = 0; i < n; i++)
-            memcpy(s->yk + (size_t)s->rows[i] * E, s->xg + (size_t)i * E, (size_t)E * sizeof(float));
+            memcpy(s->yk + (size_t)s->rows[i] * E, s->xg + (size_t)i * E,
+                   (size_t)E * sizeof(float));
     }
     for (int t = 0; t < T; t++) {
         float *o = s->out + (size_t)t * E;
@@ -228,9 +251,11 @@ static void moe(qwen3moe_state *s, const qwen3moe_layer *ly, int layer, int T) {
             const float wt = s->topw[(size_t)t * K + k];
             const float *y = s->yk + ((size_t)t * K + k) * E;
             if (k == 0)
-                for (int i = 0; i < E; i++) o[i] = y[i] * wt;
+                for (int i = 0; i < E; i++)
+                    o[i] = y[i] * wt;
             else
-                for (int i = 0; i < E; i++) o[i] += y[i] * wt;
+                for (int i = 0; i < E; i++)
+                    o[i] += y[i] * wt;
         }
     }
 }
@@ -243,27 +268,29 @@ static void block(qwen3moe_state *s, int layer, int T, int pos0) {
     for (int t = 0; t < T; t++)
         nn_rms_norm(s->x + (size_t)t * E, ly->attn_norm, hp->rms_eps, E, s->xn + (size_t)t * E);
     attention(s, ly, layer, T, pos0);
-    for (size_t i = 0; i < (size_t)T * E; i++) s->x[i] += s->out[i];
+    for (size_t i = 0; i < (size_t)T * E; i++)
+        s->x[i] += s->out[i];
     for (int t = 0; t < T; t++)
         nn_rms_norm(s->x + (size_t)t * E, ly->ffn_norm, hp->rms_eps, E, s->xn + (size_t)t * E);
     moe(s, ly, layer, T);
-    for (size_t i = 0; i < (size_t)T * E; i++) s->x[i] += s->out[i];
+    for (size_t i = 0; i < (size_t)T * E; i++)
+        s->x[i] += s->out[i];
 }
 
 static int check_tokens(const qwen3moe_state *s, const int32_t *tokens, int n, pt_err *err) {
     if (n < 0) return pt_errf(err, "negative token count");
     if ((int64_t)s->n_past + n > s->n_ctx)
-        return pt_errf(err, "context full: %d positions cached + %d new exceed the context size %d", s->n_past, n,
-                       s->n_ctx);
+        return pt_errf(err, "context full: %d positions cached + %d new exceed the context size %d",
+                       s->n_past, n, s->n_ctx);
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= s->m->hp.n_vocab)
-            return pt_errf(err, "token id %d at index %d is outside the vocabulary (0..%d)", tokens[i], i,
-                           s->m->hp.n_vocab - 1);
+            return pt_errf(err, "token id %d at index %d is outside the vocabulary (0..%d)",
+                           tokens[i], i, s->m->hp.n_vocab - 1);
     return 0;
 }
 
-int qwen3moe_eval(qwen3moe_state *s, const int32_t *tokens, int n, float *logits, int all_rows, float *hidden,
-                  pt_err *err) {
+int qwen3moe_eval(qwen3moe_state *s, const int32_t *tokens, int n, float *logits, int all_rows,
+                  float *hidden, pt_err *err) {
     const qwen3moe_model *m = s->m;
     const qwen3moe_hparams *hp = &m->hp;
     const int E = hp->n_embd;
@@ -271,10 +298,13 @@ int qwen3moe_eval(qwen3moe_state *s, const int32_t *tokens, int n, float *logits
     for (int c0 = 0; c0 < n; c0 += s->max_batch) {
         const int T = n - c0 < s->max_batch ? n - c0 : s->max_batch;
         const int pos0 = s->n_past;
-        for (int t = 0; t < T; t++) mm_get_row(&m->tok_embd, tokens[c0 + t], s->x + (size_t)t * E);
-        for (int l = 0; l < hp->n_layer; l++) block(s, l, T, pos0);
         for (int t = 0; t < T; t++)
-            nn_rms_norm(s->x + (size_t)t * E, m->output_norm, hp->rms_eps, E, s->xn + (size_t)t * E);
+            mm_get_row(&m->tok_embd, tokens[c0 + t], s->x + (size_t)t * E);
+        for (int l = 0; l < hp->n_layer; l++)
+            block(s, l, T, pos0);
+        for (int t = 0; t < T; t++)
+            nn_rms_norm(s->x + (size_t)t * E, m->output_norm, hp->rms_eps, E,
+                        s->xn + (size_t)t * E);
         if (hidden) memcpy(hidden + (size_t)c0 * E, s->xn, (size_t)T * E * sizeof(float));
         if (logits && all_rows)
             mm_run(&s->mm, &m->output, s->xn, T, logits + (size_t)c0 * hp->n_vocab, hp->n_vocab);

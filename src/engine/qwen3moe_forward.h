@@ -16,8 +16,8 @@
 typedef struct qwen3moe_state qwen3moe_state;
 
 /* max_isa: highest kernel ISA level (QT_ISA_*), -1 for the best available. */
-qwen3moe_state *qwen3moe_state_new(const qwen3moe_model *m, tp_pool *pool, int max_isa, int n_ctx, int max_batch,
-                                   pt_err *err);
+qwen3moe_state *qwen3moe_state_new(const qwen3moe_model *m, tp_pool *pool, int max_isa, int n_ctx,
+                                   int max_batch, pt_err *err);
 void qwen3moe_state_free(qwen3moe_state *s);
 
 /* Positions already in the cache. */
@@ -30,7 +30,7 @@ void qwen3moe_truncate(qwen3moe_state *s, int n);
 /* Evaluate tokens[n] at positions n_past.. . logits: NULL, [n][n_vocab] when
  * all_rows, else [n_vocab] for the last token. hidden: NULL or [n][n_embd],
  * the state after the final norm. 0, or -1 with err. */
-int qwen3moe_eval(qwen3moe_state *s, const int32_t *tokens, int n, float *logits, int all_rows, float *hidden,
-                  pt_err *err);
+int qwen3moe_eval(qwen3moe_state *s, const int32_t *tokens, int n, float *logits, int all_rows,
+                  float *hidden, pt_err *err);
 
 #endif

@@ -16,7 +16,8 @@
 static int load_hparams(ld_ctx *L, gemma4_model *m) {
     gemma4_hparams *hp = &m->hp;
     int per_layer_in = 0, shared_kv = 0;
-    if (ld_u32(L, "block_count", &hp->n_layer, 1, 0) || ld_u32(L, "embedding_length", &hp->n_embd, 1, 0) ||
+    if (ld_u32(L, "block_count", &hp->n_layer, 1, 0) ||
+        ld_u32(L, "embedding_length", &hp->n_embd, 1, 0) ||
         ld_u32(L, "feed_forward_length", &hp->n_ff, 1, 0) ||
         ld_u32(L, "expert_count", &hp->n_expert, 0, 0) ||
         ld_u32(L, "expert_used_count", &hp->n_expert_used, 0, 0) ||
@@ -28,22 +29,27 @@ static int load_hparams(ld_ctx *L, gemma4_model *m) {
         ld_u32(L, "attention.shared_kv_layers", &shared_kv, 0, 0))
         return -1;
     if (hp->n_layer < 1 || hp->n_embd < 1)
-        return L->rc = pt_errf(L->err, "%s: block_count %d / embedding_length %d must be positive", L->path,
-                               hp->n_layer, hp->n_embd);
+        return L->rc = pt_errf(L->err, "%s: block_count %d / embedding_length %d must be positive",
+                               L->path, hp->n_layer, hp->n_embd);
     if (hp->n_expert == 0)
-        return L->rc = pt_errf(L->err,
-                               "%s: dense Gemma 4 (no gemma4.expert_count) is not supported; petrel runs the "
-                               "MoE variants (e.g. 26B-A4B)",
-                               L->path);
+        return L->rc = pt_errf(
+                   L->err,
+                   "%s: dense Gemma 4 (no gemma4.expert_count) is not supported; petrel runs the "
+                   "MoE variants (e.g. 26B-A4B)",
+                   L->path);
     if (per_layer_in > 0 || shared_kv > 0)
         return L->rc = pt_errf(L->err,
-                               "%s: Gemma 4 with per-layer input embeddings (%d) or shared KV layers (%d) is not "
+                               "%s: Gemma 4 with per-layer input embeddings (%d) or shared KV "
+                               "layers (%d) is not "
                                "supported",
                                L->path, per_layer_in, shared_kv);
     if (hp->n_expert_used < 1 || hp->n_expert_used > hp->n_expert || hp->n_ff_exp < 1)
-        return L->rc = pt_errf(L->err, "%s: expert_used_count %d must be in 1..expert_count (%d), expert width %d",
-                               L->path, hp->n_expert_used, hp->n_expert, hp->n_ff_exp);
-    if (hp->softcap < 0) return L->rc = pt_errf(L->err, "%s: final_logit_softcapping is negative", L->path);
+        return L->rc = pt_errf(
+                   L->err,
+                   "%s: expert_used_count %d must be in 1..expert_count (%d), expert width %d",
+                   L->path, hp->n_expert_used, hp->n_expert, hp->n_ff_exp);
+    if (hp->softcap < 0)
+        return L->rc = pt_errf(L->err, "%s: final_logit_softcapping is negative", L->path);
     hp->embd_scale = sqrtf((float)hp->n_embd);
 
     const int n = hp->n_layer;
@@ -77,17 +83,18 @@ static int load_hparams(ld_ctx *L, gemma4_model *m) {
         ly->n_kv = kv[l] ? kv[l] : heads[l];
         const int vdim = ly->swa ? vl_swa : vl, r = ly->swa ? rot_swa : rot;
         if (heads[l] != hp->n_head)
-            L->rc = pt_errf(L->err, "%s: attention.head_count differs between layers (%d vs %d)", L->path,
-                            heads[l], hp->n_head);
+            L->rc = pt_errf(L->err, "%s: attention.head_count differs between layers (%d vs %d)",
+                            L->path, heads[l], hp->n_head);
         else if (hp->n_head < 1 || ly->n_kv < 1 || hp->n_head % ly->n_kv)
-            L->rc = pt_errf(L->err, "%s: layer %d: %d KV heads do not divide %d query heads", L->path, l, ly->n_kv,
-                            hp->n_head);
+            L->rc = pt_errf(L->err, "%s: layer %d: %d KV heads do not divide %d query heads",
+                            L->path, l, ly->n_kv, hp->n_head);
         else if (ly->head_dim < 2 || vdim != ly->head_dim)
-            L->rc = pt_errf(L->err, "%s: layer %d: key length %d and value length %d must be equal", L->path, l,
-                            ly->head_dim, vdim);
+            L->rc = pt_errf(L->err, "%s: layer %d: key length %d and value length %d must be equal",
+                            L->path, l, ly->head_dim, vdim);
         else if (r < 2 || (r & 1) || r > ly->head_dim)
-            L->rc = pt_errf(L->err, "%s: layer %d: rope dimension count %d must be even and at most %d", L->path,
-                            l, r, ly->head_dim);
+            L->rc =
+                pt_errf(L->err, "%s: layer %d: rope dimension count %d must be even and at most %d",
+                        L->path, l, r, ly->head_dim);
         nn_rope *rp = &ly->rope;
         memset(rp, 0, sizeof *rp);
         rp->n_dims = r;
@@ -99,8 +106,15 @@ static int load_hparams(ld_ctx *L, gemma4_model *m) {
         if (ly->n_kv * ly->head_dim > hp->max_kv_dim) hp->max_kv_dim = ly->n_kv * ly->head_dim;
     }
     free(heads), free(kv), free(swa);
+    char key[160];
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", L->arch);
+    if (!L->rc && hp->window > 0 && !gguf_find(L->g, key))
+        L->rc =
+            pt_errf(L->err, "%s: missing metadata key '%s' (which layers use the sliding window)",
+                    L->path, key);
     if (!L->rc && any_swa && hp->window < 1)
-        L->rc = pt_errf(L->err, "%s: sliding-window layers but %s.attention.sliding_window is missing or 0",
+        L->rc = pt_errf(L->err,
+                        "%s: sliding-window layers but %s.attention.sliding_window is missing or 0",
                         L->path, L->arch);
     return L->rc;
 }
@@ -110,12 +124,14 @@ int gemma4_model_load(const gguf_ctx *g, gemma4_model *m, pt_err *err) {
     char arch[32];
     if (gguf_get_str(g, "general.architecture", arch, sizeof arch, err)) return -1;
     ld_ctx L = {g, arch, g->files[0].path, err, 0};
-    if (strcmp(arch, "gemma4")) return pt_errf(err, "%s: architecture '%s' is not gemma4", L.path, arch);
+    if (strcmp(arch, "gemma4"))
+        return pt_errf(err, "%s: architecture '%s' is not gemma4", L.path, arch);
     gemma4_hparams *hp = &m->hp;
     int n_layer = 0;
     if (ld_u32(&L, "block_count", &n_layer, 1, 0)) return -1;
     if (n_layer < 1 || n_layer > GEMMA4_MAX_LAYERS)
-        return pt_errf(err, "%s: gemma4.block_count %d outside 1..%d", L.path, n_layer, GEMMA4_MAX_LAYERS);
+        return pt_errf(err, "%s: gemma4.block_count %d outside 1..%d", L.path, n_layer,
+                       GEMMA4_MAX_LAYERS);
     m->layers = calloc((size_t)(n_layer > 0 ? n_layer : 1), sizeof(gemma4_layer));
     if (!m->layers) return pt_errf(err, "%s: out of memory", L.path);
     if (load_hparams(&L, m)) goto fail;
@@ -126,7 +142,8 @@ int gemma4_model_load(const gguf_ctx *g, gemma4_model *m, pt_err *err) {
     int vocab_meta;
     if (ld_u32(&L, "vocab_size", &vocab_meta, 0, hp->n_vocab)) goto fail;
     if (vocab_meta != hp->n_vocab) {
-        pt_errf(err, "%s: vocab_size %d but token_embd has %d rows", L.path, vocab_meta, hp->n_vocab);
+        pt_errf(err, "%s: vocab_size %d but token_embd has %d rows", L.path, vocab_meta,
+                hp->n_vocab);
         goto fail;
     }
     m->tok_embd = ld_weight(&L, "token_embd.weight", hp->n_embd, hp->n_vocab, 1);

@@ -28,51 +28,51 @@
 #define GEMMA4_MAX_LAYERS 4096 /* block_count above this is refused as implausible */
 
 typedef struct gemma4_hparams {
-    int n_embd;           /* hidden size */
+    int n_embd; /* hidden size */
     int n_layer;
     int n_vocab;
-    int n_head;           /* query heads (every layer) */
-    int n_ff;             /* dense GeGLU MLP width */
-    int n_ff_exp;         /* routed expert width */
+    int n_head;   /* query heads (every layer) */
+    int n_ff;     /* dense GeGLU MLP width */
+    int n_ff_exp; /* routed expert width */
     int n_expert, n_expert_used;
-    int window;           /* sliding window: a query at t sees keys s with t - s < window */
+    int window; /* sliding window: a query at t sees keys s with t - s < window */
     float rms_eps;
-    float embd_scale;     /* input embeddings are multiplied by sqrt(n_embd) */
-    float softcap;        /* final logits: softcap * tanh(logits / softcap); 0 = none */
+    float embd_scale; /* input embeddings are multiplied by sqrt(n_embd) */
+    float softcap;    /* final logits: softcap * tanh(logits / softcap); 0 = none */
     int n_ctx_train;
-    int max_head_dim;     /* largest head dim over layers */
-    int max_kv_dim;       /* largest n_kv * head_dim over layers */
+    int max_head_dim; /* largest head dim over layers */
+    int max_kv_dim;   /* largest n_kv * head_dim over layers */
 } gemma4_hparams;
 
 /* One decoder block. Pointers to F32 vectors are NULL when absent. */
 typedef struct gemma4_layer {
-    int swa;                  /* 1: sliding-window layer, 0: full attention */
-    int head_dim;             /* per-head q/k/v width */
-    int n_kv;                 /* KV heads */
-    nn_rope rope;             /* NEOX over rope dims; full layers with freq_factors */
-    const float *attn_norm;   /* [n_embd] */
-    mm_weight wq;             /* n_embd -> n_head*head_dim */
-    mm_weight wk;             /* n_embd -> n_kv*head_dim */
-    mm_weight wv;             /* n_embd -> n_kv*head_dim; data NULL: V = raw K projection */
-    const float *q_norm;      /* [head_dim] per-head RMS norm gain */
-    const float *k_norm;      /* [head_dim] */
-    mm_weight wo;             /* n_head*head_dim -> n_embd */
+    int swa;                     /* 1: sliding-window layer, 0: full attention */
+    int head_dim;                /* per-head q/k/v width */
+    int n_kv;                    /* KV heads */
+    nn_rope rope;                /* NEOX over rope dims; full layers with freq_factors */
+    const float *attn_norm;      /* [n_embd] */
+    mm_weight wq;                /* n_embd -> n_head*head_dim */
+    mm_weight wk;                /* n_embd -> n_kv*head_dim */
+    mm_weight wv;                /* n_embd -> n_kv*head_dim; data NULL: V = raw K projection */
+    const float *q_norm;         /* [head_dim] per-head RMS norm gain */
+    const float *k_norm;         /* [head_dim] */
+    mm_weight wo;                /* n_head*head_dim -> n_embd */
     const float *post_attn_norm; /* [n_embd] */
     /* dense GeGLU MLP */
-    const float *ffn_norm;    /* [n_embd] */
-    mm_weight ffn_gate, ffn_up; /* n_embd -> n_ff */
-    mm_weight ffn_down;       /* n_ff -> n_embd */
+    const float *ffn_norm;        /* [n_embd] */
+    mm_weight ffn_gate, ffn_up;   /* n_embd -> n_ff */
+    mm_weight ffn_down;           /* n_ff -> n_embd */
     const float *post_ffw_norm_1; /* [n_embd] */
     /* routed experts */
-    const float *pre_ffw_norm_2;  /* [n_embd] expert input norm */
-    mm_weight gate_inp;       /* n_embd -> n_expert (router, on the scaled unit-normed residual) */
-    const float *gate_inp_scale;  /* [n_embd] router input gain */
+    const float *pre_ffw_norm_2; /* [n_embd] expert input norm */
+    mm_weight gate_inp; /* n_embd -> n_expert (router, on the scaled unit-normed residual) */
+    const float *gate_inp_scale;     /* [n_embd] router input gain */
     const gguf_tensor *gate_up_exps; /* [n_expert] n_embd -> 2*n_ff_exp (gate rows, then up rows) */
     const gguf_tensor *down_exps;    /* [n_expert] n_ff_exp -> n_embd */
     const float *down_exps_scale;    /* [n_expert] per-expert output scale, or NULL */
     const float *post_ffw_norm_2;    /* [n_embd] */
     const float *post_ffw_norm;      /* [n_embd] norm of MLP + experts */
-    float out_scale;          /* layer_output_scale (1 when absent) */
+    float out_scale;                 /* layer_output_scale (1 when absent) */
 } gemma4_layer;
 
 typedef struct gemma4_model {
@@ -85,9 +85,9 @@ typedef struct gemma4_model {
 
 /* One routed expert's weights, as the forward pass consumes them. */
 typedef struct gemma4_expert_w {
-    mm_weight gate_up;        /* n_embd -> 2*n_ff_exp: gate rows, then up rows */
-    mm_weight down;           /* n_ff_exp -> n_embd */
-    float scale;              /* multiplies the expert's output */
+    mm_weight gate_up; /* n_embd -> 2*n_ff_exp: gate rows, then up rows */
+    mm_weight down;    /* n_ff_exp -> n_embd */
+    float scale;       /* multiplies the expert's output */
 } gemma4_expert_w;
 
 /* Read hyper-parameters and bind all tensors. 0, or -1 with err naming the key

@@ -58,16 +58,18 @@ int ld_u32_layers(ld_ctx *L, const char *key, int n, int *out, int required, int
     if (!kv || kv->val.type != GGUF_ARRAY) {
         int v;
         if (ld_u32(L, key, &v, required, def)) return -1;
-        for (int i = 0; i < n; i++) out[i] = v;
+        for (int i = 0; i < n; i++)
+            out[i] = v;
         return 0;
     }
     if (kv->val.arr.n != (uint64_t)n)
-        return L->rc = pt_errf(L->err, "%s: '%s' has %llu entries, expected one per layer (%d)", L->path, k,
-                               (unsigned long long)kv->val.arr.n, n);
+        return L->rc = pt_errf(L->err, "%s: '%s' has %llu entries, expected one per layer (%d)",
+                               L->path, k, (unsigned long long)kv->val.arr.n, n);
     for (int i = 0; i < n; i++) {
         int64_t v;
         if (gguf_array_i64(&kv->val, (uint64_t)i, &v) || v < 0 || v > (1 << 30))
-            return L->rc = pt_errf(L->err, "%s: '%s'[%d] is not an integer in 0..2^30", L->path, k, i);
+            return L->rc =
+                       pt_errf(L->err, "%s: '%s'[%d] is not an integer in 0..2^30", L->path, k, i);
         out[i] = (int)v;
     }
     return 0;
@@ -78,7 +80,8 @@ int ld_bool_layers(ld_ctx *L, const char *key, int n, uint8_t *out, int def) {
     char k[160];
     const gguf_kv *kv = find_key(L, key, k, sizeof k);
     if (!kv) {
-        for (int i = 0; i < n; i++) out[i] = (uint8_t)(def != 0);
+        for (int i = 0; i < n; i++)
+            out[i] = (uint8_t)(def != 0);
         return 0;
     }
     if (kv->val.type != GGUF_ARRAY || kv->val.arr.n == 0 || kv->val.arr.n > (uint64_t)n)
@@ -92,8 +95,8 @@ int ld_bool_layers(ld_ctx *L, const char *key, int n, uint8_t *out, int def) {
     return 0;
 }
 
-const gguf_tensor *ld_tensor(ld_ctx *L, const char *name, int n_dims, int64_t ne0, int64_t ne1, int64_t ne2,
-                             int required) {
+const gguf_tensor *ld_tensor(ld_ctx *L, const char *name, int n_dims, int64_t ne0, int64_t ne1,
+                             int64_t ne2, int required) {
     if (L->rc) return NULL; /* the first problem is the one reported */
     const gguf_tensor *t = gguf_find_tensor(L->g, name);
     if (!t) {
@@ -105,10 +108,11 @@ const gguf_tensor *ld_tensor(ld_ctx *L, const char *name, int n_dims, int64_t ne
     for (int d = 0; d < 3; d++)
         if (d < n_dims ? (want[d] >= 0 && t->ne[d] != want[d]) : t->ne[d] != 1) ok = 0;
     if (!ok) {
-        L->rc = pt_errf(L->err, "%s: tensor '%s' has shape {%lld,%lld,%lld,%lld}, expected {%lld,%lld,%lld}",
-                        L->path, name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
-                        (long long)t->ne[3], (long long)ne0, (long long)(n_dims > 1 ? ne1 : 1),
-                        (long long)(n_dims > 2 ? ne2 : 1));
+        L->rc = pt_errf(
+            L->err, "%s: tensor '%s' has shape {%lld,%lld,%lld,%lld}, expected {%lld,%lld,%lld}",
+            L->path, name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+            (long long)t->ne[3], (long long)ne0, (long long)(n_dims > 1 ? ne1 : 1),
+            (long long)(n_dims > 2 ? ne2 : 1));
         return NULL;
     }
     return t;
@@ -118,7 +122,8 @@ const float *ld_vec(ld_ctx *L, const char *name, int64_t n, int required) {
     const gguf_tensor *t = ld_tensor(L, name, 1, n, 1, 1, required);
     if (!t) return NULL;
     if (t->type != QT_F32) {
-        L->rc = pt_errf(L->err, "%s: tensor '%s' has type %s, expected F32", L->path, name, qt_name(t->type));
+        L->rc = pt_errf(L->err, "%s: tensor '%s' has type %s, expected F32", L->path, name,
+                        qt_name(t->type));
         return NULL;
     }
     return (const float *)t->data;
@@ -127,8 +132,9 @@ const float *ld_vec(ld_ctx *L, const char *name, int64_t n, int required) {
 static int check_matmul_type(ld_ctx *L, const gguf_tensor *t) {
     const qt_traits *tr = qt_get(t->type);
     if (!tr || tr->act_type < 0 || !tr->decodes)
-        return L->rc = pt_errf(L->err, "%s: tensor '%s' has type %s, which petrel cannot compute with", L->path,
-                               t->name, qt_name(t->type));
+        return L->rc =
+                   pt_errf(L->err, "%s: tensor '%s' has type %s, which petrel cannot compute with",
+                           L->path, t->name, qt_name(t->type));
     return 0;
 }
 
@@ -155,7 +161,8 @@ mm_weight ld_weight(ld_ctx *L, const char *name, int64_t n_in, int64_t n_out, in
     return ld_as_weight(t);
 }
 
-const gguf_tensor *ld_stack(ld_ctx *L, const char *name, int64_t n_in, int64_t n_out, int64_t n, int required) {
+const gguf_tensor *ld_stack(ld_ctx *L, const char *name, int64_t n_in, int64_t n_out, int64_t n,
+                            int required) {
     const gguf_tensor *t = ld_tensor(L, name, 3, n_in, n_out, n, required);
     if (t && check_matmul_type(L, t)) return NULL;
     return t;

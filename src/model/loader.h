@@ -21,7 +21,7 @@ typedef struct ld_ctx {
     const char *arch; /* key prefix: general.architecture */
     const char *path; /* first file, for messages */
     pt_err *err;
-    int rc;           /* 0, or -1 once a problem has been reported */
+    int rc; /* 0, or -1 once a problem has been reported */
 } ld_ctx;
 
 /* `<arch>.key` as an integer in 0..2^30. Absent: required -> error, else def. */
@@ -39,14 +39,15 @@ int ld_bool_layers(ld_ctx *L, const char *key, int n, uint8_t *out, int def);
 
 /* Tensor `name` with n_dims dims {ne0, ne1, ne2} (< 0: any). Missing: NULL,
  * an error only when required. */
-const gguf_tensor *ld_tensor(ld_ctx *L, const char *name, int n_dims, int64_t ne0, int64_t ne1, int64_t ne2,
-                             int required);
+const gguf_tensor *ld_tensor(ld_ctx *L, const char *name, int n_dims, int64_t ne0, int64_t ne1,
+                             int64_t ne2, int required);
 /* F32 vector of n values (norm gains, scales). */
 const float *ld_vec(ld_ctx *L, const char *name, int64_t n, int required);
 /* 2-D weight n_in -> n_out in a type petrel can compute with; data NULL when absent. */
 mm_weight ld_weight(ld_ctx *L, const char *name, int64_t n_in, int64_t n_out, int required);
 /* Stack of n 2-D weights n_in -> n_out (routed experts, per-head matrices). */
-const gguf_tensor *ld_stack(ld_ctx *L, const char *name, int64_t n_in, int64_t n_out, int64_t n, int required);
+const gguf_tensor *ld_stack(ld_ctx *L, const char *name, int64_t n_in, int64_t n_out, int64_t n,
+                            int required);
 
 /* A 2-D tensor as a weight (zeroed when t is NULL). */
 mm_weight ld_as_weight(const gguf_tensor *t);

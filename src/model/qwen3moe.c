@@ -14,10 +14,12 @@
 
 static int load_hparams(ld_ctx *L, qwen3moe_hparams *hp) {
     int vl, n_rot;
-    if (ld_u32(L, "block_count", &hp->n_layer, 1, 0) || ld_u32(L, "embedding_length", &hp->n_embd, 1, 0) ||
+    if (ld_u32(L, "block_count", &hp->n_layer, 1, 0) ||
+        ld_u32(L, "embedding_length", &hp->n_embd, 1, 0) ||
         ld_u32(L, "attention.head_count", &hp->n_head, 1, 0) ||
         ld_u32(L, "attention.head_count_kv", &hp->n_kv, 0, hp->n_head) ||
-        ld_u32(L, "expert_count", &hp->n_expert, 1, 0) || ld_u32(L, "expert_used_count", &hp->n_expert_used, 1, 0) ||
+        ld_u32(L, "expert_count", &hp->n_expert, 1, 0) ||
+        ld_u32(L, "expert_used_count", &hp->n_expert_used, 1, 0) ||
         ld_u32(L, "expert_feed_forward_length", &hp->n_ff_exp, 1, 0) ||
         ld_u32(L, "context_length", &hp->n_ctx_train, 0, 4096) ||
         ld_f32(L, "attention.layer_norm_rms_epsilon", &hp->rms_eps, 1, 0) ||
@@ -25,27 +27,30 @@ static int load_hparams(ld_ctx *L, qwen3moe_hparams *hp) {
         ld_bool(L, "expert_weights_norm", &hp->weights_norm, 1))
         return -1;
     if (hp->n_layer < 1 || hp->n_layer > QWEN3MOE_MAX_LAYERS)
-        return L->rc = pt_errf(L->err, "%s: qwen3moe.block_count %d outside 1..%d", L->path, hp->n_layer,
-                               QWEN3MOE_MAX_LAYERS);
+        return L->rc = pt_errf(L->err, "%s: qwen3moe.block_count %d outside 1..%d", L->path,
+                               hp->n_layer, QWEN3MOE_MAX_LAYERS);
     if (hp->n_embd < 1 || hp->n_head < 1)
-        return L->rc = pt_errf(L->err, "%s: embedding_length %d / head_count %d must be positive", L->path,
-                               hp->n_embd, hp->n_head);
+        return L->rc = pt_errf(L->err, "%s: embedding_length %d / head_count %d must be positive",
+                               L->path, hp->n_embd, hp->n_head);
     if (ld_u32(L, "attention.key_length", &hp->head_dim, 0, hp->n_embd / hp->n_head) ||
         ld_u32(L, "attention.value_length", &vl, 0, hp->head_dim) ||
         ld_u32(L, "rope.dimension_count", &n_rot, 0, hp->head_dim))
         return -1;
     if (hp->n_kv < 1 || hp->n_head % hp->n_kv)
-        return L->rc = pt_errf(L->err, "%s: %d KV heads do not divide %d query heads", L->path, hp->n_kv,
-                               hp->n_head);
+        return L->rc = pt_errf(L->err, "%s: %d KV heads do not divide %d query heads", L->path,
+                               hp->n_kv, hp->n_head);
     if (hp->head_dim < 2 || vl != hp->head_dim)
-        return L->rc = pt_errf(L->err, "%s: key length %d and value length %d must be equal", L->path,
-                               hp->head_dim, vl);
+        return L->rc = pt_errf(L->err, "%s: key length %d and value length %d must be equal",
+                               L->path, hp->head_dim, vl);
     if (n_rot < 2 || (n_rot & 1) || n_rot > hp->head_dim)
-        return L->rc = pt_errf(L->err, "%s: rope.dimension_count %d must be even and at most %d", L->path, n_rot,
-                               hp->head_dim);
-    if (hp->n_expert < 1 || hp->n_expert_used < 1 || hp->n_expert_used > hp->n_expert || hp->n_ff_exp < 1)
-        return L->rc = pt_errf(L->err, "%s: expert_used_count %d must be in 1..expert_count (%d), expert width %d",
-                               L->path, hp->n_expert_used, hp->n_expert, hp->n_ff_exp);
+        return L->rc = pt_errf(L->err, "%s: rope.dimension_count %d must be even and at most %d",
+                               L->path, n_rot, hp->head_dim);
+    if (hp->n_expert < 1 || hp->n_expert_used < 1 || hp->n_expert_used > hp->n_expert ||
+        hp->n_ff_exp < 1)
+        return L->rc = pt_errf(
+                   L->err,
+                   "%s: expert_used_count %d must be in 1..expert_count (%d), expert width %d",
+                   L->path, hp->n_expert_used, hp->n_expert, hp->n_ff_exp);
     hp->kq_scale = 1.0f / sqrtf((float)hp->head_dim);
     nn_rope *r = &hp->rope;
     memset(r, 0, sizeof *r);
@@ -57,7 +62,8 @@ static int load_hparams(ld_ctx *L, qwen3moe_hparams *hp) {
     snprintf(k, sizeof k, "%s.rope.scaling.type", L->arch);
     if (gguf_find(L->g, k) && gguf_get_str(L->g, k, stype, sizeof stype, L->err)) return L->rc = -1;
     if (stype[0] && strcmp(stype, "none"))
-        return L->rc = pt_errf(L->err, "%s: rope.scaling.type '%s' is not supported", L->path, stype);
+        return L->rc =
+                   pt_errf(L->err, "%s: rope.scaling.type '%s' is not supported", L->path, stype);
     return ld_f32(L, "rope.freq_base", &r->freq_base, 0, 10000.0f);
 }
 
@@ -66,7 +72,8 @@ int qwen3moe_model_load(const gguf_ctx *g, qwen3moe_model *m, pt_err *err) {
     char arch[32];
     if (gguf_get_str(g, "general.architecture", arch, sizeof arch, err)) return -1;
     ld_ctx L = {g, arch, g->files[0].path, err, 0};
-    if (strcmp(arch, "qwen3moe")) return pt_errf(err, "%s: architecture '%s' is not qwen3moe", L.path, arch);
+    if (strcmp(arch, "qwen3moe"))
+        return pt_errf(err, "%s: architecture '%s' is not qwen3moe", L.path, arch);
     qwen3moe_hparams *hp = &m->hp;
     if (load_hparams(&L, hp)) return -1;
     const gguf_tensor *emb = ld_tensor(&L, "token_embd.weight", 2, hp->n_embd, -1, 1, 1);
@@ -75,7 +82,8 @@ int qwen3moe_model_load(const gguf_ctx *g, qwen3moe_model *m, pt_err *err) {
     int vocab_meta;
     if (ld_u32(&L, "vocab_size", &vocab_meta, 0, hp->n_vocab)) return -1;
     if (vocab_meta != hp->n_vocab)
-        return pt_errf(err, "%s: vocab_size %d but token_embd has %d rows", L.path, vocab_meta, hp->n_vocab);
+        return pt_errf(err, "%s: vocab_size %d but token_embd has %d rows", L.path, vocab_meta,
+                       hp->n_vocab);
     m->tok_embd = ld_weight(&L, "token_embd.weight", hp->n_embd, hp->n_vocab, 1);
     m->output_norm = ld_vec(&L, "output_norm.weight", hp->n_embd, 1);
     m->output = ld_weight(&L, "output.weight", hp->n_embd, hp->n_vocab, 0);
@@ -117,6 +125,7 @@ void qwen3moe_model_free(qwen3moe_model *m) {
 
 qwen3moe_expert_w qwen3moe_expert(const qwen3moe_model *m, int layer, int e) {
     const qwen3moe_layer *ly = &m->layers[layer];
-    qwen3moe_expert_w w = {ld_slice(ly->gate_exps, e), ld_slice(ly->up_exps, e), ld_slice(ly->down_exps, e)};
+    qwen3moe_expert_w w = {ld_slice(ly->gate_exps, e), ld_slice(ly->up_exps, e),
+                           ld_slice(ly->down_exps, e)};
     return w;
 }

@@ -19,29 +19,29 @@
 #define QWEN3MOE_MAX_LAYERS 4096 /* block_count above this is refused as implausible */
 
 typedef struct qwen3moe_hparams {
-    int n_embd;           /* hidden size */
+    int n_embd; /* hidden size */
     int n_layer;
     int n_vocab;
-    int n_head, n_kv;     /* query / KV heads */
-    int head_dim;         /* per-head q/k/v width */
-    int n_ff_exp;         /* routed expert width */
+    int n_head, n_kv; /* query / KV heads */
+    int head_dim;     /* per-head q/k/v width */
+    int n_ff_exp;     /* routed expert width */
     int n_expert, n_expert_used;
-    int weights_norm;     /* renormalise the chosen experts' weights (llama.cpp: always) */
-    float weights_scale;  /* multiplies the expert weights; 0 or 1: none */
+    int weights_norm;    /* renormalise the chosen experts' weights (llama.cpp: always) */
+    float weights_scale; /* multiplies the expert weights; 0 or 1: none */
     float rms_eps;
-    float kq_scale;       /* 1/sqrt(head_dim) */
-    nn_rope rope;         /* NEOX */
+    float kq_scale; /* 1/sqrt(head_dim) */
+    nn_rope rope;   /* NEOX */
     int n_ctx_train;
 } qwen3moe_hparams;
 
 typedef struct qwen3moe_layer {
-    const float *attn_norm;   /* [n_embd] */
-    mm_weight wq;             /* n_embd -> n_head*head_dim */
-    mm_weight wk, wv;         /* n_embd -> n_kv*head_dim */
-    const float *q_norm, *k_norm; /* [head_dim] per-head RMS norm gains */
-    mm_weight wo;             /* n_head*head_dim -> n_embd */
-    const float *ffn_norm;    /* [n_embd] */
-    mm_weight gate_inp;       /* n_embd -> n_expert (router) */
+    const float *attn_norm;                 /* [n_embd] */
+    mm_weight wq;                           /* n_embd -> n_head*head_dim */
+    mm_weight wk, wv;                       /* n_embd -> n_kv*head_dim */
+    const float *q_norm, *k_norm;           /* [head_dim] per-head RMS norm gains */
+    mm_weight wo;                           /* n_head*head_dim -> n_embd */
+    const float *ffn_norm;                  /* [n_embd] */
+    mm_weight gate_inp;                     /* n_embd -> n_expert (router) */
     const gguf_tensor *gate_exps, *up_exps; /* [n_expert] n_embd -> n_ff_exp */
     const gguf_tensor *down_exps;           /* [n_expert] n_ff_exp -> n_embd */
 } qwen3moe_layer;
@@ -56,8 +56,8 @@ typedef struct qwen3moe_model {
 
 /* One routed expert's weights, as the forward pass consumes them. */
 typedef struct qwen3moe_expert_w {
-    mm_weight gate, up;       /* n_embd -> n_ff_exp */
-    mm_weight down;           /* n_ff_exp -> n_embd */
+    mm_weight gate, up; /* n_embd -> n_ff_exp */
+    mm_weight down;     /* n_ff_exp -> n_embd */
 } qwen3moe_expert_w;
 
 /* Read hyper-parameters and bind all tensors. 0, or -1 with err naming the key

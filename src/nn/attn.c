@@ -16,7 +16,8 @@ static void attend_one(const nn_attn *a, int t, int h, float *sc) {
     for (int j = 0; j < n; j++) {
         const float *k = a->k + (size_t)((lo + j) % a->cap) * kvd + (size_t)kh * D;
         float d = 0;
-        for (int i = 0; i < D; i++) d += q[i] * k[i];
+        for (int i = 0; i < D; i++)
+            d += q[i] * k[i];
         sc[j] = d;
     }
     nn_softmax(sc, n, a->scale);
@@ -25,7 +26,8 @@ static void attend_one(const nn_attn *a, int t, int h, float *sc) {
     for (int j = 0; j < n; j++) {
         const float p = sc[j];
         const float *v = a->v + (size_t)((lo + j) % a->cap) * kvd + (size_t)kh * D;
-        for (int i = 0; i < D; i++) o[i] += p * v[i];
+        for (int i = 0; i < D; i++)
+            o[i] += p * v[i];
     }
 }
 
@@ -34,7 +36,8 @@ static void attn_worker(void *arg, int ith, int nth) {
     long lo, hi;
     tp_range((long)a->T * a->n_head, ith, nth, &lo, &hi);
     float *sc = a->scores + (size_t)ith * a->scores_stride;
-    for (long i = lo; i < hi; i++) attend_one(a, (int)(i / a->n_head), (int)(i % a->n_head), sc);
+    for (long i = lo; i < hi; i++)
+        attend_one(a, (int)(i / a->n_head), (int)(i % a->n_head), sc);
 }
 
 void nn_attn_run(tp_pool *pool, const nn_attn *a) {

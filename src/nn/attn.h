@@ -20,17 +20,17 @@
 #include "runtime/threadpool.h"
 
 typedef struct nn_attn {
-    const float *q;      /* [T][n_head*head_dim] queries (normed, roped) */
-    const float *k;      /* [cap][n_kv*head_dim] key cache */
-    const float *v;      /* [cap][n_kv*head_dim] value cache */
-    float *out;          /* [T][n_head*head_dim] */
-    int T;               /* query rows, at positions pos0 .. pos0+T-1 */
+    const float *q; /* [T][n_head*head_dim] queries (normed, roped) */
+    const float *k; /* [cap][n_kv*head_dim] key cache */
+    const float *v; /* [cap][n_kv*head_dim] value cache */
+    float *out;     /* [T][n_head*head_dim] */
+    int T;          /* query rows, at positions pos0 .. pos0+T-1 */
     int64_t pos0;
     int n_head, n_kv, head_dim;
-    int64_t cap;         /* cache slots */
-    int window;          /* 0: every earlier key; > 0: keys s with pos - s < window */
-    float scale;         /* attention logit scale */
-    float *scores;       /* scratch [tp_size(pool)][scores_stride] */
+    int64_t cap;           /* cache slots */
+    int window;            /* 0: every earlier key; > 0: keys s with pos - s < window */
+    float scale;           /* attention logit scale */
+    float *scores;         /* scratch [tp_size(pool)][scores_stride] */
     int64_t scores_stride; /* >= the most keys one query sees */
 } nn_attn;
 

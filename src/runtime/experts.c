@@ -295,6 +295,11 @@ int xs_begin(xs_store *s, int l, const int *experts, int n, pt_err *err) {
     memcpy(L->need, experts, (size_t)n * sizeof(int));
     if (s->cfg.usage)
         for (int k = 0; k < n; k++) s->cfg.usage->count[l][experts[k]]++;
+    if (s->cfg.trace) {
+        fprintf(s->cfg.trace, "%d", l);
+        for (int k = 0; k < n; k++) fprintf(s->cfg.trace, " %d", experts[k]);
+        fputc('\n', s->cfg.trace);
+    }
     memset(L->delivered, 0, (size_t)n);
     L->n_need = n;
     L->n_delivered = 0;

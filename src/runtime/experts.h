@@ -24,6 +24,7 @@
 #define PT_RUNTIME_EXPERTS_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "format/gguf.h"
 #include "format/xpack.h"
@@ -42,6 +43,7 @@ typedef struct xs_config {
     int direct;      /* 1: try O_DIRECT (page cache untouched), 0: buffered reads */
     const xpack *pack; /* expert pack to read records from (validated), or NULL: the GGUF */
     usage_table *usage; /* request counts to update, or NULL */
+    FILE *trace;        /* routing trace: one line "LAYER E1 E2 ..." per request, or NULL */
 } xs_config;
 
 typedef struct xs_stats {
