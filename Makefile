@@ -86,6 +86,10 @@ $(BUILD)/test_petrel: $(TEST_OBJ) $(BUILD)/libpetrel.a
 $(BUILD)/bench_petrel: $(BENCH_OBJ) $(BUILD)/libpetrel.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+# Tokenizer encoding speed (tools/bench_tokenizer.c), run by `make bench`.
+$(BUILD)/bench_tokenizer: $(BUILD)/tools/bench_tokenizer.o $(BUILD)/libpetrel.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
 # Synthetic-model generator (tools/mkmodel.c): writes the glm-dsa GGUF `make bench` runs.
 $(BUILD)/mkmodel: $(BUILD)/tools/mkmodel.o $(BUILD)/libpetrel.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
@@ -127,8 +131,9 @@ fuzz: deps
 bench: deps
 	@$(MAKE) --no-print-directory bench-run
 
-bench-run: $(BUILD)/bench_petrel $(BUILD)/petrel $(BUILD)/mkmodel $(BUILD)/belady
+bench-run: $(BUILD)/bench_petrel $(BUILD)/petrel $(BUILD)/mkmodel $(BUILD)/belady $(BUILD)/bench_tokenizer
 	$(BUILD)/bench_petrel
+	$(BUILD)/bench_tokenizer
 	@BUILD=$(BUILD) sh bench/run.sh
 
 format:
@@ -137,7 +142,8 @@ format:
 clean:
 	rm -rf build
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BENCH_OBJ:.o=.d) $(TOOL_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BENCH_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) \
+         $(BUILD)/tools/bench_tokenizer.d
 
 # What works so far, on a shipped fixture: the streaming split of a GLM-5.2-shaped model,
 # then its forward pass on the token ids of a short chat prompt.
