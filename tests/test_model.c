@@ -428,6 +428,8 @@ static void check_streamed_equals_resident(const char *fixture, int multi_moe) {
 static void stream_glm_dsa_rq2k(void) { check_streamed_equals_resident("glm-dsa-rq2k", 1); }
 static void stream_glm_dsa_iq3(void) { check_streamed_equals_resident("glm-dsa-iq3", 1); }
 static void stream_deepseek2_q4_k_m(void) { check_streamed_equals_resident("deepseek2-q4_k_m", 0); }
+static void stream_gemma4_rq2k(void) { check_streamed_equals_resident("gemma4-rq2k", 1); }
+static void stream_qwen3moe_mxfp4(void) { check_streamed_equals_resident("qwen3moe-mxfp4", 1); }
 
 static void stream_refuses_tiny_budget(void) {
     char err[512] = "";
@@ -454,5 +456,7 @@ T_SUITE(stream) {
     T_ADD(stream_glm_dsa_rq2k);
     T_ADD(stream_glm_dsa_iq3);
     T_ADD(stream_deepseek2_q4_k_m);
+    T_ADD(stream_gemma4_rq2k);
+    T_ADD(stream_qwen3moe_mxfp4);
     T_ADD(stream_refuses_tiny_budget);
 }

@@ -45,6 +45,8 @@ struct pt_engine {
     int max_isa; /* kernel ISA cap, -1: best */
     const arch_ops *ops; /* the family's session functions */
     int n_vocab, n_embd, n_ctx_train, has_mtp;
+    int n_expert;          /* routed experts per MoE layer */
+    uint64_t kv_pos_bytes; /* KV cache bytes per position, for the memory plan */
     glm_model glm;       /* glm-dsa, deepseek2 */
     gemma4_model g4;     /* gemma4 */
     qwen3moe_model q3;   /* qwen3moe */
@@ -99,10 +101,10 @@ static int glm_mtp_(void *st, const int32_t *t, const float *hp, int n, float *l
     return glm_mtp(st, t, hp, n, l, err);
 }
 static void *gemma4_new_(pt_engine *e, int n_ctx, int n_batch, pt_err *err) {
-    return gemma4_state_new(&e->g4, e->pool, e->max_isa, n_ctx, n_batch, err);
+    return gemma4_state_new(&e->g4, e->pool, e->xs, e->prefetch, e->max_isa, n_ctx, n_batch, err);
 }
 static void *qwen3moe_new_(pt_engine *e, int n_ctx, int n_batch, pt_err *err) {
-    return qwen3moe_state_new(&e->q3, e->pool, e->max_isa, n_ctx, n_batch, err);
+    return qwen3moe_state_new(&e->q3, e->pool, e->xs, e->prefetch, e->max_isa, n_ctx, n_batch, err);
 }
 
 static const arch_ops glm_ops = {glm_new_, glm_free_, glm_n_past_, glm_reset_, glm_truncate_, glm_eval_, glm_mtp_};
@@ -202,7 +204,6 @@ static int pin_hot_experts(pt_engine *en, int n_all, int slots, uint64_t pin_byt
  * expert cache. A model that fits entirely is read through the mmap unless
  * slots are forced; one whose resident part does not fit is refused. */
 static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
-    const glm_hparams *hp = &en->glm.hp;
     int n_all;
     if (model_expert_layers(en->g, &en->xl, &n_all, e)) return -1;
     /* an expert pack next to the model (or in the cache dir) when valid; a stale
@@ -230,7 +231,7 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
     if (model_info_get(en->g, &mi, e)) return -1;
     const uint64_t resident = mi.resident_bytes, routed = mi.routed_bytes;
     model_info_free(&mi);
-    const uint64_t kv = (uint64_t)PLAN_KV_CTX * (uint64_t)n_all * (uint64_t)(hp->kv_lora + hp->qk_rope) * 4;
+    const uint64_t kv = (uint64_t)PLAN_KV_CTX * en->kv_pos_bytes;
     const uint64_t budget = p->ram_gb > 0 ? (uint64_t)(p->ram_gb * GIB) : mem_available();
     const uint64_t fixed = resident + kv + PLAN_MARGIN;
     xs_config cfg = {.policy = p->expert_policy == PT_POLICY_LFU ? XS_LFU : XS_LRU,
@@ -250,7 +251,7 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
                            PLAN_MARGIN / GIB, slot_sum / GIB, budget / GIB);
         cfg.streaming = 1;
         cfg.slots = (int)((budget - fixed) / slot_sum);
-        if (cfg.slots > hp->n_expert) cfg.slots = hp->n_expert;
+        if (cfg.slots > en->n_expert) cfg.slots = en->n_expert;
     }
     if (open_usage(en, n_all, e)) return -1;
     cfg.usage = &en->usage;
@@ -286,21 +287,6 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
     return 0;
 }
 
-/* gemma4 / qwen3moe: experts are read through the memory map (their forward
- * passes do not go through the expert store yet). */
-static int resident_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
-    if (p->expert_slots > 0)
-        return pt_errf(e, "%s: expert streaming (--expert-slots) is not implemented for %s yet",
-                       en->g->files[0].path, en->arch);
-    model_info mi;
-    if (model_info_get(en->g, &mi, e)) return -1;
-    char b1[32], b2[32];
-    snprintf(en->plan, sizeof en->plan, "resident %s, experts %s read through the memory map",
-             gb(mi.resident_bytes, b1), gb(mi.routed_bytes, b2));
-    model_info_free(&mi);
-    return 0;
-}
-
 pt_engine *pt_engine_open(const pt_engine_params *p, char *err, size_t err_len) {
     pt_err e = {{0}};
     pt_engine *en = calloc(1, sizeof *en);
@@ -318,14 +304,23 @@ pt_engine *pt_engine_open(const pt_engine_params *p, char *err, size_t err_len) 
         en->ops = &glm_ops;
         en->n_vocab = en->glm.hp.n_vocab, en->n_embd = en->glm.hp.n_embd;
         en->n_ctx_train = en->glm.hp.n_ctx_train, en->has_mtp = en->glm.hp.n_nextn > 0;
+        en->n_expert = en->glm.hp.n_expert;
+        en->kv_pos_bytes = (uint64_t)(en->glm.hp.n_layer + en->glm.hp.n_nextn) *
+                           (uint64_t)(en->glm.hp.kv_lora + en->glm.hp.qk_rope) * sizeof(float);
     } else if (!strcmp(en->arch, "gemma4")) {
         if (gemma4_model_load(en->g, &en->g4, &e)) goto fail;
         en->ops = &gemma4_ops;
         en->n_vocab = en->g4.hp.n_vocab, en->n_embd = en->g4.hp.n_embd, en->n_ctx_train = en->g4.hp.n_ctx_train;
+        en->n_expert = en->g4.hp.n_expert;
+        /* K and V of every layer (an upper bound: sliding layers keep only a window) */
+        en->kv_pos_bytes = (uint64_t)en->g4.hp.n_layer * 2 * (uint64_t)en->g4.hp.max_kv_dim * sizeof(float);
     } else if (!strcmp(en->arch, "qwen3moe")) {
         if (qwen3moe_model_load(en->g, &en->q3, &e)) goto fail;
         en->ops = &qwen3moe_ops;
         en->n_vocab = en->q3.hp.n_vocab, en->n_embd = en->q3.hp.n_embd, en->n_ctx_train = en->q3.hp.n_ctx_train;
+        en->n_expert = en->q3.hp.n_expert;
+        en->kv_pos_bytes =
+            (uint64_t)en->q3.hp.n_layer * 2 * (uint64_t)en->q3.hp.n_kv * (uint64_t)en->q3.hp.head_dim * sizeof(float);
     } else {
         pt_errf(&e, "%s: architecture '%s' is not supported (supported: glm-dsa, deepseek2, gemma4, qwen3moe)",
                 p->model_path, en->arch);
@@ -338,7 +333,7 @@ pt_engine *pt_engine_open(const pt_engine_params *p, char *err, size_t err_len) 
         pt_errf(&e, "cannot start %d threads", nt);
         goto fail;
     }
-    if (en->ops == &glm_ops ? open_experts(en, p, &e) : resident_experts(en, p, &e)) goto fail;
+    if (open_experts(en, p, &e)) goto fail;
     return en;
 fail:
     copy_err(&e, err, err_len);

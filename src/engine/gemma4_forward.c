@@ -21,10 +21,12 @@
 #include "nn/attn.h"
 #include "nn/matmul.h"
 #include "nn/ops.h"
+#include "runtime/experts.h"
 
 struct gemma4_state {
     const gemma4_model *m;
     tp_pool *pool;
+    xs_store *xs;         /* where routed experts come from (shared with the engine) */
     mm_ctx mm;
     int n_ctx;       /* positions the caches can address */
     int max_batch;   /* rows per chunk */
@@ -50,6 +52,11 @@ struct gemma4_state {
     int *topk;      /* [B][n_used] chosen experts in selection order */
     float *topw;    /* [B][n_used] their weights */
     int *rows;      /* [B] (row, choice) slots routed to one expert */
+    int prefetch;   /* router lookahead into the next layer's experts */
+    float *pf_logits; /* [B][n_expert] next layer's router logits */
+    float *pf_in;     /* [B][n_embd] next layer's router input */
+    int *pf_topk;     /* [n_used] */
+    int *pf_uniq;     /* [n_expert] */
     int *uniq;      /* [n_expert] distinct experts of a chunk, first-use order */
     uint8_t *seen;  /* [n_expert] */
     float *xg;      /* [B][n_embd] gathered inputs / outputs of one expert */
@@ -62,7 +69,7 @@ static float *falloc(size_t n, int *fail) {
     return p;
 }
 
-gemma4_state *gemma4_state_new(const gemma4_model *m, tp_pool *pool, int max_isa, int n_ctx,
+gemma4_state *gemma4_state_new(const gemma4_model *m, tp_pool *pool, xs_store *xs, int prefetch, int max_isa, int n_ctx,
                                int max_batch, pt_err *err) {
     const gemma4_hparams *hp = &m->hp;
     if (n_ctx < 1 || max_batch < 1) {
@@ -76,6 +83,7 @@ gemma4_state *gemma4_state_new(const gemma4_model *m, tp_pool *pool, int max_isa
     }
     s->m = m;
     s->pool = pool;
+    s->xs = xs;
     s->n_ctx = n_ctx;
     s->max_batch = max_batch;
     /* a batch's first query needs window-1 older keys, its last writes T-1 newer */
@@ -119,6 +127,12 @@ gemma4_state *gemma4_state_new(const gemma4_model *m, tp_pool *pool, int max_isa
     s->topk = calloc(B * K, sizeof(int));
     s->rows = calloc(B, sizeof(int));
     s->uniq = calloc((size_t)hp->n_expert, sizeof(int));
+    s->prefetch = prefetch;
+    s->pf_logits = calloc((size_t)max_batch * (size_t)hp->n_expert, sizeof(float));
+    s->pf_in = calloc((size_t)max_batch * (size_t)hp->n_embd, sizeof(float));
+    s->pf_topk = calloc((size_t)hp->n_expert_used, sizeof(int));
+    s->pf_uniq = calloc((size_t)hp->n_expert, sizeof(int));
+    if (!s->pf_logits || !s->pf_in || !s->pf_topk || !s->pf_uniq) fail = 1;
     s->seen = calloc((size_t)hp->n_expert, 1);
     if (!s->topk || !s->rows || !s->uniq || !s->seen) fail = 1;
     int64_t max_in = PT_MAX((int64_t)E, (int64_t)QD);
@@ -148,6 +162,10 @@ void gemma4_state_free(gemma4_state *s) {
     free(s->topk);
     free(s->rows);
     free(s->uniq);
+    free(s->pf_logits);
+    free(s->pf_in);
+    free(s->pf_topk);
+    free(s->pf_uniq);
     free(s->seen);
     mm_ctx_free(&s->mm);
     free(s);
@@ -269,7 +287,35 @@ static void route(gemma4_state *s, int t) {
 
 /* moe[T][n_embd]: routed experts on xn (the pre_ffw_norm_2 input), routed from
  * the residual h. */
-static void moe(gemma4_state *s, int layer, int T) {
+/* Router lookahead: the next layer's router (with its own input gain) on this
+ * layer's residual predicts its experts, whose reads then overlap this
+ * layer's compute. */
+static int prefetch_next(gemma4_state *s, int layer, int T, pt_err *err) {
+    const gemma4_hparams *hp = &s->m->hp;
+    const int X = hp->n_expert, K = hp->n_expert_used, E = hp->n_embd;
+    if (layer + 1 >= hp->n_layer) return 0;
+    const gemma4_layer *ny = &s->m->layers[layer + 1];
+    const float inv = 1.0f / sqrtf((float)E);
+    for (int t = 0; t < T; t++) {
+        float *r = s->pf_in + (size_t)t * E;
+        nn_rms_norm(s->h + (size_t)t * E, NULL, hp->rms_eps, E, r);
+        for (int i = 0; i < E; i++) r[i] = (r[i] * inv) * ny->gate_inp_scale[i];
+    }
+    mm_run(&s->mm, &ny->gate_inp, s->pf_in, T, s->pf_logits, X);
+    int n = 0;
+    for (int t = 0; t < T; t++) {
+        nn_top_k(s->pf_logits + (size_t)t * X, X, K, s->pf_topk); /* softmax keeps the order */
+        for (int k = 0; k < K; k++)
+            if (!s->seen[s->pf_topk[k]]) {
+                s->seen[s->pf_topk[k]] = 1;
+                s->pf_uniq[n++] = s->pf_topk[k];
+            }
+    }
+    for (int i = 0; i < n; i++) s->seen[s->pf_uniq[i]] = 0;
+    return xs_prefetch(s->xs, layer + 1, s->pf_uniq, n, err);
+}
+
+static int moe(gemma4_state *s, int layer, int T, pt_err *err) {
     const gemma4_hparams *hp = &s->m->hp;
     const gemma4_layer *ly = &s->m->layers[layer];
     const int X = hp->n_expert, K = hp->n_expert_used, E = hp->n_embd, F = hp->n_ff_exp;
@@ -298,8 +344,11 @@ static void moe(gemma4_state *s, int layer, int T) {
     /* each chosen expert runs once on the rows that chose it (in first-use
      * order, the order an expert cache would deliver them in); outputs land in
      * their own (row, choice) slot so the sum below happens in selection order */
-    for (int i_e = 0; i_e < n_uniq; i_e++) {
-        const int e = s->uniq[i_e];
+    if (xs_begin(s->xs, layer, s->uniq, n_uniq, err)) return -1;
+    if (s->prefetch && prefetch_next(s, layer, T, err)) return -1;
+    int e, rc;
+    const uint8_t *mats[3];
+    while ((rc = xs_next(s->xs, layer, &e, mats, err)) == 1) {
         int n = 0;
         for (int t = 0; t < T; t++)
             for (int k = 0; k < K; k++)
@@ -308,7 +357,7 @@ static void moe(gemma4_state *s, int layer, int T) {
                     memcpy(s->xg + (size_t)n * E, s->xn + (size_t)t * E, (size_t)E * sizeof(float));
                     n++;
                 }
-        const gemma4_expert_w w = gemma4_expert(s->m, layer, e);
+        const gemma4_expert_w w = gemma4_expert(s->m, layer, e, mats);
         mm_run(&s->mm, &w.gate_up, s->xg, n, s->g, 2 * (int64_t)F);
         for (int i = 0; i < n; i++) {
             const float *gu = s->g + (size_t)i * 2 * F;
@@ -324,6 +373,7 @@ static void moe(gemma4_state *s, int layer, int T) {
                 y[j] = src[j] * w.scale;
         }
     }
+    if (rc < 0) return -1;
     for (int t = 0; t < T; t++) {
         float *o = s->moe + (size_t)t * E;
         for (int k = 0; k < K; k++) {
@@ -337,10 +387,11 @@ static void moe(gemma4_state *s, int layer, int T) {
                     o[i] += y[i] * wt;
         }
     }
+    return 0;
 }
 
 /* One decoder block on rows x[T] at positions pos0.. . */
-static void block(gemma4_state *s, int layer, int T, int pos0) {
+static int block(gemma4_state *s, int layer, int T, int pos0, pt_err *err) {
     const gemma4_hparams *hp = &s->m->hp;
     const gemma4_layer *ly = &s->m->layers[layer];
     const int E = hp->n_embd;
@@ -365,7 +416,7 @@ static void block(gemma4_state *s, int layer, int T, int pos0) {
     /* routed experts -> moe, normed with post_ffw_norm_2 */
     for (int t = 0; t < T; t++)
         nn_rms_norm(s->h + (size_t)t * E, ly->pre_ffw_norm_2, eps, E, s->xn + (size_t)t * E);
-    moe(s, layer, T);
+    if (moe(s, layer, T, err)) return -1;
     for (int t = 0; t < T; t++)
         nn_rms_norm(s->moe + (size_t)t * E, ly->post_ffw_norm_2, eps, E, s->moe + (size_t)t * E);
     /* x = (h + post_ffw_norm(mlp + moe)) * layer_output_scale */
@@ -378,6 +429,7 @@ static void block(gemma4_state *s, int layer, int T, int pos0) {
         for (int i = 0; i < E; i++)
             x[i] = (a[i] + h[i]) * ly->out_scale;
     }
+    return 0;
 }
 
 static int check_tokens(const gemma4_state *s, const int32_t *tokens, int n, pt_err *err) {
@@ -419,7 +471,7 @@ int gemma4_eval(gemma4_state *s, const int32_t *tokens, int n, float *logits, in
                 x[i] *= hp->embd_scale;
         }
         for (int l = 0; l < hp->n_layer; l++)
-            block(s, l, T, pos0);
+            if (block(s, l, T, pos0, err)) return -1;
         for (int t = 0; t < T; t++)
             nn_rms_norm(s->x + (size_t)t * E, m->output_norm, hp->rms_eps, E,
                         s->xn + (size_t)t * E);

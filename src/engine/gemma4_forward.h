@@ -13,12 +13,13 @@
 #include <stdint.h>
 
 #include "model/gemma4.h"
+#include "runtime/experts.h"
 #include "runtime/threadpool.h"
 
 typedef struct gemma4_state gemma4_state;
 
 /* max_isa: highest kernel ISA level (QT_ISA_*), -1 for the best available. */
-gemma4_state *gemma4_state_new(const gemma4_model *m, tp_pool *pool, int max_isa, int n_ctx,
+gemma4_state *gemma4_state_new(const gemma4_model *m, tp_pool *pool, xs_store *xs, int prefetch, int max_isa, int n_ctx,
                                int max_batch, pt_err *err);
 void gemma4_state_free(gemma4_state *s);
 

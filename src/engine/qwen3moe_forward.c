@@ -16,10 +16,12 @@
 #include "nn/attn.h"
 #include "nn/matmul.h"
 #include "nn/ops.h"
+#include "runtime/experts.h"
 
 struct qwen3moe_state {
     const qwen3moe_model *m;
     tp_pool *pool;
+    xs_store *xs;         /* where routed experts come from (shared with the engine) */
     mm_ctx mm;
     int n_ctx;      /* cache capacity in positions */
     int max_batch;  /* rows per chunk */
@@ -39,6 +41,11 @@ struct qwen3moe_state {
     int *topk;     /* [B][n_used] chosen experts in selection order */
     float *topw;   /* [B][n_used] their weights */
     int *rows;     /* [B] (row, choice) slots routed to one expert */
+    int prefetch;   /* router lookahead into the next layer's experts */
+    float *pf_logits; /* [B][n_expert] next layer's router logits */
+    float *pf_in;     /* [B][n_embd] next layer's router input */
+    int *pf_topk;     /* [n_used] */
+    int *pf_uniq;     /* [n_expert] */
     int *uniq;     /* [n_expert] distinct experts of a chunk, first-use order */
     uint8_t *seen; /* [n_expert] */
     float *xg;     /* [B][n_embd] gathered inputs / outputs of one expert */
@@ -51,7 +58,7 @@ static float *falloc(size_t n, int *fail) {
     return p;
 }
 
-qwen3moe_state *qwen3moe_state_new(const qwen3moe_model *m, tp_pool *pool, int max_isa, int n_ctx,
+qwen3moe_state *qwen3moe_state_new(const qwen3moe_model *m, tp_pool *pool, xs_store *xs, int prefetch, int max_isa, int n_ctx,
                                    int max_batch, pt_err *err) {
     const qwen3moe_hparams *hp = &m->hp;
     if (n_ctx < 1 || max_batch < 1) {
@@ -65,6 +72,7 @@ qwen3moe_state *qwen3moe_state_new(const qwen3moe_model *m, tp_pool *pool, int m
     }
     s->m = m;
     s->pool = pool;
+    s->xs = xs;
     s->n_ctx = n_ctx;
     s->max_batch = max_batch;
     const size_t B = (size_t)max_batch, E = (size_t)hp->n_embd, K = (size_t)hp->n_expert_used;
@@ -94,6 +102,12 @@ qwen3moe_state *qwen3moe_state_new(const qwen3moe_model *m, tp_pool *pool, int m
     s->topk = calloc(B * K, sizeof(int));
     s->rows = calloc(B, sizeof(int));
     s->uniq = calloc((size_t)hp->n_expert, sizeof(int));
+    s->prefetch = prefetch;
+    s->pf_logits = calloc((size_t)max_batch * (size_t)hp->n_expert, sizeof(float));
+    s->pf_in = calloc((size_t)max_batch * (size_t)hp->n_embd, sizeof(float));
+    s->pf_topk = calloc((size_t)hp->n_expert_used, sizeof(int));
+    s->pf_uniq = calloc((size_t)hp->n_expert, sizeof(int));
+    if (!s->pf_logits || !s->pf_in || !s->pf_topk || !s->pf_uniq) fail = 1;
     s->seen = calloc((size_t)hp->n_expert, 1);
     if (!s->topk || !s->rows || !s->uniq || !s->seen) fail = 1;
     int64_t max_in = PT_MAX((int64_t)E, (int64_t)QD);
@@ -122,6 +136,10 @@ void qwen3moe_state_free(qwen3moe_state *s) {
     free(s->topk);
     free(s->rows);
     free(s->uniq);
+    free(s->pf_logits);
+    free(s->pf_in);
+    free(s->pf_topk);
+    free(s->pf_uniq);
     free(s->seen);
     mm_ctx_free(&s->mm);
     free(s);
@@ -205,7 +223,27 @@ static void route(qwen3moe_state *s, int t) {
             w[k] *= hp->weights_scale;
 }
 
-static void moe(qwen3moe_state *s, const qwen3moe_layer *ly, int layer, int T) {
+/* Router lookahead: the next layer's router on this layer's normed input
+ * predicts its experts, whose reads then overlap this layer's compute. */
+static int prefetch_next(qwen3moe_state *s, int layer, int T, pt_err *err) {
+    const qwen3moe_hparams *hp = &s->m->hp;
+    const int X = hp->n_expert, K = hp->n_expert_used;
+    if (layer + 1 >= hp->n_layer) return 0;
+    mm_run(&s->mm, &s->m->layers[layer + 1].gate_inp, s->xn, T, s->pf_logits, X);
+    int n = 0;
+    for (int t = 0; t < T; t++) {
+        nn_top_k(s->pf_logits + (size_t)t * X, X, K, s->pf_topk); /* softmax keeps the order */
+        for (int k = 0; k < K; k++)
+            if (!s->seen[s->pf_topk[k]]) {
+                s->seen[s->pf_topk[k]] = 1;
+                s->pf_uniq[n++] = s->pf_topk[k];
+            }
+    }
+    for (int i = 0; i < n; i++) s->seen[s->pf_uniq[i]] = 0;
+    return xs_prefetch(s->xs, layer + 1, s->pf_uniq, n, err);
+}
+
+static int moe(qwen3moe_state *s, const qwen3moe_layer *ly, int layer, int T, pt_err *err) {
     const qwen3moe_hparams *hp = &s->m->hp;
     const int X = hp->n_expert, K = hp->n_expert_used, E = hp->n_embd, F = hp->n_ff_exp;
     mm_run(&s->mm, &ly->gate_inp, s->xn, T, s->router, X);
@@ -225,8 +263,11 @@ static void moe(qwen3moe_state *s, const qwen3moe_layer *ly, int layer, int T) {
     /* each chosen expert runs once on the rows that chose it (in first-use
      * order, the order an expert cache would deliver them in); outputs land in
      * their own (row, choice) slot so the sum below happens in selection order */
-    for (int i_e = 0; i_e < n_uniq; i_e++) {
-        const int e = s->uniq[i_e];
+    if (xs_begin(s->xs, layer, s->uniq, n_uniq, err)) return -1;
+    if (s->prefetch && prefetch_next(s, layer, T, err)) return -1;
+    int e, rc;
+    const uint8_t *mats[3];
+    while ((rc = xs_next(s->xs, layer, &e, mats, err)) == 1) {
         int n = 0;
         for (int t = 0; t < T; t++)
             for (int k = 0; k < K; k++)
@@ -235,7 +276,7 @@ static void moe(qwen3moe_state *s, const qwen3moe_layer *ly, int layer, int T) {
                     memcpy(s->xg + (size_t)n * E, s->xn + (size_t)t * E, (size_t)E * sizeof(float));
                     n++;
                 }
-        const qwen3moe_expert_w w = qwen3moe_expert(s->m, layer, e);
+        const qwen3moe_expert_w w = qwen3moe_expert(s->m, layer, mats);
         mm_run(&s->mm, &w.gate, s->xg, n, s->g, F);
         mm_run(&s->mm, &w.up, s->xg, n, s->u, F);
         for (int64_t i = 0; i < (int64_t)n * F; i++)
@@ -245,6 +286,7 @@ static void moe(qwen3moe_state *s, const qwen3moe_layer *ly, int layer, int T) {
             memcpy(s->yk + (size_t)s->rows[i] * E, s->xg + (size_t)i * E,
                    (size_t)E * sizeof(float));
     }
+    if (rc < 0) return -1;
     for (int t = 0; t < T; t++) {
         float *o = s->out + (size_t)t * E;
         for (int k = 0; k < K; k++) {
@@ -258,10 +300,11 @@ static void moe(qwen3moe_state *s, const qwen3moe_layer *ly, int layer, int T) {
                     o[i] += y[i] * wt;
         }
     }
+    return 0;
 }
 
 /* One decoder block on rows x[T] at positions pos0.. . */
-static void block(qwen3moe_state *s, int layer, int T, int pos0) {
+static int block(qwen3moe_state *s, int layer, int T, int pos0, pt_err *err) {
     const qwen3moe_hparams *hp = &s->m->hp;
     const qwen3moe_layer *ly = &s->m->layers[layer];
     const int E = hp->n_embd;
@@ -272,9 +315,10 @@ static void block(qwen3moe_state *s, int layer, int T, int pos0) {
         s->x[i] += s->out[i];
     for (int t = 0; t < T; t++)
         nn_rms_norm(s->x + (size_t)t * E, ly->ffn_norm, hp->rms_eps, E, s->xn + (size_t)t * E);
-    moe(s, ly, layer, T);
+    if (moe(s, ly, layer, T, err)) return -1;
     for (size_t i = 0; i < (size_t)T * E; i++)
         s->x[i] += s->out[i];
+    return 0;
 }
 
 static int check_tokens(const qwen3moe_state *s, const int32_t *tokens, int n, pt_err *err) {
@@ -301,7 +345,7 @@ int qwen3moe_eval(qwen3moe_state *s, const int32_t *tokens, int n, float *logits
         for (int t = 0; t < T; t++)
             mm_get_row(&m->tok_embd, tokens[c0 + t], s->x + (size_t)t * E);
         for (int l = 0; l < hp->n_layer; l++)
-            block(s, l, T, pos0);
+            if (block(s, l, T, pos0, err)) return -1;
         for (int t = 0; t < T; t++)
             nn_rms_norm(s->x + (size_t)t * E, m->output_norm, hp->rms_eps, E,
                         s->xn + (size_t)t * E);

@@ -11,12 +11,13 @@
 #include <stdint.h>
 
 #include "model/qwen3moe.h"
+#include "runtime/experts.h"
 #include "runtime/threadpool.h"
 
 typedef struct qwen3moe_state qwen3moe_state;
 
 /* max_isa: highest kernel ISA level (QT_ISA_*), -1 for the best available. */
-qwen3moe_state *qwen3moe_state_new(const qwen3moe_model *m, tp_pool *pool, int max_isa, int n_ctx,
+qwen3moe_state *qwen3moe_state_new(const qwen3moe_model *m, tp_pool *pool, xs_store *xs, int prefetch, int max_isa, int n_ctx,
                                    int max_batch, pt_err *err);
 void qwen3moe_state_free(qwen3moe_state *s);
 

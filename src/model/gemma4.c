@@ -205,9 +205,9 @@ void gemma4_model_free(gemma4_model *m) {
     memset(m, 0, sizeof *m);
 }
 
-gemma4_expert_w gemma4_expert(const gemma4_model *m, int layer, int e) {
+gemma4_expert_w gemma4_expert(const gemma4_model *m, int layer, int e, const uint8_t *const mats[2]) {
     const gemma4_layer *ly = &m->layers[layer];
-    gemma4_expert_w w = {ld_slice(ly->gate_up_exps, e), ld_slice(ly->down_exps, e),
+    gemma4_expert_w w = {ld_slice_at(ly->gate_up_exps, mats[0]), ld_slice_at(ly->down_exps, mats[1]),
                          ly->down_exps_scale ? ly->down_exps_scale[e] : 1.0f};
     return w;
 }

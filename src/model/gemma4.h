@@ -95,8 +95,8 @@ typedef struct gemma4_expert_w {
 int gemma4_model_load(const gguf_ctx *g, gemma4_model *m, pt_err *err);
 void gemma4_model_free(gemma4_model *m);
 
-/* Expert e of `layer`: the only place the forward pass gets routed weights
- * from (the resident mapping today; an expert cache when streaming). */
-gemma4_expert_w gemma4_expert(const gemma4_model *m, int layer, int e);
+/* Expert e of `layer` with its gate_up and down slices at mats[0], mats[1]
+ * (from the expert store: the mapping or a cache slot). */
+gemma4_expert_w gemma4_expert(const gemma4_model *m, int layer, int e, const uint8_t *const mats[2]);
 
 #endif

@@ -155,6 +155,12 @@ mm_weight ld_slice(const gguf_tensor *t, int i) {
     return w;
 }
 
+mm_weight ld_slice_at(const gguf_tensor *t, const uint8_t *data) {
+    mm_weight w = ld_slice(t, 0);
+    w.data = data;
+    return w;
+}
+
 mm_weight ld_weight(ld_ctx *L, const char *name, int64_t n_in, int64_t n_out, int required) {
     const gguf_tensor *t = ld_tensor(L, name, 2, n_in, n_out, 1, required);
     if (t && check_matmul_type(L, t)) t = NULL;

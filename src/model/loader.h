@@ -53,5 +53,8 @@ const gguf_tensor *ld_stack(ld_ctx *L, const char *name, int64_t n_in, int64_t n
 mm_weight ld_as_weight(const gguf_tensor *t);
 /* Slice i of a stack of 2-D weights. */
 mm_weight ld_slice(const gguf_tensor *t, int i);
+/* One slice of a stacked tensor (an expert) whose bytes are at `data`: in the
+ * mapping or in an expert-cache slot. */
+mm_weight ld_slice_at(const gguf_tensor *t, const uint8_t *data);
 
 #endif

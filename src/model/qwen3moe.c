@@ -123,9 +123,9 @@ void qwen3moe_model_free(qwen3moe_model *m) {
     memset(m, 0, sizeof *m);
 }
 
-qwen3moe_expert_w qwen3moe_expert(const qwen3moe_model *m, int layer, int e) {
+qwen3moe_expert_w qwen3moe_expert(const qwen3moe_model *m, int layer, const uint8_t *const mats[3]) {
     const qwen3moe_layer *ly = &m->layers[layer];
-    qwen3moe_expert_w w = {ld_slice(ly->gate_exps, e), ld_slice(ly->up_exps, e),
-                           ld_slice(ly->down_exps, e)};
+    qwen3moe_expert_w w = {ld_slice_at(ly->gate_exps, mats[0]), ld_slice_at(ly->up_exps, mats[1]),
+                           ld_slice_at(ly->down_exps, mats[2])};
     return w;
 }

@@ -67,6 +67,6 @@ void qwen3moe_model_free(qwen3moe_model *m);
 
 /* Expert e of `layer`: the only place the forward pass gets routed weights
  * from (the resident mapping today; an expert cache when streaming). */
-qwen3moe_expert_w qwen3moe_expert(const qwen3moe_model *m, int layer, int e);
+qwen3moe_expert_w qwen3moe_expert(const qwen3moe_model *m, int layer, const uint8_t *const mats[3]);
 
 #endif
