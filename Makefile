@@ -145,9 +145,9 @@ clean:
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BENCH_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) \
          $(BUILD)/tools/bench_tokenizer.d
 
-# What works so far, on a shipped fixture: the streaming split of a GLM-5.2-shaped model,
-# then its forward pass on the token ids of a short chat prompt.
+# The README's "run" command: an interactive chat (stdin) on a shipped fixture model until
+# issue 8 ships a demo model (tiny random weights: the answers are gibberish, the machinery is
+# real). Non-interactive stdin works too: EOF ends the chat cleanly.
+DEMO_MODEL ?= ../shared/fixtures/glm-dsa-rq2k.gguf
 demo: all
-	$(BUILD)/petrel inspect ../shared/fixtures/glm-dsa-rq2k.gguf
-	$(BUILD)/petrel generate -m ../shared/fixtures/glm-dsa-rq2k.gguf \
-	    --tokens 500,502,505,39,264,259,289,278,44,387,506,508 -n 24 --greedy
+	$(BUILD)/petrel chat -m $(DEMO_MODEL) -n 64

@@ -11,7 +11,12 @@
 #define CLI_ERROR 1
 #define CLI_USAGE 2
 
+/* The model `petrel` and `petrel chat` use without -m: NULL until issue 8
+ * ships a default model; this is the one place to set it. */
+#define CLI_DEFAULT_MODEL NULL
+
 int cmd_inspect(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_pack(int argc, char **argv);
 int cmd_verify(int argc, char **argv);

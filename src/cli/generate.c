@@ -1,8 +1,13 @@
-/* generate.c — `petrel generate`: run a model on token ids and print the
- * generated ids.
+/* generate.c — `petrel generate`: one-shot generation, from text or from token ids.
  *
+ *   petrel generate -m MODEL.gguf -p TEXT [-n N] [--chat [--system TEXT]] [sampling flags]
  *   petrel generate -m MODEL.gguf --tokens 1,2,3 -n 16 --greedy [--dump-logits FILE]
  *
+ * Text mode: TEXT (or -f FILE, or stdin) is completed as is, with BOS as the
+ * vocabulary says, or wrapped in the model's chat template with --chat; the
+ * text streams to stdout as it is produced, statistics go to stderr.
+ *
+ * Token mode (the reference runs of shared/tools/check_ref.py depend on it):
  * The ids are fed verbatim (no BOS added); exactly N tokens are generated (no
  * stop at EOS, like llama.cpp's reference runs; -n 0 is allowed) and printed
  * space-separated on one line of stdout. --dump-logits writes the logits of
@@ -14,45 +19,27 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "petrel.h"
+#include "textcli.h"
 
 static void generate_usage(FILE *f) {
     fprintf(f,
-            "usage: petrel generate -m MODEL.gguf --tokens ID,ID,... [options]\n"
+            "usage: petrel generate -m MODEL.gguf (-p TEXT | -f FILE | --tokens IDS) [options]\n"
             "  -m, --model FILE        GGUF model (any part of a split model)\n"
-            "  --tokens LIST           prompt token ids, comma-separated, fed verbatim (no BOS)\n"
-            "  -n, --max-tokens N      tokens to generate (default 16; exactly N, EOS does not stop)\n"
-            "  --greedy, --temp 0      greedy decoding (the only sampler so far)\n"
-            "  --dump-logits FILE      write prompt logits, float32 [n_prompt][n_vocab]\n"
-            "  -t, --threads N         threads (default: all cores)\n"
-            "  -c, --ctx-size N        context positions (default: prompt + N)\n"
-            "  -b, --batch-size N      prompt rows per forward chunk (default 64)\n"
-            "  --kernels K             best (default), avx512, avx2 or scalar dot-product kernels\n"
-            "  --ram GB                memory budget (default: available memory and cgroup limit)\n"
-            "  --expert-slots N        stream routed experts through N cache slots per MoE layer\n"
-            "  --mmap-experts          read experts through the memory map (no cache of our own)\n"
-            "  --expert-policy P       cache replacement: lru (default) or lfu\n"
-            "  --io B                  expert reads: auto (default), uring or pread\n"
-            "  --buffered-io           read experts through the page cache instead of O_DIRECT\n"
-            "  --pack PATH             expert pack to read from (default: MODEL.gguf.xpack if valid)\n"
-            "  --no-pack               ignore expert packs, read experts from the GGUF\n"
-            "  --pin-gb GB             cache memory for hot experts pinned from usage history\n"
-            "                          (default: a quarter of the cache once there is history)\n"
-            "  --no-pin                pin nothing\n"
-            "  --prefetch              read the next layer's likely experts ahead (router lookahead)\n"
-            "  --trace FILE            write the routing trace (one line per layer request)\n"
-            "  --stats                 print expert-cache and memory statistics\n");
-}
-
-static int parse_int(const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) return -1;
-    *out = v;
-    return 0;
+            "  -p, --prompt TEXT       prompt text, taken verbatim (raw completion; BOS as the model says)\n"
+            "  -f, --file FILE         read the prompt from FILE ('-' or no -p/-f/--tokens: stdin)\n"
+            "  --chat                  wrap the prompt in the model's chat template as a user turn\n"
+            "  --system TEXT           system message for --chat\n"
+            "  --quiet                 no statistics on stderr\n"
+            "  --json                  statistics as one JSON object on stderr\n"
+            "  --tokens LIST           prompt token ids, comma-separated, fed verbatim (no BOS); prints\n"
+            "                          the ids of exactly N greedy tokens (-n, default 16; EOS does not\n"
+            "                          stop); -c defaults to prompt + N\n"
+            "  --dump-logits FILE      with --tokens: write prompt logits, float32 [n_prompt][n_vocab]\n");
+    tcli_usage(f);
 }
 
 /* Parse "1,2,3" into a malloc'd array. */
@@ -103,122 +90,14 @@ static int argmax(const float *x, int n) {
     return best;
 }
 
-int cmd_generate(int argc, char **argv) {
-    const char *model = NULL, *tokens_arg = NULL, *dump = NULL;
-    int stats = 0;
-    long n_gen = 16, threads = 0, n_ctx = 0, n_batch = 0;
-    int kernels = PT_KERNELS_BEST;
-    pt_engine_params ep = {.model_path = NULL};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEEDV()                                                                        \
-    do {                                                                               \
-        if (!v) {                                                                      \
-            fprintf(stderr, "petrel generate: %s needs a value\n", a);                 \
-            generate_usage(stderr);                                                    \
-            return CLI_USAGE;                                                          \
-        }                                                                              \
-        i++;                                                                           \
-    } while (0)
-#define BADV()                                                                         \
-    do {                                                                               \
-        fprintf(stderr, "petrel generate: invalid value '%s' for %s\n", v, a);         \
-        return CLI_USAGE;                                                              \
-    } while (0)
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            generate_usage(stdout);
-            return CLI_OK;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            NEEDV();
-            model = v;
-        } else if (!strcmp(a, "--tokens")) {
-            NEEDV();
-            tokens_arg = v;
-        } else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens") || !strcmp(a, "--n-predict")) {
-            NEEDV();
-            if (parse_int(v, 0, 1 << 24, &n_gen)) BADV();
-        } else if (!strcmp(a, "--greedy")) {
-        } else if (!strcmp(a, "--temp")) {
-            NEEDV();
-            if (strtod(v, NULL) != 0.0) {
-                fprintf(stderr, "petrel generate: only greedy decoding (--temp 0) is available so far\n");
-                return CLI_USAGE;
-            }
-        } else if (!strcmp(a, "--dump-logits")) {
-            NEEDV();
-            dump = v;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            NEEDV();
-            if (parse_int(v, 1, 1024, &threads)) BADV();
-        } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
-            NEEDV();
-            if (parse_int(v, 1, 1 << 26, &n_ctx)) BADV();
-        } else if (!strcmp(a, "--kernels")) {
-            NEEDV();
-            if (!strcmp(v, "best")) kernels = PT_KERNELS_BEST;
-            else if (!strcmp(v, "scalar")) kernels = PT_KERNELS_SCALAR;
-            else if (!strcmp(v, "avx2")) kernels = PT_KERNELS_AVX2;
-            else if (!strcmp(v, "avx512")) kernels = PT_KERNELS_AVX512;
-            else BADV();
-        } else if (!strcmp(a, "--expert-slots")) {
-            NEEDV();
-            long v2;
-            if (parse_int(v, 1, 1 << 20, &v2)) BADV();
-            ep.expert_slots = (int)v2;
-        } else if (!strcmp(a, "--mmap-experts")) {
-            ep.expert_slots = PT_EXPERTS_MMAP;
-        } else if (!strcmp(a, "--ram")) {
-            NEEDV();
-            char *end;
-            ep.ram_gb = strtod(v, &end);
-            if (*end || !(ep.ram_gb > 0)) BADV();
-        } else if (!strcmp(a, "--expert-policy")) {
-            NEEDV();
-            if (!strcmp(v, "lru")) ep.expert_policy = PT_POLICY_LRU;
-            else if (!strcmp(v, "lfu")) ep.expert_policy = PT_POLICY_LFU;
-            else BADV();
-        } else if (!strcmp(a, "--io")) {
-            NEEDV();
-            if (!strcmp(v, "auto")) ep.io = PT_IO_AUTO;
-            else if (!strcmp(v, "uring")) ep.io = PT_IO_URING;
-            else if (!strcmp(v, "pread")) ep.io = PT_IO_PREAD;
-            else BADV();
-        } else if (!strcmp(a, "--pack")) {
-            NEEDV();
-            ep.pack_path = v;
-        } else if (!strcmp(a, "--no-pack")) {
-            ep.no_pack = 1;
-        } else if (!strcmp(a, "--pin-gb")) {
-            NEEDV();
-            char *end;
-            ep.pin_gb = strtod(v, &end);
-            if (*end || !(ep.pin_gb > 0)) BADV();
-        } else if (!strcmp(a, "--no-pin")) {
-            ep.no_pin = 1;
-        } else if (!strcmp(a, "--prefetch")) {
-            ep.prefetch = 1;
-        } else if (!strcmp(a, "--trace")) {
-            NEEDV();
-            ep.trace_path = v;
-        } else if (!strcmp(a, "--buffered-io")) {
-            ep.buffered_io = 1;
-        } else if (!strcmp(a, "--stats")) {
-            stats = 1;
-        } else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) {
-            NEEDV();
-            if (parse_int(v, 1, 1 << 16, &n_batch)) BADV();
-        } else {
-            fprintf(stderr, "petrel generate: unknown option '%s'\n", a);
-            generate_usage(stderr);
-            return CLI_USAGE;
-        }
-#undef NEEDV
-#undef BADV
-    }
-    if (!model || !tokens_arg) {
-        fprintf(stderr, "petrel generate: %s is required\n", !model ? "-m MODEL" : "--tokens");
-        generate_usage(stderr);
+/* Token mode: the ids verbatim, exactly n_gen greedy tokens, ids on stdout. */
+static int run_tokens(const tcli_opts *o, const char *tokens_arg, const char *dump) {
+    const char *model = o->model;
+    long n_gen = o->n_gen < 0 ? 16 : o->n_gen, threads = o->threads, n_ctx = o->n_ctx, n_batch = o->n_batch;
+    int kernels = o->kernels, stats = o->stats;
+    pt_engine_params ep = o->ep;
+    if (o->sp_set & TCLI_SET_TEMP && o->sp.temp != 0) {
+        fprintf(stderr, "petrel generate: --tokens decodes greedily (--temp 0); sample from text with -p\n");
         return CLI_USAGE;
     }
     int32_t *prompt;
@@ -308,5 +187,208 @@ done:
     free(prompt);
     pt_session_free(s);
     pt_engine_close(e);
+    return rc;
+}
+
+/* ===== Text mode ===== */
+
+static int emit_stdout(void *ud, const char *s, size_t n) {
+    (void)ud;
+    if (fwrite(s, 1, n, stdout) != n) return -1;
+    fflush(stdout);
+    return 0;
+}
+
+/* Read a whole stream (the prompt from -f or stdin). NULL on error. */
+static char *slurp(FILE *f, size_t *len) {
+    size_t cap = 65536, n = 0;
+    char *b = malloc(cap + 1);
+    while (b) {
+        size_t r = fread(b + n, 1, cap - n, f);
+        n += r;
+        if (r == 0) break;
+        if (n == cap) {
+            char *c = realloc(b, cap * 2 + 1);
+            if (!c) {
+                free(b);
+                return NULL;
+            }
+            b = c;
+            cap *= 2;
+        }
+    }
+    if (!b || ferror(f)) {
+        free(b);
+        return NULL;
+    }
+    b[n] = 0;
+    *len = n;
+    return b;
+}
+
+static int run_text(const tcli_opts *o, const char *text, size_t len, int chat, const char *system, int quiet,
+                    int json) {
+    tcli_model m;
+    tcli_turn t = {0};
+    tok_ids ids = {0};
+    tok_bytes rendered = {0}, fixed = {0};
+    gen_result res = {0};
+    json_t *msgs = NULL;
+    pt_err err = {{0}};
+    int rc = CLI_OK;
+    if (len == 0) {
+        fprintf(stderr, "petrel generate: the prompt is empty\n");
+        return CLI_USAGE;
+    }
+    if (tcli_open(o, &m, quiet || json)) return CLI_ERROR;
+    int opens_reasoning = 0;
+    if (chat) {
+        if (m.fmt == CHAT_NONE) {
+            rc = cli_error("%s: no known chat format for this model (use generate without --chat)", o->model);
+            goto done;
+        }
+        int bad = tcli_utf8_fix(text, len, &fixed);
+        if (bad < 0) goto oom;
+        if (bad) fprintf(stderr, "petrel: the prompt is not valid UTF-8; %d bad sequences replaced by U+FFFD\n", bad);
+        msgs = json_array();
+        if (system) {
+            tok_bytes sys = {0};
+            if (tcli_utf8_fix(system, strlen(system), &sys) < 0) goto oom;
+            json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "system", "content", sys.v));
+            tok_bytes_free(&sys);
+        }
+        json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "user", "content", fixed.v));
+        chat_opts co = {.add_generation_prompt = 1, .thinking = o->think};
+        if (chat_render(m.fmt, msgs, NULL, &co, &rendered, &err)) {
+            rc = cli_error("%s", err.msg);
+            goto done;
+        }
+        opens_reasoning = chat_prompt_opens_reasoning(m.fmt, o->think);
+        if (tok_encode(m.v, rendered.v, rendered.n, TOK_PARSE_SPECIAL, &ids, &err)) goto tokerr;
+    } else {
+        if (tok_encode(m.v, text, len, TOK_ADD_SPECIAL, &ids, &err)) goto tokerr;
+    }
+    t.n_prompt = (int)ids.n;
+    tcli_interrupted = 0;
+    tcli_sigint(1);
+    t.t_start = gen_now();
+    t.n_reused = gen_prefill(m.g, ids.v, (int)ids.n, &tcli_interrupted, &err);
+    t.t_prefilled = gen_now();
+    if (t.n_reused == -2) {
+        rc = cli_error("interrupted");
+        goto done;
+    }
+    if (t.n_reused < 0) {
+        rc = cli_error("%s", err.msg);
+        goto done;
+    }
+    gen_opts go = {.max_tokens = (int)o->n_gen, .stops = o->stops, .n_stops = o->n_stops,
+                   .decode_flags = chat ? TOK_RENDER_SPECIAL : 0};
+    if (opens_reasoning) emit_stdout(NULL, "<think>", 7);
+    if (gen_run(m.g, &go, emit_stdout, NULL, &tcli_interrupted, &res, &err)) {
+        rc = cli_error("%s", err.msg);
+        goto done;
+    }
+    tcli_sigint(0);
+    if (!isatty(fileno(stdout)) || res.text.n == 0 || res.text.v[res.text.n - 1] != '\n') fputc('\n', stdout);
+    if (fflush(stdout) != 0) rc = cli_error("cannot write output");
+    t.n_gen = res.n_tokens, t.t_first = res.t_first, t.t_end = res.t_end, t.reason = res.reason;
+    if (json) tcli_print_stats(stderr, &m, &t, 1, 0);
+    else if (!quiet) tcli_print_stats(stderr, &m, &t, 0, o->stats);
+    goto done;
+tokerr:
+    rc = cli_error("%s", err.msg);
+    goto done;
+oom:
+    rc = cli_error("out of memory");
+done:
+    tcli_sigint(0);
+    json_decref(msgs);
+    tok_bytes_free(&res.text);
+    tok_bytes_free(&rendered);
+    tok_bytes_free(&fixed);
+    tok_ids_free(&ids);
+    tcli_close(&m);
+    return rc;
+}
+
+int cmd_generate(int argc, char **argv) {
+    tcli_opts o;
+    tcli_opts_init(&o);
+    const char *tokens_arg = NULL, *dump = NULL, *prompt = NULL, *file = NULL, *system = NULL;
+    int chat = 0, quiet = 0, json = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int needs = !strcmp(a, "--tokens") || !strcmp(a, "--dump-logits") || !strcmp(a, "-p") ||
+                    !strcmp(a, "--prompt") || !strcmp(a, "-f") || !strcmp(a, "--file") || !strcmp(a, "--system");
+        if (needs && !v) {
+            fprintf(stderr, "petrel generate: %s needs a value\n", a);
+            generate_usage(stderr);
+            return CLI_USAGE;
+        }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            generate_usage(stdout);
+            return CLI_OK;
+        } else if (!strcmp(a, "--tokens")) {
+            tokens_arg = argv[++i];
+        } else if (!strcmp(a, "--dump-logits")) {
+            dump = argv[++i];
+        } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
+            prompt = argv[++i];
+        } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
+            file = argv[++i];
+        } else if (!strcmp(a, "--system")) {
+            system = argv[++i];
+        } else if (!strcmp(a, "--chat")) {
+            chat = 1;
+        } else if (!strcmp(a, "--quiet")) {
+            quiet = 1;
+        } else if (!strcmp(a, "--json")) {
+            json = 1;
+        } else {
+            int r = tcli_parse("generate", argc, argv, &i, &o);
+            if (r < 0) return CLI_USAGE;
+            if (r == 0) {
+                fprintf(stderr, "petrel generate: unknown option '%s'\n", a);
+                generate_usage(stderr);
+                return CLI_USAGE;
+            }
+        }
+    }
+    if (!o.model) {
+        fprintf(stderr, "petrel generate: -m MODEL is required\n");
+        generate_usage(stderr);
+        return CLI_USAGE;
+    }
+    if ((tokens_arg != NULL) + (prompt != NULL) + (file != NULL) > 1) {
+        fprintf(stderr, "petrel generate: give one of -p, -f and --tokens\n");
+        return CLI_USAGE;
+    }
+    if (tokens_arg) {
+        if (chat || system) {
+            fprintf(stderr, "petrel generate: --chat/--system need a text prompt (-p or -f)\n");
+            return CLI_USAGE;
+        }
+        return run_tokens(&o, tokens_arg, dump);
+    }
+    if (dump) {
+        fprintf(stderr, "petrel generate: --dump-logits needs --tokens\n");
+        return CLI_USAGE;
+    }
+    if (system && !chat) {
+        fprintf(stderr, "petrel generate: --system needs --chat\n");
+        return CLI_USAGE;
+    }
+    if (o.n_ctx == 0) o.n_ctx = 4096;
+    if (prompt) return run_text(&o, prompt, strlen(prompt), chat, system, quiet, json);
+    FILE *f = !file || !strcmp(file, "-") ? stdin : fopen(file, "rb");
+    if (!f) return cli_error("%s: %s", file, strerror(errno));
+    size_t len = 0;
+    char *text = slurp(f, &len);
+    if (f != stdin) fclose(f);
+    if (!text) return cli_error("%s: cannot read the prompt", file ? file : "stdin");
+    int rc = run_text(&o, text, len, chat, system, quiet, json);
+    free(text);
     return rc;
 }

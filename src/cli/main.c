@@ -23,8 +23,8 @@ static void usage(FILE *f) {
             "usage: petrel COMMAND [ARGS]\n"
             "\n"
             "commands:\n"
-            "  generate -m MODEL --tokens IDS -n N [--dump-logits F]\n"
-            "                                run a model on token ids, print the generated ids\n"
+            "  chat -m MODEL                 interactive chat (the default command)\n"
+            "  generate -m MODEL -p TEXT     complete TEXT (--chat: as a user turn); or --tokens IDS\n"
             "  inspect MODEL.gguf [--json]   architecture, tensor types, resident vs expert bytes\n"
             "  pack MODEL.gguf [-o PATH]     write the expert pack (one aligned record per expert)\n"
             "  verify MODEL.gguf             check the expert pack against the model\n"
@@ -39,10 +39,14 @@ static void usage(FILE *f) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
+        if (CLI_DEFAULT_MODEL) return cmd_chat(argc, argv); /* `petrel` alone: chat on the default model */
         usage(stderr);
         return CLI_USAGE;
     }
     const char *cmd = argv[1];
+    if (!strcmp(cmd, "chat")) return cmd_chat(argc - 1, argv + 1);
+    if (cmd[0] == '-' && strcmp(cmd, "-h") && strcmp(cmd, "--help") && strcmp(cmd, "--version"))
+        return cmd_chat(argc, argv); /* `petrel -m MODEL ...`: chat is the default command */
     if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 1, argv + 1);
     if (!strcmp(cmd, "generate")) return cmd_generate(argc - 1, argv + 1);
     if (!strcmp(cmd, "pack")) return cmd_pack(argc - 1, argv + 1);

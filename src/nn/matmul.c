@@ -1,7 +1,6 @@
 /* matmul.c — batched, threaded y = W x over quantised weights (see matmul.h). */
 #include "matmul.h"
 
-#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "common.h"
@@ -30,30 +29,17 @@ typedef struct mm_job {
     float *y;
     int64_t ldy;
     qt_dot_fn dot;
-    long chunk;       /* output rows claimed at a time */
-    atomic_long next; /* first output row not yet claimed */
 } mm_job;
 
-/* Workers claim chunks of output rows from a shared counter instead of a
- * fixed 1/nth share: on a loaded machine a worker that is descheduled (or
- * slow to wake) no longer holds half of every matmul hostage, the others take
- * its chunks. Each output is still one dot computed by one thread, so results
- * do not depend on the thread count or on who ran which chunk. */
 static void mm_worker(void *arg, int ith, int nth) {
-    mm_job *j = arg;
-    (void)ith;
-    (void)nth;
-    const long n_out = (long)j->w->n_out;
-    for (;;) {
-        const long lo = atomic_fetch_add_explicit(&j->next, j->chunk, memory_order_relaxed);
-        if (lo >= n_out) break;
-        const long hi = PT_MIN(lo + j->chunk, n_out);
-        for (long o = lo; o < hi; o++) {
-            const uint8_t *row = j->w->data + (uint64_t)o * j->w->row_bytes;
-            for (int t = 0; t < j->n_rows; t++)
-                j->y[(int64_t)t * j->ldy + o] =
-                    j->dot(row, j->act + (uint64_t)t * j->act_row_bytes, j->w->n_in);
-        }
+    const mm_job *j = arg;
+    long lo, hi;
+    tp_range((long)j->w->n_out, ith, nth, &lo, &hi);
+    for (long o = lo; o < hi; o++) {
+        const uint8_t *row = j->w->data + (uint64_t)o * j->w->row_bytes;
+        for (int t = 0; t < j->n_rows; t++)
+            j->y[(int64_t)t * j->ldy + o] =
+                j->dot(row, j->act + (uint64_t)t * j->act_row_bytes, j->w->n_in);
     }
 }
 
@@ -72,11 +58,7 @@ void mm_run(mm_ctx *c, const mm_weight *w, const float *x, int n_rows, float *y,
     qt_dot_fn dot = NULL;
     if (qt_use_panel(w->type, n_rows, w->n_out)) dot = qt_dot_panel_upto(w->type, c->max_isa);
     if (!dot) dot = qt_dot_upto(w->type, c->max_isa);
-    /* about 8 chunks per thread: small enough to rebalance, large enough
-     * that the shared counter is touched rarely (a chunk is >= 4 rows) */
-    const int nth = tp_size(c->pool);
-    const long chunk = PT_MAX(4L, (long)w->n_out / (8L * nth));
-    mm_job j = {w, c->act, arb, n_rows, y, ldy, dot, chunk, 0};
+    mm_job j = {w, c->act, arb, n_rows, y, ldy, dot};
     /* small jobs are not worth waking the workers for */
     if ((uint64_t)w->n_out * w->row_bytes * (uint64_t)n_rows < 32768)
         mm_worker(&j, 0, 1);

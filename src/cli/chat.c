@@ -1,0 +1,224 @@
+/* chat.c — `petrel chat`: an interactive, streaming conversation.
+ *
+ *   petrel chat -m MODEL.gguf [--system TEXT] [sampling and engine flags]
+ *
+ * Each turn re-renders the whole conversation with the model's chat template
+ * and hands the tokens to gen_prefill, which keeps the longest common prefix of
+ * the KV cache: only the new tokens are evaluated (the previous answer is
+ * re-evaluated only where the template renders history differently from what
+ * was generated, e.g. GLM dropping old reasoning). Commands: /clear, /exit,
+ * /stats, /system TEXT, /think on|off. Ctrl-C stops the answer being generated
+ * (the partial answer stays in the conversation); Ctrl-D or /exit quits.
+ * Lines come from stdin with fgets-style reading (no line-editing library:
+ * the terminal's own editing applies), so the command works in pipes too;
+ * --no-kv-reuse clears the cache before each turn (to test that reuse changes
+ * nothing).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "textcli.h"
+
+static void chat_usage(FILE *f) {
+    fprintf(f,
+            "usage: petrel chat -m MODEL.gguf [options]\n"
+            "  -m, --model FILE        GGUF model (default: %s)\n"
+            "  --system TEXT           system message\n"
+            "  --no-kv-reuse           re-evaluate the whole conversation every turn (for tests)\n"
+            "commands during the chat: /clear  /exit  /stats  /system TEXT  /think on|off\n"
+            "Ctrl-C stops the current answer; Ctrl-D exits.\n",
+            CLI_DEFAULT_MODEL ? CLI_DEFAULT_MODEL : "none yet");
+    tcli_usage(f);
+}
+
+static int emit_stdout(void *ud, const char *s, size_t n) {
+    (void)ud;
+    if (fwrite(s, 1, n, stdout) != n) return -1;
+    fflush(stdout);
+    return 0;
+}
+
+/* Read one line (without its newline) into *buf. 1: a line; 0: end of input;
+ * -1: interrupted by Ctrl-C. */
+static int read_line(char **buf, size_t *cap) {
+    errno = 0;
+    ssize_t n = getline(buf, cap, stdin);
+    if (n < 0) {
+        if (errno == EINTR || tcli_interrupted) {
+            clearerr(stdin);
+            return -1;
+        }
+        return 0;
+    }
+    while (n > 0 && ((*buf)[n - 1] == '\n' || (*buf)[n - 1] == '\r')) (*buf)[--n] = 0;
+    return 1;
+}
+
+/* The conversation restarted: the system message, if any. */
+static json_t *new_conversation(const char *system) {
+    json_t *m = json_array();
+    if (system && *system) json_array_append_new(m, json_pack("{s:s, s:s}", "role", "system", "content", system));
+    return m;
+}
+
+int cmd_chat(int argc, char **argv) {
+    tcli_opts o;
+    tcli_opts_init(&o);
+    const char *system_arg = NULL;
+    int no_reuse = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            chat_usage(stdout);
+            return CLI_OK;
+        } else if (!strcmp(a, "--system")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "petrel chat: --system needs a value\n");
+                return CLI_USAGE;
+            }
+            system_arg = argv[++i];
+        } else if (!strcmp(a, "--no-kv-reuse")) {
+            no_reuse = 1;
+        } else {
+            int r = tcli_parse("chat", argc, argv, &i, &o);
+            if (r < 0) return CLI_USAGE;
+            if (r == 0) {
+                fprintf(stderr, "petrel chat: unknown option '%s'\n", a);
+                chat_usage(stderr);
+                return CLI_USAGE;
+            }
+        }
+    }
+    if (!o.model) o.model = CLI_DEFAULT_MODEL;
+    if (!o.model) {
+        fprintf(stderr, "petrel chat: -m MODEL is required\n");
+        chat_usage(stderr);
+        return CLI_USAGE;
+    }
+    if (o.n_ctx == 0) o.n_ctx = 4096;
+    tcli_model m;
+    if (tcli_open(&o, &m, 0)) return CLI_ERROR;
+    if (m.fmt == CHAT_NONE) {
+        tcli_close(&m);
+        return cli_error("%s: no known chat format for this model", o.model);
+    }
+    int interactive = isatty(fileno(stdin));
+    int think = o.think;
+    tok_bytes sys = {0}, fixed = {0}, rendered = {0};
+    if (system_arg && tcli_utf8_fix(system_arg, strlen(system_arg), &sys) < 0) return cli_error("out of memory");
+    json_t *msgs = new_conversation(sys.v);
+    tok_ids ids = {0};
+    gen_result res = {0};
+    char *line = NULL;
+    size_t cap = 0;
+    int rc = CLI_OK;
+    tcli_turn last = {0};
+    fprintf(stderr, "petrel: chatting with %s (%s format, context %d); /exit or Ctrl-D to quit\n",
+            pt_engine_arch(m.e), chat_format_name(m.fmt), pt_session_n_ctx(m.s));
+    tcli_sigint(1);
+    for (;;) {
+        if (interactive) {
+            fputs("> ", stderr);
+            fflush(stderr);
+        }
+        tcli_interrupted = 0;
+        int got = read_line(&line, &cap);
+        if (got == 0) break;
+        if (got < 0) {
+            fputc('\n', stderr);
+            continue;
+        }
+        if (!line[0]) continue;
+        if (line[0] == '/') {
+            if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) break;
+            if (!strcmp(line, "/clear")) {
+                json_decref(msgs);
+                msgs = new_conversation(sys.v);
+                gen_clear(m.g);
+                fprintf(stderr, "[conversation cleared]\n");
+            } else if (!strcmp(line, "/stats")) {
+                tcli_print_stats(stderr, &m, &last, 0, 1);
+            } else if (!strncmp(line, "/system", 7) && (line[7] == ' ' || !line[7])) {
+                const char *t = line[7] ? line + 8 : "";
+                if (tcli_utf8_fix(t, strlen(t), &sys) < 0) break;
+                json_decref(msgs);
+                msgs = new_conversation(sys.v);
+                fprintf(stderr, "[system message %s; conversation restarted]\n", *t ? "set" : "cleared");
+            } else if (!strcmp(line, "/think on") || !strcmp(line, "/think off")) {
+                think = line[8] == 'n';
+                fprintf(stderr, "[thinking %s]\n", think ? "on" : "off");
+            } else {
+                fprintf(stderr, "[unknown command %s: /clear /exit /stats /system TEXT /think on|off]\n", line);
+            }
+            continue;
+        }
+        int bad = tcli_utf8_fix(line, strlen(line), &fixed);
+        if (bad < 0) break;
+        if (bad) fprintf(stderr, "[input is not valid UTF-8: %d bad sequences replaced by U+FFFD]\n", bad);
+        json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "user", "content", fixed.v));
+        chat_opts co = {.add_generation_prompt = 1, .thinking = think};
+        pt_err err = {{0}};
+        rendered.n = 0;
+        ids.n = 0;
+        if (chat_render(m.fmt, msgs, NULL, &co, &rendered, &err) ||
+            tok_encode(m.v, rendered.v, rendered.n, TOK_PARSE_SPECIAL, &ids, &err)) {
+            rc = cli_error("%s", err.msg);
+            break;
+        }
+        tcli_turn t = {.n_prompt = (int)ids.n};
+        if (no_reuse) gen_clear(m.g);
+        t.t_start = gen_now();
+        t.n_reused = gen_prefill(m.g, ids.v, (int)ids.n, &tcli_interrupted, &err);
+        t.t_prefilled = gen_now();
+        if (t.n_reused < 0) {
+            /* the turn is dropped; the conversation stays as it was */
+            json_array_remove(msgs, json_array_size(msgs) - 1);
+            if (t.n_reused == -2) fprintf(stderr, "\n[interrupted]\n");
+            else fprintf(stderr, "petrel: %s\n", err.msg);
+            continue;
+        }
+        int opens = chat_prompt_opens_reasoning(m.fmt, think);
+        if (opens) emit_stdout(NULL, "<think>", 7);
+        gen_opts go = {.max_tokens = (int)o.n_gen, .stops = o.stops, .n_stops = o.n_stops,
+                       .decode_flags = TOK_RENDER_SPECIAL};
+        if (gen_run(m.g, &go, emit_stdout, NULL, &tcli_interrupted, &res, &err)) {
+            rc = cli_error("%s", err.msg);
+            break;
+        }
+        fputc('\n', stdout);
+        fflush(stdout);
+        if (res.reason == GEN_INTERRUPT) fprintf(stderr, "[interrupted]\n");
+        t.n_gen = res.n_tokens, t.t_first = res.t_first, t.t_end = res.t_end, t.reason = res.reason;
+        last = t;
+        tcli_print_stats(stderr, &m, &t, 0, 0);
+        /* the answer joins the conversation as content + reasoning */
+        chat_parsed p;
+        tok_bytes ans = {0};
+        if (tcli_utf8_fix(res.text.v ? res.text.v : "", res.text.n, &ans) < 0 ||
+            chat_parse(m.fmt, ans.v, ans.n, opens, NULL, &p, &err)) {
+            tok_bytes_free(&ans);
+            rc = cli_error("out of memory");
+            break;
+        }
+        json_t *am = json_pack("{s:s, s:s}", "role", "assistant", "content", p.content);
+        if (p.reasoning[0]) json_object_set_new(am, "reasoning_content", json_string(p.reasoning));
+        json_array_append_new(msgs, am);
+        chat_parsed_free(&p);
+        tok_bytes_free(&ans);
+        if (res.reason == GEN_CONTEXT) fprintf(stderr, "[the context is full: /clear to start again]\n");
+    }
+    tcli_sigint(0);
+    if (interactive && rc == CLI_OK) fputc('\n', stderr);
+    free(line);
+    json_decref(msgs);
+    tok_bytes_free(&res.text);
+    tok_bytes_free(&rendered);
+    tok_bytes_free(&fixed);
+    tok_bytes_free(&sys);
+    tok_ids_free(&ids);
+    tcli_close(&m);
+    return rc;
+}

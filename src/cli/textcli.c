@@ -1,0 +1,369 @@
+/* textcli.c — the flags, model opening and statistics that `petrel generate`
+ * (text mode) and `petrel chat` share. See textcli.h. */
+#include "textcli.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "format/gguf.h"
+
+volatile sig_atomic_t tcli_interrupted;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    tcli_interrupted = 1;
+}
+
+void tcli_sigint(int on) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on ? on_sigint : SIG_DFL;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0; /* no SA_RESTART: a read blocked at the prompt returns EINTR */
+    sigaction(SIGINT, &sa, NULL);
+}
+
+void tcli_opts_init(tcli_opts *o) {
+    memset(o, 0, sizeof *o);
+    sampler_params_default(&o->sp);
+    o->n_gen = -1;
+    o->think = -1;
+}
+
+static int parse_long(const char *s, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_float(const char *s, double lo, double hi, float *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= lo && v <= hi)) return -1;
+    *out = (float)v;
+    return 0;
+}
+
+int tcli_parse(const char *cmd, int argc, char **argv, int *i, tcli_opts *o) {
+    const char *a = argv[*i];
+    const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    long n;
+    float f;
+#define NEEDV()                                                                                    \
+    do {                                                                                           \
+        if (!v) {                                                                                  \
+            fprintf(stderr, "petrel %s: %s needs a value\n", cmd, a);                              \
+            return -1;                                                                             \
+        }                                                                                          \
+        (*i)++;                                                                                    \
+    } while (0)
+#define BADV()                                                                                     \
+    do {                                                                                           \
+        fprintf(stderr, "petrel %s: invalid value '%s' for %s\n", cmd, v, a);                      \
+        return -1;                                                                                 \
+    } while (0)
+#define IS(x) (!strcmp(a, x))
+    if (IS("-m") || IS("--model")) {
+        NEEDV();
+        o->model = v;
+    } else if (IS("-t") || IS("--threads")) {
+        NEEDV();
+        if (parse_long(v, 1, 1024, &o->threads)) BADV();
+    } else if (IS("-c") || IS("--ctx-size")) {
+        NEEDV();
+        if (parse_long(v, 1, 1 << 26, &o->n_ctx)) BADV();
+    } else if (IS("-b") || IS("--batch-size")) {
+        NEEDV();
+        if (parse_long(v, 1, 1 << 16, &o->n_batch)) BADV();
+    } else if (IS("-n") || IS("--max-tokens") || IS("--n-predict")) {
+        NEEDV();
+        if (parse_long(v, -1, 1 << 24, &o->n_gen)) BADV();
+    } else if (IS("--kernels")) {
+        NEEDV();
+        if (!strcmp(v, "best")) o->kernels = PT_KERNELS_BEST;
+        else if (!strcmp(v, "scalar")) o->kernels = PT_KERNELS_SCALAR;
+        else if (!strcmp(v, "avx2")) o->kernels = PT_KERNELS_AVX2;
+        else if (!strcmp(v, "avx512")) o->kernels = PT_KERNELS_AVX512;
+        else BADV();
+    } else if (IS("--expert-slots")) {
+        NEEDV();
+        if (parse_long(v, 1, 1 << 20, &n)) BADV();
+        o->ep.expert_slots = (int)n;
+    } else if (IS("--mmap-experts")) {
+        o->ep.expert_slots = PT_EXPERTS_MMAP;
+    } else if (IS("--ram")) {
+        NEEDV();
+        if (parse_float(v, 1e-6, 1e9, &f)) BADV();
+        o->ep.ram_gb = f;
+    } else if (IS("--expert-policy")) {
+        NEEDV();
+        if (!strcmp(v, "lru")) o->ep.expert_policy = PT_POLICY_LRU;
+        else if (!strcmp(v, "lfu")) o->ep.expert_policy = PT_POLICY_LFU;
+        else BADV();
+    } else if (IS("--io")) {
+        NEEDV();
+        if (!strcmp(v, "auto")) o->ep.io = PT_IO_AUTO;
+        else if (!strcmp(v, "uring")) o->ep.io = PT_IO_URING;
+        else if (!strcmp(v, "pread")) o->ep.io = PT_IO_PREAD;
+        else BADV();
+    } else if (IS("--pack")) {
+        NEEDV();
+        o->ep.pack_path = v;
+    } else if (IS("--no-pack")) {
+        o->ep.no_pack = 1;
+    } else if (IS("--pin-gb")) {
+        NEEDV();
+        if (parse_float(v, 1e-6, 1e9, &f)) BADV();
+        o->ep.pin_gb = f;
+    } else if (IS("--no-pin")) {
+        o->ep.no_pin = 1;
+    } else if (IS("--prefetch")) {
+        o->ep.prefetch = 1;
+    } else if (IS("--trace")) {
+        NEEDV();
+        o->ep.trace_path = v;
+    } else if (IS("--buffered-io")) {
+        o->ep.buffered_io = 1;
+    } else if (IS("--stats")) {
+        o->stats = 1;
+    } else if (IS("--greedy")) {
+        o->sp.temp = 0;
+        o->sp_set |= TCLI_SET_TEMP;
+    } else if (IS("--temp") || IS("--temperature")) {
+        NEEDV();
+        if (parse_float(v, 0, 100, &o->sp.temp)) BADV();
+        o->sp_set |= TCLI_SET_TEMP;
+    } else if (IS("--top-k")) {
+        NEEDV();
+        if (parse_long(v, 0, 1 << 24, &n)) BADV();
+        o->sp.top_k = (int)n;
+        o->sp_set |= TCLI_SET_TOPK;
+    } else if (IS("--top-p")) {
+        NEEDV();
+        if (parse_float(v, 1e-6, 1, &o->sp.top_p)) BADV();
+        o->sp_set |= TCLI_SET_TOPP;
+    } else if (IS("--min-p")) {
+        NEEDV();
+        if (parse_float(v, 0, 1, &o->sp.min_p)) BADV();
+        o->sp_set |= TCLI_SET_MINP;
+    } else if (IS("--repeat-penalty")) {
+        NEEDV();
+        if (parse_float(v, 1e-3, 100, &o->sp.repeat_penalty)) BADV();
+    } else if (IS("--repeat-last-n")) {
+        NEEDV();
+        if (parse_long(v, 0, 1 << 20, &n)) BADV();
+        o->sp.penalty_last_n = (int)n;
+    } else if (IS("--presence-penalty")) {
+        NEEDV();
+        if (parse_float(v, -100, 100, &o->sp.presence_penalty)) BADV();
+    } else if (IS("--frequency-penalty")) {
+        NEEDV();
+        if (parse_float(v, -100, 100, &o->sp.frequency_penalty)) BADV();
+    } else if (IS("--seed")) {
+        NEEDV();
+        char *end;
+        errno = 0;
+        unsigned long long s = strtoull(v, &end, 10);
+        if (errno || end == v || *end || v[0] == '-') BADV();
+        o->sp.seed = s;
+        o->sp_set |= TCLI_SET_SEED;
+    } else if (IS("--stop")) {
+        NEEDV();
+        if (!*v) BADV();
+        if (o->n_stops == TCLI_MAX_STOPS) {
+            fprintf(stderr, "petrel %s: at most %d --stop strings\n", cmd, TCLI_MAX_STOPS);
+            return -1;
+        }
+        o->stops[o->n_stops++] = v;
+    } else if (IS("--think")) {
+        o->think = 1;
+    } else if (IS("--no-think")) {
+        o->think = 0;
+    } else {
+        return 0;
+    }
+#undef IS
+#undef NEEDV
+#undef BADV
+    return 1;
+}
+
+void tcli_usage(FILE *f) {
+    fprintf(f,
+            "sampling (defaults: the model's published values, else --temp 0.7 --top-p 0.95):\n"
+            "  --temp T                temperature; 0 = greedy\n"
+            "  --greedy                same as --temp 0\n"
+            "  --top-k K               keep the K most likely tokens (0 = off)\n"
+            "  --top-p P               keep the smallest set with probability >= P (1 = off)\n"
+            "  --min-p P               drop tokens below P x the top probability (0 = off)\n"
+            "  --repeat-penalty R      penalise tokens of the last --repeat-last-n (default 64) (1 = off)\n"
+            "  --presence-penalty P    subtract P from every token already seen\n"
+            "  --frequency-penalty F   subtract F x count from every token already seen\n"
+            "  --seed N                random seed (default: from the clock; printed with --stats)\n"
+            "  --stop TEXT             stop when TEXT is generated (repeatable)\n"
+            "  -n, --max-tokens N      at most N tokens (default: until end of generation or the\n"
+            "                          context is full)\n"
+            "  --think, --no-think     turn the model's reasoning on/off (default: the family's)\n"
+            "engine:\n"
+            "  -t, --threads N         threads (default: all cores)\n"
+            "  -c, --ctx-size N        context positions (default 4096, at most the model's)\n"
+            "  -b, --batch-size N      prompt rows per forward chunk (default 64)\n"
+            "  --kernels K             best (default), avx512, avx2 or scalar dot-product kernels\n"
+            "  --ram GB                memory budget (default: available memory and cgroup limit)\n"
+            "  --expert-slots N        stream routed experts through N cache slots per MoE layer\n"
+            "  --mmap-experts          read experts through the memory map (no cache of our own)\n"
+            "  --expert-policy P       cache replacement: lru (default) or lfu\n"
+            "  --io B                  expert reads: auto (default), uring or pread\n"
+            "  --buffered-io           read experts through the page cache instead of O_DIRECT\n"
+            "  --pack PATH             expert pack to read from (default: MODEL.gguf.xpack if valid)\n"
+            "  --no-pack               ignore expert packs, read experts from the GGUF\n"
+            "  --pin-gb GB             cache memory for hot experts pinned from usage history\n"
+            "  --no-pin                pin nothing\n"
+            "  --prefetch              read the next layer's likely experts ahead (router lookahead)\n"
+            "  --trace FILE            write the routing trace (one line per layer request)\n"
+            "  --stats                 print expert-cache details with the statistics\n");
+}
+
+int tcli_open(const tcli_opts *o, tcli_model *m, int quiet) {
+    memset(m, 0, sizeof *m);
+    pt_err perr = {{0}};
+    gguf_ctx *gg = gguf_open(o->model, &perr);
+    if (!gg) return cli_error("%s", perr.msg);
+    m->v = tok_load(gg, &perr);
+    m->fmt = chat_detect_gguf(gg);
+    m->sp = o->sp;
+    sampler_params def;
+    sampler_params_default(&def);
+    sampler_params_from_gguf(&def, gg);
+    gguf_close(gg);
+    if (!m->v) return cli_error("%s", perr.msg);
+    if (!(o->sp_set & TCLI_SET_TEMP)) m->sp.temp = def.temp;
+    if (!(o->sp_set & TCLI_SET_TOPK)) m->sp.top_k = def.top_k;
+    if (!(o->sp_set & TCLI_SET_TOPP)) m->sp.top_p = def.top_p;
+    if (!(o->sp_set & TCLI_SET_MINP)) m->sp.min_p = def.min_p;
+    if (!(o->sp_set & TCLI_SET_SEED)) m->sp.seed = (uint64_t)(gen_now() * 1e9) ^ ((uint64_t)getpid() << 32);
+    pt_engine_params ep = o->ep;
+    ep.model_path = o->model;
+    ep.n_threads = (int)o->threads;
+    ep.kernels = o->kernels;
+    char err[512];
+    m->e = pt_engine_open(&ep, err, sizeof err);
+    if (!m->e) {
+        tcli_close(m);
+        return cli_error("%s", err);
+    }
+    if (!quiet) fprintf(stderr, "petrel: %s\n", pt_engine_plan(m->e));
+    pt_session_params sp = {.n_ctx = (int)o->n_ctx, .n_batch = (int)o->n_batch};
+    m->s = pt_session_new(m->e, &sp, err, sizeof err);
+    if (!m->s) {
+        tcli_close(m);
+        return cli_error("%s", err);
+    }
+    m->g = gen_new(m->e, m->s, m->v, &m->sp, &perr);
+    if (!m->g) {
+        tcli_close(m);
+        return cli_error("%s", perr.msg);
+    }
+    return 0;
+}
+
+void tcli_close(tcli_model *m) {
+    gen_free(m->g);
+    pt_session_free(m->s);
+    pt_engine_close(m->e);
+    tok_free(m->v);
+    memset(m, 0, sizeof *m);
+}
+
+static const char *reason_name(int r) {
+    switch (r) {
+    case GEN_EOG: return "eog";
+    case GEN_LENGTH: return "length";
+    case GEN_STOP_STRING: return "stop";
+    case GEN_CONTEXT: return "context";
+    case GEN_INTERRUPT: return "interrupted";
+    default: return "none";
+    }
+}
+
+void tcli_print_stats(FILE *f, const tcli_model *m, const tcli_turn *t, int json, int verbose) {
+    pt_stats st;
+    pt_engine_stats(m->e, &st);
+    uint64_t req = st.hits + st.misses;
+    double hit = req ? 100.0 * (double)st.hits / (double)req : 100.0;
+    double prefill_s = t->t_prefilled - t->t_start;
+    double ttft = t->t_first ? t->t_first - t->t_start : 0;
+    double dec_s = t->t_first && t->t_end > t->t_first ? t->t_end - t->t_first : 0;
+    double tps = t->n_gen > 1 && dec_s > 0 ? (t->n_gen - 1) / dec_s : 0;
+    if (json) {
+        fprintf(f,
+                "{\"prompt_tokens\": %d, \"reused_tokens\": %d, \"prefill_s\": %.4f, \"ttft_s\": %.4f, "
+                "\"generated_tokens\": %d, \"decode_tok_s\": %.3f, \"stop\": \"%s\", \"cache_hit_rate\": %.4f, "
+                "\"expert_hits\": %llu, \"expert_misses\": %llu, \"gb_read\": %.6f, \"io_wait_s\": %.4f, "
+                "\"rss_mb\": %.1f, \"peak_rss_mb\": %.1f, \"seed\": %llu}\n",
+                t->n_prompt, t->n_reused, prefill_s, ttft, t->n_gen, tps, reason_name(t->reason), hit / 100,
+                (unsigned long long)st.hits, (unsigned long long)st.misses, st.bytes_read / 1e9, st.io_wait_s,
+                st.rss_bytes / 1048576.0, st.peak_rss_bytes / 1048576.0, (unsigned long long)m->sp.seed);
+        return;
+    }
+    fprintf(f,
+            "[prompt %d tokens (%d reused) in %.2f s, TTFT %.2f s | %d tokens, %.2f tok/s, %s | experts %.1f%% "
+            "hit, %.2f GB read | RSS %.0f MB, peak %.0f MB]\n",
+            t->n_prompt, t->n_reused, prefill_s, ttft, t->n_gen, tps, reason_name(t->reason), hit,
+            st.bytes_read / 1e9, st.rss_bytes / 1048576.0, st.peak_rss_bytes / 1048576.0);
+    if (verbose)
+        fprintf(f,
+                "[experts %s (%d slots/layer, %s%s%s): %llu hits, %llu misses, I/O wait %.3f s, %llu pinned, "
+                "prefetch %llu/%llu used; seed %llu]\n",
+                st.streaming ? "streamed" : "mmap", st.slots_per_layer, st.io_backend,
+                st.direct_io ? ", O_DIRECT" : "", st.expert_pack ? ", pack" : "", (unsigned long long)st.hits,
+                (unsigned long long)st.misses, st.io_wait_s, (unsigned long long)st.pinned,
+                (unsigned long long)st.prefetch_used, (unsigned long long)st.prefetched,
+                (unsigned long long)m->sp.seed);
+}
+
+int tcli_utf8_fix(const char *s, size_t n, tok_bytes *out) {
+    int bad = 0;
+    size_t i = 0;
+    out->n = 0;
+    while (i < n) {
+        unsigned char c = (unsigned char)s[i];
+        size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        int ok = len > 0 && i + len <= n;
+        for (size_t k = 1; ok && k < len; k++) ok = ((unsigned char)s[i + k] >> 6) == 2;
+        if (ok && len > 1) { /* overlong, surrogate, > U+10FFFF */
+            uint32_t cp = len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
+            for (size_t k = 1; k < len; k++) cp = (cp << 6) | ((unsigned char)s[i + k] & 0x3f);
+            ok = !(cp < (len == 2 ? 0x80u : len == 3 ? 0x800u : 0x10000u)) && !(cp >= 0xD800 && cp <= 0xDFFF) &&
+                 cp <= 0x10FFFF;
+        }
+        if (ok && c == 0) ok = 0; /* NUL cannot travel in the JSON conversation */
+        const char *src = ok ? s + i : "\xef\xbf\xbd";
+        size_t sl = ok ? len : 3;
+        if (out->n + sl + 1 > out->cap) {
+            size_t cap = out->cap ? out->cap * 2 : 256;
+            while (cap < out->n + sl + 1) cap *= 2;
+            char *p = realloc(out->v, cap);
+            if (!p) return -1;
+            out->v = p, out->cap = cap;
+        }
+        memcpy(out->v + out->n, src, sl);
+        out->n += sl;
+        bad += !ok;
+        i += ok ? len : 1;
+    }
+    if (!out->v) {
+        out->v = malloc(1);
+        if (!out->v) return -1;
+        out->cap = 1;
+    }
+    out->v[out->n] = 0;
+    return bad;
+}

@@ -1,0 +1,112 @@
+/* chat.h — the native chat formats of the model families petrel runs, and the
+ * parsing of what a model generates back into content, reasoning and tool calls.
+ *
+ * There is no Jinja engine: each family's format is written out in C and
+ * tested byte for byte against strings rendered by the models' real templates
+ * (../shared/fixtures/templates). The format is chosen from the GGUF: the text
+ * of tokenizer.chat_template when there is one, else the architecture, else the
+ * pre-tokenizer.
+ *
+ *   glm-5        GLM-4.7 / GLM-5.x  [gMASK]<sop><|user|>...<|assistant|><think>
+ *   deepseek-v3  DeepSeek-V3.1      <｜begin▁of▁sentence｜><｜User｜>...<｜Assistant｜><think></think>
+ *   gemma-4      Gemma 4            <bos><|turn>user\n...<turn|>\n<|turn>model\n
+ *   qwen3        Qwen3 (ChatML)     <|im_start|>user\n...<|im_end|>\n<|im_start|>assistant\n
+ *
+ * A conversation is JSON in the OpenAI shape (so the CLI, the server and the
+ * tests share it): `messages` is an array of {role, content, reasoning_content?,
+ * tool_calls?, tool_call_id?, name?} with role system/user/assistant/tool,
+ * content a string or an array of {type:"text", text} parts; `tools` is an
+ * array of {type:"function", function:{name, description, parameters}}; a tool
+ * call is {id?, type, function:{name, arguments}} with arguments an object or
+ * a JSON string. JSON is rendered the way Jinja's `tojson` does (Python's
+ * json.dumps: ", " and ": " separators, key order kept, UTF-8 unescaped).
+ *
+ * The rendered text contains the special tokens as text (BOS included where the
+ * template writes it): tokenize it with TOK_PARSE_SPECIAL and without
+ * TOK_ADD_SPECIAL. Content is copied verbatim, as the real templates do, so
+ * text such as "<|user|>" inside a message becomes that special token when the
+ * whole prompt is tokenized that way (llama.cpp behaves the same).
+ *
+ * Nothing here prints or exits; generated text is hostile input to the parser:
+ * a malformed tool call is reported in chat_parsed and left in the content.
+ */
+#ifndef PT_CHAT_H
+#define PT_CHAT_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "common.h"
+#include "format/gguf.h"
+#include "text/tokenizer.h"
+
+typedef enum chat_format {
+    CHAT_NONE = 0, /* no chat format known: raw text only */
+    CHAT_GLM5,
+    CHAT_DEEPSEEK3,
+    CHAT_GEMMA4,
+    CHAT_QWEN3,
+} chat_format;
+
+/* The format for a model: from the chat template text (may be NULL), else the
+ * architecture (glm-dsa, deepseek2, gemma4, qwen3moe...), else the tokenizer's
+ * pre-tokenizer / model name. CHAT_NONE when nothing matches. */
+chat_format chat_detect(const char *arch, const char *tmpl, const char *pre, const char *tok_model);
+/* The same, reading general.architecture, tokenizer.chat_template,
+ * tokenizer.ggml.pre and tokenizer.ggml.model from a GGUF. */
+chat_format chat_detect_gguf(const gguf_ctx *g);
+
+const char *chat_format_name(chat_format f); /* "glm-5", "deepseek-v3", "gemma-4", "qwen3", "none" */
+chat_format chat_format_from_name(const char *name); /* CHAT_NONE when unknown */
+
+/* Whether the family thinks by default (enable_thinking unset): GLM-5 and
+ * Qwen3 yes, DeepSeek-V3.1 and Gemma 4 no — what their templates do. */
+int chat_default_thinking(chat_format f);
+
+typedef struct chat_opts {
+    int add_generation_prompt; /* end with the assistant's opening */
+    int thinking;              /* -1: the family's default, 0: off, 1: on */
+} chat_opts;
+
+/* Render a conversation (messages: JSON array; tools: NULL or a JSON array)
+ * into out (appended, not NUL-terminated). 0, or -1 with err for a malformed
+ * conversation (a message without a role, a tool call without a name,
+ * arguments that are not a JSON object...) or out of memory. */
+int chat_render(chat_format f, const json_t *messages, const json_t *tools, const chat_opts *o,
+                tok_bytes *out, pt_err *err);
+
+/* 1 when the generation prompt of `f` with this thinking setting leaves the
+ * model inside a reasoning block (GLM-5 and DeepSeek open "<think>" in the
+ * prompt), so generated text is reasoning until the closing tag. */
+int chat_prompt_opens_reasoning(chat_format f, int thinking);
+
+/* JSON as Jinja's tojson writes it (Python json.dumps, ensure_ascii off),
+ * appended to out. 0 or -1 (out of memory). */
+int chat_json_dump(const json_t *j, tok_bytes *out);
+
+/* ===== Parsing generated text ===== */
+
+typedef struct chat_tool_call {
+    char *name;      /* NUL-terminated */
+    char *arguments; /* a JSON object, compact, NUL-terminated */
+} chat_tool_call;
+
+typedef struct chat_parsed {
+    char *content;   /* the answer, tool-call markup removed; NUL-terminated */
+    char *reasoning; /* the reasoning block's text ("" when none) */
+    chat_tool_call *calls;
+    int n_calls;
+    int n_bad;       /* malformed tool calls (left in content as text) */
+    char bad[256];   /* what was wrong with the first one */
+} chat_parsed;
+
+/* Split the text a model generated after the generation prompt into
+ * reasoning, content and tool calls. in_reasoning: the prompt opened a
+ * reasoning block (chat_prompt_opens_reasoning). tools (may be NULL) lets
+ * GLM-5's untyped <arg_value> text keep string-typed parameters as strings.
+ * Never fails on content; -1 only for out of memory. Free with chat_parsed_free. */
+int chat_parse(chat_format f, const char *text, size_t len, int in_reasoning, const json_t *tools,
+               chat_parsed *out, pt_err *err);
+void chat_parsed_free(chat_parsed *p);
+
+#endif

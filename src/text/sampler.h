@@ -1,0 +1,68 @@
+/* sampler.h — choosing the next token from logits, and stop strings.
+ *
+ * The chain, in this order (Hugging Face / OpenAI semantics):
+ *   penalties (repetition, frequency, presence, over the last `penalty_last_n`
+ *   accepted tokens) -> greedy if temp <= 0 -> temperature -> top-k -> top-p
+ *   -> min-p -> draw.
+ * Repetition divides a positive logit and multiplies a negative one by the
+ * penalty (llama.cpp / CTRL); frequency subtracts count * f; presence
+ * subtracts p once per token seen. Greedy ties go to the lowest id, like the
+ * reference runs.
+ *
+ * The random numbers come from our own xoshiro256** generator seeded with
+ * splitmix64(seed): the same seed, logits and history give the same tokens on
+ * every platform (no rand(), no global state). All scratch memory (candidate
+ * arrays [n_vocab], token counts [n_vocab], the history ring) is allocated by
+ * sampler_new; sampling and accepting never allocate.
+ */
+#ifndef PT_SAMPLER_H
+#define PT_SAMPLER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+#include "format/gguf.h"
+
+typedef struct sampler_params {
+    float temp;              /* <= 0: greedy */
+    int top_k;               /* 0: off */
+    float top_p;             /* >= 1: off */
+    float min_p;             /* 0: off; keep tokens with p >= min_p * p_max */
+    float repeat_penalty;    /* 1: off */
+    float frequency_penalty; /* 0: off */
+    float presence_penalty;  /* 0: off */
+    int penalty_last_n;      /* history window the penalties look at (default 64) */
+    uint64_t seed;
+} sampler_params;
+
+/* Defaults: temp 0.7, top-p 0.95, top-k off, min-p off, no penalties, seed 0. */
+void sampler_params_default(sampler_params *p);
+/* Override the defaults with the sampling values the model publishes
+ * (general.sampling.temp / top_k / top_p / min_p, as llama.cpp's converter
+ * writes them from generation_config.json). Returns how many it found. */
+int sampler_params_from_gguf(sampler_params *p, const gguf_ctx *g);
+
+typedef struct sampler sampler;
+
+/* NULL with err when a parameter is out of range or memory is short. */
+sampler *sampler_new(const sampler_params *p, int n_vocab, pt_err *err);
+void sampler_free(sampler *s);
+/* Forget the history (penalties); the random stream continues. */
+void sampler_reset(sampler *s);
+/* Record a token (prompt or generated) in the penalty history. */
+void sampler_accept(sampler *s, int32_t tok);
+/* Pick a token from logits[n_vocab] (modified in place by the penalties).
+ * Returns the id. Does not accept it. */
+int32_t sampler_sample(sampler *s, float *logits);
+
+/* ===== Stop strings ===== */
+
+/* Earliest occurrence of any stop string in text[0..len), searching from byte
+ * `from`; -1 when none. With none found, *hold is the length of the longest
+ * suffix of text that is a proper prefix of some stop string: bytes that must
+ * not be shown yet because the next token may complete a stop string. */
+long stop_find(const char *const *stops, int n_stops, const char *text, size_t len, size_t from,
+               size_t *hold);
+
+#endif

@@ -1,0 +1,194 @@
+/* test_chat_cli.c — `petrel chat` and the text mode of `petrel generate` as a
+ * user drives them (through the binary at PETREL_BIN): the KV-reuse invariant
+ * (turn 2 of a continued session generates exactly what a session that
+ * re-evaluates the whole conversation generates, greedy, and the reuse really
+ * happened), chat driven through stdin, and bad input (invalid UTF-8, empty
+ * prompt, a prompt longer than the context, unknown flags). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "test.h"
+
+static char out[1 << 16], out2[1 << 16];
+
+static const char *bin(void) {
+    const char *b = getenv("PETREL_BIN");
+    return b && *b ? b : "build/petrel";
+}
+
+/* Run `petrel ARGS` with stdin from the printf-format INPUT; buf gets stdout
+ * only (stderr to errfile when not NULL). */
+static int run_io(const char *input, const char *args, const char *errfile, char *buf, size_t cap) {
+    char cmd[16384];
+    snprintf(cmd, sizeof cmd, "printf '%s' | %s %s 2>%s", input, bin(), args, errfile ? errfile : "/dev/null");
+    return t_run(cmd, buf, cap);
+}
+
+static const char *model(void) {
+    static char m[1024];
+    snprintf(m, sizeof m, "%s", t_fixture("glm-dsa-rq2k.gguf"));
+    return m;
+}
+
+static void test_chat_cli_kv_reuse_invariant(void) {
+    static const char *const fixtures[] = {"glm-dsa-rq2k.gguf", "deepseek2-rq2k.gguf", "gemma4-rq2k.gguf"};
+    for (size_t k = 0; k < sizeof fixtures / sizeof fixtures[0]; k++) {
+        char args[8192], errf[512];
+        const char *input = "Hello there\\nTell me about SSDs\\nAnd a third turn\\n";
+        snprintf(errf, sizeof errf, "%s/chat_err_%zu.txt", t_tmpdir(), k);
+        snprintf(args, sizeof args, "chat -m %s --greedy -n 10 -t 2", t_fixture(fixtures[k]));
+        int rc1 = run_io(input, args, errf, out, sizeof out);
+        size_t elen = 0;
+        char *err = t_read_file(errf, &elen);
+        snprintf(args, sizeof args, "chat -m %s --greedy -n 10 -t 2 --no-kv-reuse", t_fixture(fixtures[k]));
+        int rc2 = run_io(input, args, NULL, out2, sizeof out2);
+        CHECKF(rc1 == 0 && rc2 == 0, "%s: exit %d %d: %s", fixtures[k], rc1, rc2, err ? err : "");
+        CHECKF(!strcmp(out, out2), "%s: continued session differs from full re-prefill:\n%s\n---\n%s", fixtures[k],
+               out, out2);
+        /* three turns, three stats lines, and turns 2 and 3 really reused the cache */
+        int turns = 0, reused_later = 0;
+        for (const char *p = err; p && (p = strstr(p, "[prompt ")); p++) {
+            int np = 0, nr = 0;
+            if (sscanf(p, "[prompt %d tokens (%d reused)", &np, &nr) == 2) {
+                turns++;
+                if (turns > 1 && nr > 0 && nr < np) reused_later++;
+            }
+        }
+        CHECKF(turns == 3 && reused_later == 2, "%s: %d turns, %d reused:\n%s", fixtures[k], turns, reused_later,
+               err ? err : "");
+        free(err);
+    }
+}
+
+static void test_chat_cli_commands(void) {
+    char args[8192], errf[512];
+    snprintf(errf, sizeof errf, "%s/chat_cmd.txt", t_tmpdir());
+    snprintf(args, sizeof args, "chat -m %s --greedy -n 4", model());
+    int rc = run_io("/stats\\n/think off\\n/system Be brief.\\nHi\\n/bogus\\n/clear\\n\\nHi\\n/exit\\nnot read\\n", args,
+                    errf, out, sizeof out);
+    char *err = t_read_file(errf, NULL);
+    CHECKF(rc == 0, "exit %d: %s", rc, err ? err : "");
+    CHECK_STR_CONTAINS(err, "[thinking off]");
+    CHECK_STR_CONTAINS(err, "[system message set");
+    CHECK_STR_CONTAINS(err, "[unknown command /bogus");
+    CHECK_STR_CONTAINS(err, "[conversation cleared]");
+    /* after /clear the same question gives the same answer from an empty cache */
+    int n = 0;
+    for (const char *p = err; p && (p = strstr(p, "[prompt ")); p++) n++;
+    CHECKF(n == 3, "expected /stats + 2 turns, got %d", n);
+    CHECK(strstr(err ? err : "", "(0 reused)") != NULL);
+    free(err);
+    /* EOF right away: clean exit */
+    CHECK(run_io("", args, NULL, out, sizeof out) == 0);
+    /* invalid UTF-8 in a chat line is replaced, not fatal */
+    rc = run_io("\\377\\376 hi\\n", args, errf, out, sizeof out);
+    err = t_read_file(errf, NULL);
+    CHECKF(rc == 0, "exit %d", rc);
+    CHECK_STR_CONTAINS(err, "not valid UTF-8");
+    free(err);
+}
+
+static void test_chat_cli_generate_text(void) {
+    char args[8192], errf[512];
+    snprintf(errf, sizeof errf, "%s/gen_err.txt", t_tmpdir());
+    /* deterministic: same seed, same text; greedy equals --temp 0 */
+    snprintf(args, sizeof args, "generate -m %s -p 'Once upon a time' -n 12 --seed 7 --temp 0.9", model());
+    CHECK(run_io("", args, NULL, out, sizeof out) == 0);
+    CHECK(run_io("", args, NULL, out2, sizeof out2) == 0);
+    CHECK(!strcmp(out, out2));
+    snprintf(args, sizeof args, "generate -m %s -p 'Once upon a time' -n 12 --greedy", model());
+    CHECK(run_io("", args, NULL, out, sizeof out) == 0);
+    snprintf(args, sizeof args, "generate -m %s -p 'Once upon a time' -n 12 --temp 0 --seed 99", model());
+    CHECK(run_io("", args, NULL, out2, sizeof out2) == 0);
+    CHECK(!strcmp(out, out2));
+    /* stdin prompt, --chat, --json stats */
+    snprintf(args, sizeof args, "generate -m %s --chat --system 'Be brief.' -n 5 --greedy --json", model());
+    CHECK(run_io("What is 2+2?", args, errf, out, sizeof out) == 0);
+    char *err = t_read_file(errf, NULL);
+    CHECK_STR_CONTAINS(err, "\"prompt_tokens\": ");
+    CHECK_STR_CONTAINS(err, "\"generated_tokens\": 5");
+    CHECK_STR_CONTAINS(err, "\"peak_rss_mb\"");
+    free(err);
+    /* --quiet: nothing on stderr */
+    snprintf(args, sizeof args, "generate -m %s -p hi -n 3 --quiet", model());
+    CHECK(run_io("", args, errf, out, sizeof out) == 0);
+    size_t elen = 99;
+    free(t_read_file(errf, &elen));
+    CHECKF(elen == 0, "--quiet wrote %zu bytes to stderr", elen);
+    /* a stop string ends the text */
+    snprintf(args, sizeof args, "generate -m %s -p 'Once upon a time' -n 12 --greedy", model());
+    CHECK(run_io("", args, NULL, out, sizeof out) == 0);
+    if (strlen(out) > 6) {
+        char stop[8] = {0};
+        memcpy(stop, out + 3, 2);
+        if (!strchr(stop, '\'') && !strchr(stop, '\\') && !strchr(stop, '%')) {
+            snprintf(args, sizeof args, "generate -m %s -p 'Once upon a time' -n 12 --greedy --stop '%s'", model(),
+                     stop);
+            CHECK(run_io("", args, NULL, out2, sizeof out2) == 0);
+            CHECKF(strlen(out2) <= 4 && !strncmp(out, out2, strlen(out2) - 1), "stop '%s': '%s' vs '%s'", stop,
+                   out2, out);
+        }
+    }
+    /* the token mode is unchanged */
+    snprintf(args, sizeof args, "generate -m %s --tokens 500,502,505,39 -n 3 --greedy", model());
+    CHECK(run_io("", args, NULL, out, sizeof out) == 0);
+    int a, b, c;
+    CHECK(sscanf(out, "%d %d %d", &a, &b, &c) == 3);
+}
+
+static void test_chat_cli_bad_input(void) {
+    char args[8192], errf[512];
+    snprintf(errf, sizeof errf, "%s/bad_err.txt", t_tmpdir());
+    /* empty prompt: usage error */
+    snprintf(args, sizeof args, "generate -m %s -p ''", model());
+    CHECK(run_io("", args, NULL, out, sizeof out) == 2);
+    /* invalid UTF-8: raw mode tokenizes it (U+FFFD), chat mode replaces and warns */
+    snprintf(args, sizeof args, "generate -m %s -p \"$(printf '\\377abc')\" -n 2", model());
+    CHECK(run_io("", args, NULL, out, sizeof out) == 0);
+    snprintf(args, sizeof args, "generate -m %s --chat -n 2", model());
+    CHECK(run_io("\\377\\300abc", args, errf, out, sizeof out) == 0);
+    char *err = t_read_file(errf, NULL);
+    CHECK_STR_CONTAINS(err, "not valid UTF-8");
+    free(err);
+    /* longer than the context: one clear line, exit 1 */
+    snprintf(args, sizeof args, "generate -m %s -c 8 -p 'one two three four five six seven eight nine ten'", model());
+    CHECK(run_io("", args, errf, out, sizeof out) == 1);
+    err = t_read_file(errf, NULL);
+    CHECK_STR_CONTAINS(err, "context holds 8");
+    free(err);
+    /* in chat the turn is dropped and the chat goes on */
+    snprintf(args, sizeof args, "chat -m %s -c 16 -n 2 --greedy", model());
+    CHECK(run_io("one two three four five six seven eight nine ten eleven twelve\\nhi\\n", args, errf, out,
+                 sizeof out) == 0);
+    err = t_read_file(errf, NULL);
+    CHECK_STR_CONTAINS(err, "context holds 16");
+    CHECK_STR_CONTAINS(err, "[prompt ");
+    free(err);
+    /* unknown flags, missing values, bad values: usage, exit 2 */
+    snprintf(args, sizeof args, "generate -m %s -p hi --frobnicate", model());
+    CHECK(run_io("", args, NULL, out, sizeof out) == 2);
+    snprintf(args, sizeof args, "chat -m %s --frobnicate", model());
+    CHECK(run_io("", args, NULL, out, sizeof out) == 2);
+    snprintf(args, sizeof args, "generate -m %s -p hi --top-p 2", model());
+    CHECK(run_io("", args, NULL, out, sizeof out) == 2);
+    snprintf(args, sizeof args, "generate -m %s -p hi --temp", model());
+    CHECK(run_io("", args, NULL, out, sizeof out) == 2);
+    CHECK(run_io("", "chat", NULL, out, sizeof out) == 2);
+    CHECK(run_io("", "", NULL, out, sizeof out) == 2);
+    /* a missing model: one line, exit 1 */
+    CHECK(run_io("", "chat -m /nonexistent.gguf", errf, out, sizeof out) == 1);
+    CHECK(run_io("", "generate -m /nonexistent.gguf -p hi", NULL, out, sizeof out) == 1);
+    /* --help documents the flags */
+    CHECK(run_io("", "chat --help", NULL, out, sizeof out) == 0);
+    CHECK_STR_CONTAINS(out, "/think on|off");
+    CHECK(run_io("", "generate --help", NULL, out, sizeof out) == 0);
+    CHECK_STR_CONTAINS(out, "--repeat-penalty");
+    CHECK_STR_CONTAINS(out, "--dump-logits");
+}
+
+T_SUITE(chat_cli) {
+    T_ADD(test_chat_cli_kv_reuse_invariant);
+    T_ADD(test_chat_cli_commands);
+    T_ADD(test_chat_cli_generate_text);
+    T_ADD(test_chat_cli_bad_input);
+}
