@@ -1,59 +1,89 @@
-/* threadpool.c — parallel-for over a fixed set of parked workers (see threadpool.h).
+/* threadpool.c — parallel-for over a fixed set of workers (see threadpool.h).
  *
- * A job is published by bumping a generation counter under the mutex; workers
- * wake, run their slice, and the last one to finish signals the caller. Jobs
- * are short (one matmul), so workers spin briefly before sleeping to avoid a
- * futex round trip per job on the decode path.
+ * A job has n parts (n = pool size). Parts are claimed, not assigned: the
+ * caller and any awake worker take the next unclaimed part from one atomic
+ * word holding (job generation << 32 | next part). A worker that is asleep or
+ * descheduled — the machine is shared, another process may hold its core —
+ * therefore costs nothing: the caller runs the parts nobody took. Results do
+ * not depend on who runs a part, since fn(ctx, part, n) computes the same
+ * outputs whoever calls it, and a part index is never run twice at once (so
+ * per-part scratch indexed by it stays private).
+ *
+ * Claiming compares the generation, so a worker that wakes late can never take
+ * a part of a newer job with an older job's function: its claim fails and it
+ * re-reads the job. Workers spin briefly (consecutive matmuls arrive
+ * microseconds apart) and then sleep on a condition variable.
  */
 #include "threadpool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 
+#define TP_SPIN 4000 /* pause iterations (~tens of microseconds) before sleeping */
+
 struct tp_pool {
-    int n;                 /* total threads including the caller */
-    pthread_t *threads;    /* [n-1] */
+    int n;                    /* threads including the caller = parts per job */
+    pthread_t *threads;       /* [n-1] */
     pthread_mutex_t mu;
-    pthread_cond_t wake, done;
-    tp_fn fn;
+    pthread_cond_t wake;
+    tp_fn fn;                 /* current job (written before `word` is published) */
     void *ctx;
-    atomic_uint gen;       /* job generation */
-    atomic_int pending;    /* workers still running the current job */
-    int stop;
+    _Atomic uint64_t word;    /* generation << 32 | next unclaimed part */
+    atomic_int done;          /* parts of the current job finished */
+    atomic_int stop;
 };
 
-typedef struct {
-    tp_pool *p;
-    int ith;
-} worker_arg;
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
 
-static void *worker(void *arg) {
-    worker_arg *wa = arg;
-    tp_pool *p = wa->p;
-    int ith = wa->ith;
-    free(wa);
-    unsigned seen = 0;
+/* Claim and run parts of job `gen` until none is left or the job changed. */
+static void run_parts(tp_pool *p, uint32_t gen) {
     for (;;) {
-        /* spin a little: consecutive matmuls arrive microseconds apart */
-        for (int spin = 0; spin < 20000 && atomic_load(&p->gen) == seen; spin++)
-            __builtin_ia32_pause();
-        pthread_mutex_lock(&p->mu);
-        while (atomic_load(&p->gen) == seen && !p->stop) pthread_cond_wait(&p->wake, &p->mu);
-        if (p->stop) {
-            pthread_mutex_unlock(&p->mu);
-            return NULL;
-        }
-        seen = atomic_load(&p->gen);
+        uint64_t w = atomic_load_explicit(&p->word, memory_order_acquire);
+        if ((uint32_t)(w >> 32) != gen) return;
+        uint32_t part = (uint32_t)w;
+        if ((int)part >= p->n) return;
+        /* the job's fn/ctx are stable while it has unclaimed parts */
         tp_fn fn = p->fn;
         void *ctx = p->ctx;
-        pthread_mutex_unlock(&p->mu);
-        fn(ctx, ith, p->n);
-        if (atomic_fetch_sub(&p->pending, 1) == 1) {
+        if (!atomic_compare_exchange_weak_explicit(&p->word, &w, w + 1, memory_order_acq_rel,
+                                                   memory_order_relaxed))
+            continue;
+        fn(ctx, (int)part, p->n);
+        atomic_fetch_add_explicit(&p->done, 1, memory_order_release);
+    }
+}
+
+static void *worker(void *arg) {
+    tp_pool *p = arg;
+    uint32_t seen = 0;
+    for (;;) {
+        uint32_t gen = 0;
+        int spin = 0;
+        for (;;) {
+            if (atomic_load_explicit(&p->stop, memory_order_relaxed)) return NULL;
+            gen = (uint32_t)(atomic_load_explicit(&p->word, memory_order_acquire) >> 32);
+            if (gen != seen) break;
+            if (++spin < TP_SPIN) {
+                cpu_relax();
+                continue;
+            }
             pthread_mutex_lock(&p->mu);
-            pthread_cond_signal(&p->done);
+            while ((uint32_t)(atomic_load(&p->word) >> 32) == seen && !atomic_load(&p->stop))
+                pthread_cond_wait(&p->wake, &p->mu);
             pthread_mutex_unlock(&p->mu);
+            spin = 0;
         }
+        seen = gen;
+        run_parts(p, gen);
     }
 }
 
@@ -64,22 +94,13 @@ tp_pool *tp_new(int n_threads) {
     p->n = n_threads;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
-    pthread_cond_init(&p->done, NULL);
     p->threads = calloc((size_t)n_threads, sizeof(pthread_t));
     if (!p->threads) {
         free(p);
         return NULL;
     }
     for (int i = 1; i < n_threads; i++) {
-        worker_arg *wa = malloc(sizeof *wa);
-        if (!wa) {
-            p->n = i;
-            break;
-        }
-        wa->p = p;
-        wa->ith = i;
-        if (pthread_create(&p->threads[i - 1], NULL, worker, wa) != 0) {
-            free(wa);
+        if (pthread_create(&p->threads[i - 1], NULL, worker, p) != 0) {
             p->n = i; /* run with the threads we got */
             break;
         }
@@ -90,13 +111,12 @@ tp_pool *tp_new(int n_threads) {
 void tp_free(tp_pool *p) {
     if (!p) return;
     pthread_mutex_lock(&p->mu);
-    p->stop = 1;
+    atomic_store(&p->stop, 1);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
     for (int i = 1; i < p->n; i++) pthread_join(p->threads[i - 1], NULL);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->wake);
-    pthread_cond_destroy(&p->done);
     free(p->threads);
     free(p);
 }
@@ -108,19 +128,17 @@ void tp_run(tp_pool *p, tp_fn fn, void *ctx) {
         fn(ctx, 0, 1);
         return;
     }
-    pthread_mutex_lock(&p->mu);
+    const uint32_t gen = (uint32_t)(atomic_load(&p->word) >> 32) + 1;
     p->fn = fn;
     p->ctx = ctx;
-    atomic_store(&p->pending, p->n - 1);
-    atomic_fetch_add(&p->gen, 1);
+    atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+    pthread_mutex_lock(&p->mu);
+    atomic_store_explicit(&p->word, (uint64_t)gen << 32, memory_order_release);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
-    fn(ctx, 0, p->n);
-    if (atomic_load(&p->pending) > 0) {
-        for (int spin = 0; spin < 100000 && atomic_load(&p->pending) > 0; spin++)
-            __builtin_ia32_pause();
-        pthread_mutex_lock(&p->mu);
-        while (atomic_load(&p->pending) > 0) pthread_cond_wait(&p->done, &p->mu);
-        pthread_mutex_unlock(&p->mu);
-    }
+    run_parts(p, gen);
+    /* every part is claimed; wait for the ones still running elsewhere */
+    for (int spin = 0; atomic_load_explicit(&p->done, memory_order_acquire) < p->n; spin++)
+        if (spin < TP_SPIN) cpu_relax();
+        else sched_yield();
 }

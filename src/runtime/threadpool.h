@@ -1,11 +1,14 @@
 /* threadpool.h — a fixed set of worker threads running parallel-for loops.
  *
  * The engine splits every matrix multiplication by output rows across the
- * pool. Workers are created once at engine open and park on a condition
- * variable between jobs; a job is a function called as fn(ctx, i, n) for each
- * worker index i in [0, n) (the calling thread runs index 0), so no allocation
- * happens per job. Results must not depend on the number of threads: each
- * output element is computed entirely by one worker.
+ * pool. Workers are created once at engine open and park between jobs; a job
+ * is a function called as fn(ctx, part, n) once for each part in [0, n), n the
+ * pool size. Parts are claimed dynamically by whichever threads are awake (the
+ * caller included), so a descheduled worker does not hold a job up. fn must
+ * compute the same outputs for a part whoever runs it (per-part scratch indexed
+ * by `part` is private: a part never runs twice at once). Nothing is allocated
+ * per job. Results do not depend on the number of threads: each output element
+ * is computed entirely within one part.
  */
 #ifndef PT_THREADPOOL_H
 #define PT_THREADPOOL_H
@@ -18,7 +21,7 @@ tp_pool *tp_new(int n_threads);
 void tp_free(tp_pool *p);
 int tp_size(const tp_pool *p);
 
-/* Run fn(ctx, i, n) for i in [0, n) on n = tp_size() threads; returns when all are done. */
+/* Run fn(ctx, part, n) for every part in [0, n), n = tp_size(); returns when all are done. */
 void tp_run(tp_pool *p, tp_fn fn, void *ctx);
 
 /* Rows [*lo, *hi) of n that worker ith of nth should handle (contiguous, balanced). */
