@@ -17,6 +17,7 @@
 
 #include "kernels/quant.h"
 #include "nn/matmul.h"
+#include "nn/moe.h"
 #include "nn/ops.h"
 #include "runtime/experts.h"
 
@@ -410,57 +411,39 @@ static int prefetch_next(glm_state *s, int layer, int T, pt_err *err) {
     return xs_prefetch(s->xs, next, s->pf_uniq, n, err);
 }
 
-/* Routed experts through the expert store (cached ones first, misses as
- * their reads land), the shared expert meanwhile; outputs summed per row in
- * selection order so the result never depends on which expert came first. */
+/* One routed expert on x[n] in place: SwiGLU with the slices in mats[]. */
+static int expert_ffn(void *arch, int layer, int e, const uint8_t *const mats[3], float *x, int n, pt_err *err) {
+    glm_state *s = arch;
+    const glm_layer *ly = &s->m->layers[layer];
+    (void)e;
+    (void)err;
+    mm_weight g = glm_expert_at(ly->gate_exps, mats[0]), u = glm_expert_at(ly->up_exps, mats[1]),
+              dn = glm_expert_at(ly->down_exps, mats[2]);
+    swiglu_ffn(s, &g, &u, &dn, x, n, x);
+    return 0;
+}
+
+/* While the layer's first expert reads are in flight: router lookahead for the
+ * next layer, and the shared expert (added after the routed sum). */
+static int overlap(void *arch, int layer, int T, pt_err *err) {
+    glm_state *s = arch;
+    const glm_layer *ly = &s->m->layers[layer];
+    if (s->prefetch && prefetch_next(s, layer, T, err)) return -1;
+    if (s->m->hp.n_expert_shared) swiglu_ffn(s, &ly->gate_sh, &ly->up_sh, &ly->down_sh, s->xn, T, s->sh);
+    return 0;
+}
+
+/* Routed experts through the expert store and the shared expert; the sum per
+ * row happens in selection order (see nn/moe.h), then the shared output. */
 static int moe(glm_state *s, const glm_layer *ly, int layer, int T, pt_err *err) {
     const glm_hparams *hp = &s->m->hp;
     const int E = hp->n_expert, K = hp->n_expert_used, D = hp->n_embd;
     mm_run(&s->mm, &ly->gate_inp, s->xn, T, s->router, E);
-    int n_uniq = 0;
-    for (int t = 0; t < T; t++) {
+    for (int t = 0; t < T; t++)
         route(s, ly, s->router + (size_t)t * E, s->topk + (size_t)t * K, s->topw + (size_t)t * K);
-        for (int k = 0; k < K; k++) {
-            int e = s->topk[(size_t)t * K + k];
-            if (!s->seen[e]) {
-                s->seen[e] = 1;
-                s->uniq[n_uniq++] = e;
-            }
-        }
-    }
-    for (int i = 0; i < n_uniq; i++) s->seen[s->uniq[i]] = 0;
-    if (xs_begin(s->xs, layer, s->uniq, n_uniq, err)) return -1;
-    if (s->prefetch && prefetch_next(s, layer, T, err)) return -1;
-    if (hp->n_expert_shared) swiglu_ffn(s, &ly->gate_sh, &ly->up_sh, &ly->down_sh, s->xn, T, s->sh);
-    int e, rc;
-    const uint8_t *mats[3];
-    while ((rc = xs_next(s->xs, layer, &e, mats, err)) == 1) {
-        int n = 0;
-        for (int t = 0; t < T; t++)
-            for (int k = 0; k < K; k++)
-                if (s->topk[(size_t)t * K + k] == e) {
-                    s->rows[n] = t * K + k;
-                    memcpy(s->xg + (size_t)n * D, s->xn + (size_t)t * D, (size_t)D * sizeof(float));
-                    n++;
-                }
-        mm_weight g = glm_expert_at(ly->gate_exps, mats[0]), u = glm_expert_at(ly->up_exps, mats[1]),
-                  dn = glm_expert_at(ly->down_exps, mats[2]);
-        swiglu_ffn(s, &g, &u, &dn, s->xg, n, s->xg);
-        for (int i = 0; i < n; i++)
-            memcpy(s->yk + (size_t)s->rows[i] * D, s->xg + (size_t)i * D, (size_t)D * sizeof(float));
-    }
-    if (rc < 0) return -1;
-    for (int t = 0; t < T; t++) {
-        float *o = s->out + (size_t)t * D;
-        for (int k = 0; k < K; k++) {
-            const float w = s->topw[(size_t)t * K + k];
-            const float *y = s->yk + ((size_t)t * K + k) * D;
-            if (k == 0)
-                for (int i = 0; i < D; i++) o[i] = y[i] * w;
-            else
-                for (int i = 0; i < D; i++) o[i] += y[i] * w;
-        }
-    }
+    moe_scratch sc = {s->uniq, s->seen, s->rows, s->xg, s->yk};
+    const moe_call c = {s->xs, layer, T, K, D, s->topk, s->topw, s->xn, s->out, expert_ffn, overlap, s};
+    if (moe_run(&c, &sc, err)) return -1;
     if (hp->n_expert_shared)
         for (size_t i = 0; i < (size_t)T * D; i++) s->out[i] += s->sh[i];
     return 0;

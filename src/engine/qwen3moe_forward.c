@@ -15,6 +15,7 @@
 
 #include "nn/attn.h"
 #include "nn/matmul.h"
+#include "nn/moe.h"
 #include "nn/ops.h"
 #include "runtime/experts.h"
 
@@ -243,64 +244,33 @@ static int prefetch_next(qwen3moe_state *s, int layer, int T, pt_err *err) {
     return xs_prefetch(s->xs, layer + 1, s->pf_uniq, n, err);
 }
 
+/* One routed expert on x[n] in place: SwiGLU. */
+static int expert_ffn(void *arch, int layer, int e, const uint8_t *const mats[3], float *x, int n, pt_err *err) {
+    qwen3moe_state *s = arch;
+    (void)e;
+    (void)err;
+    const int E = s->m->hp.n_embd, F = s->m->hp.n_ff_exp;
+    const qwen3moe_expert_w w = qwen3moe_expert(s->m, layer, mats);
+    mm_run(&s->mm, &w.gate, x, n, s->g, F);
+    mm_run(&s->mm, &w.up, x, n, s->u, F);
+    for (int64_t i = 0; i < (int64_t)n * F; i++)
+        s->g[i] = nn_silu(s->g[i]) * s->u[i];
+    mm_run(&s->mm, &w.down, s->g, n, x, E);
+    return 0;
+}
+
+static int overlap(void *arch, int layer, int T, pt_err *err) { return prefetch_next(arch, layer, T, err); }
+
 static int moe(qwen3moe_state *s, const qwen3moe_layer *ly, int layer, int T, pt_err *err) {
     const qwen3moe_hparams *hp = &s->m->hp;
-    const int X = hp->n_expert, K = hp->n_expert_used, E = hp->n_embd, F = hp->n_ff_exp;
+    const int X = hp->n_expert, K = hp->n_expert_used, E = hp->n_embd;
     mm_run(&s->mm, &ly->gate_inp, s->xn, T, s->router, X);
-    int n_uniq = 0;
-    for (int t = 0; t < T; t++) {
+    for (int t = 0; t < T; t++)
         route(s, t);
-        for (int k = 0; k < K; k++) {
-            const int e = s->topk[(size_t)t * K + k];
-            if (!s->seen[e]) {
-                s->seen[e] = 1;
-                s->uniq[n_uniq++] = e;
-            }
-        }
-    }
-    for (int i = 0; i < n_uniq; i++)
-        s->seen[s->uniq[i]] = 0;
-    /* each chosen expert runs once on the rows that chose it (in first-use
-     * order, the order an expert cache would deliver them in); outputs land in
-     * their own (row, choice) slot so the sum below happens in selection order */
-    if (xs_begin(s->xs, layer, s->uniq, n_uniq, err)) return -1;
-    if (s->prefetch && prefetch_next(s, layer, T, err)) return -1;
-    int e, rc;
-    const uint8_t *mats[3];
-    while ((rc = xs_next(s->xs, layer, &e, mats, err)) == 1) {
-        int n = 0;
-        for (int t = 0; t < T; t++)
-            for (int k = 0; k < K; k++)
-                if (s->topk[(size_t)t * K + k] == e) {
-                    s->rows[n] = t * K + k;
-                    memcpy(s->xg + (size_t)n * E, s->xn + (size_t)t * E, (size_t)E * sizeof(float));
-                    n++;
-                }
-        const qwen3moe_expert_w w = qwen3moe_expert(s->m, layer, mats);
-        mm_run(&s->mm, &w.gate, s->xg, n, s->g, F);
-        mm_run(&s->mm, &w.up, s->xg, n, s->u, F);
-        for (int64_t i = 0; i < (int64_t)n * F; i++)
-            s->g[i] = nn_silu(s->g[i]) * s->u[i];
-        mm_run(&s->mm, &w.down, s->g, n, s->xg, E);
-        for (int i = 0; i < n; i++)
-            memcpy(s->yk + (size_t)s->rows[i] * E, s->xg + (size_t)i * E,
-                   (size_t)E * sizeof(float));
-    }
-    if (rc < 0) return -1;
-    for (int t = 0; t < T; t++) {
-        float *o = s->out + (size_t)t * E;
-        for (int k = 0; k < K; k++) {
-            const float wt = s->topw[(size_t)t * K + k];
-            const float *y = s->yk + ((size_t)t * K + k) * E;
-            if (k == 0)
-                for (int i = 0; i < E; i++)
-                    o[i] = y[i] * wt;
-            else
-                for (int i = 0; i < E; i++)
-                    o[i] += y[i] * wt;
-        }
-    }
-    return 0;
+    moe_scratch sc = {s->uniq, s->seen, s->rows, s->xg, s->yk};
+    const moe_call c = {s->xs, layer, T, K, E, s->topk, s->topw, s->xn, s->out,
+                        expert_ffn, s->prefetch ? overlap : NULL, s};
+    return moe_run(&c, &sc, err);
 }
 
 /* One decoder block on rows x[T] at positions pos0.. . */

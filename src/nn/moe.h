@@ -1,0 +1,53 @@
+/* moe.h — the routed-expert executor shared by every MoE architecture.
+ *
+ * Given each row's chosen experts (selection order) and weights, it asks the
+ * expert store for the distinct experts of the chunk (cached ones come first,
+ * misses as their reads land), runs each expert once on all rows that chose
+ * it, keeps every (row, choice) output in its own slot, and finally sums per
+ * row in selection order — so the result never depends on which expert
+ * arrived first, or on whether experts were streamed or resident.
+ *
+ * The architecture supplies the expert computation (SwiGLU, GeGLU on a fused
+ * gate_up, a per-expert output scale, ...) and optionally work to overlap with
+ * the first reads (the shared expert, router lookahead).
+ */
+#ifndef PT_NN_MOE_H
+#define PT_NN_MOE_H
+
+#include <stdint.h>
+
+#include "common.h"
+#include "runtime/experts.h"
+
+/* Compute expert e of `layer` on x[n][n_embd] in place (inputs in, outputs
+ * out); mats[] are its weight slices from the store. 0, or -1 with err. */
+typedef int (*moe_expert_fn)(void *arch, int layer, int e, const uint8_t *const mats[3], float *x, int n,
+                             pt_err *err);
+
+/* Work to overlap with the layer's first reads. 0, or -1 with err. */
+typedef int (*moe_overlap_fn)(void *arch, int layer, int T, pt_err *err);
+
+/* Scratch the caller allocates once (B = rows per chunk, K = experts per row). */
+typedef struct moe_scratch {
+    int *uniq;     /* [n_expert] */
+    uint8_t *seen; /* [n_expert], all zero between calls */
+    int *rows;     /* [B] (row, choice) slots routed to one expert */
+    float *xg;     /* [B][n_embd] gathered inputs / outputs of one expert */
+    float *yk;     /* [B][K][n_embd] per-(row, choice) outputs */
+} moe_scratch;
+
+typedef struct moe_call {
+    xs_store *xs;
+    int layer, T, K, n_embd;
+    const int *topk;    /* [T][K] chosen experts, selection order */
+    const float *topw;  /* [T][K] their weights */
+    const float *x;     /* [T][n_embd] expert input */
+    float *out;         /* [T][n_embd] sum over choices of weight * output */
+    moe_expert_fn expert;
+    moe_overlap_fn overlap; /* or NULL */
+    void *arch;
+} moe_call;
+
+int moe_run(const moe_call *c, moe_scratch *s, pt_err *err);
+
+#endif
