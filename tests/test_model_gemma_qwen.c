@@ -22,67 +22,11 @@
 
 #include "format/gguf.h"
 #include "petrel.h"
+#include "gates.h"
 #include "test.h"
-
-typedef struct gate_stats {
-    double cos_min, cos_mean, max_diff;
-    int rows, flips, bad_flips;
-} gate_stats;
-
-/* Compare rows of got vs want ([rows][n]). */
-static gate_stats compare(const float *got, const float *want, int rows, int n) {
-    gate_stats s = {1.0, 0.0, 0.0, rows, 0, 0};
-    for (int r = 0; r < rows; r++) {
-        const float *g = got + (size_t)r * n, *w = want + (size_t)r * n;
-        double dot = 0, ng = 0, nw = 0;
-        int ag = 0, aw = 0, second = -1;
-        for (int i = 0; i < n; i++) {
-            dot += (double)g[i] * w[i];
-            ng += (double)g[i] * g[i];
-            nw += (double)w[i] * w[i];
-            double d = fabs((double)g[i] - w[i]);
-            if (d > s.max_diff) s.max_diff = d;
-            if (g[i] > g[ag]) ag = i;
-            if (w[i] > w[aw]) aw = i;
-        }
-        for (int i = 0; i < n; i++)
-            if (i != aw && (second < 0 || w[i] > w[second])) second = i;
-        double c = dot / fmax(sqrt(ng * nw), 1e-30);
-        if (c < s.cos_min) s.cos_min = c;
-        s.cos_mean += c / rows;
-        if (ag != aw) {
-            s.flips++;
-            if (w[aw] - w[second] >= 0.1) s.bad_flips++;
-        }
-    }
-    return s;
-}
 
 #define F32_GATE 3e-3 /* gemma4 F32 max |diff|, see the top comment */
 
-static int gate_ok(const gate_stats *s, int f32) {
-    if (f32) return s->max_diff <= F32_GATE && s->bad_flips == 0;
-    int allowed = s->rows * 6 / 100;
-    if (allowed < 1) allowed = 1;
-    return s->cos_min >= 0.99 && s->cos_mean >= 0.9998 && s->bad_flips == 0 && s->flips <= allowed;
-}
-
-static float *read_f32(const char *name, size_t count) {
-    size_t len = 0;
-    float *p = t_read_file(t_fixture(name), &len);
-    if (p && len != count * sizeof(float)) {
-        free(p);
-        return NULL;
-    }
-    return p;
-}
-
-static int argmax(const float *x, int n) {
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
-}
 
 /* Tokens of prompt k (0-based) of a fixture followed by its greedy tokens;
  * returns the prompt length, *n_gen the greedy count. */
@@ -129,9 +73,9 @@ static void check_fixture(const char *name) {
         CHECK(np > 0);
         if (np <= 0) break;
         float *want =
-            read_f32(json_string_value(json_object_get(p, "logits_file")), (size_t)np * nv);
+            gate_read_f32(json_string_value(json_object_get(p, "logits_file")), (size_t)np * nv);
         float *want_gen =
-            read_f32(json_string_value(json_object_get(p, "greedy_logits_file")), (size_t)ng * nv);
+            gate_read_f32(json_string_value(json_object_get(p, "greedy_logits_file")), (size_t)ng * nv);
         CHECKF(want && want_gen, "%s: reference logits missing or of the wrong size", name);
         float *got = malloc(sizeof(float) * (size_t)(np + ng) * nv);
         pt_session_params sp = {.n_ctx = np + ng + 1};
@@ -146,8 +90,8 @@ static void check_fixture(const char *name) {
             float *all_want = malloc(sizeof(float) * (size_t)(np + ng) * nv);
             memcpy(all_want, want, sizeof(float) * (size_t)np * nv);
             memcpy(all_want + (size_t)np * nv, want_gen, sizeof(float) * (size_t)ng * nv);
-            gate_stats st = compare(got, all_want, np + ng, nv);
-            CHECKF(gate_ok(&st, f32),
+            gate_stats st = gate_compare(got, all_want, np + ng, nv);
+            CHECKF(gate_ok(&st, f32 ? F32_GATE : 0),
                    "%s p%zu: cos min %.6f mean %.6f max|diff| %.2e flips %d (%d at margin >= 0.1) "
                    "of %d rows",
                    name, pi + 1, st.cos_min, st.cos_mean, st.max_diff, st.flips, st.bad_flips,
@@ -155,9 +99,9 @@ static void check_fixture(const char *name) {
             fprintf(stderr, "  %s p%zu: cos min %.6f mean %.6f max|diff| %.2e top-1 flips %d/%d\n",
                     name, pi + 1, st.cos_min, st.cos_mean, st.max_diff, st.flips, st.rows);
             if (f32) {
-                int same = argmax(got + (size_t)(np - 1) * nv, nv) == toks[np];
+                int same = gate_argmax(got + (size_t)(np - 1) * nv, nv) == toks[np];
                 for (int j = 0; j + 1 < ng && same; j++)
-                    same = argmax(got + (size_t)(np + j) * nv, nv) == toks[np + j + 1];
+                    same = gate_argmax(got + (size_t)(np + j) * nv, nv) == toks[np + j + 1];
                 CHECKF(same, "%s p%zu: greedy continuation differs", name, pi + 1);
             }
             free(all_want);

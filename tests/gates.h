@@ -1,0 +1,31 @@
+/* gates.h — comparing petrel's logits with reference logits, and the gates of
+ * the fixtures README, shared by the whole-model test suites.
+ *
+ * Per prompt, over rows: cosine (min, mean), max |diff|, and top-1
+ * disagreements counted with the reference's own top-1/top-2 margin.
+ * F32 gate: max |diff| <= a tolerance and no flip at a margin >= 0.1.
+ * Quantised gate: cos min >= 0.99, cos mean >= 0.9998, every flip at a
+ * reference margin < 0.1, at most max(1, 6% of rows) flips. */
+#ifndef PT_TEST_GATES_H
+#define PT_TEST_GATES_H
+
+#include <stddef.h>
+
+typedef struct gate_stats {
+    double cos_min, cos_mean, max_diff;
+    int rows, flips, bad_flips; /* bad: at a reference margin >= 0.1 */
+} gate_stats;
+
+/* Compare rows of got vs want ([rows][n]). */
+gate_stats gate_compare(const float *got, const float *want, int rows, int n);
+
+/* f32_tol > 0: the F32 gate with that max |diff|; 0: the quantised gate. */
+int gate_ok(const gate_stats *s, double f32_tol);
+
+/* A fixture file of exactly count floats (malloc'd), or NULL. */
+float *gate_read_f32(const char *fixture_name, size_t count);
+
+/* Index of the largest value (ties: the lowest index, as the references). */
+int gate_argmax(const float *x, int n);
+
+#endif
