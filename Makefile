@@ -26,9 +26,9 @@ else
   OPT    := -O2 -g
 endif
 
-PKGS      := jansson libcrypto libpcre2-8
+PKGS      := jansson libcrypto libpcre2-8 libmicrohttpd
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -lcrypto -lpcre2-8)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -lcrypto -lpcre2-8 -lmicrohttpd)
 # io_uring (Linux): the expert reader uses it when present, a pread pool otherwise.
 ifeq ($(shell pkg-config --exists liburing 2>/dev/null && echo yes),yes)
   PKG_CFLAGS += -DPT_HAVE_URING $(shell pkg-config --cflags liburing)
@@ -39,7 +39,7 @@ CFLAGS  += -std=c11 $(OPT) -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude -Isrc $
 LDLIBS  += $(LDSAN) $(PKG_LIBS) -lm -pthread
 
 LIB_SRC  := $(wildcard src/*.c src/format/*.c src/kernels/*.c src/model/*.c src/nn/*.c \
-                       src/runtime/*.c src/engine/*.c src/text/*.c)
+                       src/runtime/*.c src/engine/*.c src/text/*.c src/server/*.c)
 ifneq ($(ARCH),x86_64)
   LIB_SRC := $(filter-out %_avx2.c %_avx512.c,$(LIB_SRC))
 endif
@@ -98,6 +98,10 @@ $(BUILD)/mkmodel: $(BUILD)/tools/mkmodel.o $(BUILD)/libpetrel.a
 $(BUILD)/belady: $(BUILD)/tools/belady.o $(BUILD)/libpetrel.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+# O_DIRECT disk read-bandwidth probe (tools/ioprobe.c), the yardstick of bench/stream.sh.
+$(BUILD)/ioprobe: $(BUILD)/tools/ioprobe.o
+	$(CC) $(CFLAGS) -o $@ $^ -pthread
+
 $(BUILD)/%_avx2.o: %_avx2.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(AVX2_FLAGS) -c -o $@ $<
@@ -131,10 +135,13 @@ fuzz: deps
 bench: deps
 	@$(MAKE) --no-print-directory bench-run
 
-bench-run: $(BUILD)/bench_petrel $(BUILD)/petrel $(BUILD)/mkmodel $(BUILD)/belady $(BUILD)/bench_tokenizer
+bench-run: $(BUILD)/bench_petrel $(BUILD)/petrel $(BUILD)/mkmodel $(BUILD)/belady $(BUILD)/bench_tokenizer \
+           $(BUILD)/ioprobe
 	$(BUILD)/bench_petrel
 	$(BUILD)/bench_tokenizer
 	@BUILD=$(BUILD) sh bench/run.sh
+	@if [ "$(BENCH_STREAM)" = 1 ]; then BUILD=$(BUILD) sh bench/stream.sh; \
+	 else echo "make bench: streaming benchmark skipped (BENCH_STREAM=1 runs bench/stream.sh, root, ~30 min)"; fi
 
 format:
 	clang-format -i $$(find include src tests bench tools -name '*.[ch]')
@@ -151,3 +158,9 @@ clean:
 DEMO_MODEL ?= ../shared/fixtures/glm-dsa-rq2k.gguf
 demo: all
 	$(BUILD)/petrel chat -m $(DEMO_MODEL) -n 64
+
+# petrel's greedy output on the demo model against llama.cpp's (LLAMA_CPP_DIR or node-llama-cpp;
+# skipped with a message when neither is there). Not part of `make test`.
+.PHONY: check-llamacpp
+check-llamacpp: all
+	@PETREL=$(BUILD)/petrel sh tools/check_llamacpp.sh

@@ -17,6 +17,7 @@
  * that must be refused with a clear message. Case names start with `model2`. */
 #include <jansson.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -166,9 +167,24 @@ static float *run_seq(const char *fixture, int threads, int n_batch, int chunk, 
     return out;
 }
 
-/* Every output element is one dot product whoever computes it, and a
- * sliding-window ring (batch 1: exactly the window; batch 7: window + 6)
- * holds what a linear cache would: all bit-identical. */
+/* Chunking, threads and the sliding-window ring must not change the bits, with
+ * one exception inherited from llama.cpp: a chunk of ONE row takes its
+ * single-row kernels (ggml_vec_dot_f32's 64-lane order for the attention value
+ * sum and for F32 weights), a chunk of two or more rows its batched ones
+ * (tinyBLAS's 16-lane order; nn/ops.c, kernels/quant.h), and petrel follows
+ * both so that its prompt rows and its decode rows each reproduce the
+ * reference. So:
+ *  - splits whose every chunk has >= 2 rows (batches of 6: 10 x 6 + 4; calls
+ *    of 6 in batches of 4: 4 + 2 ... + 4) and 1 thread are bit-identical to
+ *    the one-batch run;
+ *  - token by token with a ring of exactly the window (batch 1) is
+ *    bit-identical to token by token with a larger ring (batch 64), which
+ *    pins the ring;
+ *  - token by token vs one batch agree to float rounding: F32 within the F32
+ *    gate of this file (measured 8.4e-4 on gemma4-f32, whose fp16 GELU table
+ *    magnifies ulps), quantised within the quantised gates, as one ulp can
+ *    flip an 8-bit activation rounding (measured 0 on gemma4-rq2k, 2e-2 on
+ *    qwen3moe-rq2k). */
 static void model2_invariances(void) {
     const char *fixtures[] = {"gemma4-rq2k", "gemma4-f32", "qwen3moe-rq2k"};
     for (size_t f = 0; f < PT_ARRAY_LEN(fixtures); f++) {
@@ -179,10 +195,9 @@ static void model2_invariances(void) {
         struct {
             int threads, batch, chunk;
             const char *what;
-        } v[] = {{2, 7, 64, "prefill in batches of 7"},
+        } v[] = {{2, 6, 64, "prefill in batches of 6"},
                  {1, 64, 64, "1 thread"},
-                 {2, 1, 1, "one token at a time (ring of the window size)"},
-                 {2, 4, 5, "calls of 5 in batches of 4"}};
+                 {2, 4, 6, "calls of 6 in batches of 4"}};
         for (size_t k = 0; k < PT_ARRAY_LEN(v); k++) {
             int n2, nv2;
             float *o = run_seq(fixtures[f], v[k].threads, v[k].batch, v[k].chunk, &n2, &nv2);
@@ -190,6 +205,21 @@ static void model2_invariances(void) {
                    "%s, %s: logits differ", fixtures[f], v[k].what);
             free(o);
         }
+        int n1, nv1, n2, nv2;
+        float *one = run_seq(fixtures[f], 2, 64, 1, &n1, &nv1);
+        float *ring = run_seq(fixtures[f], 2, 1, 1, &n2, &nv2);
+        CHECKF(one && ring && n1 == n && n2 == n && !memcmp(one, ring, sizeof(float) * (size_t)n * nv),
+               "%s, one token at a time: ring of the window size differs from a larger ring", fixtures[f]);
+        if (one && n1 == n) {
+            gate_stats st = gate_compare(one, base, n, nv);
+            const int f32 = strstr(fixtures[f], "f32") != NULL;
+            CHECKF(f32 ? st.max_diff <= F32_GATE : gate_ok(&st, 0),
+                   "%s, one token at a time vs batch: cos min %.6f mean %.6f max|diff| %.2e", fixtures[f],
+                   st.cos_min, st.cos_mean, st.max_diff);
+            fprintf(stderr, "  %s one token at a time vs batch: max|diff| %.2e\n", fixtures[f], st.max_diff);
+        }
+        free(one);
+        free(ring);
         free(base);
     }
 }

@@ -14,6 +14,7 @@
 #endif
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common.h"
 #include "kernels/quant.h"
@@ -218,7 +219,52 @@ static void simd_dispatch_picks_best(void) {
     CHECK(qt_dot_impl(QT_COUNT + 7, QT_ISA_SCALAR) == NULL);
 }
 
+/* The F32 kernels in ggml's lane order (qt_f32_*) return the reference's
+ * bits exactly at every level: the order is fixed and fused multiply-adds are
+ * exact, so "to float rounding" would hide a wrong lane. Lengths cover a tail
+ * only (n < 64), whole 64-blocks, and blocks plus a tail (160 = the MLA score
+ * row of the fixtures, 576 = GLM-5's). */
+static void simd_f32_kernels_bit_identical(void) {
+    const int top = qt_isa_detect();
+    const int64_t lens[] = {1, 7, 32, 63, 64, 65, 128, 160, 255, 576, 4096};
+    float *x = malloc(4096 * sizeof *x), *y = malloc(4096 * sizeof *y), *a = malloc(4096 * sizeof *a),
+          *b = malloc(4096 * sizeof *b);
+    uint64_t st = 12345;
+    for (int i = 0; i < 4096; i++) {
+        /* mixed signs and magnitudes, so that the order shows in the bits */
+        st = st * 6364136223846793005ULL + 1442695040888963407ULL;
+        x[i] = (float)((int64_t)(st >> 33) % 2001 - 1000) * ldexpf(1.0f, (int)(st >> 20 & 15) - 12);
+        st = st * 6364136223846793005ULL + 1442695040888963407ULL;
+        y[i] = (float)((int64_t)(st >> 33) % 2001 - 1000) / 997.0f;
+    }
+    int tested = 0;
+    for (int isa = QT_ISA_AVX2; isa <= top; isa++) {
+        const qt_f32_kernels *k = qt_f32_impl(isa);
+        CHECKF(k != NULL, "%s: no F32 kernels", isa_name(isa));
+        if (!k) continue;
+        tested++;
+        for (size_t i = 0; i < PT_ARRAY_LEN(lens); i++) {
+            const float want = qt_f32_dot_ref(x, y, lens[i]), got = k->dot(x, y, lens[i]);
+            CHECKF(memcmp(&want, &got, sizeof want) == 0, "%s dot n=%lld: %.9g, reference %.9g", isa_name(isa),
+                   (long long)lens[i], got, want);
+            for (int j = 0; j < 4096; j++) a[j] = b[j] = x[(j * 7) % 4096];
+            qt_f32_axpy_ref(a, 0.3f, y, lens[i]);
+            k->axpy(b, 0.3f, y, lens[i]);
+            CHECKF(memcmp(a, b, 4096 * sizeof *a) == 0, "%s axpy n=%lld differs", isa_name(isa),
+                   (long long)lens[i]);
+        }
+    }
+    CHECK(qt_f32_best() == qt_f32_impl(top));
+    CHECK(qt_f32_impl(QT_ISA_SCALAR)->dot == qt_f32_dot_ref);
+    if (!tested) t_skip("no SIMD level on this CPU");
+    free(x);
+    free(y);
+    free(a);
+    free(b);
+}
+
 T_SUITE(simd) {
+    T_ADD(simd_f32_kernels_bit_identical);
     T_ADD(simd_scalar_level_is_ref);
     T_ADD(simd_panel_matches_ref);
     T_ADD(simd_dispatch_picks_best);

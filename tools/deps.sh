@@ -3,14 +3,15 @@
 # Debian/Ubuntu as root: installs them with apt-get. macOS: with Homebrew.
 # Otherwise: prints the package names and fails. Cheap when all is present.
 set -e
-DEB_PKGS="pkg-config libjansson-dev libssl-dev liburing-dev libpcre2-dev"
-BREW_PKGS="pkg-config jansson openssl@3 pcre2"
+DEB_PKGS="pkg-config libjansson-dev libssl-dev liburing-dev libpcre2-dev libmicrohttpd-dev"
+BREW_PKGS="pkg-config jansson openssl@3 pcre2 libmicrohttpd"
 
 have_all() {
     command -v pkg-config >/dev/null 2>&1 || return 1
     pkg-config --exists jansson || return 1
     pkg-config --exists libpcre2-8 || return 1
     pkg-config --exists libcrypto || return 1
+    pkg-config --exists libmicrohttpd || return 1
     # io_uring is Linux-only; elsewhere the pread pool is used
     if [ "$(uname -s)" = Linux ]; then pkg-config --exists liburing || return 1; fi
     return 0

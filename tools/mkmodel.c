@@ -71,6 +71,7 @@ typedef struct mk_opts {
     uint32_t mat_type; /* every other matrix */
     uint64_t seed;
     int threads;
+    int raw_experts; /* 1: routed experts as random valid K-quant blocks (no quantiser) */
 } mk_opts;
 
 static void usage(FILE *f) {
@@ -90,7 +91,11 @@ static void usage(FILE *f) {
             "  --expert-type T   q4_k, q2_k or mix (alternating per MoE layer) [mix]\n"
             "  --attn-type T     type of every non-expert matrix: q8_0, q4_0, f16 [q8_0]\n"
             "  --seed N          random seed [1]\n"
-            "  -t, --threads N   quantisation threads [all cores]\n");
+            "  -t, --threads N   quantisation threads [all cores]\n"
+            "  --raw-experts     write routed experts as random but valid Q4_K/Q2_K blocks\n"
+            "                    (small finite scales, random quants) instead of quantising\n"
+            "                    random floats: disk speed instead of ~6 MB/s per thread, for\n"
+            "                    multi-GB I/O benchmarks (routing still comes from the F32 routers)\n");
 }
 
 static int parse_type(const char *s, uint32_t *t) {
@@ -129,6 +134,10 @@ static int parse_opts(int argc, char **argv, mk_opts *o) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             exit(0);
+        }
+        if (!strcmp(a, "--raw-experts")) {
+            o->raw_experts = 1;
+            continue;
         }
         if (!v) {
             fprintf(stderr, "mkmodel: option %s needs a value (or is unknown)\n", a);
@@ -357,11 +366,54 @@ typedef struct slab_job {
     float **rowbuf; /* per worker: ne0 floats */
 } slab_job;
 
+/* IEEE half of a positive normal float (truncating; enough for scales). */
+static uint16_t half_of(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    int e = (int)((u >> 23) & 0xFF) - 127 + 15;
+    if (e <= 0) return 0x0400; /* smallest normal half */
+    if (e >= 31) return 0x7BFF;
+    return (uint16_t)((e << 10) | ((u >> 13) & 0x3FF));
+}
+
+/* --raw-experts: row `row` of a Q4_K or Q2_K expert tensor as random valid
+ * blocks. Quants and 6-/4-bit sub-block scales are uniform random bytes; the
+ * super-block scales d and dmin are small finite halves chosen so that the
+ * decoded weights have roughly zero mean and a standard deviation of about
+ * t->scale (like the quantised random floats), so activations stay finite. */
+static void raw_row(const mk_opts *o, const mk_tensor *t, int ti, int64_t row, uint8_t *out, uint64_t row_bytes) {
+    uint64_t s = row_seed(o->seed, ti, 2, row);
+    for (uint64_t i = 0; i < row_bytes; i += 8) {
+        uint64_t r = xs_next(&s);
+        memcpy(out + i, &r, PT_MIN((uint64_t)8, row_bytes - i));
+    }
+    const uint64_t nb = (uint64_t)t->ne[0] / 256;
+    if (t->type == QT_Q4_K) { /* block_q4_K: d, dmin (f16), scales[12], qs[128] = 144 bytes */
+        /* w = d * sc * q - dmin * m, sc, m in 0..63, q in 0..15: std ~ 150 d, mean 0 when dmin = 7.5 d */
+        const uint16_t d = half_of(t->scale / 150.0f), dm = half_of(7.5f * t->scale / 150.0f);
+        for (uint64_t b = 0; b < nb; b++) {
+            memcpy(out + b * 144, &d, 2);
+            memcpy(out + b * 144 + 2, &dm, 2);
+        }
+    } else { /* block_q2_K: scales[16], qs[64], d, dmin (f16) = 84 bytes; sc, m in 0..15, q in 0..3 */
+        const uint16_t d = half_of(t->scale / 10.0f), dm = half_of(1.5f * t->scale / 10.0f);
+        for (uint64_t b = 0; b < nb; b++) {
+            memcpy(out + b * 84 + 80, &d, 2);
+            memcpy(out + b * 84 + 82, &dm, 2);
+        }
+    }
+}
+
 static void slab_worker(void *ctx, int ith, int nth) {
     slab_job *j = ctx;
     long lo, hi;
     tp_range((long)j->n_rows, ith, nth, &lo, &hi);
     float *x = j->rowbuf[ith];
+    if (j->o->raw_experts && j->t->kind == K_EXPERT && (j->t->type == QT_Q4_K || j->t->type == QT_Q2_K)) {
+        for (long r = lo; r < hi; r++)
+            raw_row(j->o, j->t, j->ti, j->row0 + r, j->out + (uint64_t)r * j->row_bytes, j->row_bytes);
+        return;
+    }
     for (long r = lo; r < hi; r++) {
         fill_row(j->o, j->t, j->ti, j->row0 + r, x);
         qt_quantize_ref(j->t->type, x, j->out + (uint64_t)r * j->row_bytes, j->t->ne[0]);

@@ -18,6 +18,7 @@
 int cmd_inspect(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 int cmd_pack(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);

@@ -25,6 +25,7 @@ static void usage(FILE *f) {
             "commands:\n"
             "  chat -m MODEL                 interactive chat (the default command)\n"
             "  generate -m MODEL -p TEXT     complete TEXT (--chat: as a user turn); or --tokens IDS\n"
+            "  serve -m MODEL [--port N]     OpenAI-compatible HTTP server (chat, completions, responses)\n"
             "  inspect MODEL.gguf [--json]   architecture, tensor types, resident vs expert bytes\n"
             "  pack MODEL.gguf [-o PATH]     write the expert pack (one aligned record per expert)\n"
             "  verify MODEL.gguf             check the expert pack against the model\n"
@@ -49,6 +50,7 @@ int main(int argc, char **argv) {
         return cmd_chat(argc, argv); /* `petrel -m MODEL ...`: chat is the default command */
     if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 1, argv + 1);
     if (!strcmp(cmd, "generate")) return cmd_generate(argc - 1, argv + 1);
+    if (!strcmp(cmd, "serve")) return cmd_serve(argc - 1, argv + 1);
     if (!strcmp(cmd, "pack")) return cmd_pack(argc - 1, argv + 1);
     if (!strcmp(cmd, "verify")) return cmd_verify(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);

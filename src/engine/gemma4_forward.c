@@ -46,7 +46,7 @@ struct gemma4_state {
     float *kx, *vx; /* [B][max_kv_dim] new keys / values */
     float *o;       /* [B][n_head * max_head_dim] attention output per head */
     float *cs;      /* [max_head_dim] rope table */
-    float *scores;  /* [n_threads][n_ctx] attention scores */
+    float *scores;  /* [n_threads][nn_attn_stride(n_ctx, max_head_dim)] attention scratch */
     float *g;       /* [B][max(n_ff, 2 n_ff_exp)] gate (or fused gate|up) projections */
     float *u;       /* [B][max(n_ff, n_ff_exp)] up projections / gated activations */
     float *router;  /* [B][n_expert] router logits */
@@ -118,7 +118,7 @@ gemma4_state *gemma4_state_new(const gemma4_model *m, tp_pool *pool, xs_store *x
     s->vx = falloc(B * KVD, &fail);
     s->o = falloc(B * QD, &fail);
     s->cs = falloc((size_t)hp->max_head_dim, &fail);
-    s->scores = falloc((size_t)tp_size(pool) * (size_t)n_ctx, &fail);
+    s->scores = falloc((size_t)tp_size(pool) * (size_t)nn_attn_stride(n_ctx, hp->max_head_dim), &fail);
     s->g = falloc(B * PT_MAX(F, 2 * FX), &fail);
     s->u = falloc(B * PT_MAX(F, FX), &fail);
     s->router = falloc(B * (size_t)hp->n_expert, &fail);
@@ -252,7 +252,7 @@ static void attention(gemma4_state *s, int layer, int T, int pos0) {
                   .window = ly->swa ? hp->window : 0,
                   .scale = 1.0f,
                   .scores = s->scores,
-                  .scores_stride = s->n_ctx};
+                  .scores_stride = nn_attn_stride(s->n_ctx, hp->max_head_dim)};
     nn_attn_run(s->pool, &at);
     mm_run(&s->mm, &ly->wo, s->o, T, s->a, hp->n_embd);
 }
@@ -323,14 +323,14 @@ static int expert_ffn(void *arch, int layer, int e, const uint8_t *const mats[3]
     (void)err;
     const int E = s->m->hp.n_embd, F = s->m->hp.n_ff_exp;
     const gemma4_expert_w w = gemma4_expert(s->m, layer, e, mats);
-    mm_run(&s->mm, &w.gate_up, x, n, s->g, 2 * (int64_t)F);
+    mm_run_routed(&s->mm, &w.gate_up, x, n, s->g, 2 * (int64_t)F);
     for (int i = 0; i < n; i++) {
         const float *gu = s->g + (size_t)i * 2 * F;
         float *act = s->u + (size_t)i * F;
         for (int j = 0; j < F; j++)
             act[j] = gelu_f16(gu[j]) * gu[F + j];
     }
-    mm_run(&s->mm, &w.down, s->u, n, x, E);
+    mm_run_routed(&s->mm, &w.down, s->u, n, x, E);
     for (size_t i = 0; i < (size_t)n * E; i++)
         x[i] *= w.scale;
     return 0;

@@ -48,7 +48,8 @@ struct glm_state {
     float *ctxh;          /* [B][kv_lora] one head, gathered */
     float *vout;          /* [B][v_head] */
     float *o;             /* [B][H * v_head] */
-    float *scores;        /* [n_ctx] */
+    float *scores;        /* [n_ctx rounded up to 16] */
+    float *wacc;          /* [NN_WSUM_LANES_MAX][kv_lora] lanes of the weighted latent sum */
     float *cs;            /* [qk_rope] rope table (also indexer: first qk_rope dims) */
     int *sel;             /* [B][top_k] key selection of the last full DSA layer */
     int *n_sel;           /* [B] */
@@ -129,7 +130,8 @@ glm_state *glm_state_new(const glm_model *m, tp_pool *pool, xs_store *xs, int pr
     s->ctxh = falloc(B * (size_t)hp->kv_lora, &fail);
     s->vout = falloc(B * (size_t)hp->v_head, &fail);
     s->o = falloc(B * H * (size_t)hp->v_head, &fail);
-    s->scores = falloc((size_t)n_ctx, &fail);
+    s->scores = falloc(((size_t)n_ctx + 15) & ~(size_t)15, &fail);
+    s->wacc = falloc((size_t)NN_WSUM_LANES_MAX * (size_t)hp->kv_lora, &fail);
     s->cs = falloc((size_t)hp->qk_rope, &fail);
     s->sel = calloc(B * topk, sizeof(int));
     s->n_sel = calloc(B, sizeof(int));
@@ -179,7 +181,7 @@ void glm_state_free(glm_state *s) {
     free(s->kv);
     free(s->idx_k);
     float *bufs[] = {s->x, s->xn, s->out, s->qa, s->q, s->kva, s->qfull, s->qnope, s->qabs, s->ctx,
-                     s->ctxh, s->vout, s->o, s->scores, s->cs, s->iq, s->ik, s->iw, s->router,
+                     s->ctxh, s->vout, s->o, s->scores, s->wacc, s->cs, s->iq, s->ik, s->iw, s->router,
                      s->probs, s->esel, s->topw, s->xg, s->g, s->u, s->yk, s->sh, s->cat, s->pf_router, s->pf_topw};
     for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++) free(bufs[i]);
     free(s->sel);
@@ -287,33 +289,28 @@ static void attention(glm_state *s, const glm_layer *ly, int layer, int T, int p
             memcpy(s->qfull + ((size_t)t * H + h) * KVD, s->qabs + (size_t)t * KVL, (size_t)KVL * sizeof(float));
     }
     if (use_dsa && ly->has_idx) dsa_select(s, ly, layer, T, pos0);
-    /* scores over [latent | rope key], softmax, weighted latent sum */
+    /* scores over [latent | rope key], softmax, weighted latent sum, each in
+     * ggml's rounding order (ops.c); the softmax row is padded to 16 with
+     * masked keys like llama.cpp's KV window, and the lane count of the sum
+     * depends on the chunk's row count as llama.cpp's kernel choice does */
+    const int lanes = nn_wsum_lanes(T);
     for (int t = 0; t < T; t++) {
-        const int n_keys = pos0 + t + 1;
+        const int n_keys = pos0 + t + 1, n_pad = (n_keys + 15) & ~15;
         const int sparse = use_dsa && s->n_sel[t] < n_keys;
         for (int h = 0; h < H; h++) {
             const float *qf = s->qfull + ((size_t)t * H + h) * KVD;
-            for (int j = 0; j < n_keys; j++) s->scores[j] = sparse ? -INFINITY : 0.0f;
+            for (int j = 0; j < n_pad; j++) s->scores[j] = sparse || j >= n_keys ? -INFINITY : 0.0f;
             if (sparse) {
                 const int *sel = s->sel + (size_t)t * hp->idx_top_k;
                 for (int i = 0; i < s->n_sel[t]; i++) s->scores[sel[i]] = 0.0f;
             }
-            for (int j = 0; j < n_keys; j++) {
-                if (s->scores[j] == -INFINITY) continue;
-                const float *kr = cache + (size_t)j * KVD;
-                float d = 0;
-                for (int i = 0; i < KVD; i++) d += qf[i] * kr[i];
-                s->scores[j] = d;
-            }
-            nn_softmax(s->scores, n_keys, hp->kq_scale);
-            float *c = s->ctx + ((size_t)t * H + h) * KVL;
-            memset(c, 0, (size_t)KVL * sizeof(float));
-            for (int j = 0; j < n_keys; j++) {
-                const float p = s->scores[j];
-                if (p == 0.0f) continue;
-                const float *kr = cache + (size_t)j * KVD;
-                for (int i = 0; i < KVL; i++) c[i] += p * kr[i];
-            }
+            for (int j = 0; j < n_keys; j++)
+                if (s->scores[j] != -INFINITY) s->scores[j] = nn_dot_f32(qf, cache + (size_t)j * KVD, KVD);
+            nn_softmax(s->scores, n_pad, hp->kq_scale);
+            nn_wsum_begin(s->wacc, lanes, KVL);
+            for (int j = 0; j < n_keys; j++)
+                if (s->scores[j] != 0.0f) nn_wsum_add(s->wacc, lanes, KVL, j, s->scores[j], cache + (size_t)j * KVD);
+            nn_wsum_end(s->wacc, lanes, KVL, s->ctx + ((size_t)t * H + h) * KVL);
         }
     }
     /* per-head value projection, then the output projection */
@@ -330,14 +327,16 @@ static void attention(glm_state *s, const glm_layer *ly, int layer, int T, int p
 
 /* ===== Feed-forward ===== */
 
-/* out[T][n_embd] = down(silu(gate(x)) * up(x)) */
+/* out[T][n_embd] = down(silu(gate(x)) * up(x)); routed: a routed expert's
+ * weights (mm_run_routed: llama.cpp's mul_mat_id order) */
 static void swiglu_ffn(glm_state *s, const mm_weight *gate, const mm_weight *up, const mm_weight *down,
-                       const float *x, int T, float *out) {
+                       const float *x, int T, float *out, int routed) {
+    void (*run)(mm_ctx *, const mm_weight *, const float *, int, float *, int64_t) = routed ? mm_run_routed : mm_run;
     const int64_t F = gate->n_out;
-    mm_run(&s->mm, gate, x, T, s->g, F);
-    mm_run(&s->mm, up, x, T, s->u, F);
+    run(&s->mm, gate, x, T, s->g, F);
+    run(&s->mm, up, x, T, s->u, F);
     for (int64_t i = 0; i < (int64_t)T * F; i++) s->g[i] = nn_silu(s->g[i]) * s->u[i];
-    mm_run(&s->mm, down, s->g, T, out, s->m->hp.n_embd);
+    run(&s->mm, down, s->g, T, out, s->m->hp.n_embd);
 }
 
 /* Router: from one row of router logits, the chosen experts (selection
@@ -419,7 +418,7 @@ static int expert_ffn(void *arch, int layer, int e, const uint8_t *const mats[3]
     (void)err;
     mm_weight g = glm_expert_at(ly->gate_exps, mats[0]), u = glm_expert_at(ly->up_exps, mats[1]),
               dn = glm_expert_at(ly->down_exps, mats[2]);
-    swiglu_ffn(s, &g, &u, &dn, x, n, x);
+    swiglu_ffn(s, &g, &u, &dn, x, n, x, 1);
     return 0;
 }
 
@@ -429,7 +428,7 @@ static int overlap(void *arch, int layer, int T, pt_err *err) {
     glm_state *s = arch;
     const glm_layer *ly = &s->m->layers[layer];
     if (s->prefetch && prefetch_next(s, layer, T, err)) return -1;
-    if (s->m->hp.n_expert_shared) swiglu_ffn(s, &ly->gate_sh, &ly->up_sh, &ly->down_sh, s->xn, T, s->sh);
+    if (s->m->hp.n_expert_shared) swiglu_ffn(s, &ly->gate_sh, &ly->up_sh, &ly->down_sh, s->xn, T, s->sh, 0);
     return 0;
 }
 
@@ -462,7 +461,7 @@ static int block(glm_state *s, const glm_layer *ly, int layer, int T, int pos0, 
     if (ly->is_moe) {
         if (moe(s, ly, layer, T, err)) return -1;
     } else {
-        swiglu_ffn(s, &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down, s->xn, T, s->out);
+        swiglu_ffn(s, &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down, s->xn, T, s->out, 0);
     }
     for (size_t i = 0; i < (size_t)T * D; i++) s->x[i] += s->out[i];
     return 0;

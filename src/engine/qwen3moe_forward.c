@@ -36,7 +36,7 @@ struct qwen3moe_state {
     float *kx;     /* [B][n_kv * head_dim] new keys */
     float *o;      /* [B][n_head * head_dim] attention output per head */
     float *cs;     /* [head_dim] rope table */
-    float *scores; /* [n_threads][n_ctx] attention scores */
+    float *scores; /* [n_threads][nn_attn_stride(n_ctx, head_dim)] attention scratch */
     float *g, *u;  /* [B][n_ff_exp] expert gate / up projections */
     float *router; /* [B][n_expert] router logits, then probabilities */
     int *topk;     /* [B][n_used] chosen experts in selection order */
@@ -93,7 +93,7 @@ qwen3moe_state *qwen3moe_state_new(const qwen3moe_model *m, tp_pool *pool, xs_st
     s->kx = falloc(B * KVD, &fail);
     s->o = falloc(B * QD, &fail);
     s->cs = falloc((size_t)hp->head_dim, &fail);
-    s->scores = falloc((size_t)tp_size(pool) * (size_t)n_ctx, &fail);
+    s->scores = falloc((size_t)tp_size(pool) * (size_t)nn_attn_stride(n_ctx, hp->head_dim), &fail);
     s->g = falloc(B * (size_t)hp->n_ff_exp, &fail);
     s->u = falloc(B * (size_t)hp->n_ff_exp, &fail);
     s->router = falloc(B * (size_t)hp->n_expert, &fail);
@@ -195,7 +195,7 @@ static void attention(qwen3moe_state *s, const qwen3moe_layer *ly, int layer, in
                   .window = 0,
                   .scale = hp->kq_scale,
                   .scores = s->scores,
-                  .scores_stride = s->n_ctx};
+                  .scores_stride = nn_attn_stride(s->n_ctx, hp->head_dim)};
     nn_attn_run(s->pool, &at);
     mm_run(&s->mm, &ly->wo, s->o, T, s->out, hp->n_embd);
 }
@@ -251,11 +251,11 @@ static int expert_ffn(void *arch, int layer, int e, const uint8_t *const mats[3]
     (void)err;
     const int E = s->m->hp.n_embd, F = s->m->hp.n_ff_exp;
     const qwen3moe_expert_w w = qwen3moe_expert(s->m, layer, mats);
-    mm_run(&s->mm, &w.gate, x, n, s->g, F);
-    mm_run(&s->mm, &w.up, x, n, s->u, F);
+    mm_run_routed(&s->mm, &w.gate, x, n, s->g, F);
+    mm_run_routed(&s->mm, &w.up, x, n, s->u, F);
     for (int64_t i = 0; i < (int64_t)n * F; i++)
         s->g[i] = nn_silu(s->g[i]) * s->u[i];
-    mm_run(&s->mm, &w.down, s->g, n, x, E);
+    mm_run_routed(&s->mm, &w.down, s->g, n, x, E);
     return 0;
 }
 

@@ -103,6 +103,12 @@ qt_dot_fn qt_dot_panel_avx512(uint32_t type) {
     (void)type;
     return NULL;
 }
+const qt_f32_kernels *qt_f32_avx2(void) {
+    return NULL;
+}
+const qt_f32_kernels *qt_f32_avx512(void) {
+    return NULL;
+}
 
 #endif
 
@@ -149,6 +155,31 @@ qt_dot_fn qt_dot_upto(uint32_t type, int max_isa) {
     return NULL;
 }
 
+/* ===== F32 kernels in ggml's lane order ===== */
+
+static const qt_f32_kernels f32_scalar = {qt_f32_dot_ref, qt_f32_axpy_ref};
+
+const qt_f32_kernels *qt_f32_impl(int isa) {
+    switch (isa) {
+    case QT_ISA_SCALAR: return &f32_scalar;
+    case QT_ISA_AVX2: return qt_f32_avx2();
+    case QT_ISA_AVX512: return qt_f32_avx512();
+    default: return NULL;
+    }
+}
+
+static const qt_f32_kernels *f32_best;
+static pthread_once_t f32_once = PTHREAD_ONCE_INIT;
+
+static void f32_init(void) {
+    for (int isa = qt_isa_detect(); isa >= QT_ISA_SCALAR && !f32_best; isa--) f32_best = qt_f32_impl(isa);
+}
+
+const qt_f32_kernels *qt_f32_best(void) {
+    pthread_once(&f32_once, f32_init);
+    return f32_best;
+}
+
 /* ===== Panel order ===== */
 
 static float panel_scalar(uint32_t type, const void *w, const void *a, int64_t n) {
@@ -167,12 +198,13 @@ PANEL_DOT(IQ1_S)
 PANEL_DOT(IQ1_M)
 PANEL_DOT(IQ4_XS)
 PANEL_DOT(IQ4_NL)
+PANEL_DOT(F32)
 #undef PANEL_DOT
 
 static const qt_dot_fn panel_scalar_table[QT_COUNT] = {
 #define E(T) [QT_##T] = panel_##T
     E(IQ2_XXS), E(IQ2_XS), E(IQ2_S), E(IQ3_XXS), E(IQ3_S), E(IQ1_S), E(IQ1_M), E(IQ4_XS),
-    E(IQ4_NL),
+    E(IQ4_NL), E(F32),
 #undef E
 };
 

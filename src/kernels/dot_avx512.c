@@ -24,6 +24,10 @@ static inline __m256i dot_i16(__m256i acc, __m256i a, __m256i b) {
 
 #include "kernels/dot_x86_body.h"
 
+const qt_f32_kernels *qt_f32_avx512(void) {
+    return &x86_f32_kernels;
+}
+
 qt_dot_fn qt_dot_avx512(uint32_t type) {
     return x86_body_table(type);
 }

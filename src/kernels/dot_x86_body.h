@@ -104,21 +104,30 @@ static inline __m256i srl16(__m256i v, int k) {
 
 /* ===== Float types ===== */
 
+/* F32 rows: ggml_vec_dot_f32's order for one activation row (f32_dot_ggml
+ * below), tinyBLAS's 16-lane order for a batch (f32_panel16); both are the
+ * reference's bits (quant_ref.c). */
+static float f32_dot_ggml(const float *x, const float *y, int64_t n);
+
 static float dot_f32(const void *w, const void *a, int64_t n) {
+    return f32_dot_ggml(w, a, n);
+}
+
+/* 16 lanes as two 8-float vectors: fold 16 -> 8 adds them, then 8 -> 1 */
+static float f32_panel16(const void *w, const void *a, int64_t n) {
     const float *x = w, *y = a;
-    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+    const int64_t np = n & ~(int64_t)15;
+    for (int64_t i = 0; i < np; i += 16) {
         s0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), s0);
         s1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(y + i + 8), s1);
-        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 16), _mm256_loadu_ps(y + i + 16), s2);
-        s3 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 24), _mm256_loadu_ps(y + i + 24), s3);
     }
-    for (; i + 8 <= n; i += 8)
-        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), s0);
-    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
-    for (; i < n; i++)
-        sum += x[i] * y[i];
+    const __m256 s = _mm256_add_ps(s0, s1);
+    __m128 v = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+    v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+    v = _mm_add_ss(v, _mm_shuffle_ps(v, v, 1));
+    float sum = _mm_cvtss_f32(v);
+    for (int64_t i = np; i < n; i++) sum += x[i] * y[i];
     return sum;
 }
 
@@ -607,12 +616,47 @@ static float panel_iq4_nl(const void *w, const void *a, int64_t n) {
 
 static qt_dot_fn x86_panel_table(uint32_t type) {
     switch (type) {
+    case QT_F32: return f32_panel16;
     case QT_IQ4_NL: return panel_iq4_nl;
     case QT_IQ2_XXS: return panel_iq2_xxs;
     case QT_IQ4_XS: return panel_iq4_xs;
     default: return NULL;
     }
 }
+
+/* ===== F32 kernels in ggml's lane order (quant.h) =====
+ * 64 lanes as eight 8-float vectors: lane l lives in acc[l / 8], element l % 8.
+ * The pairwise fold w = 32, 16, 8 adds whole vectors (acc[k] += acc[k + w/8]);
+ * w = 4, 2, 1 fold inside acc[0]. The unfused tail relies on this file being
+ * compiled without floating-point contraction (-std=c11). */
+
+static float f32_dot_ggml(const float *x, const float *y, int64_t n) {
+    __m256 acc[8];
+    for (int k = 0; k < 8; k++) acc[k] = _mm256_setzero_ps();
+    const int64_t np = n & ~(int64_t)63;
+    for (int64_t i = 0; i < np; i += 64)
+        for (int k = 0; k < 8; k++)
+            acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8 * k), _mm256_loadu_ps(y + i + 8 * k), acc[k]);
+    for (int k = 0; k < 4; k++) acc[k] = _mm256_add_ps(acc[k], acc[k + 4]);
+    for (int k = 0; k < 2; k++) acc[k] = _mm256_add_ps(acc[k], acc[k + 2]);
+    const __m256 a = _mm256_add_ps(acc[0], acc[1]);
+    __m128 v = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+    v = _mm_add_ss(v, _mm_shuffle_ps(v, v, 1));
+    float sum = _mm_cvtss_f32(v);
+    for (int64_t i = np; i < n; i++) sum += x[i] * y[i];
+    return sum;
+}
+
+static void f32_axpy(float *acc, float a, const float *x, int64_t n) {
+    const __m256 va = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(acc + i)));
+    for (; i < n; i++) acc[i] = fmaf(a, x[i], acc[i]);
+}
+
+static const qt_f32_kernels x86_f32_kernels = {f32_dot_ggml, f32_axpy};
 
 /* ===== Table ===== */
 

@@ -103,9 +103,15 @@ int qt_panel_min_rows(uint32_t type); /* 0: no batched order for the type */
  * batched order in llama.cpp: IQ types as above; IQ4_NL goes through
  * llamafile's tinyBLAS from 2 rows on: one 8-lane float accumulator over all
  * blocks (fma(dw * dy, int lanes)), one horizontal sum at the end, where its
- * single-row vec_dot alternates two accumulators. (Q8_0 and Q4_0 use one
- * accumulator in both paths, so their ordinary kernels already match.) */
-int qt_use_panel(uint32_t type, int64_t n_rows, int64_t n_out);
+ * single-row vec_dot alternates two accumulators; F32 likewise from 2 rows on
+ * (one 16-float lane vector per output, folded pairwise), where one row goes
+ * through ggml_vec_dot_f32 (qt_f32_dot_ref's 64-lane order, F32's ordinary
+ * kernel). (Q8_0 and Q4_0 use one accumulator in both paths, so their
+ * ordinary kernels already match.) routed: the weights of a routed expert,
+ * which llama.cpp multiplies in mul_mat_id: it has the IQ panel gemm (8 or
+ * more rows for that expert) but never tinyBLAS, so F32 and IQ4_NL keep their
+ * single-row order there. */
+int qt_use_panel(uint32_t type, int64_t n_rows, int64_t n_out, int routed);
 float qt_dot_panel_ref(uint32_t type, const void *w, const void *a, int64_t n);
 qt_dot_fn qt_dot_panel_impl(uint32_t type, int isa);
 /* The fastest panel kernel at ISA level max_isa or below (max_isa < 0: any). */
@@ -116,6 +122,27 @@ qt_dot_fn qt_dot_avx2(uint32_t type);
 qt_dot_fn qt_dot_avx512(uint32_t type);
 qt_dot_fn qt_dot_panel_avx2(uint32_t type);
 qt_dot_fn qt_dot_panel_avx512(uint32_t type);
+
+/* ===== F32 kernels in ggml's lane order =====
+ * The attention arithmetic behind nn/ops.c (nn_dot_f32, nn_wsum_add), which
+ * explains the order and why it matters. dot: ggml_vec_dot_f32's AVX-512
+ * order: x[i] * y[i] fused-multiply-added into lane i % 64 for the first
+ * n & ~63 elements, the 64 lanes folded pairwise (lane l += lane l + w for
+ * w = 32, 16, ..., 1), then the remaining products added one by one, unfused.
+ * axpy: acc[i] = fma(a, x[i], acc[i]). Fused multiply-adds are exact and the
+ * order is fixed, so every ISA level returns the same bits (test_simd checks). */
+typedef struct qt_f32_kernels {
+    float (*dot)(const float *x, const float *y, int64_t n);
+    void (*axpy)(float *acc, float a, const float *x, int64_t n);
+} qt_f32_kernels;
+float qt_f32_dot_ref(const float *x, const float *y, int64_t n);
+void qt_f32_axpy_ref(float *acc, float a, const float *x, int64_t n);
+/* The kernels at exactly ISA level isa (NULL: none), and the fastest this CPU
+ * has (resolved once; thread-safe). */
+const qt_f32_kernels *qt_f32_impl(int isa);
+const qt_f32_kernels *qt_f32_best(void);
+const qt_f32_kernels *qt_f32_avx2(void); /* dot_avx2.c / dot_avx512.c */
+const qt_f32_kernels *qt_f32_avx512(void);
 
 /* ===== fp16 / bf16 helpers (exact IEEE conversions, no F16C needed) ===== */
 

@@ -374,13 +374,12 @@ void qt_quantize_act_ref(uint32_t act_type, const float *x, void *dst, int64_t n
 
 /* ===== Dot products ===== */
 
-/* F32/F16/BF16: float products summed sequentially in float. llama.cpp's x86
- * build accumulates these in float lanes too (the fixtures README: "F32 matmuls
- * accumulate in float32"); only the grouping of the sum differs. */
+/* F32: llama.cpp's single-row order, ggml_vec_dot_f32 (qt_f32_dot_ref); a
+ * batch goes through tinyBLAS instead (f32_panel below). F16/BF16: float
+ * products summed sequentially in float (llama.cpp accumulates these in float
+ * lanes too, grouped differently). */
 static float dot_f32(const float *w, const float *a, int64_t n) {
-    float s = 0.0f;
-    for (int64_t i = 0; i < n; i++) s += w[i] * a[i];
-    return s;
+    return qt_f32_dot_ref(w, a, n);
 }
 
 static float dot_f16(const pt_f16 *w, const pt_f16 *a, int64_t n) {
@@ -602,6 +601,24 @@ static float dot_q6_k(const block_q6_K *x, const block_q8_K *y, int64_t nb) {
     return lanes_sum(0.0f, lanes);
 }
 
+/* ===== F32 kernels in ggml's lane order (quant.h) ===== */
+
+float qt_f32_dot_ref(const float *x, const float *y, int64_t n) {
+    float lanes[64] = {0};
+    const int64_t np = n & ~(int64_t)63;
+    for (int64_t i = 0; i < np; i += 64)
+        for (int l = 0; l < 64; l++) lanes[l] = fmaf(x[i + l], y[i + l], lanes[l]);
+    for (int w = 32; w >= 1; w /= 2)
+        for (int l = 0; l < w; l++) lanes[l] += lanes[l + w];
+    float sum = lanes[0];
+    for (int64_t i = np; i < n; i++) sum += x[i] * y[i];
+    return sum;
+}
+
+void qt_f32_axpy_ref(float *acc, float a, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) acc[i] = fmaf(a, x[i], acc[i]);
+}
+
 float qt_dot_ref(uint32_t type, const void *w, const void *a, int64_t n) {
     const qt_traits *t = qt_get(type);
     PT_ASSERT(t && t->act_type >= 0 && n >= 0 && n % t->block == 0);
@@ -626,12 +643,13 @@ float qt_dot_ref(uint32_t type, const void *w, const void *a, int64_t n) {
 }
 
 int qt_panel_min_rows(uint32_t type) {
-    if (type == QT_IQ4_NL) return 2;
+    if (type == QT_IQ4_NL || type == QT_F32) return 2;
     return iq_has_panel(type) ? 8 : 0;
 }
 
-int qt_use_panel(uint32_t type, int64_t n_rows, int64_t n_out) {
+int qt_use_panel(uint32_t type, int64_t n_rows, int64_t n_out, int routed) {
     const int min = qt_panel_min_rows(type);
+    if (routed && min < 8) return 0; /* tinyBLAS types */
     return min && n_rows >= min && (min < 8 || n_out % 8 == 0);
 }
 
@@ -658,9 +676,26 @@ static float iq4_nl_panel(const block_iq4_nl *b, const block_q8_0 *y, int64_t nb
     return (x[0] + x[2]) + (x[1] + x[3]);
 }
 
+/* tinyBLAS order for F32 (AVX-512: one 16-float vector per output): x[i] *
+ * y[i] fused-multiply-added into lane i % 16, the lanes folded pairwise
+ * (_mm512_reduce_add_ps). llamafile takes a length that is a multiple of 16
+ * only; any other tail is added one by one here. */
+static float f32_panel(const float *x, const float *y, int64_t n) {
+    float lane[16] = {0};
+    const int64_t np = n & ~(int64_t)15;
+    for (int64_t i = 0; i < np; i += 16)
+        for (int l = 0; l < 16; l++) lane[l] = fmaf(x[i + l], y[i + l], lane[l]);
+    for (int w = 8; w >= 1; w /= 2)
+        for (int l = 0; l < w; l++) lane[l] += lane[l + w];
+    float sum = lane[0];
+    for (int64_t i = np; i < n; i++) sum += x[i] * y[i];
+    return sum;
+}
+
 float qt_dot_panel_ref(uint32_t type, const void *w, const void *a, int64_t n) {
     PT_ASSERT(qt_panel_min_rows(type) && n >= 0);
     if (type == QT_IQ4_NL) return iq4_nl_panel(w, a, n / QK4_NL);
+    if (type == QT_F32) return f32_panel(w, a, n);
     PT_ASSERT(n % QK_K == 0);
     return iq_dot_panel(type, w, a, n);
 }

@@ -1,34 +1,39 @@
 /* attn.c — causal attention over a linear or ring KV cache (see attn.h). */
 #include "attn.h"
 
-#include <string.h>
+#include <math.h>
+#include <stddef.h>
 
 #include "nn/ops.h"
 
-/* One query row t, head h. */
-static void attend_one(const nn_attn *a, int t, int h, float *sc) {
+int64_t nn_attn_stride(int64_t max_keys, int head_dim) {
+    /* a softmax row from a 16-aligned position, then the weighted-sum lanes */
+    return ((max_keys + 15) & ~(int64_t)15) + 16 + (int64_t)NN_WSUM_LANES_MAX * head_dim;
+}
+
+/* One query row t, head h. The softmax row starts at a position that is a
+ * multiple of 16 (earlier window keys masked) so its chunks of 16 line up with
+ * llama.cpp's KV cells, where cell = position. */
+static void attend_one(const nn_attn *a, int t, int h, float *sc, float *acc) {
     const int D = a->head_dim, kvd = a->n_kv * a->head_dim;
     const int64_t pos = a->pos0 + t;
     const int64_t lo = a->window > 0 && pos - a->window + 1 > 0 ? pos - a->window + 1 : 0;
-    const int n = (int)(pos - lo + 1);
+    const int64_t base = lo & ~(int64_t)15;
+    const int n_pad = (int)(((pos + 1 - base) + 15) & ~(int64_t)15);
     const int kh = h / (a->n_head / a->n_kv);
     const float *q = a->q + ((size_t)t * a->n_head + h) * D;
-    for (int j = 0; j < n; j++) {
-        const float *k = a->k + (size_t)((lo + j) % a->cap) * kvd + (size_t)kh * D;
-        float d = 0;
-        for (int i = 0; i < D; i++)
-            d += q[i] * k[i];
-        sc[j] = d;
+    for (int j = 0; j < n_pad; j++) {
+        const int64_t p = base + j;
+        sc[j] = p < lo || p > pos ? -INFINITY
+                                  : nn_dot_f32(q, a->k + (size_t)(p % a->cap) * kvd + (size_t)kh * D, D);
     }
-    nn_softmax(sc, n, a->scale);
-    float *o = a->out + ((size_t)t * a->n_head + h) * D;
-    memset(o, 0, (size_t)D * sizeof(float));
-    for (int j = 0; j < n; j++) {
-        const float p = sc[j];
-        const float *v = a->v + (size_t)((lo + j) % a->cap) * kvd + (size_t)kh * D;
-        for (int i = 0; i < D; i++)
-            o[i] += p * v[i];
-    }
+    nn_softmax(sc, n_pad, a->scale);
+    const int lanes = nn_wsum_lanes(a->T);
+    nn_wsum_begin(acc, lanes, D);
+    for (int64_t p = lo; p <= pos; p++)
+        if (sc[p - base] != 0.0f)
+            nn_wsum_add(acc, lanes, D, p, sc[p - base], a->v + (size_t)(p % a->cap) * kvd + (size_t)kh * D);
+    nn_wsum_end(acc, lanes, D, a->out + ((size_t)t * a->n_head + h) * D);
 }
 
 static void attn_worker(void *arg, int ith, int nth) {
@@ -36,8 +41,9 @@ static void attn_worker(void *arg, int ith, int nth) {
     long lo, hi;
     tp_range((long)a->T * a->n_head, ith, nth, &lo, &hi);
     float *sc = a->scores + (size_t)ith * a->scores_stride;
+    float *acc = sc + (a->scores_stride - (int64_t)NN_WSUM_LANES_MAX * a->head_dim);
     for (long i = lo; i < hi; i++)
-        attend_one(a, (int)(i / a->n_head), (int)(i % a->n_head), sc);
+        attend_one(a, (int)(i / a->n_head), (int)(i % a->n_head), sc, acc);
 }
 
 void nn_attn_run(tp_pool *pool, const nn_attn *a) {

@@ -7,10 +7,11 @@
  * so the keys one batch needs are never overwritten by the same batch. Query
  * head h reads KV head h / (n_head / n_kv).
  *
- * Numerics follow llama.cpp without flash attention: one float dot per score,
- * softmax with the max subtracted and the sum in double (nn_softmax), values
- * accumulated key by key in float. Work is split over (row, head) pairs, so
- * the result does not depend on the thread count.
+ * Numerics follow llama.cpp without flash attention, rounding included: scores
+ * by nn_dot_f32, softmax by nn_softmax over rows aligned to 16 cells, values
+ * summed by nn_wsum_* (lanes by key position; 16 lanes for a batch, 64 for a
+ * single row, as llama.cpp's kernel choice). Work is split over (row, head)
+ * pairs, so the result does not depend on the thread count.
  */
 #ifndef PT_NN_ATTN_H
 #define PT_NN_ATTN_H
@@ -31,8 +32,11 @@ typedef struct nn_attn {
     int window;            /* 0: every earlier key; > 0: keys s with pos - s < window */
     float scale;           /* attention logit scale */
     float *scores;         /* scratch [tp_size(pool)][scores_stride] */
-    int64_t scores_stride; /* >= the most keys one query sees */
+    int64_t scores_stride; /* nn_attn_stride(the most keys one query sees, head_dim) */
 } nn_attn;
+
+/* Scratch floats one thread needs (softmax row and weighted-sum lanes). */
+int64_t nn_attn_stride(int64_t max_keys, int head_dim);
 
 void nn_attn_run(tp_pool *pool, const nn_attn *a);
 

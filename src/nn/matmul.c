@@ -43,7 +43,7 @@ static void mm_worker(void *arg, int ith, int nth) {
     }
 }
 
-void mm_run(mm_ctx *c, const mm_weight *w, const float *x, int n_rows, float *y, int64_t ldy) {
+static void run(mm_ctx *c, const mm_weight *w, const float *x, int n_rows, float *y, int64_t ldy, int routed) {
     const qt_traits *tr = qt_get(w->type);
     PT_ASSERT(tr && tr->act_type >= 0);
     uint64_t arb;
@@ -56,7 +56,7 @@ void mm_run(mm_ctx *c, const mm_weight *w, const float *x, int n_rows, float *y,
      * than its single-row dot (IQ panel gemm, tinyBLAS); one ulp there can flip
      * a later activation rounding, so follow it (see qt_use_panel) */
     qt_dot_fn dot = NULL;
-    if (qt_use_panel(w->type, n_rows, w->n_out)) dot = qt_dot_panel_upto(w->type, c->max_isa);
+    if (qt_use_panel(w->type, n_rows, w->n_out, routed)) dot = qt_dot_panel_upto(w->type, c->max_isa);
     if (!dot) dot = qt_dot_upto(w->type, c->max_isa);
     mm_job j = {w, c->act, arb, n_rows, y, ldy, dot};
     /* small jobs are not worth waking the workers for */
@@ -64,6 +64,14 @@ void mm_run(mm_ctx *c, const mm_weight *w, const float *x, int n_rows, float *y,
         mm_worker(&j, 0, 1);
     else
         tp_run(c->pool, mm_worker, &j);
+}
+
+void mm_run(mm_ctx *c, const mm_weight *w, const float *x, int n_rows, float *y, int64_t ldy) {
+    run(c, w, x, n_rows, y, ldy, 0);
+}
+
+void mm_run_routed(mm_ctx *c, const mm_weight *w, const float *x, int n_rows, float *y, int64_t ldy) {
+    run(c, w, x, n_rows, y, ldy, 1);
 }
 
 void mm_get_row(const mm_weight *w, int64_t r, float *out) {

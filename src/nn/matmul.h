@@ -37,6 +37,11 @@ void mm_ctx_free(mm_ctx *c);
  * y rows are ldy apart (ldy >= n_out). */
 void mm_run(mm_ctx *c, const mm_weight *w, const float *x, int n_rows, float *y, int64_t ldy);
 
+/* mm_run for the weights of a routed expert, whose batched rounding order in
+ * llama.cpp (mul_mat_id) differs from a dense matmul's for some types (see
+ * qt_use_panel). */
+void mm_run_routed(mm_ctx *c, const mm_weight *w, const float *x, int n_rows, float *y, int64_t ldy);
+
 /* Dequantise row r of W into out[n_in] (embedding lookup). */
 void mm_get_row(const mm_weight *w, int64_t r, float *out);
 

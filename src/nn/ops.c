@@ -1,8 +1,11 @@
-/* ops.c — norms, rotary embeddings, softmax, activations, top-k (see ops.h). */
+/* ops.c — norms, rotary embeddings, softmax, the attention dot and weighted
+ * sum in ggml's lane order, activations, top-k (see ops.h). */
 #include "ops.h"
 
 #include <math.h>
 #include <string.h>
+
+#include "kernels/quant.h"
 
 void nn_rms_norm(const float *x, const float *w, float eps, int n, float *y) {
     double sum = 0;
@@ -51,6 +54,13 @@ static float yarn_ramp(float low, float high, int i0) {
     return 1.0f - fminf(1.0f, fmaxf(0.0f, y));
 }
 
+/* Angles and rotation are contracted the way llama.cpp's CPU build compiles
+ * them (its rope is C++, built with floating-point contraction on; the
+ * disassembly shows which products are fused): the YaRN mix and magnitude use
+ * one fma each, and each rotated value fuses its x0 product:
+ *   y0 = fma(x0, cos, -(x1 * sin)),  y1 = fma(x0, sin, x1 * cos).
+ * Unfused, roped keys differ from llama.cpp's by up to ~20 ulp where the two
+ * products nearly cancel. */
 void nn_rope_cache(const nn_rope *r, int64_t pos, float *cs) {
     const float theta_scale = powf(r->freq_base, -2.0f / (float)r->n_dims);
     float theta = (float)pos;
@@ -61,8 +71,8 @@ void nn_rope_cache(const nn_rope *r, int64_t pos, float *cs) {
         float t = interp, mscale = r->attn_factor;
         if (r->ext_factor != 0.0f) {
             float mix = yarn_ramp(r->corr_dims[0], r->corr_dims[1], i0) * r->ext_factor;
-            t = interp * (1 - mix) + extrap * mix;
-            mscale *= 1.0f + 0.1f * logf(1.0f / r->freq_scale);
+            t = fmaf(interp, 1 - mix, extrap * mix);
+            mscale *= fmaf(0.1f, logf(1.0f / r->freq_scale), 1.0f);
         }
         cs[i0] = cosf(t) * mscale;
         cs[i0 + 1] = sinf(t) * mscale;
@@ -77,11 +87,80 @@ void nn_rope_apply(const nn_rope *r, const float *cs, float *x) {
         const int a = r->neox ? i : 2 * i;
         const int b = r->neox ? i + half : 2 * i + 1;
         const float x0 = x[a], x1 = x[b];
-        x[a] = x0 * c - x1 * s;
-        x[b] = x0 * s + x1 * c;
+        x[a] = fmaf(x0, c, -(x1 * s));
+        x[b] = fmaf(x0, s, x1 * c);
     }
 }
 
+/* ===== ggml's float lane order =====
+ * llama.cpp's CPU attention (no flash attention) runs on three F32 kernels
+ * whose rounding petrel reproduces, because a one-ulp difference in an
+ * attention output can flip a later 8-bit activation rounding and move the
+ * logits by 0.1 or more on the quantised fixtures:
+ *   - scores: ggml_vec_dot_f32 (AVX-512): 4 x 16 float lanes, element i
+ *     fused-multiply-added into lane i % 64 for the first n & ~63 elements,
+ *     lanes folded pairwise, the rest added one by one (unfused);
+ *   - softmax: ggml_soft_max_ext: scale, max, exp by ggml_v_expf in chunks of
+ *     16 whose lanes are folded pairwise, chunk sums added in double;
+ *   - weighted sum of values: mul_mat of the transposed values with the
+ *     probabilities: llamafile's tinyBLAS for two or more query rows (16 lanes,
+ *     key j into lane j % 16), ggml_vec_dot_f32 for one row (64 lanes). The
+ *     reduction runs over llama.cpp's whole KV window (a multiple of 256
+ *     cells); cells outside the causal/sparse mask carry probability 0 and add
+ *     nothing, so a key's lane is its cell index, i.e. its position.
+ * "Folded pairwise" is a halving tree, lane l += lane l + w for w = L/2 .. 1,
+ * which is what _mm512_reduce_add_ps and GGML_F32x16_REDUCE compute. The dot
+ * and the fused multiply-add of a row run on the F32 kernels of
+ * kernels/quant.h (qt_f32_*): a scalar reference with fmaf and SIMD versions
+ * that give the same bits, so they always take the fastest one the CPU has
+ * (the --kernels cap, which exists to compare SIMD with scalar rounding, has
+ * nothing to compare here). */
+
+/* lanes[0] = sum of lanes[0..n) by the halving tree (n a power of two) */
+static float fold_lanes(float *lanes, int n) {
+    for (int w = n / 2; w >= 1; w /= 2)
+        for (int l = 0; l < w; l++) lanes[l] += lanes[l + w];
+    return lanes[0];
+}
+
+float nn_dot_f32(const float *x, const float *y, int n) { return qt_f32_best()->dot(x, y, n); }
+
+int nn_wsum_lanes(int n_rows) { return n_rows >= 2 ? NN_WSUM_LANES_BATCH : NN_WSUM_LANES_ONE; }
+
+void nn_wsum_begin(float *acc, int lanes, int d) { memset(acc, 0, (size_t)lanes * (size_t)d * sizeof(float)); }
+
+void nn_wsum_add(float *acc, int lanes, int d, int64_t key, float p, const float *row) {
+    qt_f32_best()->axpy(acc + (size_t)(key % lanes) * (size_t)d, p, row, d);
+}
+
+void nn_wsum_end(float *acc, int lanes, int d, float *out) {
+    for (int w = lanes / 2; w >= 1; w /= 2)
+        for (int l = 0; l < w; l++) {
+            float *a = acc + (size_t)l * (size_t)d;
+            const float *b = acc + (size_t)(l + w) * (size_t)d;
+            for (int i = 0; i < d; i++) a[i] += b[i];
+        }
+    memcpy(out, acc, (size_t)d * sizeof(float));
+}
+
+/* ggml_v_expf (the AVX-512 flavour), one lane: exp(x) = 2^n * p(b) with
+ * n = round(x / ln 2) by the 1.5 * 2^23 trick, b = x - n ln 2 in two parts, p
+ * a degree-5 polynomial; |n| > 192 saturates to 0 or inf. Within about an ulp
+ * of expf, but not always the same bits. */
+static float expf_ggml(float x) {
+    const float r = 0x1.8p23f;
+    const float z = fmaf(x, 0x1.715476p+0f, r);
+    const float n = z - r;
+    const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
+    if (fabsf(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
+    const float u = b * b;
+    const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+                         u, fmaf(0x1.ffffecp-1f, b, 1.0f));
+    return ldexpf(j, (int)n);
+}
+
+/* ggml_soft_max_ext order: whole chunks of 16 through expf_ggml with a
+ * folded float sum per chunk, the tail through expf; sums in double. */
 void nn_softmax(float *x, int n, float scale) {
     float max = -INFINITY;
     for (int i = 0; i < n; i++) {
@@ -89,13 +168,18 @@ void nn_softmax(float *x, int n, float scale) {
         if (x[i] > max) max = x[i];
     }
     double sum = 0;
-    for (int i = 0; i < n; i++) {
-        float e = x[i] == -INFINITY ? 0.0f : expf(x[i] - max);
-        x[i] = e;
-        sum += e;
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        float lanes[16];
+        for (int l = 0; l < 16; l++) lanes[l] = x[i + l] = expf_ggml(x[i + l] - max);
+        sum += fold_lanes(lanes, 16);
+    }
+    for (; i < n; i++) {
+        x[i] = expf(x[i] - max);
+        sum += x[i];
     }
     const float inv = (float)(1.0 / sum);
-    for (int i = 0; i < n; i++) x[i] *= inv;
+    for (i = 0; i < n; i++) x[i] *= inv;
 }
 
 float nn_silu(float x) { return x / (1.0f + expf(-x)); }

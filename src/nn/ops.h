@@ -4,8 +4,10 @@
  * Numerics follow llama.cpp's CPU backend where it matters for matching its
  * references: norms sum in double and scale by a float reciprocal square root;
  * rotary angles are built by repeated float multiplication
- * (theta *= theta_scale) exactly as ggml's rope cache does; softmax subtracts
- * the max and sums exponentials in double.
+ * (theta *= theta_scale) exactly as ggml's rope cache does, with the same
+ * fused multiply-adds; the attention helpers (nn_dot_f32, nn_softmax,
+ * nn_wsum_*) reproduce the lane order of ggml's AVX-512 F32 kernels bit for
+ * bit (ops.c explains which kernel each mirrors and why it matters).
  */
 #ifndef PT_NN_OPS_H
 #define PT_NN_OPS_H
@@ -40,8 +42,25 @@ void nn_rope_cache(const nn_rope *r, int64_t pos, float *cs);
 /* Rotate one head vector x[head_dim] in place with a table from nn_rope_cache. */
 void nn_rope_apply(const nn_rope *r, const float *cs, float *x);
 
-/* In place: x = softmax(x * scale) over n (entries equal to -INFINITY get 0). */
+/* In place: x = softmax(x * scale) over n (entries equal to -INFINITY get 0),
+ * rounded like ggml_soft_max_ext: attention callers pad n to a multiple of 16
+ * with -INFINITY, as llama.cpp's KV window is. */
 void nn_softmax(float *x, int n, float scale);
+
+/* sum x[i] * y[i] in ggml_vec_dot_f32's order (attention scores). */
+float nn_dot_f32(const float *x, const float *y, int n);
+
+/* Weighted sum of value rows in the order of llama.cpp's probability x value
+ * product: out[d] = sum over keys of p * row[d], key k accumulated into lane
+ * k % lanes with fused multiply-adds, lanes folded pairwise at the end.
+ * acc is scratch [lanes][d]. nn_wsum_lanes(n_rows) gives the lane count for a
+ * batch of n_rows query rows (llama.cpp takes tinyBLAS from two rows on,
+ * ggml_vec_dot_f32 for one). */
+enum { NN_WSUM_LANES_BATCH = 16, NN_WSUM_LANES_ONE = 64, NN_WSUM_LANES_MAX = 64 };
+int nn_wsum_lanes(int n_rows);
+void nn_wsum_begin(float *acc, int lanes, int d);
+void nn_wsum_add(float *acc, int lanes, int d, int64_t key, float p, const float *row);
+void nn_wsum_end(float *acc, int lanes, int d, float *out);
 
 float nn_silu(float x);
 float nn_sigmoid(float x);

@@ -61,6 +61,15 @@ void gen_free(gen *g) {
     free(g);
 }
 
+int gen_set_sampling(gen *g, const sampler_params *sp, pt_err *err) {
+    sampler *s = sampler_new(sp, g->n_vocab, err);
+    if (!s) return -1;
+    sampler_free(g->smp);
+    g->smp = s;
+    g->penalty_last_n = sp->penalty_last_n;
+    return 0;
+}
+
 void gen_clear(gen *g) {
     pt_session_truncate(g->s, 0);
     g->n_cache = 0;
@@ -127,7 +136,7 @@ int gen_run(gen *g, const gen_opts *o, gen_emit_fn emit, void *ud, const volatil
             r->reason = GEN_LENGTH;
             break;
         }
-        if (stop && *stop) {
+        if ((stop && *stop) || (o->should_stop && o->should_stop(o->should_stop_ud))) {
             r->reason = GEN_INTERRUPT;
             break;
         }

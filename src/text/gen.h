@@ -32,6 +32,10 @@ void gen_free(gen *g);
  * when *stop became set between chunks (the cache then holds a prefix). */
 int gen_prefill(gen *g, const int32_t *ids, int n, const volatile sig_atomic_t *stop, pt_err *err);
 
+/* Replace the sampler with one made from sp (the server's per-request
+ * temperature, top-p, seed...); the cache is kept. 0, or -1 with err. */
+int gen_set_sampling(gen *g, const sampler_params *sp, pt_err *err);
+
 /* Drop the whole cache (the next prefill starts from zero). */
 void gen_clear(gen *g);
 int gen_n_cached(const gen *g);
@@ -44,6 +48,10 @@ typedef struct gen_opts {
     int n_stops;
     int decode_flags;         /* TOK_RENDER_SPECIAL to show control tokens such as </think> */
     int ignore_eog;           /* 1: end-of-generation tokens do not stop (benchmarks) */
+    /* Asked before each token is sampled (may be NULL); non-zero stops the run
+     * as GEN_INTERRUPT. The server uses it to notice a client that went away. */
+    int (*should_stop)(void *ud);
+    void *should_stop_ud;
 } gen_opts;
 
 typedef struct gen_result {

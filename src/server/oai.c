@@ -1,0 +1,844 @@
+/* oai.c — OpenAI request parsing, the streaming reasoning/content/tool-call
+ * splitter, and reply / stream-event JSON. See oai.h. */
+#include "server/oai.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "text/gen.h"
+
+/* ===== Small helpers ===== */
+
+static int bytes_put(tok_bytes *b, const char *s, size_t n) {
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + n + 1) cap *= 2;
+        char *p = realloc(b->v, cap);
+        if (!p) return -1;
+        b->v = p, b->cap = cap;
+    }
+    if (n) memcpy(b->v + b->n, s, n);
+    b->n += n;
+    b->v[b->n] = 0;
+    return 0;
+}
+
+int oai_utf8(const char *s, size_t n, tok_bytes *out) {
+    out->n = 0;
+    if (bytes_put(out, "", 0)) return -1;
+    size_t i = 0;
+    while (i < n) {
+        unsigned char c = (unsigned char)s[i];
+        size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        int ok = len > 0 && i + len <= n && c != 0;
+        for (size_t k = 1; ok && k < len; k++) ok = ((unsigned char)s[i + k] >> 6) == 2;
+        if (ok && len > 1) { /* overlong, surrogate, beyond U+10FFFF */
+            uint32_t cp = len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
+            for (size_t k = 1; k < len; k++) cp = (cp << 6) | ((unsigned char)s[i + k] & 0x3f);
+            ok = cp >= (len == 2 ? 0x80u : len == 3 ? 0x800u : 0x10000u) && !(cp >= 0xD800 && cp <= 0xDFFF) &&
+                 cp <= 0x10FFFF;
+        }
+        if (bytes_put(out, ok ? s + i : "\xef\xbf\xbd", ok ? len : 3)) return -1;
+        i += ok ? len : 1;
+    }
+    return 0;
+}
+
+/* Append one server-sent event: "data: JSON\n\n" (with "event: TYPE\n" first
+ * when type is given); steals j. */
+static int sse(tok_bytes *out, const char *type, json_t *j) {
+    if (!j) return -1;
+    char *s = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    if (!s) return -1;
+    int rc = 0;
+    if (type) rc |= bytes_put(out, "event: ", 7) | bytes_put(out, type, strlen(type)) | bytes_put(out, "\n", 1);
+    rc |= bytes_put(out, "data: ", 6) | bytes_put(out, s, strlen(s)) | bytes_put(out, "\n\n", 2);
+    free(s);
+    return rc;
+}
+
+char *oai_error_body(const char *type, const char *code, const char *message) {
+    tok_bytes m = {0};
+    if (oai_utf8(message, strlen(message), &m)) return NULL;
+    json_t *j = json_pack("{s:{s:s, s:s, s:n, s:s?}}", "error", "message", m.v, "type", type, "param", "code", code);
+    tok_bytes_free(&m);
+    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    return s;
+}
+
+/* ===== Requests ===== */
+
+static int bad(pt_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int bad(pt_err *err, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* An optional number field in [lo, hi]: 0 absent (or null), 1 set, -1 bad. */
+static int opt_num(const json_t *o, const char *key, double lo, double hi, double *out, pt_err *err) {
+    const json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_number(v)) return bad(err, "'%s' must be a number", key);
+    double d = json_number_value(v);
+    if (!(d >= lo && d <= hi)) return bad(err, "'%s' is %g; expected a value in [%g, %g]", key, d, lo, hi);
+    *out = d;
+    return 1;
+}
+
+static int opt_int(const json_t *o, const char *key, long long lo, long long hi, long long *out, pt_err *err) {
+    const json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_integer(v)) return bad(err, "'%s' must be an integer", key);
+    long long d = json_integer_value(v);
+    if (d < lo || d > hi) return bad(err, "'%s' is %lld; expected an integer in [%lld, %lld]", key, d, lo, hi);
+    *out = d;
+    return 1;
+}
+
+static int opt_bool(const json_t *o, const char *key, int *out, pt_err *err) {
+    const json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_boolean(v)) return bad(err, "'%s' must be true or false", key);
+    *out = json_is_true(v);
+    return 1;
+}
+
+/* Text of a content value: a string, null, or an array of text parts. */
+static int content_text(const json_t *c, const char *where, tok_bytes *out, pt_err *err) {
+    out->n = 0;
+    if (bytes_put(out, "", 0)) return bad(err, "out of memory");
+    if (!c || json_is_null(c)) return 0;
+    if (json_is_string(c)) return bytes_put(out, json_string_value(c), json_string_length(c)) ? -1 : 0;
+    if (!json_is_array(c)) return bad(err, "%s: 'content' must be a string or an array of parts", where);
+    size_t i;
+    const json_t *part;
+    json_array_foreach(c, i, part) {
+        const char *ty = json_string_value(json_object_get(part, "type"));
+        const json_t *t = json_object_get(part, "text");
+        if (!json_is_object(part) || !ty) return bad(err, "%s: content part %zu has no 'type'", where, i);
+        if (strcmp(ty, "text") && strcmp(ty, "input_text") && strcmp(ty, "output_text"))
+            return bad(err, "%s: content part type '%s' is not supported (text only)", where, ty);
+        if (!json_is_string(t)) return bad(err, "%s: content part %zu has no 'text' string", where, i);
+        if (bytes_put(out, json_string_value(t), json_string_length(t))) return bad(err, "out of memory");
+    }
+    return 0;
+}
+
+/* Check one chat message and return the normalised copy chat_render takes
+ * (developer -> system, content as a string). NULL with err. */
+static json_t *norm_message(const json_t *m, size_t i, pt_err *err) {
+    char where[48];
+    snprintf(where, sizeof where, "messages[%zu]", i);
+    if (!json_is_object(m)) return bad(err, "%s must be an object", where), NULL;
+    const char *role = json_string_value(json_object_get(m, "role"));
+    if (!role) return bad(err, "%s: 'role' is missing or not a string", where), NULL;
+    if (!strcmp(role, "developer")) role = "system";
+    if (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant") && strcmp(role, "tool"))
+        return bad(err, "%s: unknown role '%s' (system, developer, user, assistant, tool)", where, role), NULL;
+    tok_bytes c = {0};
+    if (content_text(json_object_get(m, "content"), where, &c, err)) {
+        tok_bytes_free(&c);
+        return NULL;
+    }
+    json_t *o = json_pack("{s:s, s:s%}", "role", role, "content", c.v, c.n);
+    tok_bytes_free(&c);
+    if (!o) return bad(err, "out of memory"), NULL;
+    const json_t *rc = json_object_get(m, "reasoning_content");
+    if (!rc) rc = json_object_get(m, "reasoning");
+    if (json_is_string(rc)) json_object_set(o, "reasoning_content", (json_t *)rc);
+    const json_t *tc = json_object_get(m, "tool_calls");
+    if (tc && !json_is_null(tc)) {
+        if (!json_is_array(tc)) {
+            json_decref(o);
+            return bad(err, "%s: 'tool_calls' must be an array", where), NULL;
+        }
+        size_t k;
+        const json_t *call;
+        json_array_foreach(tc, k, call) {
+            const json_t *fn = json_object_get(call, "function");
+            if (!json_is_object(fn) || !json_is_string(json_object_get(fn, "name"))) {
+                json_decref(o);
+                return bad(err, "%s: tool_calls[%zu] needs function.name", where, k), NULL;
+            }
+        }
+        json_object_set(o, "tool_calls", (json_t *)tc);
+    }
+    const json_t *id = json_object_get(m, "tool_call_id");
+    if (json_is_string(id)) json_object_set(o, "tool_call_id", (json_t *)id);
+    const json_t *nm = json_object_get(m, "name");
+    if (json_is_string(nm)) json_object_set(o, "name", (json_t *)nm);
+    return o;
+}
+
+/* Check a chat-shaped tools array ({type:"function", function:{name,...}})
+ * and apply tool_choice. *out: the tools to render (NULL: none). */
+static int read_tools(const json_t *tools, const json_t *choice, int flat, json_t **out, pt_err *err) {
+    *out = NULL;
+    const char *only = NULL;
+    if (choice && !json_is_null(choice)) {
+        if (json_is_string(choice)) {
+            const char *c = json_string_value(choice);
+            if (!strcmp(c, "none")) return 0;
+            if (strcmp(c, "auto") && strcmp(c, "required"))
+                return bad(err, "'tool_choice' must be none, auto, required or a function");
+        } else if (json_is_object(choice)) {
+            const json_t *fn = json_object_get(choice, "function");
+            only = json_string_value(fn ? json_object_get(fn, "name") : json_object_get(choice, "name"));
+            if (!only) return bad(err, "'tool_choice' names no function");
+        } else {
+            return bad(err, "'tool_choice' must be a string or an object");
+        }
+    }
+    if (!tools || json_is_null(tools)) return 0;
+    if (!json_is_array(tools)) return bad(err, "'tools' must be an array");
+    json_t *t = json_array();
+    size_t i;
+    const json_t *tool;
+    json_array_foreach(tools, i, tool) {
+        const char *ty = json_string_value(json_object_get(tool, "type"));
+        if (!json_is_object(tool) || !ty) {
+            json_decref(t);
+            return bad(err, "tools[%zu] must be an object with a 'type'", i);
+        }
+        if (strcmp(ty, "function")) continue; /* built-in tools (web_search, ...) are not ours to run */
+        const json_t *fn = flat ? tool : json_object_get(tool, "function");
+        const char *name = json_string_value(json_object_get(fn, "name"));
+        const json_t *params = json_object_get(fn, "parameters");
+        if (!json_is_object(fn) || !name || !*name || (params && !json_is_null(params) && !json_is_object(params))) {
+            json_decref(t);
+            return bad(err, "tools[%zu]: a function needs a 'name' string and 'parameters' object", i);
+        }
+        if (only && strcmp(only, name)) continue;
+        json_t *f = json_pack("{s:s}", "name", name);
+        const json_t *d = json_object_get(fn, "description");
+        if (json_is_string(d)) json_object_set(f, "description", (json_t *)d);
+        json_object_set_new(f, "parameters",
+                            json_is_object(params) ? json_incref((json_t *)params)
+                                                   : json_pack("{s:s, s:{}}", "type", "object", "properties"));
+        json_array_append_new(t, json_pack("{s:s, s:o}", "type", "function", "function", f));
+    }
+    if (only && json_array_size(t) == 0) {
+        json_decref(t);
+        return bad(err, "'tool_choice' names '%s', which is not in 'tools'", only);
+    }
+    if (json_array_size(t)) *out = t;
+    else json_decref(t);
+    return 0;
+}
+
+/* Responses API input items -> chat messages. */
+static int responses_input(const json_t *body, json_t *msgs, pt_err *err) {
+    const json_t *ins = json_object_get(body, "instructions");
+    if (ins && !json_is_null(ins)) {
+        if (!json_is_string(ins)) return bad(err, "'instructions' must be a string");
+        json_array_append_new(msgs, json_pack("{s:s, s:O}", "role", "system", "content", ins));
+    }
+    const json_t *in = json_object_get(body, "input");
+    if (!in) return bad(err, "'input' is required");
+    if (json_is_string(in)) {
+        json_array_append_new(msgs, json_pack("{s:s, s:O}", "role", "user", "content", in));
+        return 0;
+    }
+    if (!json_is_array(in)) return bad(err, "'input' must be a string or an array of items");
+    const char *pending_reasoning = NULL;
+    size_t i;
+    const json_t *it;
+    json_array_foreach(in, i, it) {
+        if (!json_is_object(it)) return bad(err, "input[%zu] must be an object", i);
+        const char *ty = json_string_value(json_object_get(it, "type"));
+        const char *role = json_string_value(json_object_get(it, "role"));
+        if (!ty && role) ty = "message";
+        if (!ty) return bad(err, "input[%zu] has no 'type'", i);
+        json_t *last = json_array_size(msgs) ? json_array_get(msgs, json_array_size(msgs) - 1) : NULL;
+        const char *last_role = last ? json_string_value(json_object_get(last, "role")) : NULL;
+        if (!strcmp(ty, "message")) {
+            json_t *m = norm_message(it, i, err);
+            if (!m) return -1;
+            if (pending_reasoning && !strcmp(role, "assistant"))
+                json_object_set_new(m, "reasoning_content", json_string(pending_reasoning));
+            pending_reasoning = NULL;
+            json_array_append_new(msgs, m);
+        } else if (!strcmp(ty, "function_call")) {
+            const char *name = json_string_value(json_object_get(it, "name"));
+            const char *args = json_string_value(json_object_get(it, "arguments"));
+            const char *cid = json_string_value(json_object_get(it, "call_id"));
+            if (!name || !args) return bad(err, "input[%zu]: a function_call needs 'name' and 'arguments'", i);
+            json_t *call = json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", cid ? cid : "", "type", "function",
+                                     "function", "name", name, "arguments", args);
+            json_t *calls = last && last_role && !strcmp(last_role, "assistant") ? json_object_get(last, "tool_calls")
+                                                                                 : NULL;
+            if (calls) {
+                json_array_append_new(calls, call);
+            } else if (last && last_role && !strcmp(last_role, "assistant")) {
+                json_object_set_new(last, "tool_calls", json_pack("[o]", call));
+            } else {
+                json_t *m = json_pack("{s:s, s:s, s:[o]}", "role", "assistant", "content", "", "tool_calls", call);
+                if (pending_reasoning) json_object_set_new(m, "reasoning_content", json_string(pending_reasoning));
+                pending_reasoning = NULL;
+                json_array_append_new(msgs, m);
+            }
+        } else if (!strcmp(ty, "function_call_output")) {
+            const json_t *out = json_object_get(it, "output");
+            const char *cid = json_string_value(json_object_get(it, "call_id"));
+            tok_bytes c = {0};
+            if (content_text(out, "function_call_output", &c, err)) {
+                tok_bytes_free(&c);
+                return -1;
+            }
+            json_array_append_new(msgs, json_pack("{s:s, s:s%, s:s}", "role", "tool", "content", c.v, c.n,
+                                                  "tool_call_id", cid ? cid : ""));
+            tok_bytes_free(&c);
+        } else if (!strcmp(ty, "reasoning")) {
+            /* the text of a reasoning item we produced comes back in content[] or summary[] */
+            const json_t *parts = json_object_get(it, "content");
+            if (!json_is_array(parts)) parts = json_object_get(it, "summary");
+            const json_t *p0 = json_is_array(parts) ? json_array_get(parts, 0) : NULL;
+            pending_reasoning = json_string_value(json_object_get(p0, "text"));
+        } else {
+            /* other item kinds (web search calls, images...) carry nothing this model can read */
+        }
+    }
+    return 0;
+}
+
+void oai_req_free(oai_req *r) {
+    json_decref(r->messages);
+    json_decref(r->tools);
+    free(r->prompt);
+    for (int i = 0; i < r->n_stops; i++) free(r->stops[i]);
+    memset(r, 0, sizeof *r);
+}
+
+int oai_parse_request(int api, const char *body, size_t len, oai_req *r, pt_err *err) {
+    memset(r, 0, sizeof *r);
+    r->api = api;
+    r->max_tokens = -1;
+    r->thinking = -1;
+    json_error_t je;
+    json_t *j = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!j) return bad(err, "the body is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
+    int rc = -1;
+    double d;
+    long long n;
+    int b;
+    if (!json_is_object(j)) {
+        bad(err, "the body must be a JSON object");
+        goto out;
+    }
+    const json_t *model = json_object_get(j, "model");
+    if (model && !json_is_string(model) && !json_is_null(model)) {
+        bad(err, "'model' must be a string");
+        goto out;
+    }
+    if (opt_bool(j, "stream", &r->stream, err) < 0) goto out;
+    const json_t *so = json_object_get(j, "stream_options");
+    if (so && !json_is_null(so)) {
+        if (!json_is_object(so)) {
+            bad(err, "'stream_options' must be an object");
+            goto out;
+        }
+        if (opt_bool(so, "include_usage", &r->include_usage, err) < 0) goto out;
+    }
+    /* sampling */
+    if ((b = opt_num(j, "temperature", 0, 100, &d, err)) < 0) goto out;
+    if (b) r->sp.temp = (float)d, r->sp_set |= OAI_SET_TEMP;
+    if ((b = opt_num(j, "top_p", 0, 1, &d, err)) < 0) goto out;
+    if (b) r->sp.top_p = d > 0 ? (float)d : 1e-6f, r->sp_set |= OAI_SET_TOPP;
+    if ((b = opt_int(j, "top_k", 0, 1 << 24, &n, err)) < 0) goto out;
+    if (b) r->sp.top_k = (int)n, r->sp_set |= OAI_SET_TOPK;
+    if ((b = opt_num(j, "min_p", 0, 1, &d, err)) < 0) goto out;
+    if (b) r->sp.min_p = (float)d, r->sp_set |= OAI_SET_MINP;
+    if ((b = opt_num(j, "presence_penalty", -2, 2, &d, err)) < 0) goto out;
+    if (b) r->sp.presence_penalty = (float)d, r->sp_set |= OAI_SET_PRES;
+    if ((b = opt_num(j, "frequency_penalty", -2, 2, &d, err)) < 0) goto out;
+    if (b) r->sp.frequency_penalty = (float)d, r->sp_set |= OAI_SET_FREQ;
+    if ((b = opt_num(j, "repeat_penalty", 1e-3, 100, &d, err)) < 0) goto out;
+    if (b) r->sp.repeat_penalty = (float)d, r->sp_set |= OAI_SET_REP;
+    if ((b = opt_int(j, "seed", INT64_MIN, INT64_MAX, &n, err)) < 0) goto out;
+    if (b) r->sp.seed = (uint64_t)n, r->sp_set |= OAI_SET_SEED;
+    if (opt_int(j, "n", 1, 1, &n, err) < 0) goto out;
+    const char *mt = api == OAI_RESPONSES ? "max_output_tokens" : "max_tokens";
+    if ((b = opt_int(j, mt, 1, 1 << 24, &n, err)) < 0) goto out;
+    if (b) r->max_tokens = (int)n;
+    if (api == OAI_CHAT) {
+        if ((b = opt_int(j, "max_completion_tokens", 1, 1 << 24, &n, err)) < 0) goto out;
+        if (b) r->max_tokens = (int)n;
+    }
+    /* stop strings */
+    const json_t *stop = json_object_get(j, "stop");
+    if (stop && !json_is_null(stop)) {
+        if (json_is_string(stop)) {
+            if (json_string_length(stop)) r->stops[r->n_stops++] = strdup(json_string_value(stop));
+        } else if (json_is_array(stop)) {
+            if (json_array_size(stop) > OAI_MAX_STOPS) {
+                bad(err, "'stop' has %zu strings; at most %d", json_array_size(stop), OAI_MAX_STOPS);
+                goto out;
+            }
+            size_t i;
+            const json_t *s;
+            json_array_foreach(stop, i, s) {
+                if (!json_is_string(s) || !json_string_length(s)) {
+                    bad(err, "'stop' must hold non-empty strings");
+                    goto out;
+                }
+                r->stops[r->n_stops++] = strdup(json_string_value(s));
+            }
+        } else {
+            bad(err, "'stop' must be a string or an array of strings");
+            goto out;
+        }
+        for (int i = 0; i < r->n_stops; i++)
+            if (!r->stops[i]) {
+                bad(err, "out of memory");
+                goto out;
+            }
+    }
+    /* thinking: chat_template_kwargs.enable_thinking (vLLM / llama.cpp), "think" (ollama),
+     * reasoning_effort "none" / reasoning.effort "none" */
+    const json_t *kw = json_object_get(j, "chat_template_kwargs");
+    if (json_is_object(kw) && opt_bool(kw, "enable_thinking", &b, err) > 0) r->thinking = b;
+    if (opt_bool(j, "think", &b, err) > 0) r->thinking = b;
+    const json_t *reff = json_object_get(j, "reasoning_effort");
+    const json_t *rs = json_object_get(j, "reasoning");
+    if (!reff && json_is_object(rs)) reff = json_object_get(rs, "effort");
+    if (json_is_string(reff)) r->thinking = strcmp(json_string_value(reff), "none") ? (r->thinking == 0 ? 0 : 1) : 0;
+    err->msg[0] = 0;
+    /* the input */
+    if (api == OAI_COMPLETIONS) {
+        const json_t *p = json_object_get(j, "prompt");
+        if (json_is_array(p) && json_array_size(p) == 1) p = json_array_get(p, 0);
+        if (!json_is_string(p)) {
+            bad(err, "'prompt' is required and must be a string");
+            goto out;
+        }
+        if (!json_string_length(p)) {
+            bad(err, "'prompt' is empty");
+            goto out;
+        }
+        tok_bytes t = {0};
+        if (oai_utf8(json_string_value(p), json_string_length(p), &t)) {
+            bad(err, "out of memory");
+            goto out;
+        }
+        r->prompt = t.v;
+    } else {
+        r->messages = json_array();
+        if (api == OAI_CHAT) {
+            const json_t *ms = json_object_get(j, "messages");
+            if (!json_is_array(ms) || !json_array_size(ms)) {
+                bad(err, "'messages' is required and must be a non-empty array");
+                goto out;
+            }
+            size_t i;
+            const json_t *m;
+            json_array_foreach(ms, i, m) {
+                json_t *nm = norm_message(m, i, err);
+                if (!nm) goto out;
+                json_array_append_new(r->messages, nm);
+            }
+        } else if (responses_input(j, r->messages, err)) {
+            goto out;
+        }
+        if (!json_array_size(r->messages)) {
+            bad(err, "the conversation is empty");
+            goto out;
+        }
+        if (read_tools(json_object_get(j, "tools"), json_object_get(j, "tool_choice"), api == OAI_RESPONSES,
+                       &r->tools, err))
+            goto out;
+    }
+    rc = 0;
+out:
+    json_decref(j);
+    if (rc) {
+        pt_err keep = *err;
+        oai_req_free(r);
+        *err = keep;
+    }
+    return rc;
+}
+
+/* ===== The streaming splitter ===== */
+
+#define DS_CALLS_BEGIN "<\xef\xbd\x9ctool\xe2\x96\x81" "calls\xe2\x96\x81" "begin\xef\xbd\x9c>"
+#define DS_CALL_BEGIN "<\xef\xbd\x9ctool\xe2\x96\x81" "call\xe2\x96\x81" "begin\xef\xbd\x9c>"
+
+void oai_split_init(oai_split *s, chat_format f, int in_reasoning, int tools, int raw) {
+    memset(s, 0, sizeof *s);
+    s->raw = raw || f == CHAT_NONE;
+    s->open = f == CHAT_GEMMA4 ? "<|channel>" : "<think>";
+    s->close = f == CHAT_GEMMA4 ? "<channel|>" : "</think>";
+    if (tools) {
+        if (f == CHAT_GLM5 || f == CHAT_QWEN3) s->calls[s->n_calls++] = "<tool_call>";
+        else if (f == CHAT_GEMMA4) s->calls[s->n_calls++] = "<|tool_call>";
+        else if (f == CHAT_DEEPSEEK3) s->calls[s->n_calls++] = DS_CALLS_BEGIN, s->calls[s->n_calls++] = DS_CALL_BEGIN;
+    }
+    s->mode = !s->raw && in_reasoning ? OAI_SPLIT_REASONING : OAI_SPLIT_CONTENT;
+    s->may_open = !s->raw && !in_reasoning;
+}
+
+void oai_split_free(oai_split *s) {
+    tok_bytes_free(&s->text);
+    tok_bytes_free(&s->content);
+}
+
+/* Longest suffix of p[0..n) that is a proper prefix of marker m. */
+static size_t partial_suffix(const char *p, size_t n, const char *m) {
+    size_t ml = strlen(m);
+    for (size_t k = ml - 1 < n ? ml - 1 : n; k > 0; k--)
+        if (!memcmp(p + n - k, m, k)) return k;
+    return 0;
+}
+
+static const char *find(const char *p, size_t n, const char *m) { return memmem(p, n, m, strlen(m)); }
+
+static int is_blank(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
+static int split_emit(oai_split *s, int kind, const char *p, size_t n, oai_delta_fn fn, void *ud) {
+    if (!s->started) { /* sections are shown without their leading blank lines, as chat_parse strips them */
+        while (n && is_blank(*p)) p++, n--;
+        if (!n) return 0;
+        s->started = 1;
+    }
+    if (!n) return 0;
+    if (kind == OAI_CONTENT && bytes_put(&s->content, p, n)) return -1;
+    return fn(ud, kind, p, n) ? -1 : 0;
+}
+
+int oai_split_push(oai_split *s, const char *p, size_t n, int final, oai_delta_fn fn, void *ud) {
+    if (bytes_put(&s->text, p, n)) return -1;
+    for (;;) {
+        const char *a = s->text.v + s->pos;
+        size_t avail = s->text.n - s->pos;
+        if (s->raw) {
+            s->pos = s->text.n;
+            s->started = 1;
+            return avail && fn(ud, OAI_CONTENT, a, avail) ? -1 : 0;
+        }
+        if (s->mode == OAI_SPLIT_TOOLS) {
+            s->pos = s->text.n;
+            return 0;
+        }
+        if (s->mode == OAI_SPLIT_CONTENT && s->may_open) {
+            size_t k = 0;
+            while (k < avail && is_blank(a[k])) k++;
+            s->pos += k, a += k, avail -= k;
+            if (!avail) return 0;
+            size_t ol = strlen(s->open);
+            if (avail >= ol && !memcmp(a, s->open, ol)) {
+                s->pos += ol;
+                s->mode = OAI_SPLIT_REASONING;
+                s->may_open = 0;
+                s->started = 0;
+                continue;
+            }
+            if (avail < ol && !memcmp(a, s->open, avail) && !final) return 0;
+            s->may_open = 0;
+        }
+        if (s->mode == OAI_SPLIT_REASONING) {
+            const char *e = find(a, avail, s->close);
+            if (e) {
+                if (split_emit(s, OAI_REASONING, a, (size_t)(e - a), fn, ud)) return -1;
+                s->pos += (size_t)(e - a) + strlen(s->close);
+                s->mode = OAI_SPLIT_CONTENT;
+                s->started = 0;
+                continue;
+            }
+            size_t hold = final ? 0 : partial_suffix(a, avail, s->close);
+            s->pos += avail - hold;
+            return split_emit(s, OAI_REASONING, a, avail - hold, fn, ud);
+        }
+        /* content */
+        const char *first = NULL;
+        for (int i = 0; i < s->n_calls; i++) {
+            const char *c = find(a, avail, s->calls[i]);
+            if (c && (!first || c < first)) first = c;
+        }
+        if (first) {
+            if (split_emit(s, OAI_CONTENT, a, (size_t)(first - a), fn, ud)) return -1;
+            s->mode = OAI_SPLIT_TOOLS;
+            s->pos = s->text.n;
+            return 0;
+        }
+        size_t hold = 0;
+        for (int i = 0; !final && i < s->n_calls; i++) {
+            size_t h = partial_suffix(a, avail, s->calls[i]);
+            if (h > hold) hold = h;
+        }
+        s->pos += avail - hold;
+        return split_emit(s, OAI_CONTENT, a, avail - hold, fn, ud);
+    }
+}
+
+/* ===== Replies ===== */
+
+json_t *oai_tool_calls(const chat_parsed *p, const char *id_base) {
+    if (!p || p->n_calls <= 0) return NULL;
+    json_t *a = json_array();
+    for (int i = 0; i < p->n_calls; i++) {
+        char id[96];
+        snprintf(id, sizeof id, "call_%s_%d", id_base, i);
+        json_array_append_new(a, json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", id, "type", "function", "function",
+                                           "name", p->calls[i].name, "arguments", p->calls[i].arguments));
+    }
+    return a;
+}
+
+const char *oai_finish_reason(int reason, int n_calls) {
+    if (reason == GEN_LENGTH || reason == GEN_CONTEXT) return "length";
+    return n_calls > 0 ? "tool_calls" : "stop";
+}
+
+static json_t *usage_json(int api, const oai_result *r) {
+    if (api == OAI_RESPONSES)
+        return json_pack("{s:i, s:{s:i}, s:i, s:{s:i}, s:i}", "input_tokens", r->prompt_tokens, "input_tokens_details",
+                         "cached_tokens", r->cached_tokens, "output_tokens", r->completion_tokens,
+                         "output_tokens_details", "reasoning_tokens", r->reasoning_tokens, "total_tokens",
+                         r->prompt_tokens + r->completion_tokens);
+    return json_pack("{s:i, s:i, s:i, s:{s:i}, s:{s:i}}", "prompt_tokens", r->prompt_tokens, "completion_tokens",
+                     r->completion_tokens, "total_tokens", r->prompt_tokens + r->completion_tokens,
+                     "prompt_tokens_details", "cached_tokens", r->cached_tokens, "completion_tokens_details",
+                     "reasoning_tokens", r->reasoning_tokens);
+}
+
+/* The output items of a finished response: reasoning, message, function calls. */
+static json_t *responses_items(const oai_result *r) {
+    json_t *out = json_array();
+    const chat_parsed *p = r->parsed;
+    if (p->reasoning[0])
+        json_array_append_new(out, json_pack("{s:s+, s:s, s:[], s:[{s:s, s:s}]}", "id", "rs_", r->id + 5, "type",
+                                             "reasoning", "summary", "content", "type", "reasoning_text", "text",
+                                             p->reasoning));
+    if (p->content[0] || !p->n_calls)
+        json_array_append_new(out, json_pack("{s:s+, s:s, s:s, s:s, s:[{s:s, s:s, s:[]}]}", "id", "msg_", r->id + 5,
+                                             "type", "message", "status", "completed", "role", "assistant", "content",
+                                             "type", "output_text", "text", p->content, "annotations"));
+    for (int i = 0; i < p->n_calls; i++) {
+        char id[96], cid[96];
+        snprintf(id, sizeof id, "fc_%s_%d", r->id + 5, i);
+        snprintf(cid, sizeof cid, "call_%s_%d", r->id + 5, i);
+        json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "id", id, "type", "function_call",
+                                             "status", "completed", "call_id", cid, "name", p->calls[i].name,
+                                             "arguments", p->calls[i].arguments));
+    }
+    return out;
+}
+
+static json_t *response_object(const oai_result *r, const char *status, json_t *output, int with_usage) {
+    json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:s, s:o, s:n}", "id", r->id, "object", "response", "created_at",
+                          (json_int_t)r->created, "status", status, "model", r->model, "output",
+                          output ? output : json_array(), "error");
+    if (!strcmp(status, "incomplete"))
+        json_object_set_new(o, "incomplete_details", json_pack("{s:s}", "reason", "max_output_tokens"));
+    else json_object_set_new(o, "incomplete_details", json_null());
+    json_object_set_new(o, "usage", with_usage ? usage_json(OAI_RESPONSES, r) : json_null());
+    return o;
+}
+
+char *oai_reply(int api, const oai_result *r) {
+    json_t *j = NULL;
+    if (api == OAI_COMPLETIONS) {
+        j = json_pack("{s:s, s:s, s:I, s:s, s:[{s:s, s:i, s:n, s:s}], s:o}", "id", r->id, "object", "text_completion",
+                      "created", (json_int_t)r->created, "model", r->model, "choices", "text", r->text, "index", 0,
+                      "logprobs", "finish_reason", oai_finish_reason(r->reason, 0), "usage", usage_json(api, r));
+    } else if (api == OAI_CHAT) {
+        const chat_parsed *p = r->parsed;
+        json_t *calls = oai_tool_calls(p, r->id + 9);
+        json_t *msg = json_pack("{s:s}", "role", "assistant");
+        json_object_set_new(msg, "content", p->content[0] || !calls ? json_string(p->content) : json_null());
+        if (p->reasoning[0]) json_object_set_new(msg, "reasoning_content", json_string(p->reasoning));
+        if (calls) json_object_set_new(msg, "tool_calls", calls);
+        j = json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:o, s:n, s:s}], s:o}", "id", r->id, "object", "chat.completion",
+                      "created", (json_int_t)r->created, "model", r->model, "choices", "index", 0, "message", msg,
+                      "logprobs", "finish_reason", oai_finish_reason(r->reason, p->n_calls), "usage",
+                      usage_json(api, r));
+    } else {
+        int incomplete = r->reason == GEN_LENGTH || r->reason == GEN_CONTEXT;
+        j = response_object(r, incomplete ? "incomplete" : "completed", responses_items(r), 1);
+    }
+    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    return s;
+}
+
+/* ===== Streams ===== */
+
+static json_t *chat_chunk(const oai_stream *st, json_t *delta, const char *finish) {
+    const char *obj = st->api == OAI_COMPLETIONS ? "text_completion" : "chat.completion.chunk";
+    json_t *choice = json_pack("{s:i, s:n}", "index", 0, "logprobs");
+    if (st->api == OAI_COMPLETIONS) {
+        json_t *t = json_object_get(delta, "text");
+        json_object_set_new(choice, "text", t ? json_incref(t) : json_string(""));
+        json_decref(delta);
+    } else {
+        json_object_set_new(choice, "delta", delta);
+    }
+    json_object_set_new(choice, "finish_reason", finish ? json_string(finish) : json_null());
+    return json_pack("{s:s, s:s, s:I, s:s, s:[o]}", "id", st->id, "object", obj, "created", (json_int_t)st->created,
+                     "model", st->model, "choices", choice);
+}
+
+static int resp_event(oai_stream *st, const char *type, json_t *j, tok_bytes *out) {
+    if (!j) return -1;
+    json_object_set_new(j, "type", json_string(type));
+    json_object_set_new(j, "sequence_number", json_integer(st->seq++));
+    return sse(out, type, j);
+}
+
+int oai_stream_begin(oai_stream *st, int api, const char *id, const char *model, long created, int include_usage,
+                     tok_bytes *out) {
+    memset(st, 0, sizeof *st);
+    st->api = api, st->id = id, st->model = model, st->created = created, st->include_usage = include_usage;
+    if (api == OAI_CHAT) return sse(out, NULL, chat_chunk(st, json_pack("{s:s, s:s}", "role", "assistant", "content", ""), NULL));
+    if (api == OAI_COMPLETIONS) return 0;
+    st->output = json_array();
+    oai_result r = {.id = id, .model = model, .created = created};
+    int rc = resp_event(st, "response.created", json_pack("{s:o}", "response", response_object(&r, "in_progress", NULL, 0)), out);
+    rc |= resp_event(st, "response.in_progress", json_pack("{s:o}", "response", response_object(&r, "in_progress", NULL, 0)), out);
+    return rc;
+}
+
+/* Close the open reasoning / message item of a Responses stream. */
+static int resp_close_item(oai_stream *st, tok_bytes *out) {
+    if (!st->item) return 0;
+    int rc = 0;
+    const char *text = st->item_text.v ? st->item_text.v : "";
+    json_t *item;
+    if (st->item == 1) {
+        rc |= resp_event(st, "response.reasoning_text.done",
+                         json_pack("{s:s, s:i, s:i, s:s}", "item_id", st->item_id, "output_index", st->out_index,
+                                   "content_index", 0, "text", text), out);
+        item = json_pack("{s:s, s:s, s:[], s:[{s:s, s:s}]}", "id", st->item_id, "type", "reasoning", "summary",
+                         "content", "type", "reasoning_text", "text", text);
+    } else {
+        json_t *part = json_pack("{s:s, s:s, s:[]}", "type", "output_text", "text", text, "annotations");
+        rc |= resp_event(st, "response.output_text.done",
+                         json_pack("{s:s, s:i, s:i, s:s}", "item_id", st->item_id, "output_index", st->out_index,
+                                   "content_index", 0, "text", text), out);
+        rc |= resp_event(st, "response.content_part.done",
+                         json_pack("{s:s, s:i, s:i, s:O}", "item_id", st->item_id, "output_index", st->out_index,
+                                   "content_index", 0, "part", part), out);
+        item = json_pack("{s:s, s:s, s:s, s:s, s:[o]}", "id", st->item_id, "type", "message", "status", "completed",
+                         "role", "assistant", "content", part);
+    }
+    rc |= resp_event(st, "response.output_item.done",
+                     json_pack("{s:i, s:O}", "output_index", st->out_index, "item", item), out);
+    json_array_append_new(st->output, item);
+    st->item = 0;
+    st->out_index++;
+    st->item_text.n = 0;
+    return rc;
+}
+
+/* Open a reasoning (1) or message (2) item. */
+static int resp_open_item(oai_stream *st, int kind, tok_bytes *out) {
+    int rc = resp_close_item(st, out);
+    st->item = kind;
+    snprintf(st->item_id, sizeof st->item_id, "%s_%s_%d", kind == 1 ? "rs" : "msg", st->id + 5, st->out_index);
+    json_t *item = kind == 1 ? json_pack("{s:s, s:s, s:[]}", "id", st->item_id, "type", "reasoning", "summary")
+                             : json_pack("{s:s, s:s, s:s, s:s, s:[]}", "id", st->item_id, "type", "message", "status",
+                                         "in_progress", "role", "assistant", "content");
+    rc |= resp_event(st, "response.output_item.added", json_pack("{s:i, s:o}", "output_index", st->out_index, "item", item), out);
+    if (kind == 2)
+        rc |= resp_event(st, "response.content_part.added",
+                         json_pack("{s:s, s:i, s:i, s:{s:s, s:s, s:[]}}", "item_id", st->item_id, "output_index",
+                                   st->out_index, "content_index", 0, "part", "type", "output_text", "text", "",
+                                   "annotations"), out);
+    return rc;
+}
+
+int oai_stream_delta(oai_stream *st, int kind, const char *s, size_t n, tok_bytes *out) {
+    if (!n) return 0;
+    if (st->api == OAI_COMPLETIONS)
+        return sse(out, NULL, chat_chunk(st, json_pack("{s:s%}", "text", s, n), NULL));
+    if (st->api == OAI_CHAT)
+        return sse(out, NULL, chat_chunk(st, json_pack("{s:s%}", kind == OAI_REASONING ? "reasoning_content" : "content", s, n), NULL));
+    int want = kind == OAI_REASONING ? 1 : 2, rc = 0;
+    if (st->item != want) rc |= resp_open_item(st, want, out);
+    rc |= bytes_put(&st->item_text, s, n);
+    rc |= resp_event(st, kind == OAI_REASONING ? "response.reasoning_text.delta" : "response.output_text.delta",
+                     json_pack("{s:s, s:i, s:i, s:s%}", "item_id", st->item_id, "output_index", st->out_index,
+                               "content_index", 0, "delta", s, n), out);
+    return rc;
+}
+
+int oai_stream_end(oai_stream *st, const oai_result *r, tok_bytes *out) {
+    int rc = 0;
+    int n_calls = r->parsed ? r->parsed->n_calls : 0;
+    if (st->api != OAI_RESPONSES) {
+        if (st->api == OAI_CHAT && n_calls) {
+            json_t *calls = oai_tool_calls(r->parsed, r->id + 9);
+            size_t i;
+            json_t *c;
+            json_array_foreach(calls, i, c) json_object_set_new(c, "index", json_integer((json_int_t)i));
+            rc |= sse(out, NULL, chat_chunk(st, json_pack("{s:o}", "tool_calls", calls), NULL));
+        }
+        json_t *fin = st->api == OAI_COMPLETIONS ? json_pack("{s:s}", "text", "") : json_object();
+        rc |= sse(out, NULL, chat_chunk(st, fin, oai_finish_reason(r->reason, n_calls)));
+        if (st->include_usage) {
+            json_t *u = json_pack("{s:s, s:s, s:I, s:s, s:[], s:o}", "id", st->id, "object",
+                                  st->api == OAI_COMPLETIONS ? "text_completion" : "chat.completion.chunk", "created",
+                                  (json_int_t)st->created, "model", st->model, "choices", "usage", usage_json(st->api, r));
+            rc |= sse(out, NULL, u);
+        }
+        rc |= bytes_put(out, "data: [DONE]\n\n", 14);
+        return rc;
+    }
+    rc |= resp_close_item(st, out);
+    for (int i = 0; i < n_calls; i++) {
+        char id[96], cid[96];
+        snprintf(id, sizeof id, "fc_%s_%d", r->id + 5, i);
+        snprintf(cid, sizeof cid, "call_%s_%d", r->id + 5, i);
+        const char *args = r->parsed->calls[i].arguments;
+        rc |= resp_event(st, "response.output_item.added",
+                         json_pack("{s:i, s:{s:s, s:s, s:s, s:s, s:s, s:s}}", "output_index", st->out_index, "item",
+                                   "id", id, "type", "function_call", "status", "in_progress", "call_id", cid, "name",
+                                   r->parsed->calls[i].name, "arguments", ""), out);
+        rc |= resp_event(st, "response.function_call_arguments.delta",
+                         json_pack("{s:s, s:i, s:s}", "item_id", id, "output_index", st->out_index, "delta", args), out);
+        rc |= resp_event(st, "response.function_call_arguments.done",
+                         json_pack("{s:s, s:i, s:s}", "item_id", id, "output_index", st->out_index, "arguments", args), out);
+        json_t *item = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "id", id, "type", "function_call", "status",
+                                 "completed", "call_id", cid, "name", r->parsed->calls[i].name, "arguments", args);
+        rc |= resp_event(st, "response.output_item.done", json_pack("{s:i, s:O}", "output_index", st->out_index, "item", item), out);
+        json_array_append_new(st->output, item);
+        st->out_index++;
+    }
+    int incomplete = r->reason == GEN_LENGTH || r->reason == GEN_CONTEXT;
+    const char *ev = incomplete ? "response.incomplete" : "response.completed";
+    json_t *resp = response_object(r, incomplete ? "incomplete" : "completed", json_incref(st->output), 1);
+    rc |= resp_event(st, ev, json_pack("{s:o}", "response", resp), out);
+    return rc;
+}
+
+int oai_stream_error(oai_stream *st, const char *message, tok_bytes *out) {
+    tok_bytes m = {0};
+    if (oai_utf8(message, strlen(message), &m)) return -1;
+    int rc;
+    if (st->api == OAI_RESPONSES) {
+        oai_result r = {.id = st->id, .model = st->model, .created = st->created};
+        json_t *resp = response_object(&r, "failed", json_incref(st->output), 0);
+        json_object_set_new(resp, "error", json_pack("{s:s, s:s}", "code", "server_error", "message", m.v));
+        rc = resp_event(st, "response.failed", json_pack("{s:o}", "response", resp), out);
+    } else {
+        rc = sse(out, NULL, json_pack("{s:{s:s, s:s, s:n, s:n}}", "error", "message", m.v, "type", "server_error",
+                                      "param", "code"));
+        rc |= bytes_put(out, "data: [DONE]\n\n", 14);
+    }
+    tok_bytes_free(&m);
+    return rc;
+}
+
+void oai_stream_free(oai_stream *st) {
+    tok_bytes_free(&st->item_text);
+    json_decref(st->output);
+    memset(st, 0, sizeof *st);
+}

@@ -1,0 +1,75 @@
+/* server.h — `petrel serve`'s HTTP server: the OpenAI-compatible endpoints
+ * on libmicrohttpd, one generation at a time behind a bounded queue.
+ *
+ *   GET  /health               503 while the model loads, then 200 (+ counters)
+ *   GET  /v1/models            the one model served
+ *   POST /v1/chat/completions  streaming (SSE) or not; tools; reasoning separated
+ *   POST /v1/completions       raw text completion
+ *   POST /v1/responses         the Responses API as Codex uses it
+ *
+ * Threads: libmicrohttpd runs one thread per connection (bounded); they parse
+ * and check requests, then hand a job to the single worker thread that owns
+ * the engine, session and generator, so the KV cache (and its prefix reuse)
+ * carries from one request to the next. A job that cannot wait (the queue
+ * is full) gets 429 at once. The worker asks before every token whether the
+ * client is still connected (a non-blocking peek on a dup of its socket), so
+ * a client that goes away stops its generation within one token.
+ *
+ * Limits on hostile input: request headers (the connection's memory pool),
+ * body size (Content-Length checked before reading; a chunked body that grows
+ * past it closes the connection), an idle timeout for slow or half-open
+ * connections, and a cap on connections. Errors are OpenAI-shaped JSON.
+ * Nothing here prints except the start-up lines and warnings the caller asks
+ * for; nothing exits.
+ */
+#ifndef PT_SERVER_H
+#define PT_SERVER_H
+
+#include <stddef.h>
+
+#include "common.h"
+#include "petrel.h"
+#include "text/chat.h"
+#include "text/gen.h"
+#include "text/sampler.h"
+#include "text/tokenizer.h"
+
+typedef struct srv_params {
+    const char *host;       /* address to bind (default 127.0.0.1) */
+    int port;               /* 0: any free port (srv_port says which) */
+    const char *api_key;    /* NULL: no key; else /v1/ needs "Authorization: Bearer KEY" */
+    int queue;              /* requests that may wait while one generates */
+    size_t max_body;        /* request body limit, bytes */
+    size_t max_header;      /* request line + headers limit, bytes */
+    int timeout_s;          /* an idle connection is closed after this */
+    int max_conns;          /* simultaneous connections */
+    const char *model_name; /* the id /v1/models and replies show */
+} srv_params;
+
+/* What the worker generates with; everything stays the caller's and must
+ * outlive the server. */
+typedef struct srv_model {
+    pt_engine *e;
+    pt_session *s;
+    const tok_vocab *v;
+    gen *g;
+    chat_format fmt;
+    sampler_params sp;  /* defaults for fields a request leaves out */
+    int fixed_seed;     /* 1: sp.seed for every request without a seed; 0: a fresh seed each */
+    int thinking;       /* -1: the family's default */
+    int max_tokens;     /* default per request; -1: until EOG or the context is full */
+    const char *const *stops; /* default stop strings for requests that give none */
+    int n_stops;
+} srv_model;
+
+typedef struct srv srv;
+
+/* Bind and start answering (/health says 503 until srv_set_model). NULL with err. */
+srv *srv_start(const srv_params *p, pt_err *err);
+int srv_port(const srv *s);
+/* The model is loaded: start the worker; /health turns 200. 0 or -1 with err. */
+int srv_set_model(srv *s, const srv_model *m, pt_err *err);
+/* Cancel what runs and waits, close every connection, stop. */
+void srv_stop(srv *s);
+
+#endif

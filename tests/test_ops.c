@@ -1,0 +1,97 @@
+/* test_ops.c — the attention helpers of nn/ops.c that reproduce ggml's float
+ * lane order (nn_dot_f32, nn_wsum_*, nn_softmax).
+ *
+ * Whole-model agreement with llama.cpp is tested against the fixtures
+ * (test_model*.c); these cases pin the order itself with inputs whose result
+ * depends on it, so that a "harmless" reassociation fails here, with a
+ * readable message, rather than as a 0.1 logit drift on one fixture row.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/ops.h"
+#include "test.h"
+
+/* ggml_vec_dot_f32 folds lane 32 into lane 0 before lane 16, and adds the
+ * tail (elements from 64 on) after the fold, one by one. */
+static void ops_dot_f32_order(void) {
+    float x[66] = {0}, y[66] = {0};
+    for (int i = 0; i < 66; i++) x[i] = 1.0f;
+    y[0] = 1e8f;  /* lane 0 */
+    y[32] = 1.0f; /* lane 32: lost in 1e8 when folded first */
+    y[16] = -1e8f;
+    /* sequential: 1e8 - 1e8 + 1 = 1; ggml: (1e8 + 1) - 1e8 = 0 */
+    CHECKF(nn_dot_f32(x, y, 64) == 0.0f, "got %g", nn_dot_f32(x, y, 64));
+    /* tail after the fold: 0 + 3 + 0.5 */
+    y[64] = 3.0f;
+    y[65] = 0.5f;
+    CHECKF(nn_dot_f32(x, y, 66) == 3.5f, "got %g", nn_dot_f32(x, y, 66));
+    /* below 64 elements everything is tail, summed in order */
+    float a[3] = {1e8f, 1.0f, -1e8f}, b[3] = {1.0f, 1.0f, 1.0f};
+    CHECK(nn_dot_f32(a, b, 3) == 0.0f);
+}
+
+/* Keys 0 and 16 share lane 0 with 16 lanes (one fused multiply-add on top of
+ * the other) and sit in different lanes with 64 (two roundings, then a fold).
+ * With at most 16 keys both orders give the same bits. */
+static void ops_wsum_lanes(void) {
+    const int d = 1;
+    float acc[NN_WSUM_LANES_MAX], out16, out64;
+    const float third = 1.0f / 3.0f, minus1 = -1.0f, three = 3.0f;
+    /* fused: fma(1/3, 3, -1) = 2^-25 exactly; unfused: round(1/3 * 3) = 1, - 1 = 0 */
+    nn_wsum_begin(acc, NN_WSUM_LANES_BATCH, d);
+    nn_wsum_add(acc, NN_WSUM_LANES_BATCH, d, 0, 1.0f, &minus1);
+    nn_wsum_add(acc, NN_WSUM_LANES_BATCH, d, 16, third, &three);
+    nn_wsum_end(acc, NN_WSUM_LANES_BATCH, d, &out16);
+    nn_wsum_begin(acc, NN_WSUM_LANES_ONE, d);
+    nn_wsum_add(acc, NN_WSUM_LANES_ONE, d, 0, 1.0f, &minus1);
+    nn_wsum_add(acc, NN_WSUM_LANES_ONE, d, 16, third, &three);
+    nn_wsum_end(acc, NN_WSUM_LANES_ONE, d, &out64);
+    CHECKF(out16 == ldexpf(1.0f, -25) && out64 == 0.0f, "16 lanes %g, 64 lanes %g", out16, out64);
+    CHECK(nn_wsum_lanes(1) == NN_WSUM_LANES_ONE && nn_wsum_lanes(2) == NN_WSUM_LANES_BATCH);
+
+    /* 16 keys, each in its own lane in both orders: identical */
+    enum { D = 40 };
+    float rows[16][D], p[16], acc2[NN_WSUM_LANES_MAX * D], o16[D], o64[D];
+    uint32_t s = 7;
+    for (int k = 0; k < 16; k++) {
+        s = s * 1664525u + 1013904223u;
+        p[k] = (float)(s >> 8) / 16777216.0f;
+        for (int i = 0; i < D; i++) {
+            s = s * 1664525u + 1013904223u;
+            rows[k][i] = (float)((int32_t)s >> 8) / 8388608.0f;
+        }
+    }
+    const int lanes[2] = {NN_WSUM_LANES_BATCH, NN_WSUM_LANES_ONE};
+    float *outs[2] = {o16, o64};
+    for (int v = 0; v < 2; v++) {
+        nn_wsum_begin(acc2, lanes[v], D);
+        for (int k = 0; k < 16; k++) nn_wsum_add(acc2, lanes[v], D, k, p[k], rows[k]);
+        nn_wsum_end(acc2, lanes[v], D, outs[v]);
+    }
+    CHECK(memcmp(o16, o64, sizeof o16) == 0);
+}
+
+/* Softmax: masked entries get exactly 0, a row padded with -inf to a multiple
+ * of 16 keeps its distribution, and ggml's exp stays within a few ulp of
+ * expf (its chunks are whole 16s, the tail goes through expf itself). */
+static void ops_softmax(void) {
+    float x[32], y[32];
+    for (int i = 0; i < 20; i++) x[i] = y[i] = 0.37f * (float)(i % 7) - 1.1f;
+    for (int i = 20; i < 32; i++) x[i] = -INFINITY;
+    nn_softmax(x, 32, 0.8f);
+    double sum = 0;
+    for (int i = 0; i < 32; i++) sum += x[i];
+    CHECKF(fabs(sum - 1.0) < 1e-6, "sum %g", sum);
+    for (int i = 20; i < 32; i++) CHECK(x[i] == 0.0f);
+    /* y: 16 through ggml's exp, 4 through expf; same distribution to float rounding */
+    nn_softmax(y, 20, 0.8f);
+    for (int i = 0; i < 20; i++) CHECKF(fabsf(x[i] - y[i]) <= 4e-7f * y[i] + 1e-12f, "%d: %g vs %g", i, x[i], y[i]);
+}
+
+T_SUITE(ops) {
+    T_ADD(ops_dot_f32_order);
+    T_ADD(ops_wsum_lanes);
+    T_ADD(ops_softmax);
+}
