@@ -376,12 +376,18 @@ static float dot_q4_K(const void *w, const void *a, int64_t n) {
     const block_q8_K *y = a;
     const int64_t nb = n / QK_K;
     const __m256i m4 = _mm256_set1_epi8(0x0f);
+    /* the min terms go to their own 4 lanes, as in ggml's AVX2 kernel: lane j
+     * accumulates dmin * (min[2j] * s[2j] + min[2j+1] * s[2j+1]), s[k] the
+     * activation sum over the 32 weights of sub-block k; the two accumulators
+     * meet only at the end, so the float rounding is ggml's */
     __m256 acc = _mm256_setzero_ps();
+    __m128 acc_m = _mm_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const __m128i scmn = k4_scales_mins(x[i].scales);
-        const __m256i pm = k4_mins_dot(scmn, y[i].bsums);
-        acc =
-            _mm256_fmadd_ps(_mm256_set1_ps(-y[i].d * f16(x[i].dmin)), _mm256_cvtepi32_ps(pm), acc);
+        const __m128i q8s = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y[i].bsums),
+                                           _mm_loadu_si128((const __m128i *)(y[i].bsums + 8)));
+        const __m128i pm = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(scmn, 8)), q8s);
+        acc_m = _mm_fmadd_ps(_mm_set1_ps(-y[i].d * f16(x[i].dmin)), _mm_cvtepi32_ps(pm), acc_m);
         /* the 8 scales as int16 in both lanes; vpshufb broadcasts scale k */
         const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scmn));
         __m256i sumi = _mm256_setzero_si256();
@@ -400,7 +406,9 @@ static float dot_q4_K(const void *w, const void *a, int64_t n) {
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * f16(x[i].d)), _mm256_cvtepi32_ps(sumi), acc);
     }
-    return hsum_ps(acc);
+    acc_m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
+    acc_m = _mm_add_ss(acc_m, _mm_movehdup_ps(acc_m));
+    return hsum_ps(acc) + _mm_cvtss_f32(acc_m);
 }
 
 /* Q5_K. As Q4_K, plus a fifth bit: weight 64c + l takes bit 2c of qh[l],

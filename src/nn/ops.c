@@ -7,9 +7,18 @@
 
 #include "kernels/quant.h"
 
+/* lanes[0] = sum of lanes[0..n) by the halving tree (n a power of two) */
+static float fold_lanes(float *lanes, int n) {
+    for (int w = n / 2; w >= 1; w /= 2)
+        for (int l = 0; l < w; l++) lanes[l] += lanes[l + w];
+    return lanes[0];
+}
+
+/* As ggml_compute_forward_rms_norm_f32: each square rounded to float, then
+ * summed in double. */
 void nn_rms_norm(const float *x, const float *w, float eps, int n, float *y) {
     double sum = 0;
-    for (int i = 0; i < n; i++) sum += (double)x[i] * x[i];
+    for (int i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
     const float mean = (float)(sum / n);
     const float scale = 1.0f / sqrtf(mean + eps);
     if (w)
@@ -18,18 +27,30 @@ void nn_rms_norm(const float *x, const float *w, float eps, int n, float *y) {
         for (int i = 0; i < n; i++) y[i] = x[i] * scale;
 }
 
+/* As ggml_compute_forward_norm_f32 (AVX-512 build): the mean is the double
+ * sum rounded to float, divided in float; the variance sums the squares of
+ * whole chunks of 16 as a folded float sum each (ggml_vec_cvar_f32), the tail
+ * one by one, in double. */
 void nn_layer_norm(const float *x, const float *w, const float *b, float eps, int n, float *y) {
     double sum = 0;
     for (int i = 0; i < n; i++) sum += x[i];
-    const float mean = (float)(sum / n);
+    const float mean = (float)sum / (float)n;
     double var = 0;
-    for (int i = 0; i < n; i++) {
-        float d = x[i] - mean;
-        y[i] = d;
-        var += (double)d * d;
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        float sq[16];
+        for (int l = 0; l < 16; l++) {
+            y[i + l] = x[i + l] - mean;
+            sq[l] = y[i + l] * y[i + l];
+        }
+        var += fold_lanes(sq, 16);
+    }
+    for (; i < n; i++) {
+        y[i] = x[i] - mean;
+        var += (double)(y[i] * y[i]);
     }
     const float scale = 1.0f / sqrtf((float)(var / n) + eps);
-    for (int i = 0; i < n; i++) {
+    for (i = 0; i < n; i++) {
         float v = y[i] * scale;
         if (w) v *= w[i];
         if (b) v += b[i];
@@ -115,13 +136,6 @@ void nn_rope_apply(const nn_rope *r, const float *cs, float *x) {
  * that give the same bits, so they always take the fastest one the CPU has
  * (the --kernels cap, which exists to compare SIMD with scalar rounding, has
  * nothing to compare here). */
-
-/* lanes[0] = sum of lanes[0..n) by the halving tree (n a power of two) */
-static float fold_lanes(float *lanes, int n) {
-    for (int w = n / 2; w >= 1; w /= 2)
-        for (int l = 0; l < w; l++) lanes[l] += lanes[l + w];
-    return lanes[0];
-}
 
 float nn_dot_f32(const float *x, const float *y, int n) { return qt_f32_best()->dot(x, y, n); }
 
