@@ -1088,6 +1088,45 @@ static void test_serve_cli(void) {
  * Set-up: `npm ci` in tests/serve when its node_modules lacks the client (Node 20+ and
  * the npm registry needed once). A missing node/npm or a failed install is a FAILURE
  * with the reason, not a silent pass; PETREL_SKIP_NODE=1 skips the case visibly. */
+/* The server as a shell user meets it: curl, non-streaming and streaming. */
+static void test_serve_curl(void) {
+    static char out[65536];
+    if (t_run("command -v curl", NULL, 0)) {
+        CHECKF(0, "curl is not installed (Debian: apt-get install curl)");
+        return;
+    }
+    tsrv s;
+    if (srv_up(&s, FIX, NULL)) {
+        CHECKF(0, "the server did not start (%s)", s.errfile);
+        srv_down(&s);
+        return;
+    }
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "curl -sS --max-time 60 http://127.0.0.1:%d/v1/chat/completions -H 'Content-Type: application/json' "
+             "-d '{\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],\"max_tokens\":4,\"temperature\":0}'",
+             s.port);
+    CHECK(t_run(cmd, out, sizeof out) == 0);
+    json_t *j = json_loads(out, 0, NULL);
+    CHECKF(j && jstr(j, "choices.0.message.role") && !strcmp(jstr(j, "choices.0.message.role"), "assistant"),
+           "curl chat: %s", out);
+    CHECK(j && jint(j, "usage.completion_tokens") == 4);
+    json_decref(j);
+    snprintf(cmd, sizeof cmd,
+             "curl -sS -N --max-time 60 http://127.0.0.1:%d/v1/chat/completions "
+             "-d '{\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],\"max_tokens\":4,\"stream\":true}'",
+             s.port);
+    CHECK(t_run(cmd, out, sizeof out) == 0);
+    CHECK_STR_CONTAINS(out, "data: {");
+    CHECK_STR_CONTAINS(out, "chat.completion.chunk");
+    CHECK_STR_CONTAINS(out, "data: [DONE]");
+    snprintf(cmd, sizeof cmd, "curl -sS --max-time 10 http://127.0.0.1:%d/v1/chat/completions -d '{bad json'",
+             s.port);
+    CHECK(t_run(cmd, out, sizeof out) == 0);
+    CHECK_STR_CONTAINS(out, "\"error\"");
+    srv_down(&s);
+}
+
 static void test_serve_openai_node(void) {
     const char *skip = getenv("PETREL_SKIP_NODE");
     if (skip && *skip && strcmp(skip, "0")) {
@@ -1138,5 +1177,6 @@ T_SUITE(serve) {
     T_ADD(test_serve_queue_429);
     T_ADD(test_serve_cancel);
     T_ADD(test_serve_malformed);
+    T_ADD(test_serve_curl);
     T_ADD(test_serve_openai_node);
 }
