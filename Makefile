@@ -140,6 +140,7 @@ bench-run: $(BUILD)/bench_petrel $(BUILD)/petrel $(BUILD)/mkmodel $(BUILD)/belad
 	$(BUILD)/bench_petrel
 	$(BUILD)/bench_tokenizer
 	@BUILD=$(BUILD) sh bench/run.sh
+	@BUILD=$(BUILD) sh bench/serve.sh
 	@if [ "$(BENCH_STREAM)" = 1 ]; then BUILD=$(BUILD) sh bench/stream.sh; \
 	 else echo "make bench: streaming benchmark skipped (BENCH_STREAM=1 runs bench/stream.sh, root, ~30 min)"; fi
 

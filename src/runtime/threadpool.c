@@ -33,6 +33,7 @@ struct tp_pool {
     void *ctx;
     _Atomic uint64_t word;    /* generation << 32 | next unclaimed part */
     atomic_int done;          /* parts of the current job finished */
+    atomic_int sleeping;      /* workers parked on `wake` (or about to be) */
     atomic_int stop;
 };
 
@@ -76,9 +77,13 @@ static void *worker(void *arg) {
                 cpu_relax();
                 continue;
             }
+            /* announce the sleep before re-checking the job word: tp_run stores the
+             * word before reading `sleeping`, so one of the two sees the other */
             pthread_mutex_lock(&p->mu);
+            atomic_fetch_add(&p->sleeping, 1);
             while ((uint32_t)(atomic_load(&p->word) >> 32) == seen && !atomic_load(&p->stop))
                 pthread_cond_wait(&p->wake, &p->mu);
+            atomic_fetch_sub(&p->sleeping, 1);
             pthread_mutex_unlock(&p->mu);
             spin = 0;
         }
@@ -132,10 +137,13 @@ void tp_run(tp_pool *p, tp_fn fn, void *ctx) {
     p->fn = fn;
     p->ctx = ctx;
     atomic_store_explicit(&p->done, 0, memory_order_relaxed);
-    pthread_mutex_lock(&p->mu);
-    atomic_store_explicit(&p->word, (uint64_t)gen << 32, memory_order_release);
-    pthread_cond_broadcast(&p->wake);
-    pthread_mutex_unlock(&p->mu);
+    atomic_store(&p->word, (uint64_t)gen << 32);
+    /* spinning workers see the word; only parked ones need the (syscall) wake */
+    if (atomic_load(&p->sleeping)) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->wake);
+        pthread_mutex_unlock(&p->mu);
+    }
     run_parts(p, gen);
     /* every part is claimed; wait for the ones still running elsewhere */
     for (int spin = 0; atomic_load_explicit(&p->done, memory_order_acquire) < p->n; spin++)
