@@ -11,9 +11,12 @@
 #define CLI_ERROR 1
 #define CLI_USAGE 2
 
-/* The model `petrel` and `petrel chat` use without -m: NULL until issue 8
- * ships a default model; this is the one place to set it. */
-#define CLI_DEFAULT_MODEL NULL
+/* The model petrel uses without -m: the demo model shipped in the
+ * repository (models/petrel-demo-glm.gguf), found next to the binary's build
+ * folder or under the current directory; PETREL_MODEL overrides it. NULL
+ * when none is there. */
+const char *cli_default_model(void);
+#define CLI_DEFAULT_MODEL cli_default_model()
 
 int cmd_inspect(int argc, char **argv);
 int cmd_chat(int argc, char **argv);

@@ -1,7 +1,9 @@
 /* main.c — the `petrel` command: dispatches to subcommands (see cli.h). */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "petrel.h"
@@ -36,6 +38,37 @@ static void usage(FILE *f) {
             "\n"
             "Run 'petrel COMMAND --help' for the options of a command.\n",
             pt_version());
+}
+
+#define DEMO_MODEL_FILE "models/petrel-demo-glm.gguf"
+
+const char *cli_default_model(void) {
+    static char found[4096];
+    static int done;
+    if (done) return found[0] ? found : NULL;
+    done = 1;
+    const char *env = getenv("PETREL_MODEL");
+    if (env && *env) {
+        snprintf(found, sizeof found, "%s", env);
+        return found;
+    }
+    /* the binary lives in build/ (or build/native/): the repository is above it */
+    char exe[3072]; /* leaves room in `found` for the suffix */
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        for (int up = 1; up <= 3; up++) {
+            char *slash = strrchr(exe, '/');
+            if (!slash) break;
+            *slash = 0;
+            snprintf(found, sizeof found, "%s/%s", exe, DEMO_MODEL_FILE);
+            if (access(found, R_OK) == 0) return found;
+        }
+    }
+    snprintf(found, sizeof found, "%s", DEMO_MODEL_FILE);
+    if (access(found, R_OK) == 0) return found;
+    found[0] = 0;
+    return NULL;
 }
 
 int main(int argc, char **argv) {
