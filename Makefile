@@ -7,6 +7,8 @@
 #   make fuzz            libFuzzer run of the GGUF parser (FUZZ_SECONDS, default 60)
 #   make bench           kernel microbenchmarks (GB/s, SIMD vs scalar), then petrel vs llama.cpp
 #                        on a synthetic glm-dsa model (bench/run.sh; set LLAMA_CPP_DIR)
+#   make bench BENCH_STREAM=1   also the streaming benchmark (bench/stream.sh: root, cgroup v1;
+#                        16.8 GiB model under a 4 GiB limit; ~12 min, +4 min to make the model and pack)
 #   make format          clang-format every source file
 
 CC       ?= cc
@@ -156,9 +158,9 @@ clean:
 # The README's "run" command: an interactive chat (stdin) on a shipped fixture model until
 # issue 8 ships a demo model (tiny random weights: the answers are gibberish, the machinery is
 # real). Non-interactive stdin works too: EOF ends the chat cleanly.
-DEMO_MODEL ?= ../shared/fixtures/glm-dsa-rq2k.gguf
+DEMO_MODEL ?= models/petrel-demo-glm.gguf
 demo: all
-	$(BUILD)/petrel chat -m $(DEMO_MODEL) -n 64
+	$(BUILD)/petrel chat -m $(DEMO_MODEL) --expert-slots 8 --no-think -n 128
 
 # petrel's greedy output on the demo model against llama.cpp's (LLAMA_CPP_DIR or node-llama-cpp;
 # skipped with a message when neither is there). Not part of `make test`.

@@ -17,7 +17,8 @@
 # every run starts with a dropped page cache. The model (about 16.8 GiB, with
 # --raw-experts: random valid Q4_K blocks, written at disk speed, about 2 min)
 # and its expert pack (another 16 GiB, petrel pack) are made in build/bench/
-# when missing. Takes 20-30 minutes, most of it llama.cpp and the mmap run.
+# when missing (about 4 minutes). A run then takes about 12 minutes on 2 cores, most of it llama.cpp's
+# mmap run (3-5 min) and petrel's mmap run (2-4 min); results: bench/RESULTS.md, 2026-12-02 streaming.
 #
 # Environment: BUILD (build), LLAMA_CPP_DIR (a llama.cpp build dir with
 # bin/llama-completion; unset: llama.cpp is skipped), STREAM_MODEL, STREAM_LIMIT
@@ -79,6 +80,7 @@ run() {
     dropcaches
     echo 0 >$CG/memory.max_usage_in_bytes 2>/dev/null || true
     echo 0 >$CG/memory.failcnt 2>/dev/null || true
+    oom0=$(sed -n 's/^oom_kill \([0-9]*\)/\1/p' $CG/memory.oom_control 2>/dev/null)
     d0=$(dstat)
     t0=$(date +%s.%N)
     rc=0
@@ -86,6 +88,7 @@ run() {
     t1=$(date +%s.%N)
     d1=$(dstat)
     oom=$(sed -n 's/^oom_kill \([0-9]*\)/\1/p' $CG/memory.oom_control 2>/dev/null)
+    oom=$((${oom:-0} - ${oom0:-0})) # OOM kills during this run (the counter is cumulative)
     echo "rc $rc wall $(echo "$t0 $t1" | awk '{ printf "%.1f", $2 - $1 }') max_usage $(cat $CG/memory.max_usage_in_bytes) oom_kill ${oom:-?} load $(cut -d' ' -f1-3 /proc/loadavg) disk $(echo "$d0 $d1" | awk '{ printf "%.0f %.0f", ($3 - $1) * 512, $4 - $2 }')" >"$OUT/$name.cg"
     echo "bench/stream.sh: $name: $(cat "$OUT/$name.cg")" >&2
 }
@@ -168,9 +171,9 @@ echo "   petrel: $P --trace T [flags]"
 [ -n "$LRUNS" ] && echo "   llama.cpp: $L [--no-repack --load-mode mmap --no-warmup] -p '<text>'"
 echo
 printf '| %-18s | %7s | %7s | %6s | %7s | %8s | %8s | %6s | %8s | %8s | %9s | %9s | %-16s |\n' \
-    run "decode" "TTFT" "hit" "MB/tok" "disk" "busy/bw" "stall" "RSS pk" "cg peak" "Belady" "vs Belady" load
+    run "decode" "TTFT" "hit" "MB/tok" "disk" "disk avg" "stall" "RSS pk" "cg peak" "Belady" "vs Belady" load
 printf '| %-18s | %7s | %7s | %6s | %7s | %8s | %8s | %6s | %8s | %8s | %9s | %9s | %-16s |\n' \
-    "" "tok/s" "s" "%" "" "GB" "GB/s %" "s" "MB" "MB" "tok/s" "" ""
+    "" "tok/s" "s" "%" "" "GB" "GB/s" "s" "MB" "MB" "tok/s" "" ""
 printf '|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n' -------------------- ---------: ---------: --------: \
     ---------: ----------: ----------: --------: ----------: ----------: -----------: -----------: ------------------
 for f in "$OUT"/*.cg; do
@@ -180,9 +183,9 @@ for f in "$OUT"/*.cg; do
     rc=$(echo "$cg" | awk '{ print $2 }')
     cgpk=$(echo "$cg" | awk '{ printf "%.0f", $6 / 1048576 }')
     load=$(echo "$cg" | awk '{ print $10, $11, $12 }')
-    # device view of the whole run: GB read, and GB/s while the device was busy as % of the yardstick
+    # device view of the whole run: GB read from the model's device, and that over the wall time
     dgb=$(echo "$cg" | awk '{ printf "%.2f", $14 / 1e9 }')
-    dbusy=$(echo "$cg $BW" | awk '{ if ($15 > 0) printf "%.0f%%", 100 * ($14 / 1e9) / ($15 / 1e3) / $16; else print "-" }')
+    dbusy=$(echo "$cg" | awk '{ if ($4 > 0) printf "%.2f", $14 / 1e9 / $4; else print "-" }')
     case "$name" in
     llama-*)
         # llama.cpp perf print: "prompt eval time = X ms / N tokens (...)", "eval time = X ms / N runs (... Y tokens per second)"
@@ -244,9 +247,8 @@ done
 echo
 echo "decode: generated tokens after the first / their time. TTFT: prompt evaluation (model load not included;"
 echo "petrel's load time is in each log). hit, MB/tok, stall (time the forward pass waited for reads): petrel's"
-echo "--stats, over prompt + generation. disk GB: read from $DEV during the run (whole device: includes model load,"
-echo "and other processes' reads); busy/bw: those bytes / the device's busy time (io_ticks), as % of the yardstick"
-echo "bandwidth, i.e. the read throughput while reads were in flight."
+echo "--stats, over prompt + generation. disk GB: read from $DEV during the run (the whole device: model load"
+echo "and other processes' reads included); disk avg: that / the run's wall time (compare with the bandwidth above)."
 echo "RSS pk: petrel's own peak RSS; cg peak: the cgroup's memory.max_usage_in_bytes (page cache included)."
 echo "Belady: decode tok/s if a token cost only the reads an optimal (clairvoyant) cache of the same slots/layer"
 echo "would make, at the disk bandwidth, compute not counted (tools/belady.c on the run's --trace, the prompt's"

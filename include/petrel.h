@@ -33,7 +33,7 @@ typedef struct pt_engine_params {
     int expert_slots;       /* >0: stream, this many cache slots per MoE layer; 0: automatic;
                                PT_EXPERTS_MMAP: no cache, read experts through the mmap */
     double ram_gb;          /* memory budget in GB; 0: from available memory and the cgroup */
-    int expert_policy;      /* PT_POLICY_*: cache replacement (0: default) */
+    int expert_policy;      /* PT_POLICY_*: cache replacement (0: default, LFU with decay) */
     int io;                 /* PT_IO_*: read back-end (0: io_uring when available, else pread) */
     int buffered_io;        /* 1: read experts through the page cache instead of O_DIRECT */
     const char *pack_path;  /* expert pack to use; NULL: MODEL.gguf.xpack or the cache dir's */

@@ -173,8 +173,16 @@ static void test_chat_cli_bad_input(void) {
     CHECK(run_io("", args, NULL, out, sizeof out) == 2);
     snprintf(args, sizeof args, "generate -m %s -p hi --temp", model());
     CHECK(run_io("", args, NULL, out, sizeof out) == 2);
-    CHECK(run_io("", "chat", NULL, out, sizeof out) == 2);
-    CHECK(run_io("", "", NULL, out, sizeof out) == 2);
+    /* without -m: the shipped demo model (models/), or a clear error when the
+     * default model cannot be opened */
+    CHECK(run_io("", "chat -n 4", NULL, out, sizeof out) == 0);
+    CHECK(run_io("", "", NULL, out, sizeof out) == 0);
+    {
+        char cmd[4096];
+        snprintf(cmd, sizeof cmd, "PETREL_MODEL=/no/such/model.gguf %s chat < /dev/null 2>&1", bin());
+        CHECK(t_run(cmd, out, sizeof out) == 1);
+        CHECK_STR_CONTAINS(out, "/no/such/model.gguf");
+    }
     /* a missing model: one line, exit 1 */
     CHECK(run_io("", "chat -m /nonexistent.gguf", errf, out, sizeof out) == 1);
     CHECK(run_io("", "generate -m /nonexistent.gguf -p hi", NULL, out, sizeof out) == 1);

@@ -1077,8 +1077,9 @@ static void test_serve_cli(void) {
     CHECK(t_run(cmd, out, sizeof out) == 2);
     snprintf(cmd, sizeof cmd, "%s serve -m x --port 70000", bin());
     CHECK(t_run(cmd, out, sizeof out) == 2);
-    snprintf(cmd, sizeof cmd, "%s serve", bin());
-    CHECK(t_run(cmd, out, sizeof out) == 2);
+    /* without -m it serves the default model; one that cannot be opened is an error */
+    snprintf(cmd, sizeof cmd, "PETREL_MODEL=/no/such/model.gguf timeout 20 %s serve --port 0", bin());
+    CHECK(t_run(cmd, out, sizeof out) == 1);
     snprintf(cmd, sizeof cmd, "timeout 20 %s serve -m /nonexistent.gguf --port 0", bin());
     CHECK(t_run(cmd, out, sizeof out) == 1);
     CHECK_STR_CONTAINS(out, "petrel: ");

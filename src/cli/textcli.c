@@ -219,7 +219,7 @@ void tcli_usage(FILE *f) {
             "  --ram GB                memory budget (default: available memory and cgroup limit)\n"
             "  --expert-slots N        stream routed experts through N cache slots per MoE layer\n"
             "  --mmap-experts          read experts through the memory map (no cache of our own)\n"
-            "  --expert-policy P       cache replacement: lru (default) or lfu\n"
+            "  --expert-policy P       cache replacement: lfu (default, with decay) or lru\n"
             "  --io B                  expert reads: auto (default), uring or pread\n"
             "  --buffered-io           read experts through the page cache instead of O_DIRECT\n"
             "  --pack PATH             expert pack to read from (default: MODEL.gguf.xpack if valid)\n"

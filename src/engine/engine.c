@@ -234,7 +234,9 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
     const uint64_t kv = (uint64_t)PLAN_KV_CTX * en->kv_pos_bytes;
     const uint64_t budget = p->ram_gb > 0 ? (uint64_t)(p->ram_gb * GIB) : mem_available();
     const uint64_t fixed = resident + kv + PLAN_MARGIN;
-    xs_config cfg = {.policy = p->expert_policy == PT_POLICY_LFU ? XS_LFU : XS_LRU,
+    /* LFU with decay is the default: on the streaming benchmark's routing trace it
+     * hits more than LRU, most when slots are scarce (bench/RESULTS.md) */
+    xs_config cfg = {.policy = p->expert_policy == PT_POLICY_LRU ? XS_LRU : XS_LFU,
                      .io = p->io == PT_IO_URING ? XIO_URING : p->io == PT_IO_PREAD ? XIO_PREAD : XIO_AUTO,
                      .direct = !p->buffered_io,
                      .pack = en->pack};

@@ -348,16 +348,6 @@ int xs_next(xs_store *s, int l, int *expert, const uint8_t *mats[3], pt_err *err
         return 1;
     }
     for (;;) {
-        /* next wave first: misses not yet loading go to slots freed by delivered
-         * experts (the caller is done with the one returned last), so the disk
-         * keeps working while the ready experts are computed */
-        for (int k = 0; k < L->n_need; k++) {
-            if (L->delivered[k] || L->where[L->need[k]] >= 0) continue;
-            int v = pick_victim(s, L);
-            if (v < 0) break;
-            if (load(s, l, v, L->need[k], err)) return -1;
-        }
-        xio_kick(s->io);
         /* a requested expert that is ready */
         for (int k = 0; k < L->n_need; k++) {
             if (L->delivered[k]) continue;
@@ -375,6 +365,13 @@ int xs_next(xs_store *s, int l, int *expert, const uint8_t *mats[3], pt_err *err
             const uint8_t *base = L->arena + (uint64_t)i * L->slot_bytes;
             for (int m = 0; m < L->n_mats; m++) mats[m] = base + L->region[m] + sl->shift[m];
             return 1;
+        }
+        /* next wave: misses not yet loading go to slots freed by delivered experts */
+        for (int k = 0; k < L->n_need; k++) {
+            if (L->delivered[k] || L->where[L->need[k]] >= 0) continue;
+            int v = pick_victim(s, L);
+            if (v < 0) break;
+            if (load(s, l, v, L->need[k], err)) return -1;
         }
         if (!xio_inflight(s->io))
             return pt_errf(err, "internal error: layer %d waits for experts but no read is in flight", l);
