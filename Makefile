@@ -120,8 +120,8 @@ $(BUILD)/%.o: %.c
 test: deps
 	@$(MAKE) --no-print-directory test-run
 
-test-run: $(BUILD)/petrel $(BUILD)/test_petrel
-	@PETREL_BIN=$(BUILD)/petrel $(BUILD)/test_petrel $(T)
+test-run: $(BUILD)/petrel $(BUILD)/test_petrel $(BUILD)/mkmodel
+	@PETREL_BIN=$(BUILD)/petrel PETREL_MKMODEL=$(BUILD)/mkmodel $(BUILD)/test_petrel $(T)
 
 FUZZ_SECONDS ?= 60
 fuzz: deps
