@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "kernels/quant.h"
+#include "model/loader.h"
 
 typedef struct loader {
     const gguf_ctx *g;
@@ -89,32 +90,22 @@ static int check_matmul_type(loader *L, const gguf_tensor *t, int *rc) {
     return 0;
 }
 
-static mm_weight as_weight(const gguf_tensor *t) {
-    mm_weight w = {0};
-    if (!t) return w;
-    w.type = t->type;
-    w.n_in = t->ne[0];
-    w.n_out = t->ne[1];
-    qt_row_bytes(t->type, t->ne[0], &w.row_bytes);
-    w.data = t->data;
-    return w;
-}
 
 static mm_weight bind_w(loader *L, const char *name, int64_t n_in, int64_t n_out, int required, int *rc) {
     const gguf_tensor *t = bind(L, name, 2, n_in, n_out, 1, required, rc);
     if (t) check_matmul_type(L, t, rc);
-    return as_weight(t);
+    return ld_as_weight(t);
 }
 
 mm_weight glm_expert_at(const gguf_tensor *t, const uint8_t *data) {
-    mm_weight w = as_weight(t);
+    mm_weight w = ld_as_weight(t);
     w.data = data;
     return w;
 }
 
 /* Head h of a per-head stacked tensor (attn_k_b, attn_v_b). */
 static mm_weight head_slice(const gguf_tensor *t, int h) {
-    mm_weight w = as_weight(t);
+    mm_weight w = ld_as_weight(t);
     w.data = t->data + (uint64_t)h * w.row_bytes * (uint64_t)t->ne[1];
     return w;
 }
@@ -255,7 +246,7 @@ int glm_model_load(const gguf_ctx *g, glm_model *m, pt_err *err) {
         goto fail;
     }
     if (check_matmul_type(&L, emb, &rc)) goto fail;
-    m->tok_embd = as_weight(emb);
+    m->tok_embd = ld_as_weight(emb);
     m->output_norm = bind_f32(&L, "output_norm.weight", hp->n_embd, 1, &rc);
     m->output = bind_w(&L, "output.weight", hp->n_embd, hp->n_vocab, 0, &rc);
     if (rc) goto fail;
