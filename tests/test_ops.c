@@ -37,17 +37,18 @@ static void ops_dot_f32_order(void) {
  * With at most 16 keys both orders give the same bits. */
 static void ops_wsum_lanes(void) {
     const int d = 1;
+    uint64_t used;
     float acc[NN_WSUM_LANES_MAX], out16, out64;
     const float third = 1.0f / 3.0f, minus1 = -1.0f, three = 3.0f;
     /* fused: fma(1/3, 3, -1) = 2^-25 exactly; unfused: round(1/3 * 3) = 1, - 1 = 0 */
-    nn_wsum_begin(acc, NN_WSUM_LANES_BATCH, d);
-    nn_wsum_add(acc, NN_WSUM_LANES_BATCH, d, 0, 1.0f, &minus1);
-    nn_wsum_add(acc, NN_WSUM_LANES_BATCH, d, 16, third, &three);
-    nn_wsum_end(acc, NN_WSUM_LANES_BATCH, d, &out16);
-    nn_wsum_begin(acc, NN_WSUM_LANES_ONE, d);
-    nn_wsum_add(acc, NN_WSUM_LANES_ONE, d, 0, 1.0f, &minus1);
-    nn_wsum_add(acc, NN_WSUM_LANES_ONE, d, 16, third, &three);
-    nn_wsum_end(acc, NN_WSUM_LANES_ONE, d, &out64);
+    nn_wsum_begin(acc, NN_WSUM_LANES_BATCH, d, &used);
+    nn_wsum_add(acc, NN_WSUM_LANES_BATCH, d, 0, 1.0f, &minus1, &used);
+    nn_wsum_add(acc, NN_WSUM_LANES_BATCH, d, 16, third, &three, &used);
+    nn_wsum_end(acc, NN_WSUM_LANES_BATCH, d, &out16, used);
+    nn_wsum_begin(acc, NN_WSUM_LANES_ONE, d, &used);
+    nn_wsum_add(acc, NN_WSUM_LANES_ONE, d, 0, 1.0f, &minus1, &used);
+    nn_wsum_add(acc, NN_WSUM_LANES_ONE, d, 16, third, &three, &used);
+    nn_wsum_end(acc, NN_WSUM_LANES_ONE, d, &out64, used);
     CHECKF(out16 == ldexpf(1.0f, -25) && out64 == 0.0f, "16 lanes %g, 64 lanes %g", out16, out64);
     CHECK(nn_wsum_lanes(1) == NN_WSUM_LANES_ONE && nn_wsum_lanes(2) == NN_WSUM_LANES_BATCH);
 
@@ -66,9 +67,9 @@ static void ops_wsum_lanes(void) {
     const int lanes[2] = {NN_WSUM_LANES_BATCH, NN_WSUM_LANES_ONE};
     float *outs[2] = {o16, o64};
     for (int v = 0; v < 2; v++) {
-        nn_wsum_begin(acc2, lanes[v], D);
-        for (int k = 0; k < 16; k++) nn_wsum_add(acc2, lanes[v], D, k, p[k], rows[k]);
-        nn_wsum_end(acc2, lanes[v], D, outs[v]);
+        nn_wsum_begin(acc2, lanes[v], D, &used);
+        for (int k = 0; k < 16; k++) nn_wsum_add(acc2, lanes[v], D, k, p[k], rows[k], &used);
+        nn_wsum_end(acc2, lanes[v], D, outs[v], used);
     }
     CHECK(memcmp(o16, o64, sizeof o16) == 0);
 }

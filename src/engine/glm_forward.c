@@ -307,10 +307,12 @@ static void attention(glm_state *s, const glm_layer *ly, int layer, int T, int p
             for (int j = 0; j < n_keys; j++)
                 if (s->scores[j] != -INFINITY) s->scores[j] = nn_dot_f32(qf, cache + (size_t)j * KVD, KVD);
             nn_softmax(s->scores, n_pad, hp->kq_scale);
-            nn_wsum_begin(s->wacc, lanes, KVL);
+            uint64_t used;
+            nn_wsum_begin(s->wacc, lanes, KVL, &used);
             for (int j = 0; j < n_keys; j++)
-                if (s->scores[j] != 0.0f) nn_wsum_add(s->wacc, lanes, KVL, j, s->scores[j], cache + (size_t)j * KVD);
-            nn_wsum_end(s->wacc, lanes, KVL, s->ctx + ((size_t)t * H + h) * KVL);
+                if (s->scores[j] != 0.0f)
+                    nn_wsum_add(s->wacc, lanes, KVL, j, s->scores[j], cache + (size_t)j * KVD, &used);
+            nn_wsum_end(s->wacc, lanes, KVL, s->ctx + ((size_t)t * H + h) * KVL, used);
         }
     }
     /* per-head value projection, then the output projection */

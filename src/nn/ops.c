@@ -141,20 +141,43 @@ float nn_dot_f32(const float *x, const float *y, int n) { return qt_f32_best()->
 
 int nn_wsum_lanes(int n_rows) { return n_rows >= 2 ? NN_WSUM_LANES_BATCH : NN_WSUM_LANES_ONE; }
 
-void nn_wsum_begin(float *acc, int lanes, int d) { memset(acc, 0, (size_t)lanes * (size_t)d * sizeof(float)); }
-
-void nn_wsum_add(float *acc, int lanes, int d, int64_t key, float p, const float *row) {
-    qt_f32_best()->axpy(acc + (size_t)(key % lanes) * (size_t)d, p, row, d);
+/* Lanes are zeroed on first touch and untouched lanes skipped in the fold (a
+ * decode step with 20 keys touches 20 of 64 lanes): the same bits as zeroing
+ * and folding all of them, since x + 0 is done explicitly where it matters. */
+void nn_wsum_begin(float *acc, int lanes, int d, uint64_t *used) {
+    (void)acc;
+    (void)lanes;
+    (void)d;
+    *used = 0;
 }
 
-void nn_wsum_end(float *acc, int lanes, int d, float *out) {
+void nn_wsum_add(float *acc, int lanes, int d, int64_t key, float p, const float *row, uint64_t *used) {
+    const int lane = (int)(key % lanes);
+    float *a = acc + (size_t)lane * (size_t)d;
+    if (!(*used >> lane & 1)) {
+        memset(a, 0, (size_t)d * sizeof(float));
+        *used |= 1ull << lane;
+    }
+    qt_f32_best()->axpy(a, p, row, d);
+}
+
+void nn_wsum_end(float *acc, int lanes, int d, float *out, uint64_t used) {
     for (int w = lanes / 2; w >= 1; w /= 2)
         for (int l = 0; l < w; l++) {
+            const int ua = used >> l & 1, ub = used >> (l + w) & 1;
+            if (!ua && !ub) continue; /* 0 + 0 */
             float *a = acc + (size_t)l * (size_t)d;
             const float *b = acc + (size_t)(l + w) * (size_t)d;
-            for (int i = 0; i < d; i++) a[i] += b[i];
+            if (ua && ub)
+                for (int i = 0; i < d; i++) a[i] += b[i];
+            else if (ua)
+                for (int i = 0; i < d; i++) a[i] += 0.0f; /* as with a zeroed lane: -0 becomes +0 */
+            else
+                for (int i = 0; i < d; i++) a[i] = 0.0f + b[i];
+            used |= 1ull << l;
         }
-    memcpy(out, acc, (size_t)d * sizeof(float));
+    if (used & 1) memcpy(out, acc, (size_t)d * sizeof(float));
+    else memset(out, 0, (size_t)d * sizeof(float));
 }
 
 /* ggml_v_expf (the AVX-512 flavour), one lane: exp(x) = 2^n * p(b) with

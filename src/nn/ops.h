@@ -58,9 +58,10 @@ float nn_dot_f32(const float *x, const float *y, int n);
  * ggml_vec_dot_f32 for one). */
 enum { NN_WSUM_LANES_BATCH = 16, NN_WSUM_LANES_ONE = 64, NN_WSUM_LANES_MAX = 64 };
 int nn_wsum_lanes(int n_rows);
-void nn_wsum_begin(float *acc, int lanes, int d);
-void nn_wsum_add(float *acc, int lanes, int d, int64_t key, float p, const float *row);
-void nn_wsum_end(float *acc, int lanes, int d, float *out);
+/* `used` tracks the lanes touched (lanes <= 64), so only those are zeroed and folded. */
+void nn_wsum_begin(float *acc, int lanes, int d, uint64_t *used);
+void nn_wsum_add(float *acc, int lanes, int d, int64_t key, float p, const float *row, uint64_t *used);
+void nn_wsum_end(float *acc, int lanes, int d, float *out, uint64_t used);
 
 float nn_silu(float x);
 float nn_sigmoid(float x);
