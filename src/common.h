@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 typedef struct pt_err {
     char msg[512]; /* one line, no trailing newline; empty when no error */
@@ -40,6 +41,14 @@ static inline int pt_add_u64(uint64_t a, uint64_t b, uint64_t *out) {
 /* Round x up to a multiple of align (align a power of two). */
 static inline uint64_t pt_align_up(uint64_t x, uint64_t align) {
     return (x + align - 1) & ~(align - 1);
+}
+
+/* Zeroed scratch of n floats (at least one); sets *fail on failure so a
+ * state constructor can allocate everything and check once. */
+static inline float *pt_falloc(size_t n, int *fail) {
+    float *p = (float *)calloc(n ? n : 1, sizeof(float));
+    if (!p) *fail = 1;
+    return p;
 }
 
 #define PT_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))

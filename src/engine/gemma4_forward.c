@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common.h"
 #include "kernels/quant.h"
 #include "nn/attn.h"
 #include "nn/matmul.h"
@@ -64,12 +65,6 @@ struct gemma4_state {
     float *yk;      /* [B][n_used][n_embd] per-choice scaled expert outputs */
 };
 
-static float *falloc(size_t n, int *fail) {
-    float *p = calloc(n ? n : 1, sizeof(float));
-    if (!p) *fail = 1;
-    return p;
-}
-
 gemma4_state *gemma4_state_new(const gemma4_model *m, tp_pool *pool, xs_store *xs, int prefetch, int max_isa, int n_ctx,
                                int max_batch, pt_err *err) {
     const gemma4_hparams *hp = &m->hp;
@@ -105,26 +100,26 @@ gemma4_state *gemma4_state_new(const gemma4_model *m, tp_pool *pool, xs_store *x
         const gemma4_layer *ly = &m->layers[l];
         s->cap[l] = ly->swa ? s->ring : n_ctx;
         const size_t n = (size_t)s->cap[l] * (size_t)(ly->n_kv * ly->head_dim);
-        s->k[l] = falloc(n, &fail);
-        s->v[l] = falloc(n, &fail);
+        s->k[l] = pt_falloc(n, &fail);
+        s->v[l] = pt_falloc(n, &fail);
     }
-    s->x = falloc(B * E, &fail);
-    s->xn = falloc(B * E, &fail);
-    s->h = falloc(B * E, &fail);
-    s->a = falloc(B * E, &fail);
-    s->moe = falloc(B * E, &fail);
-    s->q = falloc(B * QD, &fail);
-    s->kx = falloc(B * KVD, &fail);
-    s->vx = falloc(B * KVD, &fail);
-    s->o = falloc(B * QD, &fail);
-    s->cs = falloc((size_t)hp->max_head_dim, &fail);
-    s->scores = falloc((size_t)tp_size(pool) * (size_t)nn_attn_stride(n_ctx, hp->max_head_dim), &fail);
-    s->g = falloc(B * PT_MAX(F, 2 * FX), &fail);
-    s->u = falloc(B * PT_MAX(F, FX), &fail);
-    s->router = falloc(B * (size_t)hp->n_expert, &fail);
-    s->topw = falloc(B * K, &fail);
-    s->xg = falloc(B * E, &fail);
-    s->yk = falloc(B * K * E, &fail);
+    s->x = pt_falloc(B * E, &fail);
+    s->xn = pt_falloc(B * E, &fail);
+    s->h = pt_falloc(B * E, &fail);
+    s->a = pt_falloc(B * E, &fail);
+    s->moe = pt_falloc(B * E, &fail);
+    s->q = pt_falloc(B * QD, &fail);
+    s->kx = pt_falloc(B * KVD, &fail);
+    s->vx = pt_falloc(B * KVD, &fail);
+    s->o = pt_falloc(B * QD, &fail);
+    s->cs = pt_falloc((size_t)hp->max_head_dim, &fail);
+    s->scores = pt_falloc((size_t)tp_size(pool) * (size_t)nn_attn_stride(n_ctx, hp->max_head_dim), &fail);
+    s->g = pt_falloc(B * PT_MAX(F, 2 * FX), &fail);
+    s->u = pt_falloc(B * PT_MAX(F, FX), &fail);
+    s->router = pt_falloc(B * (size_t)hp->n_expert, &fail);
+    s->topw = pt_falloc(B * K, &fail);
+    s->xg = pt_falloc(B * E, &fail);
+    s->yk = pt_falloc(B * K * E, &fail);
     s->topk = calloc(B * K, sizeof(int));
     s->rows = calloc(B, sizeof(int));
     s->uniq = calloc((size_t)hp->n_expert, sizeof(int));

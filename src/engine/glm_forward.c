@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common.h"
 #include "kernels/quant.h"
 #include "nn/matmul.h"
 #include "nn/moe.h"
@@ -76,12 +77,6 @@ struct glm_state {
     float *cat;           /* [B][2 n_embd] MTP input */
 };
 
-static float *falloc(size_t n, int *fail) {
-    float *p = calloc(n ? n : 1, sizeof(float));
-    if (!p) *fail = 1;
-    return p;
-}
-
 glm_state *glm_state_new(const glm_model *m, tp_pool *pool, xs_store *xs, int prefetch, int max_isa,
                          int n_ctx, int max_batch, pt_err *err) {
     const glm_hparams *hp = &m->hp;
@@ -107,9 +102,9 @@ glm_state *glm_state_new(const glm_model *m, tp_pool *pool, xs_store *xs, int pr
     s->idx_k = calloc((size_t)hp->n_layer + 1, sizeof(float *));
     if (!s->kv || !s->idx_k) fail = 1;
     for (int l = 0; l < n_all && !fail; l++) {
-        s->kv[l] = falloc((size_t)n_ctx * (size_t)s->kv_dim, &fail);
+        s->kv[l] = pt_falloc((size_t)n_ctx * (size_t)s->kv_dim, &fail);
         if (l < hp->n_layer && m->layers[l].has_idx)
-            s->idx_k[l] = falloc((size_t)n_ctx * (size_t)hp->idx_head_dim, &fail);
+            s->idx_k[l] = pt_falloc((size_t)n_ctx * (size_t)hp->idx_head_dim, &fail);
     }
     const size_t qd = H * (size_t)(hp->qk_nope + hp->qk_rope);
     size_t ffw = (size_t)hp->n_ff;
@@ -117,49 +112,49 @@ glm_state *glm_state_new(const glm_model *m, tp_pool *pool, xs_store *xs, int pr
     if (shw > ffw) ffw = shw;
     const size_t K = (size_t)(hp->n_expert_used > 0 ? hp->n_expert_used : 1);
     const size_t topk = (size_t)(hp->idx_top_k > 0 ? hp->idx_top_k : 1);
-    s->x = falloc(B * E, &fail);
-    s->xn = falloc(B * E, &fail);
-    s->out = falloc(B * E, &fail);
-    s->qa = falloc(B * (size_t)(hp->q_lora > 0 ? hp->q_lora : 1), &fail);
-    s->q = falloc(B * qd, &fail);
-    s->kva = falloc(B * (size_t)s->kv_dim, &fail);
-    s->qfull = falloc(B * H * (size_t)s->kv_dim, &fail);
-    s->qnope = falloc(B * (size_t)hp->qk_nope, &fail);
-    s->qabs = falloc(B * (size_t)hp->kv_lora, &fail);
-    s->ctx = falloc(B * H * (size_t)hp->kv_lora, &fail);
-    s->ctxh = falloc(B * (size_t)hp->kv_lora, &fail);
-    s->vout = falloc(B * (size_t)hp->v_head, &fail);
-    s->o = falloc(B * H * (size_t)hp->v_head, &fail);
-    s->scores = falloc(((size_t)n_ctx + 15) & ~(size_t)15, &fail);
-    s->wacc = falloc((size_t)NN_WSUM_LANES_MAX * (size_t)hp->kv_lora, &fail);
-    s->cs = falloc((size_t)hp->qk_rope, &fail);
+    s->x = pt_falloc(B * E, &fail);
+    s->xn = pt_falloc(B * E, &fail);
+    s->out = pt_falloc(B * E, &fail);
+    s->qa = pt_falloc(B * (size_t)(hp->q_lora > 0 ? hp->q_lora : 1), &fail);
+    s->q = pt_falloc(B * qd, &fail);
+    s->kva = pt_falloc(B * (size_t)s->kv_dim, &fail);
+    s->qfull = pt_falloc(B * H * (size_t)s->kv_dim, &fail);
+    s->qnope = pt_falloc(B * (size_t)hp->qk_nope, &fail);
+    s->qabs = pt_falloc(B * (size_t)hp->kv_lora, &fail);
+    s->ctx = pt_falloc(B * H * (size_t)hp->kv_lora, &fail);
+    s->ctxh = pt_falloc(B * (size_t)hp->kv_lora, &fail);
+    s->vout = pt_falloc(B * (size_t)hp->v_head, &fail);
+    s->o = pt_falloc(B * H * (size_t)hp->v_head, &fail);
+    s->scores = pt_falloc(((size_t)n_ctx + 15) & ~(size_t)15, &fail);
+    s->wacc = pt_falloc((size_t)NN_WSUM_LANES_MAX * (size_t)hp->kv_lora, &fail);
+    s->cs = pt_falloc((size_t)hp->qk_rope, &fail);
     s->sel = calloc(B * topk, sizeof(int));
     s->n_sel = calloc(B, sizeof(int));
     s->rows = calloc(B, sizeof(int));
     s->topk = calloc(B * K, sizeof(int));
     if (!s->sel || !s->n_sel || !s->rows || !s->topk) fail = 1;
-    s->iq = falloc(B * (size_t)hp->idx_n_head * (size_t)hp->idx_head_dim, &fail);
-    s->ik = falloc(B * (size_t)hp->idx_head_dim, &fail);
-    s->iw = falloc(B * (size_t)hp->idx_n_head, &fail);
-    s->router = falloc(B * (size_t)hp->n_expert, &fail);
-    s->probs = falloc((size_t)hp->n_expert, &fail);
-    s->esel = falloc((size_t)hp->n_expert, &fail);
-    s->topw = falloc(B * K, &fail);
-    s->xg = falloc(B * E, &fail);
-    s->g = falloc(B * ffw, &fail);
-    s->u = falloc(B * ffw, &fail);
-    s->yk = falloc(B * K * E, &fail);
-    s->sh = falloc(B * E, &fail);
+    s->iq = pt_falloc(B * (size_t)hp->idx_n_head * (size_t)hp->idx_head_dim, &fail);
+    s->ik = pt_falloc(B * (size_t)hp->idx_head_dim, &fail);
+    s->iw = pt_falloc(B * (size_t)hp->idx_n_head, &fail);
+    s->router = pt_falloc(B * (size_t)hp->n_expert, &fail);
+    s->probs = pt_falloc((size_t)hp->n_expert, &fail);
+    s->esel = pt_falloc((size_t)hp->n_expert, &fail);
+    s->topw = pt_falloc(B * K, &fail);
+    s->xg = pt_falloc(B * E, &fail);
+    s->g = pt_falloc(B * ffw, &fail);
+    s->u = pt_falloc(B * ffw, &fail);
+    s->yk = pt_falloc(B * K * E, &fail);
+    s->sh = pt_falloc(B * E, &fail);
     s->uniq = calloc((size_t)hp->n_expert + 1, sizeof(int));
     s->prefetch = prefetch;
-    s->pf_router = falloc(B * (size_t)hp->n_expert, &fail);
+    s->pf_router = pt_falloc(B * (size_t)hp->n_expert, &fail);
     s->pf_topk = calloc(K, sizeof(int));
-    s->pf_topw = falloc(K, &fail);
+    s->pf_topw = pt_falloc(K, &fail);
     s->pf_uniq = calloc((size_t)hp->n_expert + 1, sizeof(int));
     if (!s->pf_topk || !s->pf_uniq) fail = 1;
     s->seen = calloc((size_t)hp->n_expert + 1, 1);
     if (!s->uniq || !s->seen) fail = 1;
-    s->cat = falloc(B * 2 * E, &fail);
+    s->cat = pt_falloc(B * 2 * E, &fail);
     int64_t max_in = 2 * (int64_t)E;
     int64_t cand[] = {(int64_t)ffw, hp->kv_lora, (int64_t)H * hp->v_head, hp->q_lora, hp->qk_nope};
     for (size_t i = 0; i < PT_ARRAY_LEN(cand); i++)

@@ -53,12 +53,6 @@ struct qwen3moe_state {
     float *yk;     /* [B][n_used][n_embd] per-choice expert outputs */
 };
 
-static float *falloc(size_t n, int *fail) {
-    float *p = calloc(n ? n : 1, sizeof(float));
-    if (!p) *fail = 1;
-    return p;
-}
-
 qwen3moe_state *qwen3moe_state_new(const qwen3moe_model *m, tp_pool *pool, xs_store *xs, int prefetch, int max_isa, int n_ctx,
                                    int max_batch, pt_err *err) {
     const qwen3moe_hparams *hp = &m->hp;
@@ -83,23 +77,23 @@ qwen3moe_state *qwen3moe_state_new(const qwen3moe_model *m, tp_pool *pool, xs_st
     s->v = calloc((size_t)hp->n_layer, sizeof(float *));
     if (!s->k || !s->v) fail = 1;
     for (int l = 0; l < hp->n_layer && !fail; l++) {
-        s->k[l] = falloc((size_t)n_ctx * KVD, &fail);
-        s->v[l] = falloc((size_t)n_ctx * KVD, &fail);
+        s->k[l] = pt_falloc((size_t)n_ctx * KVD, &fail);
+        s->v[l] = pt_falloc((size_t)n_ctx * KVD, &fail);
     }
-    s->x = falloc(B * E, &fail);
-    s->xn = falloc(B * E, &fail);
-    s->out = falloc(B * E, &fail);
-    s->q = falloc(B * QD, &fail);
-    s->kx = falloc(B * KVD, &fail);
-    s->o = falloc(B * QD, &fail);
-    s->cs = falloc((size_t)hp->head_dim, &fail);
-    s->scores = falloc((size_t)tp_size(pool) * (size_t)nn_attn_stride(n_ctx, hp->head_dim), &fail);
-    s->g = falloc(B * (size_t)hp->n_ff_exp, &fail);
-    s->u = falloc(B * (size_t)hp->n_ff_exp, &fail);
-    s->router = falloc(B * (size_t)hp->n_expert, &fail);
-    s->topw = falloc(B * K, &fail);
-    s->xg = falloc(B * E, &fail);
-    s->yk = falloc(B * K * E, &fail);
+    s->x = pt_falloc(B * E, &fail);
+    s->xn = pt_falloc(B * E, &fail);
+    s->out = pt_falloc(B * E, &fail);
+    s->q = pt_falloc(B * QD, &fail);
+    s->kx = pt_falloc(B * KVD, &fail);
+    s->o = pt_falloc(B * QD, &fail);
+    s->cs = pt_falloc((size_t)hp->head_dim, &fail);
+    s->scores = pt_falloc((size_t)tp_size(pool) * (size_t)nn_attn_stride(n_ctx, hp->head_dim), &fail);
+    s->g = pt_falloc(B * (size_t)hp->n_ff_exp, &fail);
+    s->u = pt_falloc(B * (size_t)hp->n_ff_exp, &fail);
+    s->router = pt_falloc(B * (size_t)hp->n_expert, &fail);
+    s->topw = pt_falloc(B * K, &fail);
+    s->xg = pt_falloc(B * E, &fail);
+    s->yk = pt_falloc(B * K * E, &fail);
     s->topk = calloc(B * K, sizeof(int));
     s->rows = calloc(B, sizeof(int));
     s->uniq = calloc((size_t)hp->n_expert, sizeof(int));
