@@ -1071,7 +1071,7 @@ static void test_serve_cli(void) {
     snprintf(cmd, sizeof cmd, "%s serve --help", bin());
     CHECK(t_run(cmd, out, sizeof out) == 0);
     const char *flags[] = {"--host", "--port", "--api-key", "--queue", "--alias", "--max-body", "--max-header",
-                           "--timeout", "--max-connections", "--temp", "--ctx-size"};
+                           "--timeout", "--max-connections", "--quiet", "--temp", "--ctx-size"};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) CHECK_STR_CONTAINS(out, flags[i]);
     snprintf(cmd, sizeof cmd, "%s serve -m x --frobnicate", bin());
     CHECK(t_run(cmd, out, sizeof out) == 2);
@@ -1125,6 +1125,18 @@ static void test_serve_curl(void) {
              s.port);
     CHECK(t_run(cmd, out, sizeof out) == 0);
     CHECK_STR_CONTAINS(out, "\"error\"");
+    /* the server's log: a line per generation, the stream's written as its [DONE] goes out */
+    char *log = NULL;
+    for (int i = 0; i < 100; i++) {
+        free(log);
+        log = t_read_file(s.errfile, NULL);
+        if (log && strstr(log, "POST /v1/chat/completions (stream)")) break;
+        usleep(20 * 1000);
+    }
+    CHECK_STR_CONTAINS(log, "petrel: 200 POST /v1/chat/completions: prompt ");
+    CHECK_STR_CONTAINS(log, "4 generated, ");
+    CHECK_STR_CONTAINS(log, "petrel: 200 POST /v1/chat/completions (stream): prompt ");
+    free(log);
     srv_down(&s);
 }
 

@@ -41,6 +41,7 @@ static void serve_usage(FILE *f) {
             "  --max-header BYTES      request line + headers limit (default 65536)\n"
             "  --timeout S             close connections idle for S seconds (default 30)\n"
             "  --max-connections N     simultaneous connections (default 64)\n"
+            "  --quiet                 no line per request on stderr (status, tokens, prefill, tok/s)\n"
             "Sampling flags set the defaults a request's own fields override; -n sets the default\n"
             "max_tokens; --think/--no-think the default for requests that do not say.\n");
     tcli_usage(f);
@@ -59,7 +60,7 @@ int cmd_serve(int argc, char **argv) {
     tcli_opts o;
     tcli_opts_init(&o);
     srv_params p = {.host = "127.0.0.1", .port = 8080, .queue = 16, .max_body = 16u << 20, .max_header = 64u << 10,
-                    .timeout_s = 30, .max_conns = 64};
+                    .timeout_s = 30, .max_conns = 64, .log = stderr};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -68,6 +69,10 @@ int cmd_serve(int argc, char **argv) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             serve_usage(stdout);
             return CLI_OK;
+        }
+        if (!strcmp(a, "--quiet")) {
+            p.log = NULL;
+            continue;
         }
         int valued = !strcmp(a, "--host") || !strcmp(a, "--port") || !strcmp(a, "--api-key") ||
                      !strcmp(a, "--queue") || !strcmp(a, "--alias") || !strcmp(a, "--max-body") ||

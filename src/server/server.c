@@ -129,6 +129,21 @@ static void make_id(srv *s, const char *prefix, char *id, size_t cap) {
     snprintf(id, cap, "%s%016llx", prefix, x);
 }
 
+/* The request's line in the log: what was asked and how fast it went. */
+static void log_job(srv *s, const job *j, int status, int n_prompt, int cached, const gen_result *res,
+                    double t_start, double t_prefilled, const char *finish) {
+    if (!s->p.log) return;
+    const char *path = j->req.api == OAI_CHAT ? "/v1/chat/completions"
+                       : j->req.api == OAI_COMPLETIONS ? "/v1/completions" : "/v1/responses";
+    double dec = res && res->n_tokens > 1 && res->t_end > res->t_first ? res->t_end - res->t_first : 0;
+    fprintf(s->p.log,
+            "petrel: %d POST %s%s: prompt %d tokens (%d cached), prefill %.3f s, %d generated, %.2f tok/s, %s\n",
+            status, path, j->req.stream ? " (stream)" : "", n_prompt, cached > 0 ? cached : 0,
+            t_prefilled > t_start ? t_prefilled - t_start : 0.0, res ? res->n_tokens : 0,
+            dec > 0 ? (res->n_tokens - 1) / dec : 0.0, finish);
+    fflush(s->p.log);
+}
+
 /* Generate for one job (worker thread, srv.mu not held). */
 static void run_job(srv *s, job *j) {
     const srv_model *m = &s->m;
@@ -149,6 +164,7 @@ static void run_job(srv *s, job *j) {
     int thinking = rq->thinking >= 0 ? rq->thinking : m->thinking;
     int status = 400;
     const char *etype = "invalid_request_error";
+    double t_start = gen_now(), t_prefilled = 0;
 
     /* 1. the prompt */
     if (rq->api == OAI_COMPLETIONS) {
@@ -183,6 +199,7 @@ static void run_job(srv *s, job *j) {
     /* 3. prefill (the longest common prefix with the cache is kept) */
     if (client_gone(j->fd)) j->stop = 1;
     int cached = j->stop ? -2 : gen_prefill(m->g, ids.v, (int)ids.n, &j->stop, &err);
+    t_prefilled = gen_now();
     if (cached == -2) {
         pt_errf(&err, "cancelled: the client went away");
         status = 499;
@@ -266,7 +283,10 @@ static void run_job(srv *s, job *j) {
         j->body = oai_reply(rq->api, &r);
         if (!j->body) job_fail(j, 500, "server_error", NULL, "out of memory");
     }
+    char finish[sizeof s->last_finish];
+    snprintf(finish, sizeof finish, "%s", s->last_finish);
     pthread_mutex_unlock(&s->mu);
+    log_job(s, j, grc ? (rc.streaming ? 200 : 500) : 200, (int)ids.n, cached, &res, t_start, t_prefilled, finish);
     tok_bytes_free(&text);
     goto out;
 fail:
@@ -274,6 +294,7 @@ fail:
     if (status == 499) s->n_cancelled++, snprintf(s->last_finish, sizeof s->last_finish, "cancelled");
     job_fail(j, status, etype, status == 400 ? "invalid_request" : NULL, err.msg);
     pthread_mutex_unlock(&s->mu);
+    log_job(s, j, status, (int)ids.n, 0, NULL, t_start, t_prefilled, err.msg);
 out:
     if (have_parsed) chat_parsed_free(&parsed);
     oai_split_free(&rc.split);

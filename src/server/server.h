@@ -19,13 +19,15 @@
  * body size (Content-Length checked before reading; a chunked body that grows
  * past it closes the connection), an idle timeout for slow or half-open
  * connections, and a cap on connections. Errors are OpenAI-shaped JSON.
- * Nothing here prints except the start-up lines and warnings the caller asks
- * for; nothing exits.
+ * Nothing here prints except one line per generation to srv_params.log (when
+ * set): status, endpoint, prompt/cached/generated tokens, prefill time and
+ * decode rate measured in the worker; nothing exits.
  */
 #ifndef PT_SERVER_H
 #define PT_SERVER_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "common.h"
 #include "petrel.h"
@@ -44,6 +46,7 @@ typedef struct srv_params {
     int timeout_s;          /* an idle connection is closed after this */
     int max_conns;          /* simultaneous connections */
     const char *model_name; /* the id /v1/models and replies show */
+    FILE *log;              /* a line per generation request; NULL: none */
 } srv_params;
 
 /* What the worker generates with; everything stays the caller's and must
