@@ -82,7 +82,7 @@ void pt_engine_stats(const pt_engine *e, pt_stats *st);
 
 typedef struct pt_session_params {
     int n_ctx;   /* positions the KV cache holds; 0: 4096 (capped by the model's training context) */
-    int n_batch; /* rows evaluated per forward chunk; 0: 64 */
+    int n_batch; /* rows evaluated per forward chunk; 0: 256 */
 } pt_session_params;
 
 pt_session *pt_session_new(pt_engine *e, const pt_session_params *p, char *err, size_t err_len);

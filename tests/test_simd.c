@@ -183,6 +183,64 @@ static void simd_panel_matches_ref(void) {
     }
 }
 
+/* The four-row kernels return, for each activation row, the bits of the
+ * single-row kernel of their level (a stride wider than a row, lengths of one
+ * block to 7168 weights); qt_dot4_upto follows qt_dot_upto's level. */
+static void simd_dot4_bit_identical(void) {
+    const uint32_t want4[] = {QT_Q8_0, QT_Q2_K, QT_Q4_K, QT_Q6_K};
+    int tested = 0;
+    for (int isa = QT_ISA_SCALAR; isa <= qt_isa_detect(); isa++) {
+        for (uint32_t type = 0; type < QT_COUNT; type++) {
+            const qt_traits *t = qt_get(type);
+            qt_dot4_fn f4 = qt_dot4_impl(type, isa);
+            if (isa == QT_ISA_SCALAR) CHECKF(f4 == NULL, "%s has a scalar four-row kernel", qt_name(type));
+            if (!f4) continue;
+            qt_dot_fn f = qt_dot_impl(type, isa);
+            CHECKF(f != NULL, "%s %s: a four-row kernel without a single-row one", t->name, isa_name(isa));
+            if (!f) continue;
+            tested++;
+            const int64_t lens[] = {t->block, 2 * (int64_t)t->block, 9 * (int64_t)t->block, 4096, 7168};
+            for (size_t k = 0; k < PT_ARRAY_LEN(lens); k++) {
+                const int64_t n = lens[k];
+                uint64_t wbytes, abytes;
+                CHECK(qt_row_bytes(type, n, &wbytes) == 0 && qt_row_bytes((uint32_t)t->act_type, n, &abytes) == 0);
+                const uint64_t stride = abytes + 96;
+                uint8_t *w = malloc(wbytes), *a = calloc(4, stride);
+                float *x = malloc((size_t)n * sizeof *x);
+                qr_rng r = {0xD074 + type * 131 + (uint64_t)n};
+                for (int trial = 0; trial < 3; trial++) {
+                    qr_fill_weights(&r, type, w, n);
+                    for (int row = 0; row < 4; row++) {
+                        qr_fill_acts(&r, x, n);
+                        qt_quantize_act_ref((uint32_t)t->act_type, x, a + row * stride, n);
+                    }
+                    float got[4];
+                    f4(w, a, stride, n, got);
+                    for (int row = 0; row < 4; row++) {
+                        const float one = f(w, a + row * stride, n);
+                        CHECKF(memcmp(&one, &got[row], sizeof one) == 0, "%s %s n=%lld row %d: four-row %.9g, single %.9g",
+                               t->name, isa_name(isa), (long long)n, row, (double)got[row], (double)one);
+                    }
+                }
+                free(w);
+                free(a);
+                free(x);
+            }
+        }
+    }
+    for (size_t i = 0; i < PT_ARRAY_LEN(want4); i++)
+        for (int isa = QT_ISA_AVX2; isa <= qt_isa_detect(); isa++)
+            CHECKF(qt_dot4_impl(want4[i], isa) != NULL, "%s has no %s four-row kernel", qt_name(want4[i]), isa_name(isa));
+    for (int lim = -1; lim <= qt_isa_detect(); lim++) {
+        int lvl = -1;
+        for (int isa = lim < 0 ? qt_isa_detect() : lim; isa >= QT_ISA_SCALAR && lvl < 0; isa--)
+            if (qt_dot_impl(QT_Q4_K, isa)) lvl = isa;
+        CHECK(qt_dot_upto(QT_Q4_K, lim) == qt_dot_impl(QT_Q4_K, lvl));
+        CHECK(qt_dot4_upto(QT_Q4_K, lim) == qt_dot4_impl(QT_Q4_K, lvl));
+    }
+    if (!tested) t_skip("no SIMD level on this CPU");
+}
+
 /* Detection agrees with the CPU, and qt_dot_best really picks SIMD: a test
  * that silently fell back to the scalar path would otherwise pass. */
 static void simd_dispatch_picks_best(void) {
@@ -267,6 +325,7 @@ T_SUITE(simd) {
     T_ADD(simd_f32_kernels_bit_identical);
     T_ADD(simd_scalar_level_is_ref);
     T_ADD(simd_panel_matches_ref);
+    T_ADD(simd_dot4_bit_identical);
     T_ADD(simd_dispatch_picks_best);
     T_ADD(simd_avx2_matches_ref);
     T_ADD(simd_avx512_matches_ref);

@@ -403,7 +403,7 @@ pt_session *pt_session_new(pt_engine *e, const pt_session_params *p, char *err, 
     pt_err er = {{0}};
     int n_ctx = p && p->n_ctx > 0 ? p->n_ctx : 4096;
     if (n_ctx > e->n_ctx_train && e->n_ctx_train > 0 && !(p && p->n_ctx > 0)) n_ctx = e->n_ctx_train;
-    int n_batch = p && p->n_batch > 0 ? p->n_batch : 64;
+    int n_batch = p && p->n_batch > 0 ? p->n_batch : 256;
     pt_session *s = calloc(1, sizeof *s);
     if (!s) {
         snprintf(err, err_len, "out of memory");

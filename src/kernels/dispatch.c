@@ -103,6 +103,14 @@ qt_dot_fn qt_dot_panel_avx512(uint32_t type) {
     (void)type;
     return NULL;
 }
+qt_dot4_fn qt_dot4_avx2(uint32_t type) {
+    (void)type;
+    return NULL;
+}
+qt_dot4_fn qt_dot4_avx512(uint32_t type) {
+    (void)type;
+    return NULL;
+}
 const qt_f32_kernels *qt_f32_avx2(void) {
     return NULL;
 }
@@ -127,11 +135,12 @@ qt_dot_fn qt_dot_impl(uint32_t type, int isa) {
 }
 
 static qt_dot_fn best_table[QT_COUNT];
+static int best_top; /* qt_isa_detect(), once: CPUID traps to the hypervisor in a VM */
 static pthread_once_t best_once = PTHREAD_ONCE_INIT;
 
 /* Highest supported level that has a kernel for each type; scalar otherwise. */
 static void best_init(void) {
-    const int top = qt_isa_detect();
+    const int top = best_top = qt_isa_detect();
     for (uint32_t t = 0; t < QT_COUNT; t++) {
         qt_dot_fn f = NULL;
         for (int isa = top; isa >= QT_ISA_SCALAR && !f; isa--)
@@ -145,13 +154,34 @@ qt_dot_fn qt_dot_best(uint32_t type) {
     return type < QT_COUNT ? best_table[type] : NULL;
 }
 
+static int isa_top(void) {
+    pthread_once(&best_once, best_init);
+    return best_top;
+}
+
 qt_dot_fn qt_dot_upto(uint32_t type, int max_isa) {
     if (max_isa < 0) return qt_dot_best(type);
-    const int top = qt_isa_detect();
+    const int top = isa_top();
     for (int isa = max_isa < top ? max_isa : top; isa >= QT_ISA_SCALAR; isa--) {
         qt_dot_fn f = qt_dot_impl(type, isa);
         if (f) return f;
     }
+    return NULL;
+}
+
+qt_dot4_fn qt_dot4_impl(uint32_t type, int isa) {
+    if (type >= QT_COUNT) return NULL;
+    switch (isa) {
+    case QT_ISA_AVX2: return qt_dot4_avx2(type);
+    case QT_ISA_AVX512: return qt_dot4_avx512(type);
+    default: return NULL;
+    }
+}
+
+qt_dot4_fn qt_dot4_upto(uint32_t type, int max_isa) {
+    const int top = isa_top();
+    for (int isa = max_isa < 0 || max_isa > top ? top : max_isa; isa >= QT_ISA_SCALAR; isa--)
+        if (qt_dot_impl(type, isa)) return qt_dot4_impl(type, isa); /* the level qt_dot_upto picks */
     return NULL;
 }
 
@@ -219,7 +249,7 @@ qt_dot_fn qt_dot_panel_impl(uint32_t type, int isa) {
 }
 
 qt_dot_fn qt_dot_panel_upto(uint32_t type, int max_isa) {
-    const int top = qt_isa_detect();
+    const int top = isa_top();
     for (int isa = max_isa < 0 || max_isa > top ? top : max_isa; isa >= QT_ISA_SCALAR; isa--) {
         qt_dot_fn f = qt_dot_panel_impl(type, isa);
         if (f) return f;

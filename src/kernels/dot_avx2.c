@@ -30,6 +30,10 @@ qt_dot_fn qt_dot_avx2(uint32_t type) {
     return x86_body_table(type);
 }
 
+qt_dot4_fn qt_dot4_avx2(uint32_t type) {
+    return x86_dot4_table(type);
+}
+
 qt_dot_fn qt_dot_panel_avx2(uint32_t type) {
     return x86_panel_table(type);
 }

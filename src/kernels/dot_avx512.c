@@ -32,6 +32,10 @@ qt_dot_fn qt_dot_avx512(uint32_t type) {
     return x86_body_table(type);
 }
 
+qt_dot4_fn qt_dot4_avx512(uint32_t type) {
+    return x86_dot4_table(type);
+}
+
 qt_dot_fn qt_dot_panel_avx512(uint32_t type) {
     return x86_panel_table(type);
 }

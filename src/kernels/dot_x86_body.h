@@ -666,6 +666,173 @@ static void f32_axpy(float *acc, float a, const float *x, int64_t n) {
 
 static const qt_f32_kernels x86_f32_kernels = {f32_dot_ggml, f32_axpy};
 
+/* ===== Four activation rows at once (batched matmuls) =====
+ *
+ * out[r] = dot(w, a + r * as, n) for r = 0..3, each bit-identical to the
+ * single-row kernel above: row r keeps its own accumulators and receives the
+ * same float operations in the same order; what the four share is the integer
+ * work on the weights (loads, nibble/bit unpacking, scale shuffles), which is
+ * most of a K-quant kernel. The row loops have a constant trip count and are
+ * unrolled, so the accumulators stay in registers. */
+#define NR4 4
+#define ROWS4(T, a, as, y)                                                                         \
+    const T *y[NR4];                                                                               \
+    for (int r = 0; r < NR4; r++) y[r] = (const T *)((const uint8_t *)(a) + (uint64_t)r * (as))
+
+static void dot4_q8_0(const void *w, const void *a, uint64_t as, int64_t n, float *out) {
+    const block_q8_0 *x = w;
+    ROWS4(block_q8_0, a, as, y);
+    __m256 acc[NR4];
+    for (int r = 0; r < NR4; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 32; i++) {
+        const __m256i wv = loadu256(x[i].qs), wa = _mm256_sign_epi8(wv, wv);
+        const float dx = f16(x[i].d);
+#pragma GCC unroll 4
+        for (int r = 0; r < NR4; r++) {
+            const __m256i p = dot_u8s8(_mm256_setzero_si256(), wa, _mm256_sign_epi8(loadu256(y[r][i].qs), wv));
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dx * f16(y[r][i].d)), _mm256_cvtepi32_ps(p), acc[r]);
+        }
+    }
+    for (int r = 0; r < NR4; r++) out[r] = hsum_ps(acc[r]);
+}
+
+static void dot4_q2_K(const void *w, const void *a, uint64_t as, int64_t n, float *out) {
+    const block_q2_K *x = w;
+    ROWS4(block_q8_K, a, as, y);
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    __m256 acc[NR4];
+    for (int r = 0; r < NR4; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const __m128i raw = loadu128(x[i].scales);
+        const __m128i sc = _mm_and_si128(raw, m4);
+        const __m256i mn = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), m4));
+        const float dmin = f16(x[i].dmin), d = f16(x[i].d);
+        __m256i sumi[NR4];
+#pragma GCC unroll 4
+        for (int r = 0; r < NR4; r++) {
+            const __m256i pm = _mm256_madd_epi16(mn, loadu256(y[r][i].bsums));
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(-y[r][i].d * dmin), _mm256_cvtepi32_ps(pm), acc[r]);
+            sumi[r] = _mm256_setzero_si256();
+        }
+        __m256i half[2];
+        scales16_u8(sc, &half[0], &half[1]);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const __m256i q = loadu256(x[i].qs + 32 * h);
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) {
+                const __m256i v = _mm256_and_si256(srl16(q, 2 * j), _mm256_set1_epi8(3));
+                const __m256i cs = chunk_scales(half[h], j);
+#pragma GCC unroll 4
+                for (int r = 0; r < NR4; r++)
+                    sumi[r] = dot_i16(sumi[r], _mm256_maddubs_epi16(v, loadu256(y[r][i].qs + 128 * h + 32 * j)), cs);
+            }
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < NR4; r++)
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y[r][i].d * d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+    }
+    for (int r = 0; r < NR4; r++) out[r] = hsum_ps(acc[r]);
+}
+
+static void dot4_q4_K(const void *w, const void *a, uint64_t as, int64_t n, float *out) {
+    const block_q4_K *x = w;
+    ROWS4(block_q8_K, a, as, y);
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    __m256 acc[NR4];
+    __m128 acc_m[NR4];
+    for (int r = 0; r < NR4; r++) acc[r] = _mm256_setzero_ps(), acc_m[r] = _mm_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const __m128i scmn = k4_scales_mins(x[i].scales);
+        const __m128i mins = _mm_cvtepu8_epi16(_mm_srli_si128(scmn, 8));
+        const float dmin = f16(x[i].dmin), d = f16(x[i].d);
+        __m256i sumi[NR4];
+#pragma GCC unroll 4
+        for (int r = 0; r < NR4; r++) {
+            const __m128i q8s = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y[r][i].bsums),
+                                               _mm_loadu_si128((const __m128i *)(y[r][i].bsums + 8)));
+            const __m128i pm = _mm_madd_epi16(mins, q8s);
+            acc_m[r] = _mm_fmadd_ps(_mm_set1_ps(-y[r][i].d * dmin), _mm_cvtepi32_ps(pm), acc_m[r]);
+            sumi[r] = _mm256_setzero_si256();
+        }
+        const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scmn));
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            const __m256i q = loadu256(x[i].qs + 32 * c);
+            const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            const __m256i s0 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)((4 * c + 1) << 8 | 4 * c)));
+            const __m256i s1 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)((4 * c + 3) << 8 | (4 * c + 2))));
+#pragma GCC unroll 4
+            for (int r = 0; r < NR4; r++) {
+                const int8_t *q8 = y[r][i].qs + 64 * c;
+                sumi[r] = dot_i16(sumi[r], _mm256_maddubs_epi16(lo, loadu256(q8)), s0);
+                sumi[r] = dot_i16(sumi[r], _mm256_maddubs_epi16(hi, loadu256(q8 + 32)), s1);
+            }
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < NR4; r++)
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y[r][i].d * d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+    }
+    for (int r = 0; r < NR4; r++) {
+        __m128 m = _mm_add_ps(acc_m[r], _mm_movehl_ps(acc_m[r], acc_m[r]));
+        m = _mm_add_ss(m, _mm_movehdup_ps(m));
+        out[r] = hsum_ps(acc[r]) + _mm_cvtss_f32(m);
+    }
+}
+
+static void dot4_q6_K(const void *w, const void *a, uint64_t as, int64_t n, float *out) {
+    const block_q6_K *x = w;
+    ROWS4(block_q8_K, a, as, y);
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m3 = _mm256_set1_epi8(0x30);
+    __m256 acc[NR4];
+    for (int r = 0; r < NR4; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const __m128i sc = loadu128(x[i].scales);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(sc);
+        const float d = f16(x[i].d);
+        __m256i sumi[NR4];
+#pragma GCC unroll 4
+        for (int r = 0; r < NR4; r++)
+            sumi[r] = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                       _mm256_slli_epi32(_mm256_madd_epi16(sc16, loadu256(y[r][i].bsums)), 5));
+        __m256i half[2];
+        scales16_s8(sc, &half[0], &half[1]);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const __m256i la = loadu256(x[i].ql + 64 * h), lb = loadu256(x[i].ql + 64 * h + 32);
+            const __m256i hq = loadu256(x[i].qh + 32 * h);
+            const __m256i v[4] = {
+                _mm256_or_si256(_mm256_and_si256(la, m4), _mm256_and_si256(_mm256_slli_epi16(hq, 4), m3)),
+                _mm256_or_si256(_mm256_and_si256(lb, m4), _mm256_and_si256(_mm256_slli_epi16(hq, 2), m3)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(la, 4), m4), _mm256_and_si256(hq, m3)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lb, 4), m4),
+                                _mm256_and_si256(_mm256_srli_epi16(hq, 2), m3))};
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                const __m256i cs = chunk_scales(half[h], k);
+#pragma GCC unroll 4
+                for (int r = 0; r < NR4; r++)
+                    sumi[r] = dot_i16(sumi[r], _mm256_maddubs_epi16(v[k], loadu256(y[r][i].qs + 128 * h + 32 * k)), cs);
+            }
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < NR4; r++)
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y[r][i].d * d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+    }
+    for (int r = 0; r < NR4; r++) out[r] = hsum_ps(acc[r]);
+}
+
+/* The four-row kernel for `type`, or NULL (the caller runs the single-row one four times). */
+static qt_dot4_fn x86_dot4_table(uint32_t type) {
+    switch (type) {
+    case QT_Q8_0: return dot4_q8_0;
+    case QT_Q2_K: return dot4_q2_K;
+    case QT_Q4_K: return dot4_q4_K;
+    case QT_Q6_K: return dot4_q6_K;
+    default: return NULL;
+    }
+}
+
 /* ===== Table ===== */
 
 /* The kernel for `type`, or NULL when this file has none. */

@@ -89,6 +89,16 @@ qt_dot_fn qt_dot_best(uint32_t type);
  * Lets a user or a test pin the kernels, e.g. to compare SIMD with scalar. */
 qt_dot_fn qt_dot_upto(uint32_t type, int max_isa);
 
+/* Four activation rows against one weight row: out[r] = dot(w, a + r * a_stride, n)
+ * for r = 0..3, each bit-identical to the single-row kernel of the same ISA level
+ * (every row keeps its own accumulators, in the same order); the weight blocks
+ * are loaded and unpacked once for the four. For batched matmuls (prompts). */
+typedef void (*qt_dot4_fn)(const void *w, const void *a, uint64_t a_stride, int64_t n, float *out);
+/* The four-row kernel at exactly ISA level isa (NULL: none; the scalar level has none). */
+qt_dot4_fn qt_dot4_impl(uint32_t type, int isa);
+/* The four-row kernel of the level qt_dot_upto(type, max_isa) picks, or NULL. */
+qt_dot4_fn qt_dot4_upto(uint32_t type, int max_isa);
+
 /* Panel order. For the 256-weight IQ types (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS,
  * IQ2_S, IQ3_XXS, IQ3_S, IQ4_XS) llama.cpp's CPU backend computes a batched
  * matmul (8 or more activation rows, output rows a multiple of 8) with its IQ
@@ -122,6 +132,8 @@ qt_dot_fn qt_dot_avx2(uint32_t type);
 qt_dot_fn qt_dot_avx512(uint32_t type);
 qt_dot_fn qt_dot_panel_avx2(uint32_t type);
 qt_dot_fn qt_dot_panel_avx512(uint32_t type);
+qt_dot4_fn qt_dot4_avx2(uint32_t type);
+qt_dot4_fn qt_dot4_avx512(uint32_t type);
 
 /* ===== F32 kernels in ggml's lane order =====
  * The attention arithmetic behind nn/ops.c (nn_dot_f32, nn_wsum_add), which
