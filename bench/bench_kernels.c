@@ -8,8 +8,10 @@
  * and ~64 MB (larger than any L3 here: streams from DRAM, the regime of a
  * huge MoE model). Reported: GB/s of weight bytes read and the speedup over
  * the scalar reference at the same size. Each measurement is the best of
- * rounds of passes over MEASURE_S seconds after one warm-up pass; the whole run takes well
- * under a minute. Usage: bench_petrel [TYPE]  (e.g. Q4_K: that type only).
+ * rounds of passes over MEASURE_S seconds after one warm-up pass. A second table
+ * times the four-row kernels (qt_dot4_fn, a prompt batch) on the 1 MB matrix
+ * against four single-row passes at the same ISA level. The whole run takes
+ * well under a minute. Usage: bench_petrel [TYPE]  (e.g. Q4_K: that type only).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,12 +42,34 @@ static void matvec(qt_dot_fn f, const uint8_t *w, size_t row_bytes, int64_t rows
         out[r] = f(w + (size_t)r * row_bytes, act, NCOLS);
 }
 
+/* Four activation rows (act, act + as, ...): four single-row passes when f4 is
+ * NULL, else one pass of the four-row kernel. out: [4][rows]. */
+typedef struct pass4 {
+    qt_dot_fn f;
+    qt_dot4_fn f4;
+    uint64_t as;
+} pass4;
+
+static void matvec4(const pass4 *p, const uint8_t *w, size_t row_bytes, int64_t rows, const uint8_t *act,
+                    float *out) {
+    if (!p->f4) {
+        for (int k = 0; k < 4; k++) matvec(p->f, w, row_bytes, rows, act + k * p->as, out + k * rows);
+        return;
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        float o[4];
+        p->f4(w + (size_t)r * row_bytes, act, p->as, NCOLS, o);
+        for (int k = 0; k < 4; k++) out[k * rows + r] = o[k];
+    }
+}
+
 /* GB/s of weight bytes for kernel f over `rows` rows: the best of several
  * rounds of passes (each round at least ROUND_S), which filters out other
  * processes sharing the core; MEASURE_S of rounds in all. */
-static double measure(qt_dot_fn f, const uint8_t *w, size_t row_bytes, int64_t rows,
-                      const void *act, float *out) {
-    matvec(f, w, row_bytes, rows, act, out); /* warm-up: caches, page faults */
+static double measure(const pass4 *p, const uint8_t *w, size_t row_bytes, int64_t rows,
+                      const void *act, float *out, int four) {
+#define PASS() (four ? matvec4(p, w, row_bytes, rows, act, out) : matvec(p->f, w, row_bytes, rows, act, out))
+    PASS(); /* warm-up: caches, page faults */
     const double bytes = (double)row_bytes * (double)rows;
     const double start = now_s();
     double best = 0;
@@ -54,13 +78,14 @@ static double measure(qt_dot_fn f, const uint8_t *w, size_t row_bytes, int64_t r
         const double t0 = now_s();
         double t;
         do {
-            matvec(f, w, row_bytes, rows, act, out);
+            PASS();
             passes++;
             t = now_s() - t0;
         } while (t < ROUND_S);
         if (bytes * passes / t > best) best = bytes * passes / t;
     } while (now_s() - start < MEASURE_S);
     return best / 1e9;
+#undef PASS
 }
 
 int main(int argc, char **argv) {
@@ -73,9 +98,9 @@ int main(int argc, char **argv) {
 
     uint8_t *w = malloc(sizes[1] + 64);
     float *x = malloc(NCOLS * sizeof *x);
-    void *act = malloc(NCOLS * 8); /* largest act row: F32, 4 bytes per weight */
+    uint8_t *act = malloc(4 * NCOLS * 4); /* four act rows; the largest is F32, 4 bytes per weight */
     /* one float per row; no type has rows under 512 bytes at NCOLS weights */
-    float *out = malloc(sizes[1] / 512 * sizeof *out);
+    float *out = malloc(4 * (sizes[1] / 512) * sizeof *out);
     if (!w || !x || !act || !out) {
         fprintf(stderr, "bench_kernels: out of memory\n");
         return 1;
@@ -104,7 +129,8 @@ int main(int argc, char **argv) {
             for (int isa = QT_ISA_SCALAR; isa <= top; isa++) {
                 qt_dot_fn f = qt_dot_impl(type, isa);
                 if (!f) continue;
-                const double gbs = measure(f, w, row_bytes, rows, act, out);
+                const pass4 p = {f, NULL, 0};
+                const double gbs = measure(&p, w, row_bytes, rows, act, out, 0);
                 sink += out[0];
                 if (isa == QT_ISA_SCALAR) base = gbs;
                 printf("%-8s %-7s %-7s %9.2f %9.2f\n", t->name, s ? "64 MB" : "1 MB", isa_name(isa),
@@ -115,6 +141,31 @@ int main(int argc, char **argv) {
         benched++;
     }
     if (!benched) printf("(no SIMD kernels in this build/CPU: nothing to compare)\n");
+
+    printf("\nfour activation rows (a prompt batch), 1 MB of weights: GB/s of weight bytes x 4 rows\n");
+    printf("%-8s %-7s %12s %12s %9s\n", "type", "ISA", "4 x single", "four-row", "speedup");
+    for (uint32_t type = 0; type < QT_COUNT; type++) {
+        const qt_traits *t = qt_get(type);
+        if (!t || t->act_type < 0 || (only && strcmp(only, t->name) != 0)) continue;
+        uint64_t rb64, ab64;
+        if (qt_row_bytes(type, NCOLS, &rb64) || qt_row_bytes((uint32_t)t->act_type, NCOLS, &ab64)) continue;
+        const int64_t rows = (int64_t)(sizes[0] / rb64) > 0 ? (int64_t)(sizes[0] / rb64) : 1;
+        for (int k = 0; k < 4; k++) {
+            qr_fill_acts(&r, x, NCOLS);
+            qt_quantize_act_ref((uint32_t)t->act_type, x, act + k * ab64, NCOLS);
+        }
+        qr_fill_weights(&r, type, w, rows * NCOLS);
+        for (int isa = QT_ISA_AVX2; isa <= top; isa++) {
+            qt_dot4_fn f4 = qt_dot4_impl(type, isa);
+            if (!f4) continue;
+            const pass4 single = {qt_dot_impl(type, isa), NULL, ab64}, four = {NULL, f4, ab64};
+            const double g1 = 4 * measure(&single, w, (size_t)rb64, rows, act, out, 1);
+            const double g4 = 4 * measure(&four, w, (size_t)rb64, rows, act, out, 1);
+            sink += out[0];
+            printf("%-8s %-7s %12.2f %12.2f %9.2f\n", t->name, isa_name(isa), g1, g4, g4 / g1);
+            fflush(stdout);
+        }
+    }
     free(w);
     free(x);
     free(act);

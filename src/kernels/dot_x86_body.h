@@ -735,6 +735,85 @@ static void dot4_q2_K(const void *w, const void *a, uint64_t as, int64_t n, floa
     for (int r = 0; r < NR4; r++) out[r] = hsum_ps(acc[r]);
 }
 
+static void dot4_q3_K(const void *w, const void *a, uint64_t as, int64_t n, float *out) {
+    const block_q3_K *x = w;
+    ROWS4(block_q8_K, a, as, y);
+    __m256 acc[NR4];
+    for (int r = 0; r < NR4; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const __m128i sc = q3k_scales(x[i].scales);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(sc), hm = loadu256(x[i].hmask);
+        const float d = f16(x[i].d);
+        __m256i sumi[NR4];
+#pragma GCC unroll 4
+        for (int r = 0; r < NR4; r++)
+            sumi[r] = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                       _mm256_slli_epi32(_mm256_madd_epi16(sc16, loadu256(y[r][i].bsums)), 2));
+        __m256i half[2];
+        scales16_s8(sc, &half[0], &half[1]);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const __m256i q = loadu256(x[i].qs + 32 * h);
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) {
+                const __m256i hb = _mm256_and_si256(srl16(hm, 4 * h + j), _mm256_set1_epi8(1));
+                const __m256i v = _mm256_or_si256(_mm256_and_si256(srl16(q, 2 * j), _mm256_set1_epi8(3)),
+                                                  _mm256_slli_epi16(hb, 2));
+                const __m256i cs = chunk_scales(half[h], j);
+#pragma GCC unroll 4
+                for (int r = 0; r < NR4; r++)
+                    sumi[r] = dot_i16(sumi[r], _mm256_maddubs_epi16(v, loadu256(y[r][i].qs + 128 * h + 32 * j)), cs);
+            }
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < NR4; r++)
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y[r][i].d * d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+    }
+    for (int r = 0; r < NR4; r++) out[r] = hsum_ps(acc[r]);
+}
+
+static void dot4_q5_K(const void *w, const void *a, uint64_t as, int64_t n, float *out) {
+    const block_q5_K *x = w;
+    ROWS4(block_q8_K, a, as, y);
+    const __m256i m4 = _mm256_set1_epi8(0x0f), b4 = _mm256_set1_epi8(0x10);
+    __m256 acc[NR4];
+    for (int r = 0; r < NR4; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const __m128i scmn = k4_scales_mins(x[i].scales);
+        const float dmin = f16(x[i].dmin), d = f16(x[i].d);
+        __m256i sumi[NR4];
+#pragma GCC unroll 4
+        for (int r = 0; r < NR4; r++) {
+            const __m256i pm = k4_mins_dot(scmn, y[r][i].bsums);
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(-y[r][i].d * dmin), _mm256_cvtepi32_ps(pm), acc[r]);
+            sumi[r] = _mm256_setzero_si256();
+        }
+        const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scmn));
+        const __m256i qh = loadu256(x[i].qh);
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            const __m256i q = loadu256(x[i].qs + 32 * c);
+            const __m256i hb = srl16(qh, 2 * c);
+            const __m256i s0 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)((4 * c + 1) << 8 | 4 * c)));
+            const __m256i s1 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)((4 * c + 3) << 8 | (4 * c + 2))));
+            const __m256i v0 =
+                _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), b4));
+            const __m256i v1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+                                               _mm256_and_si256(_mm256_slli_epi16(hb, 3), b4));
+#pragma GCC unroll 4
+            for (int r = 0; r < NR4; r++) {
+                const int8_t *q8 = y[r][i].qs + 64 * c;
+                sumi[r] = dot_i16(sumi[r], _mm256_maddubs_epi16(v0, loadu256(q8)), s0);
+                sumi[r] = dot_i16(sumi[r], _mm256_maddubs_epi16(v1, loadu256(q8 + 32)), s1);
+            }
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < NR4; r++)
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y[r][i].d * d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+    }
+    for (int r = 0; r < NR4; r++) out[r] = hsum_ps(acc[r]);
+}
+
 static void dot4_q4_K(const void *w, const void *a, uint64_t as, int64_t n, float *out) {
     const block_q4_K *x = w;
     ROWS4(block_q8_K, a, as, y);
@@ -827,7 +906,9 @@ static qt_dot4_fn x86_dot4_table(uint32_t type) {
     switch (type) {
     case QT_Q8_0: return dot4_q8_0;
     case QT_Q2_K: return dot4_q2_K;
+    case QT_Q3_K: return dot4_q3_K;
     case QT_Q4_K: return dot4_q4_K;
+    case QT_Q5_K: return dot4_q5_K;
     case QT_Q6_K: return dot4_q6_K;
     default: return NULL;
     }
