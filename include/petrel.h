@@ -89,6 +89,7 @@ pt_session *pt_session_new(pt_engine *e, const pt_session_params *p, char *err, 
 void pt_session_free(pt_session *s);
 
 int pt_session_n_ctx(const pt_session *s);
+int pt_session_n_batch(const pt_session *s);
 int pt_session_n_past(const pt_session *s);
 /* Drop the cache after the first n positions (0 clears it). */
 void pt_session_truncate(pt_session *s, int n);

@@ -66,15 +66,33 @@ static void mm_worker(void *arg, int ith, int nth) {
     }
 }
 
+/* Quantising the activation rows for the dot products: in the workers too
+ * when there are several (a prompt batch), else it would be the serial part. */
+typedef struct act_job {
+    uint32_t type;
+    const float *x;
+    int64_t n_in;
+    uint8_t *act;
+    uint64_t arb;
+    int n_rows;
+} act_job;
+
+static void act_worker(void *arg, int ith, int nth) {
+    const act_job *j = arg;
+    long lo, hi;
+    tp_range(j->n_rows, ith, nth, &lo, &hi);
+    for (long t = lo; t < hi; t++) qt_quantize_act_ref(j->type, j->x + t * j->n_in, j->act + (uint64_t)t * j->arb, j->n_in);
+}
+
 static void run(mm_ctx *c, const mm_weight *w, const float *x, int n_rows, float *y, int64_t ldy, int routed) {
     const qt_traits *tr = qt_get(w->type);
     PT_ASSERT(tr && tr->act_type >= 0);
     uint64_t arb;
     PT_ASSERT(qt_row_bytes((uint32_t)tr->act_type, w->n_in, &arb) == 0);
     PT_ASSERT(arb * (uint64_t)n_rows <= c->act_cap);
-    for (int t = 0; t < n_rows; t++)
-        qt_quantize_act_ref((uint32_t)tr->act_type, x + (int64_t)t * w->n_in, c->act + (uint64_t)t * arb,
-                            w->n_in);
+    act_job aj = {(uint32_t)tr->act_type, x, w->n_in, c->act, arb, n_rows};
+    if (n_rows >= 4) tp_run(c->pool, act_worker, &aj);
+    else act_worker(&aj, 0, 1);
     /* llama.cpp computes batched matmuls of some types in another float order
      * than its single-row dot (IQ panel gemm, tinyBLAS); one ulp there can flip
      * a later activation rounding, so follow it (see qt_use_panel) */

@@ -5,9 +5,6 @@
 #include <string.h>
 #include <time.h>
 
-/* Prompt rows per pt_session_eval call: small enough that Ctrl-C is noticed
- * during a long prefill, large enough to keep the batched kernels busy. */
-#define GEN_PREFILL_CHUNK 256
 
 struct gen {
     pt_engine *e;
@@ -95,9 +92,12 @@ int gen_prefill(gen *g, const int32_t *ids, int n, const volatile sig_atomic_t *
     g->n_cache = keep;
     g->have_logits = 0;
     char msg[512];
+    /* one forward chunk per call: Ctrl-C (or a client leaving) is noticed
+     * between chunks, and the chunk is as large as the session batches */
+    const int chunk = pt_session_n_batch(g->s);
     while (keep < n) {
         if (stop && *stop) return -2;
-        int m = n - keep < GEN_PREFILL_CHUNK ? n - keep : GEN_PREFILL_CHUNK;
+        int m = n - keep < chunk ? n - keep : chunk;
         if (pt_session_eval(g->s, ids + keep, m, g->logits, 0, NULL, msg, sizeof msg))
             return pt_errf(err, "%s", msg);
         memcpy(g->cache + keep, ids + keep, (size_t)m * sizeof *ids);
