@@ -1,40 +1,66 @@
 #!/bin/sh
 # bench/stream.sh — the streaming benchmark of `make bench BENCH_STREAM=1`: a
-# synthetic glm-dsa GGUF several times larger than a cgroup memory limit, run
-# side by side under that limit by petrel streaming (expert pack / GGUF, LRU /
-# LFU, prefetch on/off), petrel with experts through plain mmap, llama.cpp in
-# its best larger-than-memory setting (--no-repack --load-mode mmap) and in its
+# synthetic MoE GGUF several times larger than a cgroup memory limit, run side
+# by side under that limit by petrel streaming (expert pack / GGUF, LRU / LFU,
+# prefetch on/off), petrel with experts through plain mmap, llama.cpp in its
+# best larger-than-memory setting (--no-repack --load-mode mmap) and in its
 # default setting. Reports decode tok/s, time to first token, expert-cache hit
 # rate, bytes read per token, read throughput against the disk bandwidth that
-# tools/ioprobe.c measures, I/O stall time, peak memory (cgroup and petrel's
-# own) and the Belady bound of each petrel run's routing trace.
+# tools/ioprobe.c measures (with reads the size of one expert record), I/O
+# stall time, peak memory (cgroup and petrel's own) and the Belady bound of
+# each petrel run's routing trace.
 #
-#   sudo BUILD=build LLAMA_CPP_DIR=/path/to/llama.cpp/build sh bench/stream.sh
-#   make bench BENCH_STREAM=1 [LLAMA_CPP_DIR=...]          (the same, after the other benchmarks)
+#   sudo BUILD=build LLAMA_CPP_DIR=/path/to/llama.cpp/build [STREAM_ARCH=gemma4] sh bench/stream.sh
+#   make bench BENCH_STREAM=1 [LLAMA_CPP_DIR=...]   (after the other benchmarks, once per
+#                                                    architecture in BENCH_STREAM_ARCHS)
 #
-# Needs root and a cgroup v1 memory controller at /sys/fs/cgroup/memory (the
-# page cache is charged to the cgroup, so an mmap-ed model cannot hide in it);
-# every run starts with a dropped page cache. The model (about 16.8 GiB, with
-# --raw-experts: random valid Q4_K blocks, written at disk speed, about 2 min)
-# and its expert pack (another 16 GiB, petrel pack) are made in build/bench/
-# when missing (about 4 minutes). A run then takes about 12 minutes on 2 cores, most of it llama.cpp's
-# mmap run (3-5 min) and petrel's mmap run (2-4 min); results: bench/RESULTS.md, 2026-12-02 streaming.
+# STREAM_ARCH picks the model (made with tools/mkmodel --raw-experts: random
+# valid expert blocks, written at disk speed):
+#   glm-dsa  16.8 GiB: GLM-5 structure scaled down, 20 layers, 256 experts of
+#            3.375 MiB (Q4_K), top-8 (about 2 min to write);
+#   gemma4   14.3 GiB: Gemma 4 26B-A4B's real shape, 30 layers, 128 experts of
+#            3.43 MiB (fused gate_up Q4_K, down Q5_0), top-8, a 1.6 GB dense part
+#            (Q4_K, embeddings Q6_K; about 3 min to write: the dense part is quantised).
+# The model and its expert pack (petrel pack: as large again) are made in
+# build/bench/ when missing. Needs root and a cgroup v1 memory controller at
+# /sys/fs/cgroup/memory (the page cache is charged to the cgroup, so an mmap-ed
+# model cannot hide in it); every run starts with a dropped page cache. A run
+# takes 10-15 minutes on 2 cores, most of it llama.cpp's mmap run and petrel's
+# mmap run; results: bench/RESULTS.md, "streaming" entries.
 #
-# Environment: BUILD (build), LLAMA_CPP_DIR (a llama.cpp build dir with
-# bin/llama-completion; unset: llama.cpp is skipped), STREAM_MODEL, STREAM_LIMIT
-# (cgroup limit, 4G), STREAM_THREADS (nproc), STREAM_GEN (tokens generated, 24),
-# STREAM_REPS (runs of each petrel streaming setting, 1; llama.cpp and mmap run once),
-# STREAM_OUT (folder for logs and traces, build/bench/stream-<date>),
-# STREAM_SKIP (space-separated run names to skip, e.g. "mmap llama-default").
+# Environment: BUILD (build), STREAM_ARCH (glm-dsa), LLAMA_CPP_DIR (a llama.cpp
+# build dir with bin/llama-completion; unset: llama.cpp is skipped),
+# STREAM_MODEL (build/bench/<arch>-stream.gguf), STREAM_LIMIT (cgroup limit, 4G),
+# STREAM_THREADS (nproc), STREAM_GEN (tokens generated, 24), STREAM_REPS (runs of
+# each petrel streaming setting, 1; llama.cpp and mmap run once), STREAM_OUT
+# (folder for logs and traces, build/bench/stream-<arch>-<date>), STREAM_SKIP
+# (space-separated run names to skip, e.g. "mmap llama-default").
 set -eu
 
 BUILD=${BUILD:-build}
-MODEL=${STREAM_MODEL:-build/bench/glm-dsa-stream.gguf}
+ARCH=${STREAM_ARCH:-glm-dsa}
+case "$ARCH" in
+glm | glm-dsa)
+    ARCH=glm-dsa
+    # GLM-5 structure scaled down: 20 trunk layers (2 dense) + MTP, 256 experts top-8,
+    # n_embd 2048, expert width 1024 in Q4_K = 3.375 MiB (3.54 MB) per expert
+    MKMODEL_ARGS="--layers 20 --dense 2 --experts 256 --used 8 --ff-exp 1024 --expert-type q4_k"
+    ;;
+gemma4)
+    # mkmodel's gemma4 defaults are Gemma 4 26B-A4B's shape (shared/REFERENCE.md section 3)
+    MKMODEL_ARGS="--arch gemma4"
+    ;;
+*)
+    echo "bench/stream.sh: STREAM_ARCH '$ARCH': expected glm-dsa or gemma4" >&2
+    exit 1
+    ;;
+esac
+MODEL=${STREAM_MODEL:-build/bench/$ARCH-stream.gguf}
 LIMIT=${STREAM_LIMIT:-4G}
 THREADS=${STREAM_THREADS:-$(nproc)}
 N_GEN=${STREAM_GEN:-24}
 REPS=${STREAM_REPS:-1}
-OUT=${STREAM_OUT:-build/bench/stream-$(date -u +%Y%m%d-%H%M)}
+OUT=${STREAM_OUT:-build/bench/stream-$ARCH-$(date -u +%Y%m%d-%H%M)}
 SKIP=" ${STREAM_SKIP:-} "
 CG=/sys/fs/cgroup/memory/petrel_bench
 
@@ -50,10 +76,8 @@ mkdir -p "$OUT"
 if [ ! -f "$MODEL" ]; then
     mkdir -p "$(dirname "$MODEL")"
     echo "bench/stream.sh: generating $MODEL" >&2
-    # GLM-5 structure scaled down: 20 trunk layers (2 dense) + MTP, 256 experts top-8,
-    # n_embd 2048, expert width 1024 in Q4_K = 3.375 MiB (3.54 MB) per expert
-    "$BUILD/mkmodel" -o "$MODEL" --raw-experts --layers 20 --dense 2 --experts 256 --used 8 \
-        --ff-exp 1024 --expert-type q4_k -t "$THREADS"
+    # shellcheck disable=SC2086 # MKMODEL_ARGS splits into its words
+    "$BUILD/mkmodel" -o "$MODEL" --raw-experts $MKMODEL_ARGS -t "$THREADS"
 fi
 if [ ! -f "$MODEL.xpack" ]; then
     echo "bench/stream.sh: writing the expert pack $MODEL.xpack" >&2
@@ -94,7 +118,12 @@ run() {
 }
 
 # ---- disk bandwidth (O_DIRECT, page cache bypassed) ----
-EXP_KIB=3456 # one expert record (3.375 MiB)
+# one expert record: the largest expert of the model, 4 KiB-aligned as in the pack
+# (glm-dsa 3456 KiB, gemma4 3512 KiB)
+EXP_B=$("$BUILD/petrel" inspect -m "$MODEL" --json | sed -n 's/.*"expert_bytes_max": *\([0-9]*\).*/\1/p')
+[ -n "$EXP_B" ] || die "petrel inspect did not report the expert size of $MODEL"
+# shellcheck disable=SC2017 # rounds up to whole 4 KiB pages on purpose
+EXP_KIB=$(((EXP_B + 4095) / 4096 * 4))
 dropcaches
 {
     "$BUILD/ioprobe" "$MODEL" -t 1 -b 4096 -s 8
@@ -108,11 +137,13 @@ BW=$(sed -n 's/.*random, .*: \([0-9.]*\) GB\/s.*/\1/p' "$OUT/ioprobe.txt" | sort
 
 # ---- the prompt: the same text for both engines ----
 TEXT="Hello there, my old friend"
-IDS=$("$BUILD/petrel" tokenize -m "$MODEL" -p "$TEXT" | tr ' ' ',')
+# with BOS where the vocabulary asks for it (gemma4), as llama-completion adds it
+IDS=$("$BUILD/petrel" tokenize -m "$MODEL" -p "$TEXT" --add-special | tr ' ' ',')
 N_PROMPT=$(echo "$IDS" | tr ',' '\n' | wc -l)
 
 # ---- petrel ----
-USAGE_FILES="$MODEL.usage $(dirname "$MODEL")/.petrel"
+# the default run pins hot experts from the usage history of this invocation's runs only
+rm -f "$MODEL.usage"
 P="$BUILD/petrel generate -m $MODEL --tokens $IDS -n $N_GEN -t $THREADS --stats"
 prun() { # NAME FLAGS...: STREAM_REPS runs, named NAME, NAME.2, NAME.3 ...
     name=$1

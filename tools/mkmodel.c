@@ -1,33 +1,60 @@
-/* mkmodel.c — writes a synthetic `glm-dsa` GGUF (GLM-5.2 structure, scaled
- * down) with random weights, for `make bench` and other measurements that need
- * a model of realistic proportions and no download.
+/* mkmodel.c — writes a synthetic MoE GGUF of realistic proportions with random
+ * weights, for `make bench` and other measurements that need a big model and no
+ * download. Two architectures (`--arch`):
  *
  *   build/mkmodel -o build/bench/glm-dsa-bench.gguf [--experts 64 --expert-type mix ...]
+ *   build/mkmodel --arch gemma4 -o build/bench/gemma4-stream.gguf --raw-experts
  *
- * What is written: every metadata key petrel's loader (src/model/glm_dsa.c)
- * and llama.cpp's glm-dsa loader read, a byte-level BPE tokenizer
- * (`gpt2` / pre `glm4`: 256 byte tokens, then two-byte merges up to the
- * vocabulary size, then GLM's 14 control tokens), and the tensors of
- * `--layers` trunk layers (the first `--dense` with a dense FFN, the others
- * MoE with a shared expert), the DSA indexer on alternating full/shared
+ * glm-dsa (the default; GLM-5.2 structure, scaled down): every metadata key
+ * petrel's loader (src/model/glm_dsa.c) and llama.cpp's glm-dsa loader read, a
+ * byte-level BPE tokenizer (`gpt2` / pre `glm4`: 256 byte tokens, then two-byte
+ * merges up to the vocabulary size, then GLM's 14 control tokens), and the
+ * tensors of `--layers` trunk layers (the first `--dense` with a dense FFN, the
+ * others MoE with a shared expert), the DSA indexer on alternating full/shared
  * layers (full on even layers, as GLM-5.2's IndexShare), plus one NextN/MTP
- * block. Types follow the public GLM-5.2 Q2 build: routed experts Q4_K or
- * Q2_K (`--expert-type mix` alternates them layer by layer, Q4_K first),
- * every other matrix Q8_0 (`--attn-type`), norms, router and biases F32.
+ * block. Types follow the public GLM-5.2 Q2 build: routed experts Q4_K or Q2_K
+ * (`--expert-type mix` alternates them layer by layer, Q4_K first), every other
+ * matrix Q8_0 (`--attn-type`), norms, router and biases F32.
+ *
+ * gemma4 (defaults: the real Gemma 4 26B-A4B shape, shared/REFERENCE.md §3,
+ * about 14 GB): every key petrel's loader (src/model/gemma4.c) and llama.cpp's
+ * gemma4 loader read. Every `--swa-period`-th layer is full attention
+ * (`--kv-heads-full` heads of `--head-dim-full`, K = V so no attn_v,
+ * proportional rope: rope_freqs lets a quarter of the pairs rotate), the others
+ * sliding-window (`--window`, `--kv-heads` heads of `--head-dim`); every layer
+ * has a dense GeGLU MLP (`--ff`) in parallel with the routed experts (fused
+ * ffn_gate_up_exps, router input scale, per-expert output scale), Gemma's post
+ * norms and layer_output_scale; embeddings are tied. The vocabulary is
+ * SentencePiece-style BPE (`gemma4`): Gemma's 15 control tokens, "\n", "\n\n",
+ * 256 byte-fallback tokens <0xXX>, the 94 printable ASCII characters and '▁'
+ * (U+2581, the escaped space), then merges of two and then of three of those
+ * characters up to the vocabulary size. Types follow a Q4_K_M build:
+ * token_embd Q6_K (`--embd-type`), every matrix and the experts Q4_K; rows that
+ * are not whole 256-wide super-blocks (ffn_down: 2112 inputs, ffn_down_exps:
+ * 704) fall back as llama-quantize does (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K ->
+ * Q8_0; Q2_K/Q3_K -> Q4_0, where llama-quantize picks IQ4_NL, which mkmodel
+ * cannot quantise). Norms, router and scales are F32.
  *
  * The weights are random but structured as the fixtures' generator describes
  * (shared/fixtures/README.md, "How the random weights are structured") so the
- * network is not chaotic: residual branches (attn_output, ffn_down*) are
- * scaled to a fraction of the residual stream, token embeddings share a
- * common direction, norm gains are near 1, the routed experts of a layer are
- * a shared base plus an independent deviation, and `exp_probs_b` gives the
- * experts fixed popularity tiers.
+ * network is not chaotic: residual branches are scaled to a fraction of the
+ * residual stream (glm-dsa: attn_output and ffn_down*; gemma4: the post-branch
+ * norm gains), token embeddings share a common direction, norm gains are near
+ * 1, the routed experts of a layer are a shared base plus an independent
+ * deviation, and experts have fixed popularity tiers (glm-dsa: `exp_probs_b`;
+ * gemma4's softmax router: rows leaning on the embeddings' common direction).
+ * Gemma 4 specifics (attention scale 1): q/k norm gains are small, so that
+ * attention scores have a standard deviation near 1.6, and the output-norm
+ * gains have random signs (tied embeddings would otherwise make every token
+ * predict itself).
  *
  * Determinism: every row of every tensor is drawn from its own generator,
  * seeded from (--seed, tensor index, row), so the file is byte-identical for
  * any --threads. Rows are generated and quantised in parallel (the reference
  * quantisers run at ~13 M weights/s per core for the K-quants, which makes
  * them the cost of this tool), in slabs written to the file in order.
+ * `--raw-experts` writes routed experts as random valid blocks instead (disk
+ * speed: the 14 GB gemma4 model takes about two minutes).
  *
  * Non-goals: meaningful text, reproducing the fixtures' exact generator.
  */
@@ -47,55 +74,83 @@
 
 /* ===== Options ===== */
 
+enum { ARCH_GLM_DSA, ARCH_GEMMA4 };
+
 typedef struct mk_opts {
     const char *out;   /* output path */
+    int arch;          /* ARCH_GLM_DSA or ARCH_GEMMA4 */
     int n_embd;        /* hidden size */
-    int n_layer;       /* trunk layers (the MTP block comes on top) */
-    int n_dense;       /* leading dense layers */
-    int n_ff;          /* dense FFN width */
+    int n_layer;       /* trunk layers (glm-dsa: the MTP block comes on top) */
+    int n_dense;       /* glm-dsa: leading dense layers */
+    int n_ff;          /* dense FFN width (gemma4: the MLP beside the experts) */
     int n_expert;      /* routed experts per MoE layer */
     int n_used;        /* experts used per token */
     int n_ff_exp;      /* routed / shared expert width */
-    int n_head;        /* attention heads */
-    int q_lora;        /* q LoRA rank */
-    int kv_lora;       /* kv LoRA rank (the cached latent) */
-    int qk_nope;       /* per-head no-rope key dims */
-    int qk_rope;       /* per-head rope key dims (shared rope key) */
-    int v_head;        /* per-head value dims */
-    int idx_head;      /* DSA indexer heads */
-    int idx_dim;       /* DSA indexer head dims */
-    int idx_top_k;     /* DSA indexer top-k */
+    int n_head;        /* attention (query) heads */
+    int q_lora;        /* glm-dsa: q LoRA rank */
+    int kv_lora;       /* glm-dsa: kv LoRA rank (the cached latent) */
+    int qk_nope;       /* glm-dsa: per-head no-rope key dims */
+    int qk_rope;       /* glm-dsa: per-head rope key dims (shared rope key) */
+    int v_head;        /* glm-dsa: per-head value dims */
+    int idx_head;      /* glm-dsa: DSA indexer heads */
+    int idx_dim;       /* glm-dsa: DSA indexer head dims */
+    int idx_top_k;     /* glm-dsa: DSA indexer top-k */
+    int n_head_kv;     /* gemma4: KV heads of sliding-window layers */
+    int n_head_kv_full; /* gemma4: KV heads of full-attention layers (K = V) */
+    int head_dim;      /* gemma4: head dims of sliding-window layers */
+    int head_dim_full; /* gemma4: head dims of full-attention layers */
+    int window;        /* gemma4: sliding window (positions) */
+    int swa_period;    /* gemma4: layers l with l % swa_period == swa_period-1 are full attention */
     int n_vocab;       /* vocabulary size */
     int expert_mix;    /* 1: alternate Q4_K / Q2_K by MoE layer */
     uint32_t exp_type; /* routed expert type when not mixed */
     uint32_t mat_type; /* every other matrix */
+    uint32_t embd_type; /* token_embd */
     uint64_t seed;
     int threads;
-    int raw_experts; /* 1: routed experts as random valid K-quant blocks (no quantiser) */
+    int raw_experts; /* 1: routed experts as random valid blocks (no quantiser) */
 } mk_opts;
+
+/* gemma4: is layer l full attention (else sliding window)? */
+static int g4_full(const mk_opts *o, int l) { return l % o->swa_period == o->swa_period - 1; }
+
+/* gemma4 vocabulary: fixed tokens (15 control, "\n", "\n\n", 256 bytes), then
+ * the base characters, then merges of two and three of them */
+#define G4_FIXED (15 + 2 + 256)
+#define G4_BASE 95
+#define G4_MAX_VOCAB (G4_FIXED + G4_BASE + G4_BASE * G4_BASE + G4_BASE * G4_BASE * G4_BASE)
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: mkmodel -o OUT.gguf [options]   (defaults in brackets)\n"
-            "  --embd N          hidden size [2048]\n"
-            "  --layers N        trunk layers, MTP block not counted [8]\n"
-            "  --dense N         leading dense layers [1]\n"
-            "  --ff N            dense FFN width [4096]\n"
-            "  --experts N       routed experts per MoE layer [64]\n"
-            "  --used N          experts per token [8]\n"
-            "  --ff-exp N        expert width (multiple of 256) [768]\n"
-            "  --heads N         attention heads [16]\n"
-            "  --q-lora N / --kv-lora N   LoRA ranks [768 / 512]\n"
-            "  --idx-top-k N     DSA indexer top-k [2048]\n"
-            "  --vocab N         vocabulary size (>= 512) [32768]\n"
-            "  --expert-type T   q4_k, q2_k or mix (alternating per MoE layer) [mix]\n"
-            "  --attn-type T     type of every non-expert matrix: q8_0, q4_0, f16 [q8_0]\n"
+            "usage: mkmodel -o OUT.gguf [--arch glm-dsa|gemma4] [options]\n"
+            "defaults in brackets: glm-dsa / gemma4 (gemma4's are Gemma 4 26B-A4B's shape)\n"
+            "  --arch A          glm-dsa or gemma4 [glm-dsa]\n"
+            "  --embd N          hidden size [2048 / 2816]\n"
+            "  --layers N        trunk layers, glm-dsa's MTP block not counted [8 / 30]\n"
+            "  --ff N            dense FFN width [4096 / 2112]\n"
+            "  --experts N       routed experts per MoE layer [64 / 128]\n"
+            "  --used N          experts per token [8 / 8]\n"
+            "  --ff-exp N        expert width [768 / 704]\n"
+            "  --heads N         attention heads [16 / 16]\n"
+            "  --vocab N         vocabulary size (>= 512) [32768 / 262144]\n"
+            "  --expert-type T   q4_k, q2_k, ... or mix (glm-dsa: alternating per MoE layer) [mix / q4_k]\n"
+            "  --attn-type T     type of every other matrix: q8_0, q4_k, q4_0, f16 ... [q8_0 / q4_k]\n"
+            "  --embd-type T     type of token_embd [q8_0 / q6_k]\n"
             "  --seed N          random seed [1]\n"
             "  -t, --threads N   quantisation threads [all cores]\n"
-            "  --raw-experts     write routed experts as random but valid Q4_K/Q2_K blocks\n"
-            "                    (small finite scales, random quants) instead of quantising\n"
+            "  --raw-experts     write routed experts as random but valid Q4_K/Q2_K/Q5_0/Q4_0/Q8_0\n"
+            "                    blocks (small finite scales, random quants) instead of quantising\n"
             "                    random floats: disk speed instead of ~6 MB/s per thread, for\n"
-            "                    multi-GB I/O benchmarks (routing still comes from the F32 routers)\n");
+            "                    multi-GB I/O benchmarks (routing still comes from the F32 routers)\n"
+            "glm-dsa only:\n"
+            "  --dense N         leading dense layers [1]\n"
+            "  --q-lora N / --kv-lora N   LoRA ranks [768 / 512]\n"
+            "  --idx-top-k N     DSA indexer top-k [2048]\n"
+            "gemma4 only:\n"
+            "  --kv-heads N / --head-dim N            sliding-window layers [8 / 256]\n"
+            "  --kv-heads-full N / --head-dim-full N  full-attention layers [2 / 512]\n"
+            "  --window N        sliding window [1024]\n"
+            "  --swa-period N    every N-th layer is full attention [6]\n");
 }
 
 static int parse_type(const char *s, uint32_t *t) {
@@ -103,8 +158,8 @@ static int parse_type(const char *s, uint32_t *t) {
         const char *name;
         uint32_t type;
     } names[] = {{"q4_k", QT_Q4_K}, {"q2_k", QT_Q2_K}, {"q3_k", QT_Q3_K}, {"q5_k", QT_Q5_K},
-                 {"q6_k", QT_Q6_K}, {"q8_0", QT_Q8_0}, {"q4_0", QT_Q4_0}, {"f16", QT_F16},
-                 {"f32", QT_F32}};
+                 {"q6_k", QT_Q6_K}, {"q8_0", QT_Q8_0}, {"q4_0", QT_Q4_0}, {"q5_0", QT_Q5_0},
+                 {"f16", QT_F16},   {"f32", QT_F32}};
     for (size_t i = 0; i < PT_ARRAY_LEN(names); i++)
         if (!strcasecmp(s, names[i].name)) {
             *t = names[i].type;
@@ -113,12 +168,37 @@ static int parse_type(const char *s, uint32_t *t) {
     return -1;
 }
 
-static int parse_opts(int argc, char **argv, mk_opts *o) {
-    *o = (mk_opts){.n_embd = 2048, .n_layer = 8, .n_dense = 1, .n_ff = 4096, .n_expert = 64, .n_used = 8,
-                   .n_ff_exp = 768, .n_head = 16, .q_lora = 768, .kv_lora = 512, .qk_nope = 192,
+/* The defaults of each architecture (see usage). */
+static void set_defaults(mk_opts *o, int arch) {
+    *o = (mk_opts){.arch = arch, .n_dense = 1, .q_lora = 768, .kv_lora = 512, .qk_nope = 192,
                    .qk_rope = 64, .v_head = 256, .idx_head = 32, .idx_dim = 128, .idx_top_k = 2048,
-                   .n_vocab = 32768, .expert_mix = 1, .exp_type = QT_Q4_K, .mat_type = QT_Q8_0,
-                   .seed = 1, .threads = (int)sysconf(_SC_NPROCESSORS_ONLN)};
+                   .n_head_kv = 8, .n_head_kv_full = 2, .head_dim = 256, .head_dim_full = 512,
+                   .window = 1024, .swa_period = 6, .n_used = 8, .n_head = 16, .seed = 1,
+                   .threads = (int)sysconf(_SC_NPROCESSORS_ONLN)};
+    if (arch == ARCH_GEMMA4) {
+        o->n_embd = 2816, o->n_layer = 30, o->n_ff = 2112, o->n_expert = 128, o->n_ff_exp = 704;
+        o->n_vocab = 262144, o->expert_mix = 0, o->exp_type = QT_Q4_K, o->mat_type = QT_Q4_K;
+        o->embd_type = QT_Q6_K;
+    } else {
+        o->n_embd = 2048, o->n_layer = 8, o->n_ff = 4096, o->n_expert = 64, o->n_ff_exp = 768;
+        o->n_vocab = 32768, o->expert_mix = 1, o->exp_type = QT_Q4_K, o->mat_type = QT_Q8_0;
+        o->embd_type = 0; /* 0: mat_type */
+    }
+}
+
+static int parse_opts(int argc, char **argv, mk_opts *o) {
+    /* --arch first: it decides the defaults the other options override */
+    int arch = ARCH_GLM_DSA;
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--arch")) {
+            if (!strcmp(argv[i + 1], "gemma4")) arch = ARCH_GEMMA4;
+            else if (!strcmp(argv[i + 1], "glm-dsa")) arch = ARCH_GLM_DSA;
+            else {
+                fprintf(stderr, "mkmodel: --arch '%s': expected glm-dsa or gemma4\n", argv[i + 1]);
+                return -1;
+            }
+        }
+    set_defaults(o, arch);
     static const struct {
         const char *flag;
         size_t off;
@@ -128,6 +208,11 @@ static int parse_opts(int argc, char **argv, mk_opts *o) {
                 {"--ff-exp", offsetof(mk_opts, n_ff_exp)}, {"--heads", offsetof(mk_opts, n_head)},
                 {"--q-lora", offsetof(mk_opts, q_lora)},   {"--kv-lora", offsetof(mk_opts, kv_lora)},
                 {"--idx-top-k", offsetof(mk_opts, idx_top_k)}, {"--vocab", offsetof(mk_opts, n_vocab)},
+                {"--kv-heads", offsetof(mk_opts, n_head_kv)},
+                {"--kv-heads-full", offsetof(mk_opts, n_head_kv_full)},
+                {"--head-dim", offsetof(mk_opts, head_dim)},
+                {"--head-dim-full", offsetof(mk_opts, head_dim_full)},
+                {"--window", offsetof(mk_opts, window)},   {"--swa-period", offsetof(mk_opts, swa_period)},
                 {"-t", offsetof(mk_opts, threads)},        {"--threads", offsetof(mk_opts, threads)}};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -146,15 +231,17 @@ static int parse_opts(int argc, char **argv, mk_opts *o) {
         i++;
         if (!strcmp(a, "-o")) {
             o->out = v;
+        } else if (!strcmp(a, "--arch")) {
+            /* read above */
         } else if (!strcmp(a, "--expert-type")) {
             o->expert_mix = !strcasecmp(v, "mix");
             if (!o->expert_mix && parse_type(v, &o->exp_type)) {
                 fprintf(stderr, "mkmodel: --expert-type '%s': expected q4_k, q2_k, ... or mix\n", v);
                 return -1;
             }
-        } else if (!strcmp(a, "--attn-type")) {
-            if (parse_type(v, &o->mat_type)) {
-                fprintf(stderr, "mkmodel: --attn-type '%s': expected q8_0, q4_0, f16, ...\n", v);
+        } else if (!strcmp(a, "--attn-type") || !strcmp(a, "--embd-type")) {
+            if (parse_type(v, a[2] == 'a' ? &o->mat_type : &o->embd_type)) {
+                fprintf(stderr, "mkmodel: %s '%s': expected q8_0, q4_k, q4_0, f16, ...\n", a, v);
                 return -1;
             }
         } else if (!strcmp(a, "--seed")) {
@@ -177,10 +264,26 @@ static int parse_opts(int argc, char **argv, mk_opts *o) {
         return -1;
     }
     if (o->threads < 1) o->threads = 1;
-    if (o->n_layer < 1 || o->n_dense > o->n_layer || o->n_used < 1 || o->n_used > o->n_expert ||
-        o->n_vocab < 512 || o->n_vocab > 65536 + 256 + 14 || o->n_ff_exp % 256 || o->n_embd % 256 || o->n_head < 1) {
-        fprintf(stderr, "mkmodel: inconsistent shape (need 1 <= dense <= layers, 1 <= used <= experts, "
-                        "vocab in 512..65806, embd and ff-exp multiples of 256)\n");
+    if (!o->embd_type) o->embd_type = o->mat_type;
+    if (o->n_layer < 1 || o->n_used < 1 || o->n_used > o->n_expert || o->n_embd % 256 || o->n_head < 1) {
+        fprintf(stderr, "mkmodel: inconsistent shape (need layers >= 1, 1 <= used <= experts, heads >= 1, "
+                        "embd a multiple of 256)\n");
+        return -1;
+    }
+    if (o->arch == ARCH_GLM_DSA &&
+        (o->n_dense > o->n_layer || o->n_vocab < 512 || o->n_vocab > 65536 + 256 + 14 || o->n_ff_exp % 256)) {
+        fprintf(stderr, "mkmodel: inconsistent glm-dsa shape (need dense <= layers, vocab in 512..65806, "
+                        "ff-exp a multiple of 256)\n");
+        return -1;
+    }
+    if (o->arch == ARCH_GEMMA4 &&
+        (o->n_vocab < 512 || o->n_vocab > G4_MAX_VOCAB || o->n_ff % 32 || o->n_ff_exp % 32 || o->n_ff < 32 ||
+         o->n_ff_exp < 32 || o->n_head_kv < 1 || o->n_head_kv_full < 1 || o->n_head % o->n_head_kv ||
+         o->n_head % o->n_head_kv_full || o->head_dim < 8 || o->head_dim % 8 || o->head_dim_full < 8 ||
+         o->head_dim_full % 8 || o->window < 1 || o->swa_period < 1)) {
+        fprintf(stderr, "mkmodel: inconsistent gemma4 shape (need vocab in 512..%d, ff and ff-exp multiples of "
+                        "32, KV heads dividing heads, head dims multiples of 8, window and swa-period >= 1)\n",
+                G4_MAX_VOCAB);
         return -1;
     }
     return 0;
@@ -222,10 +325,13 @@ static uint64_t row_seed(uint64_t seed, int ti, int stream, int64_t row) {
 
 typedef enum {
     K_GAUSS,  /* scale * N(0,1) */
-    K_NORM,   /* 1 + scale * N(0,1): RMSNorm / LayerNorm gains */
-    K_EMBD,   /* common direction + scale * N(0,1): token embeddings */
+    K_NORM,   /* p + scale * N(0,1): RMSNorm / LayerNorm gains (p: their mean, usually 1) */
+    K_EMBD,   /* scale * (common direction + N(0,1)): token embeddings */
     K_EXPERT, /* scale * (base_row + deviation): routed experts share a base per layer */
     K_TIERS,  /* exp_probs_b: fixed popularity tiers */
+    K_SIGNED, /* +-p * (1 + scale * N(0,1)), random signs: gemma4's output norm */
+    K_ROUTER, /* scale * N(0,1) + p * tier(row) * embedding direction: softmax-router rows */
+    K_ROPE,   /* 1 for the first p values, 1e30 after: rope_freqs of proportional rope */
 } mk_kind;
 
 typedef struct mk_tensor {
@@ -235,6 +341,7 @@ typedef struct mk_tensor {
     int64_t ne[3];
     mk_kind kind;
     float scale;
+    float p; /* the kind's parameter (see mk_kind) */
 } mk_tensor;
 
 typedef struct mk_list {
@@ -261,6 +368,28 @@ static void add(mk_list *L, const char *name, uint32_t type, int n_dims, int64_t
     t->ne[2] = ne2;
     t->kind = kind;
     t->scale = scale;
+    t->p = 1.0f;
+}
+
+/* An F32 vector of kind `kind` with parameter p. */
+static void add_vec(mk_list *L, const char *name, int64_t n, mk_kind kind, float p, float scale) {
+    add(L, name, QT_F32, 1, n, 1, 1, kind, scale);
+    L->t[L->n - 1].p = p;
+}
+
+/* The type llama-quantize falls back to when a row of ne0 weights is not a whole
+ * number of `type`'s blocks (Gemma 4's 2112- and 704-wide down projections in a
+ * K-quant). IQ4_NL, its choice for Q2_K/Q3_K, becomes Q4_0: mkmodel cannot
+ * quantise IQ types. */
+static uint32_t fit_type(uint32_t type, int64_t ne0) {
+    const qt_traits *tr = qt_get(type);
+    if (!tr || ne0 % tr->block == 0) return type;
+    switch (type) {
+    case QT_Q4_K: return QT_Q5_0;
+    case QT_Q5_K: return QT_Q5_1;
+    case QT_Q6_K: return QT_Q8_0;
+    default: return QT_Q4_0;
+    }
 }
 
 /* A matrix of n_in inputs: N(0, 1/n_in) keeps activations at unit scale. */
@@ -268,11 +397,11 @@ static void add(mk_list *L, const char *name, uint32_t type, int n_dims, int64_t
 /* Residual branches write this fraction of the residual stream's scale. */
 #define RESID 0.25f
 
-static void build_list(const mk_opts *o, mk_list *L) {
+static void build_glm_dsa(const mk_opts *o, mk_list *L) {
     const int E = o->n_embd, H = o->n_head, F = o->n_ff_exp;
     const uint32_t M = o->mat_type;
     char n[96];
-    add(L, "token_embd.weight", M, 2, E, o->n_vocab, 1, K_EMBD, 1.0f);
+    add(L, "token_embd.weight", o->embd_type, 2, E, o->n_vocab, 1, K_EMBD, 1.0f);
     add(L, "output_norm.weight", QT_F32, 1, E, 1, 1, K_NORM, 0.05f);
     add(L, "output.weight", M, 2, E, o->n_vocab, 1, K_GAUSS, 2.0f * IN_SCALE(E));
     int moe_seen = 0;
@@ -324,6 +453,60 @@ static void build_list(const mk_opts *o, mk_list *L) {
     }
 }
 
+/* Gemma 4: a branch output is RMS-normed and then multiplied by its post norm,
+ * so the post-norm gain is the branch's share of the residual stream (whose RMS
+ * is about 1.3 after the embedding scale). */
+#define G4_POST 0.6f
+/* q/k norm gain giving attention scores (scale 1) a standard deviation of ~1.6
+ * over D head dims: sqrt(D) * g^2 = 1.6 */
+#define G4_QK_GAIN(D) sqrtf(1.6f / sqrtf((float)(D)))
+
+static void build_gemma4(const mk_opts *o, mk_list *L) {
+    const int E = o->n_embd, H = o->n_head, F = o->n_ff_exp, X = o->n_expert;
+    const uint32_t M = o->mat_type, XT = o->expert_mix ? QT_Q4_K : o->exp_type;
+    char n[96];
+    /* tensor 0: the router rows lean on its common direction (fill_row, K_ROUTER) */
+    add(L, "token_embd.weight", fit_type(o->embd_type, E), 2, E, o->n_vocab, 1, K_EMBD, 1.28f * IN_SCALE(E));
+    add_vec(L, "output_norm.weight", E, K_SIGNED, 5.0f, 0.05f);
+    /* full layers: the first quarter of the dims rotate (pairs with factor 1), the rest do not */
+    add_vec(L, "rope_freqs.weight", o->head_dim_full / 2, K_ROPE, (float)(o->head_dim_full / 8), 0.0f);
+    for (int l = 0; l < o->n_layer; l++) {
+        const int full = g4_full(o, l), D = full ? o->head_dim_full : o->head_dim;
+        const int KV = (full ? o->n_head_kv_full : o->n_head_kv) * D;
+#define T(s) (snprintf(n, sizeof n, "blk.%d.%s", l, s), n)
+#define MAT(s, n_in, n_out, sc) add(L, T(s), fit_type(M, n_in), 2, n_in, n_out, 1, K_GAUSS, sc)
+        add_vec(L, T("attn_norm.weight"), E, K_NORM, 1.0f, 0.1f);
+        MAT("attn_q.weight", E, H * D, IN_SCALE(E));
+        MAT("attn_k.weight", E, KV, IN_SCALE(E));
+        if (!full) MAT("attn_v.weight", E, KV, IN_SCALE(E)); /* full layers: V = K */
+        add_vec(L, T("attn_q_norm.weight"), D, K_NORM, G4_QK_GAIN(D), 0.1f * G4_QK_GAIN(D));
+        add_vec(L, T("attn_k_norm.weight"), D, K_NORM, G4_QK_GAIN(D), 0.1f * G4_QK_GAIN(D));
+        MAT("attn_output.weight", H * D, E, IN_SCALE(H * D));
+        add_vec(L, T("post_attention_norm.weight"), E, K_NORM, G4_POST, 0.1f);
+        /* the dense MLP and the routed experts read the same input, each through its own norm */
+        add_vec(L, T("ffn_norm.weight"), E, K_NORM, 1.0f, 0.1f);
+        MAT("ffn_gate.weight", E, o->n_ff, IN_SCALE(E));
+        MAT("ffn_up.weight", E, o->n_ff, IN_SCALE(E));
+        MAT("ffn_down.weight", o->n_ff, E, IN_SCALE(o->n_ff));
+        add_vec(L, T("post_ffw_norm_1.weight"), E, K_NORM, 1.0f, 0.1f);
+        add_vec(L, T("pre_ffw_norm_2.weight"), E, K_NORM, 1.0f, 0.1f);
+        /* router input: rms_norm(x) / sqrt(E) * scale, about unit length: gain 2 gives logits of std 2 */
+        add(L, T("ffn_gate_inp.weight"), QT_F32, 2, E, X, 1, K_ROUTER, 2.0f);
+        L->t[L->n - 1].p = 1.5f;
+        add_vec(L, T("ffn_gate_inp.scale"), E, K_NORM, 1.0f, 0.2f);
+        add(L, T("ffn_gate_up_exps.weight"), fit_type(XT, E), 3, E, 2 * F, X, K_EXPERT, IN_SCALE(E));
+        add(L, T("ffn_down_exps.weight"), fit_type(XT, F), 3, F, E, X, K_EXPERT, IN_SCALE(F));
+        add_vec(L, T("ffn_down_exps.scale"), X, K_NORM, 1.0f, 0.2f);
+        add_vec(L, T("post_ffw_norm_2.weight"), E, K_NORM, 1.0f, 0.1f);
+        add_vec(L, T("post_ffw_norm.weight"), E, K_NORM, G4_POST, 0.1f);
+        /* near 1: a smaller scalar would wash the embeddings' direction (and the router
+         * tiers that lean on it) out of the residual stream within a few of 30 layers */
+        add_vec(L, T("layer_output_scale.weight"), 1, K_NORM, 1.0f, 0.02f);
+#undef MAT
+#undef T
+    }
+}
+
 /* ===== Generation ===== */
 
 /* Row `row` (of ne0 values) of tensor ti, written into x. */
@@ -335,12 +518,12 @@ static void fill_row(const mk_opts *o, const mk_tensor *t, int ti, int64_t row, 
         for (int64_t i = 0; i < n; i++) x[i] = t->scale * gauss(&s);
         break;
     case K_NORM:
-        for (int64_t i = 0; i < n; i++) x[i] = 1.0f + t->scale * gauss(&s);
+        for (int64_t i = 0; i < n; i++) x[i] = t->p + t->scale * gauss(&s);
         break;
     case K_EMBD: {
         /* the common direction is stream 1, row 0: the same for every token */
         uint64_t c = row_seed(o->seed, ti, 1, 0);
-        for (int64_t i = 0; i < n; i++) x[i] = 0.6f * gauss(&c) + 0.8f * t->scale * gauss(&s);
+        for (int64_t i = 0; i < n; i++) x[i] = t->scale * (0.6f * gauss(&c) + 0.8f * gauss(&s));
         break;
     }
     case K_EXPERT: {
@@ -352,6 +535,24 @@ static void fill_row(const mk_opts *o, const mk_tensor *t, int ti, int64_t row, 
     case K_TIERS:
         /* four popularity tiers by expert id, plus a little noise */
         for (int64_t i = 0; i < n; i++) x[i] = 0.06f * (float)(3 - (int)(i % 4)) - 0.09f + 0.01f * gauss(&s);
+        break;
+    case K_SIGNED:
+        for (int64_t i = 0; i < n; i++) {
+            const float m = t->p * (1.0f + t->scale * gauss(&s));
+            x[i] = xs_next(&s) >> 63 ? -m : m;
+        }
+        break;
+    case K_ROUTER: {
+        /* expert `row` gets tier 3 - row % 4 along token_embd's (tensor 0) common
+         * direction, normalised to unit length; the residual stream keeps a share of
+         * that direction, so the tiers make some experts popular in every layer */
+        uint64_t c = row_seed(o->seed, 0, 1, 0);
+        const float tier = t->p * (float)(3 - (int)(row % 4)) / sqrtf((float)n);
+        for (int64_t i = 0; i < n; i++) x[i] = t->scale * gauss(&s) + tier * gauss(&c);
+        break;
+    }
+    case K_ROPE:
+        for (int64_t i = 0; i < n; i++) x[i] = (float)i < t->p ? 1.0f : 1e30f;
         break;
     }
 }
@@ -376,31 +577,52 @@ static uint16_t half_of(float f) {
     return (uint16_t)((e << 10) | ((u >> 13) & 0x3FF));
 }
 
-/* --raw-experts: row `row` of a Q4_K or Q2_K expert tensor as random valid
- * blocks. Quants and 6-/4-bit sub-block scales are uniform random bytes; the
- * super-block scales d and dmin are small finite halves chosen so that the
- * decoded weights have roughly zero mean and a standard deviation of about
- * t->scale (like the quantised random floats), so activations stay finite. */
+/* --raw-experts: the types a row can be written as random blocks, where the
+ * f16 scale d (and dmin) sit in a block, and how they follow from the wanted
+ * weight standard deviation for uniformly random quants and sub-block scales:
+ * d = std / d_div, dmin = dmin_mul * std / d_div (which centres affine blocks). */
+static const struct raw_fmt {
+    uint32_t type;
+    int d_off, dmin_off; /* byte offsets in the block; dmin_off -1: none */
+    float d_div, dmin_mul;
+} raw_fmts[] = {
+    /* block_q4_K: d, dmin, scales[12], qs[128]; w = d*sc*q - dmin*m, sc, m in 0..63,
+     * q in 0..15: std ~ 150 d, mean 0 when dmin = 7.5 d */
+    {QT_Q4_K, 0, 2, 150.0f, 7.5f},
+    /* block_q2_K: scales[16], qs[64], d, dmin; sc, m in 0..15, q in 0..3 */
+    {QT_Q2_K, 80, 82, 10.0f, 1.5f},
+    /* block_q5_0: d, qh[4], qs[16]; w = d*(q - 16), q in 0..31: std 9.23 d */
+    {QT_Q5_0, 0, -1, 9.23f, 0.0f},
+    /* block_q4_0: d, qs[16]; w = d*(q - 8), q in 0..15: std 4.61 d */
+    {QT_Q4_0, 0, -1, 4.61f, 0.0f},
+    /* block_q8_0: d, qs[32] (int8 in -128..127): std 73.9 d */
+    {QT_Q8_0, 0, -1, 73.9f, 0.0f},
+};
+
+static const struct raw_fmt *raw_fmt_of(uint32_t type) {
+    for (size_t i = 0; i < PT_ARRAY_LEN(raw_fmts); i++)
+        if (raw_fmts[i].type == type) return &raw_fmts[i];
+    return NULL;
+}
+
+/* --raw-experts: row `row` of an expert tensor as random valid blocks. Quants
+ * and sub-block scales are uniform random bytes; the super-block scales d and
+ * dmin are small finite halves chosen so that the decoded weights have roughly
+ * zero mean and a standard deviation of about t->scale (like the quantised
+ * random floats), so activations stay finite. */
 static void raw_row(const mk_opts *o, const mk_tensor *t, int ti, int64_t row, uint8_t *out, uint64_t row_bytes) {
     uint64_t s = row_seed(o->seed, ti, 2, row);
     for (uint64_t i = 0; i < row_bytes; i += 8) {
         uint64_t r = xs_next(&s);
         memcpy(out + i, &r, PT_MIN((uint64_t)8, row_bytes - i));
     }
-    const uint64_t nb = (uint64_t)t->ne[0] / 256;
-    if (t->type == QT_Q4_K) { /* block_q4_K: d, dmin (f16), scales[12], qs[128] = 144 bytes */
-        /* w = d * sc * q - dmin * m, sc, m in 0..63, q in 0..15: std ~ 150 d, mean 0 when dmin = 7.5 d */
-        const uint16_t d = half_of(t->scale / 150.0f), dm = half_of(7.5f * t->scale / 150.0f);
-        for (uint64_t b = 0; b < nb; b++) {
-            memcpy(out + b * 144, &d, 2);
-            memcpy(out + b * 144 + 2, &dm, 2);
-        }
-    } else { /* block_q2_K: scales[16], qs[64], d, dmin (f16) = 84 bytes; sc, m in 0..15, q in 0..3 */
-        const uint16_t d = half_of(t->scale / 10.0f), dm = half_of(1.5f * t->scale / 10.0f);
-        for (uint64_t b = 0; b < nb; b++) {
-            memcpy(out + b * 84 + 80, &d, 2);
-            memcpy(out + b * 84 + 82, &dm, 2);
-        }
+    const struct raw_fmt *f = raw_fmt_of(t->type);
+    const qt_traits *tr = qt_get(t->type);
+    const uint64_t nb = (uint64_t)t->ne[0] / (uint64_t)tr->block, bb = (uint64_t)tr->bytes;
+    const uint16_t d = half_of(t->scale / f->d_div), dm = half_of(f->dmin_mul * t->scale / f->d_div);
+    for (uint64_t b = 0; b < nb; b++) {
+        memcpy(out + b * bb + f->d_off, &d, 2);
+        if (f->dmin_off >= 0) memcpy(out + b * bb + f->dmin_off, &dm, 2);
     }
 }
 
@@ -409,7 +631,7 @@ static void slab_worker(void *ctx, int ith, int nth) {
     long lo, hi;
     tp_range((long)j->n_rows, ith, nth, &lo, &hi);
     float *x = j->rowbuf[ith];
-    if (j->o->raw_experts && j->t->kind == K_EXPERT && (j->t->type == QT_Q4_K || j->t->type == QT_Q2_K)) {
+    if (j->o->raw_experts && j->t->kind == K_EXPERT && raw_fmt_of(j->t->type)) {
         for (long r = lo; r < hi; r++)
             raw_row(j->o, j->t, j->ti, j->row0 + r, j->out + (uint64_t)r * j->row_bytes, j->row_bytes);
         return;
@@ -462,7 +684,7 @@ static const char *const glm_specials[] = {"<|endoftext|>", "[MASK]",   "[gMASK]
         }                                                          \
     } while (0)
 
-static int write_tokenizer(const mk_opts *o, gguf_writer *w) {
+static int write_tokenizer_glm(const mk_opts *o, gguf_writer *w) {
     pt_err err = {{0}};
     const int V = o->n_vocab, n_spec = (int)PT_ARRAY_LEN(glm_specials), n_merge = V - 256 - n_spec;
     char(*sym)[4] = malloc(256 * sizeof *sym);
@@ -521,7 +743,7 @@ static int write_tokenizer(const mk_opts *o, gguf_writer *w) {
     return 0;
 }
 
-static int write_hparams(const mk_opts *o, gguf_writer *w) {
+static int write_hparams_glm(const mk_opts *o, gguf_writer *w) {
     pt_err err = {{0}};
     char desc[128];
     snprintf(desc, sizeof desc, "petrel synthetic glm-dsa %dx%d (%d experts, seed %llu)", o->n_layer, o->n_embd,
@@ -578,17 +800,163 @@ static int write_hparams(const mk_opts *o, gguf_writer *w) {
     return 0;
 }
 
+/* Gemma 4's control and chat tokens, ids 0..14 (types: 3 CONTROL up to <|think|>,
+ * 4 USER_DEFINED after, as the converter marks the tokens a chat parser reads) */
+static const char *const g4_specials[] = {"<pad>",         "<eos>",         "<bos>",         "<unk>",
+                                          "<mask>",        "<|turn>",       "<turn|>",       "<|think|>",
+                                          "<|channel>",    "<channel|>",    "<|tool_call>",  "<tool_call|>",
+                                          "<|tool_response>", "<tool_response|>", "<|\"|>"};
+
+/* The gemma4 vocabulary (see the top comment): ids 0..14 control, 15 "\n",
+ * 16 "\n\n", 17..272 <0x00>..<0xFF>, then G4_BASE characters (printable ASCII
+ * and '▁'), then every pair of them and then pairs extended by a character,
+ * each with its merge, in id order, up to n_vocab. */
+static int write_tokenizer_gemma4(const mk_opts *o, gguf_writer *w) {
+    pt_err err = {{0}};
+    const int V = o->n_vocab, n_merge = V - G4_FIXED - G4_BASE;
+    char **tok = calloc((size_t)V, sizeof *tok);
+    char **merges = calloc((size_t)n_merge, sizeof *merges);
+    int32_t *ttype = malloc((size_t)V * sizeof *ttype);
+    if (!tok || !merges || !ttype) {
+        fprintf(stderr, "mkmodel: out of memory\n");
+        return 1;
+    }
+    _Static_assert(PT_ARRAY_LEN(g4_specials) == 15, "G4_FIXED counts 15 control tokens");
+    int k = 0;
+    for (int i = 0; i < 15; i++, k++) {
+        tok[k] = strdup(g4_specials[i]);
+        ttype[k] = i < 8 ? 3 : 4;
+    }
+    tok[k] = strdup("\n"), ttype[k++] = 1;
+    tok[k] = strdup("\n\n"), ttype[k++] = 1;
+    for (int b = 0; b < 256; b++, k++) {
+        char s[8];
+        snprintf(s, sizeof s, "<0x%02X>", b);
+        tok[k] = strdup(s);
+        ttype[k] = 6; /* BYTE */
+    }
+    const int base0 = k;
+    tok[k] = strdup("\xE2\x96\x81"), ttype[k++] = 1; /* '▁' U+2581: the space */
+    for (int c = 33; c <= 126; c++, k++) {
+        char s[2] = {(char)c, 0};
+        tok[k] = strdup(s);
+        ttype[k] = 1;
+    }
+    const int pair0 = k;
+    for (int m = 0; m < n_merge; m++, k++) {
+        /* first every two-character pair, then each pair (in id order) plus a character */
+        const char *a = m < G4_BASE * G4_BASE ? tok[base0 + m / G4_BASE]
+                                              : tok[pair0 + (m - G4_BASE * G4_BASE) / G4_BASE];
+        const char *b = tok[base0 + m % G4_BASE];
+        char buf[32];
+        snprintf(buf, sizeof buf, "%s %s", a, b);
+        merges[m] = strdup(buf);
+        snprintf(buf, sizeof buf, "%s%s", a, b);
+        tok[k] = strdup(buf);
+        ttype[k] = 1;
+    }
+    for (int i = 0; i < V; i++)
+        if (!tok[i] || (i >= pair0 && !merges[i - pair0])) {
+            fprintf(stderr, "mkmodel: out of memory\n");
+            return 1;
+        }
+    CHECK(gguf_writer_kv_str(w, "tokenizer.ggml.model", "gemma4", &err));
+    CHECK(gguf_writer_kv_str_array(w, "tokenizer.ggml.tokens", (const char *const *)tok, (uint64_t)V, &err));
+    CHECK(gguf_writer_kv_array(w, "tokenizer.ggml.token_type", GGUF_INT32, ttype, (uint64_t)V, &err));
+    CHECK(gguf_writer_kv_str_array(w, "tokenizer.ggml.merges", (const char *const *)merges, (uint64_t)n_merge,
+                                   &err));
+    CHECK(gguf_writer_kv_u32(w, "tokenizer.ggml.bos_token_id", 2, &err));
+    CHECK(gguf_writer_kv_u32(w, "tokenizer.ggml.eos_token_id", 1, &err));
+    CHECK(gguf_writer_kv_u32(w, "tokenizer.ggml.unknown_token_id", 3, &err));
+    CHECK(gguf_writer_kv_u32(w, "tokenizer.ggml.padding_token_id", 0, &err));
+    CHECK(gguf_writer_kv_u32(w, "tokenizer.ggml.mask_token_id", 4, &err));
+    CHECK(gguf_writer_kv_bool(w, "tokenizer.ggml.add_bos_token", 1, &err));
+    CHECK(gguf_writer_kv_bool(w, "tokenizer.ggml.add_space_prefix", 0, &err));
+    for (int i = 0; i < V; i++) free(tok[i]);
+    for (int m = 0; m < n_merge; m++) free(merges[m]);
+    free(tok);
+    free(merges);
+    free(ttype);
+    return 0;
+}
+
+static int write_hparams_gemma4(const mk_opts *o, gguf_writer *w) {
+    pt_err err = {{0}};
+    char desc[128];
+    snprintf(desc, sizeof desc, "petrel synthetic gemma4 %dx%d (%d experts, seed %llu)", o->n_layer, o->n_embd,
+             o->n_expert, (unsigned long long)o->seed);
+    CHECK(gguf_writer_kv_str(w, "general.architecture", "gemma4", &err));
+    CHECK(gguf_writer_kv_str(w, "general.name", desc, &err));
+    CHECK(gguf_writer_kv_str(w, "general.type", "model", &err));
+    CHECK(gguf_writer_kv_u32(w, "general.quantization_version", 2, &err));
+    CHECK(gguf_writer_kv_u32(w, "general.file_type", 15, &err)); /* MOSTLY_Q4_K_M: informative only */
+    struct {
+        const char *key;
+        uint32_t v;
+    } u[] = {{"context_length", 262144},
+             {"embedding_length", (uint32_t)o->n_embd},
+             {"block_count", (uint32_t)o->n_layer},
+             {"feed_forward_length", (uint32_t)o->n_ff},
+             {"attention.head_count", (uint32_t)o->n_head},
+             {"expert_count", (uint32_t)o->n_expert},
+             {"expert_used_count", (uint32_t)o->n_used},
+             {"expert_feed_forward_length", (uint32_t)o->n_ff_exp},
+             {"attention.key_length", (uint32_t)o->head_dim_full},
+             {"attention.value_length", (uint32_t)o->head_dim_full},
+             {"attention.key_length_swa", (uint32_t)o->head_dim},
+             {"attention.value_length_swa", (uint32_t)o->head_dim},
+             /* full layers: all dims, rope_freqs stops three quarters of them; sliding: all */
+             {"rope.dimension_count", (uint32_t)o->head_dim_full},
+             {"rope.dimension_count_swa", (uint32_t)o->head_dim},
+             {"attention.sliding_window", (uint32_t)o->window},
+             {"attention.shared_kv_layers", 0},
+             {"embedding_length_per_layer_input", 0}};
+    char k[160];
+    for (size_t i = 0; i < PT_ARRAY_LEN(u); i++) {
+        snprintf(k, sizeof k, "gemma4.%s", u[i].key);
+        CHECK(gguf_writer_kv_u32(w, k, u[i].v, &err));
+    }
+    CHECK(gguf_writer_kv_f32(w, "gemma4.attention.layer_norm_rms_epsilon", 1e-6f, &err));
+    CHECK(gguf_writer_kv_f32(w, "gemma4.rope.freq_base", 1e6f, &err));
+    CHECK(gguf_writer_kv_f32(w, "gemma4.rope.freq_base_swa", 1e4f, &err));
+    CHECK(gguf_writer_kv_f32(w, "gemma4.final_logit_softcapping", 30.0f, &err));
+    int32_t *kv = malloc((size_t)o->n_layer * sizeof *kv);
+    uint8_t *swa = malloc((size_t)o->n_layer);
+    if (!kv || !swa) return 1;
+    for (int l = 0; l < o->n_layer; l++) {
+        kv[l] = g4_full(o, l) ? o->n_head_kv_full : o->n_head_kv;
+        swa[l] = !g4_full(o, l);
+    }
+    CHECK(gguf_writer_kv_array(w, "gemma4.attention.head_count_kv", GGUF_INT32, kv, (uint64_t)o->n_layer, &err));
+    CHECK(gguf_writer_kv_array(w, "gemma4.attention.sliding_window_pattern", GGUF_BOOL, swa, (uint64_t)o->n_layer,
+                               &err));
+    free(kv);
+    free(swa);
+    return 0;
+}
+
+/* What differs by architecture: the tensor list, the hyper-parameters, the vocabulary. */
+static const struct mk_arch {
+    void (*tensors)(const mk_opts *o, mk_list *L);
+    int (*hparams)(const mk_opts *o, gguf_writer *w);
+    int (*tokenizer)(const mk_opts *o, gguf_writer *w);
+} mk_archs[] = {
+    [ARCH_GLM_DSA] = {build_glm_dsa, write_hparams_glm, write_tokenizer_glm},
+    [ARCH_GEMMA4] = {build_gemma4, write_hparams_gemma4, write_tokenizer_gemma4},
+};
+
 /* ===== main ===== */
 
 int main(int argc, char **argv) {
     mk_opts o;
     if (parse_opts(argc, argv, &o)) return 2;
     mk_list L = {0};
-    build_list(&o, &L);
+    const struct mk_arch *A = &mk_archs[o.arch];
+    A->tensors(&o, &L);
     pt_err err = {{0}};
     gguf_writer *w = gguf_writer_new(32);
     if (!w) return 1;
-    if (write_hparams(&o, w) || write_tokenizer(&o, w)) return 1;
+    if (A->hparams(&o, w) || A->tokenizer(&o, w)) return 1;
     uint64_t total = 0, max_row = 0;
     for (int i = 0; i < L.n; i++) {
         mk_tensor *t = &L.t[i];

@@ -33,6 +33,7 @@ static const char *gb(uint64_t bytes, char buf[32]) {
     return buf;
 }
 #define PLAN_KV_CTX 4096             /* context assumed when budgeting the KV cache */
+#define DEFAULT_BATCH 256            /* rows per forward chunk when the session does not say */
 #define PLAN_MARGIN (512ull << 20)   /* kept free for scratch, I/O and the allocator */
 #define PIN_SHARE 0.25               /* default share of the expert cache given to pins */
 
@@ -46,7 +47,7 @@ struct pt_engine {
     const arch_ops *ops; /* the family's session functions */
     int n_vocab, n_embd, n_ctx_train, has_mtp;
     int n_expert;          /* routed experts per MoE layer */
-    uint64_t kv_pos_bytes; /* KV cache bytes per position, for the memory plan */
+    uint64_t kv_plan_bytes; /* KV cache bytes of a PLAN_KV_CTX-position session, for the memory plan */
     glm_model glm;       /* glm-dsa, deepseek2 */
     gemma4_model g4;     /* gemma4 */
     qwen3moe_model q3;   /* qwen3moe */
@@ -65,7 +66,7 @@ struct pt_engine {
 struct pt_session {
     pt_engine *e;
     void *st; /* the family's state (glm_state, gemma4_state, ...) */
-    int n_ctx;
+    int n_ctx, n_batch;
 };
 
 /* ===== Per-architecture dispatch =====
@@ -231,7 +232,7 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
     if (model_info_get(en->g, &mi, e)) return -1;
     const uint64_t resident = mi.resident_bytes, routed = mi.routed_bytes;
     model_info_free(&mi);
-    const uint64_t kv = (uint64_t)PLAN_KV_CTX * en->kv_pos_bytes;
+    const uint64_t kv = en->kv_plan_bytes;
     const uint64_t budget = p->ram_gb > 0 ? (uint64_t)(p->ram_gb * GIB) : mem_available();
     const uint64_t fixed = resident + kv + PLAN_MARGIN;
     /* LFU with decay is the default: on the streaming benchmark's routing trace it
@@ -307,22 +308,30 @@ pt_engine *pt_engine_open(const pt_engine_params *p, char *err, size_t err_len) 
         en->n_vocab = en->glm.hp.n_vocab, en->n_embd = en->glm.hp.n_embd;
         en->n_ctx_train = en->glm.hp.n_ctx_train, en->has_mtp = en->glm.hp.n_nextn > 0;
         en->n_expert = en->glm.hp.n_expert;
-        en->kv_pos_bytes = (uint64_t)(en->glm.hp.n_layer + en->glm.hp.n_nextn) *
-                           (uint64_t)(en->glm.hp.kv_lora + en->glm.hp.qk_rope) * sizeof(float);
+        en->kv_plan_bytes = (uint64_t)PLAN_KV_CTX * (uint64_t)(en->glm.hp.n_layer + en->glm.hp.n_nextn) *
+                            (uint64_t)(en->glm.hp.kv_lora + en->glm.hp.qk_rope) * sizeof(float);
     } else if (!strcmp(en->arch, "gemma4")) {
         if (gemma4_model_load(en->g, &en->g4, &e)) goto fail;
         en->ops = &gemma4_ops;
         en->n_vocab = en->g4.hp.n_vocab, en->n_embd = en->g4.hp.n_embd, en->n_ctx_train = en->g4.hp.n_ctx_train;
         en->n_expert = en->g4.hp.n_expert;
-        /* K and V of every layer (an upper bound: sliding layers keep only a window) */
-        en->kv_pos_bytes = (uint64_t)en->g4.hp.n_layer * 2 * (uint64_t)en->g4.hp.max_kv_dim * sizeof(float);
+        /* K and V of every layer: full-attention layers keep every position, sliding
+         * ones a ring of window + batch - 1 (gemma4_state_new); counting the whole
+         * context for both would reserve 1.88 GiB instead of 0.64 GiB on Gemma 4
+         * 26B-A4B, which leaves one expert slot per layer under a 4 GiB limit */
+        for (int l = 0; l < en->g4.hp.n_layer; l++) {
+            const gemma4_layer *ly = &en->g4.layers[l];
+            const uint64_t pos = ly->swa ? PT_MIN((uint64_t)en->g4.hp.window + DEFAULT_BATCH - 1, PLAN_KV_CTX)
+                                         : PLAN_KV_CTX;
+            en->kv_plan_bytes += pos * 2 * (uint64_t)ly->n_kv * (uint64_t)ly->head_dim * sizeof(float);
+        }
     } else if (!strcmp(en->arch, "qwen3moe")) {
         if (qwen3moe_model_load(en->g, &en->q3, &e)) goto fail;
         en->ops = &qwen3moe_ops;
         en->n_vocab = en->q3.hp.n_vocab, en->n_embd = en->q3.hp.n_embd, en->n_ctx_train = en->q3.hp.n_ctx_train;
         en->n_expert = en->q3.hp.n_expert;
-        en->kv_pos_bytes =
-            (uint64_t)en->q3.hp.n_layer * 2 * (uint64_t)en->q3.hp.n_kv * (uint64_t)en->q3.hp.head_dim * sizeof(float);
+        en->kv_plan_bytes = (uint64_t)PLAN_KV_CTX * (uint64_t)en->q3.hp.n_layer * 2 * (uint64_t)en->q3.hp.n_kv *
+                            (uint64_t)en->q3.hp.head_dim * sizeof(float);
     } else {
         pt_errf(&e, "%s: architecture '%s' is not supported (supported: glm-dsa, deepseek2, gemma4, qwen3moe)",
                 p->model_path, en->arch);
@@ -403,7 +412,7 @@ pt_session *pt_session_new(pt_engine *e, const pt_session_params *p, char *err, 
     pt_err er = {{0}};
     int n_ctx = p && p->n_ctx > 0 ? p->n_ctx : 4096;
     if (n_ctx > e->n_ctx_train && e->n_ctx_train > 0 && !(p && p->n_ctx > 0)) n_ctx = e->n_ctx_train;
-    int n_batch = p && p->n_batch > 0 ? p->n_batch : 256;
+    int n_batch = p && p->n_batch > 0 ? p->n_batch : DEFAULT_BATCH;
     pt_session *s = calloc(1, sizeof *s);
     if (!s) {
         snprintf(err, err_len, "out of memory");
@@ -411,6 +420,7 @@ pt_session *pt_session_new(pt_engine *e, const pt_session_params *p, char *err, 
     }
     s->e = e;
     s->n_ctx = n_ctx;
+    s->n_batch = n_batch;
     s->st = e->ops->state_new(e, n_ctx, n_batch, &er);
     if (!s->st) {
         copy_err(&er, err, err_len);
@@ -427,6 +437,7 @@ void pt_session_free(pt_session *s) {
 }
 
 int pt_session_n_ctx(const pt_session *s) { return s->n_ctx; }
+int pt_session_n_batch(const pt_session *s) { return s->n_batch; }
 int pt_session_n_past(const pt_session *s) { return s->e->ops->n_past(s->st); }
 
 void pt_session_truncate(pt_session *s, int n) {
