@@ -187,7 +187,7 @@ static void simd_panel_matches_ref(void) {
  * single-row kernel of their level (a stride wider than a row, lengths of one
  * block to 7168 weights); qt_dot4_upto follows qt_dot_upto's level. */
 static void simd_dot4_bit_identical(void) {
-    const uint32_t want4[] = {QT_Q8_0, QT_Q2_K, QT_Q3_K, QT_Q4_K, QT_Q5_K, QT_Q6_K};
+    const uint32_t want4[] = {QT_Q4_0, QT_Q5_0, QT_Q8_0, QT_MXFP4, QT_Q2_K, QT_Q3_K, QT_Q4_K, QT_Q5_K, QT_Q6_K};
     int tested = 0;
     for (int isa = QT_ISA_SCALAR; isa <= qt_isa_detect(); isa++) {
         for (uint32_t type = 0; type < QT_COUNT; type++) {

@@ -696,6 +696,64 @@ static void dot4_q8_0(const void *w, const void *a, uint64_t as, int64_t n, floa
     for (int r = 0; r < NR4; r++) out[r] = hsum_ps(acc[r]);
 }
 
+/* The legacy shapes of LEGACY_LOOP (NACC 2: blocks alternate between two
+ * accumulators, an odd last block goes to the first) and LEGACY_LOOP1 (NACC 1). */
+#define LEGACY4_STEP(i, A)                                                                         \
+    do {                                                                                           \
+        const XT4 *xb = &x[i];                                                                     \
+        const __m256i wv = DECODE4, wa = _mm256_sign_epi8(wv, wv);                                 \
+        const float dx = SCALE4;                                                                   \
+        _Pragma("GCC unroll 4") for (int r = 0; r < NR4; r++) {                                    \
+            const __m256i p =                                                                      \
+                dot_u8s8(_mm256_setzero_si256(), wa, _mm256_sign_epi8(loadu256(y[r][i].qs), wv));  \
+            A[r] = _mm256_fmadd_ps(_mm256_set1_ps(dx * f16(y[r][i].d)), _mm256_cvtepi32_ps(p), A[r]); \
+        }                                                                                          \
+    } while (0)
+#define LEGACY4_BODY(NACC)                                                                         \
+    const XT4 *x = w;                                                                              \
+    ROWS4(block_q8_0, a, as, y);                                                                   \
+    const int64_t nb = n / 32;                                                                     \
+    __m256 acc0[NR4], acc1[NR4];                                                                   \
+    for (int r = 0; r < NR4; r++) acc0[r] = acc1[r] = _mm256_setzero_ps();                         \
+    int64_t i = 0;                                                                                 \
+    for (; (NACC) == 2 && i + 2 <= nb; i += 2) {                                                   \
+        LEGACY4_STEP(i, acc0);                                                                     \
+        LEGACY4_STEP(i + 1, acc1);                                                                 \
+    }                                                                                              \
+    for (; i < nb; i++) LEGACY4_STEP(i, acc0);                                                     \
+    for (int r = 0; r < NR4; r++) out[r] = hsum_ps((NACC) == 2 ? _mm256_add_ps(acc0[r], acc1[r]) : acc0[r])
+
+static void dot4_q4_0(const void *w, const void *a, uint64_t as, int64_t n, float *out) {
+#define XT4 block_q4_0
+#define DECODE4 decode_q4_0(xb)
+#define SCALE4 f16(xb->d)
+    LEGACY4_BODY(1);
+#undef XT4
+#undef DECODE4
+#undef SCALE4
+}
+
+static void dot4_q5_0(const void *w, const void *a, uint64_t as, int64_t n, float *out) {
+#define XT4 block_q5_0
+#define DECODE4 decode_q5_0(xb)
+#define SCALE4 f16(xb->d)
+    LEGACY4_BODY(2);
+#undef XT4
+#undef DECODE4
+#undef SCALE4
+}
+
+static void dot4_mxfp4(const void *w, const void *a, uint64_t as, int64_t n, float *out) {
+    const __m256i tab = table16(kvalues_mxfp4);
+#define XT4 block_mxfp4
+#define DECODE4 _mm256_shuffle_epi8(tab, nibbles32(xb->qs))
+#define SCALE4 e8m0_half(xb->e)
+    LEGACY4_BODY(2);
+#undef XT4
+#undef DECODE4
+#undef SCALE4
+}
+
 static void dot4_q2_K(const void *w, const void *a, uint64_t as, int64_t n, float *out) {
     const block_q2_K *x = w;
     ROWS4(block_q8_K, a, as, y);
@@ -904,7 +962,10 @@ static void dot4_q6_K(const void *w, const void *a, uint64_t as, int64_t n, floa
 /* The four-row kernel for `type`, or NULL (the caller runs the single-row one four times). */
 static qt_dot4_fn x86_dot4_table(uint32_t type) {
     switch (type) {
+    case QT_Q4_0: return dot4_q4_0;
+    case QT_Q5_0: return dot4_q5_0;
     case QT_Q8_0: return dot4_q8_0;
+    case QT_MXFP4: return dot4_mxfp4;
     case QT_Q2_K: return dot4_q2_K;
     case QT_Q3_K: return dot4_q3_K;
     case QT_Q4_K: return dot4_q4_K;
