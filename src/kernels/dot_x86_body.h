@@ -679,6 +679,31 @@ static const qt_f32_kernels x86_f32_kernels = {f32_dot_ggml, f32_axpy};
     const T *y[NR4];                                                                               \
     for (int r = 0; r < NR4; r++) y[r] = (const T *)((const uint8_t *)(a) + (uint64_t)r * (as))
 
+/* sumi[r] += the 32 weight bytes v times bytes [off, off + 32) of row r's
+ * activation block, in int16 pairs scaled by cs (one K-quant chunk). */
+static inline void chunk4(__m256i *sumi, __m256i v, __m256i cs, const block_q8_K *const *y, int64_t i, int off) {
+#pragma GCC unroll 4
+    for (int r = 0; r < NR4; r++) sumi[r] = dot_i16(sumi[r], _mm256_maddubs_epi16(v, loadu256(y[r][i].qs + off)), cs);
+}
+
+/* Two chunks in a row's order: the low-nibble chunk at off, then the high one
+ * at off + 32 (Q4_K, Q5_K: sumi[r] += lo part, then += hi part). */
+static inline void chunk4x2(__m256i *sumi, __m256i v0, __m256i s0, __m256i v1, __m256i s1,
+                            const block_q8_K *const *y, int64_t i, int off) {
+#pragma GCC unroll 4
+    for (int r = 0; r < NR4; r++) {
+        sumi[r] = dot_i16(sumi[r], _mm256_maddubs_epi16(v0, loadu256(y[r][i].qs + off)), s0);
+        sumi[r] = dot_i16(sumi[r], _mm256_maddubs_epi16(v1, loadu256(y[r][i].qs + off + 32)), s1);
+    }
+}
+
+/* The end of a K-quant block: acc[r] += (y_r.d * d) * sumi[r]. */
+static inline void block_end4(__m256 *acc, const __m256i *sumi, const block_q8_K *const *y, int64_t i, float d) {
+#pragma GCC unroll 4
+    for (int r = 0; r < NR4; r++)
+        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y[r][i].d * d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+}
+
 static void dot4_q8_0(const void *w, const void *a, uint64_t as, int64_t n, float *out) {
     const block_q8_0 *x = w;
     ROWS4(block_q8_0, a, as, y);
@@ -781,14 +806,10 @@ static void dot4_q2_K(const void *w, const void *a, uint64_t as, int64_t n, floa
             for (int j = 0; j < 4; j++) {
                 const __m256i v = _mm256_and_si256(srl16(q, 2 * j), _mm256_set1_epi8(3));
                 const __m256i cs = chunk_scales(half[h], j);
-#pragma GCC unroll 4
-                for (int r = 0; r < NR4; r++)
-                    sumi[r] = dot_i16(sumi[r], _mm256_maddubs_epi16(v, loadu256(y[r][i].qs + 128 * h + 32 * j)), cs);
+                chunk4(sumi, v, cs, y, i, 128 * h + 32 * j);
             }
         }
-#pragma GCC unroll 4
-        for (int r = 0; r < NR4; r++)
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y[r][i].d * d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+        block_end4(acc, sumi, y, i, d);
     }
     for (int r = 0; r < NR4; r++) out[r] = hsum_ps(acc[r]);
 }
@@ -818,14 +839,10 @@ static void dot4_q3_K(const void *w, const void *a, uint64_t as, int64_t n, floa
                 const __m256i v = _mm256_or_si256(_mm256_and_si256(srl16(q, 2 * j), _mm256_set1_epi8(3)),
                                                   _mm256_slli_epi16(hb, 2));
                 const __m256i cs = chunk_scales(half[h], j);
-#pragma GCC unroll 4
-                for (int r = 0; r < NR4; r++)
-                    sumi[r] = dot_i16(sumi[r], _mm256_maddubs_epi16(v, loadu256(y[r][i].qs + 128 * h + 32 * j)), cs);
+                chunk4(sumi, v, cs, y, i, 128 * h + 32 * j);
             }
         }
-#pragma GCC unroll 4
-        for (int r = 0; r < NR4; r++)
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y[r][i].d * d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+        block_end4(acc, sumi, y, i, d);
     }
     for (int r = 0; r < NR4; r++) out[r] = hsum_ps(acc[r]);
 }
@@ -858,16 +875,9 @@ static void dot4_q5_K(const void *w, const void *a, uint64_t as, int64_t n, floa
                 _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), b4));
             const __m256i v1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
                                                _mm256_and_si256(_mm256_slli_epi16(hb, 3), b4));
-#pragma GCC unroll 4
-            for (int r = 0; r < NR4; r++) {
-                const int8_t *q8 = y[r][i].qs + 64 * c;
-                sumi[r] = dot_i16(sumi[r], _mm256_maddubs_epi16(v0, loadu256(q8)), s0);
-                sumi[r] = dot_i16(sumi[r], _mm256_maddubs_epi16(v1, loadu256(q8 + 32)), s1);
-            }
+            chunk4x2(sumi, v0, s0, v1, s1, y, i, 64 * c);
         }
-#pragma GCC unroll 4
-        for (int r = 0; r < NR4; r++)
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y[r][i].d * d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+        block_end4(acc, sumi, y, i, d);
     }
     for (int r = 0; r < NR4; r++) out[r] = hsum_ps(acc[r]);
 }
@@ -899,16 +909,9 @@ static void dot4_q4_K(const void *w, const void *a, uint64_t as, int64_t n, floa
             const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
             const __m256i s0 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)((4 * c + 1) << 8 | 4 * c)));
             const __m256i s1 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)((4 * c + 3) << 8 | (4 * c + 2))));
-#pragma GCC unroll 4
-            for (int r = 0; r < NR4; r++) {
-                const int8_t *q8 = y[r][i].qs + 64 * c;
-                sumi[r] = dot_i16(sumi[r], _mm256_maddubs_epi16(lo, loadu256(q8)), s0);
-                sumi[r] = dot_i16(sumi[r], _mm256_maddubs_epi16(hi, loadu256(q8 + 32)), s1);
-            }
+            chunk4x2(sumi, lo, s0, hi, s1, y, i, 64 * c);
         }
-#pragma GCC unroll 4
-        for (int r = 0; r < NR4; r++)
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y[r][i].d * d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+        block_end4(acc, sumi, y, i, d);
     }
     for (int r = 0; r < NR4; r++) {
         __m128 m = _mm_add_ps(acc_m[r], _mm_movehl_ps(acc_m[r], acc_m[r]));
@@ -947,14 +950,10 @@ static void dot4_q6_K(const void *w, const void *a, uint64_t as, int64_t n, floa
 #pragma GCC unroll 4
             for (int k = 0; k < 4; k++) {
                 const __m256i cs = chunk_scales(half[h], k);
-#pragma GCC unroll 4
-                for (int r = 0; r < NR4; r++)
-                    sumi[r] = dot_i16(sumi[r], _mm256_maddubs_epi16(v[k], loadu256(y[r][i].qs + 128 * h + 32 * k)), cs);
+                chunk4(sumi, v[k], cs, y, i, 128 * h + 32 * k);
             }
         }
-#pragma GCC unroll 4
-        for (int r = 0; r < NR4; r++)
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y[r][i].d * d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+        block_end4(acc, sumi, y, i, d);
     }
     for (int r = 0; r < NR4; r++) out[r] = hsum_ps(acc[r]);
 }
