@@ -136,11 +136,17 @@ static void log_job(srv *s, const job *j, int status, int n_prompt, int cached, 
     const char *path = j->req.api == OAI_CHAT ? "/v1/chat/completions"
                        : j->req.api == OAI_COMPLETIONS ? "/v1/completions" : "/v1/responses";
     double dec = res && res->n_tokens > 1 && res->t_end > res->t_first ? res->t_end - res->t_first : 0;
+    /* an error message may quote the request: no control characters (terminal
+     * escapes, forged log lines) and no more than a line's worth of it */
+    char why[160];
+    snprintf(why, sizeof why, "%s", finish);
+    for (char *c = why; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
     fprintf(s->p.log,
             "petrel: %d POST %s%s: prompt %d tokens (%d cached), prefill %.3f s, %d generated, %.2f tok/s, %s\n",
             status, path, j->req.stream ? " (stream)" : "", n_prompt, cached > 0 ? cached : 0,
             t_prefilled > t_start ? t_prefilled - t_start : 0.0, res ? res->n_tokens : 0,
-            dec > 0 ? (res->n_tokens - 1) / dec : 0.0, finish);
+            dec > 0 ? (res->n_tokens - 1) / dec : 0.0, why);
     fflush(s->p.log);
 }
 
