@@ -49,8 +49,9 @@ struct glm_state {
     float *ctxh;          /* [B][kv_lora] one head, gathered */
     float *vout;          /* [B][v_head] */
     float *o;             /* [B][H * v_head] */
-    float *scores;        /* [n_ctx rounded up to 16] */
-    float *wacc;          /* [NN_WSUM_LANES_MAX][kv_lora] lanes of the weighted latent sum */
+    float *scores;        /* [n_threads][n_scores]: a softmax row per thread (the indexer uses row 0) */
+    float *wacc;          /* [n_threads][NN_WSUM_LANES_MAX][kv_lora] lanes of the weighted latent sums */
+    size_t n_scores;      /* n_ctx rounded up to 16 */
     float *cs;            /* [qk_rope] rope table (also indexer: first qk_rope dims) */
     int *sel;             /* [B][top_k] key selection of the last full DSA layer */
     int *n_sel;           /* [B] */
@@ -125,8 +126,10 @@ glm_state *glm_state_new(const glm_model *m, tp_pool *pool, xs_store *xs, int pr
     s->ctxh = pt_falloc(B * (size_t)hp->kv_lora, &fail);
     s->vout = pt_falloc(B * (size_t)hp->v_head, &fail);
     s->o = pt_falloc(B * H * (size_t)hp->v_head, &fail);
-    s->scores = pt_falloc(((size_t)n_ctx + 15) & ~(size_t)15, &fail);
-    s->wacc = pt_falloc((size_t)NN_WSUM_LANES_MAX * (size_t)hp->kv_lora, &fail);
+    const size_t NT = (size_t)tp_size(pool);
+    s->n_scores = ((size_t)n_ctx + 15) & ~(size_t)15;
+    s->scores = pt_falloc(NT * s->n_scores, &fail);
+    s->wacc = pt_falloc(NT * (size_t)NN_WSUM_LANES_MAX * (size_t)hp->kv_lora, &fail);
     s->cs = pt_falloc((size_t)hp->qk_rope, &fail);
     s->sel = calloc(B * topk, sizeof(int));
     s->n_sel = calloc(B, sizeof(int));
@@ -247,6 +250,49 @@ static void dsa_select(glm_state *s, const glm_layer *ly, int layer, int T, int 
 
 /* ===== MLA attention (absorbed) ===== */
 
+/* Scores over [latent | rope key], softmax, weighted latent sum of one
+ * (query row, head) pair, each in ggml's rounding order (ops.c); the softmax
+ * row is padded to 16 with masked keys like llama.cpp's KV window, and the
+ * lane count of the sum depends on the chunk's row count as llama.cpp's
+ * kernel choice does. The pairs are independent: thread ith takes pairs
+ * ith, ith + nth, ... (the later rows see more keys; striding balances them)
+ * with its own softmax row and sum lanes, so the bits do not depend on the
+ * thread count. */
+typedef struct mla_job {
+    glm_state *s;
+    float kq_scale;
+    int T, pos0, use_dsa, lanes;
+    const float *cache;
+} mla_job;
+
+static void mla_worker(void *arg, int ith, int nth) {
+    const mla_job *a = arg;
+    glm_state *s = a->s;
+    const glm_hparams *hp = &s->m->hp;
+    const int H = hp->n_head, KVL = hp->kv_lora, KVD = s->kv_dim;
+    float *scores = s->scores + (size_t)ith * s->n_scores;
+    float *wacc = s->wacc + (size_t)ith * NN_WSUM_LANES_MAX * (size_t)KVL;
+    for (int p = ith; p < a->T * H; p += nth) {
+        const int t = p / H, h = p % H;
+        const int n_keys = a->pos0 + t + 1, n_pad = (n_keys + 15) & ~15;
+        const int sparse = a->use_dsa && s->n_sel[t] < n_keys;
+        const float *qf = s->qfull + ((size_t)t * H + h) * KVD;
+        for (int j = 0; j < n_pad; j++) scores[j] = sparse || j >= n_keys ? -INFINITY : 0.0f;
+        if (sparse) {
+            const int *sel = s->sel + (size_t)t * hp->idx_top_k;
+            for (int i = 0; i < s->n_sel[t]; i++) scores[sel[i]] = 0.0f;
+        }
+        for (int j = 0; j < n_keys; j++)
+            if (scores[j] != -INFINITY) scores[j] = nn_dot_f32(qf, a->cache + (size_t)j * KVD, KVD);
+        nn_softmax(scores, n_pad, a->kq_scale);
+        uint64_t used;
+        nn_wsum_begin(wacc, a->lanes, KVL, &used);
+        for (int j = 0; j < n_keys; j++)
+            if (scores[j] != 0.0f) nn_wsum_add(wacc, a->lanes, KVL, j, scores[j], a->cache + (size_t)j * KVD, &used);
+        nn_wsum_end(wacc, a->lanes, KVL, s->ctx + ((size_t)t * H + h) * KVL, used);
+    }
+}
+
 static void attention(glm_state *s, const glm_layer *ly, int layer, int T, int pos0, int use_dsa) {
     const glm_hparams *hp = &s->m->hp;
     const int H = hp->n_head, NOPE = hp->qk_nope, ROPE = hp->qk_rope, KVL = hp->kv_lora, KVD = s->kv_dim;
@@ -284,32 +330,8 @@ static void attention(glm_state *s, const glm_layer *ly, int layer, int T, int p
             memcpy(s->qfull + ((size_t)t * H + h) * KVD, s->qabs + (size_t)t * KVL, (size_t)KVL * sizeof(float));
     }
     if (use_dsa && ly->has_idx) dsa_select(s, ly, layer, T, pos0);
-    /* scores over [latent | rope key], softmax, weighted latent sum, each in
-     * ggml's rounding order (ops.c); the softmax row is padded to 16 with
-     * masked keys like llama.cpp's KV window, and the lane count of the sum
-     * depends on the chunk's row count as llama.cpp's kernel choice does */
-    const int lanes = nn_wsum_lanes(T);
-    for (int t = 0; t < T; t++) {
-        const int n_keys = pos0 + t + 1, n_pad = (n_keys + 15) & ~15;
-        const int sparse = use_dsa && s->n_sel[t] < n_keys;
-        for (int h = 0; h < H; h++) {
-            const float *qf = s->qfull + ((size_t)t * H + h) * KVD;
-            for (int j = 0; j < n_pad; j++) s->scores[j] = sparse || j >= n_keys ? -INFINITY : 0.0f;
-            if (sparse) {
-                const int *sel = s->sel + (size_t)t * hp->idx_top_k;
-                for (int i = 0; i < s->n_sel[t]; i++) s->scores[sel[i]] = 0.0f;
-            }
-            for (int j = 0; j < n_keys; j++)
-                if (s->scores[j] != -INFINITY) s->scores[j] = nn_dot_f32(qf, cache + (size_t)j * KVD, KVD);
-            nn_softmax(s->scores, n_pad, hp->kq_scale);
-            uint64_t used;
-            nn_wsum_begin(s->wacc, lanes, KVL, &used);
-            for (int j = 0; j < n_keys; j++)
-                if (s->scores[j] != 0.0f)
-                    nn_wsum_add(s->wacc, lanes, KVL, j, s->scores[j], cache + (size_t)j * KVD, &used);
-            nn_wsum_end(s->wacc, lanes, KVL, s->ctx + ((size_t)t * H + h) * KVL, used);
-        }
-    }
+    mla_job j = {s, hp->kq_scale, T, pos0, use_dsa, nn_wsum_lanes(T), cache};
+    tp_run(s->pool, mla_worker, &j);
     /* per-head value projection, then the output projection */
     for (int h = 0; h < H; h++) {
         for (int t = 0; t < T; t++)
