@@ -211,9 +211,41 @@ void glm_truncate(glm_state *s, int n) {
  * and keep the top min(top_k, pos+1). Keys come from LayerNorm(attn_k(x)) with
  * weight and bias (eps 0, as llama.cpp's loader leaves it), the first qk_rope
  * dims of query and key rotated like the MLA rope. */
-static void dsa_select(glm_state *s, const glm_layer *ly, int layer, int T, int pos0) {
+/* The indexer's scores and top-k of query rows ith, ith + nth, ... (later rows
+ * see more keys; striding balances them), each thread in its own score row. */
+typedef struct idx_job {
+    glm_state *s;
+    int T, pos0;
+    const float *cache;
+} idx_job;
+
+static void idx_worker(void *arg, int ith, int nth) {
+    const idx_job *a = arg;
+    glm_state *s = a->s;
     const glm_hparams *hp = &s->m->hp;
     const int D = hp->idx_head_dim, NH = hp->idx_n_head, K = hp->idx_top_k;
+    float *scores = s->scores + (size_t)ith * s->n_scores;
+    for (int t = ith; t < a->T; t += nth) {
+        const int n_keys = a->pos0 + t + 1;
+        const float *q = s->iq + (size_t)t * NH * D, *w = s->iw + (size_t)t * NH;
+        for (int j = 0; j < n_keys; j++) {
+            const float *kj = a->cache + (size_t)j * D;
+            float sc = 0;
+            for (int h = 0; h < NH; h++) {
+                const float d = nn_dot_f32(q + (size_t)h * D, kj, D);
+                sc += (d > 0 ? d : 0) * w[h];
+            }
+            scores[j] = sc;
+        }
+        const int k = n_keys < K ? n_keys : K;
+        nn_top_k(scores, n_keys, k, s->sel + (size_t)t * K);
+        s->n_sel[t] = k;
+    }
+}
+
+static void dsa_select(glm_state *s, const glm_layer *ly, int layer, int T, int pos0) {
+    const glm_hparams *hp = &s->m->hp;
+    const int D = hp->idx_head_dim, NH = hp->idx_n_head;
     mm_run(&s->mm, &ly->idx_q_b, s->qa, T, s->iq, NH * D);
     mm_run(&s->mm, &ly->idx_k, s->xn, T, s->ik, D);
     mm_run(&s->mm, &ly->idx_proj, s->xn, T, s->iw, NH);
@@ -229,23 +261,8 @@ static void dsa_select(glm_state *s, const glm_layer *ly, int layer, int T, int 
         for (int h = 0; h < NH; h++) nn_rope_apply(&rope, s->cs, s->iq + ((size_t)t * NH + h) * D);
         for (int h = 0; h < NH; h++) s->iw[(size_t)t * NH + h] *= wscale;
     }
-    for (int t = 0; t < T; t++) {
-        const int n_keys = pos0 + t + 1;
-        const float *q = s->iq + (size_t)t * NH * D, *w = s->iw + (size_t)t * NH;
-        for (int j = 0; j < n_keys; j++) {
-            const float *kj = cache + (size_t)j * D;
-            float sc = 0;
-            for (int h = 0; h < NH; h++) {
-                float d = 0;
-                for (int i = 0; i < D; i++) d += q[h * D + i] * kj[i];
-                sc += (d > 0 ? d : 0) * w[h];
-            }
-            s->scores[j] = sc;
-        }
-        const int k = n_keys < K ? n_keys : K;
-        nn_top_k(s->scores, n_keys, k, s->sel + (size_t)t * K);
-        s->n_sel[t] = k;
-    }
+    idx_job j = {s, T, pos0, cache};
+    tp_run(s->pool, idx_worker, &j);
 }
 
 /* ===== MLA attention (absorbed) ===== */
