@@ -22,6 +22,12 @@
 #include "nn/ops.h"
 #include "runtime/experts.h"
 
+/* MLA attention scratch: each thread holds score rows and 64 sum lanes for
+ * MLA_ALLOC_HEADS heads (at a batch's 16 lanes, four times as many heads),
+ * and a unit of work takes at most MLA_MAX_GROUP heads. */
+#define MLA_ALLOC_HEADS 2
+#define MLA_MAX_GROUP 16
+
 
 struct glm_state {
     const glm_model *m;
@@ -49,9 +55,11 @@ struct glm_state {
     float *ctxh;          /* [B][kv_lora] one head, gathered */
     float *vout;          /* [B][v_head] */
     float *o;             /* [B][H * v_head] */
-    float *scores;        /* [n_threads][n_scores]: a softmax row per thread (the indexer uses row 0) */
-    float *wacc;          /* [n_threads][NN_WSUM_LANES_MAX][kv_lora] lanes of the weighted latent sums */
+    float *scores;        /* [n_threads][score_rows][n_scores] softmax rows (attention, indexer) */
+    float *wacc;          /* [n_threads][mla_heads * NN_WSUM_LANES_MAX][kv_lora] weighted-sum lanes */
     size_t n_scores;      /* n_ctx rounded up to 16 */
+    int mla_heads;        /* heads whose 64 sum lanes each thread has (MLA_ALLOC_HEADS or fewer) */
+    size_t score_rows;    /* score rows per thread: mla_heads * (64 / 16) */
     float *cs;            /* [qk_rope] rope table (also indexer: first qk_rope dims) */
     int *sel;             /* [B][top_k] key selection of the last full DSA layer */
     int *n_sel;           /* [B] */
@@ -126,10 +134,13 @@ glm_state *glm_state_new(const glm_model *m, tp_pool *pool, xs_store *xs, int pr
     s->ctxh = pt_falloc(B * (size_t)hp->kv_lora, &fail);
     s->vout = pt_falloc(B * (size_t)hp->v_head, &fail);
     s->o = pt_falloc(B * H * (size_t)hp->v_head, &fail);
+    /* per thread: score rows and sum lanes for a group of heads (attention) */
     const size_t NT = (size_t)tp_size(pool);
+    s->mla_heads = hp->n_head < MLA_ALLOC_HEADS ? hp->n_head : MLA_ALLOC_HEADS;
     s->n_scores = ((size_t)n_ctx + 15) & ~(size_t)15;
-    s->scores = pt_falloc(NT * s->n_scores, &fail);
-    s->wacc = pt_falloc(NT * (size_t)NN_WSUM_LANES_MAX * (size_t)hp->kv_lora, &fail);
+    s->score_rows = (size_t)s->mla_heads * (NN_WSUM_LANES_MAX / NN_WSUM_LANES_BATCH);
+    s->scores = pt_falloc(NT * s->score_rows * s->n_scores, &fail);
+    s->wacc = pt_falloc(NT * (size_t)s->mla_heads * NN_WSUM_LANES_MAX * (size_t)hp->kv_lora, &fail);
     s->cs = pt_falloc((size_t)hp->qk_rope, &fail);
     s->sel = calloc(B * topk, sizeof(int));
     s->n_sel = calloc(B, sizeof(int));
@@ -224,7 +235,7 @@ static void idx_worker(void *arg, int ith, int nth) {
     glm_state *s = a->s;
     const glm_hparams *hp = &s->m->hp;
     const int D = hp->idx_head_dim, NH = hp->idx_n_head, K = hp->idx_top_k;
-    float *scores = s->scores + (size_t)ith * s->n_scores;
+    float *scores = s->scores + (size_t)ith * s->score_rows * s->n_scores;
     for (int t = ith; t < a->T; t += nth) {
         const int n_keys = a->pos0 + t + 1;
         const float *q = s->iq + (size_t)t * NH * D, *w = s->iw + (size_t)t * NH;
@@ -267,18 +278,27 @@ static void dsa_select(glm_state *s, const glm_layer *ly, int layer, int T, int 
 
 /* ===== MLA attention (absorbed) ===== */
 
-/* Scores over [latent | rope key], softmax, weighted latent sum of one
+/* Scores over [latent | rope key], softmax, weighted latent sum of each
  * (query row, head) pair, each in ggml's rounding order (ops.c); the softmax
  * row is padded to 16 with masked keys like llama.cpp's KV window, and the
  * lane count of the sum depends on the chunk's row count as llama.cpp's
- * kernel choice does. The pairs are independent: thread ith takes pairs
- * ith, ith + nth, ... (the later rows see more keys; striding balances them)
- * with its own softmax row and sum lanes, so the bits do not depend on the
- * thread count. */
+ * kernel choice does.
+ *
+ * Every head reads the same cache rows (the latent is shared), so a unit of
+ * work is one query row and a group of heads, and the keys go in blocks of
+ * MLA_KEY_BLOCK that stay in cache while each head of the group uses them:
+ * a row is read once per group instead of once per head. Per head, the
+ * scores are independent per key and every sum lane still receives its keys
+ * in increasing order, so the bits are those of one head at a time. Units
+ * are independent: thread ith takes units ith, ith + nth, ... (later rows see
+ * more keys; striding balances them), with its own score rows and sum lanes,
+ * so the bits do not depend on the thread count either. */
+#define MLA_KEY_BLOCK 32
 typedef struct mla_job {
     glm_state *s;
     float kq_scale;
     int T, pos0, use_dsa, lanes;
+    int G; /* heads per unit */
     const float *cache;
 } mla_job;
 
@@ -286,27 +306,47 @@ static void mla_worker(void *arg, int ith, int nth) {
     const mla_job *a = arg;
     glm_state *s = a->s;
     const glm_hparams *hp = &s->m->hp;
-    const int H = hp->n_head, KVL = hp->kv_lora, KVD = s->kv_dim;
-    float *scores = s->scores + (size_t)ith * s->n_scores;
-    float *wacc = s->wacc + (size_t)ith * NN_WSUM_LANES_MAX * (size_t)KVL;
-    for (int p = ith; p < a->T * H; p += nth) {
-        const int t = p / H, h = p % H;
+    const int H = hp->n_head, KVL = hp->kv_lora, KVD = s->kv_dim, G = a->G, n_groups = (H + G - 1) / G;
+    float *scores = s->scores + (size_t)ith * s->score_rows * s->n_scores;
+    float *wacc = s->wacc + (size_t)ith * s->mla_heads * NN_WSUM_LANES_MAX * (size_t)KVL;
+    uint64_t used[MLA_MAX_GROUP];
+    for (int u = ith; u < a->T * n_groups; u += nth) {
+        const int t = u / n_groups, h0 = (u % n_groups) * G, g = H - h0 < G ? H - h0 : G;
         const int n_keys = a->pos0 + t + 1, n_pad = (n_keys + 15) & ~15;
         const int sparse = a->use_dsa && s->n_sel[t] < n_keys;
-        const float *qf = s->qfull + ((size_t)t * H + h) * KVD;
-        for (int j = 0; j < n_pad; j++) scores[j] = sparse || j >= n_keys ? -INFINITY : 0.0f;
-        if (sparse) {
-            const int *sel = s->sel + (size_t)t * hp->idx_top_k;
-            for (int i = 0; i < s->n_sel[t]; i++) scores[sel[i]] = 0.0f;
+        const float *qf = s->qfull + ((size_t)t * H + h0) * KVD;
+        for (int hh = 0; hh < g; hh++) {
+            float *sc = scores + (size_t)hh * s->n_scores;
+            for (int j = 0; j < n_pad; j++) sc[j] = sparse || j >= n_keys ? -INFINITY : 0.0f;
+            if (sparse) {
+                const int *sel = s->sel + (size_t)t * hp->idx_top_k;
+                for (int i = 0; i < s->n_sel[t]; i++) sc[sel[i]] = 0.0f;
+            }
         }
-        for (int j = 0; j < n_keys; j++)
-            if (scores[j] != -INFINITY) scores[j] = nn_dot_f32(qf, a->cache + (size_t)j * KVD, KVD);
-        nn_softmax(scores, n_pad, a->kq_scale);
-        uint64_t used;
-        nn_wsum_begin(wacc, a->lanes, KVL, &used);
-        for (int j = 0; j < n_keys; j++)
-            if (scores[j] != 0.0f) nn_wsum_add(wacc, a->lanes, KVL, j, scores[j], a->cache + (size_t)j * KVD, &used);
-        nn_wsum_end(wacc, a->lanes, KVL, s->ctx + ((size_t)t * H + h) * KVL, used);
+        for (int j0 = 0; j0 < n_keys; j0 += MLA_KEY_BLOCK) {
+            const int j1 = j0 + MLA_KEY_BLOCK < n_keys ? j0 + MLA_KEY_BLOCK : n_keys;
+            for (int hh = 0; hh < g; hh++) {
+                float *sc = scores + (size_t)hh * s->n_scores;
+                for (int j = j0; j < j1; j++)
+                    if (sc[j] != -INFINITY) sc[j] = nn_dot_f32(qf + (size_t)hh * KVD, a->cache + (size_t)j * KVD, KVD);
+            }
+        }
+        for (int hh = 0; hh < g; hh++) {
+            nn_softmax(scores + (size_t)hh * s->n_scores, n_pad, a->kq_scale);
+            nn_wsum_begin(wacc + (size_t)hh * a->lanes * KVL, a->lanes, KVL, &used[hh]);
+        }
+        for (int j0 = 0; j0 < n_keys; j0 += MLA_KEY_BLOCK) {
+            const int j1 = j0 + MLA_KEY_BLOCK < n_keys ? j0 + MLA_KEY_BLOCK : n_keys;
+            for (int hh = 0; hh < g; hh++) {
+                const float *sc = scores + (size_t)hh * s->n_scores;
+                float *acc = wacc + (size_t)hh * a->lanes * KVL;
+                for (int j = j0; j < j1; j++)
+                    if (sc[j] != 0.0f) nn_wsum_add(acc, a->lanes, KVL, j, sc[j], a->cache + (size_t)j * KVD, &used[hh]);
+            }
+        }
+        for (int hh = 0; hh < g; hh++)
+            nn_wsum_end(wacc + (size_t)hh * a->lanes * KVL, a->lanes, KVL, s->ctx + ((size_t)t * H + h0 + hh) * KVL,
+                        used[hh]);
     }
 }
 
@@ -347,7 +387,15 @@ static void attention(glm_state *s, const glm_layer *ly, int layer, int T, int p
             memcpy(s->qfull + ((size_t)t * H + h) * KVD, s->qabs + (size_t)t * KVL, (size_t)KVL * sizeof(float));
     }
     if (use_dsa && ly->has_idx) dsa_select(s, ly, layer, T, pos0);
-    mla_job j = {s, hp->kq_scale, T, pos0, use_dsa, nn_wsum_lanes(T), cache};
+    /* heads per unit: what the allocated sum lanes hold at this lane count, but
+     * for a single row the heads are split across the threads */
+    const int lanes = nn_wsum_lanes(T);
+    int G = s->mla_heads * (NN_WSUM_LANES_MAX / lanes);
+    if (G > MLA_MAX_GROUP) G = MLA_MAX_GROUP;
+    if (G > hp->n_head) G = hp->n_head;
+    const int nt = tp_size(s->pool);
+    if (T < nt && G * nt > hp->n_head) G = (hp->n_head + nt - 1) / nt;
+    mla_job j = {s, hp->kq_scale, T, pos0, use_dsa, lanes, G, cache};
     tp_run(s->pool, mla_worker, &j);
     /* per-head value projection, then the output projection */
     for (int h = 0; h < H; h++) {
