@@ -306,6 +306,12 @@ static void simd_f32_kernels_bit_identical(void) {
             CHECKF(memcmp(&want, &got, sizeof want) == 0, "%s dot n=%lld: %.9g, reference %.9g", isa_name(isa),
                    (long long)lens[i], got, want);
             for (int j = 0; j < 4096; j++) a[j] = b[j] = x[(j * 7) % 4096];
+            float two[2];
+            k->dot2(x, y, x + 7, lens[i] < 4096 - 7 ? lens[i] : 4096 - 7, two);
+            const int64_t n2 = lens[i] < 4096 - 7 ? lens[i] : 4096 - 7;
+            const float w0 = qt_f32_dot_ref(x, y, n2), w1 = qt_f32_dot_ref(x, x + 7, n2);
+            CHECKF(memcmp(&w0, &two[0], sizeof w0) == 0 && memcmp(&w1, &two[1], sizeof w1) == 0,
+                   "%s dot2 n=%lld: %.9g %.9g, reference %.9g %.9g", isa_name(isa), (long long)n2, two[0], two[1], w0, w1);
             qt_f32_axpy_ref(a, 0.3f, y, lens[i]);
             k->axpy(b, 0.3f, y, lens[i]);
             CHECKF(memcmp(a, b, 4096 * sizeof *a) == 0, "%s axpy n=%lld differs", isa_name(isa),

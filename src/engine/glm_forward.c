@@ -239,7 +239,18 @@ static void idx_worker(void *arg, int ith, int nth) {
     for (int t = ith; t < a->T; t += nth) {
         const int n_keys = a->pos0 + t + 1;
         const float *q = s->iq + (size_t)t * NH * D, *w = s->iw + (size_t)t * NH;
-        for (int j = 0; j < n_keys; j++) {
+        int j = 0;
+        for (; j + 2 <= n_keys; j += 2) { /* two keys per query load */
+            const float *k0 = a->cache + (size_t)j * D, *k1 = k0 + D;
+            float sc0 = 0, sc1 = 0, d[2];
+            for (int h = 0; h < NH; h++) {
+                nn_dot2_f32(q + (size_t)h * D, k0, k1, D, d);
+                sc0 += (d[0] > 0 ? d[0] : 0) * w[h];
+                sc1 += (d[1] > 0 ? d[1] : 0) * w[h];
+            }
+            scores[j] = sc0, scores[j + 1] = sc1;
+        }
+        if (j < n_keys) {
             const float *kj = a->cache + (size_t)j * D;
             float sc = 0;
             for (int h = 0; h < NH; h++) {
@@ -327,8 +338,17 @@ static void mla_worker(void *arg, int ith, int nth) {
             const int j1 = j0 + MLA_KEY_BLOCK < n_keys ? j0 + MLA_KEY_BLOCK : n_keys;
             for (int hh = 0; hh < g; hh++) {
                 float *sc = scores + (size_t)hh * s->n_scores;
-                for (int j = j0; j < j1; j++)
-                    if (sc[j] != -INFINITY) sc[j] = nn_dot_f32(qf + (size_t)hh * KVD, a->cache + (size_t)j * KVD, KVD);
+                const float *q = qf + (size_t)hh * KVD;
+                int j = j0;
+                for (; j + 2 <= j1; j += 2) {
+                    if (sc[j] == -INFINITY || sc[j + 1] == -INFINITY) {
+                        for (int jj = j; jj < j + 2; jj++)
+                            if (sc[jj] != -INFINITY) sc[jj] = nn_dot_f32(q, a->cache + (size_t)jj * KVD, KVD);
+                        continue;
+                    }
+                    nn_dot2_f32(q, a->cache + (size_t)j * KVD, a->cache + (size_t)(j + 1) * KVD, KVD, sc + j);
+                }
+                if (j < j1 && sc[j] != -INFINITY) sc[j] = nn_dot_f32(q, a->cache + (size_t)j * KVD, KVD);
             }
         }
         for (int hh = 0; hh < g; hh++) {

@@ -187,7 +187,7 @@ qt_dot4_fn qt_dot4_upto(uint32_t type, int max_isa) {
 
 /* ===== F32 kernels in ggml's lane order ===== */
 
-static const qt_f32_kernels f32_scalar = {qt_f32_dot_ref, qt_f32_axpy_ref};
+static const qt_f32_kernels f32_scalar = {qt_f32_dot_ref, qt_f32_axpy_ref, qt_f32_dot2_ref};
 
 const qt_f32_kernels *qt_f32_impl(int isa) {
     switch (isa) {

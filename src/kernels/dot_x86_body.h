@@ -664,7 +664,42 @@ static void f32_axpy(float *acc, float a, const float *x, int64_t n) {
     for (; i < n; i++) acc[i] = fmaf(a, x[i], acc[i]);
 }
 
-static const qt_f32_kernels x86_f32_kernels = {f32_dot_ggml, f32_axpy};
+/* f32_dot_ggml of x with y0 and with y1: each x block is loaded once for both
+ * (the attention scores of a query against two keys); per output the same
+ * lanes, fold and tail as f32_dot_ggml. 16 accumulators: with AVX2's 16
+ * registers that would spill, so there it is two calls. */
+static void f32_dot2_ggml(const float *x, const float *y0, const float *y1, int64_t n, float *out) {
+#if defined(__AVX512VL__)
+    __m256 a0[8], a1[8];
+    for (int k = 0; k < 8; k++) a0[k] = a1[k] = _mm256_setzero_ps();
+    const int64_t np = n & ~(int64_t)63;
+    for (int64_t i = 0; i < np; i += 64)
+        for (int k = 0; k < 8; k++) {
+            const __m256 xv = _mm256_loadu_ps(x + i + 8 * k);
+            a0[k] = _mm256_fmadd_ps(xv, _mm256_loadu_ps(y0 + i + 8 * k), a0[k]);
+            a1[k] = _mm256_fmadd_ps(xv, _mm256_loadu_ps(y1 + i + 8 * k), a1[k]);
+        }
+    __m256 *accs[2] = {a0, a1};
+    const float *ys[2] = {y0, y1};
+    for (int r = 0; r < 2; r++) {
+        __m256 *acc = accs[r];
+        for (int k = 0; k < 4; k++) acc[k] = _mm256_add_ps(acc[k], acc[k + 4]);
+        for (int k = 0; k < 2; k++) acc[k] = _mm256_add_ps(acc[k], acc[k + 2]);
+        const __m256 a = _mm256_add_ps(acc[0], acc[1]);
+        __m128 v = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+        v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+        v = _mm_add_ss(v, _mm_shuffle_ps(v, v, 1));
+        float sum = _mm_cvtss_f32(v);
+        for (int64_t i = np; i < n; i++) sum += x[i] * ys[r][i];
+        out[r] = sum;
+    }
+#else
+    out[0] = f32_dot_ggml(x, y0, n);
+    out[1] = f32_dot_ggml(x, y1, n);
+#endif
+}
+
+static const qt_f32_kernels x86_f32_kernels = {f32_dot_ggml, f32_axpy, f32_dot2_ggml};
 
 /* ===== Four activation rows at once (batched matmuls) =====
  *

@@ -146,9 +146,12 @@ qt_dot4_fn qt_dot4_avx512(uint32_t type);
 typedef struct qt_f32_kernels {
     float (*dot)(const float *x, const float *y, int64_t n);
     void (*axpy)(float *acc, float a, const float *x, int64_t n);
+    /* out[0] = dot(x, y0), out[1] = dot(x, y1), the same bits as two dot calls */
+    void (*dot2)(const float *x, const float *y0, const float *y1, int64_t n, float *out);
 } qt_f32_kernels;
 float qt_f32_dot_ref(const float *x, const float *y, int64_t n);
 void qt_f32_axpy_ref(float *acc, float a, const float *x, int64_t n);
+void qt_f32_dot2_ref(const float *x, const float *y0, const float *y1, int64_t n, float *out);
 /* The kernels at exactly ISA level isa (NULL: none), and the fastest this CPU
  * has (resolved once; thread-safe). */
 const qt_f32_kernels *qt_f32_impl(int isa);

@@ -619,6 +619,11 @@ void qt_f32_axpy_ref(float *acc, float a, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) acc[i] = fmaf(a, x[i], acc[i]);
 }
 
+void qt_f32_dot2_ref(const float *x, const float *y0, const float *y1, int64_t n, float *out) {
+    out[0] = qt_f32_dot_ref(x, y0, n);
+    out[1] = qt_f32_dot_ref(x, y1, n);
+}
+
 float qt_dot_ref(uint32_t type, const void *w, const void *a, int64_t n) {
     const qt_traits *t = qt_get(type);
     PT_ASSERT(t && t->act_type >= 0 && n >= 0 && n % t->block == 0);

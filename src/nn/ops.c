@@ -138,6 +138,9 @@ void nn_rope_apply(const nn_rope *r, const float *cs, float *x) {
  * nothing to compare here). */
 
 float nn_dot_f32(const float *x, const float *y, int n) { return qt_f32_best()->dot(x, y, n); }
+void nn_dot2_f32(const float *x, const float *y0, const float *y1, int n, float *out) {
+    qt_f32_best()->dot2(x, y0, y1, n, out);
+}
 
 int nn_wsum_lanes(int n_rows) { return n_rows >= 2 ? NN_WSUM_LANES_BATCH : NN_WSUM_LANES_ONE; }
 

@@ -49,6 +49,8 @@ void nn_softmax(float *x, int n, float scale);
 
 /* sum x[i] * y[i] in ggml_vec_dot_f32's order (attention scores). */
 float nn_dot_f32(const float *x, const float *y, int n);
+/* out[k] = nn_dot_f32(x, yk, n) for two rows at once (x loaded once), same bits. */
+void nn_dot2_f32(const float *x, const float *y0, const float *y1, int n, float *out);
 
 /* Weighted sum of value rows in the order of llama.cpp's probability x value
  * product: out[d] = sum over keys of p * row[d], key k accumulated into lane
