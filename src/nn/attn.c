@@ -22,11 +22,12 @@ static void attend_one(const nn_attn *a, int t, int h, float *sc, float *acc) {
     const int n_pad = (int)(((pos + 1 - base) + 15) & ~(int64_t)15);
     const int kh = h / (a->n_head / a->n_kv);
     const float *q = a->q + ((size_t)t * a->n_head + h) * D;
-    for (int j = 0; j < n_pad; j++) {
-        const int64_t p = base + j;
-        sc[j] = p < lo || p > pos ? -INFINITY
-                                  : nn_dot_f32(q, a->k + (size_t)(p % a->cap) * kvd + (size_t)kh * D, D);
-    }
+    for (int j = 0; j < n_pad; j++) sc[j] = -INFINITY;
+    int64_t p = lo;
+    for (; p + 1 <= pos; p += 2) /* two keys per query load */
+        nn_dot2_f32(q, a->k + (size_t)(p % a->cap) * kvd + (size_t)kh * D,
+                    a->k + (size_t)((p + 1) % a->cap) * kvd + (size_t)kh * D, D, sc + (p - base));
+    if (p <= pos) sc[p - base] = nn_dot_f32(q, a->k + (size_t)(p % a->cap) * kvd + (size_t)kh * D, D);
     nn_softmax(sc, n_pad, a->scale);
     const int lanes = nn_wsum_lanes(a->T);
     uint64_t used;
@@ -37,13 +38,13 @@ static void attend_one(const nn_attn *a, int t, int h, float *sc, float *acc) {
     nn_wsum_end(acc, lanes, D, a->out + ((size_t)t * a->n_head + h) * D, used);
 }
 
+/* Pairs ith, ith + nth, ...: the later rows of a prompt see more keys, and a
+ * contiguous split would leave the last part with most of the work. */
 static void attn_worker(void *arg, int ith, int nth) {
     const nn_attn *a = arg;
-    long lo, hi;
-    tp_range((long)a->T * a->n_head, ith, nth, &lo, &hi);
     float *sc = a->scores + (size_t)ith * a->scores_stride;
     float *acc = sc + (a->scores_stride - (int64_t)NN_WSUM_LANES_MAX * a->head_dim);
-    for (long i = lo; i < hi; i++)
+    for (long i = ith; i < (long)a->T * a->n_head; i += nth)
         attend_one(a, (int)(i / a->n_head), (int)(i % a->n_head), sc, acc);
 }
 
