@@ -71,19 +71,15 @@ struct glm_state {
     float *esel;          /* [n_expert] selection scores */
     int *topk;            /* [B][n_used] chosen experts in selection order */
     float *topw;          /* [B][n_used] their weights */
-    int *rows;            /* [B] token rows routed to one expert */
-    float *xg;            /* [B][n_embd] gathered inputs of one expert */
     float *g, *u;         /* [B][max(n_ff, n_ff_exp * max(1, n_shared))] */
-    float *yk;            /* [B][n_used][n_embd] per-choice expert outputs */
     float *sh;            /* [B][n_embd] shared-expert output */
-    int *uniq;            /* [n_expert] distinct experts of a chunk, first-use order */
     int prefetch;         /* router lookahead on */
     float *pf_router;     /* [B][n_expert] next layer's router logits */
     int *pf_topk;         /* [n_used] */
     float *pf_topw;       /* [n_used] */
     int *pf_uniq;         /* [n_expert] */
-    uint8_t *seen;        /* [n_expert] */
     float *cat;           /* [B][2 n_embd] MTP input */
+    moe_scratch ms;       /* the routed-expert executor's scratch */
 };
 
 glm_state *glm_state_new(const glm_model *m, tp_pool *pool, xs_store *xs, int prefetch, int max_isa,
@@ -144,9 +140,8 @@ glm_state *glm_state_new(const glm_model *m, tp_pool *pool, xs_store *xs, int pr
     s->cs = pt_falloc((size_t)hp->qk_rope, &fail);
     s->sel = calloc(B * topk, sizeof(int));
     s->n_sel = calloc(B, sizeof(int));
-    s->rows = calloc(B, sizeof(int));
     s->topk = calloc(B * K, sizeof(int));
-    if (!s->sel || !s->n_sel || !s->rows || !s->topk) fail = 1;
+    if (!s->sel || !s->n_sel || !s->topk) fail = 1;
     s->iq = pt_falloc(B * (size_t)hp->idx_n_head * (size_t)hp->idx_head_dim, &fail);
     s->ik = pt_falloc(B * (size_t)hp->idx_head_dim, &fail);
     s->iw = pt_falloc(B * (size_t)hp->idx_n_head, &fail);
@@ -154,20 +149,16 @@ glm_state *glm_state_new(const glm_model *m, tp_pool *pool, xs_store *xs, int pr
     s->probs = pt_falloc((size_t)hp->n_expert, &fail);
     s->esel = pt_falloc((size_t)hp->n_expert, &fail);
     s->topw = pt_falloc(B * K, &fail);
-    s->xg = pt_falloc(B * E, &fail);
     s->g = pt_falloc(B * ffw, &fail);
     s->u = pt_falloc(B * ffw, &fail);
-    s->yk = pt_falloc(B * K * E, &fail);
     s->sh = pt_falloc(B * E, &fail);
-    s->uniq = calloc((size_t)hp->n_expert + 1, sizeof(int));
     s->prefetch = prefetch;
     s->pf_router = pt_falloc(B * (size_t)hp->n_expert, &fail);
     s->pf_topk = calloc(K, sizeof(int));
     s->pf_topw = pt_falloc(K, &fail);
     s->pf_uniq = calloc((size_t)hp->n_expert + 1, sizeof(int));
     if (!s->pf_topk || !s->pf_uniq) fail = 1;
-    s->seen = calloc((size_t)hp->n_expert + 1, 1);
-    if (!s->uniq || !s->seen) fail = 1;
+    if (moe_scratch_init(&s->ms, hp->n_expert, max_batch, (int)K, hp->n_embd)) fail = 1;
     s->cat = pt_falloc(B * 2 * E, &fail);
     int64_t max_in = 2 * (int64_t)E;
     int64_t cand[] = {(int64_t)ffw, hp->kv_lora, (int64_t)H * hp->v_head, hp->q_lora, hp->qk_nope};
@@ -191,16 +182,14 @@ void glm_state_free(glm_state *s) {
     free(s->idx_k);
     float *bufs[] = {s->x, s->xn, s->out, s->qa, s->q, s->kva, s->qfull, s->qnope, s->qabs, s->ctx,
                      s->ctxh, s->vout, s->o, s->scores, s->wacc, s->cs, s->iq, s->ik, s->iw, s->router,
-                     s->probs, s->esel, s->topw, s->xg, s->g, s->u, s->yk, s->sh, s->cat, s->pf_router, s->pf_topw};
+                     s->probs, s->esel, s->topw, s->g, s->u, s->sh, s->cat, s->pf_router, s->pf_topw};
     for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++) free(bufs[i]);
     free(s->sel);
     free(s->n_sel);
-    free(s->rows);
     free(s->topk);
-    free(s->uniq);
     free(s->pf_topk);
     free(s->pf_uniq);
-    free(s->seen);
+    moe_scratch_free(&s->ms);
     mm_ctx_free(&s->mm);
     free(s);
 }
@@ -504,13 +493,9 @@ static int prefetch_next(glm_state *s, int layer, int T, pt_err *err) {
     int n = 0;
     for (int t = 0; t < T; t++) {
         route(s, ny, s->pf_router + (size_t)t * E, s->pf_topk, s->pf_topw);
-        for (int k = 0; k < K; k++)
-            if (!s->seen[s->pf_topk[k]]) {
-                s->seen[s->pf_topk[k]] = 1;
-                s->pf_uniq[n++] = s->pf_topk[k];
-            }
+        moe_mark(s->pf_topk, K, s->ms.seen, s->pf_uniq, &n);
     }
-    for (int i = 0; i < n; i++) s->seen[s->pf_uniq[i]] = 0;
+    moe_unmark(s->ms.seen, s->pf_uniq, n);
     return xs_prefetch(s->xs, next, s->pf_uniq, n, err);
 }
 
@@ -544,9 +529,9 @@ static int moe(glm_state *s, const glm_layer *ly, int layer, int T, pt_err *err)
     mm_run(&s->mm, &ly->gate_inp, s->xn, T, s->router, E);
     for (int t = 0; t < T; t++)
         route(s, ly, s->router + (size_t)t * E, s->topk + (size_t)t * K, s->topw + (size_t)t * K);
-    moe_scratch sc = {s->uniq, s->seen, s->rows, s->xg, s->yk};
+
     const moe_call c = {s->xs, layer, T, K, D, s->topk, s->topw, s->xn, s->out, expert_ffn, overlap, s};
-    if (moe_run(&c, &sc, err)) return -1;
+    if (moe_run(&c, &s->ms, err)) return -1;
     if (hp->n_expert_shared)
         for (size_t i = 0; i < (size_t)T * D; i++) s->out[i] += s->sh[i];
     return 0;

@@ -41,16 +41,12 @@ struct qwen3moe_state {
     float *router; /* [B][n_expert] router logits, then probabilities */
     int *topk;     /* [B][n_used] chosen experts in selection order */
     float *topw;   /* [B][n_used] their weights */
-    int *rows;     /* [B] (row, choice) slots routed to one expert */
     int prefetch;   /* router lookahead into the next layer's experts */
     float *pf_logits; /* [B][n_expert] next layer's router logits */
     float *pf_in;     /* [B][n_embd] next layer's router input */
     int *pf_topk;     /* [n_used] */
     int *pf_uniq;     /* [n_expert] */
-    int *uniq;     /* [n_expert] distinct experts of a chunk, first-use order */
-    uint8_t *seen; /* [n_expert] */
-    float *xg;     /* [B][n_embd] gathered inputs / outputs of one expert */
-    float *yk;     /* [B][n_used][n_embd] per-choice expert outputs */
+    moe_scratch ms;       /* the routed-expert executor's scratch */
 };
 
 qwen3moe_state *qwen3moe_state_new(const qwen3moe_model *m, tp_pool *pool, xs_store *xs, int prefetch, int max_isa, int n_ctx,
@@ -92,19 +88,15 @@ qwen3moe_state *qwen3moe_state_new(const qwen3moe_model *m, tp_pool *pool, xs_st
     s->u = pt_falloc(B * (size_t)hp->n_ff_exp, &fail);
     s->router = pt_falloc(B * (size_t)hp->n_expert, &fail);
     s->topw = pt_falloc(B * K, &fail);
-    s->xg = pt_falloc(B * E, &fail);
-    s->yk = pt_falloc(B * K * E, &fail);
     s->topk = calloc(B * K, sizeof(int));
-    s->rows = calloc(B, sizeof(int));
-    s->uniq = calloc((size_t)hp->n_expert, sizeof(int));
     s->prefetch = prefetch;
     s->pf_logits = calloc((size_t)max_batch * (size_t)hp->n_expert, sizeof(float));
     s->pf_in = calloc((size_t)max_batch * (size_t)hp->n_embd, sizeof(float));
     s->pf_topk = calloc((size_t)hp->n_expert_used, sizeof(int));
     s->pf_uniq = calloc((size_t)hp->n_expert, sizeof(int));
     if (!s->pf_logits || !s->pf_in || !s->pf_topk || !s->pf_uniq) fail = 1;
-    s->seen = calloc((size_t)hp->n_expert, 1);
-    if (!s->topk || !s->rows || !s->uniq || !s->seen) fail = 1;
+    if (!s->topk) fail = 1;
+    if (moe_scratch_init(&s->ms, hp->n_expert, max_batch, (int)K, hp->n_embd)) fail = 1;
     int64_t max_in = PT_MAX((int64_t)E, (int64_t)QD);
     max_in = PT_MAX(max_in, (int64_t)hp->n_ff_exp);
     if (!fail && mm_ctx_init(&s->mm, pool, max_isa, (int64_t)B, max_in)) fail = 1;
@@ -125,17 +117,15 @@ void qwen3moe_state_free(qwen3moe_state *s) {
     free(s->k);
     free(s->v);
     float *bufs[] = {s->x,      s->xn, s->out, s->q,      s->kx,   s->o,  s->cs,
-                     s->scores, s->g,  s->u,   s->router, s->topw, s->xg, s->yk};
+                     s->scores, s->g,  s->u,   s->router, s->topw};
     for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++)
         free(bufs[i]);
     free(s->topk);
-    free(s->rows);
-    free(s->uniq);
     free(s->pf_logits);
     free(s->pf_in);
     free(s->pf_topk);
     free(s->pf_uniq);
-    free(s->seen);
+    moe_scratch_free(&s->ms);
     mm_ctx_free(&s->mm);
     free(s);
 }
@@ -228,13 +218,9 @@ static int prefetch_next(qwen3moe_state *s, int layer, int T, pt_err *err) {
     int n = 0;
     for (int t = 0; t < T; t++) {
         nn_top_k(s->pf_logits + (size_t)t * X, X, K, s->pf_topk); /* softmax keeps the order */
-        for (int k = 0; k < K; k++)
-            if (!s->seen[s->pf_topk[k]]) {
-                s->seen[s->pf_topk[k]] = 1;
-                s->pf_uniq[n++] = s->pf_topk[k];
-            }
+        moe_mark(s->pf_topk, K, s->ms.seen, s->pf_uniq, &n);
     }
-    for (int i = 0; i < n; i++) s->seen[s->pf_uniq[i]] = 0;
+    moe_unmark(s->ms.seen, s->pf_uniq, n);
     return xs_prefetch(s->xs, layer + 1, s->pf_uniq, n, err);
 }
 
@@ -261,10 +247,9 @@ static int moe(qwen3moe_state *s, const qwen3moe_layer *ly, int layer, int T, pt
     mm_run(&s->mm, &ly->gate_inp, s->xn, T, s->router, X);
     for (int t = 0; t < T; t++)
         route(s, t);
-    moe_scratch sc = {s->uniq, s->seen, s->rows, s->xg, s->yk};
     const moe_call c = {s->xs, layer, T, K, E, s->topk, s->topw, s->xn, s->out,
                         expert_ffn, s->prefetch ? overlap : NULL, s};
-    return moe_run(&c, &sc, err);
+    return moe_run(&c, &s->ms, err);
 }
 
 /* One decoder block on rows x[T] at positions pos0.. . */

@@ -1,19 +1,45 @@
 /* moe.c — the routed-expert executor (see moe.h). */
 #include "moe.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+int moe_scratch_init(moe_scratch *s, int n_expert, int B, int K, int n_embd) {
+    int fail = 0;
+    s->uniq = calloc((size_t)n_expert + 1, sizeof(int)); /* + 1: no zero-size calloc */
+    s->seen = calloc((size_t)n_expert + 1, 1);
+    s->rows = calloc((size_t)B, sizeof(int)); /* a row chooses an expert at most once */
+    s->xg = pt_falloc((size_t)B * (size_t)n_embd, &fail);
+    s->yk = pt_falloc((size_t)B * (size_t)K * (size_t)n_embd, &fail);
+    return fail || !s->uniq || !s->seen || !s->rows ? -1 : 0;
+}
+
+void moe_scratch_free(moe_scratch *s) {
+    free(s->uniq);
+    free(s->seen);
+    free(s->rows);
+    free(s->xg);
+    free(s->yk);
+    memset(s, 0, sizeof *s);
+}
+
+void moe_mark(const int *ids, int m, uint8_t *seen, int *uniq, int *n) {
+    for (int i = 0; i < m; i++)
+        if (!seen[ids[i]]) {
+            seen[ids[i]] = 1;
+            uniq[(*n)++] = ids[i];
+        }
+}
+
+void moe_unmark(uint8_t *seen, const int *uniq, int n) {
+    for (int i = 0; i < n; i++) seen[uniq[i]] = 0;
+}
 
 int moe_run(const moe_call *c, moe_scratch *s, pt_err *err) {
     const int T = c->T, K = c->K, D = c->n_embd;
     int n_uniq = 0;
-    for (int i = 0; i < T * K; i++) {
-        const int e = c->topk[i];
-        if (!s->seen[e]) {
-            s->seen[e] = 1;
-            s->uniq[n_uniq++] = e;
-        }
-    }
-    for (int i = 0; i < n_uniq; i++) s->seen[s->uniq[i]] = 0;
+    moe_mark(c->topk, T * K, s->seen, s->uniq, &n_uniq);
+    moe_unmark(s->seen, s->uniq, n_uniq);
     if (xs_begin(c->xs, c->layer, s->uniq, n_uniq, err)) return -1;
     if (c->overlap && c->overlap(c->arch, c->layer, T, err)) return -1;
     int e, rc;

@@ -36,6 +36,16 @@ typedef struct moe_scratch {
     float *yk;     /* [B][K][n_embd] per-(row, choice) outputs */
 } moe_scratch;
 
+/* Allocate / free a scratch for n_expert experts, B rows, K choices per row,
+ * n_embd-wide rows. 0, or -1 (out of memory; free it all the same). */
+int moe_scratch_init(moe_scratch *s, int n_expert, int B, int K, int n_embd);
+void moe_scratch_free(moe_scratch *s);
+
+/* Append to uniq[*n] each of ids[m] that seen[] does not mark yet, marking it;
+ * moe_unmark clears the marks of uniq[n] again (seen is all zero between uses). */
+void moe_mark(const int *ids, int m, uint8_t *seen, int *uniq, int *n);
+void moe_unmark(uint8_t *seen, const int *uniq, int n);
+
 typedef struct moe_call {
     xs_store *xs;
     int layer, T, K, n_embd;
