@@ -12,6 +12,7 @@
 #ifndef PETREL_H
 #define PETREL_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -42,6 +43,15 @@ typedef struct pt_engine_params {
     int no_pin;             /* 1: pin nothing */
     int prefetch;           /* 1: router lookahead reads the next layer's experts early */
     const char *trace_path; /* write the routing trace here ("LAYER E1 E2 ..." per request) */
+    /* Where expert packs and usage statistics are looked for besides next to the
+     * model, and where usage statistics are saved when the model's folder is
+     * read-only; NULL: only next to the model. The engine reads no environment
+     * variable: front ends pass $XDG_CACHE_HOME/petrel or ~/.cache/petrel here. */
+    const char *cache_dir;
+    /* Where usage statistics (which experts were requested, for pinning) are
+     * read and saved; NULL: next to the model when that folder is writable,
+     * else cache_dir. Tests point it at a folder of their own. */
+    const char *usage_dir;
 } pt_engine_params;
 
 enum { PT_EXPERTS_MMAP = -1 };
@@ -90,15 +100,34 @@ void pt_session_free(pt_session *s);
 
 int pt_session_n_ctx(const pt_session *s);
 int pt_session_n_batch(const pt_session *s);
+/* Positions the session holds; pt_session_tokens gives their token ids, [n_past],
+ * valid until the next call that changes the session. The session is the only
+ * record of what its cache holds: callers keep no mirror of it. */
 int pt_session_n_past(const pt_session *s);
-/* Drop the cache after the first n positions (0 clears it). */
-void pt_session_truncate(pt_session *s, int n);
+const int32_t *pt_session_tokens(const pt_session *s);
+
+/* Keep at most the first n positions (n <= 0 clears the cache). A cache may be
+ * unable to serve position n again (a sliding-window ring that has overwritten
+ * the keys the window before n needs); it then keeps fewer. Returns the
+ * positions kept, which pt_session_n_past also reports afterwards. */
+int pt_session_truncate(pt_session *s, int n);
 
 /* Feed tokens[n] at the next positions. logits: NULL, or [n][n_vocab] when
  * all_rows, or [n_vocab] for the last token. hidden: NULL, or [n][n_embd] (the
  * final-norm state, input of the MTP head). 0, or -1 with err. */
 int pt_session_eval(pt_session *s, const int32_t *tokens, int n, float *logits, int all_rows,
                     float *hidden, char *err, size_t err_len);
+
+/* Make the session hold exactly tokens[0..n): keep the longest prefix of what
+ * it holds that the cache can serve, evaluate the rest in chunks of n_batch,
+ * and leave the last token's logits [n_vocab] in logits (when not NULL; a
+ * sequence already held whole has its last token evaluated again for them).
+ * stop (may be NULL) is read between chunks: when set, returns -2 with the
+ * session holding a prefix of tokens. Returns the positions reused (the
+ * caller's "cached tokens"), or -1 with err (empty or too long for the
+ * context, a token outside the vocabulary, an engine error). */
+int pt_session_sync(pt_session *s, const int32_t *tokens, int n, float *logits,
+                    const volatile sig_atomic_t *stop, char *err, size_t err_len);
 
 /* MTP/NextN draft logits [n][n_vocab]: row i from (tokens[i], hidden_prev[i]),
  * hidden_prev[i] being the trunk state of the position before. 0, or -1 with err. */

@@ -63,7 +63,7 @@ int main(int argc, char **argv) {
     xpack *pack = NULL;
     if (use_pack) {
         char cand[2][4096];
-        xpack_candidates(g->files[0].path, cand);
+        xpack_candidates(g->files[0].path, NULL, cand);
         pack = xpack_open(cand[0], g, d, n_layers, &err);
         if (!pack) {
             fprintf(stderr, "belady: %s\n", err.msg);

@@ -18,6 +18,10 @@
 const char *cli_default_model(void);
 #define CLI_DEFAULT_MODEL cli_default_model()
 
+/* The user's cache folder for expert packs and usage statistics:
+ * $XDG_CACHE_HOME/petrel, else ~/.cache/petrel; NULL when neither is set. */
+const char *cli_cache_dir(void);
+
 int cmd_inspect(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_generate(int argc, char **argv);

@@ -71,6 +71,15 @@ const char *cli_default_model(void) {
     return NULL;
 }
 
+const char *cli_cache_dir(void) {
+    static char dir[4096];
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (xdg && *xdg) snprintf(dir, sizeof dir, "%s/petrel", xdg);
+    else if (home && *home) snprintf(dir, sizeof dir, "%s/.cache/petrel", home);
+    else return NULL;
+    return dir;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         if (CLI_DEFAULT_MODEL) return cmd_chat(argc, argv); /* `petrel` alone: chat on the default model */

@@ -120,7 +120,7 @@ int cmd_pack(int argc, char **argv) {
     gguf_ctx *g = open_model(model, &d, &n);
     if (!g) return CLI_ERROR;
     char cand[2][4096];
-    int nc = xpack_candidates(g->files[0].path, cand);
+    int nc = xpack_candidates(g->files[0].path, cli_cache_dir(), cand);
     const char *path = out ? out : writable_dir_of(cand[0]) || nc < 2 ? cand[0] : cand[1];
     if (!out && path == cand[1] && mkdirs(path) != 0) {
         gguf_close(g);
@@ -165,7 +165,7 @@ int cmd_verify(int argc, char **argv) {
     gguf_ctx *g = open_model(model, &d, &n);
     if (!g) return CLI_ERROR;
     char cand[2][4096];
-    int nc = pack ? 1 : xpack_candidates(g->files[0].path, cand);
+    int nc = pack ? 1 : xpack_candidates(g->files[0].path, cli_cache_dir(), cand);
     if (pack) snprintf(cand[0], sizeof cand[0], "%s", pack);
     const char *path = NULL;
     for (int i = 0; i < nc && !path; i++)

@@ -28,6 +28,7 @@ void tcli_sigint(int on) {
 
 void tcli_opts_init(tcli_opts *o) {
     memset(o, 0, sizeof *o);
+    o->ep.cache_dir = cli_cache_dir();
     sampler_params_default(&o->sp);
     o->n_gen = -1;
     o->think = -1;

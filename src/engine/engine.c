@@ -65,8 +65,9 @@ struct pt_engine {
 
 struct pt_session {
     pt_engine *e;
-    void *st; /* the family's state (glm_state, gemma4_state, ...) */
+    void *st;       /* the family's state (glm_state, gemma4_state, ...) */
     int n_ctx, n_batch;
+    int32_t *hist;  /* [n_ctx] token ids at the positions the cache holds ([n_past] valid) */
 };
 
 /* ===== Per-architecture dispatch =====
@@ -118,10 +119,11 @@ static void copy_err(const pt_err *e, char *buf, size_t len) {
     if (buf && len) snprintf(buf, len, "%s", e->msg);
 }
 
-/* Usage statistics: zeroed counts for this model, plus the history saved next
- * to the model (or in the cache dir) when it is for the same file. The path
- * the counts are saved to at close is the first writable of those places. */
-static int open_usage(pt_engine *en, int n_all, pt_err *e) {
+/* Usage statistics: zeroed counts for this model, plus the history saved for
+ * the same file. With a usage_dir the history lives there alone; otherwise it
+ * is looked for next to the model and in the cache dir, and saved at close to
+ * the first writable of those places. */
+static int open_usage(pt_engine *en, const pt_engine_params *p, int n_all, pt_err *e) {
     int *ne = calloc((size_t)n_all + 1, sizeof(int));
     if (!ne) return pt_errf(e, "out of memory");
     for (int l = 0; l < n_all; l++) ne[l] = en->xl[l].n_mats ? (int)en->xl[l].mats[0]->ne[2] : 0;
@@ -130,7 +132,14 @@ static int open_usage(pt_engine *en, int n_all, pt_err *e) {
     if (rc) return pt_errf(e, "out of memory");
     if (xpack_fingerprint(en->g, en->fingerprint, e)) return -1;
     char cand[2][4096];
-    int n = xpack_candidates(en->g->files[0].path, cand);
+    int n;
+    if (p->usage_dir && *p->usage_dir) {
+        const char *base = strrchr(en->g->files[0].path, '/');
+        snprintf(cand[0], sizeof cand[0], "%s/%s.xpack", p->usage_dir, base ? base + 1 : en->g->files[0].path);
+        n = 1;
+    } else {
+        n = xpack_candidates(en->g->files[0].path, p->cache_dir, cand);
+    }
     for (int i = 0; i < n; i++) {
         /* same places as the pack, ".usage" instead of ".xpack" */
         size_t len = strlen(cand[i]);
@@ -212,7 +221,7 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
     char note[700] = "";
     if (!p->no_pack && p->expert_slots != PT_EXPERTS_MMAP) {
         char cand[2][4096];
-        int n = p->pack_path ? 1 : xpack_candidates(en->g->files[0].path, cand);
+        int n = p->pack_path ? 1 : xpack_candidates(en->g->files[0].path, p->cache_dir, cand);
         if (p->pack_path) snprintf(cand[0], sizeof cand[0], "%s", p->pack_path);
         for (int i = 0; i < n; i++) {
             if (access(cand[i], F_OK) != 0) {
@@ -256,7 +265,7 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
         cfg.slots = (int)((budget - fixed) / slot_sum);
         if (cfg.slots > en->n_expert) cfg.slots = en->n_expert;
     }
-    if (open_usage(en, n_all, e)) return -1;
+    if (open_usage(en, p, n_all, e)) return -1;
     cfg.usage = &en->usage;
     if (p->trace_path) {
         en->trace = fopen(p->trace_path, "w");
@@ -421,9 +430,12 @@ pt_session *pt_session_new(pt_engine *e, const pt_session_params *p, char *err, 
     s->e = e;
     s->n_ctx = n_ctx;
     s->n_batch = n_batch;
-    s->st = e->ops->state_new(e, n_ctx, n_batch, &er);
+    s->hist = malloc((size_t)n_ctx * sizeof *s->hist);
+    s->st = s->hist ? e->ops->state_new(e, n_ctx, n_batch, &er) : NULL;
     if (!s->st) {
+        if (!s->hist) pt_errf(&er, "out of memory for a %d-position token history", n_ctx);
         copy_err(&er, err, err_len);
+        free(s->hist);
         free(s);
         return NULL;
     }
@@ -433,26 +445,62 @@ pt_session *pt_session_new(pt_engine *e, const pt_session_params *p, char *err, 
 void pt_session_free(pt_session *s) {
     if (!s) return;
     s->e->ops->state_free(s->st);
+    free(s->hist);
     free(s);
 }
 
 int pt_session_n_ctx(const pt_session *s) { return s->n_ctx; }
 int pt_session_n_batch(const pt_session *s) { return s->n_batch; }
 int pt_session_n_past(const pt_session *s) { return s->e->ops->n_past(s->st); }
+const int32_t *pt_session_tokens(const pt_session *s) { return s->hist; }
 
-void pt_session_truncate(pt_session *s, int n) {
+int pt_session_truncate(pt_session *s, int n) {
     if (n <= 0) s->e->ops->reset(s->st);
     else s->e->ops->truncate(s->st, n);
+    return pt_session_n_past(s);
 }
 
 int pt_session_eval(pt_session *s, const int32_t *tokens, int n, float *logits, int all_rows, float *hidden,
                     char *err, size_t err_len) {
     pt_err e = {{0}};
-    if (s->e->ops->eval(s->st, tokens, n, logits, all_rows, hidden, &e)) {
+    const int p0 = pt_session_n_past(s);
+    const int rc = s->e->ops->eval(s->st, tokens, n, logits, all_rows, hidden, &e);
+    /* the chunks that completed before an error stay cached: record their tokens */
+    const int p1 = pt_session_n_past(s);
+    if (p1 > p0) memcpy(s->hist + p0, tokens, (size_t)(p1 - p0) * sizeof *tokens);
+    if (rc) {
         copy_err(&e, err, err_len);
         return -1;
     }
     return 0;
+}
+
+int pt_session_sync(pt_session *s, const int32_t *tokens, int n, float *logits, const volatile sig_atomic_t *stop,
+                    char *err, size_t err_len) {
+    if (n <= 0) return snprintf(err, err_len, "the prompt is empty (no tokens)"), -1;
+    if (n > s->n_ctx)
+        return snprintf(err, err_len, "the prompt is %d tokens but the context holds %d (raise -c/--ctx-size)", n,
+                        s->n_ctx),
+               -1;
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= s->e->n_vocab)
+            return snprintf(err, err_len, "token id %d at position %d is outside the vocabulary (%d)", tokens[i], i,
+                            s->e->n_vocab),
+                   -1;
+    const int held = pt_session_n_past(s);
+    int keep = 0;
+    while (keep < n && keep < held && s->hist[keep] == tokens[keep]) keep++;
+    if (keep == n && logits) keep = n - 1; /* the last token is evaluated again for its logits */
+    const int kept = pt_session_truncate(s, keep);
+    /* one chunk per call: a stop request (Ctrl-C, a client that left) is
+     * noticed between chunks */
+    for (int at = kept; at < n;) {
+        if (stop && *stop) return -2;
+        const int m = n - at < s->n_batch ? n - at : s->n_batch;
+        if (pt_session_eval(s, tokens + at, m, at + m == n ? logits : NULL, 0, NULL, err, err_len)) return -1;
+        at += m;
+    }
+    return kept;
 }
 
 int pt_session_mtp(pt_session *s, const int32_t *tokens, const float *hidden_prev, int n, float *logits,

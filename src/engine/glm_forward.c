@@ -202,7 +202,11 @@ void glm_reset(glm_state *s) {
 }
 
 void glm_truncate(glm_state *s, int n) {
-    if (n >= 0 && n < s->n_past) s->n_past = n;
+    if (n < 0 || n >= s->n_past) return;
+    s->n_past = n;
+    /* MTP position i was computed from trunk position i and token i+1: those
+     * from n-1 on saw a token that is gone */
+    if (s->mtp_past > n - 1) s->mtp_past = n > 0 ? n - 1 : 0;
 }
 
 /* ===== DSA lightning indexer =====

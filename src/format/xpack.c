@@ -412,13 +412,11 @@ int xpack_verify(const xpack *p, const gguf_ctx *g, const xp_layer_desc *d, xpac
     return rc;
 }
 
-int xpack_candidates(const char *model_path, char out[2][4096]) {
+int xpack_candidates(const char *model_path, const char *cache_dir, char out[2][4096]) {
     int n = 0;
     snprintf(out[n++], 4096, "%s.xpack", model_path);
     const char *base = strrchr(model_path, '/');
     base = base ? base + 1 : model_path;
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (xdg && *xdg) snprintf(out[n++], 4096, "%s/petrel/%s.xpack", xdg, base);
-    else if (home && *home) snprintf(out[n++], 4096, "%s/.cache/petrel/%s.xpack", home, base);
+    if (cache_dir && *cache_dir) snprintf(out[n++], 4096, "%s/%s.xpack", cache_dir, base);
     return n;
 }

@@ -79,8 +79,9 @@ int xpack_verify(const xpack *p, const gguf_ctx *g, const xp_layer_desc *layers,
                  void *user, pt_err *err);
 
 /* Where the pack of a model lives: next to it (MODEL.gguf.xpack, first split
- * file for split models) or in the cache directory ($XDG_CACHE_HOME/petrel or
- * ~/.cache/petrel). Writes up to two candidate paths; returns how many. */
-int xpack_candidates(const char *model_path, char out[2][4096]);
+ * file for split models) or in cache_dir (NULL: none; front ends pass
+ * $XDG_CACHE_HOME/petrel or ~/.cache/petrel). Writes up to two candidate
+ * paths; returns how many. */
+int xpack_candidates(const char *model_path, const char *cache_dir, char out[2][4096]);
 
 #endif

@@ -13,8 +13,6 @@ struct gen {
     sampler *smp;
     int penalty_last_n;
     int n_ctx, n_vocab;
-    int32_t *cache; /* [n_ctx] ids the session's KV cache holds, in order */
-    int n_cache;
     float *logits;  /* [n_vocab] logits after the last evaluated token */
     int have_logits;
 };
@@ -38,22 +36,18 @@ gen *gen_new(pt_engine *e, pt_session *s, const tok_vocab *v, const sampler_para
         return NULL;
     }
     g->smp = sampler_new(sp, g->n_vocab, err);
-    g->cache = malloc((size_t)g->n_ctx * sizeof *g->cache);
     g->logits = malloc((size_t)g->n_vocab * sizeof *g->logits);
-    if (!g->smp || !g->cache || !g->logits) {
+    if (!g->smp || !g->logits) {
         if (g->smp) pt_errf(err, "out of memory for the generation buffers");
         gen_free(g);
         return NULL;
     }
-    g->n_cache = pt_session_n_past(s);
-    if (g->n_cache != 0) pt_session_truncate(s, 0), g->n_cache = 0;
     return g;
 }
 
 void gen_free(gen *g) {
     if (!g) return;
     sampler_free(g->smp);
-    free(g->cache);
     free(g->logits);
     free(g);
 }
@@ -69,42 +63,15 @@ int gen_set_sampling(gen *g, const sampler_params *sp, pt_err *err) {
 
 void gen_clear(gen *g) {
     pt_session_truncate(g->s, 0);
-    g->n_cache = 0;
     g->have_logits = 0;
 }
 
-int gen_n_cached(const gen *g) { return g->n_cache; }
-
 int gen_prefill(gen *g, const int32_t *ids, int n, const volatile sig_atomic_t *stop, pt_err *err) {
-    if (n <= 0) return pt_errf(err, "the prompt is empty (no tokens)");
-    if (n > g->n_ctx)
-        return pt_errf(err, "the prompt is %d tokens but the context holds %d (raise -c/--ctx-size)", n,
-                       g->n_ctx);
-    for (int i = 0; i < n; i++)
-        if (ids[i] < 0 || ids[i] >= g->n_vocab)
-            return pt_errf(err, "token id %d at position %d is outside the vocabulary (%d)", ids[i], i,
-                           g->n_vocab);
-    int keep = 0;
-    while (keep < n && keep < g->n_cache && g->cache[keep] == ids[keep]) keep++;
-    if (keep == n) keep = n - 1; /* the last token is evaluated again for its logits */
-    int reused = keep;
-    pt_session_truncate(g->s, keep);
-    g->n_cache = keep;
-    g->have_logits = 0;
     char msg[512];
-    /* one forward chunk per call: Ctrl-C (or a client leaving) is noticed
-     * between chunks, and the chunk is as large as the session batches */
-    const int chunk = pt_session_n_batch(g->s);
-    while (keep < n) {
-        if (stop && *stop) return -2;
-        int m = n - keep < chunk ? n - keep : chunk;
-        if (pt_session_eval(g->s, ids + keep, m, g->logits, 0, NULL, msg, sizeof msg))
-            return pt_errf(err, "%s", msg);
-        memcpy(g->cache + keep, ids + keep, (size_t)m * sizeof *ids);
-        keep += m;
-        g->n_cache = keep;
-    }
-    g->have_logits = 1;
+    g->have_logits = 0;
+    const int reused = pt_session_sync(g->s, ids, n, g->logits, stop, msg, sizeof msg);
+    if (reused == -1) return pt_errf(err, "%s", msg);
+    g->have_logits = reused >= 0;
     return reused;
 }
 
@@ -125,8 +92,10 @@ int gen_run(gen *g, const gen_opts *o, gen_emit_fn emit, void *ud, const volatil
     if (!g->have_logits) return pt_errf(err, "gen_run: nothing was prefilled");
     /* the penalties see the last tokens of the context, prompt included */
     sampler_reset(g->smp);
-    for (int i = g->n_cache > g->penalty_last_n ? g->n_cache - g->penalty_last_n : 0; i < g->n_cache; i++)
-        sampler_accept(g->smp, g->cache[i]);
+    const int32_t *held = pt_session_tokens(g->s);
+    const int n_held = pt_session_n_past(g->s);
+    for (int i = n_held > g->penalty_last_n ? n_held - g->penalty_last_n : 0; i < n_held; i++)
+        sampler_accept(g->smp, held[i]);
     tok_stream st = {0};
     size_t emitted = 0;
     char msg[512];
@@ -169,7 +138,7 @@ int gen_run(gen *g, const gen_opts *o, gen_emit_fn emit, void *ud, const volatil
             r->reason = GEN_LENGTH; /* no need to evaluate the last token */
             break;
         }
-        if (g->n_cache >= g->n_ctx) {
+        if (pt_session_n_past(g->s) >= g->n_ctx) {
             r->reason = GEN_CONTEXT;
             break;
         }
@@ -177,7 +146,6 @@ int gen_run(gen *g, const gen_opts *o, gen_emit_fn emit, void *ud, const volatil
             rc = pt_errf(err, "%s", msg);
             break;
         }
-        g->cache[g->n_cache++] = tok;
         g->have_logits = 1;
     }
     if (rc == 0 && r->reason != GEN_STOP_STRING) {

@@ -1,13 +1,12 @@
 /* gen.h — the text generation loop shared by `petrel generate`, `petrel chat`
- * (and later the server): keep a session's KV cache in step with a token
- * prompt, reusing the longest common prefix, then sample, stream and stop.
+ * and the server: bring a session to a token prompt (pt_session_sync reuses
+ * the longest prefix the session holds, so a chat turn prefills only its new
+ * tokens), then sample, stream and stop.
  *
  * It sits on the public engine API (petrel.h) plus the tokenizer and the
- * sampler. The cache mirror (the ids the session holds, [n_ctx]) is what
- * makes reuse work: a new prompt is compared with it, the session is truncated
- * to the common prefix and only the rest is evaluated — a chat turn prefills
- * only its new tokens. Nothing allocates per token (the text buffer grows
- * geometrically); nothing prints: text goes to the caller's emit callback.
+ * sampler; the session alone records which tokens its cache holds. Nothing
+ * allocates per token (the text buffer grows geometrically); nothing prints:
+ * text goes to the caller's emit callback.
  */
 #ifndef PT_GEN_H
 #define PT_GEN_H
@@ -38,7 +37,6 @@ int gen_set_sampling(gen *g, const sampler_params *sp, pt_err *err);
 
 /* Drop the whole cache (the next prefill starts from zero). */
 void gen_clear(gen *g);
-int gen_n_cached(const gen *g);
 
 enum { GEN_EOG = 1, GEN_LENGTH, GEN_STOP_STRING, GEN_CONTEXT, GEN_INTERRUPT };
 

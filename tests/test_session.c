@@ -1,0 +1,194 @@
+/* test_session.c — the session owns its token history: pt_session_sync makes
+ * it hold exactly a token sequence, reusing the longest prefix its cache can
+ * serve, and says how many positions it reused.
+ *
+ * The request pattern that once broke Gemma 4 in `petrel serve` (which calls
+ * pt_session_sync through gen_prefill): a long first request, then a second
+ * one sharing only a short prefix, so the sliding-window rings no longer hold
+ * the keys the prefix's window needs. For every fixture family the second
+ * request's logits must be bit-identical to evaluating it in a fresh session,
+ * and the reuse count must equal the positions really kept. glm-dsa also
+ * checks that its NextN/MTP positions follow the trunk's truncation.
+ */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "petrel.h"
+#include "test.h"
+
+/* Token ids of prompt k of a fixture's ref.json; returns the count (0 on error). */
+static int prompt_tokens(const char *ref_name, int k, int32_t *out, int cap) {
+    json_t *ref = json_load_file(t_fixture(ref_name), 0, NULL);
+    if (!ref) return 0;
+    json_t *ids = json_object_get(json_array_get(json_object_get(ref, "prompts"), (size_t)k - 1), "tokens");
+    int n = 0;
+    for (size_t i = 0; i < json_array_size(ids) && n < cap; i++) out[n++] = (int32_t)json_integer_value(json_array_get(ids, i));
+    json_decref(ref);
+    return n;
+}
+
+typedef struct fam {
+    const char *model, *ref;
+    int expect_reuse; /* positions the second request can reuse; -1: the shared prefix */
+} fam;
+
+/* Sliding-window layers keep window + batch - 1 positions: after 40 tokens
+ * the gemma4 rings (window 16, batch 4) start at position 21, so position 3's
+ * window is gone and nothing can be reused. */
+static const fam FAMS[] = {
+    {"glm-dsa-rq2k.gguf", "glm-dsa-rq2k.ref.json", -1},
+    {"deepseek2-q8_0.gguf", "deepseek2-q8_0.ref.json", -1},
+    {"gemma4-rq2k.gguf", "gemma4-rq2k.ref.json", 0},
+    {"qwen3moe-rq2k.gguf", "qwen3moe-rq2k.ref.json", -1},
+};
+
+static pt_engine *open_fixture(const char *model, char *err, size_t len) {
+    pt_engine_params ep = {.model_path = t_fixture(model), .n_threads = 2, .usage_dir = t_tmpdir()};
+    return pt_engine_open(&ep, err, len);
+}
+
+static void session_sync_reuses_only_what_it_can(void) {
+    for (size_t f = 0; f < sizeof FAMS / sizeof FAMS[0]; f++) {
+        const fam *fm = &FAMS[f];
+        char err[512];
+        int32_t first[256], second[256];
+        const int n1 = prompt_tokens(fm->ref, 2, first, 256);
+        const int n0 = prompt_tokens(fm->ref, 1, second + 3, 200);
+        CHECKF(n1 > 30 && n0 > 0, "%s: prompts not found", fm->ref);
+        if (n1 <= 30 || n0 <= 0) continue;
+        /* second request: the first 3 tokens of the first, then prompt 1 */
+        memcpy(second, first, 3 * sizeof *first);
+        const int n2 = n0 + 3, shared = 3;
+        pt_engine *e = open_fixture(fm->model, err, sizeof err);
+        CHECKF(e, "%s", err);
+        if (!e) continue;
+        const int nv = pt_engine_n_vocab(e);
+        float *a = malloc(sizeof(float) * (size_t)nv), *b = malloc(sizeof(float) * (size_t)nv);
+        pt_session_params sp = {.n_ctx = 64, .n_batch = 4};
+        pt_session *s = pt_session_new(e, &sp, err, sizeof err);
+        pt_session *fresh = pt_session_new(e, &sp, err, sizeof err);
+        CHECK(s && fresh);
+        if (s && fresh) {
+            CHECK(pt_session_sync(s, first, n1, a, NULL, err, sizeof err) == 0);
+            CHECK(pt_session_n_past(s) == n1 && !memcmp(pt_session_tokens(s), first, sizeof(int32_t) * n1));
+            const int reused = pt_session_sync(s, second, n2, a, NULL, err, sizeof err);
+            const int expect = fm->expect_reuse < 0 ? shared : fm->expect_reuse;
+            CHECKF(reused == expect, "%s: reused %d positions, expected %d", fm->model, reused, expect);
+            CHECK(pt_session_n_past(s) == n2 && !memcmp(pt_session_tokens(s), second, sizeof(int32_t) * n2));
+            CHECK(pt_session_sync(fresh, second, n2, b, NULL, err, sizeof err) == 0);
+            CHECKF(!memcmp(a, b, sizeof(float) * (size_t)nv), "%s: logits after reuse differ from a fresh session",
+                   fm->model);
+            /* the same sequence again: everything but the last token is reused, and
+             * that token is evaluated alone (as a fresh session doing the same) */
+            CHECK(pt_session_sync(s, second, n2, a, NULL, err, sizeof err) == n2 - 1);
+            CHECK(pt_session_sync(fresh, second, n2 - 1, NULL, NULL, err, sizeof err) == n2 - 1);
+            CHECK(pt_session_eval(fresh, second + n2 - 1, 1, b, 0, NULL, err, sizeof err) == 0);
+            CHECK(!memcmp(a, b, sizeof(float) * (size_t)nv));
+            /* without logits nothing needs evaluating */
+            CHECK(pt_session_sync(s, second, n2, NULL, NULL, err, sizeof err) == n2);
+        }
+        free(a);
+        free(b);
+        pt_session_free(s);
+        pt_session_free(fresh);
+        pt_engine_close(e);
+    }
+}
+
+/* Truncation reports what it kept; a truncation the rings cannot serve keeps nothing. */
+static void session_truncate_reports_kept(void) {
+    char err[512];
+    int32_t toks[256];
+    const int n = prompt_tokens("gemma4-rq2k.ref.json", 2, toks, 256);
+    pt_engine *e = open_fixture("gemma4-rq2k.gguf", err, sizeof err);
+    CHECKF(e, "%s", err);
+    if (!e || n < 30) return;
+    pt_session_params sp = {.n_ctx = 64, .n_batch = 4};
+    pt_session *s = pt_session_new(e, &sp, err, sizeof err);
+    CHECK(pt_session_eval(s, toks, n, NULL, 0, NULL, err, sizeof err) == 0);
+    CHECK(pt_session_truncate(s, n - 2) == n - 2);
+    CHECK(pt_session_truncate(s, 10) == 0);
+    CHECK(pt_session_n_past(s) == 0);
+    pt_session_free(s);
+    pt_engine_close(e);
+}
+
+/* A sync that fails part-way (a token outside the vocabulary) changes nothing;
+ * an empty or too long sequence is refused with a message. */
+static void session_sync_refusals(void) {
+    char err[512];
+    pt_engine *e = open_fixture("qwen3moe-rq2k.gguf", err, sizeof err);
+    CHECKF(e, "%s", err);
+    if (!e) return;
+    pt_session_params sp = {.n_ctx = 8, .n_batch = 4};
+    pt_session *s = pt_session_new(e, &sp, err, sizeof err);
+    const int32_t ok[3] = {1, 2, 3}, bad[3] = {1, 2, 1 << 20}, long_[9] = {0};
+    CHECK(pt_session_sync(s, ok, 3, NULL, NULL, err, sizeof err) == 0);
+    CHECK(pt_session_sync(s, bad, 3, NULL, NULL, err, sizeof err) == -1);
+    CHECK_STR_CONTAINS(err, "outside the vocabulary");
+    CHECK(pt_session_n_past(s) == 3);
+    CHECK(pt_session_sync(s, ok, 0, NULL, NULL, err, sizeof err) == -1);
+    CHECK_STR_CONTAINS(err, "empty");
+    CHECK(pt_session_sync(s, long_, 9, NULL, NULL, err, sizeof err) == -1);
+    CHECK_STR_CONTAINS(err, "context holds 8");
+    volatile sig_atomic_t stop = 1;
+    CHECK(pt_session_sync(s, long_, 8, NULL, &stop, err, sizeof err) == -2);
+    pt_session_free(s);
+    pt_engine_close(e);
+}
+
+/* glm-dsa: after a long first request with MTP drafts, a second request sharing
+ * a short prefix gets MTP logits bit-identical to a fresh session's: MTP
+ * position i comes from trunk position i and token i+1, so truncating the
+ * trunk to 3 positions keeps MTP positions 0 and 1 only. */
+static void session_mtp_follows_truncation(void) {
+    char err[512];
+    int32_t first[256], second[256];
+    const int n1 = prompt_tokens("glm-dsa-rq2k.ref.json", 2, first, 256);
+    const int n0 = prompt_tokens("glm-dsa-rq2k.ref.json", 1, second + 3, 200);
+    CHECK(n1 > 30 && n0 > 0);
+    if (n1 <= 30 || n0 <= 0) return;
+    memcpy(second, first, 3 * sizeof *first);
+    const int n2 = n0 + 3;
+    pt_engine *e = open_fixture("glm-dsa-rq2k.gguf", err, sizeof err);
+    CHECKF(e, "%s", err);
+    if (!e) return;
+    const int nv = pt_engine_n_vocab(e), ne = pt_engine_n_embd(e);
+    const size_t hrow = sizeof(float) * (size_t)ne;
+    float *h1 = malloc(64 * hrow), *h = malloc(64 * hrow), *hf = malloc(64 * hrow);
+    float *l = malloc(sizeof(float) * 64 * (size_t)nv), *la = malloc(sizeof(float) * 64 * (size_t)nv),
+          *lb = malloc(sizeof(float) * 64 * (size_t)nv);
+    pt_session_params sp = {.n_ctx = 64, .n_batch = 4};
+    pt_session *s = pt_session_new(e, &sp, err, sizeof err), *fresh = pt_session_new(e, &sp, err, sizeof err);
+    /* first request: trunk over n1 positions, MTP over n1 - 1 */
+    CHECK(pt_session_eval(s, first, n1, l, 1, h1, err, sizeof err) == 0);
+    CHECK(pt_session_mtp(s, first + 1, h1, n1 - 1, l, err, sizeof err) == 0);
+    /* second: keep 3 trunk positions; MTP resumes at position 2 with token 3 */
+    CHECK(pt_session_truncate(s, 3) == 3);
+    memcpy(h, h1 + (size_t)2 * ne, hrow);
+    CHECK(pt_session_eval(s, second + 3, n2 - 3, l, 1, h + ne, err, sizeof err) == 0);
+    CHECK(pt_session_mtp(s, second + 3, h, n2 - 3, la, err, sizeof err) == 0);
+    /* fresh: trunk over n2, MTP over positions 0..1, then from 2 as above */
+    CHECK(pt_session_eval(fresh, second, n2, l, 1, hf, err, sizeof err) == 0);
+    CHECK(!memcmp(h, hf + (size_t)2 * ne, (size_t)(n2 - 2) * hrow));
+    CHECK(pt_session_mtp(fresh, second + 1, hf, 2, lb, err, sizeof err) == 0);
+    CHECK(pt_session_mtp(fresh, second + 3, hf + (size_t)2 * ne, n2 - 3, lb, err, sizeof err) == 0);
+    CHECKF(!memcmp(la, lb, sizeof(float) * (size_t)(n2 - 3) * nv), "MTP logits after reuse differ");
+    free(h1);
+    free(h);
+    free(hf);
+    free(l);
+    free(la);
+    free(lb);
+    pt_session_free(s);
+    pt_session_free(fresh);
+    pt_engine_close(e);
+}
+
+T_SUITE(session) {
+    T_ADD(session_sync_reuses_only_what_it_can);
+    T_ADD(session_truncate_reports_kept);
+    T_ADD(session_sync_refusals);
+    T_ADD(session_mtp_follows_truncation);
+}
