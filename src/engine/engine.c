@@ -8,15 +8,11 @@
 #include <unistd.h>
 
 #include "common.h"
-#include "engine/gemma4_forward.h"
-#include "engine/glm_forward.h"
-#include "engine/qwen3moe_forward.h"
+#include "engine/decoder.h"
 #include "format/gguf.h"
 #include "format/xpack.h"
-#include "model/gemma4.h"
-#include "model/glm_dsa.h"
+#include "model/family.h"
 #include "model/info.h"
-#include "model/qwen3moe.h"
 #include "petrel.h"
 #include "runtime/budget.h"
 #include "runtime/experts.h"
@@ -37,20 +33,15 @@ static const char *gb(uint64_t bytes, char buf[32]) {
 #define PLAN_MARGIN (512ull << 20)   /* kept free for scratch, I/O and the allocator */
 #define PIN_SHARE 0.25               /* default share of the expert cache given to pins */
 
-typedef struct arch_ops arch_ops;
-
 struct pt_engine {
     gguf_ctx *g;
     tp_pool *pool;
     char arch[32];
-    int max_isa; /* kernel ISA cap, -1: best */
-    const arch_ops *ops; /* the family's session functions */
-    int n_vocab, n_embd, n_ctx_train, has_mtp;
-    int n_expert;          /* routed experts per MoE layer */
+    int max_isa;          /* kernel ISA cap, -1: best */
+    const fam_ops *fam;   /* the model's family */
+    void *model;          /* the family's loaded model */
+    fam_desc desc;        /* what the decoder needs to know about it */
     uint64_t kv_plan_bytes; /* KV cache bytes of a PLAN_KV_CTX-position session, for the memory plan */
-    glm_model glm;       /* glm-dsa, deepseek2 */
-    gemma4_model g4;     /* gemma4 */
-    qwen3moe_model q3;   /* qwen3moe */
     xs_layer_desc *xl; /* [n_layers] routed-expert tensors per layer */
     xpack *pack;       /* valid expert pack in use, or NULL */
     xs_store *xs;
@@ -65,55 +56,10 @@ struct pt_engine {
 
 struct pt_session {
     pt_engine *e;
-    void *st;       /* the family's state (glm_state, gemma4_state, ...) */
+    dec *dec;       /* the decoder: the family's KV caches and scratch */
     int n_ctx, n_batch;
     int32_t *hist;  /* [n_ctx] token ids at the positions the cache holds ([n_past] valid) */
 };
-
-/* ===== Per-architecture dispatch =====
- * Each family's forward pass offers the same session functions over its own
- * state type; the table hides the type so the API below stays one code path. */
-struct arch_ops {
-    void *(*state_new)(pt_engine *e, int n_ctx, int n_batch, pt_err *err);
-    void (*state_free)(void *st);
-    int (*n_past)(const void *st);
-    void (*reset)(void *st);
-    void (*truncate)(void *st, int n);
-    int (*eval)(void *st, const int32_t *tokens, int n, float *logits, int all_rows, float *hidden, pt_err *err);
-    /* NextN/MTP draft logits; NULL when the family has no MTP head */
-    int (*mtp)(void *st, const int32_t *tokens, const float *hidden_prev, int n, float *logits, pt_err *err);
-};
-
-#define SESSION_OPS(P)                                                                                  \
-    static void P##_free_(void *st) { P##_state_free(st); }                                            \
-    static int P##_n_past_(const void *st) { return P##_n_past(st); }                                  \
-    static void P##_reset_(void *st) { P##_reset(st); }                                                \
-    static void P##_truncate_(void *st, int n) { P##_truncate(st, n); }                                \
-    static int P##_eval_(void *st, const int32_t *t, int n, float *l, int all, float *h, pt_err *err) { \
-        return P##_eval(st, t, n, l, all, h, err);                                                      \
-    }
-SESSION_OPS(glm)
-SESSION_OPS(gemma4)
-SESSION_OPS(qwen3moe)
-
-static void *glm_new_(pt_engine *e, int n_ctx, int n_batch, pt_err *err) {
-    return glm_state_new(&e->glm, e->pool, e->xs, e->prefetch, e->max_isa, n_ctx, n_batch, err);
-}
-static int glm_mtp_(void *st, const int32_t *t, const float *hp, int n, float *l, pt_err *err) {
-    return glm_mtp(st, t, hp, n, l, err);
-}
-static void *gemma4_new_(pt_engine *e, int n_ctx, int n_batch, pt_err *err) {
-    return gemma4_state_new(&e->g4, e->pool, e->xs, e->prefetch, e->max_isa, n_ctx, n_batch, err);
-}
-static void *qwen3moe_new_(pt_engine *e, int n_ctx, int n_batch, pt_err *err) {
-    return qwen3moe_state_new(&e->q3, e->pool, e->xs, e->prefetch, e->max_isa, n_ctx, n_batch, err);
-}
-
-static const arch_ops glm_ops = {glm_new_, glm_free_, glm_n_past_, glm_reset_, glm_truncate_, glm_eval_, glm_mtp_};
-static const arch_ops gemma4_ops = {gemma4_new_, gemma4_free_, gemma4_n_past_, gemma4_reset_, gemma4_truncate_,
-                                    gemma4_eval_, NULL};
-static const arch_ops qwen3moe_ops = {qwen3moe_new_,       qwen3moe_free_, qwen3moe_n_past_, qwen3moe_reset_,
-                                      qwen3moe_truncate_, qwen3moe_eval_, NULL};
 
 static void copy_err(const pt_err *e, char *buf, size_t len) {
     if (buf && len) snprintf(buf, len, "%s", e->msg);
@@ -263,7 +209,7 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
                            PLAN_MARGIN / GIB, slot_sum / GIB, budget / GIB);
         cfg.streaming = 1;
         cfg.slots = (int)((budget - fixed) / slot_sum);
-        if (cfg.slots > en->n_expert) cfg.slots = en->n_expert;
+        if (cfg.slots > en->desc.n_expert) cfg.slots = en->desc.n_expert;
     }
     if (open_usage(en, p, n_all, e)) return -1;
     cfg.usage = &en->usage;
@@ -311,41 +257,16 @@ pt_engine *pt_engine_open(const pt_engine_params *p, char *err, size_t err_len) 
     en->g = gguf_open(p->model_path, &e);
     if (!en->g) goto fail;
     if (gguf_get_str(en->g, "general.architecture", en->arch, sizeof en->arch, &e)) goto fail;
-    if (!strcmp(en->arch, "glm-dsa") || !strcmp(en->arch, "deepseek2")) {
-        if (glm_model_load(en->g, &en->glm, &e)) goto fail;
-        en->ops = &glm_ops;
-        en->n_vocab = en->glm.hp.n_vocab, en->n_embd = en->glm.hp.n_embd;
-        en->n_ctx_train = en->glm.hp.n_ctx_train, en->has_mtp = en->glm.hp.n_nextn > 0;
-        en->n_expert = en->glm.hp.n_expert;
-        en->kv_plan_bytes = (uint64_t)PLAN_KV_CTX * (uint64_t)(en->glm.hp.n_layer + en->glm.hp.n_nextn) *
-                            (uint64_t)(en->glm.hp.kv_lora + en->glm.hp.qk_rope) * sizeof(float);
-    } else if (!strcmp(en->arch, "gemma4")) {
-        if (gemma4_model_load(en->g, &en->g4, &e)) goto fail;
-        en->ops = &gemma4_ops;
-        en->n_vocab = en->g4.hp.n_vocab, en->n_embd = en->g4.hp.n_embd, en->n_ctx_train = en->g4.hp.n_ctx_train;
-        en->n_expert = en->g4.hp.n_expert;
-        /* K and V of every layer: full-attention layers keep every position, sliding
-         * ones a ring of window + batch - 1 (gemma4_state_new); counting the whole
-         * context for both would reserve 1.88 GiB instead of 0.64 GiB on Gemma 4
-         * 26B-A4B, which leaves one expert slot per layer under a 4 GiB limit */
-        for (int l = 0; l < en->g4.hp.n_layer; l++) {
-            const gemma4_layer *ly = &en->g4.layers[l];
-            const uint64_t pos = ly->swa ? PT_MIN((uint64_t)en->g4.hp.window + DEFAULT_BATCH - 1, PLAN_KV_CTX)
-                                         : PLAN_KV_CTX;
-            en->kv_plan_bytes += pos * 2 * (uint64_t)ly->n_kv * (uint64_t)ly->head_dim * sizeof(float);
-        }
-    } else if (!strcmp(en->arch, "qwen3moe")) {
-        if (qwen3moe_model_load(en->g, &en->q3, &e)) goto fail;
-        en->ops = &qwen3moe_ops;
-        en->n_vocab = en->q3.hp.n_vocab, en->n_embd = en->q3.hp.n_embd, en->n_ctx_train = en->q3.hp.n_ctx_train;
-        en->n_expert = en->q3.hp.n_expert;
-        en->kv_plan_bytes = (uint64_t)PLAN_KV_CTX * (uint64_t)en->q3.hp.n_layer * 2 * (uint64_t)en->q3.hp.n_kv *
-                            (uint64_t)en->q3.hp.head_dim * sizeof(float);
-    } else {
-        pt_errf(&e, "%s: architecture '%s' is not supported (supported: glm-dsa, deepseek2, gemma4, qwen3moe)",
-                p->model_path, en->arch);
+    en->fam = fam_find(en->arch);
+    if (!en->fam) {
+        pt_errf(&e, "%s: architecture '%s' is not supported (supported: %s)", p->model_path, en->arch, fam_names());
         goto fail;
     }
+    if (en->fam->load(en->g, &en->model, &en->desc, &e)) goto fail;
+    uint64_t kv_per_pos, kv_fixed;
+    en->fam->kv_size(en->model, dec_ring(&en->desc, PLAN_KV_CTX, DEFAULT_BATCH), sizeof(float), &kv_per_pos,
+                     &kv_fixed);
+    en->kv_plan_bytes = (uint64_t)PLAN_KV_CTX * kv_per_pos + kv_fixed;
     int nt = p->n_threads > 0 ? p->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (nt < 1) nt = 1;
     en->pool = tp_new(nt);
@@ -375,18 +296,16 @@ void pt_engine_close(pt_engine *e) {
     if (e->trace) fclose(e->trace);
     xpack_close(e->pack);
     free(e->xl);
-    glm_model_free(&e->glm);
-    gemma4_model_free(&e->g4);
-    qwen3moe_model_free(&e->q3);
+    if (e->model) e->fam->free(e->model);
     tp_free(e->pool);
     gguf_close(e->g);
     free(e);
 }
 
-int pt_engine_n_vocab(const pt_engine *e) { return e->n_vocab; }
-int pt_engine_n_embd(const pt_engine *e) { return e->n_embd; }
+int pt_engine_n_vocab(const pt_engine *e) { return e->desc.n_vocab; }
+int pt_engine_n_embd(const pt_engine *e) { return e->desc.n_embd; }
 int pt_engine_n_threads(const pt_engine *e) { return tp_size(e->pool); }
-int pt_engine_has_mtp(const pt_engine *e) { return e->has_mtp; }
+int pt_engine_has_mtp(const pt_engine *e) { return e->desc.has_mtp; }
 const char *pt_engine_arch(const pt_engine *e) { return e->arch; }
 const char *pt_engine_plan(const pt_engine *e) { return e->plan; }
 
@@ -420,7 +339,7 @@ void pt_engine_stats(const pt_engine *e, pt_stats *st) {
 pt_session *pt_session_new(pt_engine *e, const pt_session_params *p, char *err, size_t err_len) {
     pt_err er = {{0}};
     int n_ctx = p && p->n_ctx > 0 ? p->n_ctx : 4096;
-    if (n_ctx > e->n_ctx_train && e->n_ctx_train > 0 && !(p && p->n_ctx > 0)) n_ctx = e->n_ctx_train;
+    if (n_ctx > e->desc.n_ctx_train && e->desc.n_ctx_train > 0 && !(p && p->n_ctx > 0)) n_ctx = e->desc.n_ctx_train;
     int n_batch = p && p->n_batch > 0 ? p->n_batch : DEFAULT_BATCH;
     pt_session *s = calloc(1, sizeof *s);
     if (!s) {
@@ -431,8 +350,14 @@ pt_session *pt_session_new(pt_engine *e, const pt_session_params *p, char *err, 
     s->n_ctx = n_ctx;
     s->n_batch = n_batch;
     s->hist = malloc((size_t)n_ctx * sizeof *s->hist);
-    s->st = s->hist ? e->ops->state_new(e, n_ctx, n_batch, &er) : NULL;
-    if (!s->st) {
+    const dec_params dp = {.pool = e->pool,
+                           .xs = e->xs,
+                           .prefetch = e->prefetch,
+                           .max_isa = e->max_isa,
+                           .n_ctx = n_ctx,
+                           .max_batch = n_batch};
+    s->dec = s->hist ? dec_new(e->fam, e->model, &e->desc, &dp, &er) : NULL;
+    if (!s->dec) {
         if (!s->hist) pt_errf(&er, "out of memory for a %d-position token history", n_ctx);
         copy_err(&er, err, err_len);
         free(s->hist);
@@ -444,27 +369,23 @@ pt_session *pt_session_new(pt_engine *e, const pt_session_params *p, char *err, 
 
 void pt_session_free(pt_session *s) {
     if (!s) return;
-    s->e->ops->state_free(s->st);
+    dec_free(s->dec);
     free(s->hist);
     free(s);
 }
 
 int pt_session_n_ctx(const pt_session *s) { return s->n_ctx; }
 int pt_session_n_batch(const pt_session *s) { return s->n_batch; }
-int pt_session_n_past(const pt_session *s) { return s->e->ops->n_past(s->st); }
+int pt_session_n_past(const pt_session *s) { return dec_n_past(s->dec); }
 const int32_t *pt_session_tokens(const pt_session *s) { return s->hist; }
 
-int pt_session_truncate(pt_session *s, int n) {
-    if (n <= 0) s->e->ops->reset(s->st);
-    else s->e->ops->truncate(s->st, n);
-    return pt_session_n_past(s);
-}
+int pt_session_truncate(pt_session *s, int n) { return dec_truncate(s->dec, n); }
 
 int pt_session_eval(pt_session *s, const int32_t *tokens, int n, float *logits, int all_rows, float *hidden,
                     char *err, size_t err_len) {
     pt_err e = {{0}};
     const int p0 = pt_session_n_past(s);
-    const int rc = s->e->ops->eval(s->st, tokens, n, logits, all_rows, hidden, &e);
+    const int rc = dec_eval(s->dec, tokens, n, logits, all_rows, hidden, &e);
     /* the chunks that completed before an error stay cached: record their tokens */
     const int p1 = pt_session_n_past(s);
     if (p1 > p0) memcpy(s->hist + p0, tokens, (size_t)(p1 - p0) * sizeof *tokens);
@@ -483,9 +404,9 @@ int pt_session_sync(pt_session *s, const int32_t *tokens, int n, float *logits, 
                         s->n_ctx),
                -1;
     for (int i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= s->e->n_vocab)
+        if (tokens[i] < 0 || tokens[i] >= s->e->desc.n_vocab)
             return snprintf(err, err_len, "token id %d at position %d is outside the vocabulary (%d)", tokens[i], i,
-                            s->e->n_vocab),
+                            s->e->desc.n_vocab),
                    -1;
     const int held = pt_session_n_past(s);
     int keep = 0;
@@ -506,8 +427,8 @@ int pt_session_sync(pt_session *s, const int32_t *tokens, int n, float *logits, 
 int pt_session_mtp(pt_session *s, const int32_t *tokens, const float *hidden_prev, int n, float *logits,
                    char *err, size_t err_len) {
     pt_err e = {{0}};
-    if (!s->e->ops->mtp) pt_errf(&e, "this model (%s) has no NextN/MTP block", s->e->arch);
-    if (!s->e->ops->mtp || s->e->ops->mtp(s->st, tokens, hidden_prev, n, logits, &e)) {
+    if (!s->e->desc.has_mtp) pt_errf(&e, "this model (%s) has no NextN/MTP block", s->e->arch);
+    if (!s->e->desc.has_mtp || dec_mtp(s->dec, tokens, hidden_prev, n, logits, &e)) {
         copy_err(&e, err, err_len);
         return -1;
     }

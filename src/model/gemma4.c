@@ -10,7 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/family.h"
 #include "model/loader.h"
+#include "nn/attn.h"
+#include "nn/ffn.h"
+#include "nn/router.h"
 
 /* Per-layer attention geometry and rope; fills layers[].swa/head_dim/n_kv/rope. */
 static int load_hparams(ld_ctx *L, gemma4_model *m) {
@@ -211,3 +215,248 @@ gemma4_expert_w gemma4_expert(const gemma4_model *m, int layer, int e, const uin
                          ly->down_exps_scale ? ly->down_exps_scale[e] : 1.0f};
     return w;
 }
+
+/* ===== Forward pass =====
+ * Every layer: attention (sliding-window or full, per-layer geometry, q/k/v
+ * RMS norms, proportional rope on full layers), post-attention norm and
+ * residual; a dense GeGLU MLP and softmax-routed GeGLU experts side by side,
+ * each post-normed, summed, normed again, added to the residual and scaled.
+ *
+ * Order of operations mirrors llama.cpp's graph where float rounding could
+ * show: the router input is ((rms(h) * 1/sqrt(n_embd)) * gain); an expert's
+ * output is multiplied by its scale, then by its routing weight (nn/moe.c),
+ * and the experts are summed in selection order; GELU goes through fp16 as
+ * llama.cpp's table does. Each buffer is allocated in state_new. */
+
+typedef struct g4_state {
+    const gemma4_model *m;
+    fam_ctx *c;
+    int64_t *cap;        /* [n_layer] slots of each layer's cache: n_ctx, or the ring on sliding layers */
+    float **k, **v;      /* [n_layer] -> [cap][n_kv * head_dim]: normed roped keys, normed values */
+    float *h;            /* [B][n_embd] residual after attention (input of both FFN branches) */
+    float *a;            /* [B][n_embd] sub-block output (attention, then dense MLP) */
+    float *moe;          /* [B][n_embd] router input, then the routed experts' output */
+    float *pf_in;        /* [B][n_embd] next layer's router input (lookahead) */
+    nn_gqa_scratch attn; /* q, o: [B][n_head * max_head_dim]; kx, vx: [B][max_kv_dim] */
+    float *g;            /* [B][max(n_ff, 2 n_ff_exp)] gate (or fused gate|up) projections */
+    float *u;            /* [B][max(n_ff, n_ff_exp)] up projections / gated activations */
+} g4_state;
+
+static void g4_state_free(void *p) {
+    g4_state *s = p;
+    if (!s) return;
+    for (int l = 0; l < s->m->hp.n_layer; l++) {
+        if (s->k) free(s->k[l]);
+        if (s->v) free(s->v[l]);
+    }
+    free(s->k);
+    free(s->v);
+    free(s->cap);
+    float *bufs[] = {s->h,       s->a,       s->moe,       s->pf_in,       s->attn.q, s->attn.kx,
+                     s->attn.vx, s->attn.o,  s->attn.cs,   s->attn.scores, s->g,      s->u};
+    for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++) free(bufs[i]);
+    free(s);
+}
+
+static void *g4_state_new(const void *model, fam_ctx *c, pt_err *err) {
+    const gemma4_model *m = model;
+    const gemma4_hparams *hp = &m->hp;
+    g4_state *s = calloc(1, sizeof *s);
+    if (!s) return pt_errf(err, "out of memory"), NULL;
+    s->m = m;
+    s->c = c;
+    const size_t B = (size_t)c->max_batch, E = (size_t)hp->n_embd;
+    const size_t QD = (size_t)hp->n_head * (size_t)hp->max_head_dim, KVD = (size_t)hp->max_kv_dim;
+    const size_t F = (size_t)hp->n_ff, FX = (size_t)hp->n_ff_exp;
+    int fail = 0;
+    s->cap = calloc((size_t)hp->n_layer, sizeof(int64_t));
+    s->k = calloc((size_t)hp->n_layer, sizeof(float *));
+    s->v = calloc((size_t)hp->n_layer, sizeof(float *));
+    if (!s->cap || !s->k || !s->v) fail = 1;
+    for (int l = 0; l < hp->n_layer && !fail; l++) {
+        const gemma4_layer *ly = &m->layers[l];
+        s->cap[l] = ly->swa ? c->ring : c->n_ctx;
+        const size_t n = (size_t)s->cap[l] * (size_t)(ly->n_kv * ly->head_dim);
+        s->k[l] = pt_falloc(n, &fail);
+        s->v[l] = pt_falloc(n, &fail);
+    }
+    s->h = pt_falloc(B * E, &fail);
+    s->a = pt_falloc(B * E, &fail);
+    s->moe = pt_falloc(B * E, &fail);
+    s->pf_in = pt_falloc(B * E, &fail);
+    s->attn = (nn_gqa_scratch){.pool = c->pool, .mm = &c->mm};
+    s->attn.q = pt_falloc(B * QD, &fail);
+    s->attn.kx = pt_falloc(B * KVD, &fail);
+    s->attn.vx = pt_falloc(B * KVD, &fail);
+    s->attn.o = pt_falloc(B * QD, &fail);
+    s->attn.cs = pt_falloc((size_t)hp->max_head_dim, &fail);
+    s->attn.scores_stride = nn_attn_stride(c->n_ctx, hp->max_head_dim);
+    s->attn.scores = pt_falloc((size_t)tp_size(c->pool) * (size_t)s->attn.scores_stride, &fail);
+    s->g = pt_falloc(B * PT_MAX(F, 2 * FX), &fail);
+    s->u = pt_falloc(B * PT_MAX(F, FX), &fail);
+    if (fail) {
+        g4_state_free(s);
+        pt_errf(err, "out of memory allocating the KV cache and scratch for %d positions", c->n_ctx);
+        return NULL;
+    }
+    return s;
+}
+
+/* The router input: rms(h) / sqrt(n_embd) * gain, rows r[T][n_embd]. */
+static void g4_router_input(const g4_state *s, const float *gain, int T, float *r) {
+    const int E = s->m->hp.n_embd;
+    const float inv = 1.0f / sqrtf((float)E);
+    for (int t = 0; t < T; t++) {
+        float *row = r + (size_t)t * E;
+        nn_rms_norm(s->h + (size_t)t * E, NULL, s->m->hp.rms_eps, E, row);
+        for (int i = 0; i < E; i++) row[i] = (row[i] * inv) * gain[i];
+    }
+}
+
+/* One routed expert on x[n] in place: GeGLU over the fused gate|up
+ * projection, down projection, times the expert's output scale. */
+static int g4_expert(void *st, int layer, int e, const uint8_t *const mats[3], float *x, int n, pt_err *err) {
+    g4_state *s = st;
+    (void)err;
+    const int E = s->m->hp.n_embd;
+    const gemma4_expert_w w = gemma4_expert(s->m, layer, e, mats);
+    const nn_ffn f = {&s->c->mm, s->g, s->u, 1};
+    nn_geglu_fused(&f, &w.gate_up, s->m->hp.n_ff_exp, &w.down, x, n, x, E);
+    for (size_t i = 0; i < (size_t)n * E; i++) x[i] *= w.scale;
+    return 0;
+}
+
+static int g4_block(void *st, int layer, int T, int pos0, pt_err *err) {
+    g4_state *s = st;
+    fam_ctx *c = s->c;
+    const gemma4_hparams *hp = &s->m->hp;
+    const gemma4_layer *ly = &s->m->layers[layer];
+    const int E = hp->n_embd;
+    const float eps = hp->rms_eps;
+    for (int t = 0; t < T; t++) nn_rms_norm(c->x + (size_t)t * E, ly->attn_norm, eps, E, c->xn + (size_t)t * E);
+    const nn_gqa g = {.wq = &ly->wq,
+                      .wk = &ly->wk,
+                      .wv = ly->wv.data ? &ly->wv : NULL,
+                      .wo = &ly->wo,
+                      .q_norm = ly->q_norm,
+                      .k_norm = ly->k_norm,
+                      .v_norm = 1,
+                      .rope = &ly->rope,
+                      .n_head = hp->n_head,
+                      .n_kv = ly->n_kv,
+                      .head_dim = ly->head_dim,
+                      .window = ly->swa ? hp->window : 0,
+                      .scale = 1.0f,
+                      .rms_eps = eps,
+                      .n_embd = E};
+    nn_gqa_forward(&g, &s->attn, c->xn, T, pos0, s->k[layer], s->v[layer], s->cap[layer], s->a);
+    /* h = x + post_attention_norm(attn) */
+    for (int t = 0; t < T; t++) {
+        float *a = s->a + (size_t)t * E, *h = s->h + (size_t)t * E;
+        const float *x = c->x + (size_t)t * E;
+        nn_rms_norm(a, ly->post_attn_norm, eps, E, a);
+        for (int i = 0; i < E; i++) h[i] = a[i] + x[i];
+    }
+    /* dense MLP -> a, normed with post_ffw_norm_1 */
+    for (int t = 0; t < T; t++) nn_rms_norm(s->h + (size_t)t * E, ly->ffn_norm, eps, E, c->xn + (size_t)t * E);
+    const nn_ffn f = {&c->mm, s->g, s->u, 0};
+    nn_geglu(&f, &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down, c->xn, T, s->a, E);
+    for (int t = 0; t < T; t++) nn_rms_norm(s->a + (size_t)t * E, ly->post_ffw_norm_1, eps, E, s->a + (size_t)t * E);
+    /* routed experts on pre_ffw_norm_2(h), routed from the scaled unit-normed h -> moe */
+    for (int t = 0; t < T; t++) nn_rms_norm(s->h + (size_t)t * E, ly->pre_ffw_norm_2, eps, E, c->xn + (size_t)t * E);
+    g4_router_input(s, ly->gate_inp_scale, T, s->moe);
+    if (c->moe(c, layer, T, s->moe, c->xn, s->moe, g4_expert, NULL, s, err)) return -1;
+    for (int t = 0; t < T; t++)
+        nn_rms_norm(s->moe + (size_t)t * E, ly->post_ffw_norm_2, eps, E, s->moe + (size_t)t * E);
+    /* x = (h + post_ffw_norm(mlp + moe)) * layer_output_scale */
+    for (int t = 0; t < T; t++) {
+        float *a = s->a + (size_t)t * E, *x = c->x + (size_t)t * E;
+        const float *mo = s->moe + (size_t)t * E, *h = s->h + (size_t)t * E;
+        for (int i = 0; i < E; i++) a[i] += mo[i];
+        nn_rms_norm(a, ly->post_ffw_norm, eps, E, a);
+        for (int i = 0; i < E; i++) x[i] = (a[i] + h[i]) * ly->out_scale;
+    }
+    return 0;
+}
+
+static const mm_weight *g4_router(const void *model, int layer) {
+    return &((const gemma4_model *)model)->layers[layer].gate_inp;
+}
+
+/* Softmax over all experts, top n_used, weights renormalised. */
+static void g4_route(const void *model, int layer, float *logits, int *chosen, float *w, float *scratch) {
+    const gemma4_hparams *hp = &((const gemma4_model *)model)->hp;
+    (void)layer;
+    (void)scratch;
+    const nn_router r = {
+        .n_expert = hp->n_expert, .n_used = hp->n_expert_used, .gating = NN_GATING_SOFTMAX, .weights_norm = 1};
+    nn_route_softmax(&r, logits, chosen, w);
+}
+
+/* The next layer's router input (with its own gain) from this layer's residual. */
+static const float *g4_lookahead_input(void *st, int next, int T) {
+    g4_state *s = st;
+    g4_router_input(s, s->m->layers[next].gate_inp_scale, T, s->pf_in);
+    return s->pf_in;
+}
+
+/* Full-attention layers keep every position; sliding ones a ring. */
+static void g4_kv_size(const void *model, int64_t ring, int elem_bytes, uint64_t *per_pos, uint64_t *fixed) {
+    const gemma4_model *m = model;
+    *per_pos = *fixed = 0;
+    for (int l = 0; l < m->hp.n_layer; l++) {
+        const gemma4_layer *ly = &m->layers[l];
+        const uint64_t row = 2 * (uint64_t)ly->n_kv * (uint64_t)ly->head_dim * (uint64_t)elem_bytes;
+        if (ly->swa) *fixed += (uint64_t)ring * row;
+        else *per_pos += row;
+    }
+}
+
+static int g4_load(const gguf_ctx *g, void **model, fam_desc *d, pt_err *err) {
+    gemma4_model *m = calloc(1, sizeof *m);
+    if (!m) return pt_errf(err, "out of memory");
+    if (gemma4_model_load(g, m, err)) {
+        gemma4_model_free(m);
+        free(m);
+        return -1;
+    }
+    const gemma4_hparams *hp = &m->hp;
+    int any_swa = 0;
+    for (int l = 0; l < hp->n_layer; l++) any_swa |= m->layers[l].swa;
+    const int64_t QD = (int64_t)hp->n_head * hp->max_head_dim;
+    *d = (fam_desc){.n_vocab = hp->n_vocab,
+                    .n_embd = hp->n_embd,
+                    .n_layer = hp->n_layer,
+                    .n_ctx_train = hp->n_ctx_train,
+                    .n_expert = hp->n_expert,
+                    .n_expert_used = hp->n_expert_used,
+                    .window = any_swa ? hp->window : 0,
+                    .rms_eps = hp->rms_eps,
+                    .tok_embd = &m->tok_embd,
+                    .embd_scale = hp->embd_scale,
+                    .output_norm = m->output_norm,
+                    .output = &m->output,
+                    .softcap = hp->softcap,
+                    .max_in = PT_MAX(PT_MAX((int64_t)hp->n_embd, QD), (int64_t)PT_MAX(hp->n_ff, hp->n_ff_exp))};
+    *model = m;
+    return 0;
+}
+
+static void g4_free(void *model) {
+    gemma4_model_free(model);
+    free(model);
+}
+
+static const char *const g4_archs[] = {"gemma4", NULL};
+
+const fam_ops gemma4_family = {.name = "gemma4",
+                               .archs = g4_archs,
+                               .load = g4_load,
+                               .free = g4_free,
+                               .kv_size = g4_kv_size,
+                               .state_new = g4_state_new,
+                               .state_free = g4_state_free,
+                               .block = g4_block,
+                               .router = g4_router,
+                               .route = g4_route,
+                               .lookahead_input = g4_lookahead_input};

@@ -11,7 +11,10 @@
 #include <string.h>
 
 #include "kernels/quant.h"
+#include "model/family.h"
 #include "model/loader.h"
+#include "nn/ffn.h"
+#include "nn/router.h"
 
 typedef struct loader {
     const gguf_ctx *g;
@@ -97,18 +100,6 @@ static mm_weight bind_w(loader *L, const char *name, int64_t n_in, int64_t n_out
     return ld_as_weight(t);
 }
 
-mm_weight glm_expert_at(const gguf_tensor *t, const uint8_t *data) {
-    mm_weight w = ld_as_weight(t);
-    w.data = data;
-    return w;
-}
-
-/* Head h of a per-head stacked tensor (attn_k_b, attn_v_b). */
-static mm_weight head_slice(const gguf_tensor *t, int h) {
-    mm_weight w = ld_as_weight(t);
-    w.data = t->data + (uint64_t)h * w.row_bytes * (uint64_t)t->ne[1];
-    return w;
-}
 
 static int load_hparams(loader *L, glm_hparams *hp) {
     int block_count;
@@ -125,7 +116,7 @@ static int load_hparams(loader *L, glm_hparams *hp) {
         hp_u32(L, "leading_dense_block_count", &hp->n_dense_lead, 0, 0) ||
         hp_u32(L, "expert_group_count", &hp->n_group, 0, 1) ||
         hp_u32(L, "expert_group_used_count", &hp->n_group_used, 0, 1) ||
-        hp_u32(L, "expert_gating_func", &hp->gating, 0, GATING_SOFTMAX) ||
+        hp_u32(L, "expert_gating_func", &hp->gating, 0, NN_GATING_SOFTMAX) ||
         hp_u32(L, "context_length", &hp->n_ctx_train, 0, 4096) ||
         hp_f32(L, "attention.layer_norm_rms_epsilon", &hp->rms_eps, 1, 0) ||
         hp_f32(L, "expert_weights_scale", &hp->weights_scale, 0, 1.0f))
@@ -145,18 +136,18 @@ static int load_hparams(loader *L, glm_hparams *hp) {
         return pt_errf(L->err, "%s: nextn_predict_layers %d must be below block_count %d", L->path, hp->n_nextn,
                        block_count);
     hp->n_layer = block_count - hp->n_nextn;
-    if (hp->n_head < 1 || hp->n_head > GLM_MAX_HEADS)
-        return pt_errf(L->err, "%s: attention.head_count %d outside 1..%d", L->path, hp->n_head, GLM_MAX_HEADS);
+    if (hp->n_head < 1 || hp->n_head > NN_MLA_MAX_HEADS)
+        return pt_errf(L->err, "%s: attention.head_count %d outside 1..%d", L->path, hp->n_head, NN_MLA_MAX_HEADS);
     if (hp->qk_nope <= 0 || n_rot <= 0 || (n_rot & 1))
         return pt_errf(L->err, "%s: key_length_mla %d and rope.dimension_count %d are inconsistent", L->path,
                        kl_mla, n_rot);
-    if (hp->gating != GATING_SOFTMAX && hp->gating != GATING_SIGMOID)
+    if (hp->gating != NN_GATING_SOFTMAX && hp->gating != NN_GATING_SIGMOID)
         return pt_errf(L->err, "%s: expert_gating_func %d is not supported (1 softmax, 2 sigmoid)", L->path,
                        hp->gating);
     if (hp->n_expert && (hp->n_expert_used < 1 || hp->n_expert_used > hp->n_expert))
         return pt_errf(L->err, "%s: expert_used_count %d must be in 1..expert_count (%d)", L->path,
                        hp->n_expert_used, hp->n_expert);
-    if (hp->n_group < 1 || hp->n_group > GLM_MAX_GROUPS || hp->n_group_used < 1 || hp->n_group_used > hp->n_group ||
+    if (hp->n_group < 1 || hp->n_group > NN_ROUTER_MAX_GROUPS || hp->n_group_used < 1 || hp->n_group_used > hp->n_group ||
         (hp->n_expert && hp->n_expert % hp->n_group))
         return pt_errf(L->err, "%s: expert groups %d/%d do not divide %d experts", L->path, hp->n_group_used,
                        hp->n_group, hp->n_expert);
@@ -266,23 +257,23 @@ int glm_model_load(const gguf_ctx *g, glm_model *m, pt_err *err) {
         ly->is_nextn = l >= hp->n_layer;
         ly->attn_norm = bind_f32(&L, NM("attn_norm.weight"), hp->n_embd, 1, &rc);
         if (hp->q_lora) {
-            ly->q_a = bind_w(&L, NM("attn_q_a.weight"), hp->n_embd, hp->q_lora, 1, &rc);
-            ly->q_a_norm = bind_f32(&L, NM("attn_q_a_norm.weight"), hp->q_lora, 1, &rc);
-            ly->q_b = bind_w(&L, NM("attn_q_b.weight"), hp->q_lora, qdim, 1, &rc);
+            ly->attn.q_a = bind_w(&L, NM("attn_q_a.weight"), hp->n_embd, hp->q_lora, 1, &rc);
+            ly->attn.q_a_norm = bind_f32(&L, NM("attn_q_a_norm.weight"), hp->q_lora, 1, &rc);
+            ly->attn.q_b = bind_w(&L, NM("attn_q_b.weight"), hp->q_lora, qdim, 1, &rc);
         } else {
-            ly->q_b = bind_w(&L, NM("attn_q.weight"), hp->n_embd, qdim, 1, &rc);
+            ly->attn.q_b = bind_w(&L, NM("attn_q.weight"), hp->n_embd, qdim, 1, &rc);
         }
-        ly->kv_a = bind_w(&L, NM("attn_kv_a_mqa.weight"), hp->n_embd, hp->kv_lora + hp->qk_rope, 1, &rc);
-        ly->kv_a_norm = bind_f32(&L, NM("attn_kv_a_norm.weight"), hp->kv_lora, 1, &rc);
+        ly->attn.kv_a = bind_w(&L, NM("attn_kv_a_mqa.weight"), hp->n_embd, hp->kv_lora + hp->qk_rope, 1, &rc);
+        ly->attn.kv_a_norm = bind_f32(&L, NM("attn_kv_a_norm.weight"), hp->kv_lora, 1, &rc);
         const gguf_tensor *kb = bind(&L, NM("attn_k_b.weight"), 3, hp->qk_nope, hp->kv_lora, H, 1, &rc);
         const gguf_tensor *vb = bind(&L, NM("attn_v_b.weight"), 3, hp->kv_lora, hp->v_head, H, 1, &rc);
         if (rc) break;
         if (check_matmul_type(&L, kb, &rc) || check_matmul_type(&L, vb, &rc)) break;
         for (int h = 0; h < H; h++) {
-            ly->k_b[h] = head_slice(kb, h);
-            ly->v_b[h] = head_slice(vb, h);
+            ly->attn.k_b[h] = ld_slice(kb, h);
+            ly->attn.v_b[h] = ld_slice(vb, h);
         }
-        ly->wo = bind_w(&L, NM("attn_output.weight"), H * hp->v_head, hp->n_embd, 1, &rc);
+        ly->attn.wo = bind_w(&L, NM("attn_output.weight"), H * hp->v_head, hp->n_embd, 1, &rc);
         ly->ffn_norm = bind_f32(&L, NM("ffn_norm.weight"), hp->n_embd, 1, &rc);
         ly->is_moe = l >= hp->n_dense_lead && hp->n_expert > 0;
         if (!ly->is_moe) {
@@ -309,12 +300,12 @@ int glm_model_load(const gguf_ctx *g, glm_model *m, pt_err *err) {
         }
         if (!ly->is_nextn && hp->idx_n_head && hp->idx_full[l]) {
             const int D = hp->idx_head_dim;
-            ly->has_idx = 1;
-            ly->idx_q_b = bind_w(&L, NM("indexer.attn_q_b.weight"), hp->q_lora, hp->idx_n_head * D, 1, &rc);
-            ly->idx_k = bind_w(&L, NM("indexer.attn_k.weight"), hp->n_embd, D, 1, &rc);
-            ly->idx_k_norm_w = bind_f32(&L, NM("indexer.k_norm.weight"), D, 1, &rc);
-            ly->idx_k_norm_b = bind_f32(&L, NM("indexer.k_norm.bias"), D, 1, &rc);
-            ly->idx_proj = bind_w(&L, NM("indexer.proj.weight"), hp->n_embd, hp->idx_n_head, 1, &rc);
+            ly->attn.has_idx = 1;
+            ly->attn.idx_q_b = bind_w(&L, NM("indexer.attn_q_b.weight"), hp->q_lora, hp->idx_n_head * D, 1, &rc);
+            ly->attn.idx_k = bind_w(&L, NM("indexer.attn_k.weight"), hp->n_embd, D, 1, &rc);
+            ly->attn.idx_k_norm_w = bind_f32(&L, NM("indexer.k_norm.weight"), D, 1, &rc);
+            ly->attn.idx_k_norm_b = bind_f32(&L, NM("indexer.k_norm.bias"), D, 1, &rc);
+            ly->attn.idx_proj = bind_w(&L, NM("indexer.proj.weight"), hp->n_embd, hp->idx_n_head, 1, &rc);
             if (!hp->q_lora && !rc)
                 rc = pt_errf(err, "%s: the DSA indexer needs a q LoRA (attention.q_lora_rank)", L.path);
         }
@@ -342,3 +333,273 @@ void glm_model_free(glm_model *m) {
     free(m->layers);
     memset(m, 0, sizeof *m);
 }
+
+/* ===== Forward pass =====
+ * Every block: RMS norm, MLA attention (with the DSA indexer's key selection
+ * on glm-dsa), residual; RMS norm, then a dense SwiGLU FFN (leading layers)
+ * or the routed experts plus the shared expert, residual. The NextN/MTP head
+ * runs one more block on eh_proj([enorm(embed(token)) | hnorm(hidden)]).
+ *
+ * Order of operations mirrors llama.cpp's graphs where float rounding could
+ * show: routed expert outputs are weighted and summed in selection order,
+ * then the shared expert is added. Each buffer is allocated in state_new. */
+
+typedef struct glm_state {
+    const glm_model *m;
+    fam_ctx *c;
+    int mtp_past;   /* MTP positions cached */
+    float **kv;     /* [n_layer + n_nextn] -> [n_ctx][kv_lora + qk_rope]: normed latent | roped key */
+    float **idx_k;  /* [n_layer] -> [n_ctx][idx_head_dim] (full indexer layers only) */
+    nn_mla attn;    /* attention scratch and the indexer's selection */
+    float *out;     /* [B][n_embd] sub-block output */
+    float *g, *u;   /* [B][max(n_ff, n_ff_exp * max(1, n_shared))] FFN scratch */
+    float *sh;      /* [B][n_embd] shared-expert output */
+    float *cat;     /* [B][2 n_embd] MTP input */
+} glm_state;
+
+static nn_mla_dims mla_dims(const glm_hparams *hp) {
+    return (nn_mla_dims){.n_embd = hp->n_embd,
+                         .n_head = hp->n_head,
+                         .q_lora = hp->q_lora,
+                         .kv_lora = hp->kv_lora,
+                         .qk_nope = hp->qk_nope,
+                         .qk_rope = hp->qk_rope,
+                         .v_head = hp->v_head,
+                         .rms_eps = hp->rms_eps,
+                         .kq_scale = hp->kq_scale,
+                         .rope = hp->rope,
+                         .idx_n_head = hp->idx_n_head,
+                         .idx_head_dim = hp->idx_head_dim,
+                         .idx_top_k = hp->idx_top_k};
+}
+
+/* Width of the FFN scratch: the dense FFN or the (shared) experts. */
+static size_t ffn_width(const glm_hparams *hp) {
+    const size_t shw = (size_t)hp->n_ff_exp * (size_t)(hp->n_expert_shared > 1 ? hp->n_expert_shared : 1);
+    return PT_MAX((size_t)hp->n_ff, shw);
+}
+
+static void glm_state_free(void *p) {
+    glm_state *s = p;
+    if (!s) return;
+    const glm_hparams *hp = &s->m->hp;
+    for (int l = 0; s->kv && l < hp->n_layer + hp->n_nextn; l++) free(s->kv[l]);
+    for (int l = 0; s->idx_k && l < hp->n_layer; l++) free(s->idx_k[l]);
+    free(s->kv);
+    free(s->idx_k);
+    nn_mla_free(&s->attn);
+    float *bufs[] = {s->out, s->g, s->u, s->sh, s->cat};
+    for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++) free(bufs[i]);
+    free(s);
+}
+
+static void *glm_state_new(const void *model, fam_ctx *c, pt_err *err) {
+    const glm_model *m = model;
+    const glm_hparams *hp = &m->hp;
+    glm_state *s = calloc(1, sizeof *s);
+    if (!s) return pt_errf(err, "out of memory"), NULL;
+    s->m = m;
+    s->c = c;
+    const size_t B = (size_t)c->max_batch, E = (size_t)hp->n_embd, KVD = (size_t)(hp->kv_lora + hp->qk_rope);
+    const int n_all = hp->n_layer + hp->n_nextn;
+    int fail = 0;
+    s->kv = calloc((size_t)n_all, sizeof(float *));
+    s->idx_k = calloc((size_t)hp->n_layer + 1, sizeof(float *));
+    if (!s->kv || !s->idx_k) fail = 1;
+    for (int l = 0; l < n_all && !fail; l++) {
+        s->kv[l] = pt_falloc((size_t)c->n_ctx * KVD, &fail);
+        if (l < hp->n_layer && m->layers[l].attn.has_idx)
+            s->idx_k[l] = pt_falloc((size_t)c->n_ctx * (size_t)hp->idx_head_dim, &fail);
+    }
+    const nn_mla_dims d = mla_dims(hp);
+    if (!fail && nn_mla_init(&s->attn, &d, c->pool, &c->mm, c->n_ctx, c->max_batch)) fail = 1;
+    s->out = pt_falloc(B * E, &fail);
+    s->g = pt_falloc(B * ffn_width(hp), &fail);
+    s->u = pt_falloc(B * ffn_width(hp), &fail);
+    s->sh = pt_falloc(B * E, &fail);
+    s->cat = pt_falloc(B * 2 * E, &fail);
+    if (fail) {
+        glm_state_free(s);
+        pt_errf(err, "out of memory allocating the KV cache and scratch for %d positions", c->n_ctx);
+        return NULL;
+    }
+    return s;
+}
+
+static nn_ffn ffn(glm_state *s, int routed) { return (nn_ffn){&s->c->mm, s->g, s->u, routed}; }
+
+/* One routed expert on x[n] in place: SwiGLU with the slices in mats[]. */
+static int glm_expert(void *st, int layer, int e, const uint8_t *const mats[3], float *x, int n, pt_err *err) {
+    glm_state *s = st;
+    const glm_layer *ly = &s->m->layers[layer];
+    (void)e;
+    (void)err;
+    const mm_weight g = ld_slice_at(ly->gate_exps, mats[0]), u = ld_slice_at(ly->up_exps, mats[1]),
+                    dn = ld_slice_at(ly->down_exps, mats[2]);
+    const nn_ffn f = ffn(s, 1);
+    nn_swiglu(&f, &g, &u, &dn, x, n, x, s->m->hp.n_embd);
+    return 0;
+}
+
+/* The shared expert, while the layer's first expert reads are in flight. */
+static int glm_shared(void *st, int layer, int T, pt_err *err) {
+    glm_state *s = st;
+    const glm_layer *ly = &s->m->layers[layer];
+    (void)err;
+    const nn_ffn f = ffn(s, 0);
+    nn_swiglu(&f, &ly->gate_sh, &ly->up_sh, &ly->down_sh, s->c->xn, T, s->sh, s->m->hp.n_embd);
+    return 0;
+}
+
+/* Block `layer` (the MTP block too) on c->x[T] at positions pos0.. . */
+static int glm_run_block(glm_state *s, int layer, int T, int pos0, int use_dsa, pt_err *err) {
+    fam_ctx *c = s->c;
+    const glm_hparams *hp = &s->m->hp;
+    const glm_layer *ly = &s->m->layers[layer];
+    const int E = hp->n_embd;
+    for (int t = 0; t < T; t++)
+        nn_rms_norm(c->x + (size_t)t * E, ly->attn_norm, hp->rms_eps, E, c->xn + (size_t)t * E);
+    nn_mla_forward(&s->attn, &ly->attn, c->xn, T, pos0, s->kv[layer], layer < hp->n_layer ? s->idx_k[layer] : NULL,
+                   use_dsa, s->out);
+    for (size_t i = 0; i < (size_t)T * E; i++) c->x[i] += s->out[i];
+    for (int t = 0; t < T; t++)
+        nn_rms_norm(c->x + (size_t)t * E, ly->ffn_norm, hp->rms_eps, E, c->xn + (size_t)t * E);
+    if (ly->is_moe) {
+        if (c->moe(c, layer, T, c->xn, c->xn, s->out, glm_expert, hp->n_expert_shared ? glm_shared : NULL, s, err))
+            return -1;
+        if (hp->n_expert_shared)
+            for (size_t i = 0; i < (size_t)T * E; i++) s->out[i] += s->sh[i];
+    } else {
+        const nn_ffn f = ffn(s, 0);
+        nn_swiglu(&f, &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down, c->xn, T, s->out, E);
+    }
+    for (size_t i = 0; i < (size_t)T * E; i++) c->x[i] += s->out[i];
+    return 0;
+}
+
+static int glm_block(void *st, int layer, int T, int pos0, pt_err *err) {
+    glm_state *s = st;
+    return glm_run_block(s, layer, T, pos0, s->m->hp.idx_n_head > 0, err);
+}
+
+/* MTP position i comes from trunk position i and token i+1: after the trunk is
+ * cut to n, those from n-1 on saw a token that is gone. */
+static void glm_truncated(void *st, int n) {
+    glm_state *s = st;
+    if (s->mtp_past > n - 1) s->mtp_past = n > 0 ? n - 1 : 0;
+}
+
+static int glm_mtp(void *st, const int32_t *tokens, const float *hidden_prev, int n, float *logits, pt_err *err) {
+    glm_state *s = st;
+    fam_ctx *c = s->c;
+    const glm_hparams *hp = &s->m->hp;
+    const int E = hp->n_embd;
+    if ((int64_t)s->mtp_past + n > c->n_ctx)
+        return pt_errf(err, "context full: %d positions cached + %d new exceed the context size %d", s->mtp_past, n,
+                       c->n_ctx);
+    const int layer = hp->n_layer; /* the first MTP block */
+    const glm_layer *ly = &s->m->layers[layer];
+    for (int c0 = 0; c0 < n; c0 += c->max_batch) {
+        const int T = n - c0 < c->max_batch ? n - c0 : c->max_batch;
+        for (int t = 0; t < T; t++) {
+            float *cat = s->cat + (size_t)t * 2 * E;
+            mm_get_row(&ly->embed_tokens, tokens[c0 + t], cat);
+            nn_rms_norm(cat, ly->enorm, hp->rms_eps, E, cat);
+            nn_rms_norm(hidden_prev + (size_t)(c0 + t) * E, ly->hnorm, hp->rms_eps, E, cat + E);
+        }
+        mm_run(&c->mm, &ly->eh_proj, s->cat, T, c->x, E);
+        if (glm_run_block(s, layer, T, s->mtp_past, 0, err)) return -1;
+        for (int t = 0; t < T; t++)
+            nn_rms_norm(c->x + (size_t)t * E, ly->shared_head_norm, hp->rms_eps, E, c->xn + (size_t)t * E);
+        mm_run(&c->mm, &ly->shared_head, c->xn, T, logits + (size_t)c0 * hp->n_vocab, hp->n_vocab);
+        s->mtp_past += T;
+    }
+    return 0;
+}
+
+static const mm_weight *glm_router(const void *model, int layer) {
+    const glm_layer *ly = &((const glm_model *)model)->layers[layer];
+    return ly->is_moe ? &ly->gate_inp : NULL;
+}
+
+static void glm_route(const void *model, int layer, float *logits, int *chosen, float *w, float *scratch) {
+    const glm_model *m = model;
+    const glm_hparams *hp = &m->hp;
+    const nn_router r = {.n_expert = hp->n_expert,
+                         .n_used = hp->n_expert_used,
+                         .gating = hp->gating,
+                         .bias = m->layers[layer].exp_bias,
+                         .n_group = hp->n_group,
+                         .n_group_used = hp->n_group_used,
+                         .weights_norm = hp->weights_norm,
+                         .weights_scale = hp->weights_scale};
+    nn_route_biased(&r, logits, chosen, w, scratch);
+}
+
+/* The next layer's router reads the same normed rows as this layer's. */
+static const float *glm_lookahead_input(void *st, int next, int T) {
+    (void)next;
+    (void)T;
+    return ((glm_state *)st)->c->xn;
+}
+
+/* Every block (MTP included) caches the latent and rope key per position; full
+ * DSA layers also their indexer keys. */
+static void glm_kv_size(const void *model, int64_t ring, int elem_bytes, uint64_t *per_pos, uint64_t *fixed) {
+    const glm_model *m = model;
+    const glm_hparams *hp = &m->hp;
+    (void)ring;
+    uint64_t n = (uint64_t)(hp->n_layer + hp->n_nextn) * (uint64_t)(hp->kv_lora + hp->qk_rope);
+    for (int l = 0; l < hp->n_layer; l++)
+        if (m->layers[l].attn.has_idx) n += (uint64_t)hp->idx_head_dim;
+    *per_pos = n * (uint64_t)elem_bytes;
+    *fixed = 0;
+}
+
+static int glm_load(const gguf_ctx *g, void **model, fam_desc *d, pt_err *err) {
+    glm_model *m = calloc(1, sizeof *m);
+    if (!m) return pt_errf(err, "out of memory");
+    if (glm_model_load(g, m, err)) {
+        free(m);
+        return -1;
+    }
+    const glm_hparams *hp = &m->hp;
+    const nn_mla_dims md = mla_dims(hp);
+    *d = (fam_desc){.n_vocab = hp->n_vocab,
+                    .n_embd = hp->n_embd,
+                    .n_layer = hp->n_layer,
+                    .n_ctx_train = hp->n_ctx_train,
+                    .n_expert = hp->n_expert,
+                    .n_expert_used = hp->n_expert_used,
+                    .has_mtp = hp->n_nextn > 0,
+                    .rms_eps = hp->rms_eps,
+                    .tok_embd = &m->tok_embd,
+                    .embd_scale = 1.0f,
+                    .output_norm = m->output_norm,
+                    .output = &m->output,
+                    .max_in = PT_MAX(PT_MAX(2 * (int64_t)hp->n_embd, (int64_t)ffn_width(hp)), nn_mla_max_in(&md))};
+    *model = m;
+    return 0;
+}
+
+static void glm_free(void *model) {
+    if (!model) return;
+    glm_model_free(model);
+    free(model);
+}
+
+static const char *const glm_archs[] = {"glm-dsa", "deepseek2", NULL};
+
+const fam_ops glm_dsa_family = {.name = "glm-dsa",
+                                .archs = glm_archs,
+                                .load = glm_load,
+                                .free = glm_free,
+                                .kv_size = glm_kv_size,
+                                .state_new = glm_state_new,
+                                .state_free = glm_state_free,
+                                .block = glm_block,
+                                .router = glm_router,
+                                .route = glm_route,
+                                .lookahead_input = glm_lookahead_input,
+                                .mtp = glm_mtp,
+                                .truncated = glm_truncated};

@@ -18,13 +18,11 @@
 
 #include "format/gguf.h"
 #include "nn/matmul.h"
+#include "nn/mla.h"
 #include "nn/ops.h"
 
-#define GLM_MAX_HEADS 128  /* attention heads (DeepSeek-V3 has 128) */
-#define GLM_MAX_GROUPS 256 /* expert groups for group-limited routing */
 
 enum { GLM_ARCH_GLM_DSA = 1, GLM_ARCH_DEEPSEEK2 = 2 };
-enum { GATING_SOFTMAX = 1, GATING_SIGMOID = 2 };
 
 typedef struct glm_hparams {
     int arch;             /* GLM_ARCH_* */
@@ -42,7 +40,7 @@ typedef struct glm_hparams {
     int n_expert, n_expert_used, n_expert_shared;
     int n_dense_lead;     /* leading dense layers */
     int n_group, n_group_used; /* group-limited routing (1/1: none) */
-    int gating;           /* GATING_* */
+    int gating;           /* NN_GATING_* */
     int weights_norm;     /* normalise the chosen experts' weights */
     float weights_scale;
     float rms_eps;
@@ -57,14 +55,7 @@ typedef struct glm_hparams {
 /* One decoder block. Pointers to F32 vectors are NULL when absent. */
 typedef struct glm_layer {
     const float *attn_norm;   /* [n_embd] */
-    mm_weight q_a;            /* n_embd -> q_lora */
-    const float *q_a_norm;    /* [q_lora] */
-    mm_weight q_b;            /* q_lora -> n_head*(nope+rope) (or attn_q: n_embd -> ...) */
-    mm_weight kv_a;           /* n_embd -> kv_lora + qk_rope */
-    const float *kv_a_norm;   /* [kv_lora] */
-    mm_weight k_b[GLM_MAX_HEADS]; /* [n_head] each nope -> kv_lora (absorbs k into the query) */
-    mm_weight v_b[GLM_MAX_HEADS]; /* [n_head] each kv_lora -> v_head */
-    mm_weight wo;             /* n_head*v_head -> n_embd */
+    nn_mla_w attn;            /* MLA attention and, on full layers, the DSA indexer */
     const float *ffn_norm;    /* [n_embd] */
     /* dense FFN (leading layers) */
     mm_weight ffn_gate, ffn_up, ffn_down;
@@ -73,17 +64,12 @@ typedef struct glm_layer {
     const float *exp_bias;    /* [n_expert] selection-only bias */
     const gguf_tensor *gate_exps, *up_exps, *down_exps; /* stacked [n_expert] */
     mm_weight gate_sh, up_sh, down_sh; /* shared expert(s), width n_ff_exp*n_shared */
-    /* DSA indexer (full layers) */
-    mm_weight idx_q_b;        /* q_lora -> idx_n_head*idx_head_dim */
-    mm_weight idx_k;          /* n_embd -> idx_head_dim */
-    const float *idx_k_norm_w, *idx_k_norm_b; /* [idx_head_dim] */
-    mm_weight idx_proj;       /* n_embd -> idx_n_head */
     /* NextN / MTP block extras */
     mm_weight eh_proj;        /* 2*n_embd -> n_embd */
     const float *enorm, *hnorm, *shared_head_norm; /* [n_embd] */
     mm_weight embed_tokens;   /* n_vocab rows of n_embd */
     mm_weight shared_head;    /* n_embd -> n_vocab */
-    int is_moe, has_idx, is_nextn;
+    int is_moe, is_nextn;
 } glm_layer;
 
 
@@ -99,9 +85,5 @@ typedef struct glm_model {
  * or tensor and the problem. */
 int glm_model_load(const gguf_ctx *g, glm_model *m, pt_err *err);
 void glm_model_free(glm_model *m);
-
-/* One expert's slice of a stacked expert tensor, its bytes at `data` (in the
- * mapping or in an expert-cache slot), as a 2-D weight. */
-mm_weight glm_expert_at(const gguf_tensor *t, const uint8_t *data);
 
 #endif

@@ -10,7 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/family.h"
 #include "model/loader.h"
+#include "nn/attn.h"
+#include "nn/ffn.h"
+#include "nn/router.h"
 
 static int load_hparams(ld_ctx *L, qwen3moe_hparams *hp) {
     int vl, n_rot;
@@ -129,3 +133,183 @@ qwen3moe_expert_w qwen3moe_expert(const qwen3moe_model *m, int layer, const uint
                            ld_slice_at(ly->down_exps, mats[2])};
     return w;
 }
+
+/* ===== Forward pass =====
+ * Every layer: RMS norm, GQA attention with per-head q/k norms before NEOX
+ * rope, residual; RMS norm, softmax-routed SwiGLU experts, residual. Each
+ * buffer is allocated in state_new; the token loop allocates nothing. */
+
+typedef struct q3_state {
+    const qwen3moe_model *m;
+    fam_ctx *c;
+    float **k, **v;      /* [n_layer] -> [n_ctx][n_kv * head_dim]: normed roped keys, values */
+    float *out;          /* [B][n_embd] sub-block output */
+    nn_gqa_scratch attn; /* q, kx, vx, o: B rows */
+    float *g, *u;        /* [B][n_ff_exp] expert gate / up projections */
+} q3_state;
+
+static void q3_state_free(void *p) {
+    q3_state *s = p;
+    if (!s) return;
+    for (int l = 0; l < s->m->hp.n_layer; l++) {
+        if (s->k) free(s->k[l]);
+        if (s->v) free(s->v[l]);
+    }
+    free(s->k);
+    free(s->v);
+    float *bufs[] = {s->out, s->attn.q, s->attn.kx, s->attn.vx, s->attn.o, s->attn.cs, s->attn.scores, s->g, s->u};
+    for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++) free(bufs[i]);
+    free(s);
+}
+
+static void *q3_state_new(const void *model, fam_ctx *c, pt_err *err) {
+    const qwen3moe_model *m = model;
+    const qwen3moe_hparams *hp = &m->hp;
+    q3_state *s = calloc(1, sizeof *s);
+    if (!s) return pt_errf(err, "out of memory"), NULL;
+    s->m = m;
+    s->c = c;
+    const size_t B = (size_t)c->max_batch, E = (size_t)hp->n_embd;
+    const size_t QD = (size_t)hp->n_head * hp->head_dim, KVD = (size_t)hp->n_kv * hp->head_dim;
+    int fail = 0;
+    s->k = calloc((size_t)hp->n_layer, sizeof(float *));
+    s->v = calloc((size_t)hp->n_layer, sizeof(float *));
+    if (!s->k || !s->v) fail = 1;
+    for (int l = 0; l < hp->n_layer && !fail; l++) {
+        s->k[l] = pt_falloc((size_t)c->n_ctx * KVD, &fail);
+        s->v[l] = pt_falloc((size_t)c->n_ctx * KVD, &fail);
+    }
+    s->out = pt_falloc(B * E, &fail);
+    s->attn = (nn_gqa_scratch){.pool = c->pool, .mm = &c->mm};
+    s->attn.q = pt_falloc(B * QD, &fail);
+    s->attn.kx = pt_falloc(B * KVD, &fail);
+    s->attn.vx = pt_falloc(B * KVD, &fail);
+    s->attn.o = pt_falloc(B * QD, &fail);
+    s->attn.cs = pt_falloc((size_t)hp->head_dim, &fail);
+    s->attn.scores_stride = nn_attn_stride(c->n_ctx, hp->head_dim);
+    s->attn.scores = pt_falloc((size_t)tp_size(c->pool) * (size_t)s->attn.scores_stride, &fail);
+    s->g = pt_falloc(B * (size_t)hp->n_ff_exp, &fail);
+    s->u = pt_falloc(B * (size_t)hp->n_ff_exp, &fail);
+    if (fail) {
+        q3_state_free(s);
+        pt_errf(err, "out of memory allocating the KV cache and scratch for %d positions", c->n_ctx);
+        return NULL;
+    }
+    return s;
+}
+
+/* One routed expert on x[n] in place: SwiGLU. */
+static int q3_expert(void *st, int layer, int e, const uint8_t *const mats[3], float *x, int n, pt_err *err) {
+    q3_state *s = st;
+    (void)e;
+    (void)err;
+    const qwen3moe_expert_w w = qwen3moe_expert(s->m, layer, mats);
+    const nn_ffn f = {&s->c->mm, s->g, s->u, 1};
+    nn_swiglu(&f, &w.gate, &w.up, &w.down, x, n, x, s->m->hp.n_embd);
+    return 0;
+}
+
+static int q3_block(void *st, int layer, int T, int pos0, pt_err *err) {
+    q3_state *s = st;
+    fam_ctx *c = s->c;
+    const qwen3moe_hparams *hp = &s->m->hp;
+    const qwen3moe_layer *ly = &s->m->layers[layer];
+    const int E = hp->n_embd;
+    for (int t = 0; t < T; t++)
+        nn_rms_norm(c->x + (size_t)t * E, ly->attn_norm, hp->rms_eps, E, c->xn + (size_t)t * E);
+    const nn_gqa g = {.wq = &ly->wq,
+                      .wk = &ly->wk,
+                      .wv = &ly->wv,
+                      .wo = &ly->wo,
+                      .q_norm = ly->q_norm,
+                      .k_norm = ly->k_norm,
+                      .rope = &hp->rope,
+                      .n_head = hp->n_head,
+                      .n_kv = hp->n_kv,
+                      .head_dim = hp->head_dim,
+                      .scale = hp->kq_scale,
+                      .rms_eps = hp->rms_eps,
+                      .n_embd = E};
+    nn_gqa_forward(&g, &s->attn, c->xn, T, pos0, s->k[layer], s->v[layer], c->n_ctx, s->out);
+    for (size_t i = 0; i < (size_t)T * E; i++) c->x[i] += s->out[i];
+    for (int t = 0; t < T; t++)
+        nn_rms_norm(c->x + (size_t)t * E, ly->ffn_norm, hp->rms_eps, E, c->xn + (size_t)t * E);
+    if (c->moe(c, layer, T, c->xn, c->xn, s->out, q3_expert, NULL, s, err)) return -1;
+    for (size_t i = 0; i < (size_t)T * E; i++) c->x[i] += s->out[i];
+    return 0;
+}
+
+static const mm_weight *q3_router(const void *model, int layer) {
+    return &((const qwen3moe_model *)model)->layers[layer].gate_inp;
+}
+
+static void q3_route(const void *model, int layer, float *logits, int *chosen, float *w, float *scratch) {
+    const qwen3moe_hparams *hp = &((const qwen3moe_model *)model)->hp;
+    (void)layer;
+    (void)scratch;
+    const nn_router r = {.n_expert = hp->n_expert,
+                         .n_used = hp->n_expert_used,
+                         .gating = NN_GATING_SOFTMAX,
+                         .weights_norm = hp->weights_norm,
+                         .weights_scale = hp->weights_scale};
+    nn_route_softmax(&r, logits, chosen, w);
+}
+
+/* The next layer's router reads the same normed rows as this layer's. */
+static const float *q3_lookahead_input(void *st, int next, int T) {
+    (void)next;
+    (void)T;
+    return ((q3_state *)st)->c->xn;
+}
+
+static void q3_kv_size(const void *model, int64_t ring, int elem_bytes, uint64_t *per_pos, uint64_t *fixed) {
+    const qwen3moe_hparams *hp = &((const qwen3moe_model *)model)->hp;
+    (void)ring;
+    *per_pos = (uint64_t)hp->n_layer * 2 * (uint64_t)hp->n_kv * (uint64_t)hp->head_dim * (uint64_t)elem_bytes;
+    *fixed = 0;
+}
+
+static int q3_load(const gguf_ctx *g, void **model, fam_desc *d, pt_err *err) {
+    qwen3moe_model *m = calloc(1, sizeof *m);
+    if (!m) return pt_errf(err, "out of memory");
+    if (qwen3moe_model_load(g, m, err)) {
+        qwen3moe_model_free(m);
+        free(m);
+        return -1;
+    }
+    const qwen3moe_hparams *hp = &m->hp;
+    const int64_t QD = (int64_t)hp->n_head * hp->head_dim;
+    *d = (fam_desc){.n_vocab = hp->n_vocab,
+                    .n_embd = hp->n_embd,
+                    .n_layer = hp->n_layer,
+                    .n_ctx_train = hp->n_ctx_train,
+                    .n_expert = hp->n_expert,
+                    .n_expert_used = hp->n_expert_used,
+                    .rms_eps = hp->rms_eps,
+                    .tok_embd = &m->tok_embd,
+                    .embd_scale = 1.0f,
+                    .output_norm = m->output_norm,
+                    .output = &m->output,
+                    .max_in = PT_MAX(PT_MAX((int64_t)hp->n_embd, QD), (int64_t)hp->n_ff_exp)};
+    *model = m;
+    return 0;
+}
+
+static void q3_free(void *model) {
+    qwen3moe_model_free(model);
+    free(model);
+}
+
+static const char *const q3_archs[] = {"qwen3moe", NULL};
+
+const fam_ops qwen3moe_family = {.name = "qwen3moe",
+                                 .archs = q3_archs,
+                                 .load = q3_load,
+                                 .free = q3_free,
+                                 .kv_size = q3_kv_size,
+                                 .state_new = q3_state_new,
+                                 .state_free = q3_state_free,
+                                 .block = q3_block,
+                                 .router = q3_router,
+                                 .route = q3_route,
+                                 .lookahead_input = q3_lookahead_input};

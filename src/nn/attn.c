@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "nn/ops.h"
 
@@ -56,4 +57,45 @@ void nn_attn_run(tp_pool *pool, const nn_attn *a) {
         attn_worker((void *)a, 0, 1);
     else
         tp_run(pool, attn_worker, (void *)a);
+}
+
+void nn_gqa_forward(const nn_gqa *g, nn_gqa_scratch *s, const float *xn, int T, int64_t pos0, float *k, float *v,
+                    int64_t cap, float *out) {
+    const int H = g->n_head, D = g->head_dim, NKV = g->n_kv, KVD = NKV * D;
+    mm_run(s->mm, g->wq, xn, T, s->q, (int64_t)H * D);
+    mm_run(s->mm, g->wk, xn, T, s->kx, KVD);
+    if (g->wv) mm_run(s->mm, g->wv, xn, T, s->vx, KVD);
+    else memcpy(s->vx, s->kx, (size_t)T * KVD * sizeof(float));
+    for (int t = 0; t < T; t++) {
+        nn_rope_cache(g->rope, pos0 + t, s->cs);
+        for (int h = 0; h < H; h++) {
+            float *q = s->q + ((size_t)t * H + h) * D;
+            nn_rms_norm(q, g->q_norm, g->rms_eps, D, q);
+            nn_rope_apply(g->rope, s->cs, q);
+        }
+        float *krow = k + (size_t)((pos0 + t) % cap) * KVD, *vrow = v + (size_t)((pos0 + t) % cap) * KVD;
+        for (int h = 0; h < NKV; h++) {
+            const float *kx = s->kx + (size_t)t * KVD + (size_t)h * D, *vx = s->vx + (size_t)t * KVD + (size_t)h * D;
+            nn_rms_norm(kx, g->k_norm, g->rms_eps, D, krow + (size_t)h * D);
+            nn_rope_apply(g->rope, s->cs, krow + (size_t)h * D);
+            if (g->v_norm) nn_rms_norm(vx, NULL, g->rms_eps, D, vrow + (size_t)h * D);
+            else memcpy(vrow + (size_t)h * D, vx, (size_t)D * sizeof(float));
+        }
+    }
+    nn_attn at = {.q = s->q,
+                  .k = k,
+                  .v = v,
+                  .out = s->o,
+                  .T = T,
+                  .pos0 = pos0,
+                  .n_head = H,
+                  .n_kv = NKV,
+                  .head_dim = D,
+                  .cap = cap,
+                  .window = g->window,
+                  .scale = g->scale,
+                  .scores = s->scores,
+                  .scores_stride = s->scores_stride};
+    nn_attn_run(s->pool, &at);
+    mm_run(s->mm, g->wo, s->o, T, out, g->n_embd);
 }

@@ -1,5 +1,6 @@
 /* attn.h — causal softmax attention of a batch of query rows over a KV cache,
- * shared by the GQA architectures (gemma4, qwen3moe).
+ * shared by the GQA architectures (gemma4, qwen3moe), and the whole GQA
+ * attention block they compose (nn_gqa_forward).
  *
  * The cache holds one row per position: keys [cap][n_kv*head_dim] and values
  * likewise, position p in slot p % cap. A linear cache has cap >= every
@@ -18,6 +19,8 @@
 
 #include <stdint.h>
 
+#include "nn/matmul.h"
+#include "nn/ops.h"
 #include "runtime/threadpool.h"
 
 typedef struct nn_attn {
@@ -39,5 +42,41 @@ typedef struct nn_attn {
 int64_t nn_attn_stride(int64_t max_keys, int head_dim);
 
 void nn_attn_run(tp_pool *pool, const nn_attn *a);
+
+/* ===== GQA attention block =====
+ * Projections, per-head q/k RMS norms before rope, the new keys and values
+ * into the cache rows of their positions (slot pos % cap), attention over the
+ * cache, output projection. Qwen3-MoE and Gemma 4 compose it per layer. */
+typedef struct nn_gqa {
+    const mm_weight *wq;           /* n_embd -> n_head*head_dim */
+    const mm_weight *wk, *wv;      /* n_embd -> n_kv*head_dim; wv NULL: V is the raw K projection */
+    const mm_weight *wo;           /* n_head*head_dim -> n_embd */
+    const float *q_norm, *k_norm;  /* [head_dim] per-head RMS norm gains */
+    int v_norm;                    /* 1: values RMS-normed without gain (Gemma 4) */
+    const nn_rope *rope;
+    int n_head, n_kv, head_dim;
+    int window;                    /* 0: every earlier key; > 0: sliding window */
+    float scale;                   /* attention logit scale */
+    float rms_eps;
+    int n_embd;
+} nn_gqa;
+
+/* Scratch for a batch (B rows), allocated by the caller once. */
+typedef struct nn_gqa_scratch {
+    tp_pool *pool;
+    mm_ctx *mm;
+    float *q;              /* [B][n_head * max head_dim] */
+    float *kx, *vx;        /* [B][max n_kv * head_dim] new keys / values */
+    float *o;              /* [B][n_head * max head_dim] attention output per head */
+    float *cs;             /* [max head_dim] rope table */
+    float *scores;         /* [n_threads][scores_stride] */
+    int64_t scores_stride; /* nn_attn_stride(n_ctx, max head_dim) */
+} nn_gqa_scratch;
+
+/* Attention of rows xn[T][n_embd] at positions pos0.. over the cache k, v
+ * ([cap][n_kv*head_dim], which receives the rows' keys and values):
+ * out[T][n_embd]. */
+void nn_gqa_forward(const nn_gqa *g, nn_gqa_scratch *s, const float *xn, int T, int64_t pos0, float *k, float *v,
+                    int64_t cap, float *out);
 
 #endif

@@ -41,7 +41,7 @@ int moe_run(const moe_call *c, moe_scratch *s, pt_err *err) {
     moe_mark(c->topk, T * K, s->seen, s->uniq, &n_uniq);
     moe_unmark(s->seen, s->uniq, n_uniq);
     if (xs_begin(c->xs, c->layer, s->uniq, n_uniq, err)) return -1;
-    if (c->overlap && c->overlap(c->arch, c->layer, T, err)) return -1;
+    if (c->overlap && c->overlap(c->overlap_arg, c->layer, T, err)) return -1;
     int e, rc;
     const uint8_t *mats[3];
     while ((rc = xs_next(c->xs, c->layer, &e, mats, err)) == 1) {

@@ -55,7 +55,8 @@ typedef struct moe_call {
     float *out;         /* [T][n_embd] sum over choices of weight * output */
     moe_expert_fn expert;
     moe_overlap_fn overlap; /* or NULL */
-    void *arch;
+    void *arch;             /* first argument of expert() */
+    void *overlap_arg;      /* first argument of overlap() */
 } moe_call;
 
 int moe_run(const moe_call *c, moe_scratch *s, pt_err *err);

@@ -1,0 +1,235 @@
+/* decoder.c — the chunk loop, positions, truncation and the routed-expert
+ * step shared by every model family (see decoder.h, model/family.h).
+ *
+ * Order of operations mirrors llama.cpp's graphs where float rounding could
+ * show: embeddings are scaled after the lookup, the final norm multiplies by
+ * its gain after the reciprocal square root, the soft-cap is tanh(l / c) * c.
+ * Every buffer is allocated in dec_new; the token loop allocates nothing.
+ */
+#include "engine/decoder.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/ops.h"
+
+struct dec {
+    fam_ctx c;             /* first: the family's fam_ctx * is this decoder */
+    const fam_ops *ops;
+    const void *model;
+    fam_desc d;
+    void *st;              /* the family's state */
+    int n_past;            /* positions cached */
+    int64_t ring_lo;       /* lowest position whose sliding-window keys the rings still hold */
+    int prefetch;          /* router lookahead on */
+    /* routing, B = max_batch rows, X = n_expert, K = n_expert_used */
+    float *router;         /* [B][X] router logits (routing may overwrite them) */
+    int *topk;             /* [B][K] chosen experts in selection order */
+    float *topw;           /* [B][K] their weights */
+    float *route_scratch;  /* [2 X] */
+    float *pf_logits;      /* [B][X] next layer's router logits */
+    int *pf_topk;          /* [K] */
+    float *pf_topw;        /* [K] */
+    int *pf_uniq;          /* [X] distinct experts the lookahead predicts */
+    moe_scratch ms;        /* the routed-expert executor's scratch */
+    /* the MoE step in progress: what its overlap runs after the lookahead */
+    moe_overlap_fn extra;
+    void *extra_st;
+};
+
+int64_t dec_ring(const fam_desc *d, int n_ctx, int max_batch) {
+    /* a batch's first query needs window-1 older keys, its last writes T-1 newer */
+    int64_t ring = d->window > 0 ? (int64_t)d->window + max_batch - 1 : n_ctx;
+    return ring < n_ctx ? ring : n_ctx;
+}
+
+/* ===== The routed-expert step ===== */
+
+/* Router lookahead: the next MoE layer's router on the rows the family says it
+ * would read predicts that layer's experts; their reads start now and overlap
+ * this layer's compute. Only the cache is affected, never the arithmetic. */
+static int lookahead(dec *x, int layer, int T, pt_err *err) {
+    const int next = layer + 1, X = x->d.n_expert, K = x->d.n_expert_used;
+    if (next >= x->d.n_layer || !x->ops->lookahead_input) return 0;
+    const mm_weight *rw = x->ops->router(x->model, next);
+    if (!rw) return 0;
+    mm_run(&x->c.mm, rw, x->ops->lookahead_input(x->st, next, T), T, x->pf_logits, X);
+    int n = 0;
+    for (int t = 0; t < T; t++) {
+        x->ops->route(x->model, next, x->pf_logits + (size_t)t * X, x->pf_topk, x->pf_topw, x->route_scratch);
+        moe_mark(x->pf_topk, K, x->ms.seen, x->pf_uniq, &n);
+    }
+    moe_unmark(x->ms.seen, x->pf_uniq, n);
+    return xs_prefetch(x->c.xs, next, x->pf_uniq, n, err);
+}
+
+/* While the layer's first expert reads are in flight: the lookahead, then the
+ * family's own overlapping work. */
+static int overlap(void *arg, int layer, int T, pt_err *err) {
+    dec *x = arg;
+    if (x->prefetch && lookahead(x, layer, T, err)) return -1;
+    return x->extra ? x->extra(x->extra_st, layer, T, err) : 0;
+}
+
+static int moe_step(fam_ctx *c, int layer, int T, const float *router_in, const float *expert_in, float *out,
+                    moe_expert_fn expert, moe_overlap_fn extra, void *st, pt_err *err) {
+    dec *x = (dec *)c;
+    const int X = x->d.n_expert, K = x->d.n_expert_used;
+    mm_run(&c->mm, x->ops->router(x->model, layer), router_in, T, x->router, X);
+    for (int t = 0; t < T; t++)
+        x->ops->route(x->model, layer, x->router + (size_t)t * X, x->topk + (size_t)t * K, x->topw + (size_t)t * K,
+                      x->route_scratch);
+    x->extra = extra;
+    x->extra_st = st;
+    const moe_call mc = {.xs = c->xs,
+                         .layer = layer,
+                         .T = T,
+                         .K = K,
+                         .n_embd = x->d.n_embd,
+                         .topk = x->topk,
+                         .topw = x->topw,
+                         .x = expert_in,
+                         .out = out,
+                         .expert = expert,
+                         .overlap = x->prefetch || extra ? overlap : NULL,
+                         .arch = st,
+                         .overlap_arg = x};
+    return moe_run(&mc, &x->ms, err);
+}
+
+/* ===== Life cycle ===== */
+
+dec *dec_new(const fam_ops *ops, const void *model, const fam_desc *d, const dec_params *p, pt_err *err) {
+    if (p->n_ctx < 1 || p->max_batch < 1) {
+        pt_errf(err, "context size and batch must be positive");
+        return NULL;
+    }
+    dec *x = calloc(1, sizeof *x);
+    if (!x) {
+        pt_errf(err, "out of memory");
+        return NULL;
+    }
+    x->ops = ops;
+    x->model = model;
+    x->d = *d;
+    x->prefetch = p->prefetch;
+    fam_ctx *c = &x->c;
+    c->pool = p->pool;
+    c->xs = p->xs;
+    c->n_ctx = p->n_ctx;
+    c->max_batch = p->max_batch;
+    c->ring = dec_ring(d, p->n_ctx, p->max_batch);
+    c->moe = moe_step;
+    const size_t B = (size_t)p->max_batch, E = (size_t)d->n_embd;
+    const size_t X = (size_t)(d->n_expert > 0 ? d->n_expert : 1), K = (size_t)(d->n_expert_used > 0 ? d->n_expert_used : 1);
+    int fail = 0;
+    c->x = pt_falloc(B * E, &fail);
+    c->xn = pt_falloc(B * E, &fail);
+    x->router = pt_falloc(B * X, &fail);
+    x->topw = pt_falloc(B * K, &fail);
+    x->route_scratch = pt_falloc(2 * X, &fail);
+    x->pf_logits = pt_falloc(B * X, &fail);
+    x->pf_topw = pt_falloc(K, &fail);
+    x->topk = calloc(B * K, sizeof(int));
+    x->pf_topk = calloc(K, sizeof(int));
+    x->pf_uniq = calloc(X + 1, sizeof(int));
+    if (!x->topk || !x->pf_topk || !x->pf_uniq) fail = 1;
+    if (moe_scratch_init(&x->ms, (int)X, p->max_batch, (int)K, d->n_embd)) fail = 1;
+    if (!fail && mm_ctx_init(&c->mm, p->pool, p->max_isa, (int64_t)B, d->max_in)) fail = 1;
+    if (!fail) x->st = ops->state_new(model, c, err);
+    if (fail || !x->st) {
+        if (fail) pt_errf(err, "out of memory allocating the KV cache and scratch for %d positions", p->n_ctx);
+        dec_free(x);
+        return NULL;
+    }
+    return x;
+}
+
+void dec_free(dec *x) {
+    if (!x) return;
+    if (x->st) x->ops->state_free(x->st);
+    float *bufs[] = {x->c.x, x->c.xn, x->router, x->topw, x->route_scratch, x->pf_logits, x->pf_topw};
+    for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++) free(bufs[i]);
+    free(x->topk);
+    free(x->pf_topk);
+    free(x->pf_uniq);
+    moe_scratch_free(&x->ms);
+    mm_ctx_free(&x->c.mm);
+    free(x);
+}
+
+int dec_n_past(const dec *x) { return x->n_past; }
+
+int dec_truncate(dec *x, int n) {
+    if (n < 0) n = 0;
+    if (n >= x->n_past && n > 0) return x->n_past;
+    /* the next query (position n) needs the sliding-window keys from n-window+1 on */
+    int64_t need = x->d.window > 0 ? (int64_t)n - x->d.window + 1 : 0;
+    if (need < 0) need = 0;
+    if (need < x->ring_lo || n == 0) {
+        n = 0;
+        x->ring_lo = 0;
+    }
+    x->n_past = n;
+    if (x->ops->truncated) x->ops->truncated(x->st, n);
+    return n;
+}
+
+/* ===== Evaluation ===== */
+
+static int check_tokens(const dec *x, const int32_t *tokens, int n, int past, pt_err *err) {
+    if (n < 0) return pt_errf(err, "negative token count");
+    if ((int64_t)past + n > x->c.n_ctx)
+        return pt_errf(err, "context full: %d positions cached + %d new exceed the context size %d", past, n,
+                       x->c.n_ctx);
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= x->d.n_vocab)
+            return pt_errf(err, "token id %d at index %d is outside the vocabulary (0..%d)", tokens[i], i,
+                           x->d.n_vocab - 1);
+    return 0;
+}
+
+/* logits[T][n_vocab] of the normed rows xn, soft-capped when the model says so. */
+static void output(dec *x, const float *xn, int T, float *logits) {
+    const fam_desc *d = &x->d;
+    mm_run(&x->c.mm, d->output, xn, T, logits, d->n_vocab);
+    if (d->softcap > 0) {
+        const float inv = 1.0f / d->softcap;
+        for (size_t i = 0; i < (size_t)T * d->n_vocab; i++) logits[i] = tanhf(logits[i] * inv) * d->softcap;
+    }
+}
+
+int dec_eval(dec *x, const int32_t *tokens, int n, float *logits, int all_rows, float *hidden, pt_err *err) {
+    const fam_desc *d = &x->d;
+    const int E = d->n_embd;
+    fam_ctx *c = &x->c;
+    if (check_tokens(x, tokens, n, x->n_past, err)) return -1;
+    for (int c0 = 0; c0 < n; c0 += c->max_batch) {
+        const int T = n - c0 < c->max_batch ? n - c0 : c->max_batch;
+        const int pos0 = x->n_past;
+        for (int t = 0; t < T; t++) {
+            float *row = c->x + (size_t)t * E;
+            mm_get_row(d->tok_embd, tokens[c0 + t], row);
+            if (d->embd_scale != 1.0f)
+                for (int i = 0; i < E; i++) row[i] *= d->embd_scale;
+        }
+        for (int l = 0; l < d->n_layer; l++)
+            if (x->ops->block(x->st, l, T, pos0, err)) return -1;
+        for (int t = 0; t < T; t++)
+            nn_rms_norm(c->x + (size_t)t * E, d->output_norm, d->rms_eps, E, c->xn + (size_t)t * E);
+        if (hidden) memcpy(hidden + (size_t)c0 * E, c->xn, (size_t)T * E * sizeof(float));
+        if (logits && all_rows) output(x, c->xn, T, logits + (size_t)c0 * d->n_vocab);
+        else if (logits && c0 + T == n) output(x, c->xn + (size_t)(T - 1) * E, 1, logits);
+        x->n_past += T;
+        /* positions older than n_past - ring have left the sliding-window rings */
+        if ((int64_t)x->n_past - c->ring > x->ring_lo) x->ring_lo = (int64_t)x->n_past - c->ring;
+    }
+    return 0;
+}
+
+int dec_mtp(dec *x, const int32_t *tokens, const float *hidden_prev, int n, float *logits, pt_err *err) {
+    if (!x->ops->mtp || !x->d.has_mtp) return pt_errf(err, "this model has no NextN/MTP block");
+    if (check_tokens(x, tokens, n, 0, err)) return -1;
+    return x->ops->mtp(x->st, tokens, hidden_prev, n, logits, err);
+}

@@ -1,0 +1,53 @@
+/* decoder.h — the one decoder every model family runs under.
+ *
+ * A decoder is one sequence of a model: the family's state (its KV caches and
+ * scratch) plus what every family shares, allocated once at dec_new for
+ * n_ctx positions and max_batch rows per chunk. A call evaluates n tokens at
+ * the next positions in chunks of at most max_batch: token checks, embedding
+ * lookup, the family's blocks in order, final norm, hidden rows and logits.
+ * It also runs the routed-expert step of every family (router, routing,
+ * lookahead prefetch, the expert store) and owns positions and truncation,
+ * including what a sliding-window ring can still serve. See model/family.h
+ * for the family side of the contract.
+ */
+#ifndef PT_ENGINE_DECODER_H
+#define PT_ENGINE_DECODER_H
+
+#include <stdint.h>
+
+#include "model/family.h"
+
+typedef struct dec dec;
+
+typedef struct dec_params {
+    tp_pool *pool;
+    xs_store *xs;  /* the engine's expert store */
+    int prefetch;  /* router lookahead into the next layer's experts */
+    int max_isa;   /* highest kernel ISA level (QT_ISA_*), -1 for the best */
+    int n_ctx;     /* positions */
+    int max_batch; /* rows per chunk */
+} dec_params;
+
+/* A decoder for the loaded model; NULL with err (bad sizes, out of memory). */
+dec *dec_new(const fam_ops *ops, const void *model, const fam_desc *d, const dec_params *p, pt_err *err);
+void dec_free(dec *x);
+
+/* Slots of a sliding-window layer's cache for this model and batch. */
+int64_t dec_ring(const fam_desc *d, int n_ctx, int max_batch);
+
+int dec_n_past(const dec *x);
+
+/* Keep at most the first n positions; returns the positions kept (0 when a
+ * sliding-window ring no longer holds the keys position n's window needs). */
+int dec_truncate(dec *x, int n);
+
+/* Evaluate tokens[n] at positions n_past.. . logits: NULL, [n][n_vocab] when
+ * all_rows, else [n_vocab] for the last token. hidden: NULL or [n][n_embd],
+ * the state after the final norm. 0, or -1 with err; the chunks completed
+ * before an error stay cached. */
+int dec_eval(dec *x, const int32_t *tokens, int n, float *logits, int all_rows, float *hidden, pt_err *err);
+
+/* NextN/MTP draft logits [n][n_vocab] (see pt_session_mtp). 0, or -1 with err. */
+int dec_mtp(dec *x, const int32_t *tokens, const float *hidden_prev, int n, float *logits, pt_err *err);
+
+#endif

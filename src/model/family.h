@@ -1,0 +1,109 @@
+/* family.h — the contract between the decoder (engine/decoder.c) and a model
+ * family (model/<family>.c).
+ *
+ * A family is an ops table: load/free the model (hyper-parameters and tensor
+ * bindings from the GGUF), say how many KV bytes a context costs, make and
+ * free the per-session state (its KV caches and scratch), run one decoder
+ * block on the residual rows, route a row of router logits, and optionally the
+ * NextN/MTP head. model/families.c lists every family in one table; adding a
+ * family is one file under model/ plus one entry there.
+ *
+ * The decoder owns what every family shares and passes it in a fam_ctx: the
+ * thread pool, the matmul context, the expert store, the residual stream and
+ * normed rows, the routing buffers, the chunk loop and positions (with the
+ * sliding-window ring), token checks, the embedding lookup, the final norm and
+ * the output head, truncation, and the routed-expert step with its prefetch
+ * driver (fam_ctx.moe). A family composes nn/ functions (attention variants,
+ * routers, gated FFNs) in its block; it never allocates in the token loop.
+ */
+#ifndef PT_MODEL_FAMILY_H
+#define PT_MODEL_FAMILY_H
+
+#include <stdint.h>
+
+#include "common.h"
+#include "format/gguf.h"
+#include "nn/matmul.h"
+#include "nn/moe.h"
+#include "runtime/experts.h"
+#include "runtime/threadpool.h"
+
+/* What the decoder needs to know about a loaded model. Pointers point into
+ * the family's model and live as long as it. */
+typedef struct fam_desc {
+    int n_vocab;
+    int n_embd;             /* residual width */
+    int n_layer;            /* trunk blocks the decoder runs, in order */
+    int n_ctx_train;        /* training context (0: unknown) */
+    int n_expert;           /* routed experts per MoE layer (0: none) */
+    int n_expert_used;      /* experts chosen per row */
+    int has_mtp;            /* the family implements fam_ops.mtp for this model */
+    int window;             /* sliding-window width of windowed layers (0: none) */
+    float rms_eps;          /* final norm epsilon */
+    const mm_weight *tok_embd; /* n_vocab rows of n_embd */
+    float embd_scale;       /* embeddings are multiplied by it (1: not) */
+    const float *output_norm; /* [n_embd] final RMS norm gain */
+    const mm_weight *output;  /* n_embd -> n_vocab */
+    float softcap;          /* logits = softcap * tanh(logits / softcap) when > 0 */
+    int64_t max_in;         /* widest input of any matmul the family runs */
+} fam_desc;
+
+typedef struct fam_ctx fam_ctx;
+
+/* The routed-expert step of one layer, run by the decoder: the router matmul
+ * on router_in[T][n_embd], fam_ops.route per row, then the experts on
+ * expert_in through the expert store, summed per row in selection order into
+ * out[T][n_embd]. While the first reads are in flight the decoder runs the
+ * router lookahead for the next layer (when prefetch is on) and then extra()
+ * (e.g. a shared expert; may be NULL). 0, or -1 with err. */
+typedef int (*fam_moe_fn)(fam_ctx *c, int layer, int T, const float *router_in, const float *expert_in, float *out,
+                          moe_expert_fn expert, moe_overlap_fn extra, void *st, pt_err *err);
+
+/* Per-session context the decoder gives the family (B = max_batch rows). */
+struct fam_ctx {
+    tp_pool *pool;
+    xs_store *xs;     /* where routed experts come from */
+    mm_ctx mm;
+    int n_ctx;        /* positions the caches address */
+    int max_batch;    /* rows per chunk */
+    int64_t ring;     /* slots of a sliding-window layer's cache: window + max_batch - 1 (<= n_ctx) */
+    float *x;         /* [B][n_embd] residual stream: the block's input and output */
+    float *xn;        /* [B][n_embd] normed input of a sub-block (also the final-norm rows) */
+    fam_moe_fn moe;   /* the routed-expert step (decoder.c) */
+};
+
+typedef struct fam_ops {
+    const char *name;          /* e.g. "glm-dsa" */
+    const char *const *archs;  /* general.architecture values it loads, NULL-terminated */
+    /* Bind the model; *model is the family's, freed by free(). 0, or -1 with err. */
+    int (*load)(const gguf_ctx *g, void **model, fam_desc *d, pt_err *err);
+    void (*free)(void *model);
+    /* KV cache bytes with elem_bytes per element: per_pos for every position
+     * of the context, fixed for the caches that do not grow with it (rings of
+     * `ring` slots). */
+    void (*kv_size)(const void *model, int64_t ring, int elem_bytes, uint64_t *per_pos, uint64_t *fixed);
+    /* Session state (KV caches, scratch) for c->n_ctx positions and
+     * c->max_batch rows; NULL with err. */
+    void *(*state_new)(const void *model, fam_ctx *c, pt_err *err);
+    void (*state_free)(void *st);
+    /* Decoder block `layer` on c->x[T] at positions pos0.. . 0, or -1 with err. */
+    int (*block)(void *st, int layer, int T, int pos0, pt_err *err);
+    /* Router weights of `layer` (NULL: no routed experts there). */
+    const mm_weight *(*router)(const void *model, int layer);
+    /* The experts chosen from logits[n_expert] (may be overwritten), in
+     * selection order, and their weights. scratch: [2 n_expert] floats. */
+    void (*route)(const void *model, int layer, float *logits, int *chosen, float *w, float *scratch);
+    /* Rows the router of layer `next` would read, from the current layer's
+     * state (router lookahead); may be NULL when the family has no lookahead. */
+    const float *(*lookahead_input)(void *st, int next, int T);
+    /* NextN/MTP draft logits (see pt_session_mtp); NULL when none. */
+    int (*mtp)(void *st, const int32_t *tokens, const float *hidden_prev, int n, float *logits, pt_err *err);
+    /* The decoder cut the trunk to n positions (NULL: nothing to do). */
+    void (*truncated)(void *st, int n);
+} fam_ops;
+
+/* The family that loads `arch`, or NULL; fam_names() lists them for messages. */
+const fam_ops *fam_find(const char *arch);
+const char *fam_names(void);
+
+#endif

@@ -1,0 +1,38 @@
+/* ffn.h — gated feed-forward blocks a family composes: SwiGLU (GLM,
+ * DeepSeek, Qwen3) and GeGLU with llama.cpp's fp16-table GELU (Gemma 4),
+ * for dense FFNs, shared experts and routed experts alike.
+ *
+ * out[T][n_out] = down(act(gate(x)) * up(x)). A routed expert's weights go
+ * through mm_run_routed (llama.cpp's mul_mat_id order), the others mm_run.
+ * g and u are the caller's scratch, [T][width] each (GeGLU with a fused
+ * gate|up projection: g is [T][2 width]).
+ */
+#ifndef PT_NN_FFN_H
+#define PT_NN_FFN_H
+
+#include "nn/matmul.h"
+
+typedef struct nn_ffn {
+    mm_ctx *mm;
+    float *g, *u; /* scratch, see above */
+    int routed;   /* 1: the weights are a routed expert's */
+} nn_ffn;
+
+/* GELU (tanh form) as llama.cpp's CPU backend evaluates it: through a table
+ * indexed by the fp16 input and holding fp16 outputs, y = f16(gelu(f16(x))),
+ * for |x| < 10; the identity above and 0 below. */
+float nn_gelu_f16(float x);
+
+/* SwiGLU: out = down(silu(gate x) * up x). */
+void nn_swiglu(const nn_ffn *f, const mm_weight *gate, const mm_weight *up, const mm_weight *down, const float *x,
+               int T, float *out, int64_t n_out);
+
+/* GeGLU with separate gate and up projections. */
+void nn_geglu(const nn_ffn *f, const mm_weight *gate, const mm_weight *up, const mm_weight *down, const float *x,
+              int T, float *out, int64_t n_out);
+
+/* GeGLU with a fused gate|up projection (gate rows first), width n_ff. */
+void nn_geglu_fused(const nn_ffn *f, const mm_weight *gate_up, int64_t n_ff, const mm_weight *down, const float *x,
+                    int T, float *out, int64_t n_out);
+
+#endif

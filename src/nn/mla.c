@@ -1,0 +1,281 @@
+/* mla.c — MLA attention with weight absorption and the DSA lightning indexer
+ * (see mla.h). Moved from the glm-dsa forward pass unchanged in arithmetic. */
+#include "nn/mla.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+/* Each thread holds score rows and 64 sum lanes for MLA_ALLOC_HEADS heads (at
+ * a batch's 16 lanes, four times as many heads), and a unit of work takes at
+ * most MLA_MAX_GROUP heads. */
+#define MLA_ALLOC_HEADS 2
+#define MLA_MAX_GROUP 16
+
+int64_t nn_mla_max_in(const nn_mla_dims *d) {
+    int64_t m = d->n_embd;
+    const int64_t cand[] = {d->kv_lora, (int64_t)d->n_head * d->v_head, d->q_lora, d->qk_nope};
+    for (size_t i = 0; i < PT_ARRAY_LEN(cand); i++)
+        if (cand[i] > m) m = cand[i];
+    return m;
+}
+
+int nn_mla_init(nn_mla *a, const nn_mla_dims *d, tp_pool *pool, mm_ctx *mm, int n_ctx, int max_batch) {
+    memset(a, 0, sizeof *a);
+    a->d = *d;
+    a->pool = pool;
+    a->mm = mm;
+    a->kv_dim = d->kv_lora + d->qk_rope;
+    const size_t B = (size_t)max_batch, H = (size_t)d->n_head;
+    const size_t qd = H * (size_t)(d->qk_nope + d->qk_rope);
+    const size_t topk = (size_t)(d->idx_top_k > 0 ? d->idx_top_k : 1);
+    int fail = 0;
+    a->qa = pt_falloc(B * (size_t)(d->q_lora > 0 ? d->q_lora : 1), &fail);
+    a->q = pt_falloc(B * qd, &fail);
+    a->kva = pt_falloc(B * (size_t)a->kv_dim, &fail);
+    a->qfull = pt_falloc(B * H * (size_t)a->kv_dim, &fail);
+    a->qnope = pt_falloc(B * (size_t)d->qk_nope, &fail);
+    a->qabs = pt_falloc(B * (size_t)d->kv_lora, &fail);
+    a->ctx = pt_falloc(B * H * (size_t)d->kv_lora, &fail);
+    a->ctxh = pt_falloc(B * (size_t)d->kv_lora, &fail);
+    a->vout = pt_falloc(B * (size_t)d->v_head, &fail);
+    a->o = pt_falloc(B * H * (size_t)d->v_head, &fail);
+    /* per thread: score rows and sum lanes for a group of heads (attention) */
+    const size_t NT = (size_t)tp_size(pool);
+    a->mla_heads = d->n_head < MLA_ALLOC_HEADS ? d->n_head : MLA_ALLOC_HEADS;
+    a->n_scores = ((size_t)n_ctx + 15) & ~(size_t)15;
+    a->score_rows = (size_t)a->mla_heads * (NN_WSUM_LANES_MAX / NN_WSUM_LANES_BATCH);
+    a->scores = pt_falloc(NT * a->score_rows * a->n_scores, &fail);
+    a->wacc = pt_falloc(NT * (size_t)a->mla_heads * NN_WSUM_LANES_MAX * (size_t)d->kv_lora, &fail);
+    a->cs = pt_falloc((size_t)d->qk_rope, &fail);
+    a->sel = calloc(B * topk, sizeof(int));
+    a->n_sel = calloc(B, sizeof(int));
+    if (!a->sel || !a->n_sel) fail = 1;
+    a->iq = pt_falloc(B * (size_t)d->idx_n_head * (size_t)d->idx_head_dim, &fail);
+    a->ik = pt_falloc(B * (size_t)d->idx_head_dim, &fail);
+    a->iw = pt_falloc(B * (size_t)d->idx_n_head, &fail);
+    return fail ? -1 : 0;
+}
+
+void nn_mla_free(nn_mla *a) {
+    float *bufs[] = {a->qa, a->q,    a->kva,    a->qfull, a->qnope, a->qabs, a->ctx, a->ctxh,
+                     a->vout, a->o, a->scores, a->wacc, a->cs,    a->iq,   a->ik,  a->iw};
+    for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++) free(bufs[i]);
+    free(a->sel);
+    free(a->n_sel);
+    memset(a, 0, sizeof *a);
+}
+
+/* ===== DSA lightning indexer =====
+ * For each query row t (position pos0+t) score every causal key s:
+ *   score = sum_h relu(iq_h(t) . ik(s)) * w_h(t),  w = proj(x) / sqrt(D * heads)
+ * and keep the top min(top_k, pos+1). Keys come from LayerNorm(attn_k(x)) with
+ * weight and bias (eps 0, as llama.cpp's loader leaves it), the first qk_rope
+ * dims of query and key rotated like the MLA rope. */
+/* The indexer's scores and top-k of query rows ith, ith + nth, ... (later rows
+ * see more keys; striding balances them), each thread in its own score row. */
+typedef struct idx_job {
+    nn_mla *s;
+    int T, pos0;
+    const float *cache;
+} idx_job;
+
+static void idx_worker(void *arg, int ith, int nth) {
+    const idx_job *a = arg;
+    nn_mla *s = a->s;
+    const nn_mla_dims *hp = &s->d;
+    const int D = hp->idx_head_dim, NH = hp->idx_n_head, K = hp->idx_top_k;
+    float *scores = s->scores + (size_t)ith * s->score_rows * s->n_scores;
+    for (int t = ith; t < a->T; t += nth) {
+        const int n_keys = a->pos0 + t + 1;
+        const float *q = s->iq + (size_t)t * NH * D, *w = s->iw + (size_t)t * NH;
+        int j = 0;
+        for (; j + 2 <= n_keys; j += 2) { /* two keys per query load */
+            const float *k0 = a->cache + (size_t)j * D, *k1 = k0 + D;
+            float sc0 = 0, sc1 = 0, d[2];
+            for (int h = 0; h < NH; h++) {
+                nn_dot2_f32(q + (size_t)h * D, k0, k1, D, d);
+                sc0 += (d[0] > 0 ? d[0] : 0) * w[h];
+                sc1 += (d[1] > 0 ? d[1] : 0) * w[h];
+            }
+            scores[j] = sc0, scores[j + 1] = sc1;
+        }
+        if (j < n_keys) {
+            const float *kj = a->cache + (size_t)j * D;
+            float sc = 0;
+            for (int h = 0; h < NH; h++) {
+                const float d = nn_dot_f32(q + (size_t)h * D, kj, D);
+                sc += (d > 0 ? d : 0) * w[h];
+            }
+            scores[j] = sc;
+        }
+        const int k = n_keys < K ? n_keys : K;
+        nn_top_k(scores, n_keys, k, s->sel + (size_t)t * K);
+        s->n_sel[t] = k;
+    }
+}
+
+static void dsa_select(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, int pos0, float *cache) {
+    const nn_mla_dims *hp = &s->d;
+    const int D = hp->idx_head_dim, NH = hp->idx_n_head;
+    mm_run(s->mm, &ly->idx_q_b, s->qa, T, s->iq, NH * D);
+    mm_run(s->mm, &ly->idx_k, xn, T, s->ik, D);
+    mm_run(s->mm, &ly->idx_proj, xn, T, s->iw, NH);
+    nn_rope rope = hp->rope; /* the indexer rotates with the model's rope, over its first dims */
+    const float wscale = 1.0f / sqrtf((float)(D * NH));
+    for (int t = 0; t < T; t++) {
+        nn_rope_cache(&rope, pos0 + t, s->cs);
+        float *k = s->ik + (size_t)t * D;
+        nn_layer_norm(k, ly->idx_k_norm_w, ly->idx_k_norm_b, 0.0f, D, k);
+        nn_rope_apply(&rope, s->cs, k);
+        memcpy(cache + (size_t)(pos0 + t) * D, k, (size_t)D * sizeof(float));
+        for (int h = 0; h < NH; h++) nn_rope_apply(&rope, s->cs, s->iq + ((size_t)t * NH + h) * D);
+        for (int h = 0; h < NH; h++) s->iw[(size_t)t * NH + h] *= wscale;
+    }
+    idx_job j = {s, T, pos0, cache};
+    tp_run(s->pool, idx_worker, &j);
+}
+
+/* ===== MLA attention (absorbed) ===== */
+
+/* Scores over [latent | rope key], softmax, weighted latent sum of each
+ * (query row, head) pair, each in ggml's rounding order (ops.c); the softmax
+ * row is padded to 16 with masked keys like llama.cpp's KV window, and the
+ * lane count of the sum depends on the chunk's row count as llama.cpp's
+ * kernel choice does.
+ *
+ * Every head reads the same cache rows (the latent is shared), so a unit of
+ * work is one query row and a group of heads, and the keys go in blocks of
+ * MLA_KEY_BLOCK that stay in cache while each head of the group uses them:
+ * a row is read once per group instead of once per head. Per head, the
+ * scores are independent per key and every sum lane still receives its keys
+ * in increasing order, so the bits are those of one head at a time. Units
+ * are independent: thread ith takes units ith, ith + nth, ... (later rows see
+ * more keys; striding balances them), with its own score rows and sum lanes,
+ * so the bits do not depend on the thread count either. */
+#define MLA_KEY_BLOCK 32
+typedef struct mla_job {
+    nn_mla *s;
+    float kq_scale;
+    int T, pos0, use_dsa, lanes;
+    int G; /* heads per unit */
+    const float *cache;
+} mla_job;
+
+static void mla_worker(void *arg, int ith, int nth) {
+    const mla_job *a = arg;
+    nn_mla *s = a->s;
+    const nn_mla_dims *hp = &s->d;
+    const int H = hp->n_head, KVL = hp->kv_lora, KVD = s->kv_dim, G = a->G, n_groups = (H + G - 1) / G;
+    float *scores = s->scores + (size_t)ith * s->score_rows * s->n_scores;
+    float *wacc = s->wacc + (size_t)ith * s->mla_heads * NN_WSUM_LANES_MAX * (size_t)KVL;
+    uint64_t used[MLA_MAX_GROUP];
+    for (int u = ith; u < a->T * n_groups; u += nth) {
+        const int t = u / n_groups, h0 = (u % n_groups) * G, g = H - h0 < G ? H - h0 : G;
+        const int n_keys = a->pos0 + t + 1, n_pad = (n_keys + 15) & ~15;
+        const int sparse = a->use_dsa && s->n_sel[t] < n_keys;
+        const float *qf = s->qfull + ((size_t)t * H + h0) * KVD;
+        for (int hh = 0; hh < g; hh++) {
+            float *sc = scores + (size_t)hh * s->n_scores;
+            for (int j = 0; j < n_pad; j++) sc[j] = sparse || j >= n_keys ? -INFINITY : 0.0f;
+            if (sparse) {
+                const int *sel = s->sel + (size_t)t * hp->idx_top_k;
+                for (int i = 0; i < s->n_sel[t]; i++) sc[sel[i]] = 0.0f;
+            }
+        }
+        for (int j0 = 0; j0 < n_keys; j0 += MLA_KEY_BLOCK) {
+            const int j1 = j0 + MLA_KEY_BLOCK < n_keys ? j0 + MLA_KEY_BLOCK : n_keys;
+            for (int hh = 0; hh < g; hh++) {
+                float *sc = scores + (size_t)hh * s->n_scores;
+                const float *q = qf + (size_t)hh * KVD;
+                int j = j0;
+                for (; j + 2 <= j1; j += 2) {
+                    if (sc[j] == -INFINITY || sc[j + 1] == -INFINITY) {
+                        for (int jj = j; jj < j + 2; jj++)
+                            if (sc[jj] != -INFINITY) sc[jj] = nn_dot_f32(q, a->cache + (size_t)jj * KVD, KVD);
+                        continue;
+                    }
+                    nn_dot2_f32(q, a->cache + (size_t)j * KVD, a->cache + (size_t)(j + 1) * KVD, KVD, sc + j);
+                }
+                if (j < j1 && sc[j] != -INFINITY) sc[j] = nn_dot_f32(q, a->cache + (size_t)j * KVD, KVD);
+            }
+        }
+        for (int hh = 0; hh < g; hh++) {
+            nn_softmax(scores + (size_t)hh * s->n_scores, n_pad, a->kq_scale);
+            nn_wsum_begin(wacc + (size_t)hh * a->lanes * KVL, a->lanes, KVL, &used[hh]);
+        }
+        for (int j0 = 0; j0 < n_keys; j0 += MLA_KEY_BLOCK) {
+            const int j1 = j0 + MLA_KEY_BLOCK < n_keys ? j0 + MLA_KEY_BLOCK : n_keys;
+            for (int hh = 0; hh < g; hh++) {
+                const float *sc = scores + (size_t)hh * s->n_scores;
+                float *acc = wacc + (size_t)hh * a->lanes * KVL;
+                for (int j = j0; j < j1; j++)
+                    if (sc[j] != 0.0f) nn_wsum_add(acc, a->lanes, KVL, j, sc[j], a->cache + (size_t)j * KVD, &used[hh]);
+            }
+        }
+        for (int hh = 0; hh < g; hh++)
+            nn_wsum_end(wacc + (size_t)hh * a->lanes * KVL, a->lanes, KVL, s->ctx + ((size_t)t * H + h0 + hh) * KVL,
+                        used[hh]);
+    }
+}
+
+void nn_mla_forward(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, int pos0, float *cache, float *idx_keys,
+                    int use_dsa, float *out) {
+    const nn_mla_dims *hp = &s->d;
+    const int H = hp->n_head, NOPE = hp->qk_nope, ROPE = hp->qk_rope, KVL = hp->kv_lora, KVD = s->kv_dim;
+    const int QD = NOPE + ROPE;
+    if (hp->q_lora) {
+        mm_run(s->mm, &ly->q_a, xn, T, s->qa, hp->q_lora);
+        for (int t = 0; t < T; t++)
+            nn_rms_norm(s->qa + (size_t)t * hp->q_lora, ly->q_a_norm, hp->rms_eps, hp->q_lora,
+                        s->qa + (size_t)t * hp->q_lora);
+        mm_run(s->mm, &ly->q_b, s->qa, T, s->q, (int64_t)H * QD);
+    } else {
+        mm_run(s->mm, &ly->q_b, xn, T, s->q, (int64_t)H * QD);
+    }
+    mm_run(s->mm, &ly->kv_a, xn, T, s->kva, KVD);
+    for (int t = 0; t < T; t++) {
+        float *row = cache + (size_t)(pos0 + t) * KVD;
+        const float *kv = s->kva + (size_t)t * KVD;
+        nn_rms_norm(kv, ly->kv_a_norm, hp->rms_eps, KVL, row);
+        memcpy(row + KVL, kv + KVL, (size_t)ROPE * sizeof(float));
+        nn_rope_cache(&hp->rope, pos0 + t, s->cs);
+        nn_rope_apply(&hp->rope, s->cs, row + KVL);
+        for (int h = 0; h < H; h++) {
+            float *qr = s->q + ((size_t)t * H + h) * QD + NOPE;
+            nn_rope_apply(&hp->rope, s->cs, qr);
+            memcpy(s->qfull + ((size_t)t * H + h) * KVD + KVL, qr, (size_t)ROPE * sizeof(float));
+        }
+    }
+    /* absorb k_b into the query: q_abs[h] = k_b[h] q_nope[h] */
+    for (int h = 0; h < H; h++) {
+        for (int t = 0; t < T; t++)
+            memcpy(s->qnope + (size_t)t * NOPE, s->q + ((size_t)t * H + h) * QD, (size_t)NOPE * sizeof(float));
+        mm_run(s->mm, &ly->k_b[h], s->qnope, T, s->qabs, KVL);
+        for (int t = 0; t < T; t++)
+            memcpy(s->qfull + ((size_t)t * H + h) * KVD, s->qabs + (size_t)t * KVL, (size_t)KVL * sizeof(float));
+    }
+    if (use_dsa && ly->has_idx) dsa_select(s, ly, xn, T, pos0, idx_keys);
+    /* heads per unit: what the allocated sum lanes hold at this lane count, but
+     * for a single row the heads are split across the threads */
+    const int lanes = nn_wsum_lanes(T);
+    int G = s->mla_heads * (NN_WSUM_LANES_MAX / lanes);
+    if (G > MLA_MAX_GROUP) G = MLA_MAX_GROUP;
+    if (G > hp->n_head) G = hp->n_head;
+    const int nt = tp_size(s->pool);
+    if (T < nt && G * nt > hp->n_head) G = (hp->n_head + nt - 1) / nt;
+    mla_job j = {s, hp->kq_scale, T, pos0, use_dsa, lanes, G, cache};
+    tp_run(s->pool, mla_worker, &j);
+    /* per-head value projection, then the output projection */
+    for (int h = 0; h < H; h++) {
+        for (int t = 0; t < T; t++)
+            memcpy(s->ctxh + (size_t)t * KVL, s->ctx + ((size_t)t * H + h) * KVL, (size_t)KVL * sizeof(float));
+        mm_run(s->mm, &ly->v_b[h], s->ctxh, T, s->vout, hp->v_head);
+        for (int t = 0; t < T; t++)
+            memcpy(s->o + ((size_t)t * H + h) * hp->v_head, s->vout + (size_t)t * hp->v_head,
+                   (size_t)hp->v_head * sizeof(float));
+    }
+    mm_run(s->mm, &ly->wo, s->o, T, out, hp->n_embd);
+}

@@ -1,0 +1,105 @@
+/* mla.h — multi-head latent attention (MLA, DeepSeek-V3 / GLM-5) with weight
+ * absorption, and the DSA lightning indexer (GLM-5.x) that picks which keys
+ * each query attends to.
+ *
+ * The cache keeps, per position, the normed kv latent followed by the roped
+ * shared key: kv_lora + qk_rope floats. The query's no-rope part is absorbed
+ * through k_b into latent space, so scores are one dot over [latent | rope
+ * key]; the attention-weighted latent goes back through v_b per head.
+ *
+ * Numerics follow llama.cpp's graphs: scores by nn_dot_f32 (two keys per
+ * query load, same bits), softmax over rows padded to 16 masked keys,
+ * weighted sums in nn_wsum_* lanes whose count depends on the chunk's rows.
+ * Work is split over (query row, group of heads) units strided over the
+ * threads, so the bits depend neither on the thread count nor on the split.
+ */
+#ifndef PT_NN_MLA_H
+#define PT_NN_MLA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nn/matmul.h"
+#include "nn/ops.h"
+#include "runtime/threadpool.h"
+
+#define NN_MLA_MAX_HEADS 128 /* attention heads (DeepSeek-V3 has 128) */
+
+/* Dimensions shared by every MLA layer of a model. */
+typedef struct nn_mla_dims {
+    int n_embd, n_head;
+    int q_lora;           /* q LoRA rank; 0: attn_q straight from the input */
+    int kv_lora;          /* compressed latent width */
+    int qk_nope, qk_rope; /* per-head query/key split */
+    int v_head;           /* per-head value width */
+    float rms_eps;
+    float kq_scale;       /* attention logit scale */
+    nn_rope rope;         /* over the qk_rope dims (the indexer rotates its first dims with it) */
+    int idx_n_head, idx_head_dim, idx_top_k; /* DSA indexer; idx_n_head 0: none */
+} nn_mla_dims;
+
+/* One layer's attention weights. */
+typedef struct nn_mla_w {
+    mm_weight q_a;                    /* n_embd -> q_lora */
+    const float *q_a_norm;            /* [q_lora] */
+    mm_weight q_b;                    /* q_lora -> n_head*(nope+rope) (attn_q: n_embd -> ...) */
+    mm_weight kv_a;                   /* n_embd -> kv_lora + qk_rope */
+    const float *kv_a_norm;           /* [kv_lora] */
+    mm_weight k_b[NN_MLA_MAX_HEADS];  /* [n_head] each nope -> kv_lora */
+    mm_weight v_b[NN_MLA_MAX_HEADS];  /* [n_head] each kv_lora -> v_head */
+    mm_weight wo;                     /* n_head*v_head -> n_embd */
+    /* DSA indexer ("full" layers only; has_idx 0 elsewhere) */
+    int has_idx;
+    mm_weight idx_q_b;                /* q_lora -> idx_n_head*idx_head_dim */
+    mm_weight idx_k;                  /* n_embd -> idx_head_dim */
+    const float *idx_k_norm_w, *idx_k_norm_b; /* [idx_head_dim] */
+    mm_weight idx_proj;               /* n_embd -> idx_n_head */
+} nn_mla_w;
+
+/* Per-session scratch (B = max_batch rows), allocated once. The indexer's key
+ * selection (sel, n_sel) persists from a full layer to the "shared" layers
+ * after it. */
+typedef struct nn_mla {
+    nn_mla_dims d;
+    tp_pool *pool;
+    mm_ctx *mm;
+    int kv_dim;        /* kv_lora + qk_rope */
+    float *qa;         /* [B][q_lora] */
+    float *q;          /* [B][H][nope + rope] */
+    float *kva;        /* [B][kv_dim] */
+    float *qfull;      /* [B][H][kv_dim]: absorbed query | roped query */
+    float *qnope;      /* [B][nope] one head, gathered */
+    float *qabs;       /* [B][kv_lora] */
+    float *ctx;        /* [B][H][kv_lora] attention-weighted latents */
+    float *ctxh;       /* [B][kv_lora] one head, gathered */
+    float *vout;       /* [B][v_head] */
+    float *o;          /* [B][H * v_head] */
+    float *scores;     /* [n_threads][score_rows][n_scores] softmax rows (attention, indexer) */
+    float *wacc;       /* [n_threads][mla_heads * NN_WSUM_LANES_MAX][kv_lora] weighted-sum lanes */
+    size_t n_scores;   /* n_ctx rounded up to 16 */
+    int mla_heads;     /* heads whose 64 sum lanes each thread has */
+    size_t score_rows; /* score rows per thread: mla_heads * (64 / 16) */
+    float *cs;         /* [qk_rope] rope table */
+    int *sel;          /* [B][top_k] key selection of the last full DSA layer */
+    int *n_sel;        /* [B] */
+    float *iq;         /* [B][idx_heads][idx_dim] */
+    float *ik;         /* [B][idx_dim] */
+    float *iw;         /* [B][idx_heads] */
+} nn_mla;
+
+/* Allocate the scratch for n_ctx positions and max_batch rows. 0, or -1 (out
+ * of memory; nn_mla_free it all the same). */
+int nn_mla_init(nn_mla *a, const nn_mla_dims *d, tp_pool *pool, mm_ctx *mm, int n_ctx, int max_batch);
+void nn_mla_free(nn_mla *a);
+
+/* Widest input any of its matmuls sees (for mm_ctx_init). */
+int64_t nn_mla_max_in(const nn_mla_dims *d);
+
+/* Attention of rows xn[T][n_embd] at positions pos0.. : writes their cache
+ * rows kv[pos][kv_dim] (and the indexer keys idx_keys[pos][idx_head_dim] on a
+ * full DSA layer), then out[T][n_embd]. use_dsa: attend only to the
+ * indexer's selection (0 for the MTP block). */
+void nn_mla_forward(nn_mla *a, const nn_mla_w *w, const float *xn, int T, int pos0, float *kv, float *idx_keys,
+                    int use_dsa, float *out);
+
+#endif
