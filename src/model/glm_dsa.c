@@ -1,137 +1,124 @@
-/* glm_dsa.c — hyper-parameters and tensor binding for `glm-dsa` and
- * `deepseek2` (see glm_dsa.h). Every tensor is checked against the shape the
+/* glm_dsa.c — the GLM-5.x (`glm-dsa`) and DeepSeek-V3 (`deepseek2`) family:
+ * hyper-parameters from GGUF metadata and every tensor bound by name with the
+ * shape the hyper-parameters imply.
+ *
+ * Both archs share MLA attention (low-rank q, compressed kv latent + shared
+ * rope key, per-head k_b / v_b for weight absorption) and the sigmoid-routed
+ * MoE with selection bias, shared experts and leading dense layers. glm-dsa
+ * adds the DSA lightning indexer (on "full" layers; "shared" layers reuse the
+ * previous full layer's key selection) and trailing NextN/MTP blocks;
+ * deepseek2 adds YaRN rope and group-limited routing.
+ *
+ * Nothing here reads tensor data: binding records pointers into the mapping.
+ *
+ * The file: hyper-parameters and tensor binding for `glm-dsa` and
+ * `deepseek2`. Every tensor is checked against the shape the
  * metadata implies and its type against what petrel can compute with, so a
  * contradictory file is refused at load with the tensor and the problem named.
  */
-#include "glm_dsa.h"
-
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "format/gguf.h"
 #include "kernels/quant.h"
 #include "model/family.h"
 #include "model/loader.h"
 #include "nn/ffn.h"
+#include "nn/matmul.h"
+#include "nn/mla.h"
+#include "nn/ops.h"
 #include "nn/router.h"
+enum { GLM_ARCH_GLM_DSA = 1, GLM_ARCH_DEEPSEEK2 = 2 };
 
-typedef struct loader {
-    const gguf_ctx *g;
-    const char *arch;
-    const char *path;
-    pt_err *err;
-} loader;
+typedef struct glm_hparams {
+    int arch;             /* GLM_ARCH_* */
+    int n_embd;           /* hidden size */
+    int n_layer;          /* trunk layers (block_count - n_nextn) */
+    int n_nextn;          /* trailing MTP blocks */
+    int n_vocab;
+    int n_head;
+    int q_lora;           /* q LoRA rank; 0 = direct attn_q */
+    int kv_lora;          /* compressed latent width */
+    int qk_nope, qk_rope; /* per-head query/key split */
+    int v_head;           /* per-head value width */
+    int n_ff;             /* dense FFN width */
+    int n_ff_exp;         /* routed / shared expert width */
+    int n_expert, n_expert_used, n_expert_shared;
+    int n_dense_lead;     /* leading dense layers */
+    int n_group, n_group_used; /* group-limited routing (1/1: none) */
+    int gating;           /* NN_GATING_* */
+    int weights_norm;     /* normalise the chosen experts' weights */
+    float weights_scale;
+    float rms_eps;
+    float kq_scale;       /* attention logit scale (includes YaRN mscale^2) */
+    nn_rope rope;         /* MLA rope (qk_rope dims) */
+    int n_ctx_train;
+    /* DSA indexer (glm-dsa); idx_n_head = 0: none */
+    int idx_n_head, idx_head_dim, idx_top_k;
+    uint8_t *idx_full;    /* [n_layer] 1 = computes its own top-k, 0 = reuses */
+} glm_hparams;
 
-static int hp_u32(loader *L, const char *key, int *out, int required, int def) {
-    char k[160];
-    snprintf(k, sizeof k, "%s.%s", L->arch, key);
-    if (!gguf_find(L->g, k)) {
-        if (required) return pt_errf(L->err, "%s: missing metadata key '%s'", L->path, k);
-        *out = def;
-        return 0;
-    }
-    uint32_t v;
-    if (gguf_get_u32(L->g, k, &v, L->err)) return -1;
-    if (v > (1u << 30)) return pt_errf(L->err, "%s: metadata key '%s' = %u is implausible", L->path, k, v);
-    *out = (int)v;
-    return 0;
-}
-
-static int hp_f32(loader *L, const char *key, float *out, int required, float def) {
-    char k[160];
-    snprintf(k, sizeof k, "%s.%s", L->arch, key);
-    if (!gguf_find(L->g, k)) {
-        if (required) return pt_errf(L->err, "%s: missing metadata key '%s'", L->path, k);
-        *out = def;
-        return 0;
-    }
-    return gguf_get_f32(L->g, k, out, L->err);
-}
-
-/* Find a tensor and check its shape; ne[i] < 0 means "any". Missing optional
- * tensors return NULL without error. */
-static const gguf_tensor *bind(loader *L, const char *name, int n_dims, int64_t ne0, int64_t ne1,
-                               int64_t ne2, int required, int *rc) {
-    if (*rc) return NULL; /* the first problem is the one reported */
-    const gguf_tensor *t = gguf_find_tensor(L->g, name);
-    if (!t) {
-        if (required) *rc = pt_errf(L->err, "%s: missing tensor '%s'", L->path, name);
-        return NULL;
-    }
-    int64_t want[3] = {ne0, ne1, ne2};
-    int ok = 1;
-    for (int d = 0; d < 3; d++)
-        if (d < n_dims ? (want[d] >= 0 && t->ne[d] != want[d]) : t->ne[d] != 1) ok = 0;
-    if (t->ne[3] != 1) ok = 0;
-    if (!ok) {
-        *rc = pt_errf(L->err, "%s: tensor '%s' has shape {%lld,%lld,%lld,%lld}, expected {%lld,%lld,%lld}",
-                      L->path, name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
-                      (long long)t->ne[3], (long long)ne0, (long long)ne1, (long long)ne2);
-        return NULL;
-    }
-    return t;
-}
-
-static const float *bind_f32(loader *L, const char *name, int64_t n, int required, int *rc) {
-    const gguf_tensor *t = bind(L, name, 1, n, 1, 1, required, rc);
-    if (!t) return NULL;
-    if (t->type != QT_F32) {
-        *rc = pt_errf(L->err, "%s: tensor '%s' has type %s, expected F32", L->path, name, qt_name(t->type));
-        return NULL;
-    }
-    return (const float *)t->data;
-}
-
-static int check_matmul_type(loader *L, const gguf_tensor *t, int *rc) {
-    const qt_traits *tr = qt_get(t->type);
-    if (!tr || tr->act_type < 0 || !tr->decodes) {
-        *rc = pt_errf(L->err, "%s: tensor '%s' has type %s, which petrel cannot compute with", L->path,
-                      t->name, qt_name(t->type));
-        return -1;
-    }
-    return 0;
-}
+/* One decoder block. Pointers to F32 vectors are NULL when absent. */
+typedef struct glm_layer {
+    const float *attn_norm;   /* [n_embd] */
+    nn_mla_w attn;            /* MLA attention and, on full layers, the DSA indexer */
+    const float *ffn_norm;    /* [n_embd] */
+    /* dense FFN (leading layers) */
+    mm_weight ffn_gate, ffn_up, ffn_down;
+    /* MoE */
+    mm_weight gate_inp;       /* n_embd -> n_expert (router) */
+    const float *exp_bias;    /* [n_expert] selection-only bias */
+    const gguf_tensor *gate_exps, *up_exps, *down_exps; /* stacked [n_expert] */
+    mm_weight gate_sh, up_sh, down_sh; /* shared expert(s), width n_ff_exp*n_shared */
+    /* NextN / MTP block extras */
+    mm_weight eh_proj;        /* 2*n_embd -> n_embd */
+    const float *enorm, *hnorm, *shared_head_norm; /* [n_embd] */
+    mm_weight embed_tokens;   /* n_vocab rows of n_embd */
+    mm_weight shared_head;    /* n_embd -> n_vocab */
+    int is_moe, is_nextn;
+} glm_layer;
 
 
-static mm_weight bind_w(loader *L, const char *name, int64_t n_in, int64_t n_out, int required, int *rc) {
-    const gguf_tensor *t = bind(L, name, 2, n_in, n_out, 1, required, rc);
-    if (t) check_matmul_type(L, t, rc);
-    return ld_as_weight(t);
-}
+typedef struct glm_model {
+    glm_hparams hp;
+    mm_weight tok_embd;       /* n_vocab rows of n_embd */
+    const float *output_norm; /* [n_embd] */
+    mm_weight output;         /* n_embd -> n_vocab */
+    glm_layer *layers;        /* [n_layer + n_nextn] */
+} glm_model;
 
-
-static int load_hparams(loader *L, glm_hparams *hp) {
+static int load_hparams(ld_ctx *L, glm_hparams *hp) {
     int block_count;
-    if (hp_u32(L, "block_count", &block_count, 1, 0) || hp_u32(L, "embedding_length", &hp->n_embd, 1, 0) ||
-        hp_u32(L, "nextn_predict_layers", &hp->n_nextn, 0, 0) ||
-        hp_u32(L, "attention.head_count", &hp->n_head, 1, 0) ||
-        hp_u32(L, "attention.q_lora_rank", &hp->q_lora, 0, 0) ||
-        hp_u32(L, "attention.kv_lora_rank", &hp->kv_lora, 1, 0) ||
-        hp_u32(L, "feed_forward_length", &hp->n_ff, 0, 0) ||
-        hp_u32(L, "expert_feed_forward_length", &hp->n_ff_exp, 0, 0) ||
-        hp_u32(L, "expert_count", &hp->n_expert, 0, 0) ||
-        hp_u32(L, "expert_used_count", &hp->n_expert_used, 0, 0) ||
-        hp_u32(L, "expert_shared_count", &hp->n_expert_shared, 0, 0) ||
-        hp_u32(L, "leading_dense_block_count", &hp->n_dense_lead, 0, 0) ||
-        hp_u32(L, "expert_group_count", &hp->n_group, 0, 1) ||
-        hp_u32(L, "expert_group_used_count", &hp->n_group_used, 0, 1) ||
-        hp_u32(L, "expert_gating_func", &hp->gating, 0, NN_GATING_SOFTMAX) ||
-        hp_u32(L, "context_length", &hp->n_ctx_train, 0, 4096) ||
-        hp_f32(L, "attention.layer_norm_rms_epsilon", &hp->rms_eps, 1, 0) ||
-        hp_f32(L, "expert_weights_scale", &hp->weights_scale, 0, 1.0f))
+    if (ld_u32(L, "block_count", &block_count, 1, 0) || ld_u32(L, "embedding_length", &hp->n_embd, 1, 0) ||
+        ld_u32(L, "nextn_predict_layers", &hp->n_nextn, 0, 0) ||
+        ld_u32(L, "attention.head_count", &hp->n_head, 1, 0) ||
+        ld_u32(L, "attention.q_lora_rank", &hp->q_lora, 0, 0) ||
+        ld_u32(L, "attention.kv_lora_rank", &hp->kv_lora, 1, 0) ||
+        ld_u32(L, "feed_forward_length", &hp->n_ff, 0, 0) ||
+        ld_u32(L, "expert_feed_forward_length", &hp->n_ff_exp, 0, 0) ||
+        ld_u32(L, "expert_count", &hp->n_expert, 0, 0) ||
+        ld_u32(L, "expert_used_count", &hp->n_expert_used, 0, 0) ||
+        ld_u32(L, "expert_shared_count", &hp->n_expert_shared, 0, 0) ||
+        ld_u32(L, "leading_dense_block_count", &hp->n_dense_lead, 0, 0) ||
+        ld_u32(L, "expert_group_count", &hp->n_group, 0, 1) ||
+        ld_u32(L, "expert_group_used_count", &hp->n_group_used, 0, 1) ||
+        ld_u32(L, "expert_gating_func", &hp->gating, 0, NN_GATING_SOFTMAX) ||
+        ld_u32(L, "context_length", &hp->n_ctx_train, 0, 4096) ||
+        ld_f32(L, "attention.layer_norm_rms_epsilon", &hp->rms_eps, 1, 0) ||
+        ld_f32(L, "expert_weights_scale", &hp->weights_scale, 0, 1.0f))
         return -1;
     int kl_mla, vl_mla, n_rot;
-    if (hp_u32(L, "attention.key_length_mla", &kl_mla, 1, 0) ||
-        hp_u32(L, "attention.value_length_mla", &vl_mla, 1, 0) || hp_u32(L, "rope.dimension_count", &n_rot, 1, 0))
+    if (ld_u32(L, "attention.key_length_mla", &kl_mla, 1, 0) ||
+        ld_u32(L, "attention.value_length_mla", &vl_mla, 1, 0) || ld_u32(L, "rope.dimension_count", &n_rot, 1, 0))
         return -1;
     hp->qk_rope = n_rot;
     hp->qk_nope = kl_mla - n_rot;
     hp->v_head = vl_mla;
     char k[160];
-    snprintf(k, sizeof k, "%s.expert_weights_norm", L->arch);
-    hp->weights_norm = 0;
-    if (gguf_find(L->g, k) && gguf_get_bool(L->g, k, &hp->weights_norm, L->err)) return -1;
+    if (ld_bool(L, "expert_weights_norm", &hp->weights_norm, 0)) return -1;
     if (hp->n_nextn >= block_count)
         return pt_errf(L->err, "%s: nextn_predict_layers %d must be below block_count %d", L->path, hp->n_nextn,
                        block_count);
@@ -159,7 +146,7 @@ static int load_hparams(loader *L, glm_hparams *hp) {
     r->neox = 0;
     r->freq_scale = 1.0f;
     r->attn_factor = 1.0f;
-    if (hp_f32(L, "rope.freq_base", &r->freq_base, 0, 10000.0f)) return -1;
+    if (ld_f32(L, "rope.freq_base", &r->freq_base, 0, 10000.0f)) return -1;
     float mscale = 1.0f;
     char stype[32] = "";
     snprintf(k, sizeof k, "%s.rope.scaling.type", L->arch);
@@ -167,11 +154,11 @@ static int load_hparams(loader *L, glm_hparams *hp) {
     if (!strcmp(stype, "yarn")) {
         float factor, beta_fast, beta_slow, log_mul;
         int orig_ctx;
-        if (hp_f32(L, "rope.scaling.factor", &factor, 1, 0) ||
-            hp_u32(L, "rope.scaling.original_context_length", &orig_ctx, 1, 0) ||
-            hp_f32(L, "rope.scaling.yarn_beta_fast", &beta_fast, 0, 32.0f) ||
-            hp_f32(L, "rope.scaling.yarn_beta_slow", &beta_slow, 0, 1.0f) ||
-            hp_f32(L, "rope.scaling.yarn_log_multiplier", &log_mul, 0, 0.0f))
+        if (ld_f32(L, "rope.scaling.factor", &factor, 1, 0) ||
+            ld_u32(L, "rope.scaling.original_context_length", &orig_ctx, 1, 0) ||
+            ld_f32(L, "rope.scaling.yarn_beta_fast", &beta_fast, 0, 32.0f) ||
+            ld_f32(L, "rope.scaling.yarn_beta_slow", &beta_slow, 0, 1.0f) ||
+            ld_f32(L, "rope.scaling.yarn_log_multiplier", &log_mul, 0, 0.0f))
             return -1;
         if (!(factor > 0)) return pt_errf(L->err, "%s: rope.scaling.factor must be positive", L->path);
         r->freq_scale = 1.0f / factor;
@@ -189,9 +176,9 @@ static int load_hparams(loader *L, glm_hparams *hp) {
     hp->kq_scale = mscale * mscale / sqrtf((float)(hp->qk_nope + hp->qk_rope));
 
     /* DSA indexer */
-    if (hp_u32(L, "attention.indexer.head_count", &hp->idx_n_head, 0, 0) ||
-        hp_u32(L, "attention.indexer.key_length", &hp->idx_head_dim, 0, 0) ||
-        hp_u32(L, "attention.indexer.top_k", &hp->idx_top_k, 0, 0))
+    if (ld_u32(L, "attention.indexer.head_count", &hp->idx_n_head, 0, 0) ||
+        ld_u32(L, "attention.indexer.key_length", &hp->idx_head_dim, 0, 0) ||
+        ld_u32(L, "attention.indexer.top_k", &hp->idx_top_k, 0, 0))
         return -1;
     hp->idx_full = calloc((size_t)hp->n_layer + 1, 1);
     if (!hp->idx_full) return pt_errf(L->err, "%s: out of memory", L->path);
@@ -213,11 +200,17 @@ static int load_hparams(loader *L, glm_hparams *hp) {
     return 0;
 }
 
-int glm_model_load(const gguf_ctx *g, glm_model *m, pt_err *err) {
+static void glm_model_free(glm_model *m) {
+    free(m->hp.idx_full);
+    free(m->layers);
+    memset(m, 0, sizeof *m);
+}
+
+static int glm_model_load(const gguf_ctx *g, glm_model *m, pt_err *err) {
     memset(m, 0, sizeof *m);
     char arch[32];
     if (gguf_get_str(g, "general.architecture", arch, sizeof arch, err)) return -1;
-    loader L = {g, arch, g->files[0].path, err};
+    ld_ctx L = {g, arch, g->files[0].path, err, 0};
     glm_hparams *hp = &m->hp;
     if (!strcmp(arch, "glm-dsa")) hp->arch = GLM_ARCH_GLM_DSA;
     else if (!strcmp(arch, "deepseek2")) hp->arch = GLM_ARCH_DEEPSEEK2;
@@ -226,21 +219,19 @@ int glm_model_load(const gguf_ctx *g, glm_model *m, pt_err *err) {
         glm_model_free(m);
         return -1;
     }
-    int rc = 0;
-    const gguf_tensor *emb = bind(&L, "token_embd.weight", 2, hp->n_embd, -1, 1, 1, &rc);
+    const gguf_tensor *emb = ld_tensor(&L, "token_embd.weight", 2, hp->n_embd, -1, 1, 1);
     if (!emb) goto fail;
     hp->n_vocab = (int)emb->ne[1];
     int vocab_meta;
-    if (hp_u32(&L, "vocab_size", &vocab_meta, 0, hp->n_vocab)) goto fail;
+    if (ld_u32(&L, "vocab_size", &vocab_meta, 0, hp->n_vocab)) goto fail;
     if (vocab_meta != hp->n_vocab) {
         pt_errf(err, "%s: vocab_size %d but token_embd has %d rows", L.path, vocab_meta, hp->n_vocab);
         goto fail;
     }
-    if (check_matmul_type(&L, emb, &rc)) goto fail;
-    m->tok_embd = ld_as_weight(emb);
-    m->output_norm = bind_f32(&L, "output_norm.weight", hp->n_embd, 1, &rc);
-    m->output = bind_w(&L, "output.weight", hp->n_embd, hp->n_vocab, 0, &rc);
-    if (rc) goto fail;
+    m->tok_embd = ld_weight(&L, "token_embd.weight", hp->n_embd, hp->n_vocab, 1);
+    m->output_norm = ld_vec(&L, "output_norm.weight", hp->n_embd, 1);
+    m->output = ld_weight(&L, "output.weight", hp->n_embd, hp->n_vocab, 0);
+    if (L.rc) goto fail;
     if (!m->output.data) m->output = m->tok_embd; /* tied embeddings */
 
     const int n_all = hp->n_layer + hp->n_nextn;
@@ -250,89 +241,80 @@ int glm_model_load(const gguf_ctx *g, glm_model *m, pt_err *err) {
         goto fail;
     }
     const int H = hp->n_head, qdim = H * (hp->qk_nope + hp->qk_rope);
-    for (int l = 0; l < n_all && !rc; l++) {
+    for (int l = 0; l < n_all && !L.rc; l++) {
         glm_layer *ly = &m->layers[l];
         char n[128];
 #define NM(s) (snprintf(n, sizeof n, "blk.%d.%s", l, s), n)
         ly->is_nextn = l >= hp->n_layer;
-        ly->attn_norm = bind_f32(&L, NM("attn_norm.weight"), hp->n_embd, 1, &rc);
+        ly->attn_norm = ld_vec(&L, NM("attn_norm.weight"), hp->n_embd, 1);
         if (hp->q_lora) {
-            ly->attn.q_a = bind_w(&L, NM("attn_q_a.weight"), hp->n_embd, hp->q_lora, 1, &rc);
-            ly->attn.q_a_norm = bind_f32(&L, NM("attn_q_a_norm.weight"), hp->q_lora, 1, &rc);
-            ly->attn.q_b = bind_w(&L, NM("attn_q_b.weight"), hp->q_lora, qdim, 1, &rc);
+            ly->attn.q_a = ld_weight(&L, NM("attn_q_a.weight"), hp->n_embd, hp->q_lora, 1);
+            ly->attn.q_a_norm = ld_vec(&L, NM("attn_q_a_norm.weight"), hp->q_lora, 1);
+            ly->attn.q_b = ld_weight(&L, NM("attn_q_b.weight"), hp->q_lora, qdim, 1);
         } else {
-            ly->attn.q_b = bind_w(&L, NM("attn_q.weight"), hp->n_embd, qdim, 1, &rc);
+            ly->attn.q_b = ld_weight(&L, NM("attn_q.weight"), hp->n_embd, qdim, 1);
         }
-        ly->attn.kv_a = bind_w(&L, NM("attn_kv_a_mqa.weight"), hp->n_embd, hp->kv_lora + hp->qk_rope, 1, &rc);
-        ly->attn.kv_a_norm = bind_f32(&L, NM("attn_kv_a_norm.weight"), hp->kv_lora, 1, &rc);
-        const gguf_tensor *kb = bind(&L, NM("attn_k_b.weight"), 3, hp->qk_nope, hp->kv_lora, H, 1, &rc);
-        const gguf_tensor *vb = bind(&L, NM("attn_v_b.weight"), 3, hp->kv_lora, hp->v_head, H, 1, &rc);
-        if (rc) break;
-        if (check_matmul_type(&L, kb, &rc) || check_matmul_type(&L, vb, &rc)) break;
+        ly->attn.kv_a = ld_weight(&L, NM("attn_kv_a_mqa.weight"), hp->n_embd, hp->kv_lora + hp->qk_rope, 1);
+        ly->attn.kv_a_norm = ld_vec(&L, NM("attn_kv_a_norm.weight"), hp->kv_lora, 1);
+        const gguf_tensor *kb = ld_stack(&L, NM("attn_k_b.weight"), hp->qk_nope, hp->kv_lora, H, 1);
+        const gguf_tensor *vb = ld_stack(&L, NM("attn_v_b.weight"), hp->kv_lora, hp->v_head, H, 1);
+        if (L.rc) break;
         for (int h = 0; h < H; h++) {
             ly->attn.k_b[h] = ld_slice(kb, h);
             ly->attn.v_b[h] = ld_slice(vb, h);
         }
-        ly->attn.wo = bind_w(&L, NM("attn_output.weight"), H * hp->v_head, hp->n_embd, 1, &rc);
-        ly->ffn_norm = bind_f32(&L, NM("ffn_norm.weight"), hp->n_embd, 1, &rc);
+        ly->attn.wo = ld_weight(&L, NM("attn_output.weight"), H * hp->v_head, hp->n_embd, 1);
+        ly->ffn_norm = ld_vec(&L, NM("ffn_norm.weight"), hp->n_embd, 1);
         ly->is_moe = l >= hp->n_dense_lead && hp->n_expert > 0;
         if (!ly->is_moe) {
-            ly->ffn_gate = bind_w(&L, NM("ffn_gate.weight"), hp->n_embd, hp->n_ff, 1, &rc);
-            ly->ffn_up = bind_w(&L, NM("ffn_up.weight"), hp->n_embd, hp->n_ff, 1, &rc);
-            ly->ffn_down = bind_w(&L, NM("ffn_down.weight"), hp->n_ff, hp->n_embd, 1, &rc);
+            ly->ffn_gate = ld_weight(&L, NM("ffn_gate.weight"), hp->n_embd, hp->n_ff, 1);
+            ly->ffn_up = ld_weight(&L, NM("ffn_up.weight"), hp->n_embd, hp->n_ff, 1);
+            ly->ffn_down = ld_weight(&L, NM("ffn_down.weight"), hp->n_ff, hp->n_embd, 1);
         } else {
             const int E = hp->n_expert, F = hp->n_ff_exp;
-            ly->gate_inp = bind_w(&L, NM("ffn_gate_inp.weight"), hp->n_embd, E, 1, &rc);
-            ly->exp_bias = bind_f32(&L, NM("exp_probs_b.bias"), E, 0, &rc);
-            ly->gate_exps = bind(&L, NM("ffn_gate_exps.weight"), 3, hp->n_embd, F, E, 1, &rc);
-            ly->up_exps = bind(&L, NM("ffn_up_exps.weight"), 3, hp->n_embd, F, E, 1, &rc);
-            ly->down_exps = bind(&L, NM("ffn_down_exps.weight"), 3, F, hp->n_embd, E, 1, &rc);
-            if (rc) break;
-            if (check_matmul_type(&L, ly->gate_exps, &rc) || check_matmul_type(&L, ly->up_exps, &rc) ||
-                check_matmul_type(&L, ly->down_exps, &rc))
-                break;
+            ly->gate_inp = ld_weight(&L, NM("ffn_gate_inp.weight"), hp->n_embd, E, 1);
+            ly->exp_bias = ld_vec(&L, NM("exp_probs_b.bias"), E, 0);
+            ly->gate_exps = ld_stack(&L, NM("ffn_gate_exps.weight"), hp->n_embd, F, E, 1);
+            ly->up_exps = ld_stack(&L, NM("ffn_up_exps.weight"), hp->n_embd, F, E, 1);
+            ly->down_exps = ld_stack(&L, NM("ffn_down_exps.weight"), F, hp->n_embd, E, 1);
+            if (L.rc) break;
             if (hp->n_expert_shared) {
                 const int S = F * hp->n_expert_shared;
-                ly->gate_sh = bind_w(&L, NM("ffn_gate_shexp.weight"), hp->n_embd, S, 1, &rc);
-                ly->up_sh = bind_w(&L, NM("ffn_up_shexp.weight"), hp->n_embd, S, 1, &rc);
-                ly->down_sh = bind_w(&L, NM("ffn_down_shexp.weight"), S, hp->n_embd, 1, &rc);
+                ly->gate_sh = ld_weight(&L, NM("ffn_gate_shexp.weight"), hp->n_embd, S, 1);
+                ly->up_sh = ld_weight(&L, NM("ffn_up_shexp.weight"), hp->n_embd, S, 1);
+                ly->down_sh = ld_weight(&L, NM("ffn_down_shexp.weight"), S, hp->n_embd, 1);
             }
         }
         if (!ly->is_nextn && hp->idx_n_head && hp->idx_full[l]) {
             const int D = hp->idx_head_dim;
             ly->attn.has_idx = 1;
-            ly->attn.idx_q_b = bind_w(&L, NM("indexer.attn_q_b.weight"), hp->q_lora, hp->idx_n_head * D, 1, &rc);
-            ly->attn.idx_k = bind_w(&L, NM("indexer.attn_k.weight"), hp->n_embd, D, 1, &rc);
-            ly->attn.idx_k_norm_w = bind_f32(&L, NM("indexer.k_norm.weight"), D, 1, &rc);
-            ly->attn.idx_k_norm_b = bind_f32(&L, NM("indexer.k_norm.bias"), D, 1, &rc);
-            ly->attn.idx_proj = bind_w(&L, NM("indexer.proj.weight"), hp->n_embd, hp->idx_n_head, 1, &rc);
-            if (!hp->q_lora && !rc)
-                rc = pt_errf(err, "%s: the DSA indexer needs a q LoRA (attention.q_lora_rank)", L.path);
+            ly->attn.idx_q_b = ld_weight(&L, NM("indexer.attn_q_b.weight"), hp->q_lora, hp->idx_n_head * D, 1);
+            ly->attn.idx_k = ld_weight(&L, NM("indexer.attn_k.weight"), hp->n_embd, D, 1);
+            ly->attn.idx_k_norm_w = ld_vec(&L, NM("indexer.k_norm.weight"), D, 1);
+            ly->attn.idx_k_norm_b = ld_vec(&L, NM("indexer.k_norm.bias"), D, 1);
+            ly->attn.idx_proj = ld_weight(&L, NM("indexer.proj.weight"), hp->n_embd, hp->idx_n_head, 1);
+            if (!hp->q_lora && !L.rc)
+                L.rc = pt_errf(err, "%s: the DSA indexer needs a q LoRA (attention.q_lora_rank)", L.path);
         }
         if (ly->is_nextn) {
-            ly->eh_proj = bind_w(&L, NM("nextn.eh_proj.weight"), 2 * hp->n_embd, hp->n_embd, 1, &rc);
-            ly->enorm = bind_f32(&L, NM("nextn.enorm.weight"), hp->n_embd, 1, &rc);
-            ly->hnorm = bind_f32(&L, NM("nextn.hnorm.weight"), hp->n_embd, 1, &rc);
-            ly->shared_head_norm = bind_f32(&L, NM("nextn.shared_head_norm.weight"), hp->n_embd, 1, &rc);
-            ly->embed_tokens = bind_w(&L, NM("nextn.embed_tokens.weight"), hp->n_embd, hp->n_vocab, 0, &rc);
-            ly->shared_head = bind_w(&L, NM("nextn.shared_head_head.weight"), hp->n_embd, hp->n_vocab, 0, &rc);
+            ly->eh_proj = ld_weight(&L, NM("nextn.eh_proj.weight"), 2 * hp->n_embd, hp->n_embd, 1);
+            ly->enorm = ld_vec(&L, NM("nextn.enorm.weight"), hp->n_embd, 1);
+            ly->hnorm = ld_vec(&L, NM("nextn.hnorm.weight"), hp->n_embd, 1);
+            ly->shared_head_norm = ld_vec(&L, NM("nextn.shared_head_norm.weight"), hp->n_embd, 1);
+            ly->embed_tokens = ld_weight(&L, NM("nextn.embed_tokens.weight"), hp->n_embd, hp->n_vocab, 0);
+            ly->shared_head = ld_weight(&L, NM("nextn.shared_head_head.weight"), hp->n_embd, hp->n_vocab, 0);
             if (!ly->embed_tokens.data) ly->embed_tokens = m->tok_embd;
             if (!ly->shared_head.data) ly->shared_head = m->output;
         }
 #undef NM
     }
-    if (rc) goto fail;
+    if (L.rc) goto fail;
     return 0;
 fail:
     glm_model_free(m);
     return -1;
 }
 
-void glm_model_free(glm_model *m) {
-    free(m->hp.idx_full);
-    free(m->layers);
-    memset(m, 0, sizeof *m);
-}
 
 /* ===== Forward pass =====
  * Every block: RMS norm, MLA attention (with the DSA indexer's key selection
