@@ -42,7 +42,7 @@ static void check_fixture(const char *name, int with_mtp) {
         return;
     }
     CHECK(pt_engine_n_vocab(e) == nv);
-    const int D = pt_engine_n_embd(e);
+    const int E = pt_engine_n_embd(e);
     size_t pi;
     json_t *p;
     json_array_foreach(json_object_get(ref, "prompts"), pi, p) {
@@ -55,7 +55,7 @@ static void check_fixture(const char *name, int with_mtp) {
         float *want_gen = gate_read_f32(json_string_value(json_object_get(p, "greedy_logits_file")), (size_t)ng * nv);
         CHECKF(want && want_gen, "%s: reference logits missing or of the wrong size", name);
         float *got = malloc(sizeof(float) * (size_t)(np + ng) * nv);
-        float *hidden = malloc(sizeof(float) * (size_t)np * D);
+        float *hidden = malloc(sizeof(float) * (size_t)np * E);
         pt_session_params sp = {.n_ctx = np + ng + 1};
         pt_session *s = pt_session_new(e, &sp, err, sizeof err);
         CHECKF(s, "%s: %s", name, err);
@@ -81,17 +81,17 @@ static void check_fixture(const char *name, int with_mtp) {
             }
             free(all_want);
             if (with_mtp) {
-                float *want_h = gate_read_f32(json_string_value(json_object_get(p, "hidden_file")), (size_t)np * D);
+                float *want_h = gate_read_f32(json_string_value(json_object_get(p, "hidden_file")), (size_t)np * E);
                 float *want_m = gate_read_f32(json_string_value(json_object_get(p, "mtp_logits_file")), (size_t)np * nv);
                 CHECK(want_h && want_m);
                 if (want_h && want_m) {
-                    gate_stats hs = gate_compare(hidden, want_h, np, D);
+                    gate_stats hs = gate_compare(hidden, want_h, np, E);
                     CHECKF(f32 ? hs.max_diff <= 1e-4 : hs.cos_min >= 0.99, "%s p%zu: hidden state: cos min %.6f max|diff| %.2e",
                            name, pi + 1, hs.cos_min, hs.max_diff);
                     /* MTP row i from (token i, reference hidden of position i-1; zeros
                      * before 0): the head is checked on the reference's inputs */
-                    float *hprev = calloc((size_t)np * D, sizeof(float));
-                    memcpy(hprev + D, want_h, sizeof(float) * (size_t)(np - 1) * D);
+                    float *hprev = calloc((size_t)np * E, sizeof(float));
+                    memcpy(hprev + E, want_h, sizeof(float) * (size_t)(np - 1) * E);
                     float *mtp = malloc(sizeof(float) * (size_t)np * nv);
                     CHECK(pt_session_mtp(s, toks, hprev, np, mtp, err, sizeof err) == 0);
                     gate_stats ms = gate_compare(mtp, want_m, np, nv);

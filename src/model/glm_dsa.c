@@ -271,12 +271,12 @@ static int glm_model_load(const gguf_ctx *g, glm_model *m, pt_err *err) {
             ly->ffn_up = ld_weight(&L, NM("ffn_up.weight"), hp->n_embd, hp->n_ff, 1);
             ly->ffn_down = ld_weight(&L, NM("ffn_down.weight"), hp->n_ff, hp->n_embd, 1);
         } else {
-            const int E = hp->n_expert, F = hp->n_ff_exp;
-            ly->gate_inp = ld_weight(&L, NM("ffn_gate_inp.weight"), hp->n_embd, E, 1);
-            ly->exp_bias = ld_vec(&L, NM("exp_probs_b.bias"), E, 0);
-            ly->gate_exps = ld_stack(&L, NM("ffn_gate_exps.weight"), hp->n_embd, F, E, 1);
-            ly->up_exps = ld_stack(&L, NM("ffn_up_exps.weight"), hp->n_embd, F, E, 1);
-            ly->down_exps = ld_stack(&L, NM("ffn_down_exps.weight"), F, hp->n_embd, E, 1);
+            const int X = hp->n_expert, F = hp->n_ff_exp;
+            ly->gate_inp = ld_weight(&L, NM("ffn_gate_inp.weight"), hp->n_embd, X, 1);
+            ly->exp_bias = ld_vec(&L, NM("exp_probs_b.bias"), X, 0);
+            ly->gate_exps = ld_stack(&L, NM("ffn_gate_exps.weight"), hp->n_embd, F, X, 1);
+            ly->up_exps = ld_stack(&L, NM("ffn_up_exps.weight"), hp->n_embd, F, X, 1);
+            ly->down_exps = ld_stack(&L, NM("ffn_down_exps.weight"), F, hp->n_embd, X, 1);
             if (L.rc) break;
             if (hp->n_expert_shared) {
                 const int S = F * hp->n_expert_shared;

@@ -86,7 +86,7 @@ static void idx_worker(void *arg, int ith, int nth) {
     const idx_job *a = arg;
     nn_mla *s = a->s;
     const nn_mla_dims *hp = &s->d;
-    const int D = hp->idx_head_dim, NH = hp->idx_n_head, K = hp->idx_top_k;
+    const int D = hp->idx_head_dim, NH = hp->idx_n_head, TOPK = hp->idx_top_k;
     float *scores = s->scores + (size_t)ith * s->score_rows * s->n_scores;
     for (int t = ith; t < a->T; t += nth) {
         const int n_keys = a->pos0 + t + 1;
@@ -111,8 +111,8 @@ static void idx_worker(void *arg, int ith, int nth) {
             }
             scores[j] = sc;
         }
-        const int k = n_keys < K ? n_keys : K;
-        nn_top_k(scores, n_keys, k, s->sel + (size_t)t * K);
+        const int k = n_keys < TOPK ? n_keys : TOPK;
+        nn_top_k(scores, n_keys, k, s->sel + (size_t)t * TOPK);
         s->n_sel[t] = k;
     }
 }

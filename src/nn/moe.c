@@ -36,7 +36,7 @@ void moe_unmark(uint8_t *seen, const int *uniq, int n) {
 }
 
 int moe_run(const moe_call *c, moe_scratch *s, pt_err *err) {
-    const int T = c->T, K = c->K, D = c->n_embd;
+    const int T = c->T, K = c->K, E = c->n_embd;
     int n_uniq = 0;
     moe_mark(c->topk, T * K, s->seen, s->uniq, &n_uniq);
     moe_unmark(s->seen, s->uniq, n_uniq);
@@ -50,23 +50,23 @@ int moe_run(const moe_call *c, moe_scratch *s, pt_err *err) {
             for (int k = 0; k < K; k++)
                 if (c->topk[t * K + k] == e) {
                     s->rows[n] = t * K + k;
-                    memcpy(s->xg + (size_t)n * D, c->x + (size_t)t * D, (size_t)D * sizeof(float));
+                    memcpy(s->xg + (size_t)n * E, c->x + (size_t)t * E, (size_t)E * sizeof(float));
                     n++;
                 }
         if (c->expert(c->arch, c->layer, e, mats, s->xg, n, err)) return -1;
         for (int i = 0; i < n; i++)
-            memcpy(s->yk + (size_t)s->rows[i] * D, s->xg + (size_t)i * D, (size_t)D * sizeof(float));
+            memcpy(s->yk + (size_t)s->rows[i] * E, s->xg + (size_t)i * E, (size_t)E * sizeof(float));
     }
     if (rc < 0) return -1;
     for (int t = 0; t < T; t++) {
-        float *o = c->out + (size_t)t * D;
+        float *o = c->out + (size_t)t * E;
         for (int k = 0; k < K; k++) {
             const float w = c->topw[t * K + k];
-            const float *y = s->yk + ((size_t)t * K + k) * D;
+            const float *y = s->yk + ((size_t)t * K + k) * E;
             if (k == 0)
-                for (int i = 0; i < D; i++) o[i] = y[i] * w;
+                for (int i = 0; i < E; i++) o[i] = y[i] * w;
             else
-                for (int i = 0; i < D; i++) o[i] += y[i] * w;
+                for (int i = 0; i < E; i++) o[i] += y[i] * w;
         }
     }
     return 0;
