@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "kernels/quant.h"
+#include "format/ggml_types.h"
 
 #define GGUF_MAX_ARRAY_DEPTH 8
 #define GGUF_MAX_KEY_LEN 65535

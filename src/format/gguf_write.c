@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "gguf.h"
-#include "kernels/quant.h"
+#include "format/ggml_types.h"
 
 typedef struct wbuf {
     uint8_t *p;

@@ -6,7 +6,8 @@
  * silently misread every tensor of that type. Half-precision fields are stored as
  * raw uint16_t bit patterns (IEEE fp16) and converted with fp16.h.
  *
- * Type ids are the GGUF/ggml ids; they appear in files, so they never change.
+ * The type ids and the table of block sizes live in format/ggml_types.h: they
+ * are file-format knowledge the GGUF parser needs without the kernels.
  */
 #ifndef PT_QTYPES_H
 #define PT_QTYPES_H
@@ -14,41 +15,8 @@
 #include <assert.h>
 #include <stdint.h>
 
-enum {
-    QT_F32 = 0,
-    QT_F16 = 1,
-    QT_Q4_0 = 2,
-    QT_Q4_1 = 3,
-    QT_Q5_0 = 6,
-    QT_Q5_1 = 7,
-    QT_Q8_0 = 8,
-    QT_Q8_1 = 9,
-    QT_Q2_K = 10,
-    QT_Q3_K = 11,
-    QT_Q4_K = 12,
-    QT_Q5_K = 13,
-    QT_Q6_K = 14,
-    QT_Q8_K = 15,
-    QT_IQ2_XXS = 16,
-    QT_IQ2_XS = 17,
-    QT_IQ3_XXS = 18,
-    QT_IQ1_S = 19,
-    QT_IQ4_NL = 20,
-    QT_IQ3_S = 21,
-    QT_IQ2_S = 22,
-    QT_IQ4_XS = 23,
-    QT_I8 = 24,
-    QT_I16 = 25,
-    QT_I32 = 26,
-    QT_I64 = 27,
-    QT_F64 = 28,
-    QT_IQ1_M = 29,
-    QT_BF16 = 30,
-    QT_TQ1_0 = 34,
-    QT_TQ2_0 = 35,
-    QT_MXFP4 = 39,
-    QT_COUNT = 40 /* one past the largest id we know */
-};
+#include "format/ggml_types.h"
+
 
 #define QK_K 256 /* weights per K-quant / IQ super-block */
 #define QK4_0 32

@@ -30,25 +30,6 @@
 
 #include "qtypes.h"
 
-/* Static facts about one type id. */
-typedef struct qt_traits {
-    const char *name; /* as ggml prints it: "Q4_K", "IQ2_XXS", "F32" */
-    int32_t block;    /* weights per block */
-    int32_t bytes;    /* bytes per block */
-    int32_t act_type; /* type the activations are converted to for qt_dot; -1: no dot */
-    int32_t decodes;  /* 1 when qt_dequant_ref supports the type */
-} qt_traits;
-
-/* Traits of `type`, or NULL for an id petrel does not know. */
-const qt_traits *qt_get(uint32_t type);
-
-/* Name of `type` ("unknown(N)" is not returned: unknown ids give "?"). */
-const char *qt_name(uint32_t type);
-
-/* Bytes of n weights of `type`. Returns 0 on success; -1 when the type is
- * unknown, n is not a whole number of blocks, or the size overflows. */
-int qt_row_bytes(uint32_t type, int64_t n, uint64_t *out);
-
 /* ===== Scalar reference (the source of truth) ===== */
 
 /* Decode n weights of `type` from src into dst. */

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/quant.h"
+#include "format/ggml_types.h"
 
 /* Parse "blk.N." at the start of name; return N or -1. */
 static int block_index(const char *name, const char **rest) {
