@@ -39,7 +39,7 @@ ifeq ($(shell pkg-config --exists liburing 2>/dev/null && echo yes),yes)
   PKG_LIBS   += $(shell pkg-config --libs liburing)
 endif
 
-CFLAGS  += -std=c11 $(OPT) -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude -Isrc $(PKG_CFLAGS) -pthread -MMD -MP
+CFLAGS  += -std=c11 $(OPT) -Wall -Wextra -Wshadow -Wmissing-prototypes -Wstrict-prototypes -Werror -D_GNU_SOURCE -Iinclude -Isrc $(PKG_CFLAGS) -pthread -MMD -MP
 LDLIBS  += $(LDSAN) $(PKG_LIBS) -lm -pthread
 
 LIB_SRC  := $(wildcard src/*.c src/format/*.c src/kernels/*.c src/model/*.c src/nn/*.c \

@@ -33,7 +33,7 @@ static void attend_one(const nn_attn *a, int t, int h, float *sc, float *acc) {
     const int lanes = nn_wsum_lanes(a->T);
     uint64_t used;
     nn_wsum_begin(acc, lanes, D, &used);
-    for (int64_t p = lo; p <= pos; p++)
+    for (p = lo; p <= pos; p++)
         if (sc[p - base] != 0.0f)
             nn_wsum_add(acc, lanes, D, p, sc[p - base], a->v + (size_t)(p % a->cap) * kvd + (size_t)kh * D, &used);
     nn_wsum_end(acc, lanes, D, a->out + ((size_t)t * a->n_head + h) * D, used);
