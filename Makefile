@@ -11,7 +11,7 @@
 #                        a 16.8 GiB glm-dsa and a 14.3 GiB Gemma-4-shaped model under a 4 GiB
 #                        limit; 10-15 min each, +4 min to make a model and its pack;
 #                        BENCH_STREAM_ARCHS="glm-dsa gemma4" picks them)
-#   make format          clang-format every source file
+#   make format          clang-format every source file (make format-check: only check; make test does)
 
 CC       ?= cc
 SANITIZE ?= 0
@@ -63,7 +63,7 @@ TOOL_OBJ  := $(TOOL_SRC:%.c=$(BUILD)/%.o)
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni
 
-.PHONY: all native test fuzz bench bench-run format clean deps demo build test-run
+.PHONY: all native test fuzz bench bench-run format format-check clean deps demo build test-run
 # deps runs first, then a fresh make that sees what deps installed (pkg-config
 # results above are computed when the Makefile is read).
 all: deps
@@ -150,8 +150,13 @@ bench-run: $(BUILD)/bench_petrel $(BUILD)/petrel $(BUILD)/mkmodel $(BUILD)/belad
 	   for a in $(BENCH_STREAM_ARCHS); do BUILD=$(BUILD) STREAM_ARCH=$$a sh bench/stream.sh || exit 1; done; \
 	 else echo "make bench: streaming benchmark skipped (BENCH_STREAM=1 runs bench/stream.sh, root, ~1 h)"; fi
 
+FORMAT_SRC = $$(find include src tests bench tools -name '*.[ch]' -not -path 'tests/fixtures/*')
 format:
-	clang-format -i $$(find include src tests bench tools -name '*.[ch]')
+	clang-format -i $(FORMAT_SRC)
+
+# The check `make test` also runs (tests/test_repo.c): fails when a file differs from .clang-format.
+format-check:
+	clang-format --dry-run -Werror $(FORMAT_SRC)
 
 clean:
 	rm -rf build
