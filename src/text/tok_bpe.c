@@ -188,16 +188,12 @@ static int bpe_word(const tok_vocab *v, scratch *s, const char *w, size_t n, tok
     int32_t ns = 0;
     for (size_t i = 0; i < n;) {
         size_t l = v->byte_encode ? 1 : PT_MIN((size_t)utf8_seq_len((unsigned char)w[i]), n - i);
-        sym *y = &s->syms[ns];
         unsigned char c0 = (unsigned char)w[i];
-        y->sid = v->byte_encode                                ? v->byte_sid[c0]
-                 : c0 < 0x80                                   ? v->ascii_sid[c0]
-                 : l == 3 && !memcmp(w + i, TOK_SPACE_MARK, 3) ? v->marker_sid
-                                                               : strtab_find(&v->st, w + i, l);
-        y->off = (int32_t)i;
-        y->len = (int32_t)l;
-        y->prev = ns - 1;
-        y->next = ns + 1;
+        int32_t sid = v->byte_encode                                ? v->byte_sid[c0]
+                      : c0 < 0x80                                   ? v->ascii_sid[c0]
+                      : l == 3 && !memcmp(w + i, TOK_SPACE_MARK, 3) ? v->marker_sid
+                                                                    : strtab_find(&v->st, w + i, l);
+        tok_sym_init(&s->syms[ns], ns, sid, i, l);
         ns++;
         i += l;
     }

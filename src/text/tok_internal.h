@@ -119,6 +119,16 @@ typedef struct sym {
     int32_t prev, next; /* neighbours, -1 at the ends */
 } sym;
 
+/* Set up symbol number ns of a word being split: text at off, len bytes,
+ * linked to its neighbours ns-1 and ns+1 (the caller ends the list). */
+static inline void tok_sym_init(sym *y, int32_t ns, int32_t sid, size_t off, size_t len) {
+    y->sid = sid;
+    y->off = (int32_t)off;
+    y->len = (int32_t)len;
+    y->prev = ns - 1;
+    y->next = ns + 1;
+}
+
 typedef struct bigram {
     int32_t rank; /* merge rank (BPE) */
     float score;  /* SPM only */

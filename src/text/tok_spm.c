@@ -112,12 +112,7 @@ int tok_spm_fragment(const tok_vocab *v, scratch *s, const char *text, size_t le
     int32_t ns = 0;
     for (size_t i = 0; i < n;) {
         size_t l = PT_MIN((size_t)utf8_seq_len((unsigned char)s->buf[i]), n - i);
-        sym *y = &s->syms[ns];
-        y->sid = -1;
-        y->off = (int32_t)i;
-        y->len = (int32_t)l;
-        y->prev = ns - 1;
-        y->next = ns + 1;
+        tok_sym_init(&s->syms[ns], ns, -1, i, l);
         ns++;
         i += l;
     }
