@@ -60,7 +60,7 @@
 
 struct pre_def {
     const char *names; /* '|'-separated tokenizer.ggml.pre values */
-    int flags;
+    int flags;         /* PRE_* bits */
     const char *re[TOK_MAX_RE];
 };
 
