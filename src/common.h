@@ -51,6 +51,17 @@ static inline float *pt_falloc(size_t n, int *fail) {
     return p;
 }
 
+/* Make room for `need` elements of `elem` bytes in the growable array *p of
+ * capacity *cap (elements): the capacity doubles from 64 until it holds `need`,
+ * so n appends cost O(n). Returns 0, or -1 on out of memory or size overflow
+ * (then *p and *cap are unchanged). The one growth policy of the library's
+ * growable arrays (token ids, byte buffers, tokenizer scratch, GGUF writer). */
+int pt_grow(void **p, size_t *cap, size_t need, size_t elem);
+
+/* Seconds on the monotonic clock (CLOCK_MONOTONIC): for intervals only, its
+ * zero is arbitrary. */
+double pt_now_s(void);
+
 #define PT_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define PT_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define PT_MAX(a, b) ((a) > (b) ? (a) : (b))

@@ -2,7 +2,8 @@
  * (every ggml-vocab-*.gguf in fixtures/tokenizer/ with its .inp/.out pair),
  * round trips, special-token parsing on and off, the streaming decoder on
  * characters split across tokens, and the `petrel tokenize`/`detokenize`
- * commands (exit statuses, empty text). */
+ * commands (exit statuses, empty text); the library's UTF-8 repair and byte
+ * buffer. */
 #include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include "format/gguf.h"
 #include "test.h"
 #include "text/tokenizer.h"
+#include "text/utf8.h"
 
 #define SEP "\n__ggml_vocab_test__\n"
 
@@ -271,6 +273,40 @@ static void tok_invalid_utf8(void) {
     tok_free(v);
 }
 
+/* utf8_repair: strict (overlong, surrogate, > U+10FFFF, truncated, NUL all
+ * become U+FFFD, one per bad byte), NUL-terminated, counts what it replaced. */
+static void tok_utf8_repair(void) {
+    static const struct {
+        const char *in;
+        size_t n;
+        const char *want;
+        int bad;
+    } cases[] = {
+        {"", 0, "", 0},
+        {"plain \xc3\xa9 \xe6\x97\xa5 \xf0\x9f\xa6\x99", 17, "plain \xc3\xa9 \xe6\x97\xa5 \xf0\x9f\xa6\x99", 0},
+        {"a\xc0\xaf" "b", 4, "a\xef\xbf\xbd\xef\xbf\xbd" "b", 2},       /* overlong '/' */
+        {"\xed\xa0\x80", 3, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd", 3}, /* surrogate */
+        {"\xf4\x90\x80\x80", 4,
+         "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd", 4}, /* > U+10FFFF */
+        {"x\xe2\x82", 3, "x\xef\xbf\xbd\xef\xbf\xbd", 2},             /* truncated */
+        {"n\0n", 3, "n\xef\xbf\xbdn", 1},                               /* NUL */
+        {"\x80\xff", 2, "\xef\xbf\xbd\xef\xbf\xbd", 2},
+    };
+    tok_bytes out = {0};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int bad = utf8_repair(cases[i].in, cases[i].n, &out);
+        CHECKF(bad == cases[i].bad, "case %zu: %d bad bytes, want %d", i, bad, cases[i].bad);
+        CHECKF(out.v && out.n == strlen(cases[i].want) && !memcmp(out.v, cases[i].want, out.n) &&
+                   out.v[out.n] == 0,
+               "case %zu: wrong repair", i);
+    }
+    tok_bytes_free(&out);
+    /* the buffer's appends keep a terminator, also after an empty append */
+    CHECK(tok_bytes_append(&out, "", 0) == 0 && out.v && out.n == 0 && out.v[0] == 0);
+    CHECK(tok_bytes_append(&out, "ab", 2) == 0 && out.n == 2 && !strcmp(out.v, "ab"));
+    tok_bytes_free(&out);
+}
+
 static void tok_model_file_vocab(void) {
     pt_err err = {{0}};
     gguf_ctx *g = gguf_open(t_fixture("glm-dsa-rq2k.gguf"), &err);
@@ -388,6 +424,7 @@ T_SUITE(tok) {
     T_ADD(tok_special_parsing);
     T_ADD(tok_stream_utf8);
     T_ADD(tok_invalid_utf8);
+    T_ADD(tok_utf8_repair);
     T_ADD(tok_model_file_vocab);
     T_ADD(cli_tokenize);
     T_ADD(cli_tokenize_errors);

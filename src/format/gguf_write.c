@@ -16,8 +16,8 @@
 #include "format/ggml_types.h"
 
 typedef struct wbuf {
-    uint8_t *p;
-    uint64_t len, cap;
+    uint8_t *p; /* [len] serialised bytes */
+    size_t len, cap;
 } wbuf;
 
 typedef struct wtensor {
@@ -31,7 +31,7 @@ struct gguf_writer {
     char **keys;        /* for duplicate detection */
     wbuf ti;            /* serialised tensor infos */
     wtensor *tensors;
-    uint64_t n_tensors, cap_tensors;
+    size_t n_tensors, cap_tensors;
     uint64_t data_size; /* bytes of the data section declared so far */
     /* streaming state */
     int fd;
@@ -43,15 +43,8 @@ struct gguf_writer {
 };
 
 static int wb_put(wbuf *b, const void *d, uint64_t n) {
-    if (b->len + n > b->cap) {
-        uint64_t cap = b->cap ? b->cap * 2 : 4096;
-        while (cap < b->len + n) cap *= 2;
-        uint8_t *p = realloc(b->p, cap);
-        if (!p) return -1;
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, d, n);
+    if (n > SIZE_MAX - b->len || pt_grow((void **)&b->p, &b->cap, b->len + n, 1)) return -1;
+    if (n) memcpy(b->p + b->len, d, n);
     b->len += n;
     return 0;
 }
@@ -205,13 +198,8 @@ int gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type, uint
     if (!tr || ne[0] % tr->block || qt_row_bytes(type, n, &nbytes))
         return pt_errf(err, "gguf writer: tensor '%s': %lld weights per row are not whole %s blocks",
                        name, (long long)ne[0], qt_name(type));
-    if (w->n_tensors == w->cap_tensors) {
-        uint64_t cap = w->cap_tensors ? w->cap_tensors * 2 : 64;
-        wtensor *t = realloc(w->tensors, cap * sizeof *t);
-        if (!t) return pt_errf(err, "gguf writer: out of memory");
-        w->tensors = t;
-        w->cap_tensors = cap;
-    }
+    if (pt_grow((void **)&w->tensors, &w->cap_tensors, w->n_tensors + 1, sizeof *w->tensors))
+        return pt_errf(err, "gguf writer: out of memory");
     uint64_t off = pt_align_up(w->data_size, w->alignment);
     w->tensors[w->n_tensors++] = (wtensor){off, nbytes};
     w->data_size = off + nbytes;

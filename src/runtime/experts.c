@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "kernels/quant.h"
@@ -71,12 +70,6 @@ struct xs_store {
     uint8_t *arena;
     xs_stats st;
 };
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static uint64_t mat_region(uint64_t bytes, int direct) {
     /* O_DIRECT: the slice may start anywhere in a block and end anywhere */
@@ -270,7 +263,7 @@ static int load(xs_store *s, int l, int i, int e, pt_err *err) {
     sl->prefetched = 0;
     sl->pinned = 0;
     sl->bytes = 0;
-    sl->t_submit = now_s();
+    sl->t_submit = pt_now_s();
     L->where[e] = i;
     uint8_t *base = L->arena + (uint64_t)i * L->slot_bytes;
     const uint64_t tag = ((uint64_t)l << 32) | (uint64_t)i;
@@ -375,11 +368,11 @@ int xs_next(xs_store *s, int l, int *expert, const uint8_t *mats[3], pt_err *err
         }
         if (!xio_inflight(s->io))
             return pt_errf(err, "internal error: layer %d waits for experts but no read is in flight", l);
-        double t0 = now_s();
+        double t0 = pt_now_s();
         uint64_t tag;
         pt_err rerr = {{0}};
         int rc = xio_wait(s->io, &tag, &rerr);
-        double t1 = now_s();
+        double t1 = pt_now_s();
         s->st.wait_s += t1 - t0;
         if (complete(s, tag, rc, t1)) {
             /* a failed expert is never used: let every read in flight land
@@ -387,7 +380,7 @@ int xs_next(xs_store *s, int l, int *expert, const uint8_t *mats[3], pt_err *err
             while (xio_inflight(s->io)) {
                 pt_err ignore;
                 int rc2 = xio_wait(s->io, &tag, &ignore);
-                complete(s, tag, rc2, now_s());
+                complete(s, tag, rc2, pt_now_s());
             }
             return pt_errf(err, "reading experts of layer %d: %s", l, rerr.msg);
         }
@@ -435,11 +428,11 @@ int xs_pin(xs_store *s, int l, const int *experts, int n, pt_err *err) {
         uint64_t tag;
         pt_err rerr = {{0}};
         int rc = xio_wait(s->io, &tag, &rerr);
-        if (complete(s, tag, rc, now_s())) {
+        if (complete(s, tag, rc, pt_now_s())) {
             while (xio_inflight(s->io)) {
                 pt_err ignore;
                 int rc2 = xio_wait(s->io, &tag, &ignore);
-                complete(s, tag, rc2, now_s());
+                complete(s, tag, rc2, pt_now_s());
             }
             return pt_errf(err, "pinning experts of layer %d: %s", l, rerr.msg);
         }

@@ -190,16 +190,16 @@ static int top_sorted(int32_t *idx, float *val, int n, int k) {
 
 int32_t sampler_sample(sampler *s, float *logits) {
     const sampler_params *p = &s->p;
-    const int nv = s->n_vocab;
+    const int n_vocab = s->n_vocab;
     apply_penalties(s, logits);
     if (p->temp <= 0) {
         int32_t best = 0;
-        for (int32_t i = 1; i < nv; i++)
+        for (int32_t i = 1; i < n_vocab; i++)
             if (logits[i] > logits[best]) best = i;
         return best;
     }
     int n = 0;
-    for (int32_t i = 0; i < nv; i++) {
+    for (int32_t i = 0; i < n_vocab; i++) {
         if (logits[i] == -INFINITY || isnan(logits[i])) continue;
         s->idx[n] = i;
         s->val[n] = logits[i] / p->temp;

@@ -61,8 +61,8 @@ typedef struct tok_ids {
     size_t n, cap;
 } tok_ids;
 
-/* A growable byte buffer; zero-initialise, free with tok_bytes_free. Not NUL-terminated
- * unless the caller appends one. */
+/* A growable byte buffer; zero-initialise, free with tok_bytes_free. Appends
+ * through tok_bytes_append keep a NUL after the last byte (not counted in n). */
 typedef struct tok_bytes {
     char *v;
     size_t n, cap;
@@ -70,6 +70,14 @@ typedef struct tok_bytes {
 
 void tok_ids_free(tok_ids *a);
 void tok_bytes_free(tok_bytes *b);
+
+/* Append one id. 0, or -1 on out of memory (a unchanged). */
+int tok_ids_push(tok_ids *a, int32_t id);
+/* Append n bytes (n may be 0) and keep a NUL after the last one, not counted
+ * in b->n, so the text can be read as a C string; after any successful call
+ * b->v is not NULL. 0, or -1 on out of memory (b unchanged). The library's one
+ * growable byte buffer: every module appends through this. */
+int tok_bytes_append(tok_bytes *b, const void *src, size_t n);
 
 /* Build the tokenizer from a GGUF's tokenizer.* metadata (the ctx may be closed
  * afterwards: everything needed is copied). Returns NULL with err set when the
