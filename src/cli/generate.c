@@ -192,33 +192,6 @@ static int emit_stdout(void *ud, const char *s, size_t n) {
     return 0;
 }
 
-/* Read a whole stream (the prompt from -f or stdin). NULL on error. */
-static char *slurp(FILE *f, size_t *len) {
-    size_t cap = 65536, n = 0;
-    char *b = malloc(cap + 1);
-    while (b) {
-        size_t r = fread(b + n, 1, cap - n, f);
-        n += r;
-        if (r == 0) break;
-        if (n == cap) {
-            char *c = realloc(b, cap * 2 + 1);
-            if (!c) {
-                free(b);
-                return NULL;
-            }
-            b = c;
-            cap *= 2;
-        }
-    }
-    if (!b || ferror(f)) {
-        free(b);
-        return NULL;
-    }
-    b[n] = 0;
-    *len = n;
-    return b;
-}
-
 /* The chat prompt opened a reasoning block: show its tag, as the model's own
  * text would have. */
 static int show_think(void *ud, int in_reasoning) {
@@ -363,7 +336,7 @@ int cmd_generate(int argc, char **argv) {
     FILE *f = !file || !strcmp(file, "-") ? stdin : fopen(file, "rb");
     if (!f) return cli_error("%s: %s", file, strerror(errno));
     size_t len = 0;
-    char *text = slurp(f, &len);
+    char *text = cli_read_all(f, &len);
     if (f != stdin) fclose(f);
     if (!text) return cli_error("%s: cannot read the prompt", file ? file : "stdin");
     int rc = run_text(&o, text, len, chat, system, quiet, json);

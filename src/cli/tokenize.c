@@ -42,33 +42,6 @@ static void detokenize_usage(FILE *f) {
             "Writes the text's bytes to stdout, with no newline added.\n");
 }
 
-/* Read a whole stream into a malloc'd buffer. Returns NULL on error. */
-static char *read_stream(FILE *f, size_t *len) {
-    size_t cap = 65536, n = 0;
-    char *b = malloc(cap);
-    if (!b) return NULL;
-    for (;;) {
-        if (n == cap) {
-            char *c = realloc(b, cap * 2);
-            if (!c) {
-                free(b);
-                return NULL;
-            }
-            b = c;
-            cap *= 2;
-        }
-        size_t r = fread(b + n, 1, cap - n, f);
-        n += r;
-        if (r == 0) break;
-    }
-    if (ferror(f)) {
-        free(b);
-        return NULL;
-    }
-    *len = n;
-    return b;
-}
-
 /* The model's vocabulary: an engine opened for it alone. Prints the error. */
 static pt_engine *open_vocab(const char *model) {
     char err[512];
@@ -119,7 +92,7 @@ int cmd_tokenize(int argc, char **argv) {
     if (file) {
         FILE *f = strcmp(file, "-") ? fopen(file, "rb") : stdin;
         if (!f) return cli_error("%s: %s", file, strerror(errno));
-        buf = read_stream(f, &len);
+        buf = cli_read_all(f, &len);
         if (f != stdin) fclose(f);
         if (!buf) return cli_error("%s: read failed", file);
     } else {
@@ -204,15 +177,8 @@ int cmd_detokenize(int argc, char **argv) {
     char *in = NULL;
     if (!list) {
         size_t n;
-        in = read_stream(stdin, &n);
+        in = cli_read_all(stdin, &n);
         if (!in) return cli_error("stdin: read failed");
-        char *z = realloc(in, n + 1);
-        if (!z) {
-            free(in);
-            return cli_error("out of memory");
-        }
-        in = z;
-        in[n] = 0;
         if (memchr(in, 0, n)) {
             free(in);
             fprintf(stderr, "petrel detokenize: stdin holds a NUL byte, expected token ids\n");

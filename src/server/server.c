@@ -587,15 +587,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     if (*upload_size) {
         if (cn->body.n + *upload_size > s->p.max_body) return MHD_NO; /* a chunked body past the limit: close */
-        if (cn->body.n + *upload_size + 1 > cn->body.cap) {
-            size_t cap = cn->body.cap ? cn->body.cap : 4096;
-            while (cap < cn->body.n + *upload_size + 1) cap *= 2;
-            char *p = realloc(cn->body.v, cap);
-            if (!p) return MHD_NO;
-            cn->body.v = p, cn->body.cap = cap;
-        }
-        memcpy(cn->body.v + cn->body.n, upload, *upload_size);
-        cn->body.n += *upload_size;
+        if (pt_buf_append(&cn->body, upload, *upload_size)) return MHD_NO;
         *upload_size = 0;
         return MHD_YES;
     }
