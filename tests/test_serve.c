@@ -312,7 +312,10 @@ static void test_serve_loading(void) {
     /* not a model after all: the load fails, the server says so and exits 1 */
     int fd = open(fifo, O_WRONLY);
     if (fd >= 0) {
-        CHECK(write(fd, "garbage", 7) == 7);
+        /* the server may refuse the FIFO (not a regular file) and close it before
+         * the bytes arrive: EPIPE is that race, not a failure */
+        ssize_t w = write(fd, "garbage", 7);
+        CHECKF(w == 7 || (w < 0 && errno == EPIPE), "write to the FIFO: %zd (%s)", w, strerror(errno));
         close(fd);
     }
     int st = 0;
