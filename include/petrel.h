@@ -95,14 +95,18 @@ enum { PT_IO_AUTO = 0, PT_IO_URING = 1, PT_IO_PREAD = 2 };
 /* Kernel choice: the best the CPU has, or a cap (to compare SIMD with scalar). */
 enum { PT_KERNELS_BEST = 0, PT_KERNELS_SCALAR = 1, PT_KERNELS_AVX2 = 2, PT_KERNELS_AVX512 = 3 };
 
+/* Open the GGUF once: validate and load the model (unless vocab_only), read
+ * its vocabulary, chat format and sampling defaults, plan memory, start the
+ * threads. NULL with err naming the file and what is wrong. */
 pt_engine *pt_engine_open(const pt_engine_params *p, char *err, size_t err_len);
+/* Save usage statistics (when any expert was routed), free everything. NULL ok. */
 void pt_engine_close(pt_engine *e);
 
-int pt_engine_n_vocab(const pt_engine *e);
-int pt_engine_n_embd(const pt_engine *e);
+int pt_engine_n_vocab(const pt_engine *e);   /* logits per row (vocab_only: the vocabulary's size) */
+int pt_engine_n_embd(const pt_engine *e);    /* hidden state width (0 for vocab_only) */
 int pt_engine_n_threads(const pt_engine *e);
-int pt_engine_has_mtp(const pt_engine *e);
-const char *pt_engine_arch(const pt_engine *e);
+int pt_engine_has_mtp(const pt_engine *e);   /* 1: pt_session_mtp works */
+const char *pt_engine_arch(const pt_engine *e); /* general.architecture ("" when a vocab_only file has none) */
 
 /* One line describing the memory plan: budget, resident bytes, expert mode,
  * slots per layer, I/O back-end. */

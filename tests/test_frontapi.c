@@ -361,7 +361,25 @@ static void test_frontapi_turn(void) {
     pt_engine_close(e);
 }
 
+/* --chat-format overrides the model's format; an unknown name is a usage error. */
+static void test_frontapi_cli_chat_format(void) {
+    const char *bin = getenv("PETREL_BIN");
+    if (!bin || !*bin) bin = "build/petrel";
+    char cmd[8192], out[8192];
+    snprintf(cmd, sizeof cmd, "echo hi | %s chat -m %s --greedy -n 2 -t 2 --chat-format qwen3", bin,
+             t_fixture("glm-dsa-rq2k.gguf"));
+    CHECK(t_run(cmd, out, sizeof out) == 0);
+    CHECK_STR_CONTAINS(out, "(qwen3 format");
+    snprintf(cmd, sizeof cmd, "echo hi | %s chat -m %s -n 2 -t 2", bin, t_fixture("glm-dsa-rq2k.gguf"));
+    CHECK(t_run(cmd, out, sizeof out) == 0);
+    CHECK_STR_CONTAINS(out, "(glm-5 format");
+    snprintf(cmd, sizeof cmd, "%s chat -m %s --chat-format chatml", bin, t_fixture("glm-dsa-rq2k.gguf"));
+    CHECK(t_run(cmd, out, sizeof out) == 2);
+    CHECK_STR_CONTAINS(out, "unknown chat format 'chatml'");
+}
+
 T_SUITE(frontapi) {
+    T_ADD(test_frontapi_cli_chat_format);
     T_ADD(test_frontapi_includes);
     T_ADD(test_frontapi_vocab);
     T_ADD(test_frontapi_chat);
