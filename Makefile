@@ -42,18 +42,24 @@ endif
 CFLAGS  += -std=c11 $(OPT) -Wall -Wextra -Wshadow -Wmissing-prototypes -Wstrict-prototypes -Werror -D_GNU_SOURCE -Iinclude -Isrc $(PKG_CFLAGS) -pthread -MMD -MP
 LDLIBS  += $(LDSAN) $(PKG_LIBS) -lm -pthread
 
+# libpetrel.a is the engine (everything behind include/petrel.h); the front
+# ends are not in it: the CLI (src/cli), the server (src/server) and what the
+# two share (src/front) link into the petrel binary, and the server and the
+# shared part into the test binary too (tests/test_serve.c drives oai.c).
 LIB_SRC  := $(wildcard src/*.c src/format/*.c src/kernels/*.c src/model/*.c src/nn/*.c \
-                       src/runtime/*.c src/engine/*.c src/text/*.c src/server/*.c)
+                       src/runtime/*.c src/engine/*.c src/text/*.c)
 ifneq ($(ARCH),x86_64)
   LIB_SRC := $(filter-out %_avx2.c %_avx512.c,$(LIB_SRC))
 endif
 CLI_SRC  := $(wildcard src/cli/*.c)
+FRONT_SRC := $(wildcard src/front/*.c src/server/*.c)
 TEST_SRC := $(wildcard tests/*.c)
 BENCH_SRC := $(wildcard bench/*.c)
 TOOL_SRC  := tools/mkmodel.c tools/belady.c
 
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/%.o)
+FRONT_OBJ := $(FRONT_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ  := $(TEST_SRC:%.c=$(BUILD)/%.o)
 BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/%.o)
 TOOL_OBJ  := $(TOOL_SRC:%.c=$(BUILD)/%.o)
@@ -81,10 +87,10 @@ $(BUILD)/libpetrel.a: $(LIB_OBJ)
 	@mkdir -p $(@D)
 	$(AR) rcs $@ $^
 
-$(BUILD)/petrel: $(CLI_OBJ) $(BUILD)/libpetrel.a
+$(BUILD)/petrel: $(CLI_OBJ) $(FRONT_OBJ) $(BUILD)/libpetrel.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/test_petrel: $(TEST_OBJ) $(BUILD)/libpetrel.a
+$(BUILD)/test_petrel: $(TEST_OBJ) $(FRONT_OBJ) $(BUILD)/libpetrel.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/bench_petrel: $(BENCH_OBJ) $(BUILD)/libpetrel.a
@@ -161,7 +167,7 @@ format-check:
 clean:
 	rm -rf build
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BENCH_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) \
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(FRONT_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BENCH_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) \
          $(BUILD)/tools/bench_tokenizer.d
 
 # The README's "run" command: an interactive chat (stdin) on a shipped fixture model until

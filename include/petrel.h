@@ -2,12 +2,42 @@
  *
  * petrel runs Mixture-of-Experts language models far larger than memory: the
  * dense part stays resident, routed experts are streamed from the SSD into a
- * bounded cache. Front ends (CLI, server) use only this header; tensors, the
- * expert cache and the kernels stay behind it.
+ * bounded cache. Front ends (the CLI in src/cli, the server in src/server and
+ * what they share in src/front) use only this header; tensors, the expert
+ * cache, the kernels, the tokenizer's tables and the chat formats' code stay
+ * behind it. A test (tests/test_frontapi.c) fails on any front-end #include of
+ * an internal header.
  *
- * An engine is one loaded model (weights, thread pool); a session is one
- * sequence with its own KV cache. Functions that can fail take an error
- * buffer and return NULL / -1 after writing one line into it.
+ * An engine is one loaded model (weights, thread pool, vocabulary, chat format,
+ * the model's sampling defaults); the GGUF is opened once, by pt_engine_open. A
+ * session is one sequence with its own KV cache and the record of the tokens it
+ * holds. Functions that can fail take an error buffer (err, err_len) and return
+ * NULL / -1 after writing one line into it.
+ *
+ * The layers, from the bottom:
+ *   engine, session       eval / sync / truncate over token ids
+ *   text                  tokenize, detokenize, special ids, end of generation
+ *   chat                  render a conversation (OpenAI-shaped JSON text) into a
+ *                         prompt in the model's format (or one named), and parse
+ *                         what the model generates into reasoning, content and
+ *                         tool calls
+ *   sampling, sampler     the model's published defaults, field-wise overrides
+ *   generation (pt_gen)   prefill with prefix reuse, then sample, stream UTF-8
+ *                         safely, stop at stop strings, EOG, length, context
+ *
+ * Where the generation loop lives: here, in the library (pt_gen_*), not in the
+ * front ends. It needs the streaming detokenizer, the sampler and the stop-
+ * string matcher, which are engine-side concerns; keeping it behind the header
+ * lets the CLI and the server share one copy and keeps those pieces internal.
+ * What stays front-end code (src/front) is the policy around it: building the
+ * conversation, the chat turn that ties render -> tokens -> prefill -> generate
+ * -> parse together for both front ends, UTF-8 repair of user input.
+ *
+ * Memory: handles are freed by their *_free / *_close function; pt_buf and
+ * pt_ids are caller-owned growable buffers the functions append to (free with
+ * pt_buf_free / pt_ids_free); strings in a pt_chat_parsed are malloc'd and freed
+ * by pt_chat_parsed_free. Returned const char * point into the engine and live
+ * as long as it.
  */
 #ifndef PETREL_H
 #define PETREL_H
@@ -52,6 +82,10 @@ typedef struct pt_engine_params {
      * read and saved; NULL: next to the model when that folder is writable,
      * else cache_dir. Tests point it at a folder of their own. */
     const char *usage_dir;
+    /* 1: load only the vocabulary, chat format and sampling defaults (any
+     * architecture, a vocab-only GGUF will do; tensors are never read). Such an
+     * engine tokenizes and renders but pt_session_new refuses it. */
+    int vocab_only;
 } pt_engine_params;
 
 enum { PT_EXPERTS_MMAP = -1 };
@@ -61,14 +95,18 @@ enum { PT_IO_AUTO = 0, PT_IO_URING = 1, PT_IO_PREAD = 2 };
 /* Kernel choice: the best the CPU has, or a cap (to compare SIMD with scalar). */
 enum { PT_KERNELS_BEST = 0, PT_KERNELS_SCALAR = 1, PT_KERNELS_AVX2 = 2, PT_KERNELS_AVX512 = 3 };
 
+/* Open the GGUF once: validate and load the model (unless vocab_only), read
+ * its vocabulary, chat format and sampling defaults, plan memory, start the
+ * threads. NULL with err naming the file and what is wrong. */
 pt_engine *pt_engine_open(const pt_engine_params *p, char *err, size_t err_len);
+/* Save usage statistics (when any expert was routed), free everything. NULL ok. */
 void pt_engine_close(pt_engine *e);
 
-int pt_engine_n_vocab(const pt_engine *e);
-int pt_engine_n_embd(const pt_engine *e);
+int pt_engine_n_vocab(const pt_engine *e);   /* logits per row (vocab_only: the vocabulary's size) */
+int pt_engine_n_embd(const pt_engine *e);    /* hidden state width (0 for vocab_only) */
 int pt_engine_n_threads(const pt_engine *e);
-int pt_engine_has_mtp(const pt_engine *e);
-const char *pt_engine_arch(const pt_engine *e);
+int pt_engine_has_mtp(const pt_engine *e);   /* 1: pt_session_mtp works */
+const char *pt_engine_arch(const pt_engine *e); /* general.architecture ("" when a vocab_only file has none) */
 
 /* One line describing the memory plan: budget, resident bytes, expert mode,
  * slots per layer, I/O back-end. */
@@ -97,6 +135,8 @@ typedef struct pt_session_params {
 
 pt_session *pt_session_new(pt_engine *e, const pt_session_params *p, char *err, size_t err_len);
 void pt_session_free(pt_session *s);
+/* The engine the session runs on. */
+pt_engine *pt_session_engine(const pt_session *s);
 
 int pt_session_n_ctx(const pt_session *s);
 int pt_session_n_batch(const pt_session *s);
@@ -133,5 +173,248 @@ int pt_session_sync(pt_session *s, const int32_t *tokens, int n, float *logits,
  * hidden_prev[i] being the trunk state of the position before. 0, or -1 with err. */
 int pt_session_mtp(pt_session *s, const int32_t *tokens, const float *hidden_prev, int n,
                    float *logits, char *err, size_t err_len);
+
+/* ===== Buffers ===== */
+
+/* A growable byte string the text functions append to. Zero-initialise; once
+ * anything was appended v is NUL-terminated (v[n] == 0, not counted in n) and
+ * malloc'd; free with pt_buf_free. */
+typedef struct pt_buf {
+    char *v;
+    size_t n, cap;
+} pt_buf;
+
+/* A growable array of token ids. Zero-initialise; free with pt_ids_free. */
+typedef struct pt_ids {
+    int32_t *v;
+    size_t n, cap;
+} pt_ids;
+
+/* Append s[0..n) to b (n may be 0: just make v a valid empty string). 0, or -1
+ * out of memory (b unchanged). */
+int pt_buf_append(pt_buf *b, const char *s, size_t n);
+void pt_buf_free(pt_buf *b); /* frees v and zeroes b */
+void pt_ids_free(pt_ids *a);
+
+/* CLOCK_MONOTONIC seconds: the clock of pt_gen_result's times. */
+double pt_now(void);
+
+/* ===== Text: the engine's vocabulary =====
+ * Loaded by pt_engine_open from the GGUF's tokenizer.* metadata. A model
+ * without a usable vocabulary still opens (token ids work); the functions
+ * below then fail with the reason. Tokenization reproduces llama.cpp's. */
+
+enum {
+    PT_TOKENIZE_ADD_SPECIAL = 1 << 0,   /* add BOS/EOS as the vocabulary's add_bos/add_eos say */
+    PT_TOKENIZE_PARSE_SPECIAL = 1 << 1, /* control-token text ("<|user|>") becomes the token */
+};
+enum {
+    PT_DETOKENIZE_RENDER_SPECIAL = 1 << 0, /* write control tokens' text (else they decode to nothing) */
+};
+
+/* 1 when the engine has a vocabulary; 0 with the reason in err (may be NULL). */
+int pt_engine_has_vocab(const pt_engine *e, char *err, size_t err_len);
+/* Tokens in the vocabulary (0 without one); at most pt_engine_n_vocab. */
+int pt_vocab_size(const pt_engine *e);
+/* Append the ids of text[0..len) to out. Any byte string tokenizes (invalid
+ * UTF-8 becomes U+FFFD first). 0, or -1 with err (no vocabulary, out of memory). */
+int pt_tokenize(const pt_engine *e, const char *text, size_t len, int flags, pt_ids *out, char *err,
+                size_t err_len);
+/* Append the bytes of ids[0..n) to out (the pieces concatenated, no cleanup;
+ * out is NUL-terminated). 0, or -1 with err (an id outside the vocabulary, no
+ * vocabulary, out of memory). */
+int pt_detokenize(const pt_engine *e, const int32_t *ids, size_t n, int flags, pt_buf *out, char *err,
+                  size_t err_len);
+/* The bytes token id decodes to, *len of them (not NUL-terminated; points into
+ * the engine). NULL and *len = 0 for an invalid id or no vocabulary. */
+const char *pt_token_piece(const pt_engine *e, int32_t id, int flags, size_t *len);
+/* Special ids; -1 when the vocabulary has none. */
+int32_t pt_token_bos(const pt_engine *e);
+int32_t pt_token_eos(const pt_engine *e);
+int32_t pt_token_eot(const pt_engine *e);
+/* 1 when id ends generation (eos, eot, eom, <|im_end|>, <turn|>, ...). */
+int pt_token_is_eog(const pt_engine *e, int32_t id);
+
+/* ===== Chat =====
+ * A chat format is named: "glm-5", "deepseek-v3", "gemma-4", "qwen3" ("none":
+ * raw text only). The engine detects its model's from the GGUF (the chat
+ * template's text, else the architecture, else the pre-tokenizer); any other
+ * known name may be passed instead. Formats are written out in C (no Jinja) and
+ * match the models' templates byte for byte.
+ *
+ * A conversation is JSON text in the OpenAI shape: messages, an array of
+ * {role, content, reasoning_content?, tool_calls?, tool_call_id?, name?} (role
+ * system/user/assistant/tool; content a string or [{type:"text", text}]);
+ * tools, NULL or an array of {type:"function", function:{name, description,
+ * parameters}}. Generated text is hostile input to the parser. */
+
+/* The model's chat format name; "none" when none is known. */
+const char *pt_engine_chat_format(const pt_engine *e);
+/* 1 when name is a chat format petrel renders ("none" and unknown names: 0). */
+int pt_chat_format_known(const char *name);
+/* Whether the family thinks when a request does not say (GLM-5, Qwen3: 1). */
+int pt_chat_default_thinking(const char *format);
+/* 1 when the generation prompt leaves the model inside a reasoning block
+ * (GLM-5 and DeepSeek open "<think>" themselves): generated text is reasoning
+ * until the closing tag. thinking: -1 the family's default, 0 off, 1 on. */
+int pt_chat_opens_reasoning(const char *format, int thinking);
+
+typedef struct pt_chat_opts {
+    int add_generation_prompt; /* end with the assistant's opening */
+    int thinking;              /* -1: the family's default, 0: off, 1: on */
+} pt_chat_opts;
+
+/* Render a conversation into out (appended, NUL-terminated). The text holds
+ * the special tokens as text: tokenize it with PT_TOKENIZE_PARSE_SPECIAL only.
+ * 0, or -1 with err (unknown format, malformed JSON or conversation). */
+int pt_chat_render(const char *format, const char *messages_json, const char *tools_json, const pt_chat_opts *o,
+                   pt_buf *out, char *err, size_t err_len);
+
+/* The markup of a format that a streaming reader must recognise: the tags
+ * around reasoning and the markers that open tool-call markup. 0, or -1 for
+ * "none" / an unknown name. The strings are static. */
+typedef struct pt_chat_markers {
+    const char *reasoning_open, *reasoning_close;
+    const char *tool_calls[2];
+    int n_tool_calls;
+} pt_chat_markers;
+int pt_chat_markers_of(const char *format, pt_chat_markers *m);
+
+typedef struct pt_tool_call {
+    char *name;      /* NUL-terminated */
+    char *arguments; /* a JSON object, compact, NUL-terminated */
+} pt_tool_call;
+
+/* What a model generated, split. Every string is malloc'd and NUL-terminated;
+ * free everything with pt_chat_parsed_free (the caller may replace a string
+ * with another malloc'd one, or free calls[] and set n_calls to 0). */
+typedef struct pt_chat_parsed {
+    char *content;   /* the answer, tool-call markup removed */
+    char *reasoning; /* the reasoning block's text ("" when none) */
+    pt_tool_call *calls;
+    int n_calls;
+    int n_bad;       /* malformed tool calls (left in content as text) */
+    char bad[256];   /* what was wrong with the first one */
+} pt_chat_parsed;
+
+/* Split text[0..len) generated after the generation prompt. in_reasoning: see
+ * pt_chat_opens_reasoning. tools_json (may be NULL) lets GLM-5's untyped
+ * argument values keep string-typed parameters as strings. Never fails on
+ * content; -1 with err for an unknown format, malformed tools JSON or out of
+ * memory (out is then zeroed). */
+int pt_chat_parse(const char *format, const char *text, size_t len, int in_reasoning, const char *tools_json,
+                  pt_chat_parsed *out, char *err, size_t err_len);
+void pt_chat_parsed_free(pt_chat_parsed *p);
+
+/* ===== Sampling =====
+ * The chain, in order: penalties (repetition, frequency, presence over the
+ * last penalty_last_n tokens) -> greedy if temp <= 0 -> temperature -> top-k ->
+ * top-p -> min-p -> draw, from a xoshiro256** stream seeded with splitmix64(seed)
+ * (the same seed, logits and history give the same tokens everywhere). */
+
+typedef struct pt_sampling {
+    float temp;              /* <= 0: greedy */
+    int top_k;               /* 0: off */
+    float top_p;             /* >= 1: off */
+    float min_p;             /* 0: off; keep tokens with p >= min_p * p_max */
+    float repeat_penalty;    /* 1: off */
+    float frequency_penalty; /* 0: off */
+    float presence_penalty;  /* 0: off */
+    int penalty_last_n;      /* history window of the penalties (default 64) */
+    uint64_t seed;
+} pt_sampling;
+
+/* Fields of pt_sampling, as bits: which ones a user or a request set. */
+enum {
+    PT_SAMPLING_TEMP = 1 << 0,
+    PT_SAMPLING_TOP_K = 1 << 1,
+    PT_SAMPLING_TOP_P = 1 << 2,
+    PT_SAMPLING_MIN_P = 1 << 3,
+    PT_SAMPLING_REPEAT = 1 << 4,
+    PT_SAMPLING_FREQUENCY = 1 << 5,
+    PT_SAMPLING_PRESENCE = 1 << 6,
+    PT_SAMPLING_LAST_N = 1 << 7,
+    PT_SAMPLING_SEED = 1 << 8,
+};
+
+/* petrel's defaults: temp 0.7, top-p 0.95, top-k and min-p off, no penalties
+ * (window 64), seed 0. */
+void pt_sampling_default(pt_sampling *p);
+/* The defaults overridden by what the model publishes (general.sampling.temp,
+ * top_k, top_p, min_p: generation_config.json as llama.cpp's converter writes
+ * it). Read once at open. */
+void pt_engine_sampling(const pt_engine *e, pt_sampling *p);
+/* Copy into p the fields of `with` named by the PT_SAMPLING_* bits in fields;
+ * the one way a front end layers user or request settings over defaults. */
+void pt_sampling_override(pt_sampling *p, const pt_sampling *with, unsigned fields);
+
+typedef struct pt_sampler pt_sampler;
+/* All scratch ([n_vocab] candidates and counts) allocated here; sampling never
+ * allocates. NULL with err for a parameter out of range or no memory. */
+pt_sampler *pt_sampler_new(const pt_sampling *p, int n_vocab, char *err, size_t err_len);
+void pt_sampler_free(pt_sampler *s);
+void pt_sampler_reset(pt_sampler *s);               /* forget the penalty history */
+void pt_sampler_accept(pt_sampler *s, int32_t tok); /* record a token in the history */
+/* Pick a token from logits[n_vocab] (modified in place by the penalties); does
+ * not accept it. */
+int32_t pt_sampler_sample(pt_sampler *s, float *logits);
+
+/* ===== Generation =====
+ * pt_gen_prefill brings the session to a token prompt (pt_session_sync: only
+ * the tokens past the longest prefix the session holds are evaluated), then
+ * pt_gen_run samples, streams and stops. Nothing allocates per token (the text
+ * buffer grows geometrically); nothing prints: text goes to the emit callback. */
+
+typedef struct pt_gen pt_gen;
+
+/* The session (and its engine, whose vocabulary decodes) stays the caller's;
+ * the sampler is made from sp. NULL with err (no vocabulary, a vocabulary
+ * larger than the model's output, a bad parameter). */
+pt_gen *pt_gen_new(pt_session *s, const pt_sampling *sp, char *err, size_t err_len);
+void pt_gen_free(pt_gen *g);
+/* The session it generates in. */
+pt_session *pt_gen_session(const pt_gen *g);
+/* Replace the sampler with one made from sp; the cache is kept. 0 or -1 with err. */
+int pt_gen_set_sampling(pt_gen *g, const pt_sampling *sp, char *err, size_t err_len);
+/* Make the session hold exactly ids[0..n) and keep the last one's logits.
+ * Returns the leading tokens reused from the cache, or -1 with err (empty,
+ * longer than the context, engine error), or -2 when *stop became set between
+ * chunks (the cache then holds a prefix). */
+int pt_gen_prefill(pt_gen *g, const int32_t *ids, int n, const volatile sig_atomic_t *stop, char *err,
+                   size_t err_len);
+/* Drop the whole cache (the next prefill starts from zero). */
+void pt_gen_clear(pt_gen *g);
+
+enum { PT_GEN_EOG = 1, PT_GEN_LENGTH, PT_GEN_STOP_STRING, PT_GEN_CONTEXT, PT_GEN_INTERRUPT };
+
+typedef struct pt_gen_opts {
+    int max_tokens;           /* < 0: until end of generation or the context is full */
+    const char *const *stops; /* stop strings matched on the decoded text */
+    int n_stops;
+    int decode_flags;         /* PT_DETOKENIZE_RENDER_SPECIAL to show control tokens such as </think> */
+    int ignore_eog;           /* 1: end-of-generation tokens do not stop (benchmarks) */
+    /* Asked before each token is sampled (may be NULL); non-zero stops the run
+     * as PT_GEN_INTERRUPT (the server notices a client that went away). */
+    int (*should_stop)(void *ud);
+    void *should_stop_ud;
+} pt_gen_opts;
+
+typedef struct pt_gen_result {
+    int reason;     /* PT_GEN_* */
+    int n_tokens;   /* tokens sampled (the EOG token not counted) */
+    double t_first; /* pt_now() when the first token was sampled (0: none) */
+    double t_end;
+    pt_buf text;    /* every byte generated, cut before a stop string (raw: may be
+                       invalid UTF-8); reused across runs, the caller frees */
+} pt_gen_result;
+
+/* Streamed text; return non-zero to stop (as PT_GEN_INTERRUPT). */
+typedef int (*pt_gen_emit_fn)(void *ud, const char *s, size_t n);
+
+/* Sample and stream after pt_gen_prefill. Bytes that might begin a stop string
+ * are held back until they cannot; a character split across tokens is never
+ * emitted in halves. 0, or -1 with err (engine error, nothing prefilled). */
+int pt_gen_run(pt_gen *g, const pt_gen_opts *o, pt_gen_emit_fn emit, void *ud, const volatile sig_atomic_t *stop,
+               pt_gen_result *r, char *err, size_t err_len);
 
 #endif

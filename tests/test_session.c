@@ -3,7 +3,7 @@
  * serve, and says how many positions it reused.
  *
  * The request pattern that once broke Gemma 4 in `petrel serve` (which calls
- * pt_session_sync through gen_prefill): a long first request, then a second
+ * pt_session_sync through pt_gen_prefill): a long first request, then a second
  * one sharing only a short prefix, so the sliding-window rings no longer hold
  * the keys the prefix's window needs. For every fixture family the second
  * request's logits must be bit-identical to evaluating it in a fresh session,

@@ -3,8 +3,9 @@
  *   petrel chat -m MODEL.gguf [--system TEXT] [sampling and engine flags]
  *
  * Each turn re-renders the whole conversation with the model's chat template
- * and hands the tokens to gen_prefill, which keeps the longest common prefix of
- * the KV cache: only the new tokens are evaluated (the previous answer is
+ * and runs it as one turn (front/front.h: render, tokenize, pt_gen_prefill,
+ * which keeps the longest common prefix of the KV cache, generate, parse): only
+ * the new tokens are evaluated (the previous answer is
  * re-evaluated only where the template renders history differently from what
  * was generated, e.g. GLM dropping old reasoning). Commands: /clear, /exit,
  * /stats, /system TEXT, /think on|off. Ctrl-C stops the answer being generated
@@ -38,6 +39,14 @@ static int emit_stdout(void *ud, const char *s, size_t n) {
     (void)ud;
     if (fwrite(s, 1, n, stdout) != n) return -1;
     fflush(stdout);
+    return 0;
+}
+
+/* The prompt opened a reasoning block: show its tag, as the model's own text
+ * would have. */
+static int show_think(void *ud, int in_reasoning) {
+    (void)ud;
+    if (in_reasoning) emit_stdout(NULL, "<think>", 7);
     return 0;
 }
 
@@ -101,23 +110,22 @@ int cmd_chat(int argc, char **argv) {
     if (o.n_ctx == 0) o.n_ctx = 4096;
     tcli_model m;
     if (tcli_open(&o, &m, 0)) return CLI_ERROR;
-    if (m.fmt == CHAT_NONE) {
+    if (!pt_chat_format_known(m.format)) {
         tcli_close(&m);
         return cli_error("%s: no known chat format for this model", o.model);
     }
     int interactive = isatty(fileno(stdin));
     int think = o.think;
-    tok_bytes sys = {0}, fixed = {0}, rendered = {0};
-    if (system_arg && tcli_utf8_fix(system_arg, strlen(system_arg), &sys) < 0) return cli_error("out of memory");
+    pt_buf sys = {0}, fixed = {0};
+    if (system_arg && fe_utf8_fix(system_arg, strlen(system_arg), &sys) < 0) return cli_error("out of memory");
     json_t *msgs = new_conversation(sys.v);
-    tok_ids ids = {0};
-    gen_result res = {0};
+    fe_turn_result res = {0};
     char *line = NULL;
     size_t cap = 0;
     int rc = CLI_OK;
     tcli_turn last = {0};
     fprintf(stderr, "petrel: chatting with %s (%s format, context %d); /exit or Ctrl-D to quit\n",
-            pt_engine_arch(m.e), chat_format_name(m.fmt), pt_session_n_ctx(m.s));
+            pt_engine_arch(m.e), m.format, pt_session_n_ctx(m.s));
     tcli_sigint(1);
     for (;;) {
         if (interactive) {
@@ -137,13 +145,13 @@ int cmd_chat(int argc, char **argv) {
             if (!strcmp(line, "/clear")) {
                 json_decref(msgs);
                 msgs = new_conversation(sys.v);
-                gen_clear(m.g);
+                pt_gen_clear(m.g);
                 fprintf(stderr, "[conversation cleared]\n");
             } else if (!strcmp(line, "/stats")) {
                 tcli_print_stats(stderr, &m, &last, 0, 1);
             } else if (!strncmp(line, "/system", 7) && (line[7] == ' ' || !line[7])) {
                 const char *t = line[7] ? line + 8 : "";
-                if (tcli_utf8_fix(t, strlen(t), &sys) < 0) break;
+                if (fe_utf8_fix(t, strlen(t), &sys) < 0) break;
                 json_decref(msgs);
                 msgs = new_conversation(sys.v);
                 fprintf(stderr, "[system message %s; conversation restarted]\n", *t ? "set" : "cleared");
@@ -155,70 +163,57 @@ int cmd_chat(int argc, char **argv) {
             }
             continue;
         }
-        int bad = tcli_utf8_fix(line, strlen(line), &fixed);
+        int bad = fe_utf8_fix(line, strlen(line), &fixed);
         if (bad < 0) break;
         if (bad) fprintf(stderr, "[input is not valid UTF-8: %d bad sequences replaced by U+FFFD]\n", bad);
         json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "user", "content", fixed.v));
-        chat_opts co = {.add_generation_prompt = 1, .thinking = think};
-        pt_err err = {{0}};
-        rendered.n = 0;
-        ids.n = 0;
-        if (chat_render(m.fmt, msgs, NULL, &co, &rendered, &err) ||
-            tok_encode(m.v, rendered.v, rendered.n, TOK_PARSE_SPECIAL, &ids, &err)) {
-            rc = cli_error("%s", err.msg);
+        fe_turn turn = {.format = m.format, .messages = msgs, .thinking = think, .clear = no_reuse, .parse = 1,
+                        .gen = {.max_tokens = (int)o.n_gen, .stops = o.stops, .n_stops = o.n_stops,
+                                .decode_flags = PT_DETOKENIZE_RENDER_SPECIAL},
+                        .emit = emit_stdout, .on_prefilled = show_think, .stop = &tcli_interrupted};
+        char err[512];
+        int trc = fe_turn_run(m.g, &turn, &res, err, sizeof err);
+        tcli_turn t = {.n_prompt = res.n_prompt, .n_reused = res.n_reused, .t_start = res.t_start,
+                       .t_prefilled = res.t_prefilled};
+        if (trc == FE_TURN_BAD_PROMPT) {
+            rc = cli_error("%s", err);
             break;
         }
-        tcli_turn t = {.n_prompt = (int)ids.n};
-        if (no_reuse) gen_clear(m.g);
-        t.t_start = gen_now();
-        t.n_reused = gen_prefill(m.g, ids.v, (int)ids.n, &tcli_interrupted, &err);
-        t.t_prefilled = gen_now();
-        if (t.n_reused < 0) {
+        if (trc == FE_TURN_TOO_LONG || trc == FE_TURN_CANCELLED || trc == FE_TURN_PREFILL_FAILED) {
             /* the turn is dropped; the conversation stays as it was */
             json_array_remove(msgs, json_array_size(msgs) - 1);
-            if (t.n_reused == -2) fprintf(stderr, "\n[interrupted]\n");
-            else fprintf(stderr, "petrel: %s\n", err.msg);
+            if (trc == FE_TURN_CANCELLED) fprintf(stderr, "\n[interrupted]\n");
+            else fprintf(stderr, "petrel: %s\n", err);
             continue;
         }
-        int opens = chat_prompt_opens_reasoning(m.fmt, think);
-        if (opens) emit_stdout(NULL, "<think>", 7);
-        gen_opts go = {.max_tokens = (int)o.n_gen, .stops = o.stops, .n_stops = o.n_stops,
-                       .decode_flags = TOK_RENDER_SPECIAL};
-        if (gen_run(m.g, &go, emit_stdout, NULL, &tcli_interrupted, &res, &err)) {
-            rc = cli_error("%s", err.msg);
+        if (trc == FE_TURN_GEN_FAILED) {
+            rc = cli_error("%s", err);
             break;
         }
         fputc('\n', stdout);
         fflush(stdout);
-        if (res.reason == GEN_INTERRUPT) fprintf(stderr, "[interrupted]\n");
-        t.n_gen = res.n_tokens, t.t_first = res.t_first, t.t_end = res.t_end, t.reason = res.reason;
+        if (res.gen.reason == PT_GEN_INTERRUPT) fprintf(stderr, "[interrupted]\n");
+        t.n_gen = res.gen.n_tokens, t.t_first = res.gen.t_first, t.t_end = res.gen.t_end, t.reason = res.gen.reason;
         last = t;
         tcli_print_stats(stderr, &m, &t, 0, 0);
-        /* the answer joins the conversation as content + reasoning */
-        chat_parsed p;
-        tok_bytes ans = {0};
-        if (tcli_utf8_fix(res.text.v ? res.text.v : "", res.text.n, &ans) < 0 ||
-            chat_parse(m.fmt, ans.v, ans.n, opens, NULL, &p, &err)) {
-            tok_bytes_free(&ans);
+        if (trc) { /* the answer could not be kept (out of memory) */
             rc = cli_error("out of memory");
             break;
         }
-        json_t *am = json_pack("{s:s, s:s}", "role", "assistant", "content", p.content);
-        if (p.reasoning[0]) json_object_set_new(am, "reasoning_content", json_string(p.reasoning));
+        /* the answer joins the conversation as content + reasoning */
+        const pt_chat_parsed *p = &res.parsed;
+        json_t *am = json_pack("{s:s, s:s}", "role", "assistant", "content", p->content);
+        if (p->reasoning[0]) json_object_set_new(am, "reasoning_content", json_string(p->reasoning));
         json_array_append_new(msgs, am);
-        chat_parsed_free(&p);
-        tok_bytes_free(&ans);
-        if (res.reason == GEN_CONTEXT) fprintf(stderr, "[the context is full: /clear to start again]\n");
+        if (res.gen.reason == PT_GEN_CONTEXT) fprintf(stderr, "[the context is full: /clear to start again]\n");
     }
     tcli_sigint(0);
     if (interactive && rc == CLI_OK) fputc('\n', stderr);
     free(line);
     json_decref(msgs);
-    tok_bytes_free(&res.text);
-    tok_bytes_free(&rendered);
-    tok_bytes_free(&fixed);
-    tok_bytes_free(&sys);
-    tok_ids_free(&ids);
+    fe_turn_result_free(&res);
+    pt_buf_free(&fixed);
+    pt_buf_free(&sys);
     tcli_close(&m);
     return rc;
 }

@@ -7,6 +7,8 @@
 #ifndef PT_CLI_H
 #define PT_CLI_H
 
+#include <stdio.h>
+
 #define CLI_OK 0
 #define CLI_ERROR 1
 #define CLI_USAGE 2
@@ -30,6 +32,11 @@ int cmd_pack(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
+
+/* Read a whole stream (a prompt from -f or stdin, ids for detokenize) into a
+ * malloc'd, NUL-terminated buffer; *len gets its size (the NUL not counted).
+ * NULL on a read error or out of memory. */
+char *cli_read_all(FILE *f, size_t *len);
 
 /* Print "petrel: <msg>" to stderr; returns CLI_ERROR. */
 int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -77,12 +76,6 @@ static int parse_tokens(const char *s, int32_t **out, int *n) {
     return 0;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static int argmax(const float *x, int n) {
     int best = 0;
     for (int i = 1; i < n; i++)
@@ -96,7 +89,7 @@ static int run_tokens(const tcli_opts *o, const char *tokens_arg, const char *du
     long n_gen = o->n_gen < 0 ? 16 : o->n_gen, threads = o->threads, n_ctx = o->n_ctx, n_batch = o->n_batch;
     int kernels = o->kernels, stats = o->stats;
     pt_engine_params ep = o->ep;
-    if (o->sp_set & TCLI_SET_TEMP && o->sp.temp != 0) {
+    if (o->sp_set & PT_SAMPLING_TEMP && o->sp.temp != 0) {
         fprintf(stderr, "petrel generate: --tokens decodes greedily (--temp 0); sample from text with -p\n");
         return CLI_USAGE;
     }
@@ -108,7 +101,7 @@ static int run_tokens(const tcli_opts *o, const char *tokens_arg, const char *du
         return CLI_USAGE;
     }
     char err[512];
-    double t0 = now_s();
+    double t0 = pt_now();
     ep.model_path = model;
     ep.n_threads = (int)threads;
     ep.kernels = kernels;
@@ -132,12 +125,12 @@ static int run_tokens(const tcli_opts *o, const char *tokens_arg, const char *du
         rc = cli_error("out of memory for %d x %d logits", n_prompt, nv);
         goto done;
     }
-    double t1 = now_s();
+    double t1 = pt_now();
     if (pt_session_eval(s, prompt, n_prompt, logits, dump != NULL, NULL, err, sizeof err)) {
         rc = cli_error("%s", err);
         goto done;
     }
-    double t2 = now_s();
+    double t2 = pt_now();
     if (dump) {
         FILE *f = fopen(dump, "wb");
         size_t cnt = (size_t)n_prompt * (size_t)nv;
@@ -157,7 +150,7 @@ static int run_tokens(const tcli_opts *o, const char *tokens_arg, const char *du
         }
         next = argmax(logits, nv);
     }
-    double t3 = now_s();
+    double t3 = pt_now();
     for (long i = 0; i < n_gen; i++) printf("%s%d", i ? " " : "", out[i]);
     printf("\n");
     if (fflush(stdout) != 0) rc = cli_error("cannot write output");
@@ -199,115 +192,73 @@ static int emit_stdout(void *ud, const char *s, size_t n) {
     return 0;
 }
 
-/* Read a whole stream (the prompt from -f or stdin). NULL on error. */
-static char *slurp(FILE *f, size_t *len) {
-    size_t cap = 65536, n = 0;
-    char *b = malloc(cap + 1);
-    while (b) {
-        size_t r = fread(b + n, 1, cap - n, f);
-        n += r;
-        if (r == 0) break;
-        if (n == cap) {
-            char *c = realloc(b, cap * 2 + 1);
-            if (!c) {
-                free(b);
-                return NULL;
-            }
-            b = c;
-            cap *= 2;
-        }
-    }
-    if (!b || ferror(f)) {
-        free(b);
-        return NULL;
-    }
-    b[n] = 0;
-    *len = n;
-    return b;
+/* The chat prompt opened a reasoning block: show its tag, as the model's own
+ * text would have. */
+static int show_think(void *ud, int in_reasoning) {
+    (void)ud;
+    if (in_reasoning) emit_stdout(NULL, "<think>", 7);
+    return 0;
 }
 
 static int run_text(const tcli_opts *o, const char *text, size_t len, int chat, const char *system, int quiet,
                     int json) {
     tcli_model m;
     tcli_turn t = {0};
-    tok_ids ids = {0};
-    tok_bytes rendered = {0}, fixed = {0};
-    gen_result res = {0};
+    pt_buf fixed = {0};
+    fe_turn_result res = {0};
     json_t *msgs = NULL;
-    pt_err err = {{0}};
+    char err[512];
     int rc = CLI_OK;
     if (len == 0) {
         fprintf(stderr, "petrel generate: the prompt is empty\n");
         return CLI_USAGE;
     }
     if (tcli_open(o, &m, quiet || json)) return CLI_ERROR;
-    int opens_reasoning = 0;
+    fe_turn turn = {.text = text, .text_len = len, .emit = emit_stdout, .stop = &tcli_interrupted,
+                    .gen = {.max_tokens = (int)o->n_gen, .stops = o->stops, .n_stops = o->n_stops,
+                            .decode_flags = chat ? PT_DETOKENIZE_RENDER_SPECIAL : 0}};
     if (chat) {
-        if (m.fmt == CHAT_NONE) {
+        if (!pt_chat_format_known(m.format)) {
             rc = cli_error("%s: no known chat format for this model (use generate without --chat)", o->model);
             goto done;
         }
-        int bad = tcli_utf8_fix(text, len, &fixed);
+        int bad = fe_utf8_fix(text, len, &fixed);
         if (bad < 0) goto oom;
         if (bad) fprintf(stderr, "petrel: the prompt is not valid UTF-8; %d bad sequences replaced by U+FFFD\n", bad);
         msgs = json_array();
         if (system) {
-            tok_bytes sys = {0};
-            if (tcli_utf8_fix(system, strlen(system), &sys) < 0) goto oom;
+            pt_buf sys = {0};
+            if (fe_utf8_fix(system, strlen(system), &sys) < 0) goto oom;
             json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "system", "content", sys.v));
-            tok_bytes_free(&sys);
+            pt_buf_free(&sys);
         }
         json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "user", "content", fixed.v));
-        chat_opts co = {.add_generation_prompt = 1, .thinking = o->think};
-        if (chat_render(m.fmt, msgs, NULL, &co, &rendered, &err)) {
-            rc = cli_error("%s", err.msg);
-            goto done;
-        }
-        opens_reasoning = chat_prompt_opens_reasoning(m.fmt, o->think);
-        if (tok_encode(m.v, rendered.v, rendered.n, TOK_PARSE_SPECIAL, &ids, &err)) goto tokerr;
-    } else {
-        if (tok_encode(m.v, text, len, TOK_ADD_SPECIAL, &ids, &err)) goto tokerr;
+        turn.format = m.format, turn.messages = msgs, turn.thinking = o->think;
+        turn.on_prefilled = show_think;
     }
-    t.n_prompt = (int)ids.n;
     tcli_interrupted = 0;
     tcli_sigint(1);
-    t.t_start = gen_now();
-    t.n_reused = gen_prefill(m.g, ids.v, (int)ids.n, &tcli_interrupted, &err);
-    t.t_prefilled = gen_now();
-    if (t.n_reused == -2) {
-        rc = cli_error("interrupted");
-        goto done;
-    }
-    if (t.n_reused < 0) {
-        rc = cli_error("%s", err.msg);
-        goto done;
-    }
-    gen_opts go = {.max_tokens = (int)o->n_gen, .stops = o->stops, .n_stops = o->n_stops,
-                   .decode_flags = chat ? TOK_RENDER_SPECIAL : 0};
-    if (opens_reasoning) emit_stdout(NULL, "<think>", 7);
-    if (gen_run(m.g, &go, emit_stdout, NULL, &tcli_interrupted, &res, &err)) {
-        rc = cli_error("%s", err.msg);
+    int trc = fe_turn_run(m.g, &turn, &res, err, sizeof err);
+    t.n_prompt = res.n_prompt, t.n_reused = res.n_reused, t.t_start = res.t_start, t.t_prefilled = res.t_prefilled;
+    if (trc) {
+        rc = cli_error("%s", err);
         goto done;
     }
     tcli_sigint(0);
-    if (!isatty(fileno(stdout)) || res.text.n == 0 || res.text.v[res.text.n - 1] != '\n') fputc('\n', stdout);
+    const pt_buf *out = &res.gen.text;
+    if (!isatty(fileno(stdout)) || out->n == 0 || out->v[out->n - 1] != '\n') fputc('\n', stdout);
     if (fflush(stdout) != 0) rc = cli_error("cannot write output");
-    t.n_gen = res.n_tokens, t.t_first = res.t_first, t.t_end = res.t_end, t.reason = res.reason;
+    t.n_gen = res.gen.n_tokens, t.t_first = res.gen.t_first, t.t_end = res.gen.t_end, t.reason = res.gen.reason;
     if (json) tcli_print_stats(stderr, &m, &t, 1, 0);
     else if (!quiet) tcli_print_stats(stderr, &m, &t, 0, o->stats);
-    goto done;
-tokerr:
-    rc = cli_error("%s", err.msg);
     goto done;
 oom:
     rc = cli_error("out of memory");
 done:
     tcli_sigint(0);
     json_decref(msgs);
-    tok_bytes_free(&res.text);
-    tok_bytes_free(&rendered);
-    tok_bytes_free(&fixed);
-    tok_ids_free(&ids);
+    fe_turn_result_free(&res);
+    pt_buf_free(&fixed);
     tcli_close(&m);
     return rc;
 }
@@ -385,7 +336,7 @@ int cmd_generate(int argc, char **argv) {
     FILE *f = !file || !strcmp(file, "-") ? stdin : fopen(file, "rb");
     if (!f) return cli_error("%s: %s", file, strerror(errno));
     size_t len = 0;
-    char *text = slurp(f, &len);
+    char *text = cli_read_all(f, &len);
     if (f != stdin) fclose(f);
     if (!text) return cli_error("%s: cannot read the prompt", file ? file : "stdin");
     int rc = run_text(&o, text, len, chat, system, quiet, json);

@@ -141,7 +141,7 @@ int cmd_serve(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 
-    pt_err err = {{0}};
+    char err[512];
     if (!loopback(p.host) && !p.api_key)
         fprintf(stderr,
                 "petrel: ##########################################################################\n"
@@ -149,8 +149,8 @@ int cmd_serve(int argc, char **argv) {
                 "petrel: WARNING: address can use the model. Bind 127.0.0.1 or set --api-key KEY.\n"
                 "petrel: ##########################################################################\n",
                 p.host);
-    srv *s = srv_start(&p, &err);
-    if (!s) return cli_error("%s", err.msg);
+    srv *s = srv_start(&p, err, sizeof err);
+    if (!s) return cli_error("%s", err);
     fprintf(stderr, "petrel: listening on http://%s%s%s:%d (loading %s)\n", strchr(p.host, ':') ? "[" : "",
             p.host, strchr(p.host, ':') ? "]" : "", srv_port(s), o.model);
     tcli_model m;
@@ -158,16 +158,16 @@ int cmd_serve(int argc, char **argv) {
         srv_stop(s);
         return CLI_ERROR;
     }
-    srv_model sm = {.e = m.e, .s = m.s, .v = m.v, .g = m.g, .fmt = m.fmt, .sp = m.sp,
-                    .fixed_seed = (o.sp_set & TCLI_SET_SEED) != 0, .thinking = o.think, .max_tokens = (int)o.n_gen,
+    srv_model sm = {.e = m.e, .s = m.s, .g = m.g, .format = m.format, .sp = m.sp,
+                    .fixed_seed = (o.sp_set & PT_SAMPLING_SEED) != 0, .thinking = o.think, .max_tokens = (int)o.n_gen,
                     .stops = o.stops, .n_stops = o.n_stops};
-    if (srv_set_model(s, &sm, &err)) {
+    if (srv_set_model(s, &sm, err, sizeof err)) {
         srv_stop(s);
         tcli_close(&m);
-        return cli_error("%s", err.msg);
+        return cli_error("%s", err);
     }
     fprintf(stderr, "petrel: ready: serving %s (%s chat format, context %d)\n", p.model_name,
-            chat_format_name(m.fmt), pt_session_n_ctx(m.s));
+            m.format, pt_session_n_ctx(m.s));
     while (!serve_quit) usleep(100 * 1000); /* a signal also cuts the sleep short */
     fprintf(stderr, "petrel: shutting down\n");
     srv_stop(s);

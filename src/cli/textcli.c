@@ -1,5 +1,5 @@
 /* textcli.c — the flags, model opening and statistics that `petrel generate`
- * (text mode) and `petrel chat` share. See textcli.h. */
+ * (text mode), `petrel chat` and `petrel serve` share. See textcli.h. */
 #include "textcli.h"
 
 #include <errno.h>
@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "format/gguf.h"
 
 volatile sig_atomic_t tcli_interrupted;
 
@@ -29,7 +28,7 @@ void tcli_sigint(int on) {
 void tcli_opts_init(tcli_opts *o) {
     memset(o, 0, sizeof *o);
     o->ep.cache_dir = cli_cache_dir();
-    sampler_params_default(&o->sp);
+    pt_sampling_default(&o->sp);
     o->n_gen = -1;
     o->think = -1;
 }
@@ -136,37 +135,41 @@ int tcli_parse(const char *cmd, int argc, char **argv, int *i, tcli_opts *o) {
         o->stats = 1;
     } else if (IS("--greedy")) {
         o->sp.temp = 0;
-        o->sp_set |= TCLI_SET_TEMP;
+        o->sp_set |= PT_SAMPLING_TEMP;
     } else if (IS("--temp") || IS("--temperature")) {
         NEEDV();
         if (parse_float(v, 0, 100, &o->sp.temp)) BADV();
-        o->sp_set |= TCLI_SET_TEMP;
+        o->sp_set |= PT_SAMPLING_TEMP;
     } else if (IS("--top-k")) {
         NEEDV();
         if (parse_long(v, 0, 1 << 24, &n)) BADV();
         o->sp.top_k = (int)n;
-        o->sp_set |= TCLI_SET_TOPK;
+        o->sp_set |= PT_SAMPLING_TOP_K;
     } else if (IS("--top-p")) {
         NEEDV();
         if (parse_float(v, 1e-6, 1, &o->sp.top_p)) BADV();
-        o->sp_set |= TCLI_SET_TOPP;
+        o->sp_set |= PT_SAMPLING_TOP_P;
     } else if (IS("--min-p")) {
         NEEDV();
         if (parse_float(v, 0, 1, &o->sp.min_p)) BADV();
-        o->sp_set |= TCLI_SET_MINP;
+        o->sp_set |= PT_SAMPLING_MIN_P;
     } else if (IS("--repeat-penalty")) {
         NEEDV();
         if (parse_float(v, 1e-3, 100, &o->sp.repeat_penalty)) BADV();
+        o->sp_set |= PT_SAMPLING_REPEAT;
     } else if (IS("--repeat-last-n")) {
         NEEDV();
         if (parse_long(v, 0, 1 << 20, &n)) BADV();
         o->sp.penalty_last_n = (int)n;
+        o->sp_set |= PT_SAMPLING_LAST_N;
     } else if (IS("--presence-penalty")) {
         NEEDV();
         if (parse_float(v, -100, 100, &o->sp.presence_penalty)) BADV();
+        o->sp_set |= PT_SAMPLING_PRESENCE;
     } else if (IS("--frequency-penalty")) {
         NEEDV();
         if (parse_float(v, -100, 100, &o->sp.frequency_penalty)) BADV();
+        o->sp_set |= PT_SAMPLING_FREQUENCY;
     } else if (IS("--seed")) {
         NEEDV();
         char *end;
@@ -174,7 +177,7 @@ int tcli_parse(const char *cmd, int argc, char **argv, int *i, tcli_opts *o) {
         unsigned long long s = strtoull(v, &end, 10);
         if (errno || end == v || *end || v[0] == '-') BADV();
         o->sp.seed = s;
-        o->sp_set |= TCLI_SET_SEED;
+        o->sp_set |= PT_SAMPLING_SEED;
     } else if (IS("--stop")) {
         NEEDV();
         if (!*v) BADV();
@@ -183,6 +186,13 @@ int tcli_parse(const char *cmd, int argc, char **argv, int *i, tcli_opts *o) {
             return -1;
         }
         o->stops[o->n_stops++] = v;
+    } else if (IS("--chat-format")) {
+        NEEDV();
+        if (!pt_chat_format_known(v)) {
+            fprintf(stderr, "petrel %s: unknown chat format '%s' (glm-5, deepseek-v3, gemma-4, qwen3)\n", cmd, v);
+            return -1;
+        }
+        o->chat_format = v;
     } else if (IS("--think")) {
         o->think = 1;
     } else if (IS("--no-think")) {
@@ -212,6 +222,7 @@ void tcli_usage(FILE *f) {
             "  -n, --max-tokens N      at most N tokens (default: until end of generation or the\n"
             "                          context is full)\n"
             "  --think, --no-think     turn the model's reasoning on/off (default: the family's)\n"
+            "  --chat-format NAME      glm-5, deepseek-v3, gemma-4 or qwen3 instead of the model's own\n"
             "engine:\n"
             "  -t, --threads N         threads (default: all cores)\n"
             "  -c, --ctx-size N        context positions (default 4096, at most the model's)\n"
@@ -235,32 +246,22 @@ void tcli_usage(FILE *f) {
 
 int tcli_open(const tcli_opts *o, tcli_model *m, int quiet) {
     memset(m, 0, sizeof *m);
-    pt_err perr = {{0}};
-    gguf_ctx *gg = gguf_open(o->model, &perr);
-    if (!gg) return cli_error("%s", perr.msg);
-    m->v = tok_load(gg, &perr);
-    m->fmt = chat_detect_gguf(gg);
-    m->sp = o->sp;
-    sampler_params def;
-    sampler_params_default(&def);
-    sampler_params_from_gguf(&def, gg);
-    gguf_close(gg);
-    if (!m->v) return cli_error("%s", perr.msg);
-    if (!(o->sp_set & TCLI_SET_TEMP)) m->sp.temp = def.temp;
-    if (!(o->sp_set & TCLI_SET_TOPK)) m->sp.top_k = def.top_k;
-    if (!(o->sp_set & TCLI_SET_TOPP)) m->sp.top_p = def.top_p;
-    if (!(o->sp_set & TCLI_SET_MINP)) m->sp.min_p = def.min_p;
-    if (!(o->sp_set & TCLI_SET_SEED)) m->sp.seed = (uint64_t)(gen_now() * 1e9) ^ ((uint64_t)getpid() << 32);
     pt_engine_params ep = o->ep;
     ep.model_path = o->model;
     ep.n_threads = (int)o->threads;
     ep.kernels = o->kernels;
     char err[512];
     m->e = pt_engine_open(&ep, err, sizeof err);
-    if (!m->e) {
+    if (!m->e) return cli_error("%s", err);
+    if (!pt_engine_has_vocab(m->e, err, sizeof err)) {
         tcli_close(m);
         return cli_error("%s", err);
     }
+    m->format = o->chat_format ? o->chat_format : pt_engine_chat_format(m->e);
+    /* the model's published values, then the user's flags */
+    pt_engine_sampling(m->e, &m->sp);
+    pt_sampling_override(&m->sp, &o->sp, o->sp_set);
+    if (!(o->sp_set & PT_SAMPLING_SEED)) m->sp.seed = (uint64_t)(pt_now() * 1e9) ^ ((uint64_t)getpid() << 32);
     if (!quiet) fprintf(stderr, "petrel: %s\n", pt_engine_plan(m->e));
     pt_session_params sp = {.n_ctx = (int)o->n_ctx, .n_batch = (int)o->n_batch};
     m->s = pt_session_new(m->e, &sp, err, sizeof err);
@@ -268,29 +269,28 @@ int tcli_open(const tcli_opts *o, tcli_model *m, int quiet) {
         tcli_close(m);
         return cli_error("%s", err);
     }
-    m->g = gen_new(m->e, m->s, m->v, &m->sp, &perr);
+    m->g = pt_gen_new(m->s, &m->sp, err, sizeof err);
     if (!m->g) {
         tcli_close(m);
-        return cli_error("%s", perr.msg);
+        return cli_error("%s", err);
     }
     return 0;
 }
 
 void tcli_close(tcli_model *m) {
-    gen_free(m->g);
+    pt_gen_free(m->g);
     pt_session_free(m->s);
     pt_engine_close(m->e);
-    tok_free(m->v);
     memset(m, 0, sizeof *m);
 }
 
-static const char *reason_name(int r) {
+const char *tcli_reason_name(int r) {
     switch (r) {
-    case GEN_EOG: return "eog";
-    case GEN_LENGTH: return "length";
-    case GEN_STOP_STRING: return "stop";
-    case GEN_CONTEXT: return "context";
-    case GEN_INTERRUPT: return "interrupted";
+    case PT_GEN_EOG: return "eog";
+    case PT_GEN_LENGTH: return "length";
+    case PT_GEN_STOP_STRING: return "stop";
+    case PT_GEN_CONTEXT: return "context";
+    case PT_GEN_INTERRUPT: return "interrupted";
     default: return "none";
     }
 }
@@ -310,7 +310,7 @@ void tcli_print_stats(FILE *f, const tcli_model *m, const tcli_turn *t, int json
                 "\"generated_tokens\": %d, \"decode_tok_s\": %.3f, \"stop\": \"%s\", \"cache_hit_rate\": %.4f, "
                 "\"expert_hits\": %llu, \"expert_misses\": %llu, \"gb_read\": %.6f, \"io_wait_s\": %.4f, "
                 "\"rss_mb\": %.1f, \"peak_rss_mb\": %.1f, \"seed\": %llu}\n",
-                t->n_prompt, t->n_reused, prefill_s, ttft, t->n_gen, tps, reason_name(t->reason), hit / 100,
+                t->n_prompt, t->n_reused, prefill_s, ttft, t->n_gen, tps, tcli_reason_name(t->reason), hit / 100,
                 (unsigned long long)st.hits, (unsigned long long)st.misses, st.bytes_read / 1e9, st.io_wait_s,
                 st.rss_bytes / 1048576.0, st.peak_rss_bytes / 1048576.0, (unsigned long long)m->sp.seed);
         return;
@@ -318,7 +318,7 @@ void tcli_print_stats(FILE *f, const tcli_model *m, const tcli_turn *t, int json
     fprintf(f,
             "[prompt %d tokens (%d reused) in %.2f s, TTFT %.2f s | %d tokens, %.2f tok/s, %s | experts %.1f%% "
             "hit, %.2f GB read | RSS %.0f MB, peak %.0f MB]\n",
-            t->n_prompt, t->n_reused, prefill_s, ttft, t->n_gen, tps, reason_name(t->reason), hit,
+            t->n_prompt, t->n_reused, prefill_s, ttft, t->n_gen, tps, tcli_reason_name(t->reason), hit,
             st.bytes_read / 1e9, st.rss_bytes / 1048576.0, st.peak_rss_bytes / 1048576.0);
     if (verbose)
         fprintf(f,
@@ -329,43 +329,4 @@ void tcli_print_stats(FILE *f, const tcli_model *m, const tcli_turn *t, int json
                 (unsigned long long)st.misses, st.io_wait_s, (unsigned long long)st.pinned,
                 (unsigned long long)st.prefetch_used, (unsigned long long)st.prefetched,
                 (unsigned long long)m->sp.seed);
-}
-
-int tcli_utf8_fix(const char *s, size_t n, tok_bytes *out) {
-    int bad = 0;
-    size_t i = 0;
-    out->n = 0;
-    while (i < n) {
-        unsigned char c = (unsigned char)s[i];
-        size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-        int ok = len > 0 && i + len <= n;
-        for (size_t k = 1; ok && k < len; k++) ok = ((unsigned char)s[i + k] >> 6) == 2;
-        if (ok && len > 1) { /* overlong, surrogate, > U+10FFFF */
-            uint32_t cp = len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
-            for (size_t k = 1; k < len; k++) cp = (cp << 6) | ((unsigned char)s[i + k] & 0x3f);
-            ok = !(cp < (len == 2 ? 0x80u : len == 3 ? 0x800u : 0x10000u)) && !(cp >= 0xD800 && cp <= 0xDFFF) &&
-                 cp <= 0x10FFFF;
-        }
-        if (ok && c == 0) ok = 0; /* NUL cannot travel in the JSON conversation */
-        const char *src = ok ? s + i : "\xef\xbf\xbd";
-        size_t sl = ok ? len : 3;
-        if (out->n + sl + 1 > out->cap) {
-            size_t cap = out->cap ? out->cap * 2 : 256;
-            while (cap < out->n + sl + 1) cap *= 2;
-            char *p = realloc(out->v, cap);
-            if (!p) return -1;
-            out->v = p, out->cap = cap;
-        }
-        memcpy(out->v + out->n, src, sl);
-        out->n += sl;
-        bad += !ok;
-        i += ok ? len : 1;
-    }
-    if (!out->v) {
-        out->v = malloc(1);
-        if (!out->v) return -1;
-        out->cap = 1;
-    }
-    out->v[out->n] = 0;
-    return bad;
 }

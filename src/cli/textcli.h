@@ -1,17 +1,16 @@
-/* textcli.h — what `petrel generate` (text mode) and `petrel chat` share:
- * the engine and sampling flags, opening a model with its vocabulary and chat
- * format, the per-turn statistics line, and the SIGINT flag. */
+/* textcli.h — what `petrel generate` (text mode), `petrel chat` and `petrel
+ * serve` share: the engine and sampling flags, opening a model (its
+ * vocabulary, chat format and sampling defaults come with the engine), the
+ * per-turn statistics line, and the SIGINT flag. Public API only (petrel.h),
+ * plus the front ends' shared turn (front/front.h). */
 #ifndef PT_TEXTCLI_H
 #define PT_TEXTCLI_H
 
 #include <signal.h>
 #include <stdio.h>
 
+#include "front/front.h"
 #include "petrel.h"
-#include "text/chat.h"
-#include "text/gen.h"
-#include "text/sampler.h"
-#include "text/tokenizer.h"
 
 #define TCLI_MAX_STOPS 32
 
@@ -21,18 +20,15 @@ typedef struct tcli_opts {
     long threads, n_ctx, n_batch;
     int kernels;
     /* sampling: the values the user gave (the rest come from the model or the defaults) */
-    sampler_params sp;
-    unsigned sp_set; /* TCLI_SET_* bits */
+    pt_sampling sp;
+    unsigned sp_set; /* PT_SAMPLING_* bits: the fields of sp the user gave */
+    const char *chat_format; /* --chat-format: overrides the model's; NULL: the model's */
     const char *stops[TCLI_MAX_STOPS];
     int n_stops;
     long n_gen; /* -1: until EOG / context end */
     int think;  /* -1: the family's default */
     int stats;  /* --stats: expert-cache details too */
 } tcli_opts;
-
-enum {
-    TCLI_SET_TEMP = 1, TCLI_SET_TOPK = 2, TCLI_SET_TOPP = 4, TCLI_SET_MINP = 8, TCLI_SET_SEED = 16,
-};
 
 void tcli_opts_init(tcli_opts *o);
 /* Try to consume argv[*i] (and its value) as a model/engine/sampling flag.
@@ -44,14 +40,13 @@ void tcli_usage(FILE *f);
 typedef struct tcli_model {
     pt_engine *e;
     pt_session *s;
-    tok_vocab *v;
-    chat_format fmt;
-    gen *g;
-    sampler_params sp; /* in effect */
+    pt_gen *g;
+    const char *format; /* chat format in effect ("none": raw text only) */
+    pt_sampling sp;     /* in effect: the model's defaults, then the user's flags */
 } tcli_model;
 
-/* Open engine, session (n_ctx default 4096, capped by the engine), vocabulary,
- * chat format and generator. Prints the error; returns 0 or CLI_ERROR. */
+/* Open engine (with its vocabulary), session (n_ctx default 4096, capped by the
+ * engine) and generator. Prints the error; returns 0 or CLI_ERROR. */
 int tcli_open(const tcli_opts *o, tcli_model *m, int quiet);
 void tcli_close(tcli_model *m);
 
@@ -68,8 +63,7 @@ void tcli_print_stats(FILE *f, const tcli_model *m, const tcli_turn *t, int json
 extern volatile sig_atomic_t tcli_interrupted;
 void tcli_sigint(int on);
 
-/* Replace invalid UTF-8 in s[0..n) by U+FFFD, into out (NUL-terminated).
- * Returns the number of bad sequences replaced, -1 out of memory. */
-int tcli_utf8_fix(const char *s, size_t n, tok_bytes *out);
+/* "eog", "length", "stop", "context", "interrupted" for a PT_GEN_* reason. */
+const char *tcli_reason_name(int reason);
 
 #endif

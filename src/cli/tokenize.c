@@ -1,6 +1,6 @@
 /* tokenize.c — `petrel tokenize` and `petrel detokenize`: text <-> token ids
  * with the vocabulary inside a GGUF (a vocab-only GGUF of any architecture
- * will do; tensors are never read).
+ * will do: the engine is opened with vocab_only, tensors are never read).
  *
  *   petrel tokenize -m MODEL (-p TEXT | -f FILE) [--add-special] [--parse-special]
  *   petrel detokenize -m MODEL [--ids 1,2,3] [--skip-special]
@@ -18,8 +18,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "format/gguf.h"
-#include "text/tokenizer.h"
+#include "petrel.h"
 
 static void tokenize_usage(FILE *f) {
     fprintf(f,
@@ -43,44 +42,13 @@ static void detokenize_usage(FILE *f) {
             "Writes the text's bytes to stdout, with no newline added.\n");
 }
 
-/* Read a whole stream into a malloc'd buffer. Returns NULL on error. */
-static char *read_stream(FILE *f, size_t *len) {
-    size_t cap = 65536, n = 0;
-    char *b = malloc(cap);
-    if (!b) return NULL;
-    for (;;) {
-        if (n == cap) {
-            char *c = realloc(b, cap * 2);
-            if (!c) {
-                free(b);
-                return NULL;
-            }
-            b = c;
-            cap *= 2;
-        }
-        size_t r = fread(b + n, 1, cap - n, f);
-        n += r;
-        if (r == 0) break;
-    }
-    if (ferror(f)) {
-        free(b);
-        return NULL;
-    }
-    *len = n;
-    return b;
-}
-
-static tok_vocab *open_vocab(const char *model) {
-    pt_err err = {{0}};
-    gguf_ctx *g = gguf_open(model, &err);
-    if (!g) {
-        cli_error("%s", err.msg);
-        return NULL;
-    }
-    tok_vocab *v = tok_load(g, &err);
-    gguf_close(g);
-    if (!v) cli_error("%s", err.msg);
-    return v;
+/* The model's vocabulary: an engine opened for it alone. Prints the error. */
+static pt_engine *open_vocab(const char *model) {
+    char err[512];
+    pt_engine_params ep = {.model_path = model, .vocab_only = 1};
+    pt_engine *e = pt_engine_open(&ep, err, sizeof err);
+    if (!e) cli_error("%s", err);
+    return e;
 }
 
 int cmd_tokenize(int argc, char **argv) {
@@ -104,9 +72,9 @@ int cmd_tokenize(int argc, char **argv) {
             else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) text = v;
             else file = v;
         } else if (!strcmp(a, "--add-special")) {
-            flags |= TOK_ADD_SPECIAL;
+            flags |= PT_TOKENIZE_ADD_SPECIAL;
         } else if (!strcmp(a, "--parse-special")) {
-            flags |= TOK_PARSE_SPECIAL;
+            flags |= PT_TOKENIZE_PARSE_SPECIAL;
         } else {
             fprintf(stderr, "petrel tokenize: unknown option '%s'\n", a);
             tokenize_usage(stderr);
@@ -124,35 +92,35 @@ int cmd_tokenize(int argc, char **argv) {
     if (file) {
         FILE *f = strcmp(file, "-") ? fopen(file, "rb") : stdin;
         if (!f) return cli_error("%s: %s", file, strerror(errno));
-        buf = read_stream(f, &len);
+        buf = cli_read_all(f, &len);
         if (f != stdin) fclose(f);
         if (!buf) return cli_error("%s: read failed", file);
     } else {
         len = strlen(text);
     }
-    tok_vocab *v = open_vocab(model);
+    pt_engine *v = open_vocab(model);
     if (!v) {
         free(buf);
         return CLI_ERROR;
     }
-    tok_ids ids = {0};
-    pt_err err = {{0}};
-    int rc = tok_encode(v, buf ? buf : text, len, flags, &ids, &err);
+    pt_ids ids = {0};
+    char err[512];
+    int rc = pt_tokenize(v, buf ? buf : text, len, flags, &ids, err, sizeof err);
     if (rc) {
-        cli_error("%s", err.msg);
+        cli_error("%s", err);
     } else {
         for (size_t i = 0; i < ids.n; i++) printf(i ? " %d" : "%d", ids.v[i]);
         putchar('\n');
     }
-    tok_ids_free(&ids);
-    tok_free(v);
+    pt_ids_free(&ids);
+    pt_engine_close(v);
     free(buf);
     if (fflush(stdout)) return cli_error("stdout: %s", strerror(errno));
     return rc ? CLI_ERROR : CLI_OK;
 }
 
 /* Parse ids separated by commas/whitespace. Returns 0, or -1 on a bad token. */
-static int parse_id_list(const char *s, tok_ids *ids) {
+static int parse_id_list(const char *s, pt_ids *ids) {
     const char *p = s;
     for (;;) {
         while (*p == ',' || *p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
@@ -177,7 +145,7 @@ static int parse_id_list(const char *s, tok_ids *ids) {
 
 int cmd_detokenize(int argc, char **argv) {
     const char *model = NULL, *list = NULL;
-    int flags = TOK_RENDER_SPECIAL;
+    int flags = PT_DETOKENIZE_RENDER_SPECIAL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -194,7 +162,7 @@ int cmd_detokenize(int argc, char **argv) {
             if (!strcmp(a, "--ids")) list = v;
             else model = v;
         } else if (!strcmp(a, "--skip-special")) {
-            flags &= ~TOK_RENDER_SPECIAL;
+            flags &= ~PT_DETOKENIZE_RENDER_SPECIAL;
         } else {
             fprintf(stderr, "petrel detokenize: unknown option '%s'\n", a);
             detokenize_usage(stderr);
@@ -209,15 +177,8 @@ int cmd_detokenize(int argc, char **argv) {
     char *in = NULL;
     if (!list) {
         size_t n;
-        in = read_stream(stdin, &n);
+        in = cli_read_all(stdin, &n);
         if (!in) return cli_error("stdin: read failed");
-        char *z = realloc(in, n + 1);
-        if (!z) {
-            free(in);
-            return cli_error("out of memory");
-        }
-        in = z;
-        in[n] = 0;
         if (memchr(in, 0, n)) {
             free(in);
             fprintf(stderr, "petrel detokenize: stdin holds a NUL byte, expected token ids\n");
@@ -225,28 +186,28 @@ int cmd_detokenize(int argc, char **argv) {
         }
         list = in;
     }
-    tok_ids ids = {0};
+    pt_ids ids = {0};
     if (parse_id_list(list, &ids)) {
         fprintf(stderr, "petrel detokenize: invalid id list '%.60s' (expected ids like 1,2,3)\n",
                 list);
-        tok_ids_free(&ids);
+        pt_ids_free(&ids);
         free(in);
         return CLI_USAGE;
     }
     free(in);
-    tok_vocab *v = open_vocab(model);
+    pt_engine *v = open_vocab(model);
     if (!v) {
-        tok_ids_free(&ids);
+        pt_ids_free(&ids);
         return CLI_ERROR;
     }
-    tok_bytes text = {0};
-    pt_err err = {{0}};
-    int rc = tok_decode(v, ids.v, ids.n, flags, &text, &err);
-    if (rc) cli_error("%s: %s", model, err.msg);
+    pt_buf text = {0};
+    char err[512];
+    int rc = pt_detokenize(v, ids.v, ids.n, flags, &text, err, sizeof err);
+    if (rc) cli_error("%s: %s", model, err);
     else if (text.n) fwrite(text.v, 1, text.n, stdout);
-    tok_bytes_free(&text);
-    tok_ids_free(&ids);
-    tok_free(v);
+    pt_buf_free(&text);
+    pt_ids_free(&ids);
+    pt_engine_close(v);
     if (fflush(stdout)) return cli_error("stdout: %s", strerror(errno));
     return rc ? CLI_ERROR : CLI_OK;
 }

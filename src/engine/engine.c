@@ -1,13 +1,16 @@
 /* engine.c — the public engine/session API (petrel.h) over the per-family
  * forward passes. Opening validates the whole model (metadata, every tensor's
  * shape and type) before any session can run, so a bad file fails at load with
- * a message naming the tensor or key. */
+ * a message naming the tensor or key. The text side (vocabulary, chat format,
+ * sampling defaults) is read from the same open GGUF here and served by
+ * api_text.c, api_chat.c and text/gen.c. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "common.h"
+#include "engine/api_text.h"
 #include "engine/decoder.h"
 #include "format/gguf.h"
 #include "format/xpack.h"
@@ -52,6 +55,7 @@ struct pt_engine {
     char usage_path[4096]; /* where the counts are saved at close, "" to skip */
     uint8_t fingerprint[32];
     char plan[1024];
+    engine_text text;    /* vocabulary, chat format, sampling defaults */
 };
 
 struct pt_session {
@@ -256,6 +260,18 @@ pt_engine *pt_engine_open(const pt_engine_params *p, char *err, size_t err_len) 
     en->prefetch = p->prefetch;
     en->g = gguf_open(p->model_path, &e);
     if (!en->g) goto fail;
+    engine_text_load(&en->text, en->g);
+    if (p->vocab_only) {
+        /* any architecture: only the tokenizer.* keys are read */
+        if (!en->text.vocab) {
+            pt_errf(&e, "%s", en->text.vocab_err);
+            goto fail;
+        }
+        if (gguf_get_str(en->g, "general.architecture", en->arch, sizeof en->arch, NULL)) en->arch[0] = 0;
+        en->desc.n_vocab = tok_n_vocab(en->text.vocab);
+        snprintf(en->plan, sizeof en->plan, "vocabulary only (%d tokens)", en->desc.n_vocab);
+        return en;
+    }
     if (gguf_get_str(en->g, "general.architecture", en->arch, sizeof en->arch, &e)) goto fail;
     en->fam = fam_find(en->arch);
     if (!en->fam) {
@@ -298,9 +314,12 @@ void pt_engine_close(pt_engine *e) {
     free(e->xl);
     if (e->model) e->fam->free(e->model);
     tp_free(e->pool);
+    engine_text_free(&e->text);
     gguf_close(e->g);
     free(e);
 }
+
+const engine_text *engine_text_of(const pt_engine *e) { return &e->text; }
 
 int pt_engine_n_vocab(const pt_engine *e) { return e->desc.n_vocab; }
 int pt_engine_n_embd(const pt_engine *e) { return e->desc.n_embd; }
@@ -338,6 +357,10 @@ void pt_engine_stats(const pt_engine *e, pt_stats *st) {
 
 pt_session *pt_session_new(pt_engine *e, const pt_session_params *p, char *err, size_t err_len) {
     pt_err er = {{0}};
+    if (!e->fam) {
+        snprintf(err, err_len, "%s: opened for its vocabulary only; no session can run", e->g->files[0].path);
+        return NULL;
+    }
     int n_ctx = p && p->n_ctx > 0 ? p->n_ctx : 4096;
     if (n_ctx > e->desc.n_ctx_train && e->desc.n_ctx_train > 0 && !(p && p->n_ctx > 0)) n_ctx = e->desc.n_ctx_train;
     int n_batch = p && p->n_batch > 0 ? p->n_batch : DEFAULT_BATCH;
@@ -374,6 +397,7 @@ void pt_session_free(pt_session *s) {
     free(s);
 }
 
+pt_engine *pt_session_engine(const pt_session *s) { return s->e; }
 int pt_session_n_ctx(const pt_session *s) { return s->n_ctx; }
 int pt_session_n_batch(const pt_session *s) { return s->n_batch; }
 int pt_session_n_past(const pt_session *s) { return dec_n_past(s->dec); }

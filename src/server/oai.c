@@ -8,64 +8,29 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "text/gen.h"
+#include "front/front.h"
 
 /* ===== Small helpers ===== */
 
-static int bytes_put(tok_bytes *b, const char *s, size_t n) {
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *p = realloc(b->v, cap);
-        if (!p) return -1;
-        b->v = p, b->cap = cap;
-    }
-    if (n) memcpy(b->v + b->n, s, n);
-    b->n += n;
-    b->v[b->n] = 0;
-    return 0;
-}
-
-int oai_utf8(const char *s, size_t n, tok_bytes *out) {
-    out->n = 0;
-    if (bytes_put(out, "", 0)) return -1;
-    size_t i = 0;
-    while (i < n) {
-        unsigned char c = (unsigned char)s[i];
-        size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-        int ok = len > 0 && i + len <= n && c != 0;
-        for (size_t k = 1; ok && k < len; k++) ok = ((unsigned char)s[i + k] >> 6) == 2;
-        if (ok && len > 1) { /* overlong, surrogate, beyond U+10FFFF */
-            uint32_t cp = len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
-            for (size_t k = 1; k < len; k++) cp = (cp << 6) | ((unsigned char)s[i + k] & 0x3f);
-            ok = cp >= (len == 2 ? 0x80u : len == 3 ? 0x800u : 0x10000u) && !(cp >= 0xD800 && cp <= 0xDFFF) &&
-                 cp <= 0x10FFFF;
-        }
-        if (bytes_put(out, ok ? s + i : "\xef\xbf\xbd", ok ? len : 3)) return -1;
-        i += ok ? len : 1;
-    }
-    return 0;
-}
-
 /* Append one server-sent event: "data: JSON\n\n" (with "event: TYPE\n" first
  * when type is given); steals j. */
-static int sse(tok_bytes *out, const char *type, json_t *j) {
+static int sse(pt_buf *out, const char *type, json_t *j) {
     if (!j) return -1;
     char *s = json_dumps(j, JSON_COMPACT);
     json_decref(j);
     if (!s) return -1;
     int rc = 0;
-    if (type) rc |= bytes_put(out, "event: ", 7) | bytes_put(out, type, strlen(type)) | bytes_put(out, "\n", 1);
-    rc |= bytes_put(out, "data: ", 6) | bytes_put(out, s, strlen(s)) | bytes_put(out, "\n\n", 2);
+    if (type) rc |= pt_buf_append(out, "event: ", 7) | pt_buf_append(out, type, strlen(type)) | pt_buf_append(out, "\n", 1);
+    rc |= pt_buf_append(out, "data: ", 6) | pt_buf_append(out, s, strlen(s)) | pt_buf_append(out, "\n\n", 2);
     free(s);
     return rc;
 }
 
 char *oai_error_body(const char *type, const char *code, const char *message) {
-    tok_bytes m = {0};
-    if (oai_utf8(message, strlen(message), &m)) return NULL;
+    pt_buf m = {0};
+    if (fe_utf8_fix(message, strlen(message), &m) < 0) return NULL;
     json_t *j = json_pack("{s:{s:s, s:s, s:n, s:s?}}", "error", "message", m.v, "type", type, "param", "code", code);
-    tok_bytes_free(&m);
+    pt_buf_free(&m);
     char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     return s;
@@ -73,17 +38,24 @@ char *oai_error_body(const char *type, const char *code, const char *message) {
 
 /* ===== Requests ===== */
 
-static int bad(pt_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int bad(pt_err *err, const char *fmt, ...) {
+/* Where a request's error goes: the caller's buffer. */
+typedef struct errbuf {
+    char *s;
+    size_t n;
+} errbuf;
+
+static int bad(errbuf *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int bad(errbuf *err, const char *fmt, ...) {
+    if (!err->s || !err->n) return -1;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    vsnprintf(err->s, err->n, fmt, ap);
     va_end(ap);
     return -1;
 }
 
 /* An optional number field in [lo, hi]: 0 absent (or null), 1 set, -1 bad. */
-static int opt_num(const json_t *o, const char *key, double lo, double hi, double *out, pt_err *err) {
+static int opt_num(const json_t *o, const char *key, double lo, double hi, double *out, errbuf *err) {
     const json_t *v = json_object_get(o, key);
     if (!v || json_is_null(v)) return 0;
     if (!json_is_number(v)) return bad(err, "'%s' must be a number", key);
@@ -93,7 +65,7 @@ static int opt_num(const json_t *o, const char *key, double lo, double hi, doubl
     return 1;
 }
 
-static int opt_int(const json_t *o, const char *key, long long lo, long long hi, long long *out, pt_err *err) {
+static int opt_int(const json_t *o, const char *key, long long lo, long long hi, long long *out, errbuf *err) {
     const json_t *v = json_object_get(o, key);
     if (!v || json_is_null(v)) return 0;
     if (!json_is_integer(v)) return bad(err, "'%s' must be an integer", key);
@@ -103,7 +75,7 @@ static int opt_int(const json_t *o, const char *key, long long lo, long long hi,
     return 1;
 }
 
-static int opt_bool(const json_t *o, const char *key, int *out, pt_err *err) {
+static int opt_bool(const json_t *o, const char *key, int *out, errbuf *err) {
     const json_t *v = json_object_get(o, key);
     if (!v || json_is_null(v)) return 0;
     if (!json_is_boolean(v)) return bad(err, "'%s' must be true or false", key);
@@ -112,11 +84,11 @@ static int opt_bool(const json_t *o, const char *key, int *out, pt_err *err) {
 }
 
 /* Text of a content value: a string, null, or an array of text parts. */
-static int content_text(const json_t *c, const char *where, tok_bytes *out, pt_err *err) {
+static int content_text(const json_t *c, const char *where, pt_buf *out, errbuf *err) {
     out->n = 0;
-    if (bytes_put(out, "", 0)) return bad(err, "out of memory");
+    if (pt_buf_append(out, "", 0)) return bad(err, "out of memory");
     if (!c || json_is_null(c)) return 0;
-    if (json_is_string(c)) return bytes_put(out, json_string_value(c), json_string_length(c)) ? -1 : 0;
+    if (json_is_string(c)) return pt_buf_append(out, json_string_value(c), json_string_length(c)) ? -1 : 0;
     if (!json_is_array(c)) return bad(err, "%s: 'content' must be a string or an array of parts", where);
     size_t i;
     const json_t *part;
@@ -127,14 +99,14 @@ static int content_text(const json_t *c, const char *where, tok_bytes *out, pt_e
         if (strcmp(ty, "text") && strcmp(ty, "input_text") && strcmp(ty, "output_text"))
             return bad(err, "%s: content part type '%s' is not supported (text only)", where, ty);
         if (!json_is_string(t)) return bad(err, "%s: content part %zu has no 'text' string", where, i);
-        if (bytes_put(out, json_string_value(t), json_string_length(t))) return bad(err, "out of memory");
+        if (pt_buf_append(out, json_string_value(t), json_string_length(t))) return bad(err, "out of memory");
     }
     return 0;
 }
 
 /* Check one chat message and return the normalised copy chat_render takes
  * (developer -> system, content as a string). NULL with err. */
-static json_t *norm_message(const json_t *m, size_t i, pt_err *err) {
+static json_t *norm_message(const json_t *m, size_t i, errbuf *err) {
     char where[48];
     snprintf(where, sizeof where, "messages[%zu]", i);
     if (!json_is_object(m)) return bad(err, "%s must be an object", where), NULL;
@@ -143,13 +115,13 @@ static json_t *norm_message(const json_t *m, size_t i, pt_err *err) {
     if (!strcmp(role, "developer")) role = "system";
     if (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant") && strcmp(role, "tool"))
         return bad(err, "%s: unknown role '%s' (system, developer, user, assistant, tool)", where, role), NULL;
-    tok_bytes c = {0};
+    pt_buf c = {0};
     if (content_text(json_object_get(m, "content"), where, &c, err)) {
-        tok_bytes_free(&c);
+        pt_buf_free(&c);
         return NULL;
     }
     json_t *o = json_pack("{s:s, s:s%}", "role", role, "content", c.v, c.n);
-    tok_bytes_free(&c);
+    pt_buf_free(&c);
     if (!o) return bad(err, "out of memory"), NULL;
     const json_t *rc = json_object_get(m, "reasoning_content");
     if (!rc) rc = json_object_get(m, "reasoning");
@@ -180,7 +152,7 @@ static json_t *norm_message(const json_t *m, size_t i, pt_err *err) {
 
 /* Check a chat-shaped tools array ({type:"function", function:{name,...}})
  * and apply tool_choice. *out: the tools to render (NULL: none). */
-static int read_tools(const json_t *tools, const json_t *choice, int flat, json_t **out, pt_err *err) {
+static int read_tools(const json_t *tools, const json_t *choice, int flat, json_t **out, errbuf *err) {
     *out = NULL;
     const char *only = NULL;
     if (choice && !json_is_null(choice)) {
@@ -235,7 +207,7 @@ static int read_tools(const json_t *tools, const json_t *choice, int flat, json_
 }
 
 /* Responses API input items -> chat messages. */
-static int responses_input(const json_t *body, json_t *msgs, pt_err *err) {
+static int responses_input(const json_t *body, json_t *msgs, errbuf *err) {
     const json_t *ins = json_object_get(body, "instructions");
     if (ins && !json_is_null(ins)) {
         if (!json_is_string(ins)) return bad(err, "'instructions' must be a string");
@@ -288,14 +260,14 @@ static int responses_input(const json_t *body, json_t *msgs, pt_err *err) {
         } else if (!strcmp(ty, "function_call_output")) {
             const json_t *out = json_object_get(it, "output");
             const char *cid = json_string_value(json_object_get(it, "call_id"));
-            tok_bytes c = {0};
+            pt_buf c = {0};
             if (content_text(out, "function_call_output", &c, err)) {
-                tok_bytes_free(&c);
+                pt_buf_free(&c);
                 return -1;
             }
             json_array_append_new(msgs, json_pack("{s:s, s:s%, s:s}", "role", "tool", "content", c.v, c.n,
                                                   "tool_call_id", cid ? cid : ""));
-            tok_bytes_free(&c);
+            pt_buf_free(&c);
         } else if (!strcmp(ty, "reasoning")) {
             /* the text of a reasoning item we produced comes back in content[] or summary[] */
             const json_t *parts = json_object_get(it, "content");
@@ -317,7 +289,8 @@ void oai_req_free(oai_req *r) {
     memset(r, 0, sizeof *r);
 }
 
-int oai_parse_request(int api, const char *body, size_t len, oai_req *r, pt_err *err) {
+int oai_parse_request(int api, const char *body, size_t len, oai_req *r, char *err_s, size_t err_len) {
+    errbuf eb = {err_s, err_len}, *err = &eb;
     memset(r, 0, sizeof *r);
     r->api = api;
     r->max_tokens = -1;
@@ -349,21 +322,21 @@ int oai_parse_request(int api, const char *body, size_t len, oai_req *r, pt_err 
     }
     /* sampling */
     if ((b = opt_num(j, "temperature", 0, 100, &d, err)) < 0) goto out;
-    if (b) r->sp.temp = (float)d, r->sp_set |= OAI_SET_TEMP;
+    if (b) r->sp.temp = (float)d, r->sp_set |= PT_SAMPLING_TEMP;
     if ((b = opt_num(j, "top_p", 0, 1, &d, err)) < 0) goto out;
-    if (b) r->sp.top_p = d > 0 ? (float)d : 1e-6f, r->sp_set |= OAI_SET_TOPP;
+    if (b) r->sp.top_p = d > 0 ? (float)d : 1e-6f, r->sp_set |= PT_SAMPLING_TOP_P;
     if ((b = opt_int(j, "top_k", 0, 1 << 24, &n, err)) < 0) goto out;
-    if (b) r->sp.top_k = (int)n, r->sp_set |= OAI_SET_TOPK;
+    if (b) r->sp.top_k = (int)n, r->sp_set |= PT_SAMPLING_TOP_K;
     if ((b = opt_num(j, "min_p", 0, 1, &d, err)) < 0) goto out;
-    if (b) r->sp.min_p = (float)d, r->sp_set |= OAI_SET_MINP;
+    if (b) r->sp.min_p = (float)d, r->sp_set |= PT_SAMPLING_MIN_P;
     if ((b = opt_num(j, "presence_penalty", -2, 2, &d, err)) < 0) goto out;
-    if (b) r->sp.presence_penalty = (float)d, r->sp_set |= OAI_SET_PRES;
+    if (b) r->sp.presence_penalty = (float)d, r->sp_set |= PT_SAMPLING_PRESENCE;
     if ((b = opt_num(j, "frequency_penalty", -2, 2, &d, err)) < 0) goto out;
-    if (b) r->sp.frequency_penalty = (float)d, r->sp_set |= OAI_SET_FREQ;
+    if (b) r->sp.frequency_penalty = (float)d, r->sp_set |= PT_SAMPLING_FREQUENCY;
     if ((b = opt_num(j, "repeat_penalty", 1e-3, 100, &d, err)) < 0) goto out;
-    if (b) r->sp.repeat_penalty = (float)d, r->sp_set |= OAI_SET_REP;
+    if (b) r->sp.repeat_penalty = (float)d, r->sp_set |= PT_SAMPLING_REPEAT;
     if ((b = opt_int(j, "seed", INT64_MIN, INT64_MAX, &n, err)) < 0) goto out;
-    if (b) r->sp.seed = (uint64_t)n, r->sp_set |= OAI_SET_SEED;
+    if (b) r->sp.seed = (uint64_t)n, r->sp_set |= PT_SAMPLING_SEED;
     if (opt_int(j, "n", 1, 1, &n, err) < 0) goto out;
     const char *mt = api == OAI_RESPONSES ? "max_output_tokens" : "max_tokens";
     if ((b = opt_int(j, mt, 1, 1 << 24, &n, err)) < 0) goto out;
@@ -410,7 +383,7 @@ int oai_parse_request(int api, const char *body, size_t len, oai_req *r, pt_err 
     const json_t *rs = json_object_get(j, "reasoning");
     if (!reff && json_is_object(rs)) reff = json_object_get(rs, "effort");
     if (json_is_string(reff)) r->thinking = strcmp(json_string_value(reff), "none") ? (r->thinking == 0 ? 0 : 1) : 0;
-    err->msg[0] = 0;
+    if (err->n) err->s[0] = 0;
     /* the input */
     if (api == OAI_COMPLETIONS) {
         const json_t *p = json_object_get(j, "prompt");
@@ -423,8 +396,8 @@ int oai_parse_request(int api, const char *body, size_t len, oai_req *r, pt_err 
             bad(err, "'prompt' is empty");
             goto out;
         }
-        tok_bytes t = {0};
-        if (oai_utf8(json_string_value(p), json_string_length(p), &t)) {
+        pt_buf t = {0};
+        if (fe_utf8_fix(json_string_value(p), json_string_length(p), &t) < 0) {
             bad(err, "out of memory");
             goto out;
         }
@@ -459,35 +432,29 @@ int oai_parse_request(int api, const char *body, size_t len, oai_req *r, pt_err 
 out:
     json_decref(j);
     if (rc) {
-        pt_err keep = *err;
         oai_req_free(r);
-        *err = keep;
     }
     return rc;
 }
 
 /* ===== The streaming splitter ===== */
 
-#define DS_CALLS_BEGIN "<\xef\xbd\x9ctool\xe2\x96\x81" "calls\xe2\x96\x81" "begin\xef\xbd\x9c>"
-#define DS_CALL_BEGIN "<\xef\xbd\x9ctool\xe2\x96\x81" "call\xe2\x96\x81" "begin\xef\xbd\x9c>"
-
-void oai_split_init(oai_split *s, chat_format f, int in_reasoning, int tools, int raw) {
+void oai_split_init(oai_split *s, const char *format, int in_reasoning, int tools, int raw) {
     memset(s, 0, sizeof *s);
-    s->raw = raw || f == CHAT_NONE;
-    s->open = f == CHAT_GEMMA4 ? "<|channel>" : "<think>";
-    s->close = f == CHAT_GEMMA4 ? "<channel|>" : "</think>";
-    if (tools) {
-        if (f == CHAT_GLM5 || f == CHAT_QWEN3) s->calls[s->n_calls++] = "<tool_call>";
-        else if (f == CHAT_GEMMA4) s->calls[s->n_calls++] = "<|tool_call>";
-        else if (f == CHAT_DEEPSEEK3) s->calls[s->n_calls++] = DS_CALLS_BEGIN, s->calls[s->n_calls++] = DS_CALL_BEGIN;
+    pt_chat_markers mk;
+    s->raw = raw || pt_chat_markers_of(format, &mk) != 0;
+    if (!s->raw) {
+        s->open = mk.reasoning_open;
+        s->close = mk.reasoning_close;
+        for (int i = 0; tools && i < mk.n_tool_calls && i < 2; i++) s->calls[s->n_calls++] = mk.tool_calls[i];
     }
     s->mode = !s->raw && in_reasoning ? OAI_SPLIT_REASONING : OAI_SPLIT_CONTENT;
     s->may_open = !s->raw && !in_reasoning;
 }
 
 void oai_split_free(oai_split *s) {
-    tok_bytes_free(&s->text);
-    tok_bytes_free(&s->content);
+    pt_buf_free(&s->text);
+    pt_buf_free(&s->content);
 }
 
 /* Longest suffix of p[0..n) that is a proper prefix of marker m. */
@@ -509,12 +476,12 @@ static int split_emit(oai_split *s, int kind, const char *p, size_t n, oai_delta
         s->started = 1;
     }
     if (!n) return 0;
-    if (kind == OAI_CONTENT && bytes_put(&s->content, p, n)) return -1;
+    if (kind == OAI_CONTENT && pt_buf_append(&s->content, p, n)) return -1;
     return fn(ud, kind, p, n) ? -1 : 0;
 }
 
 int oai_split_push(oai_split *s, const char *p, size_t n, int final, oai_delta_fn fn, void *ud) {
-    if (bytes_put(&s->text, p, n)) return -1;
+    if (pt_buf_append(&s->text, p, n)) return -1;
     for (;;) {
         const char *a = s->text.v + s->pos;
         size_t avail = s->text.n - s->pos;
@@ -580,7 +547,7 @@ int oai_split_push(oai_split *s, const char *p, size_t n, int final, oai_delta_f
 
 /* ===== Replies ===== */
 
-json_t *oai_tool_calls(const chat_parsed *p, const char *id_base) {
+json_t *oai_tool_calls(const pt_chat_parsed *p, const char *id_base) {
     if (!p || p->n_calls <= 0) return NULL;
     json_t *a = json_array();
     for (int i = 0; i < p->n_calls; i++) {
@@ -593,7 +560,7 @@ json_t *oai_tool_calls(const chat_parsed *p, const char *id_base) {
 }
 
 const char *oai_finish_reason(int reason, int n_calls) {
-    if (reason == GEN_LENGTH || reason == GEN_CONTEXT) return "length";
+    if (reason == PT_GEN_LENGTH || reason == PT_GEN_CONTEXT) return "length";
     return n_calls > 0 ? "tool_calls" : "stop";
 }
 
@@ -612,7 +579,7 @@ static json_t *usage_json(int api, const oai_result *r) {
 /* The output items of a finished response: reasoning, message, function calls. */
 static json_t *responses_items(const oai_result *r) {
     json_t *out = json_array();
-    const chat_parsed *p = r->parsed;
+    const pt_chat_parsed *p = r->parsed;
     if (p->reasoning[0])
         json_array_append_new(out, json_pack("{s:s+, s:s, s:[], s:[{s:s, s:s}]}", "id", "rs_", r->id + 5, "type",
                                              "reasoning", "summary", "content", "type", "reasoning_text", "text",
@@ -650,7 +617,7 @@ char *oai_reply(int api, const oai_result *r) {
                       "created", (json_int_t)r->created, "model", r->model, "choices", "text", r->text, "index", 0,
                       "logprobs", "finish_reason", oai_finish_reason(r->reason, 0), "usage", usage_json(api, r));
     } else if (api == OAI_CHAT) {
-        const chat_parsed *p = r->parsed;
+        const pt_chat_parsed *p = r->parsed;
         json_t *calls = oai_tool_calls(p, r->id + 9);
         json_t *msg = json_pack("{s:s}", "role", "assistant");
         json_object_set_new(msg, "content", p->content[0] || !calls ? json_string(p->content) : json_null());
@@ -661,7 +628,7 @@ char *oai_reply(int api, const oai_result *r) {
                       "logprobs", "finish_reason", oai_finish_reason(r->reason, p->n_calls), "usage",
                       usage_json(api, r));
     } else {
-        int incomplete = r->reason == GEN_LENGTH || r->reason == GEN_CONTEXT;
+        int incomplete = r->reason == PT_GEN_LENGTH || r->reason == PT_GEN_CONTEXT;
         j = response_object(r, incomplete ? "incomplete" : "completed", responses_items(r), 1);
     }
     char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
@@ -686,7 +653,7 @@ static json_t *chat_chunk(const oai_stream *st, json_t *delta, const char *finis
                      "model", st->model, "choices", choice);
 }
 
-static int resp_event(oai_stream *st, const char *type, json_t *j, tok_bytes *out) {
+static int resp_event(oai_stream *st, const char *type, json_t *j, pt_buf *out) {
     if (!j) return -1;
     json_object_set_new(j, "type", json_string(type));
     json_object_set_new(j, "sequence_number", json_integer(st->seq++));
@@ -694,7 +661,7 @@ static int resp_event(oai_stream *st, const char *type, json_t *j, tok_bytes *ou
 }
 
 int oai_stream_begin(oai_stream *st, int api, const char *id, const char *model, long created, int include_usage,
-                     tok_bytes *out) {
+                     pt_buf *out) {
     memset(st, 0, sizeof *st);
     st->api = api, st->id = id, st->model = model, st->created = created, st->include_usage = include_usage;
     if (api == OAI_CHAT) return sse(out, NULL, chat_chunk(st, json_pack("{s:s, s:s}", "role", "assistant", "content", ""), NULL));
@@ -707,7 +674,7 @@ int oai_stream_begin(oai_stream *st, int api, const char *id, const char *model,
 }
 
 /* Close the open reasoning / message item of a Responses stream. */
-static int resp_close_item(oai_stream *st, tok_bytes *out) {
+static int resp_close_item(oai_stream *st, pt_buf *out) {
     if (!st->item) return 0;
     int rc = 0;
     const char *text = st->item_text.v ? st->item_text.v : "";
@@ -739,7 +706,7 @@ static int resp_close_item(oai_stream *st, tok_bytes *out) {
 }
 
 /* Open a reasoning (1) or message (2) item. */
-static int resp_open_item(oai_stream *st, int kind, tok_bytes *out) {
+static int resp_open_item(oai_stream *st, int kind, pt_buf *out) {
     int rc = resp_close_item(st, out);
     st->item = kind;
     snprintf(st->item_id, sizeof st->item_id, "%s_%s_%d", kind == 1 ? "rs" : "msg", st->id + 5, st->out_index);
@@ -755,7 +722,7 @@ static int resp_open_item(oai_stream *st, int kind, tok_bytes *out) {
     return rc;
 }
 
-int oai_stream_delta(oai_stream *st, int kind, const char *s, size_t n, tok_bytes *out) {
+int oai_stream_delta(oai_stream *st, int kind, const char *s, size_t n, pt_buf *out) {
     if (!n) return 0;
     if (st->api == OAI_COMPLETIONS)
         return sse(out, NULL, chat_chunk(st, json_pack("{s:s%}", "text", s, n), NULL));
@@ -763,14 +730,14 @@ int oai_stream_delta(oai_stream *st, int kind, const char *s, size_t n, tok_byte
         return sse(out, NULL, chat_chunk(st, json_pack("{s:s%}", kind == OAI_REASONING ? "reasoning_content" : "content", s, n), NULL));
     int want = kind == OAI_REASONING ? 1 : 2, rc = 0;
     if (st->item != want) rc |= resp_open_item(st, want, out);
-    rc |= bytes_put(&st->item_text, s, n);
+    rc |= pt_buf_append(&st->item_text, s, n);
     rc |= resp_event(st, kind == OAI_REASONING ? "response.reasoning_text.delta" : "response.output_text.delta",
                      json_pack("{s:s, s:i, s:i, s:s%}", "item_id", st->item_id, "output_index", st->out_index,
                                "content_index", 0, "delta", s, n), out);
     return rc;
 }
 
-int oai_stream_end(oai_stream *st, const oai_result *r, tok_bytes *out) {
+int oai_stream_end(oai_stream *st, const oai_result *r, pt_buf *out) {
     int rc = 0;
     int n_calls = r->parsed ? r->parsed->n_calls : 0;
     if (st->api != OAI_RESPONSES) {
@@ -789,7 +756,7 @@ int oai_stream_end(oai_stream *st, const oai_result *r, tok_bytes *out) {
                                   (json_int_t)st->created, "model", st->model, "choices", "usage", usage_json(st->api, r));
             rc |= sse(out, NULL, u);
         }
-        rc |= bytes_put(out, "data: [DONE]\n\n", 14);
+        rc |= pt_buf_append(out, "data: [DONE]\n\n", 14);
         return rc;
     }
     rc |= resp_close_item(st, out);
@@ -812,16 +779,16 @@ int oai_stream_end(oai_stream *st, const oai_result *r, tok_bytes *out) {
         json_array_append_new(st->output, item);
         st->out_index++;
     }
-    int incomplete = r->reason == GEN_LENGTH || r->reason == GEN_CONTEXT;
+    int incomplete = r->reason == PT_GEN_LENGTH || r->reason == PT_GEN_CONTEXT;
     const char *ev = incomplete ? "response.incomplete" : "response.completed";
     json_t *resp = response_object(r, incomplete ? "incomplete" : "completed", json_incref(st->output), 1);
     rc |= resp_event(st, ev, json_pack("{s:o}", "response", resp), out);
     return rc;
 }
 
-int oai_stream_error(oai_stream *st, const char *message, tok_bytes *out) {
-    tok_bytes m = {0};
-    if (oai_utf8(message, strlen(message), &m)) return -1;
+int oai_stream_error(oai_stream *st, const char *message, pt_buf *out) {
+    pt_buf m = {0};
+    if (fe_utf8_fix(message, strlen(message), &m) < 0) return -1;
     int rc;
     if (st->api == OAI_RESPONSES) {
         oai_result r = {.id = st->id, .model = st->model, .created = st->created};
@@ -831,14 +798,14 @@ int oai_stream_error(oai_stream *st, const char *message, tok_bytes *out) {
     } else {
         rc = sse(out, NULL, json_pack("{s:{s:s, s:s, s:n, s:n}}", "error", "message", m.v, "type", "server_error",
                                       "param", "code"));
-        rc |= bytes_put(out, "data: [DONE]\n\n", 14);
+        rc |= pt_buf_append(out, "data: [DONE]\n\n", 14);
     }
-    tok_bytes_free(&m);
+    pt_buf_free(&m);
     return rc;
 }
 
 void oai_stream_free(oai_stream *st) {
-    tok_bytes_free(&st->item_text);
+    pt_buf_free(&st->item_text);
     json_decref(st->output);
     memset(st, 0, sizeof *st);
 }

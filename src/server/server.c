@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "front/front.h"
 #include "server/oai.h"
 
 /* ===== Jobs ===== */
@@ -35,7 +36,7 @@ typedef struct job {
     int done;
     int status;       /* when done before starting or not streaming: HTTP status */
     char *body;       /* ... and its JSON body */
-    tok_bytes sse;    /* stream bytes produced */
+    pt_buf sse;       /* stream bytes produced */
     size_t sse_sent;  /* ... and handed to libmicrohttpd */
 } job;
 
@@ -63,7 +64,7 @@ static void job_release(job *j) { /* srv.mu held */
     if (j->fd >= 0) close(j->fd);
     oai_req_free(&j->req);
     free(j->body);
-    tok_bytes_free(&j->sse);
+    pt_buf_free(&j->sse);
     pthread_cond_destroy(&j->cv);
     free(j);
 }
@@ -93,14 +94,16 @@ typedef struct run_ctx {
     oai_stream st;
     int streaming;
     int n_reasoning; /* tokens sampled while inside the reasoning block */
-    tok_bytes fix;   /* scratch for UTF-8 repair */
+    pt_buf fix;      /* scratch for UTF-8 repair */
     int failed;
+    const char *id;  /* the reply's id */
+    long created;
 } run_ctx;
 
 static int on_delta(void *ud, int kind, const char *p, size_t n) {
     run_ctx *rc = ud;
     if (!rc->streaming) return 0;
-    if (oai_utf8(p, n, &rc->fix)) return -1;
+    if (fe_utf8_fix(p, n, &rc->fix) < 0) return -1;
     pthread_mutex_lock(&rc->s->mu);
     int r = oai_stream_delta(&rc->st, kind, rc->fix.v, rc->fix.n, &rc->j->sse);
     pthread_cond_broadcast(&rc->j->cv);
@@ -130,7 +133,7 @@ static void make_id(srv *s, const char *prefix, char *id, size_t cap) {
 }
 
 /* The request's line in the log: what was asked and how fast it went. */
-static void log_job(srv *s, const job *j, int status, int n_prompt, int cached, const gen_result *res,
+static void log_job(srv *s, const job *j, int status, int n_prompt, int cached, const pt_gen_result *res,
                     double t_start, double t_prefilled, const char *finish) {
     if (!s->p.log) return;
     const char *path = j->req.api == OAI_CHAT ? "/v1/chat/completions"
@@ -150,16 +153,33 @@ static void log_job(srv *s, const job *j, int status, int n_prompt, int cached, 
     fflush(s->p.log);
 }
 
-/* Generate for one job (worker thread, srv.mu not held). */
+/* The prompt is in the cache: set up the splitter and, for a stream, send its
+ * opening events (the connection thread starts the response on j->started). */
+static int on_prefilled(void *ud, int in_reasoning) {
+    run_ctx *rc = ud;
+    srv *s = rc->s;
+    job *j = rc->j;
+    oai_split_init(&rc->split, s->m.format, in_reasoning, j->req.tools != NULL, j->req.api == OAI_COMPLETIONS);
+    pthread_mutex_lock(&s->mu);
+    j->started = 1;
+    if (j->req.stream) {
+        rc->streaming = 1;
+        if (oai_stream_begin(&rc->st, j->req.api, rc->id, s->model_name, rc->created, j->req.include_usage, &j->sse))
+            rc->failed = 1;
+    }
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+/* Generate for one job (worker thread, srv.mu not held): one turn of
+ * front/front.h (render, tokenize, prefill, generate, parse) with the
+ * request's sampling, then the reply or the stream's end. */
 static void run_job(srv *s, job *j) {
     const srv_model *m = &s->m;
     oai_req *rq = &j->req;
-    pt_err err = {{0}};
-    tok_bytes rendered = {0};
-    tok_ids ids = {0};
-    gen_result res = {0};
-    chat_parsed parsed = {0};
-    int have_parsed = 0;
+    char err[512] = "";
+    fe_turn_result tr = {0};
     run_ctx rc = {.s = s, .j = j};
     char id[64];
     const char *prefix = rq->api == OAI_CHAT ? "chatcmpl-" : rq->api == OAI_COMPLETIONS ? "cmpl-" : "resp_";
@@ -167,121 +187,96 @@ static void run_job(srv *s, job *j) {
     make_id(s, prefix, id, sizeof id);
     pthread_mutex_unlock(&s->mu);
     long created = (long)time(NULL);
+    rc.id = id, rc.created = created;
     int thinking = rq->thinking >= 0 ? rq->thinking : m->thinking;
     int status = 400;
     const char *etype = "invalid_request_error";
-    double t_start = gen_now(), t_prefilled = 0;
+    double t_start = pt_now();
+    int chat = rq->api != OAI_COMPLETIONS;
 
-    /* 1. the prompt */
-    if (rq->api == OAI_COMPLETIONS) {
-        if (tok_encode(m->v, rq->prompt, strlen(rq->prompt), TOK_ADD_SPECIAL, &ids, &err)) goto fail;
-    } else {
-        if (m->fmt == CHAT_NONE) {
-            pt_errf(&err, "this model has no known chat format; use /v1/completions");
-            goto fail;
-        }
-        chat_opts co = {.add_generation_prompt = 1, .thinking = thinking};
-        if (chat_render(m->fmt, rq->messages, rq->tools, &co, &rendered, &err) ||
-            tok_encode(m->v, rendered.v, rendered.n, TOK_PARSE_SPECIAL, &ids, &err))
-            goto fail;
-    }
-    int n_ctx = pt_session_n_ctx(m->s);
-    if ((int)ids.n > n_ctx || !ids.n) {
-        pt_errf(&err, "the prompt is %zu tokens but the context holds %d", ids.n, n_ctx);
+    if (chat && !pt_chat_format_known(m->format)) {
+        snprintf(err, sizeof err, "this model has no known chat format; use /v1/completions");
         goto fail;
     }
-    /* 2. sampling */
-    sampler_params sp = m->sp;
-    if (rq->sp_set & OAI_SET_TEMP) sp.temp = rq->sp.temp;
-    if (rq->sp_set & OAI_SET_TOPP) sp.top_p = rq->sp.top_p;
-    if (rq->sp_set & OAI_SET_TOPK) sp.top_k = rq->sp.top_k;
-    if (rq->sp_set & OAI_SET_MINP) sp.min_p = rq->sp.min_p;
-    if (rq->sp_set & OAI_SET_PRES) sp.presence_penalty = rq->sp.presence_penalty;
-    if (rq->sp_set & OAI_SET_FREQ) sp.frequency_penalty = rq->sp.frequency_penalty;
-    if (rq->sp_set & OAI_SET_REP) sp.repeat_penalty = rq->sp.repeat_penalty;
-    if (rq->sp_set & OAI_SET_SEED) sp.seed = rq->sp.seed;
-    else if (!m->fixed_seed) sp.seed = (uint64_t)(gen_now() * 1e9) ^ (s->seq << 40);
-    if (gen_set_sampling(m->g, &sp, &err)) goto fail;
-    /* 3. prefill (the longest common prefix with the cache is kept) */
+    /* sampling: the server's defaults, then the request's fields */
+    pt_sampling sp = m->sp;
+    pt_sampling_override(&sp, &rq->sp, rq->sp_set);
+    if (!(rq->sp_set & PT_SAMPLING_SEED) && !m->fixed_seed) sp.seed = (uint64_t)(pt_now() * 1e9) ^ (s->seq << 40);
+    if (pt_gen_set_sampling(m->g, &sp, err, sizeof err)) goto fail;
+    /* the turn (the longest common prefix with the cache is kept) */
     if (client_gone(j->fd)) j->stop = 1;
-    int cached = j->stop ? -2 : gen_prefill(m->g, ids.v, (int)ids.n, &j->stop, &err);
-    t_prefilled = gen_now();
-    if (cached == -2) {
-        pt_errf(&err, "cancelled: the client went away");
+    const char *stops[OAI_MAX_STOPS];
+    for (int i = 0; i < rq->n_stops; i++) stops[i] = rq->stops[i];
+    int tools = rq->tools != NULL;
+    fe_turn t = {.format = m->format, .messages = chat ? rq->messages : NULL, .tools = rq->tools,
+                 .thinking = thinking, .text = rq->prompt, .text_len = rq->prompt ? strlen(rq->prompt) : 0,
+                 .parse = chat,
+                 .gen = {.max_tokens = rq->max_tokens >= 0 ? rq->max_tokens : m->max_tokens,
+                         .stops = rq->n_stops ? stops : m->stops, .n_stops = rq->n_stops ? rq->n_stops : m->n_stops,
+                         .decode_flags = chat ? PT_DETOKENIZE_RENDER_SPECIAL : 0,
+                         .should_stop = should_stop, .should_stop_ud = &rc},
+                 .emit = on_text, .emit_ud = &rc, .on_prefilled = on_prefilled, .ud = &rc, .stop = &j->stop};
+    int trc = fe_turn_run(m->g, &t, &tr, err, sizeof err);
+    int cached = tr.n_reused;
+    if (trc == FE_TURN_BAD_PROMPT) goto fail;
+    if (trc == FE_TURN_TOO_LONG) {
+        snprintf(err, sizeof err, "the prompt is %d tokens but the context holds %d", tr.n_prompt,
+                 pt_session_n_ctx(m->s));
+        goto fail;
+    }
+    if (trc == FE_TURN_CANCELLED) {
+        snprintf(err, sizeof err, "cancelled: the client went away");
         status = 499;
         goto fail;
     }
-    if (cached < 0) {
+    if (trc == FE_TURN_PREFILL_FAILED) {
         status = 500, etype = "server_error";
         goto fail;
     }
-    int in_reasoning = rq->api != OAI_COMPLETIONS && chat_prompt_opens_reasoning(m->fmt, thinking);
-    int tools = rq->tools != NULL;
-    oai_split_init(&rc.split, m->fmt, in_reasoning, tools, rq->api == OAI_COMPLETIONS);
-    pthread_mutex_lock(&s->mu);
-    j->started = 1;
-    if (rq->stream) {
-        rc.streaming = 1;
-        if (oai_stream_begin(&rc.st, rq->api, id, s->model_name, created, rq->include_usage, &j->sse))
-            rc.failed = 1;
-    }
-    pthread_cond_broadcast(&j->cv);
-    pthread_mutex_unlock(&s->mu);
-    /* 4. generate */
-    const char *stops[OAI_MAX_STOPS];
-    for (int i = 0; i < rq->n_stops; i++) stops[i] = rq->stops[i];
-    gen_opts go = {.max_tokens = rq->max_tokens >= 0 ? rq->max_tokens : m->max_tokens,
-                   .stops = rq->n_stops ? stops : m->stops, .n_stops = rq->n_stops ? rq->n_stops : m->n_stops,
-                   .decode_flags = rq->api == OAI_COMPLETIONS ? 0 : TOK_RENDER_SPECIAL,
-                   .should_stop = should_stop, .should_stop_ud = &rc};
-    int grc = gen_run(m->g, &go, on_text, &rc, &j->stop, &res, &err);
-    if (grc == 0) oai_split_push(&rc.split, "", 0, 1, on_delta, &rc);
-    /* 5. the reply */
-    tok_bytes text = {0};
-    if (grc == 0 && oai_utf8(res.text.v ? res.text.v : "", res.text.n, &text)) grc = pt_errf(&err, "out of memory");
-    if (grc == 0 && rq->api != OAI_COMPLETIONS) {
-        if (chat_parse(m->fmt, text.v, text.n, in_reasoning, rq->tools, &parsed, &err)) grc = -1;
-        else have_parsed = 1;
-        if (have_parsed && !tools) {
-            /* no tools offered: tool-call markup is just text, as it was streamed */
-            tok_bytes c = {0};
-            const char *cv = rc.split.content.v ? rc.split.content.v : "";
-            size_t cn = rc.split.content.n;
-            while (cn && strchr(" \t\r\n", cv[cn - 1])) cn--;
-            if (!oai_utf8(cv, cn, &c)) {
-                free(parsed.content);
-                parsed.content = c.v;
-            }
-            for (int i = 0; i < parsed.n_calls; i++) free(parsed.calls[i].name), free(parsed.calls[i].arguments);
-            parsed.n_calls = 0;
+    int grc = trc; /* 0, or the generation / the answer failed: an error reply */
+    if (trc != FE_TURN_GEN_FAILED) oai_split_push(&rc.split, "", 0, 1, on_delta, &rc);
+    pt_chat_parsed *parsed = tr.have_parsed ? &tr.parsed : NULL;
+    if (parsed && !tools) {
+        /* no tools offered: tool-call markup is just text, as it was streamed */
+        pt_buf c = {0};
+        const char *cv = rc.split.content.v ? rc.split.content.v : "";
+        size_t cn = rc.split.content.n;
+        while (cn && strchr(" \t\r\n", cv[cn - 1])) cn--;
+        if (fe_utf8_fix(cv, cn, &c) >= 0) {
+            free(parsed->content);
+            parsed->content = c.v;
         }
+        for (int i = 0; i < parsed->n_calls; i++) free(parsed->calls[i].name), free(parsed->calls[i].arguments);
+        parsed->n_calls = 0;
     }
-    oai_result r = {.id = id, .model = s->model_name, .created = created, .parsed = have_parsed ? &parsed : NULL,
-                    .text = text.v ? text.v : "", .reason = res.reason, .prompt_tokens = (int)ids.n,
-                    .cached_tokens = cached, .completion_tokens = res.n_tokens,
-                    .reasoning_tokens = rc.n_reasoning < res.n_tokens ? rc.n_reasoning : res.n_tokens};
+    const pt_gen_result *res = &tr.gen;
+    oai_result r = {.id = id, .model = s->model_name, .created = created, .parsed = parsed,
+                    .text = tr.text.v ? tr.text.v : "", .reason = res->reason, .prompt_tokens = tr.n_prompt,
+                    .cached_tokens = cached, .completion_tokens = res->n_tokens,
+                    .reasoning_tokens = rc.n_reasoning < res->n_tokens ? rc.n_reasoning : res->n_tokens};
     /* a stream shows the content the final parse has beyond what was streamed (a malformed tool call) */
-    if (grc == 0 && rc.streaming && have_parsed && tools) {
-        tok_bytes sent = {0};
-        oai_utf8(rc.split.content.v ? rc.split.content.v : "", rc.split.content.n, &sent);
-        size_t k = sent.n;
-        while (k && strchr(" \t\r\n", sent.v[k - 1])) k--;
-        if (strlen(parsed.content) > k && !strncmp(parsed.content, sent.v, k)) {
-            pthread_mutex_lock(&s->mu);
-            oai_stream_delta(&rc.st, OAI_CONTENT, parsed.content + k, strlen(parsed.content) - k, &j->sse);
-            pthread_mutex_unlock(&s->mu);
+    if (grc == 0 && rc.streaming && parsed && tools) {
+        pt_buf sent = {0};
+        if (fe_utf8_fix(rc.split.content.v ? rc.split.content.v : "", rc.split.content.n, &sent) >= 0) {
+            size_t k = sent.n;
+            while (k && strchr(" \t\r\n", sent.v[k - 1])) k--;
+            if (strlen(parsed->content) > k && !strncmp(parsed->content, sent.v, k)) {
+                pthread_mutex_lock(&s->mu);
+                oai_stream_delta(&rc.st, OAI_CONTENT, parsed->content + k, strlen(parsed->content) - k, &j->sse);
+                pthread_mutex_unlock(&s->mu);
+            }
         }
-        tok_bytes_free(&sent);
+        pt_buf_free(&sent);
     }
     pthread_mutex_lock(&s->mu);
-    s->tokens_generated += (unsigned long long)res.n_tokens;
-    s->last_completion_tokens = res.n_tokens, s->last_prompt_tokens = (int)ids.n, s->last_cached_tokens = cached;
+    s->tokens_generated += (unsigned long long)res->n_tokens;
+    s->last_completion_tokens = res->n_tokens, s->last_prompt_tokens = tr.n_prompt, s->last_cached_tokens = cached;
     snprintf(s->last_finish, sizeof s->last_finish, "%s",
-             j->stop ? "cancelled" : grc ? "error" : oai_finish_reason(res.reason, have_parsed ? parsed.n_calls : 0));
+             j->stop ? "cancelled" : grc ? "error" : oai_finish_reason(res->reason, parsed ? parsed->n_calls : 0));
     if (j->stop) s->n_cancelled++;
     if (grc) {
-        if (rc.streaming) oai_stream_error(&rc.st, err.msg, &j->sse);
-        else job_fail(j, 500, "server_error", NULL, err.msg);
+        if (rc.streaming) oai_stream_error(&rc.st, err, &j->sse);
+        else job_fail(j, 500, "server_error", NULL, err);
     } else if (rc.streaming) {
         oai_stream_end(&rc.st, &r, &j->sse);
     } else {
@@ -292,23 +287,19 @@ static void run_job(srv *s, job *j) {
     char finish[sizeof s->last_finish];
     snprintf(finish, sizeof finish, "%s", s->last_finish);
     pthread_mutex_unlock(&s->mu);
-    log_job(s, j, grc ? (rc.streaming ? 200 : 500) : 200, (int)ids.n, cached, &res, t_start, t_prefilled, finish);
-    tok_bytes_free(&text);
+    log_job(s, j, grc ? (rc.streaming ? 200 : 500) : 200, tr.n_prompt, cached, res, t_start, tr.t_prefilled, finish);
     goto out;
 fail:
     pthread_mutex_lock(&s->mu);
     if (status == 499) s->n_cancelled++, snprintf(s->last_finish, sizeof s->last_finish, "cancelled");
-    job_fail(j, status, etype, status == 400 ? "invalid_request" : NULL, err.msg);
+    job_fail(j, status, etype, status == 400 ? "invalid_request" : NULL, err);
     pthread_mutex_unlock(&s->mu);
-    log_job(s, j, status, (int)ids.n, 0, NULL, t_start, t_prefilled, err.msg);
+    log_job(s, j, status, tr.n_prompt, 0, NULL, t_start, tr.t_prefilled, err);
 out:
-    if (have_parsed) chat_parsed_free(&parsed);
     oai_split_free(&rc.split);
     oai_stream_free(&rc.st);
-    tok_bytes_free(&rc.fix);
-    tok_bytes_free(&res.text);
-    tok_bytes_free(&rendered);
-    tok_ids_free(&ids);
+    pt_buf_free(&rc.fix);
+    fe_turn_result_free(&tr);
 }
 
 static void *worker_main(void *arg) {
@@ -353,7 +344,7 @@ static void *worker_main(void *arg) {
 /* Per-request state kept between the access handler's calls. */
 typedef struct conn {
     int api;       /* OAI_* */
-    tok_bytes body;
+    pt_buf body;
     int too_big;
 } conn;
 
@@ -469,18 +460,18 @@ static int api_of(const char *url) {
 
 /* A complete request body: parse, queue, wait, answer. */
 static enum MHD_Result submit(srv *s, struct MHD_Connection *c, conn *cn) {
-    pt_err err = {{0}};
+    char err[512];
     job *j = calloc(1, sizeof *j);
     if (!j) return reply_error(c, 500, "server_error", NULL, "out of memory");
     j->srv = s;
     j->fd = -1;
     pthread_cond_init(&j->cv, NULL);
-    if (oai_parse_request(cn->api, cn->body.v ? cn->body.v : "", cn->body.n, &j->req, &err)) {
+    if (oai_parse_request(cn->api, cn->body.v ? cn->body.v : "", cn->body.n, &j->req, err, sizeof err)) {
         pthread_mutex_lock(&s->mu);
         j->refs = 1;
         job_release(j);
         pthread_mutex_unlock(&s->mu);
-        return reply_error(c, 400, "invalid_request_error", "invalid_request", err.msg);
+        return reply_error(c, 400, "invalid_request_error", "invalid_request", err);
     }
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (ci) j->fd = dup(ci->connect_fd);
@@ -596,15 +587,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     if (*upload_size) {
         if (cn->body.n + *upload_size > s->p.max_body) return MHD_NO; /* a chunked body past the limit: close */
-        if (cn->body.n + *upload_size + 1 > cn->body.cap) {
-            size_t cap = cn->body.cap ? cn->body.cap : 4096;
-            while (cap < cn->body.n + *upload_size + 1) cap *= 2;
-            char *p = realloc(cn->body.v, cap);
-            if (!p) return MHD_NO;
-            cn->body.v = p, cn->body.cap = cap;
-        }
-        memcpy(cn->body.v + cn->body.n, upload, *upload_size);
-        cn->body.n += *upload_size;
+        if (pt_buf_append(&cn->body, upload, *upload_size)) return MHD_NO;
         *upload_size = 0;
         return MHD_YES;
     }
@@ -615,16 +598,16 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     (void)cls, (void)c, (void)toe;
     conn *cn = *con_cls;
     if (!cn) return;
-    tok_bytes_free(&cn->body);
+    pt_buf_free(&cn->body);
     free(cn);
     *con_cls = NULL;
 }
 
 /* ===== Start and stop ===== */
 
-srv *srv_start(const srv_params *p, pt_err *err) {
+srv *srv_start(const srv_params *p, char *err, size_t err_len) {
     srv *s = calloc(1, sizeof *s);
-    if (!s) return pt_errf(err, "out of memory"), NULL;
+    if (!s) return snprintf(err, err_len, "out of memory"), NULL;
     s->p = *p;
     /* "localhost" is 127.0.0.1, which every client tries (getaddrinfo may prefer ::1) */
     s->host = strdup(p->host && strcmp(p->host, "localhost") ? p->host : "127.0.0.1");
@@ -639,7 +622,7 @@ srv *srv_start(const srv_params *p, pt_err *err) {
     snprintf(port, sizeof port, "%d", p->port);
     int gai = getaddrinfo(s->host, port, &hints, &ai);
     if (gai) {
-        pt_errf(err, "cannot resolve host '%s': %s", s->host, gai_strerror(gai));
+        snprintf(err, err_len, "cannot resolve host '%s': %s", s->host, gai_strerror(gai));
         srv_stop(s);
         return NULL;
     }
@@ -653,7 +636,7 @@ srv *srv_start(const srv_params *p, pt_err *err) {
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!s->d) {
-        pt_errf(err, "cannot listen on %s:%d (address in use or not available)", s->host, p->port);
+        snprintf(err, err_len, "cannot listen on %s:%d (address in use or not available)", s->host, p->port);
         srv_stop(s);
         return NULL;
     }
@@ -664,9 +647,10 @@ srv *srv_start(const srv_params *p, pt_err *err) {
 
 int srv_port(const srv *s) { return s->port; }
 
-int srv_set_model(srv *s, const srv_model *m, pt_err *err) {
+int srv_set_model(srv *s, const srv_model *m, char *err, size_t err_len) {
     s->m = *m;
-    if (pthread_create(&s->worker, NULL, worker_main, s)) return pt_errf(err, "cannot start the worker thread");
+    if (pthread_create(&s->worker, NULL, worker_main, s))
+        return snprintf(err, err_len, "cannot start the worker thread"), -1;
     s->worker_started = 1;
     pthread_mutex_lock(&s->mu);
     s->ready = 1;

@@ -21,7 +21,9 @@
  * connections, and a cap on connections. Errors are OpenAI-shaped JSON.
  * Nothing here prints except one line per generation to srv_params.log (when
  * set): status, endpoint, prompt/cached/generated tokens, prefill time and
- * decode rate measured in the worker; nothing exits.
+ * decode rate measured in the worker; nothing exits. The worker runs each
+ * request as one turn of front/front.h, the same code the CLI's chat runs, over
+ * the public API alone.
  */
 #ifndef PT_SERVER_H
 #define PT_SERVER_H
@@ -29,12 +31,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "common.h"
 #include "petrel.h"
-#include "text/chat.h"
-#include "text/gen.h"
-#include "text/sampler.h"
-#include "text/tokenizer.h"
 
 typedef struct srv_params {
     const char *host;       /* address to bind (default 127.0.0.1) */
@@ -54,10 +51,9 @@ typedef struct srv_params {
 typedef struct srv_model {
     pt_engine *e;
     pt_session *s;
-    const tok_vocab *v;
-    gen *g;
-    chat_format fmt;
-    sampler_params sp;  /* defaults for fields a request leaves out */
+    pt_gen *g;          /* generates in s */
+    const char *format; /* chat format name ("none": /v1/completions only) */
+    pt_sampling sp;     /* defaults for fields a request leaves out */
     int fixed_seed;     /* 1: sp.seed for every request without a seed; 0: a fresh seed each */
     int thinking;       /* -1: the family's default */
     int max_tokens;     /* default per request; -1: until EOG or the context is full */
@@ -68,10 +64,10 @@ typedef struct srv_model {
 typedef struct srv srv;
 
 /* Bind and start answering (/health says 503 until srv_set_model). NULL with err. */
-srv *srv_start(const srv_params *p, pt_err *err);
+srv *srv_start(const srv_params *p, char *err, size_t err_len);
 int srv_port(const srv *s);
 /* The model is loaded: start the worker; /health turns 200. 0 or -1 with err. */
-int srv_set_model(srv *s, const srv_model *m, pt_err *err);
+int srv_set_model(srv *s, const srv_model *m, char *err, size_t err_len);
 /* Cancel what runs and waits, close every connection, stop. */
 void srv_stop(srv *s);
 

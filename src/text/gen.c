@@ -1,95 +1,129 @@
-/* gen.c — prefill with prefix reuse, then the sample/stream/stop loop. See gen.h. */
-#include "text/gen.h"
-
+/* gen.c — the generation loop of petrel.h (pt_gen_*), shared by `petrel
+ * generate`, `petrel chat` and the server: prefill with prefix reuse, then
+ * sample, stream UTF-8 safely, stop.
+ *
+ * It lives in the library rather than in the front ends because it needs the
+ * streaming detokenizer, the sampler and the stop-string matcher, all internal
+ * (see petrel.h's top comment). It sits on the public session API plus those;
+ * the session alone records which tokens its cache holds. Nothing allocates
+ * per token (the text buffer grows geometrically); nothing prints. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "common.h"
+#include "engine/api_text.h"
 
-struct gen {
+struct pt_gen {
     pt_engine *e;
     pt_session *s;
     const tok_vocab *v;
     sampler *smp;
     int penalty_last_n;
     int n_ctx, n_vocab;
-    float *logits;  /* [n_vocab] logits after the last evaluated token */
+    float *logits; /* [n_vocab] logits after the last evaluated token */
     int have_logits;
 };
 
-double gen_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+static int fail(char *err, size_t err_len, const char *msg) {
+    if (err && err_len) snprintf(err, err_len, "%s", msg);
+    return -1;
 }
 
-gen *gen_new(pt_engine *e, pt_session *s, const tok_vocab *v, const sampler_params *sp, pt_err *err) {
-    gen *g = calloc(1, sizeof *g);
-    if (!g) return pt_errf(err, "out of memory"), NULL;
+pt_gen *pt_gen_new(pt_session *s, const pt_sampling *sp, char *err, size_t err_len) {
+    pt_engine *e = pt_session_engine(s);
+    const tok_vocab *v = engine_vocab(e, err, err_len);
+    if (!v) return NULL;
+    pt_gen *g = calloc(1, sizeof *g);
+    if (!g) return fail(err, err_len, "out of memory"), NULL;
     g->e = e, g->s = s, g->v = v;
     g->n_ctx = pt_session_n_ctx(s);
     g->n_vocab = pt_engine_n_vocab(e);
     g->penalty_last_n = sp->penalty_last_n;
     if (tok_n_vocab(v) > g->n_vocab) {
-        pt_errf(err, "the vocabulary has %d tokens but the model's output has %d", tok_n_vocab(v), g->n_vocab);
+        if (err && err_len)
+            snprintf(err, err_len, "the vocabulary has %d tokens but the model's output has %d", tok_n_vocab(v),
+                     g->n_vocab);
         free(g);
         return NULL;
     }
-    g->smp = sampler_new(sp, g->n_vocab, err);
+    pt_err pe = {{0}};
+    sampler_params p;
+    sampling_to_params(sp, &p);
+    g->smp = sampler_new(&p, g->n_vocab, &pe);
     g->logits = malloc((size_t)g->n_vocab * sizeof *g->logits);
     if (!g->smp || !g->logits) {
-        if (g->smp) pt_errf(err, "out of memory for the generation buffers");
-        gen_free(g);
+        fail(err, err_len, g->smp ? "out of memory for the generation buffers" : pe.msg);
+        pt_gen_free(g);
         return NULL;
     }
     return g;
 }
 
-void gen_free(gen *g) {
+void pt_gen_free(pt_gen *g) {
     if (!g) return;
     sampler_free(g->smp);
     free(g->logits);
     free(g);
 }
 
-int gen_set_sampling(gen *g, const sampler_params *sp, pt_err *err) {
-    sampler *s = sampler_new(sp, g->n_vocab, err);
-    if (!s) return -1;
+pt_session *pt_gen_session(const pt_gen *g) { return g->s; }
+
+int pt_gen_set_sampling(pt_gen *g, const pt_sampling *sp, char *err, size_t err_len) {
+    pt_err pe = {{0}};
+    sampler_params p;
+    sampling_to_params(sp, &p);
+    sampler *s = sampler_new(&p, g->n_vocab, &pe);
+    if (!s) return fail(err, err_len, pe.msg);
     sampler_free(g->smp);
     g->smp = s;
     g->penalty_last_n = sp->penalty_last_n;
     return 0;
 }
 
-void gen_clear(gen *g) {
+void pt_gen_clear(pt_gen *g) {
     pt_session_truncate(g->s, 0);
     g->have_logits = 0;
 }
 
-int gen_prefill(gen *g, const int32_t *ids, int n, const volatile sig_atomic_t *stop, pt_err *err) {
-    char msg[512];
+int pt_gen_prefill(pt_gen *g, const int32_t *ids, int n, const volatile sig_atomic_t *stop, char *err,
+                   size_t err_len) {
     g->have_logits = 0;
-    const int reused = pt_session_sync(g->s, ids, n, g->logits, stop, msg, sizeof msg);
-    if (reused == -1) return pt_errf(err, "%s", msg);
+    const int reused = pt_session_sync(g->s, ids, n, g->logits, stop, err, err_len);
     g->have_logits = reused >= 0;
     return reused;
 }
 
-/* Bytes of text[0..len) safe to show: all but a possible stop-string prefix. */
-static int emit_upto(gen_emit_fn emit, void *ud, const tok_bytes *t, size_t *emitted, size_t upto) {
+/* Emit text[*emitted..upto): the bytes now known not to start a stop string. */
+static int emit_upto(pt_gen_emit_fn emit, void *ud, const pt_buf *t, size_t *emitted, size_t upto) {
     if (upto <= *emitted) return 0;
     int rc = emit ? emit(ud, t->v + *emitted, upto - *emitted) : 0;
     *emitted = upto;
     return rc;
 }
 
-int gen_run(gen *g, const gen_opts *o, gen_emit_fn emit, void *ud, const volatile sig_atomic_t *stop,
-            gen_result *r, pt_err *err) {
-    tok_bytes text = r->text;
+/* The streaming decoder appends to a tok_bytes; the result's text is a pt_buf
+ * of the same fields. */
+static int push_token(const tok_vocab *v, tok_stream *st, int32_t tok, int flags, pt_buf *text, pt_err *e) {
+    tok_bytes b = {text->v, text->n, text->cap};
+    int rc = tok_stream_push(v, st, tok, flags, &b, e);
+    text->v = b.v, text->n = b.n, text->cap = b.cap;
+    return rc;
+}
+
+static int flush_stream(tok_stream *st, pt_buf *text, pt_err *e) {
+    tok_bytes b = {text->v, text->n, text->cap};
+    int rc = tok_stream_flush(st, &b, e);
+    text->v = b.v, text->n = b.n, text->cap = b.cap;
+    return rc;
+}
+
+int pt_gen_run(pt_gen *g, const pt_gen_opts *o, pt_gen_emit_fn emit, void *ud, const volatile sig_atomic_t *stop,
+               pt_gen_result *r, char *err, size_t err_len) {
+    pt_buf text = r->text;
     memset(r, 0, sizeof *r);
     text.n = 0;
     r->text = text;
-    if (!g->have_logits) return pt_errf(err, "gen_run: nothing was prefilled");
+    if (!g->have_logits) return fail(err, err_len, "pt_gen_run: nothing was prefilled");
     /* the penalties see the last tokens of the context, prompt included */
     sampler_reset(g->smp);
     const int32_t *held = pt_session_tokens(g->s);
@@ -98,28 +132,28 @@ int gen_run(gen *g, const gen_opts *o, gen_emit_fn emit, void *ud, const volatil
         sampler_accept(g->smp, held[i]);
     tok_stream st = {0};
     size_t emitted = 0;
-    char msg[512];
+    pt_err pe = {{0}};
     int rc = 0;
     for (;;) {
         if (o->max_tokens >= 0 && r->n_tokens >= o->max_tokens) {
-            r->reason = GEN_LENGTH;
+            r->reason = PT_GEN_LENGTH;
             break;
         }
         if ((stop && *stop) || (o->should_stop && o->should_stop(o->should_stop_ud))) {
-            r->reason = GEN_INTERRUPT;
+            r->reason = PT_GEN_INTERRUPT;
             break;
         }
         int32_t tok = sampler_sample(g->smp, g->logits);
         g->have_logits = 0; /* the penalties modified them */
-        if (!r->t_first) r->t_first = gen_now();
+        if (!r->t_first) r->t_first = pt_now();
         if (!o->ignore_eog && tok_is_eog(g->v, tok)) {
-            r->reason = GEN_EOG;
+            r->reason = PT_GEN_EOG;
             break;
         }
         sampler_accept(g->smp, tok);
         r->n_tokens++;
-        if (tok_stream_push(g->v, &st, tok, o->decode_flags, &r->text, err)) {
-            rc = -1;
+        if (push_token(g->v, &st, tok, o->decode_flags, &r->text, &pe)) {
+            rc = fail(err, err_len, pe.msg);
             break;
         }
         size_t hold = 0;
@@ -127,31 +161,33 @@ int gen_run(gen *g, const gen_opts *o, gen_emit_fn emit, void *ud, const volatil
         if (at >= 0) {
             emit_upto(emit, ud, &r->text, &emitted, (size_t)at);
             r->text.n = (size_t)at;
-            r->reason = GEN_STOP_STRING;
+            r->reason = PT_GEN_STOP_STRING;
             break;
         }
         if (emit_upto(emit, ud, &r->text, &emitted, r->text.n - hold)) {
-            r->reason = GEN_INTERRUPT;
+            r->reason = PT_GEN_INTERRUPT;
             break;
         }
         if (o->max_tokens >= 0 && r->n_tokens >= o->max_tokens) {
-            r->reason = GEN_LENGTH; /* no need to evaluate the last token */
+            r->reason = PT_GEN_LENGTH; /* no need to evaluate the last token */
             break;
         }
         if (pt_session_n_past(g->s) >= g->n_ctx) {
-            r->reason = GEN_CONTEXT;
+            r->reason = PT_GEN_CONTEXT;
             break;
         }
-        if (pt_session_eval(g->s, &tok, 1, g->logits, 0, NULL, msg, sizeof msg)) {
-            rc = pt_errf(err, "%s", msg);
+        if (pt_session_eval(g->s, &tok, 1, g->logits, 0, NULL, err, err_len)) {
+            rc = -1;
             break;
         }
         g->have_logits = 1;
     }
-    if (rc == 0 && r->reason != GEN_STOP_STRING) {
-        if (tok_stream_flush(&st, &r->text, err)) rc = -1;
+    if (rc == 0 && r->reason != PT_GEN_STOP_STRING) {
+        if (flush_stream(&st, &r->text, &pe)) rc = fail(err, err_len, pe.msg);
         else emit_upto(emit, ud, &r->text, &emitted, r->text.n);
     }
-    r->t_end = gen_now();
+    /* the text is NUL-terminated like every pt_buf (a stop string cut it) */
+    if (rc == 0 && pt_buf_append(&r->text, "", 0)) rc = fail(err, err_len, "out of memory");
+    r->t_end = pt_now();
     return rc;
 }

@@ -1,0 +1,135 @@
+/* api_chat.c — the public chat functions of petrel.h over text/chat.c: formats
+ * by name, rendering a conversation given as JSON text, the markup a streaming
+ * reader must know, and parsing generated text into pt_chat_parsed.
+ *
+ * Conversations cross the public boundary as JSON text rather than jansson
+ * values, so petrel.h depends on no JSON library; the cost is one parse per
+ * turn, small beside a prefill. */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "engine/api_text.h"
+
+static int fail(char *err, size_t err_len, const char *msg) {
+    if (err && err_len) snprintf(err, err_len, "%s", msg);
+    return -1;
+}
+
+const char *pt_engine_chat_format(const pt_engine *e) { return chat_format_name(engine_text_of(e)->fmt); }
+
+int pt_chat_format_known(const char *name) { return chat_format_from_name(name) != CHAT_NONE; }
+
+int pt_chat_default_thinking(const char *format) { return chat_default_thinking(chat_format_from_name(format)); }
+
+int pt_chat_opens_reasoning(const char *format, int thinking) {
+    return chat_prompt_opens_reasoning(chat_format_from_name(format), thinking);
+}
+
+/* The format named, or CHAT_NONE with a message naming the known ones. */
+static chat_format format_of(const char *name, char *err, size_t err_len) {
+    chat_format f = chat_format_from_name(name);
+    if (f == CHAT_NONE && err && err_len)
+        snprintf(err, err_len, "%s chat format%s%s%s (known: glm-5, deepseek-v3, gemma-4, qwen3)",
+                 name && strcmp(name, "none") ? "unknown" : "no", name && strcmp(name, "none") ? " '" : "",
+                 name && strcmp(name, "none") ? name : "", name && strcmp(name, "none") ? "'" : "");
+    return f;
+}
+
+/* Parse JSON text that must be an array; NULL text gives NULL (no error). */
+static int load_array(const char *what, const char *text, json_t **out, char *err, size_t err_len) {
+    *out = NULL;
+    if (!text) return 0;
+    json_error_t je;
+    json_t *j = json_loads(text, 0, &je);
+    if (!j || !json_is_array(j)) {
+        json_decref(j);
+        if (err && err_len)
+            snprintf(err, err_len, "%s: %s%s", what, j ? "" : "not valid JSON: ", j ? "expected an array" : je.text);
+        return -1;
+    }
+    *out = j;
+    return 0;
+}
+
+int pt_chat_render(const char *format, const char *messages_json, const char *tools_json, const pt_chat_opts *o,
+                   pt_buf *out, char *err, size_t err_len) {
+    chat_format f = format_of(format, err, err_len);
+    if (f == CHAT_NONE) return -1;
+    json_t *msgs, *tools;
+    if (!messages_json) return fail(err, err_len, "messages: missing");
+    if (load_array("messages", messages_json, &msgs, err, err_len)) return -1;
+    if (load_array("tools", tools_json, &tools, err, err_len)) {
+        json_decref(msgs);
+        return -1;
+    }
+    chat_opts co = {.add_generation_prompt = o ? o->add_generation_prompt : 1, .thinking = o ? o->thinking : -1};
+    pt_err pe = {{0}};
+    tok_bytes b = {out->v, out->n, out->cap};
+    int rc = chat_render(f, msgs, tools, &co, &b, &pe);
+    out->v = b.v, out->n = b.n, out->cap = b.cap;
+    json_decref(msgs);
+    json_decref(tools);
+    if (rc) return fail(err, err_len, pe.msg);
+    if (pt_buf_append(out, "", 0)) return fail(err, err_len, "out of memory");
+    return 0;
+}
+
+/* DeepSeek's tool-call markers: fullwidth bars and U+2581 in the token text. */
+#define DS_CALLS_BEGIN "<\xef\xbd\x9ctool\xe2\x96\x81" "calls\xe2\x96\x81" "begin\xef\xbd\x9c>"
+#define DS_CALL_BEGIN "<\xef\xbd\x9ctool\xe2\x96\x81" "call\xe2\x96\x81" "begin\xef\xbd\x9c>"
+
+int pt_chat_markers_of(const char *format, pt_chat_markers *m) {
+    memset(m, 0, sizeof *m);
+    chat_format f = chat_format_from_name(format);
+    if (f == CHAT_NONE) return -1;
+    m->reasoning_open = f == CHAT_GEMMA4 ? "<|channel>" : "<think>";
+    m->reasoning_close = f == CHAT_GEMMA4 ? "<channel|>" : "</think>";
+    if (f == CHAT_GLM5 || f == CHAT_QWEN3) m->tool_calls[m->n_tool_calls++] = "<tool_call>";
+    else if (f == CHAT_GEMMA4) m->tool_calls[m->n_tool_calls++] = "<|tool_call>";
+    else if (f == CHAT_DEEPSEEK3)
+        m->tool_calls[m->n_tool_calls++] = DS_CALLS_BEGIN, m->tool_calls[m->n_tool_calls++] = DS_CALL_BEGIN;
+    return 0;
+}
+
+int pt_chat_parse(const char *format, const char *text, size_t len, int in_reasoning, const char *tools_json,
+                  pt_chat_parsed *out, char *err, size_t err_len) {
+    memset(out, 0, sizeof *out);
+    chat_format f = format_of(format, err, err_len);
+    if (f == CHAT_NONE) return -1;
+    json_t *tools;
+    if (load_array("tools", tools_json, &tools, err, err_len)) return -1;
+    chat_parsed p;
+    pt_err pe = {{0}};
+    int rc = chat_parse(f, text, len, in_reasoning, tools, &p, &pe);
+    json_decref(tools);
+    if (rc) return fail(err, err_len, pe.msg);
+    /* move the strings over; the call array is remade in the public type */
+    pt_tool_call *calls = p.n_calls ? calloc((size_t)p.n_calls, sizeof *calls) : NULL;
+    if (p.n_calls && !calls) {
+        chat_parsed_free(&p);
+        return fail(err, err_len, "chat: out of memory");
+    }
+    for (int i = 0; i < p.n_calls; i++) calls[i] = (pt_tool_call){p.calls[i].name, p.calls[i].arguments};
+    out->content = p.content;
+    out->reasoning = p.reasoning;
+    out->calls = calls;
+    out->n_calls = p.n_calls;
+    out->n_bad = p.n_bad;
+    memcpy(out->bad, p.bad, sizeof out->bad < sizeof p.bad ? sizeof out->bad : sizeof p.bad);
+    out->bad[sizeof out->bad - 1] = 0;
+    free(p.calls);
+    return 0;
+}
+
+void pt_chat_parsed_free(pt_chat_parsed *p) {
+    for (int i = 0; i < p->n_calls; i++) {
+        free(p->calls[i].name);
+        free(p->calls[i].arguments);
+    }
+    free(p->calls);
+    free(p->content);
+    free(p->reasoning);
+    memset(p, 0, sizeof *p);
+}

@@ -1,0 +1,120 @@
+/* front.c — UTF-8 repair and the chat turn shared by the CLI and the server.
+ * See front.h. */
+#include "front/front.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int fe_utf8_fix(const char *s, size_t n, pt_buf *out) {
+    int bad = 0;
+    out->n = 0;
+    if (pt_buf_append(out, "", 0)) return -1;
+    size_t i = 0;
+    while (i < n) {
+        unsigned char c = (unsigned char)s[i];
+        size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        int ok = len > 0 && i + len <= n && c != 0; /* NUL cannot travel in JSON */
+        for (size_t k = 1; ok && k < len; k++) ok = ((unsigned char)s[i + k] >> 6) == 2;
+        if (ok && len > 1) { /* overlong, surrogate, beyond U+10FFFF */
+            uint32_t cp = len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
+            for (size_t k = 1; k < len; k++) cp = (cp << 6) | ((unsigned char)s[i + k] & 0x3f);
+            ok = cp >= (len == 2 ? 0x80u : len == 3 ? 0x800u : 0x10000u) && !(cp >= 0xD800 && cp <= 0xDFFF) &&
+                 cp <= 0x10FFFF;
+        }
+        if (pt_buf_append(out, ok ? s + i : "\xef\xbf\xbd", ok ? len : 3)) return -1;
+        bad += !ok;
+        i += ok ? len : 1;
+    }
+    return bad;
+}
+
+static int say(char *err, size_t err_len, int code, const char *msg) {
+    if (err && err_len) snprintf(err, err_len, "%s", msg);
+    return code;
+}
+
+int fe_turn_run(pt_gen *g, const fe_turn *t, fe_turn_result *r, char *err, size_t err_len) {
+    if (r->have_parsed) pt_chat_parsed_free(&r->parsed);
+    r->have_parsed = 0;
+    r->ids.n = 0;
+    r->n_prompt = 0, r->n_reused = 0, r->in_reasoning = 0;
+    r->t_start = pt_now(), r->t_prefilled = 0;
+    pt_buf keep = r->gen.text;
+    memset(&r->gen, 0, sizeof r->gen);
+    r->gen.text = keep;
+    r->gen.text.n = 0;
+    r->text.n = 0;
+    pt_session *s = pt_gen_session(g);
+    const pt_engine *e = pt_session_engine(s);
+    char *tools = NULL;
+    int rc = 0;
+    /* 1. the prompt's tokens */
+    if (t->messages) {
+        /* the conversation crosses the public API as JSON text */
+        char *msgs = json_dumps(t->messages, JSON_COMPACT);
+        tools = t->tools ? json_dumps(t->tools, JSON_COMPACT) : NULL;
+        pt_buf rendered = {0};
+        pt_chat_opts co = {.add_generation_prompt = 1, .thinking = t->thinking};
+        if (!msgs || (t->tools && !tools)) rc = say(err, err_len, FE_TURN_BAD_PROMPT, "out of memory");
+        else if (pt_chat_render(t->format, msgs, tools, &co, &rendered, err, err_len) ||
+                 pt_tokenize(e, rendered.v, rendered.n, PT_TOKENIZE_PARSE_SPECIAL, &r->ids, err, err_len))
+            rc = FE_TURN_BAD_PROMPT;
+        free(msgs);
+        pt_buf_free(&rendered);
+        r->in_reasoning = pt_chat_opens_reasoning(t->format, t->thinking);
+    } else if (pt_tokenize(e, t->text, t->text_len, PT_TOKENIZE_ADD_SPECIAL, &r->ids, err, err_len)) {
+        rc = FE_TURN_BAD_PROMPT;
+    }
+    r->n_prompt = (int)r->ids.n;
+    if (rc) goto out;
+    if (t->stop && *t->stop) { /* stopped already: leave the cache as it is */
+        r->n_reused = -2;
+        rc = say(err, err_len, FE_TURN_CANCELLED, "interrupted");
+        goto out;
+    }
+    /* 2. the prefill: only what the cache does not hold already */
+    if (t->clear) pt_gen_clear(g);
+    r->n_reused = pt_gen_prefill(g, r->ids.v, (int)r->ids.n, t->stop, err, err_len);
+    r->t_prefilled = pt_now();
+    if (r->n_reused == -2) {
+        rc = say(err, err_len, FE_TURN_CANCELLED, "interrupted");
+        goto out;
+    }
+    if (r->n_reused < 0) {
+        /* pt_session_sync refuses these before touching the cache; its message says why */
+        rc = r->ids.n == 0 || (int)r->ids.n > pt_session_n_ctx(s) ? FE_TURN_TOO_LONG : FE_TURN_PREFILL_FAILED;
+        goto out;
+    }
+    if (t->on_prefilled && t->on_prefilled(t->ud, r->in_reasoning)) {
+        rc = say(err, err_len, FE_TURN_GEN_FAILED, "");
+        goto out;
+    }
+    /* 3. generation */
+    if (pt_gen_run(g, &t->gen, t->emit, t->emit_ud, t->stop, &r->gen, err, err_len)) {
+        rc = FE_TURN_GEN_FAILED;
+        goto out;
+    }
+    /* 4. the answer: valid UTF-8, split when asked */
+    if (fe_utf8_fix(r->gen.text.v ? r->gen.text.v : "", r->gen.text.n, &r->text) < 0) {
+        rc = say(err, err_len, FE_TURN_ANSWER_FAILED, "out of memory");
+        goto out;
+    }
+    if (t->parse && t->messages) {
+        if (pt_chat_parse(t->format, r->text.v, r->text.n, r->in_reasoning, tools, &r->parsed, err, err_len))
+            rc = FE_TURN_ANSWER_FAILED;
+        else r->have_parsed = 1;
+    }
+out:
+    free(tools);
+    return rc;
+}
+
+void fe_turn_result_free(fe_turn_result *r) {
+    if (r->have_parsed) pt_chat_parsed_free(&r->parsed);
+    pt_ids_free(&r->ids);
+    pt_buf_free(&r->gen.text);
+    pt_buf_free(&r->text);
+    memset(r, 0, sizeof *r);
+}
