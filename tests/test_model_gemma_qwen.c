@@ -57,7 +57,7 @@ static void check_fixture(const char *name) {
     char model[256], err[512];
     snprintf(model, sizeof model, "%s",
              t_fixture(json_string_value(json_object_get(ref, "model_file"))));
-    pt_engine_params ep = {.model_path = model, .n_threads = 2};
+    pt_engine_params ep = {.model_path = model, .n_threads = 2, .usage_dir = t_usage_dir()};
     pt_engine *e = pt_engine_open(&ep, err, sizeof err);
     CHECKF(e, "%s: %s", name, err);
     if (!e) {
@@ -144,7 +144,7 @@ static float *run_seq(const char *fixture, int threads, int n_batch, int chunk, 
     snprintf(path, sizeof path, "%s",
              t_fixture(json_string_value(json_object_get(ref, "model_file"))));
     json_decref(ref);
-    pt_engine_params ep = {.model_path = path, .n_threads = threads};
+    pt_engine_params ep = {.model_path = path, .n_threads = threads, .usage_dir = t_usage_dir()};
     pt_engine *e = pt_engine_open(&ep, err, sizeof err);
     if (!e) return NULL;
     const int nv = pt_engine_n_vocab(e), n = np + ng;
@@ -235,7 +235,7 @@ static void model2_truncate(void) {
     int ng;
     const int np = fixture_tokens(ref, 1, toks, 256, &ng);
     json_decref(ref);
-    pt_engine_params ep = {.model_path = t_fixture("gemma4-rq2k.gguf"), .n_threads = 2};
+    pt_engine_params ep = {.model_path = t_fixture("gemma4-rq2k.gguf"), .n_threads = 2, .usage_dir = t_usage_dir()};
     pt_engine *e = pt_engine_open(&ep, err, sizeof err);
     CHECKF(e, "%s", err);
     if (!e) return;
@@ -331,7 +331,7 @@ static void model2_refuses_bad_files(void) {
         snprintf(path, sizeof path, "%s/model2_variant%zu.gguf", t_tmpdir(), i);
         CHECK(write_variant(cases[i].src, path, cases[i].drop_key, cases[i].drop_tensor,
                             cases[i].u32_key, cases[i].val) == 0);
-        pt_engine_params ep = {.model_path = path, .n_threads = 1};
+        pt_engine_params ep = {.model_path = path, .n_threads = 1, .usage_dir = t_usage_dir()};
         pt_engine *e = pt_engine_open(&ep, err, sizeof err);
         CHECKF(e == NULL, "variant %zu accepted", i);
         pt_engine_close(e);
@@ -341,7 +341,7 @@ static void model2_refuses_bad_files(void) {
     const char *models[] = {"gemma4-rq2k.gguf", "qwen3moe-rq2k.gguf"};
     for (size_t i = 0; i < PT_ARRAY_LEN(models); i++) {
         char err[512] = "";
-        pt_engine_params ep = {.model_path = t_fixture(models[i]), .n_threads = 1};
+        pt_engine_params ep = {.model_path = t_fixture(models[i]), .n_threads = 1, .usage_dir = t_usage_dir()};
         pt_engine *e = pt_engine_open(&ep, err, sizeof err);
         CHECKF(e != NULL, "%s", err);
         if (!e) continue;
