@@ -25,7 +25,10 @@
 /* Run every prompt of one fixture; returns 1 when all gates hold. */
 static void check_fixture(const char *name, int with_mtp) {
     char path[256];
+    snprintf(path, sizeof path, "%s.gguf", name);
+    if (!t_need(path)) return; /* the F32 models live in ../shared/fixtures only */
     snprintf(path, sizeof path, "%s.ref.json", name);
+    if (!t_need(path)) return;
     json_error_t jerr;
     json_t *ref = json_load_file(t_fixture(path), 0, &jerr);
     CHECKF(ref, "%s: %s", path, jerr.text);
@@ -389,6 +392,7 @@ static void stream_qwen3moe_mxfp4(void) { check_streamed_equals_resident("qwen3m
 
 static void stream_refuses_tiny_budget(void) {
     char err[512] = "";
+    if (!t_need("glm-dsa-f32.gguf")) return; /* the budgets below are sized for this model */
     pt_engine_params ep = {.model_path = t_fixture("glm-dsa-f32.gguf"), .n_threads = 1, .ram_gb = 0.1, .usage_dir = t_usage_dir()};
     pt_engine *e = pt_engine_open(&ep, err, sizeof err);
     CHECK(e == NULL);

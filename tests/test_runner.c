@@ -7,7 +7,11 @@
  * SIGSEGV, an abort, an exit() in the middle of a case, a hang (whose own
  * subprocess must die with it), a file left in a fixture folder, and two cases
  * that each find their temp and usage folders empty. The run must end with the summary
- * line and exit 1; every failure is one FAIL line with its reason. */
+ * line and exit 1; every failure is one FAIL line with its reason.
+ * fixtures_match_checksums checks the repository's copy of the fixtures
+ * (tests/fixtures) against its SHA256SUMS: a checkout that altered them (end of
+ * line conversion, a large-file pointer instead of the file) fails here, once,
+ * rather than as a puzzle in every model test. */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,8 +175,25 @@ static void runner_isolates_cases(void) {
     }
 }
 
+/* ===== The repository's fixtures ===== */
+
+static void fixtures_match_checksums(void) {
+    static char out[1 << 14];
+    int rc = t_run("cd tests/fixtures && sha256sum --quiet --strict -c SHA256SUMS", out, sizeof out);
+    CHECKF(rc == 0, "tests/fixtures differs from its SHA256SUMS (exit %d):\n%s", rc, out);
+    /* every file listed is there: 125 lines for the copy described in tests/fixtures/ABOUT.md */
+    size_t len;
+    char *sums = t_read_file("tests/fixtures/SHA256SUMS", &len);
+    CHECK(sums != NULL);
+    int lines = 0;
+    for (size_t i = 0; sums && i < len; i++) lines += sums[i] == '\n';
+    CHECKF(lines >= 125, "SHA256SUMS lists %d files", lines);
+    free(sums);
+}
+
 T_SUITE(runner) {
     T_ADD(runner_isolates_cases);
+    T_ADD(fixtures_match_checksums);
     const char *self = getenv("PETREL_TEST_SELFTEST");
     if (!self || strcmp(self, "1")) return;
     T_ADD(selftest_pass);
