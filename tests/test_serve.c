@@ -312,7 +312,10 @@ static void test_serve_loading(void) {
     /* not a model after all: the load fails, the server says so and exits 1 */
     int fd = open(fifo, O_WRONLY);
     if (fd >= 0) {
-        CHECK(write(fd, "garbage", 7) == 7);
+        /* the loader may refuse the FIFO (not a regular file) and close it before
+         * this write, which then fails with EPIPE: either way the load fails */
+        if (write(fd, "garbage", 7) != 7) {
+        }
         close(fd);
     }
     int st = 0;
