@@ -11,8 +11,8 @@
  * alone — `FAIL name (why: signal 11, Segmentation fault)`, `FAIL name (why:
  * timed out after 300 s)` — and the run goes on. On timeout, and after every
  * case, the whole process group is killed (cases start `petrel serve` and
- * shell pipelines); the runner is a child subreaper, so what a killed case
- * left behind is reaped here rather than lingering as zombies.
+ * shell pipelines); on Linux the runner is a child subreaper, so what a killed
+ * case left behind is reaped here rather than lingering as zombies.
  * The result comes back through a pipe, not the exit status alone: the child
  * writes one record (passed / failed / skipped + the skip reason) after the
  * case returned, and it counts only when the child then exits 0 — so a case
@@ -20,11 +20,14 @@
  *
  * Time limit: PETREL_TEST_TIMEOUT seconds per case (default 300); a case
  * registered with T_ADD_TIMEOUT gets its own limit when that is longer.
+ * Cases run one after another, never in parallel (they time themselves and
+ * share the machine's cores).
  *
  * Hermetic files. One temp dir per run (/tmp/petrel-test-XXXXXX, removed at
  * exit), and in it a fresh case-N/ folder per case, removed when the case is
- * over: case-N/tmp is the case's t_tmpdir (so no file, and no static counter
- * naming files, carries over from another case), case-N/usage its usage
+ * over: case-N/tmp is the case's t_tmpdir, empty at its start (every case is a
+ * fresh fork, so a static counter naming files restarts at 0 and must not find
+ * an earlier case's file there), case-N/usage its usage
  * statistics (t_usage_dir, also exported as PETREL_USAGE_DIR for the CLI) and
  * case-N/cache its XDG_CACHE_HOME (so `petrel` subprocesses put packs and
  * usage there, never in the user's cache or next to a fixture). The fixture
@@ -45,13 +48,15 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 #include "test.h"
 
@@ -68,6 +73,7 @@ typedef struct {
 static t_case cases[4096];
 static int n_cases;
 static char tmpdir[256]; /* the run's temp dir */
+static const char *self_path; /* argv[0] */
 static pid_t main_pid;
 
 /* State of the running case (meaningful in the child only). */
@@ -145,6 +151,8 @@ const char *t_need(const char *name) {
 const char *t_tmpdir(void) { return cur_tmp; }
 
 const char *t_usage_dir(void) { return cur_usage; }
+
+const char *t_self(void) { return self_path; }
 
 void *t_read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -289,10 +297,6 @@ static int mkdir_p(const char *path) {
  * (normally, so sanitizer leak checks run and can still fail the case). */
 static void child_run(int i, int wfd) {
     setpgid(0, 0);
-    sigset_t chld;
-    sigemptyset(&chld);
-    sigaddset(&chld, SIGCHLD);
-    sigprocmask(SIG_UNBLOCK, &chld, NULL);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     int nul = open("/dev/null", O_RDONLY);
@@ -333,7 +337,7 @@ typedef enum { R_PASS, R_FAIL, R_SKIP } result;
 static result run_case(int i, int limit_s, char *why, size_t why_len) {
     why[0] = 0;
     int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) {
+    if (pipe(fds) != 0) {
         snprintf(why, why_len, "why: pipe: %s", strerror(errno));
         return R_FAIL;
     }
@@ -347,6 +351,7 @@ static result run_case(int i, int limit_s, char *why, size_t why_len) {
     }
     if (pid == 0) {
         close(fds[0]);
+        fcntl(fds[1], F_SETFD, FD_CLOEXEC); /* what the case execs does not hold it */
         child_run(i, fds[1]);
     }
     close(fds[1]);
@@ -354,6 +359,7 @@ static result run_case(int i, int limit_s, char *why, size_t why_len) {
     cur_child = pid;
     const double t0 = now_s();
     int status = 0, timed_out = 0;
+    long nap_us = 1000; /* polls: 1 ms, doubling to 20 ms (short cases cost ~nothing) */
     for (;;) {
         siginfo_t si;
         memset(&si, 0, sizeof si);
@@ -365,13 +371,8 @@ static result run_case(int i, int limit_s, char *why, size_t why_len) {
             kill(-pid, SIGKILL);
             break;
         }
-        /* sleep until a child changes state (SIGCHLD is blocked in the runner,
-         * so it stays pending until taken here) or 0.2 s have passed */
-        sigset_t chld;
-        sigemptyset(&chld);
-        sigaddset(&chld, SIGCHLD);
-        struct timespec ts = {0, 200 * 1000 * 1000};
-        sigtimedwait(&chld, NULL, &ts);
+        usleep((useconds_t)nap_us);
+        if (nap_us < 20000) nap_us *= 2;
     }
     kill(-pid, SIGKILL);
     waitpid(pid, &status, 0);
@@ -442,12 +443,11 @@ int main(int argc, char **argv) {
     sa.sa_handler = on_stop;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+#ifdef __linux__
     /* orphans of a killed case (a server whose parent died) come to the runner to be reaped */
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-    sigset_t chld;
-    sigemptyset(&chld);
-    sigaddset(&chld, SIGCHLD);
-    sigprocmask(SIG_BLOCK, &chld, NULL); /* run_case waits for it with sigtimedwait */
+#endif
+    self_path = argv[0];
     /* nothing a case does may reach the user's cache (child_run narrows this per case) */
     char cache[300];
     snprintf(cache, sizeof cache, "%s/cache", tmpdir);

@@ -40,6 +40,9 @@ const char *t_tmpdir(void);
  * pt_engine_params.usage_dir so that nothing is written next to a model
  * (the CLI gets it as PETREL_USAGE_DIR). Empty at the start of each case. */
 const char *t_usage_dir(void);
+/* Path of this test binary as it was started (argv[0]; the working directory
+ * is the runner's). */
+const char *t_self(void);
 /* Read a whole file; *len receives its size. Returns malloc'd data or NULL. */
 void *t_read_file(const char *path, size_t *len);
 /* Write a whole file; returns 0 on success. */

@@ -112,6 +112,7 @@ static void selftest_fresh_b(void) { fresh_dirs(); }
 
 /* State letter of process pid ('R', 'S', 'Z', ...), or 0 when there is none. */
 static char proc_state(int pid) {
+    if (access("/proc/self/stat", F_OK) != 0) return kill(pid, 0) == 0 ? 'R' : 0; /* no /proc */
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/stat", pid);
     char *s = t_read_file(path, NULL);
@@ -123,11 +124,7 @@ static char proc_state(int pid) {
 }
 
 static void runner_isolates_cases(void) {
-    char self[1024];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    CHECK(n > 0);
-    if (n <= 0) return;
-    self[n] = 0;
+    const char *self = t_self();
     char dir[600], fx[700];
     snprintf(dir, sizeof dir, "%s/selftest", t_tmpdir());
     snprintf(fx, sizeof fx, "%s/fx", dir);
@@ -179,7 +176,9 @@ static void runner_isolates_cases(void) {
 
 static void fixtures_match_checksums(void) {
     static char out[1 << 14];
-    int rc = t_run("cd tests/fixtures && sha256sum --quiet --strict -c SHA256SUMS", out, sizeof out);
+    int rc = t_run("cd tests/fixtures && if command -v sha256sum >/dev/null; then sha256sum --quiet -c SHA256SUMS; "
+                   "else shasum -a 256 --quiet -c SHA256SUMS; fi",
+                   out, sizeof out);
     CHECKF(rc == 0, "tests/fixtures differs from its SHA256SUMS (exit %d):\n%s", rc, out);
     /* every file listed is there: 125 lines for the copy described in tests/fixtures/ABOUT.md */
     size_t len;
