@@ -26,9 +26,10 @@ void t_fail_at(const char *file, int line, const char *fmt, ...)
 void t_skip(const char *why); /* mark the running case skipped (counts neither way) */
 
 /* Path of a fixture file or folder: the first of tests/fixtures/NAME (the copy
- * in the repository), $PETREL_FIXTURES/NAME, ../shared/fixtures/NAME that
- * exists (when none does, the last place looked, for the error message).
- * Returns a static buffer valid until the next call. */
+ * in the repository; paths are relative to the repository root, where make
+ * runs the tests), $PETREL_FIXTURES/NAME, ../shared/fixtures/NAME that exists;
+ * when none does, the $PETREL_FIXTURES one (else the shared one), for the
+ * error message. Returns a static buffer valid until the next call. */
 const char *t_fixture(const char *name);
 /* t_fixture for a file the case cannot do without: its path when it exists;
  * otherwise the case is marked skipped ("needs NAME from ../shared/fixtures")
