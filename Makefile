@@ -138,7 +138,7 @@ fuzz: deps
 	    -o build/fuzz/fuzz_gguf tests/fuzz/fuzz_gguf.c src/common.c src/format/gguf.c \
 	    src/format/ggml_types.c src/model/info.c
 	cp -n tests/fuzz/seeds/* build/fuzz/corpus/
-	cp -n ../shared/fixtures/tokenizer/ggml-vocab-fixture-*.gguf build/fuzz/corpus/ 2>/dev/null || true
+	cp -n tests/fixtures/tokenizer/ggml-vocab-fixture-*.gguf build/fuzz/corpus/
 	build/fuzz/fuzz_gguf -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=1024 -timeout=5 \
 	    build/fuzz/corpus
 

@@ -20,7 +20,7 @@ PORT=${BENCH_SERVE_PORT:-18573}
 MODEL=${BENCH_SERVE_MODEL:-}
 if [ -z "$MODEL" ]; then
     if [ -f build/bench/glm-dsa-bench.gguf ]; then MODEL=build/bench/glm-dsa-bench.gguf
-    else MODEL=../shared/fixtures/glm-dsa-rq2k.gguf; fi
+    else MODEL=tests/fixtures/glm-dsa-rq2k.gguf; fi
 fi
 command -v curl >/dev/null || { echo "bench/serve.sh: curl is needed" >&2; exit 1; }
 command -v node >/dev/null || { echo "bench/serve.sh: node (20 or later) is needed; skipped" >&2; exit 0; }

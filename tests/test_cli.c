@@ -53,6 +53,7 @@ static void cli_inspect_json(void) {
                            "qwen3moe-mxfp4.gguf"};
     for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
         char args[1024];
+        if (!t_need(files[f])) continue; /* gemma4-f32: the others are still inspected */
         snprintf(args, sizeof args, "inspect --json %s 2>/dev/null", t_fixture(files[f]));
         CHECK(run(args) == 0);
         json_error_t jerr;

@@ -21,6 +21,7 @@ static void gguf_reads_fixtures(void) {
                            "tokenizer/ggml-vocab-glm4.gguf", "tokenizer/ggml-vocab-gpt-2.gguf"};
     for (size_t i = 0; i < PT_ARRAY_LEN(names); i++) {
         pt_err err = {{0}};
+        if (!t_need(names[i])) continue; /* the F32 models: the others are still read */
         gguf_ctx *g = gguf_open(t_fixture(names[i]), &err);
         CHECKF(g != NULL, "%s: %s", names[i], err.msg);
         gguf_close(g);

@@ -78,7 +78,7 @@ static float *logits_with(const char *model, int slots, const char *pack, int no
     const int n = (int)PT_ARRAY_LEN(toks);
     char err[512];
     pt_engine_params ep = {.model_path = model, .n_threads = 2, .expert_slots = slots, .pack_path = pack,
-                           .no_pack = no_pack, .io = io};
+                           .no_pack = no_pack, .io = io, .usage_dir = t_usage_dir()};
     pt_engine *e = pt_engine_open(&ep, err, sizeof err);
     CHECKF(e, "%s", err);
     if (!e) return NULL;
@@ -161,7 +161,7 @@ static void pack_bad_packs_are_refused(void) {
     CHECK_STR_CONTAINS(out, "stale pack");
     /* an explicitly named bad pack is an error, not a silent fallback */
     char err[512];
-    pt_engine_params ep = {.model_path = other, .n_threads = 1, .expert_slots = 2, .pack_path = pack};
+    pt_engine_params ep = {.model_path = other, .n_threads = 1, .expert_slots = 2, .pack_path = pack, .usage_dir = t_usage_dir()};
     pt_engine *e = pt_engine_open(&ep, err, sizeof err);
     CHECK(e == NULL);
     CHECK_STR_CONTAINS(err, "stale pack");

@@ -44,7 +44,7 @@ static const fam FAMS[] = {
 };
 
 static pt_engine *open_fixture(const char *model, char *err, size_t len) {
-    pt_engine_params ep = {.model_path = t_fixture(model), .n_threads = 2, .usage_dir = t_tmpdir()};
+    pt_engine_params ep = {.model_path = t_fixture(model), .n_threads = 2, .usage_dir = t_usage_dir()};
     return pt_engine_open(&ep, err, len);
 }
 

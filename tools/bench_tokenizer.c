@@ -8,8 +8,8 @@
  * The text is encoded whole, in separate calls, until 4 MB have been
  * processed: the per-call word cache starts empty each time, so repeating the
  * text does not flatter the result. Prints MB/s and tokens/s per vocabulary;
- * the goal is >= 5 MB/s. Rates are per CPU-second of the encoding thread. Fixtures come from PETREL_FIXTURES (default
- * ../shared/fixtures).
+ * the goal is >= 5 MB/s. Rates are per CPU-second of the encoding thread. The vocabularies come
+ * from PETREL_FIXTURES when set, else the repository's tests/fixtures.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,7 +64,7 @@ int main(int argc, char **argv) {
                 return 1;
             }
     } else {
-        const char *defaults[] = {"README.md", "../shared/DESIGN.md", "../shared/fixtures/README.md",
+        const char *defaults[] = {"README.md", "../shared/DESIGN.md", "tests/fixtures/README.md",
                                   "/usr/share/common-licenses/GPL-3"};
         for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++)
             (void)append_file(defaults[i], &text, &n, &cap);
@@ -74,7 +74,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     const char *dir = getenv("PETREL_FIXTURES");
-    if (!dir || !*dir) dir = "../shared/fixtures";
+    if (!dir || !*dir) dir = "tests/fixtures";
     const char *vocabs[] = {"ggml-vocab-gpt-2.gguf", "ggml-vocab-glm4.gguf", "ggml-vocab-gemma-4.gguf"};
     int calls = (int)((4u << 20) / n) + 1;
     printf("tokenizer encode, one thread: %.1f KB of English text, %d calls\n", n / 1e3, calls);

@@ -28,6 +28,9 @@ void tcli_sigint(int on) {
 void tcli_opts_init(tcli_opts *o) {
     memset(o, 0, sizeof *o);
     o->ep.cache_dir = cli_cache_dir();
+    /* PETREL_USAGE_DIR: keep usage statistics there instead of next to the model
+     * (the test suite points it into its temp dir, away from the fixtures) */
+    o->ep.usage_dir = getenv("PETREL_USAGE_DIR");
     pt_sampling_default(&o->sp);
     o->n_gen = -1;
     o->think = -1;
