@@ -199,6 +199,12 @@ void pt_ids_free(pt_ids *a);
 /* CLOCK_MONOTONIC seconds: the clock of pt_gen_result's times. */
 double pt_now(void);
 
+/* out (emptied first) receives s[0..n) as valid UTF-8 for JSON and terminals:
+ * every byte that does not start a well-formed, shortest-form, non-surrogate
+ * sequence of a code point in 1..U+10FFFF (so NUL too) becomes U+FFFD.
+ * Returns the number of bytes replaced, or -1 out of memory. */
+int pt_utf8_repair(const char *s, size_t n, pt_buf *out);
+
 /* ===== Text: the engine's vocabulary =====
  * Loaded by pt_engine_open from the GGUF's tokenizer.* metadata. A model
  * without a usable vocabulary still opens (token ids work); the functions

@@ -778,7 +778,7 @@ static void test_serve_request_parsing(void) {
     CHECK(oai_parse_request(OAI_RESPONSES, "{\"input\":3}", 11, &r, err, sizeof err) == -1);
     /* invalid UTF-8 is repaired, never passed on */
     pt_buf u = {0};
-    CHECK(fe_utf8_fix("a\xff" "b\xc3", 4, &u) == 2 && !strcmp(u.v, "a\xef\xbf\xbd" "b\xef\xbf\xbd"));
+    CHECK(pt_utf8_repair("a\xff" "b\xc3", 4, &u) == 2 && !strcmp(u.v, "a\xef\xbf\xbd" "b\xef\xbf\xbd"));
     pt_buf_free(&u);
 }
 

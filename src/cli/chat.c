@@ -117,7 +117,7 @@ int cmd_chat(int argc, char **argv) {
     int interactive = isatty(fileno(stdin));
     int think = o.think;
     pt_buf sys = {0}, fixed = {0};
-    if (system_arg && fe_utf8_fix(system_arg, strlen(system_arg), &sys) < 0) return cli_error("out of memory");
+    if (system_arg && pt_utf8_repair(system_arg, strlen(system_arg), &sys) < 0) return cli_error("out of memory");
     json_t *msgs = new_conversation(sys.v);
     fe_turn_result res = {0};
     char *line = NULL;
@@ -151,7 +151,7 @@ int cmd_chat(int argc, char **argv) {
                 tcli_print_stats(stderr, &m, &last, 0, 1);
             } else if (!strncmp(line, "/system", 7) && (line[7] == ' ' || !line[7])) {
                 const char *t = line[7] ? line + 8 : "";
-                if (fe_utf8_fix(t, strlen(t), &sys) < 0) break;
+                if (pt_utf8_repair(t, strlen(t), &sys) < 0) break;
                 json_decref(msgs);
                 msgs = new_conversation(sys.v);
                 fprintf(stderr, "[system message %s; conversation restarted]\n", *t ? "set" : "cleared");
@@ -163,7 +163,7 @@ int cmd_chat(int argc, char **argv) {
             }
             continue;
         }
-        int bad = fe_utf8_fix(line, strlen(line), &fixed);
+        int bad = pt_utf8_repair(line, strlen(line), &fixed);
         if (bad < 0) break;
         if (bad) fprintf(stderr, "[input is not valid UTF-8: %d bad sequences replaced by U+FFFD]\n", bad);
         json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "user", "content", fixed.v));

@@ -222,13 +222,13 @@ static int run_text(const tcli_opts *o, const char *text, size_t len, int chat, 
             rc = cli_error("%s: no known chat format for this model (use generate without --chat)", o->model);
             goto done;
         }
-        int bad = fe_utf8_fix(text, len, &fixed);
+        int bad = pt_utf8_repair(text, len, &fixed);
         if (bad < 0) goto oom;
         if (bad) fprintf(stderr, "petrel: the prompt is not valid UTF-8; %d bad sequences replaced by U+FFFD\n", bad);
         msgs = json_array();
         if (system) {
             pt_buf sys = {0};
-            if (fe_utf8_fix(system, strlen(system), &sys) < 0) goto oom;
+            if (pt_utf8_repair(system, strlen(system), &sys) < 0) goto oom;
             json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "system", "content", sys.v));
             pt_buf_free(&sys);
         }

@@ -66,9 +66,7 @@ int pt_chat_render(const char *format, const char *messages_json, const char *to
     }
     chat_opts co = {.add_generation_prompt = o ? o->add_generation_prompt : 1, .thinking = o ? o->thinking : -1};
     pt_err pe = {{0}};
-    tok_bytes b = {out->v, out->n, out->cap};
-    int rc = chat_render(f, msgs, tools, &co, &b, &pe);
-    out->v = b.v, out->n = b.n, out->cap = b.cap;
+    int rc = chat_render(f, msgs, tools, &co, out, &pe);
     json_decref(msgs);
     json_decref(tools);
     if (rc) return fail(err, err_len, pe.msg);

@@ -2,10 +2,10 @@
  * of petrel.h, over the tokenizer (text/tokenizer.c) and the sampler
  * (text/sampler.c), and the loading of the engine's text side at open.
  *
- * The public types mirror internal ones field for field (pt_buf / tok_bytes,
- * pt_ids / tok_ids, pt_sampling / sampler_params, the flag values); the
- * wrappers copy between them rather than cast, and the static asserts below
- * keep the flag values in step. */
+ * The tokenizer's buffers are the public pt_buf / pt_ids themselves; the
+ * public pt_sampling mirrors sampler_params field for field (the wrappers
+ * copy between them), and the static asserts below keep the flag values in
+ * step. */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +13,7 @@
 
 #include "common.h"
 #include "engine/api_text.h"
+#include "text/utf8.h"
 
 static_assert((int)PT_TOKENIZE_ADD_SPECIAL == (int)TOK_ADD_SPECIAL, "tokenize flags");
 static_assert((int)PT_TOKENIZE_PARSE_SPECIAL == (int)TOK_PARSE_SPECIAL, "tokenize flags");
@@ -20,35 +21,11 @@ static_assert((int)PT_DETOKENIZE_RENDER_SPECIAL == (int)TOK_RENDER_SPECIAL, "det
 
 /* ===== Buffers and the clock ===== */
 
-int pt_buf_append(pt_buf *b, const char *s, size_t n) {
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *p = realloc(b->v, cap);
-        if (!p) return -1;
-        b->v = p, b->cap = cap;
-    }
-    if (n) memcpy(b->v + b->n, s, n);
-    b->n += n;
-    b->v[b->n] = 0;
-    return 0;
-}
-
-void pt_buf_free(pt_buf *b) {
-    free(b->v);
-    memset(b, 0, sizeof *b);
-}
-
-void pt_ids_free(pt_ids *a) {
-    free(a->v);
-    memset(a, 0, sizeof *a);
-}
-
-double pt_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+int pt_buf_append(pt_buf *b, const char *s, size_t n) { return tok_bytes_append(b, s, n); }
+void pt_buf_free(pt_buf *b) { tok_bytes_free(b); }
+void pt_ids_free(pt_ids *a) { tok_ids_free(a); }
+double pt_now(void) { return pt_now_s(); }
+int pt_utf8_repair(const char *s, size_t n, pt_buf *out) { return utf8_repair(s, n, out); }
 
 static void put_err(char *err, size_t err_len, const char *msg) {
     if (err && err_len) snprintf(err, err_len, "%s", msg);
@@ -93,9 +70,7 @@ int pt_tokenize(const pt_engine *e, const char *text, size_t len, int flags, pt_
     const tok_vocab *v = engine_vocab(e, err, err_len);
     if (!v) return -1;
     pt_err pe = {{0}};
-    tok_ids ids = {out->v, out->n, out->cap};
-    int rc = tok_encode(v, text, len, flags, &ids, &pe);
-    out->v = ids.v, out->n = ids.n, out->cap = ids.cap;
+    int rc = tok_encode(v, text, len, flags, out, &pe);
     if (rc) put_err(err, err_len, pe.msg);
     return rc ? -1 : 0;
 }
@@ -105,9 +80,7 @@ int pt_detokenize(const pt_engine *e, const int32_t *ids, size_t n, int flags, p
     const tok_vocab *v = engine_vocab(e, err, err_len);
     if (!v) return -1;
     pt_err pe = {{0}};
-    tok_bytes b = {out->v, out->n, out->cap};
-    int rc = tok_decode(v, ids, n, flags, &b, &pe);
-    out->v = b.v, out->n = b.n, out->cap = b.cap;
+    int rc = tok_decode(v, ids, n, flags, out, &pe);
     if (rc) {
         put_err(err, err_len, pe.msg);
         return -1;

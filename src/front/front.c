@@ -7,29 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int fe_utf8_fix(const char *s, size_t n, pt_buf *out) {
-    int bad = 0;
-    out->n = 0;
-    if (pt_buf_append(out, "", 0)) return -1;
-    size_t i = 0;
-    while (i < n) {
-        unsigned char c = (unsigned char)s[i];
-        size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-        int ok = len > 0 && i + len <= n && c != 0; /* NUL cannot travel in JSON */
-        for (size_t k = 1; ok && k < len; k++) ok = ((unsigned char)s[i + k] >> 6) == 2;
-        if (ok && len > 1) { /* overlong, surrogate, beyond U+10FFFF */
-            uint32_t cp = len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
-            for (size_t k = 1; k < len; k++) cp = (cp << 6) | ((unsigned char)s[i + k] & 0x3f);
-            ok = cp >= (len == 2 ? 0x80u : len == 3 ? 0x800u : 0x10000u) && !(cp >= 0xD800 && cp <= 0xDFFF) &&
-                 cp <= 0x10FFFF;
-        }
-        if (pt_buf_append(out, ok ? s + i : "\xef\xbf\xbd", ok ? len : 3)) return -1;
-        bad += !ok;
-        i += ok ? len : 1;
-    }
-    return bad;
-}
-
 static int say(char *err, size_t err_len, int code, const char *msg) {
     if (err && err_len) snprintf(err, err_len, "%s", msg);
     return code;
@@ -97,7 +74,7 @@ int fe_turn_run(pt_gen *g, const fe_turn *t, fe_turn_result *r, char *err, size_
         goto out;
     }
     /* 4. the answer: valid UTF-8, split when asked */
-    if (fe_utf8_fix(r->gen.text.v ? r->gen.text.v : "", r->gen.text.n, &r->text) < 0) {
+    if (pt_utf8_repair(r->gen.text.v ? r->gen.text.v : "", r->gen.text.n, &r->text) < 0) {
         rc = say(err, err_len, FE_TURN_ANSWER_FAILED, "out of memory");
         goto out;
     }

@@ -28,7 +28,7 @@ static int sse(pt_buf *out, const char *type, json_t *j) {
 
 char *oai_error_body(const char *type, const char *code, const char *message) {
     pt_buf m = {0};
-    if (fe_utf8_fix(message, strlen(message), &m) < 0) return NULL;
+    if (pt_utf8_repair(message, strlen(message), &m) < 0) return NULL;
     json_t *j = json_pack("{s:{s:s, s:s, s:n, s:s?}}", "error", "message", m.v, "type", type, "param", "code", code);
     pt_buf_free(&m);
     char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
@@ -397,7 +397,7 @@ int oai_parse_request(int api, const char *body, size_t len, oai_req *r, char *e
             goto out;
         }
         pt_buf t = {0};
-        if (fe_utf8_fix(json_string_value(p), json_string_length(p), &t) < 0) {
+        if (pt_utf8_repair(json_string_value(p), json_string_length(p), &t) < 0) {
             bad(err, "out of memory");
             goto out;
         }
@@ -788,7 +788,7 @@ int oai_stream_end(oai_stream *st, const oai_result *r, pt_buf *out) {
 
 int oai_stream_error(oai_stream *st, const char *message, pt_buf *out) {
     pt_buf m = {0};
-    if (fe_utf8_fix(message, strlen(message), &m) < 0) return -1;
+    if (pt_utf8_repair(message, strlen(message), &m) < 0) return -1;
     int rc;
     if (st->api == OAI_RESPONSES) {
         oai_result r = {.id = st->id, .model = st->model, .created = st->created};

@@ -8,7 +8,7 @@
  * Request bodies are hostile input: every field is type-checked and a wrong
  * one gives a one-line message for a 400 (the caller wraps it with
  * oai_error_body). Text that goes out is valid UTF-8 (invalid bytes the model
- * produced become U+FFFD, fe_utf8_fix), so jansson never refuses a string.
+ * produced become U+FFFD, pt_utf8_repair), so jansson never refuses a string.
  * Public API only (petrel.h): chat formats are names, the reasoning and tool-
  * call markup comes from pt_chat_markers_of, parsed answers are pt_chat_parsed.
  */

@@ -103,7 +103,7 @@ typedef struct run_ctx {
 static int on_delta(void *ud, int kind, const char *p, size_t n) {
     run_ctx *rc = ud;
     if (!rc->streaming) return 0;
-    if (fe_utf8_fix(p, n, &rc->fix) < 0) return -1;
+    if (pt_utf8_repair(p, n, &rc->fix) < 0) return -1;
     pthread_mutex_lock(&rc->s->mu);
     int r = oai_stream_delta(&rc->st, kind, rc->fix.v, rc->fix.n, &rc->j->sse);
     pthread_cond_broadcast(&rc->j->cv);
@@ -242,7 +242,7 @@ static void run_job(srv *s, job *j) {
         const char *cv = rc.split.content.v ? rc.split.content.v : "";
         size_t cn = rc.split.content.n;
         while (cn && strchr(" \t\r\n", cv[cn - 1])) cn--;
-        if (fe_utf8_fix(cv, cn, &c) >= 0) {
+        if (pt_utf8_repair(cv, cn, &c) >= 0) {
             free(parsed->content);
             parsed->content = c.v;
         }
@@ -257,7 +257,7 @@ static void run_job(srv *s, job *j) {
     /* a stream shows the content the final parse has beyond what was streamed (a malformed tool call) */
     if (grc == 0 && rc.streaming && parsed && tools) {
         pt_buf sent = {0};
-        if (fe_utf8_fix(rc.split.content.v ? rc.split.content.v : "", rc.split.content.n, &sent) >= 0) {
+        if (pt_utf8_repair(rc.split.content.v ? rc.split.content.v : "", rc.split.content.n, &sent) >= 0) {
             size_t k = sent.n;
             while (k && strchr(" \t\r\n", sent.v[k - 1])) k--;
             if (strlen(parsed->content) > k && !strncmp(parsed->content, sent.v, k)) {

@@ -31,6 +31,7 @@
 
 #include "common.h"
 #include "format/gguf.h"
+#include "petrel.h"
 
 typedef struct tok_vocab tok_vocab;
 
@@ -55,18 +56,13 @@ enum {
     TOK_RENDER_SPECIAL = 1 << 0, /* write control/unknown tokens' text (else they decode to nothing) */
 };
 
-/* A growable array of token ids; zero-initialise, free with tok_ids_free. */
-typedef struct tok_ids {
-    int32_t *v;
-    size_t n, cap;
-} tok_ids;
+/* A growable array of token ids; zero-initialise, free with tok_ids_free.
+ * The public pt_ids itself (petrel.h): one array type inside and out. */
+typedef pt_ids tok_ids;
 
 /* A growable byte buffer; zero-initialise, free with tok_bytes_free. Appends
  * through tok_bytes_append keep a NUL after the last byte (not counted in n). */
-typedef struct tok_bytes {
-    char *v;
-    size_t n, cap;
-} tok_bytes;
+typedef pt_buf tok_bytes; /* the public pt_buf (petrel.h): one byte buffer inside and out */
 
 void tok_ids_free(tok_ids *a);
 void tok_bytes_free(tok_bytes *b);
