@@ -98,36 +98,10 @@ int pt_chat_parse(const char *format, const char *text, size_t len, int in_reaso
     if (f == CHAT_NONE) return -1;
     json_t *tools;
     if (load_array("tools", tools_json, &tools, err, err_len)) return -1;
-    chat_parsed p;
     pt_err pe = {{0}};
-    int rc = chat_parse(f, text, len, in_reasoning, tools, &p, &pe);
+    int rc = chat_parse(f, text, len, in_reasoning, tools, out, &pe);
     json_decref(tools);
-    if (rc) return fail(err, err_len, pe.msg);
-    /* move the strings over; the call array is remade in the public type */
-    pt_tool_call *calls = p.n_calls ? calloc((size_t)p.n_calls, sizeof *calls) : NULL;
-    if (p.n_calls && !calls) {
-        chat_parsed_free(&p);
-        return fail(err, err_len, "chat: out of memory");
-    }
-    for (int i = 0; i < p.n_calls; i++) calls[i] = (pt_tool_call){p.calls[i].name, p.calls[i].arguments};
-    out->content = p.content;
-    out->reasoning = p.reasoning;
-    out->calls = calls;
-    out->n_calls = p.n_calls;
-    out->n_bad = p.n_bad;
-    memcpy(out->bad, p.bad, sizeof out->bad < sizeof p.bad ? sizeof out->bad : sizeof p.bad);
-    out->bad[sizeof out->bad - 1] = 0;
-    free(p.calls);
-    return 0;
+    return rc ? fail(err, err_len, pe.msg) : 0;
 }
 
-void pt_chat_parsed_free(pt_chat_parsed *p) {
-    for (int i = 0; i < p->n_calls; i++) {
-        free(p->calls[i].name);
-        free(p->calls[i].arguments);
-    }
-    free(p->calls);
-    free(p->content);
-    free(p->reasoning);
-    memset(p, 0, sizeof *p);
-}
+void pt_chat_parsed_free(pt_chat_parsed *p) { chat_parsed_free(p); }

@@ -2,10 +2,9 @@
  * of petrel.h, over the tokenizer (text/tokenizer.c) and the sampler
  * (text/sampler.c), and the loading of the engine's text side at open.
  *
- * The tokenizer's buffers are the public pt_buf / pt_ids themselves; the
- * public pt_sampling mirrors sampler_params field for field (the wrappers
- * copy between them), and the static asserts below keep the flag values in
- * step. */
+ * The internal buffers, sampling parameters and sampler are the public types
+ * themselves (pt_buf, pt_ids, pt_sampling, pt_sampler); the static asserts
+ * below keep the flag values in step. */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,37 +122,8 @@ int pt_token_is_eog(const pt_engine *e, int32_t id) {
 
 /* ===== Sampling ===== */
 
-void sampling_to_params(const pt_sampling *s, sampler_params *p) {
-    *p = (sampler_params){.temp = s->temp,
-                          .top_k = s->top_k,
-                          .top_p = s->top_p,
-                          .min_p = s->min_p,
-                          .repeat_penalty = s->repeat_penalty,
-                          .frequency_penalty = s->frequency_penalty,
-                          .presence_penalty = s->presence_penalty,
-                          .penalty_last_n = s->penalty_last_n,
-                          .seed = s->seed};
-}
-
-void sampling_from_params(const sampler_params *p, pt_sampling *s) {
-    *s = (pt_sampling){.temp = p->temp,
-                       .top_k = p->top_k,
-                       .top_p = p->top_p,
-                       .min_p = p->min_p,
-                       .repeat_penalty = p->repeat_penalty,
-                       .frequency_penalty = p->frequency_penalty,
-                       .presence_penalty = p->presence_penalty,
-                       .penalty_last_n = p->penalty_last_n,
-                       .seed = p->seed};
-}
-
-void pt_sampling_default(pt_sampling *p) {
-    sampler_params sp;
-    sampler_params_default(&sp);
-    sampling_from_params(&sp, p);
-}
-
-void pt_engine_sampling(const pt_engine *e, pt_sampling *p) { sampling_from_params(&engine_text_of(e)->sp, p); }
+void pt_sampling_default(pt_sampling *p) { sampler_params_default(p); }
+void pt_engine_sampling(const pt_engine *e, pt_sampling *p) { *p = engine_text_of(e)->sp; }
 
 void pt_sampling_override(pt_sampling *p, const pt_sampling *with, unsigned fields) {
     if (fields & PT_SAMPLING_TEMP) p->temp = with->temp;
@@ -167,32 +137,15 @@ void pt_sampling_override(pt_sampling *p, const pt_sampling *with, unsigned fiel
     if (fields & PT_SAMPLING_SEED) p->seed = with->seed;
 }
 
-/* The public sampler is the internal one under another name. */
-struct pt_sampler {
-    sampler *s;
-};
-
+/* The public sampler is the internal one (sampler.h names it pt_sampler). */
 pt_sampler *pt_sampler_new(const pt_sampling *p, int n_vocab, char *err, size_t err_len) {
     pt_err pe = {{0}};
-    sampler_params sp;
-    sampling_to_params(p, &sp);
-    pt_sampler *s = calloc(1, sizeof *s);
-    if (!s) return put_err(err, err_len, "out of memory"), NULL;
-    s->s = sampler_new(&sp, n_vocab, &pe);
-    if (!s->s) {
-        put_err(err, err_len, pe.msg);
-        free(s);
-        return NULL;
-    }
+    pt_sampler *s = sampler_new(p, n_vocab, &pe);
+    if (!s) put_err(err, err_len, pe.msg);
     return s;
 }
 
-void pt_sampler_free(pt_sampler *s) {
-    if (!s) return;
-    sampler_free(s->s);
-    free(s);
-}
-
-void pt_sampler_reset(pt_sampler *s) { sampler_reset(s->s); }
-void pt_sampler_accept(pt_sampler *s, int32_t tok) { sampler_accept(s->s, tok); }
-int32_t pt_sampler_sample(pt_sampler *s, float *logits) { return sampler_sample(s->s, logits); }
+void pt_sampler_free(pt_sampler *s) { sampler_free(s); }
+void pt_sampler_reset(pt_sampler *s) { sampler_reset(s); }
+void pt_sampler_accept(pt_sampler *s, int32_t tok) { sampler_accept(s, tok); }
+int32_t pt_sampler_sample(pt_sampler *s, float *logits) { return sampler_sample(s, logits); }

@@ -31,8 +31,4 @@ const engine_text *engine_text_of(const pt_engine *e);
 /* The vocabulary, or NULL with the reason in err (err may be NULL). */
 const tok_vocab *engine_vocab(const pt_engine *e, char *err, size_t err_len);
 
-/* pt_sampling <-> sampler_params (same fields). */
-void sampling_to_params(const pt_sampling *s, sampler_params *p);
-void sampling_from_params(const sampler_params *p, pt_sampling *s);
-
 #endif

@@ -86,19 +86,9 @@ int chat_json_dump(const json_t *j, tok_bytes *out);
 
 /* ===== Parsing generated text ===== */
 
-typedef struct chat_tool_call {
-    char *name;      /* NUL-terminated */
-    char *arguments; /* a JSON object, compact, NUL-terminated */
-} chat_tool_call;
-
-typedef struct chat_parsed {
-    char *content;   /* the answer, tool-call markup removed; NUL-terminated */
-    char *reasoning; /* the reasoning block's text ("" when none) */
-    chat_tool_call *calls;
-    int n_calls;
-    int n_bad;       /* malformed tool calls (left in content as text) */
-    char bad[256];   /* what was wrong with the first one */
-} chat_parsed;
+/* The public types (petrel.h) themselves: a parse result goes out as it is. */
+typedef pt_tool_call chat_tool_call;
+typedef pt_chat_parsed chat_parsed;
 
 /* Split the text a model generated after the generation prompt into
  * reasoning, content and tool calls. in_reasoning: the prompt opened a

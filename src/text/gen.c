@@ -47,9 +47,7 @@ pt_gen *pt_gen_new(pt_session *s, const pt_sampling *sp, char *err, size_t err_l
         return NULL;
     }
     pt_err pe = {{0}};
-    sampler_params p;
-    sampling_to_params(sp, &p);
-    g->smp = sampler_new(&p, g->n_vocab, &pe);
+    g->smp = sampler_new(sp, g->n_vocab, &pe);
     g->logits = malloc((size_t)g->n_vocab * sizeof *g->logits);
     if (!g->smp || !g->logits) {
         fail(err, err_len, g->smp ? "out of memory for the generation buffers" : pe.msg);
@@ -70,9 +68,7 @@ pt_session *pt_gen_session(const pt_gen *g) { return g->s; }
 
 int pt_gen_set_sampling(pt_gen *g, const pt_sampling *sp, char *err, size_t err_len) {
     pt_err pe = {{0}};
-    sampler_params p;
-    sampling_to_params(sp, &p);
-    sampler *s = sampler_new(&p, g->n_vocab, &pe);
+    sampler *s = sampler_new(sp, g->n_vocab, &pe);
     if (!s) return fail(err, err_len, pe.msg);
     sampler_free(g->smp);
     g->smp = s;

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct sampler {
+struct pt_sampler {
     sampler_params p;
     int n_vocab;
     uint64_t rng[4];  /* xoshiro256** state */

@@ -23,18 +23,12 @@
 
 #include "common.h"
 #include "format/gguf.h"
+#include "petrel.h"
 
-typedef struct sampler_params {
-    float temp;              /* <= 0: greedy */
-    int top_k;               /* 0: off */
-    float top_p;             /* >= 1: off */
-    float min_p;             /* 0: off; keep tokens with p >= min_p * p_max */
-    float repeat_penalty;    /* 1: off */
-    float frequency_penalty; /* 0: off */
-    float presence_penalty;  /* 0: off */
-    int penalty_last_n;      /* history window the penalties look at (default 64) */
-    uint64_t seed;
-} sampler_params;
+/* The public pt_sampling (petrel.h) itself: temp, top_k, top_p, min_p, the
+ * repeat / frequency / presence penalties over the last penalty_last_n
+ * tokens, and the seed. */
+typedef pt_sampling sampler_params;
 
 /* Defaults: temp 0.7, top-p 0.95, top-k off, min-p off, no penalties, seed 0. */
 void sampler_params_default(sampler_params *p);
@@ -43,7 +37,7 @@ void sampler_params_default(sampler_params *p);
  * writes them from generation_config.json). Returns how many it found. */
 int sampler_params_from_gguf(sampler_params *p, const gguf_ctx *g);
 
-typedef struct sampler sampler;
+typedef struct pt_sampler sampler; /* the public pt_sampler is this sampler */
 
 /* NULL with err when a parameter is out of range or memory is short. */
 sampler *sampler_new(const sampler_params *p, int n_vocab, pt_err *err);
