@@ -18,6 +18,10 @@
 
 #define PETREL_VERSION "0.1.0"
 
+/* Context positions a session holds, and the memory plan budgets a KV cache
+ * for, when the caller does not say (capped by the model's training context). */
+#define PT_DEFAULT_CTX 4096
+
 /* The library version, "MAJOR.MINOR.PATCH". */
 const char *pt_version(void);
 
@@ -52,6 +56,14 @@ typedef struct pt_engine_params {
      * read and saved; NULL: next to the model when that folder is writable,
      * else cache_dir. Tests point it at a folder of their own. */
     const char *usage_dir;
+    /* Positions the memory plan budgets the KV cache for; 0: PT_DEFAULT_CTX
+     * (capped by the model's training context). Front ends pass the session
+     * context they will ask for, so the expert cache leaves room for it. */
+    int n_ctx;
+    /* 1: open the model and compute the memory plan only (pt_engine_plan):
+     * no expert cache, no thread pool, no usage statistics read or written;
+     * pt_session_new refuses. For `petrel inspect --ram`. */
+    int plan_only;
 } pt_engine_params;
 
 enum { PT_EXPERTS_MMAP = -1 };
@@ -70,8 +82,9 @@ int pt_engine_n_threads(const pt_engine *e);
 int pt_engine_has_mtp(const pt_engine *e);
 const char *pt_engine_arch(const pt_engine *e);
 
-/* One line describing the memory plan: budget, resident bytes, expert mode,
- * slots per layer, I/O back-end. */
+/* One line describing the memory plan: budget, resident bytes, KV cache and
+ * context, expert mode, slots per layer, I/O back-end. When the plan does not
+ * fit the budget, pt_engine_open fails instead with every number named. */
 const char *pt_engine_plan(const pt_engine *e);
 
 /* Expert-streaming counters since the engine opened. */
@@ -91,7 +104,7 @@ typedef struct pt_stats {
 void pt_engine_stats(const pt_engine *e, pt_stats *st);
 
 typedef struct pt_session_params {
-    int n_ctx;   /* positions the KV cache holds; 0: 4096 (capped by the model's training context) */
+    int n_ctx;   /* positions the KV cache holds; 0: PT_DEFAULT_CTX (capped by the model's training context) */
     int n_batch; /* rows evaluated per forward chunk; 0: 256 */
 } pt_session_params;
 

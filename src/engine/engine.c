@@ -20,22 +20,13 @@
 #include "petrel.h"
 #include "runtime/budget.h"
 #include "runtime/experts.h"
+#include "runtime/plan.h"
 #include "runtime/threadpool.h"
 #include "runtime/usage.h"
 #include "runtime/xio.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
-
-/* "1.23 GB" or "45.6 MB": plans mention tiny fixtures and 200 GB models alike. */
-static const char *gb(uint64_t bytes, char buf[32]) {
-    if (bytes >= (1ull << 30)) snprintf(buf, 32, "%.2f GB", bytes / GIB);
-    else snprintf(buf, 32, "%.1f MB", bytes / 1048576.0);
-    return buf;
-}
-#define PLAN_KV_CTX 4096             /* context assumed when budgeting the KV cache */
 #define DEFAULT_BATCH 256            /* rows per forward chunk when the session does not say */
-#define PLAN_MARGIN (512ull << 20)   /* kept free for scratch, I/O and the allocator */
-#define PIN_SHARE 0.25               /* default share of the expert cache given to pins */
 
 typedef struct arch_ops arch_ops;
 
@@ -47,7 +38,10 @@ struct pt_engine {
     const arch_ops *ops; /* the family's session functions */
     int n_vocab, n_embd, n_ctx_train, has_mtp;
     int n_expert;          /* routed experts per MoE layer */
-    uint64_t kv_plan_bytes; /* KV cache bytes of a PLAN_KV_CTX-position session, for the memory plan */
+    /* KV cache of a session, for the memory plan (float elements, as the states allocate) */
+    uint64_t kv_per_pos;   /* bytes per position, all layers that keep every position */
+    uint64_t kv_fixed;     /* bytes independent of the context: gemma4's sliding-window rings */
+    int plan_only;         /* opened for the plan only: no store, no pool, no sessions */
     glm_model glm;       /* glm-dsa, deepseek2 */
     gemma4_model g4;     /* gemma4 */
     qwen3moe_model q3;   /* qwen3moe */
@@ -208,11 +202,12 @@ static int pin_hot_experts(pt_engine *en, int n_all, int slots, uint64_t pin_byt
     return rc < 0 ? -1 : total;
 }
 
-/* Decide how routed experts are served and open the store. The memory plan:
- * budget (--ram, or what the machine and cgroup can spare) minus resident
- * tensors, a KV cache for PLAN_KV_CTX positions and a margin; the rest is
- * expert cache. A model that fits entirely is read through the mmap unless
- * slots are forced; one whose resident part does not fit is refused. */
+/* Decide how routed experts are served and open the store. The memory plan
+ * (runtime/plan.h): budget (--ram, or what the machine and cgroup can spare)
+ * minus resident tensors, a KV cache for the context to budget for and a
+ * margin; the rest is expert cache. A model that fits entirely is read through
+ * the mmap unless slots are forced; one whose resident part does not fit is
+ * refused. With plan_only the plan is computed and nothing is opened. */
 static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
     int n_all;
     if (model_expert_layers(en->g, &en->xl, &n_all, e)) return -1;
@@ -235,36 +230,45 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
             break;
         }
     }
-    uint64_t slot_sum = 0;
-    for (int l = 0; l < n_all; l++) slot_sum += xs_slot_bytes(&en->xl[l], en->pack, l, !p->buffered_io);
+    uint64_t *slot_bytes = calloc((size_t)n_all + 1, sizeof *slot_bytes);
+    if (!slot_bytes) return pt_errf(e, "out of memory");
+    for (int l = 0; l < n_all; l++) slot_bytes[l] = xs_slot_bytes(&en->xl[l], en->pack, l, !p->buffered_io);
     model_info mi;
-    if (model_info_get(en->g, &mi, e)) return -1;
-    const uint64_t resident = mi.resident_bytes, routed = mi.routed_bytes;
+    if (model_info_get(en->g, &mi, e)) {
+        free(slot_bytes);
+        return -1;
+    }
+    const plan_in in = {.budget = p->ram_gb > 0 ? (uint64_t)(p->ram_gb * GIB) : mem_available(),
+                        .resident = mi.resident_bytes,
+                        .routed = mi.routed_bytes,
+                        .slot_bytes = slot_bytes,
+                        .n_layers = n_all,
+                        .n_expert = en->n_expert,
+                        .kv_per_pos = en->kv_per_pos,
+                        .kv_fixed = en->kv_fixed,
+                        .n_ctx = p->n_ctx,
+                        .n_ctx_train = en->n_ctx_train,
+                        .slots = p->expert_slots,
+                        .pin_bytes = p->pin_gb > 0 ? (uint64_t)(p->pin_gb * GIB) : 0,
+                        .no_pin = p->no_pin,
+                        .margin = PLAN_MARGIN};
     model_info_free(&mi);
-    const uint64_t kv = en->kv_plan_bytes;
-    const uint64_t budget = p->ram_gb > 0 ? (uint64_t)(p->ram_gb * GIB) : mem_available();
-    const uint64_t fixed = resident + kv + PLAN_MARGIN;
+    plan_out pl;
+    const int rc = plan_compute(&in, en->g->files[0].path, &pl, e);
+    free(slot_bytes);
+    if (rc) return -1;
+    if (en->plan_only) {
+        snprintf(en->plan, sizeof en->plan, "%s%s", pl.line, note);
+        return 0;
+    }
     /* LFU with decay is the default: on the streaming benchmark's routing trace it
      * hits more than LRU, most when slots are scarce (bench/RESULTS.md) */
-    xs_config cfg = {.policy = p->expert_policy == PT_POLICY_LRU ? XS_LRU : XS_LFU,
+    xs_config cfg = {.streaming = pl.streaming,
+                     .slots = pl.slots,
+                     .policy = p->expert_policy == PT_POLICY_LRU ? XS_LRU : XS_LFU,
                      .io = p->io == PT_IO_URING ? XIO_URING : p->io == PT_IO_PREAD ? XIO_PREAD : XIO_AUTO,
                      .direct = !p->buffered_io,
                      .pack = en->pack};
-    if (p->expert_slots > 0) {
-        cfg.streaming = 1;
-        cfg.slots = p->expert_slots;
-    } else if (p->expert_slots == 0 && slot_sum && budget && fixed + routed > budget) {
-        if (fixed + slot_sum > budget)
-            return pt_errf(e,
-                           "%s: not enough memory: petrel needs at least %.2f GB (tensors %.2f GB, "
-                           "KV cache %.2f GB, margin %.2f GB, one expert slot per layer %.2f GB) "
-                           "but the budget is %.2f GB (set --ram or free memory)",
-                           en->g->files[0].path, (fixed + slot_sum) / GIB, resident / GIB, kv / GIB,
-                           PLAN_MARGIN / GIB, slot_sum / GIB, budget / GIB);
-        cfg.streaming = 1;
-        cfg.slots = (int)((budget - fixed) / slot_sum);
-        if (cfg.slots > en->n_expert) cfg.slots = en->n_expert;
-    }
     if (open_usage(en, p, n_all, e)) return -1;
     cfg.usage = &en->usage;
     if (p->trace_path) {
@@ -275,27 +279,18 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
     en->xs = xs_open(en->g, en->xl, n_all, &cfg, e);
     if (!en->xs) return -1;
     int n_pinned = 0;
-    if (cfg.streaming && !p->no_pin && en->have_usage) {
-        uint64_t pin_bytes = p->pin_gb > 0 ? (uint64_t)(p->pin_gb * GIB)
-                                           : (uint64_t)(PIN_SHARE * (double)slot_sum * cfg.slots);
-        n_pinned = pin_hot_experts(en, n_all, cfg.slots, pin_bytes, e);
+    if (cfg.streaming && pl.pin_bytes && en->have_usage) {
+        n_pinned = pin_hot_experts(en, n_all, cfg.slots, pl.pin_bytes, e);
         if (n_pinned < 0) return -1;
     }
-    char pins[96] = "";
+    /* the store's part of the plan line, inside the cache's parentheses */
+    char pins[96] = "", store[256] = "", line[512];
     if (n_pinned) snprintf(pins, sizeof pins, ", %d hot experts pinned", n_pinned);
-    char b1[32], b2[32], b3[32], b4[32], b5[32];
     if (cfg.streaming)
-        snprintf(en->plan, sizeof en->plan,
-                 "budget %s: resident %s, KV %s (%d ctx), experts %s on disk streamed into %d slots/layer "
-                 "(%s, %s, %s%s, %s%s%s)%s",
-                 gb(budget, b1), gb(resident, b2), gb(kv, b3), PLAN_KV_CTX, gb(routed, b4), cfg.slots,
-                 gb(slot_sum * (uint64_t)cfg.slots, b5), cfg.policy == XS_LFU ? "LFU" : "LRU",
+        snprintf(store, sizeof store, ", %s, %s%s, %s%s%s", cfg.policy == XS_LFU ? "LFU" : "LRU",
                  xio_backend_name(xs_io_backend(en->xs)), xs_direct(en->xs) ? ", O_DIRECT" : "",
-                 en->pack ? "from the expert pack" : "from the GGUF", pins,
-                 en->prefetch ? ", prefetch" : "", note);
-    else
-        snprintf(en->plan, sizeof en->plan, "budget %s: resident %s, experts %s read through the memory map%s",
-                 gb(budget, b1), gb(resident, b2), gb(routed, b3), note);
+                 en->pack ? "from the expert pack" : "from the GGUF", pins, en->prefetch ? ", prefetch" : "");
+    snprintf(en->plan, sizeof en->plan, "%s%s", plan_line(&pl, store, line, sizeof line), note);
     return 0;
 }
 
@@ -308,6 +303,7 @@ pt_engine *pt_engine_open(const pt_engine_params *p, char *err, size_t err_len) 
     }
     en->max_isa = p->kernels - 1; /* PT_KERNELS_BEST -> -1, SCALAR -> QT_ISA_SCALAR, ... */
     en->prefetch = p->prefetch;
+    en->plan_only = p->plan_only;
     en->g = gguf_open(p->model_path, &e);
     if (!en->g) goto fail;
     if (gguf_get_str(en->g, "general.architecture", en->arch, sizeof en->arch, &e)) goto fail;
@@ -317,8 +313,9 @@ pt_engine *pt_engine_open(const pt_engine_params *p, char *err, size_t err_len) 
         en->n_vocab = en->glm.hp.n_vocab, en->n_embd = en->glm.hp.n_embd;
         en->n_ctx_train = en->glm.hp.n_ctx_train, en->has_mtp = en->glm.hp.n_nextn > 0;
         en->n_expert = en->glm.hp.n_expert;
-        en->kv_plan_bytes = (uint64_t)PLAN_KV_CTX * (uint64_t)(en->glm.hp.n_layer + en->glm.hp.n_nextn) *
-                            (uint64_t)(en->glm.hp.kv_lora + en->glm.hp.qk_rope) * sizeof(float);
+        /* one latent (kv_lora) + rope key per position and block, MTP included */
+        en->kv_per_pos = (uint64_t)(en->glm.hp.n_layer + en->glm.hp.n_nextn) *
+                         (uint64_t)(en->glm.hp.kv_lora + en->glm.hp.qk_rope) * sizeof(float);
     } else if (!strcmp(en->arch, "gemma4")) {
         if (gemma4_model_load(en->g, &en->g4, &e)) goto fail;
         en->ops = &gemma4_ops;
@@ -330,17 +327,17 @@ pt_engine *pt_engine_open(const pt_engine_params *p, char *err, size_t err_len) 
          * 26B-A4B, which leaves one expert slot per layer under a 4 GiB limit */
         for (int l = 0; l < en->g4.hp.n_layer; l++) {
             const gemma4_layer *ly = &en->g4.layers[l];
-            const uint64_t pos = ly->swa ? PT_MIN((uint64_t)en->g4.hp.window + DEFAULT_BATCH - 1, PLAN_KV_CTX)
-                                         : PLAN_KV_CTX;
-            en->kv_plan_bytes += pos * 2 * (uint64_t)ly->n_kv * (uint64_t)ly->head_dim * sizeof(float);
+            const uint64_t per_pos = 2 * (uint64_t)ly->n_kv * (uint64_t)ly->head_dim * sizeof(float);
+            if (ly->swa) en->kv_fixed += ((uint64_t)en->g4.hp.window + DEFAULT_BATCH - 1) * per_pos;
+            else en->kv_per_pos += per_pos;
         }
     } else if (!strcmp(en->arch, "qwen3moe")) {
         if (qwen3moe_model_load(en->g, &en->q3, &e)) goto fail;
         en->ops = &qwen3moe_ops;
         en->n_vocab = en->q3.hp.n_vocab, en->n_embd = en->q3.hp.n_embd, en->n_ctx_train = en->q3.hp.n_ctx_train;
         en->n_expert = en->q3.hp.n_expert;
-        en->kv_plan_bytes = (uint64_t)PLAN_KV_CTX * (uint64_t)en->q3.hp.n_layer * 2 * (uint64_t)en->q3.hp.n_kv *
-                            (uint64_t)en->q3.hp.head_dim * sizeof(float);
+        en->kv_per_pos = (uint64_t)en->q3.hp.n_layer * 2 * (uint64_t)en->q3.hp.n_kv * (uint64_t)en->q3.hp.head_dim *
+                         sizeof(float);
     } else {
         pt_errf(&e, "%s: architecture '%s' is not supported (supported: glm-dsa, deepseek2, gemma4, qwen3moe)",
                 p->model_path, en->arch);
@@ -348,8 +345,8 @@ pt_engine *pt_engine_open(const pt_engine_params *p, char *err, size_t err_len) 
     }
     int nt = p->n_threads > 0 ? p->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (nt < 1) nt = 1;
-    en->pool = tp_new(nt);
-    if (!en->pool) {
+    en->pool = en->plan_only ? NULL : tp_new(nt);
+    if (!en->pool && !en->plan_only) {
         pt_errf(&e, "cannot start %d threads", nt);
         goto fail;
     }
@@ -385,7 +382,7 @@ void pt_engine_close(pt_engine *e) {
 
 int pt_engine_n_vocab(const pt_engine *e) { return e->n_vocab; }
 int pt_engine_n_embd(const pt_engine *e) { return e->n_embd; }
-int pt_engine_n_threads(const pt_engine *e) { return tp_size(e->pool); }
+int pt_engine_n_threads(const pt_engine *e) { return e->pool ? tp_size(e->pool) : 0; }
 int pt_engine_has_mtp(const pt_engine *e) { return e->has_mtp; }
 const char *pt_engine_arch(const pt_engine *e) { return e->arch; }
 const char *pt_engine_plan(const pt_engine *e) { return e->plan; }
@@ -419,7 +416,12 @@ void pt_engine_stats(const pt_engine *e, pt_stats *st) {
 
 pt_session *pt_session_new(pt_engine *e, const pt_session_params *p, char *err, size_t err_len) {
     pt_err er = {{0}};
-    int n_ctx = p && p->n_ctx > 0 ? p->n_ctx : 4096;
+    if (e->plan_only) {
+        snprintf(err, err_len, "%s: the engine was opened for its memory plan only (plan_only); open it again "
+                               "without plan_only to run sessions", e->g->files[0].path);
+        return NULL;
+    }
+    int n_ctx = p && p->n_ctx > 0 ? p->n_ctx : PT_DEFAULT_CTX;
     if (n_ctx > e->n_ctx_train && e->n_ctx_train > 0 && !(p && p->n_ctx > 0)) n_ctx = e->n_ctx_train;
     int n_batch = p && p->n_batch > 0 ? p->n_batch : DEFAULT_BATCH;
     pt_session *s = calloc(1, sizeof *s);
