@@ -178,6 +178,11 @@ static const char *mkmodel(void) {
     return mk && *mk ? mk : "build/mkmodel";
 }
 
+static const char *bin(void) {
+    const char *b = getenv("PETREL_BIN");
+    return b && *b ? b : "build/petrel";
+}
+
 /* Write shape `name` header-only into the test folder (once per run); path
  * receives its path. Checks that the file has its real size (within
  * [lo_gib, hi_gib]) but occupies almost no disk. 0 when usable. */
@@ -297,6 +302,27 @@ static void shape_qwen3_235b(void) {
     CHECK_STR_CONTAINS(r.line, "KV 1.47 GB (4096 ctx)");
 }
 
+/* `petrel inspect --ram` prints the same plans after the model's description. */
+static void shape_inspect_ram(void) {
+    char path[512], cmd[2048];
+    static char out[1 << 17];
+    if (shape_file("glm-5.2", 243, 245, path)) return;
+    snprintf(cmd, sizeof cmd, "%s inspect %s --ram 16,32,64,128", bin(), path);
+    CHECKF(t_run(cmd, out, sizeof out) == 0, "%s", out);
+    CHECK_STR_CONTAINS(out, "architecture    glm-dsa");
+    CHECK_STR_CONTAINS(out, "memory plans");
+    CHECK_STR_CONTAINS(out, "16 GB  refused: not enough memory: petrel needs at least 21.62 GB (tensors 19.55 GB");
+    CHECK_STR_CONTAINS(out, "32 GB  budget 32.00 GB: resident 19.55 GB");
+    CHECK_STR_CONTAINS(out, "128 GB  budget 128.00 GB:");
+    snprintf(cmd, sizeof cmd, "%s inspect %s --ram 32 -c 32768 --json", bin(), path);
+    CHECKF(t_run(cmd, out, sizeof out) == 0, "%s", out);
+    CHECK_STR_CONTAINS(out, "\"memory_plans\"");
+    CHECK_STR_CONTAINS(out, "(32768 ctx)");
+    snprintf(cmd, sizeof cmd, "%s inspect %s --ram 16,x", bin(), path);
+    CHECK(t_run(cmd, out, sizeof out) == 2);
+    CHECK_STR_CONTAINS(out, "--ram '16,x'");
+}
+
 T_SUITE(plan) {
     T_ADD(plan_fits_in_memory_uses_mmap);
     T_ADD(plan_streaming_slot_arithmetic);
@@ -308,4 +334,5 @@ T_SUITE(plan) {
     T_ADD(shape_deepseek_v3);
     T_ADD(shape_gemma4_26b);
     T_ADD(shape_qwen3_235b);
+    T_ADD(shape_inspect_ram);
 }

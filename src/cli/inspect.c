@@ -1,10 +1,14 @@
-/* inspect.c — `petrel inspect MODEL.gguf [--json]`: what a model is and what
- * streaming it will cost, from the header alone (no tensor data is read).
+/* inspect.c — `petrel inspect MODEL.gguf [--json] [--ram GB,GB,...]`: what a
+ * model is and what streaming it will cost, from the header alone (no tensor
+ * data is read).
  *
  * Reports the architecture and its hyper-parameters (every `<arch>.*` key),
  * tensor counts and bytes by type, and the split that matters to petrel:
  * resident bytes vs routed-expert bytes, one expert's bytes per layer, and the
  * routed bytes one token touches (top-k experts in every trunk MoE layer).
+ * With --ram, the memory plan the engine would make at each budget (the engine
+ * opened with plan_only: the model's loader validates it, nothing is
+ * allocated), or why it would refuse — which works on header-only files too.
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -13,6 +17,7 @@
 
 #include "cli.h"
 #include "format/gguf.h"
+#include "petrel.h"
 #include "kernels/quant.h"
 #include "model/info.h"
 
@@ -181,7 +186,54 @@ static void print_text(const char *path, const gguf_ctx *g, const model_info *mi
            human(mi->resident_bytes, b3, sizeof b3));
 }
 
-static int print_json(const char *path, const gguf_ctx *g, const model_info *mi) {
+/* ===== Memory plans at several budgets ===== */
+
+#define MAX_RAMS 16
+
+typedef struct ram_plan {
+    double ram_gb;
+    int ok;         /* the engine would open: text is the plan line */
+    char text[1024]; /* the plan line, or why it refuses (without the path prefix) */
+} ram_plan;
+
+/* The plan at each of rams[n] GB for a context of n_ctx (0: the default). */
+static void make_plans(const char *path, const double *rams, int n, int n_ctx, ram_plan *out) {
+    for (int i = 0; i < n; i++) {
+        ram_plan *r = &out[i];
+        char err[1024] = "";
+        pt_engine_params p = {.model_path = path, .ram_gb = rams[i], .n_ctx = n_ctx, .plan_only = 1,
+                              .cache_dir = cli_cache_dir()};
+        pt_engine *e = pt_engine_open(&p, err, sizeof err);
+        r->ram_gb = rams[i];
+        r->ok = e != NULL;
+        const size_t pl = strlen(path);
+        const char *msg = e ? pt_engine_plan(e) : !strncmp(err, path, pl) && !strncmp(err + pl, ": ", 2) ? err + pl + 2
+                                                                                                         : err;
+        snprintf(r->text, sizeof r->text, "%s", msg);
+        pt_engine_close(e);
+    }
+}
+
+static void print_plans(const ram_plan *p, int n) {
+    printf("memory plans    (what petrel would do with --ram GB)\n");
+    for (int i = 0; i < n; i++) printf("  %6g GB  %s%s\n", p[i].ram_gb, p[i].ok ? "" : "refused: ", p[i].text);
+}
+
+/* "16,32,64" into rams[]; returns how many, or -1 on a bad list. */
+static int parse_rams(const char *s, double *rams) {
+    int n = 0;
+    while (*s) {
+        char *end;
+        double v = strtod(s, &end);
+        if (end == s || !(v > 0) || v > 1e6 || n == MAX_RAMS || (*end && *end != ',')) return -1;
+        rams[n++] = v;
+        s = *end ? end + 1 : end;
+    }
+    return n ? n : -1;
+}
+
+static int print_json(const char *path, const gguf_ctx *g, const model_info *mi, const ram_plan *plans,
+                      int n_plans) {
     json_t *o = json_object();
     size_t al = strlen(mi->arch);
     json_object_set_new(o, "file", json_string(path));
@@ -235,6 +287,17 @@ static int print_json(const char *path, const gguf_ctx *g, const model_info *mi)
     json_object_set_new(o, "expert_bytes_max", json_integer((json_int_t)mi->expert_bytes_max));
     json_object_set_new(o, "expert_bytes_per_token", json_integer((json_int_t)mi->touched_per_token));
     json_object_set_new(o, "resident_memory_bytes", json_integer((json_int_t)mi->resident_bytes));
+    if (n_plans) {
+        json_t *a = json_array();
+        for (int i = 0; i < n_plans; i++) {
+            json_t *e = json_object();
+            json_object_set_new(e, "ram_gb", json_real(plans[i].ram_gb));
+            json_object_set_new(e, "ok", json_boolean(plans[i].ok));
+            json_object_set_new(e, plans[i].ok ? "plan" : "error", json_string(plans[i].text));
+            json_array_append_new(a, e);
+        }
+        json_object_set_new(o, "memory_plans", a);
+    }
     int rc = json_dumpf(o, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(15));
     printf("\n");
     json_decref(o);
@@ -242,17 +305,40 @@ static int print_json(const char *path, const gguf_ctx *g, const model_info *mi)
 }
 
 static void inspect_usage(FILE *f) {
-    fprintf(f, "usage: petrel inspect MODEL.gguf [--json]\n"
+    fprintf(f, "usage: petrel inspect MODEL.gguf [--json] [--ram GB,GB,...] [-c N]\n"
                "  Print architecture, hyper-parameters, tensor types and the resident vs\n"
                "  routed-expert split of a GGUF model (any part of a split model works).\n"
-               "  --json   machine-readable output\n");
+               "  --json             machine-readable output\n"
+               "  --ram GB,GB,...    also the memory plan at each budget (e.g. 16,32,64,128):\n"
+               "                     resident bytes, KV cache, experts mmap'd or streamed into\n"
+               "                     N slots per layer, or why petrel would refuse\n"
+               "  -c, --ctx-size N   context the plans budget a KV cache for (default %d,\n"
+               "                     at most the model's)\n",
+            PT_DEFAULT_CTX);
 }
 
 int cmd_inspect(int argc, char **argv) {
     const char *path = NULL;
-    int json = 0;
+    int json = 0, n_rams = 0, n_ctx = 0;
+    double rams[MAX_RAMS];
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) json = 1;
+        else if (!strcmp(argv[i], "--ram") && i + 1 < argc) {
+            if ((n_rams = parse_rams(argv[++i], rams)) < 0) {
+                fprintf(stderr, "petrel inspect: --ram '%s': expected GB values separated by commas (at most %d)\n",
+                        argv[i], MAX_RAMS);
+                return CLI_USAGE;
+            }
+        } else if ((!strcmp(argv[i], "-c") || !strcmp(argv[i], "--ctx-size")) && i + 1 < argc) {
+            char *end;
+            long v = strtol(argv[++i], &end, 10);
+            if (*end || v < 1 || v > (1L << 26)) {
+                fprintf(stderr, "petrel inspect: %s '%s': expected a context of 1..%ld positions\n", argv[i - 1],
+                        argv[i], 1L << 26);
+                return CLI_USAGE;
+            }
+            n_ctx = (int)v;
+        }
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             inspect_usage(stdout);
             return CLI_OK;
@@ -277,10 +363,13 @@ int cmd_inspect(int argc, char **argv) {
         return cli_error("%s", err.msg);
     }
     int rc = CLI_OK;
+    ram_plan plans[MAX_RAMS];
+    make_plans(path, rams, n_rams, n_ctx, plans);
     if (json) {
-        if (print_json(path, g, &mi)) rc = cli_error("cannot write JSON output");
+        if (print_json(path, g, &mi, plans, n_rams)) rc = cli_error("cannot write JSON output");
     } else {
         print_text(path, g, &mi);
+        if (n_rams) print_plans(plans, n_rams);
     }
     if (fflush(stdout) != 0) rc = cli_error("cannot write output");
     model_info_free(&mi);
