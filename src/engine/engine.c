@@ -257,8 +257,10 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
     const int rc = plan_compute(&in, en->g->files[0].path, &pl, e);
     free(slot_bytes);
     if (rc) return -1;
-    if (en->plan_only) {
-        snprintf(en->plan, sizeof en->plan, "%s%s", pl.line, note);
+    if (en->plan_only) { /* where slots would be read from is known; the I/O back-end is not */
+        char line[512];
+        plan_line(&pl, pl.streaming ? en->pack ? ", from the expert pack" : ", from the GGUF" : "", line, sizeof line);
+        snprintf(en->plan, sizeof en->plan, "%s%s", line, note);
         return 0;
     }
     /* LFU with decay is the default: on the streaming benchmark's routing trace it
