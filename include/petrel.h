@@ -78,7 +78,7 @@ void pt_engine_close(pt_engine *e);
 
 int pt_engine_n_vocab(const pt_engine *e);
 int pt_engine_n_embd(const pt_engine *e);
-int pt_engine_n_threads(const pt_engine *e);
+int pt_engine_n_threads(const pt_engine *e); /* 0 for a plan_only engine */
 int pt_engine_has_mtp(const pt_engine *e);
 const char *pt_engine_arch(const pt_engine *e);
 

@@ -54,7 +54,7 @@ struct pt_engine {
     int have_usage;
     char usage_path[4096]; /* where the counts are saved at close, "" to skip */
     uint8_t fingerprint[32];
-    char plan[1024];
+    char plan[1280];       /* the plan line: the planner's part (< 512) + a pack warning (< 700) */
 };
 
 struct pt_session {
@@ -260,7 +260,7 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
     if (en->plan_only) { /* where slots would be read from is known; the I/O back-end is not */
         char line[512];
         plan_line(&pl, pl.streaming ? en->pack ? ", from the expert pack" : ", from the GGUF" : "", line, sizeof line);
-        snprintf(en->plan, sizeof en->plan, "%s%s", line, note);
+        snprintf(en->plan, sizeof en->plan, "%.511s%.699s", line, note);
         return 0;
     }
     /* LFU with decay is the default: on the streaming benchmark's routing trace it
@@ -292,7 +292,7 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
         snprintf(store, sizeof store, ", %s, %s%s, %s%s%s", cfg.policy == XS_LFU ? "LFU" : "LRU",
                  xio_backend_name(xs_io_backend(en->xs)), xs_direct(en->xs) ? ", O_DIRECT" : "",
                  en->pack ? "from the expert pack" : "from the GGUF", pins, en->prefetch ? ", prefetch" : "");
-    snprintf(en->plan, sizeof en->plan, "%s%s", plan_line(&pl, store, line, sizeof line), note);
+    snprintf(en->plan, sizeof en->plan, "%.511s%.699s", plan_line(&pl, store, line, sizeof line), note);
     return 0;
 }
 
