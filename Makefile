@@ -100,7 +100,8 @@ $(BUILD)/bench_petrel: $(BENCH_OBJ) $(BUILD)/libpetrel.a
 $(BUILD)/bench_tokenizer: $(BUILD)/tools/bench_tokenizer.o $(BUILD)/libpetrel.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-# Synthetic-model generator (tools/mkmodel.c): writes the glm-dsa GGUF `make bench` runs.
+# Synthetic-model generator (tools/mkmodel.c): writes the glm-dsa GGUF `make bench` runs, and
+# header-only real shapes (`--shape glm-5.2 --header-only`) for memory plans (tests/test_plan.c).
 $(BUILD)/mkmodel: $(BUILD)/tools/mkmodel.o $(BUILD)/libpetrel.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 

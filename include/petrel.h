@@ -48,6 +48,10 @@
 
 #define PETREL_VERSION "0.1.0"
 
+/* Context positions a session holds, and the memory plan budgets a KV cache
+ * for, when the caller does not say (capped by the model's training context). */
+#define PT_DEFAULT_CTX 4096
+
 /* The library version, "MAJOR.MINOR.PATCH". */
 const char *pt_version(void);
 
@@ -86,6 +90,14 @@ typedef struct pt_engine_params {
      * architecture, a vocab-only GGUF will do; tensors are never read). Such an
      * engine tokenizes and renders but pt_session_new refuses it. */
     int vocab_only;
+    /* Positions the memory plan budgets the KV cache for; 0: PT_DEFAULT_CTX
+     * (capped by the model's training context). Front ends pass the session
+     * context they will ask for, so the expert cache leaves room for it. */
+    int n_ctx;
+    /* 1: open the model and compute the memory plan only (pt_engine_plan):
+     * no expert cache, no thread pool, no usage statistics read or written;
+     * pt_session_new refuses. For `petrel inspect --ram`. */
+    int plan_only;
 } pt_engine_params;
 
 enum { PT_EXPERTS_MMAP = -1 };
@@ -104,12 +116,13 @@ void pt_engine_close(pt_engine *e);
 
 int pt_engine_n_vocab(const pt_engine *e);   /* logits per row (vocab_only: the vocabulary's size) */
 int pt_engine_n_embd(const pt_engine *e);    /* hidden state width (0 for vocab_only) */
-int pt_engine_n_threads(const pt_engine *e);
+int pt_engine_n_threads(const pt_engine *e); /* 0 for a plan_only engine */
 int pt_engine_has_mtp(const pt_engine *e);   /* 1: pt_session_mtp works */
 const char *pt_engine_arch(const pt_engine *e); /* general.architecture ("" when a vocab_only file has none) */
 
-/* One line describing the memory plan: budget, resident bytes, expert mode,
- * slots per layer, I/O back-end. */
+/* One line describing the memory plan: budget, resident bytes, KV cache and
+ * context, expert mode, slots per layer, I/O back-end. When the plan does not
+ * fit the budget, pt_engine_open fails instead with every number named. */
 const char *pt_engine_plan(const pt_engine *e);
 
 /* Expert-streaming counters since the engine opened. */
@@ -129,7 +142,7 @@ typedef struct pt_stats {
 void pt_engine_stats(const pt_engine *e, pt_stats *st);
 
 typedef struct pt_session_params {
-    int n_ctx;   /* positions the KV cache holds; 0: 4096 (capped by the model's training context) */
+    int n_ctx;   /* positions the KV cache holds; 0: PT_DEFAULT_CTX (capped by the model's training context) */
     int n_batch; /* rows evaluated per forward chunk; 0: 256 */
 } pt_session_params;
 

@@ -19,9 +19,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "format/gguf.h"
-#include "format/xpack.h"
-#include "model/info.h"
+#include "petrel_tools.h"
 
 typedef struct progress {
     const char *what;
@@ -73,19 +71,11 @@ static int mkdirs(const char *file_path) {
     return 0;
 }
 
-static gguf_ctx *open_model(const char *path, xp_layer_desc **d, int *n) {
-    pt_err err = {{0}};
-    gguf_ctx *g = gguf_open(path, &err);
-    if (!g) {
-        cli_error("%s", err.msg);
-        return NULL;
-    }
-    if (model_expert_layers(g, d, n, &err)) {
-        cli_error("%s", err.msg);
-        gguf_close(g);
-        return NULL;
-    }
-    return g;
+static pt_model *open_model(const char *path) {
+    char err[1024];
+    pt_model *m = pt_model_open(path, err, sizeof err);
+    if (!m) cli_error("%s", err);
+    return m;
 }
 
 int cmd_pack(int argc, char **argv) {
@@ -115,25 +105,21 @@ int cmd_pack(int argc, char **argv) {
         fprintf(stderr, "usage: petrel pack MODEL.gguf [-o PATH]\n");
         return CLI_USAGE;
     }
-    xp_layer_desc *d = NULL;
-    int n = 0;
-    gguf_ctx *g = open_model(model, &d, &n);
-    if (!g) return CLI_ERROR;
+    pt_model *m = open_model(model);
+    if (!m) return CLI_ERROR;
     char cand[2][4096];
-    int nc = xpack_candidates(g->files[0].path, cli_cache_dir(), cand);
+    int nc = pt_pack_candidates(m, cli_cache_dir(), cand);
     const char *path = out ? out : writable_dir_of(cand[0]) || nc < 2 ? cand[0] : cand[1];
     if (!out && path == cand[1] && mkdirs(path) != 0) {
-        gguf_close(g);
-        free(d);
+        pt_model_close(m);
         return cli_error("%s: cannot create the cache directory: %s", path, strerror(errno));
     }
     fprintf(stderr, "petrel: packing the experts of %s into %s\n", model, path);
     progress pr = {"pack", now_s(), 0, isatty(2)};
-    pt_err err = {{0}};
-    int rc = xpack_write(g, d, n, path, show_progress, &pr, stop_after, &err);
-    gguf_close(g);
-    free(d);
-    if (rc) return cli_error("%s", err.msg);
+    char err[1024];
+    int rc = pt_pack_write(m, path, show_progress, &pr, stop_after, err, sizeof err);
+    pt_model_close(m);
+    if (rc) return cli_error("%s", err);
     fprintf(stderr, "petrel: wrote %s in %.1f s\n", path, now_s() - pr.t0);
     return CLI_OK;
 }
@@ -160,29 +146,25 @@ int cmd_verify(int argc, char **argv) {
         fprintf(stderr, "usage: petrel verify MODEL.gguf [--pack PATH]\n");
         return CLI_USAGE;
     }
-    xp_layer_desc *d = NULL;
-    int n = 0;
-    gguf_ctx *g = open_model(model, &d, &n);
-    if (!g) return CLI_ERROR;
+    pt_model *m = open_model(model);
+    if (!m) return CLI_ERROR;
     char cand[2][4096];
-    int nc = pack ? 1 : xpack_candidates(g->files[0].path, cli_cache_dir(), cand);
+    int nc = pack ? 1 : pt_pack_candidates(m, cli_cache_dir(), cand);
     if (pack) snprintf(cand[0], sizeof cand[0], "%s", pack);
     const char *path = NULL;
     for (int i = 0; i < nc && !path; i++)
         if (access(cand[i], F_OK) == 0) path = cand[i];
     int rc = CLI_OK;
-    pt_err err = {{0}};
     if (!path) {
         rc = cli_error("%s: no expert pack (looked for %s%s%s)", model, cand[0], nc > 1 ? " and " : "",
                        nc > 1 ? cand[1] : "");
     } else {
-        xpack *p = xpack_open(path, g, d, n, &err);
         progress pr = {"verify", now_s(), 0, isatty(2)};
-        if (!p || xpack_verify(p, g, d, show_progress, &pr, &err)) rc = cli_error("%s", err.msg);
-        else fprintf(stderr, "petrel: %s is valid (%llu records)\n", path, (unsigned long long)p->n_records);
-        xpack_close(p);
+        char err[1024];
+        uint64_t n_records = 0;
+        if (pt_pack_verify(m, path, show_progress, &pr, &n_records, err, sizeof err)) rc = cli_error("%s", err);
+        else fprintf(stderr, "petrel: %s is valid (%llu records)\n", path, (unsigned long long)n_records);
     }
-    gguf_close(g);
-    free(d);
+    pt_model_close(m);
     return rc;
 }

@@ -19,22 +19,13 @@
 #include "petrel.h"
 #include "runtime/budget.h"
 #include "runtime/experts.h"
+#include "runtime/plan.h"
 #include "runtime/threadpool.h"
 #include "runtime/usage.h"
 #include "runtime/xio.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
-
-/* "1.23 GB" or "45.6 MB": plans mention tiny fixtures and 200 GB models alike. */
-static const char *gb(uint64_t bytes, char buf[32]) {
-    if (bytes >= (1ull << 30)) snprintf(buf, 32, "%.2f GB", bytes / GIB);
-    else snprintf(buf, 32, "%.1f MB", bytes / 1048576.0);
-    return buf;
-}
-#define PLAN_KV_CTX 4096             /* context assumed when budgeting the KV cache */
 #define DEFAULT_BATCH 256            /* rows per forward chunk when the session does not say */
-#define PLAN_MARGIN (512ull << 20)   /* kept free for scratch, I/O and the allocator */
-#define PIN_SHARE 0.25               /* default share of the expert cache given to pins */
 
 struct pt_engine {
     gguf_ctx *g;
@@ -44,7 +35,10 @@ struct pt_engine {
     const fam_ops *fam;   /* the model's family */
     void *model;          /* the family's loaded model */
     fam_desc desc;        /* what the decoder needs to know about it */
-    uint64_t kv_plan_bytes; /* KV cache bytes of a PLAN_KV_CTX-position session, for the memory plan */
+    /* KV cache of a session, for the memory plan (float elements, as the states allocate) */
+    uint64_t kv_per_pos;  /* bytes per position, all layers that keep every position */
+    uint64_t kv_fixed;    /* bytes independent of the context: sliding-window rings */
+    int plan_only;        /* opened for the plan only: no store, no pool, no sessions */
     xs_layer_desc *xl; /* [n_layers] routed-expert tensors per layer */
     xpack *pack;       /* valid expert pack in use, or NULL */
     xs_store *xs;
@@ -54,7 +48,7 @@ struct pt_engine {
     int have_usage;
     char usage_path[4096]; /* where the counts are saved at close, "" to skip */
     uint8_t fingerprint[32];
-    char plan[1024];
+    char plan[1280];     /* the plan line: the planner's part (< 512) + a pack warning (< 700) */
     engine_text text;    /* vocabulary, chat format, sampling defaults */
 };
 
@@ -158,11 +152,12 @@ static int pin_hot_experts(pt_engine *en, int n_all, int slots, uint64_t pin_byt
     return rc < 0 ? -1 : total;
 }
 
-/* Decide how routed experts are served and open the store. The memory plan:
- * budget (--ram, or what the machine and cgroup can spare) minus resident
- * tensors, a KV cache for PLAN_KV_CTX positions and a margin; the rest is
- * expert cache. A model that fits entirely is read through the mmap unless
- * slots are forced; one whose resident part does not fit is refused. */
+/* Decide how routed experts are served and open the store. The memory plan
+ * (runtime/plan.h): budget (--ram, or what the machine and cgroup can spare)
+ * minus resident tensors, a KV cache for the context to budget for and a
+ * margin; the rest is expert cache. A model that fits entirely is read through
+ * the mmap unless slots are forced; one whose resident part does not fit is
+ * refused. With plan_only the plan is computed and nothing is opened. */
 static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
     int n_all;
     if (model_expert_layers(en->g, &en->xl, &n_all, e)) return -1;
@@ -185,36 +180,47 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
             break;
         }
     }
-    uint64_t slot_sum = 0;
-    for (int l = 0; l < n_all; l++) slot_sum += xs_slot_bytes(&en->xl[l], en->pack, l, !p->buffered_io);
+    uint64_t *slot_bytes = calloc((size_t)n_all + 1, sizeof *slot_bytes);
+    if (!slot_bytes) return pt_errf(e, "out of memory");
+    for (int l = 0; l < n_all; l++) slot_bytes[l] = xs_slot_bytes(&en->xl[l], en->pack, l, !p->buffered_io);
     model_info mi;
-    if (model_info_get(en->g, &mi, e)) return -1;
-    const uint64_t resident = mi.resident_bytes, routed = mi.routed_bytes;
+    if (model_info_get(en->g, &mi, e)) {
+        free(slot_bytes);
+        return -1;
+    }
+    const plan_in in = {.budget = p->ram_gb > 0 ? (uint64_t)(p->ram_gb * GIB) : mem_available(),
+                        .resident = mi.resident_bytes,
+                        .routed = mi.routed_bytes,
+                        .slot_bytes = slot_bytes,
+                        .n_layers = n_all,
+                        .n_expert = en->desc.n_expert,
+                        .kv_per_pos = en->kv_per_pos,
+                        .kv_fixed = en->kv_fixed,
+                        .n_ctx = p->n_ctx,
+                        .n_ctx_train = en->desc.n_ctx_train,
+                        .slots = p->expert_slots,
+                        .pin_bytes = p->pin_gb > 0 ? (uint64_t)(p->pin_gb * GIB) : 0,
+                        .no_pin = p->no_pin,
+                        .margin = PLAN_MARGIN};
     model_info_free(&mi);
-    const uint64_t kv = en->kv_plan_bytes;
-    const uint64_t budget = p->ram_gb > 0 ? (uint64_t)(p->ram_gb * GIB) : mem_available();
-    const uint64_t fixed = resident + kv + PLAN_MARGIN;
+    plan_out pl;
+    const int rc = plan_compute(&in, en->g->files[0].path, &pl, e);
+    free(slot_bytes);
+    if (rc) return -1;
+    if (en->plan_only) { /* where slots would be read from is known; the I/O back-end is not */
+        char line[512];
+        plan_line(&pl, pl.streaming ? en->pack ? ", from the expert pack" : ", from the GGUF" : "", line, sizeof line);
+        snprintf(en->plan, sizeof en->plan, "%.511s%.699s", line, note);
+        return 0;
+    }
     /* LFU with decay is the default: on the streaming benchmark's routing trace it
      * hits more than LRU, most when slots are scarce (bench/RESULTS.md) */
-    xs_config cfg = {.policy = p->expert_policy == PT_POLICY_LRU ? XS_LRU : XS_LFU,
+    xs_config cfg = {.streaming = pl.streaming,
+                     .slots = pl.slots,
+                     .policy = p->expert_policy == PT_POLICY_LRU ? XS_LRU : XS_LFU,
                      .io = p->io == PT_IO_URING ? XIO_URING : p->io == PT_IO_PREAD ? XIO_PREAD : XIO_AUTO,
                      .direct = !p->buffered_io,
                      .pack = en->pack};
-    if (p->expert_slots > 0) {
-        cfg.streaming = 1;
-        cfg.slots = p->expert_slots;
-    } else if (p->expert_slots == 0 && slot_sum && budget && fixed + routed > budget) {
-        if (fixed + slot_sum > budget)
-            return pt_errf(e,
-                           "%s: not enough memory: petrel needs at least %.2f GB (tensors %.2f GB, "
-                           "KV cache %.2f GB, margin %.2f GB, one expert slot per layer %.2f GB) "
-                           "but the budget is %.2f GB (set --ram or free memory)",
-                           en->g->files[0].path, (fixed + slot_sum) / GIB, resident / GIB, kv / GIB,
-                           PLAN_MARGIN / GIB, slot_sum / GIB, budget / GIB);
-        cfg.streaming = 1;
-        cfg.slots = (int)((budget - fixed) / slot_sum);
-        if (cfg.slots > en->desc.n_expert) cfg.slots = en->desc.n_expert;
-    }
     if (open_usage(en, p, n_all, e)) return -1;
     cfg.usage = &en->usage;
     if (p->trace_path) {
@@ -225,27 +231,18 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
     en->xs = xs_open(en->g, en->xl, n_all, &cfg, e);
     if (!en->xs) return -1;
     int n_pinned = 0;
-    if (cfg.streaming && !p->no_pin && en->have_usage) {
-        uint64_t pin_bytes = p->pin_gb > 0 ? (uint64_t)(p->pin_gb * GIB)
-                                           : (uint64_t)(PIN_SHARE * (double)slot_sum * cfg.slots);
-        n_pinned = pin_hot_experts(en, n_all, cfg.slots, pin_bytes, e);
+    if (cfg.streaming && pl.pin_bytes && en->have_usage) {
+        n_pinned = pin_hot_experts(en, n_all, cfg.slots, pl.pin_bytes, e);
         if (n_pinned < 0) return -1;
     }
-    char pins[96] = "";
+    /* the store's part of the plan line, inside the cache's parentheses */
+    char pins[96] = "", store[256] = "", line[512];
     if (n_pinned) snprintf(pins, sizeof pins, ", %d hot experts pinned", n_pinned);
-    char b1[32], b2[32], b3[32], b4[32], b5[32];
     if (cfg.streaming)
-        snprintf(en->plan, sizeof en->plan,
-                 "budget %s: resident %s, KV %s (%d ctx), experts %s on disk streamed into %d slots/layer "
-                 "(%s, %s, %s%s, %s%s%s)%s",
-                 gb(budget, b1), gb(resident, b2), gb(kv, b3), PLAN_KV_CTX, gb(routed, b4), cfg.slots,
-                 gb(slot_sum * (uint64_t)cfg.slots, b5), cfg.policy == XS_LFU ? "LFU" : "LRU",
+        snprintf(store, sizeof store, ", %s, %s%s, %s%s%s", cfg.policy == XS_LFU ? "LFU" : "LRU",
                  xio_backend_name(xs_io_backend(en->xs)), xs_direct(en->xs) ? ", O_DIRECT" : "",
-                 en->pack ? "from the expert pack" : "from the GGUF", pins,
-                 en->prefetch ? ", prefetch" : "", note);
-    else
-        snprintf(en->plan, sizeof en->plan, "budget %s: resident %s, experts %s read through the memory map%s",
-                 gb(budget, b1), gb(resident, b2), gb(routed, b3), note);
+                 en->pack ? "from the expert pack" : "from the GGUF", pins, en->prefetch ? ", prefetch" : "");
+    snprintf(en->plan, sizeof en->plan, "%.511s%.699s", plan_line(&pl, store, line, sizeof line), note);
     return 0;
 }
 
@@ -258,6 +255,7 @@ pt_engine *pt_engine_open(const pt_engine_params *p, char *err, size_t err_len) 
     }
     en->max_isa = p->kernels - 1; /* PT_KERNELS_BEST -> -1, SCALAR -> QT_ISA_SCALAR, ... */
     en->prefetch = p->prefetch;
+    en->plan_only = p->plan_only;
     en->g = gguf_open(p->model_path, &e);
     if (!en->g) goto fail;
     engine_text_load(&en->text, en->g);
@@ -279,14 +277,14 @@ pt_engine *pt_engine_open(const pt_engine_params *p, char *err, size_t err_len) 
         goto fail;
     }
     if (en->fam->load(en->g, &en->model, &en->desc, &e)) goto fail;
-    uint64_t kv_per_pos, kv_fixed;
-    en->fam->kv_size(en->model, dec_ring(&en->desc, PLAN_KV_CTX, DEFAULT_BATCH), sizeof(float), &kv_per_pos,
-                     &kv_fixed);
-    en->kv_plan_bytes = (uint64_t)PLAN_KV_CTX * kv_per_pos + kv_fixed;
+    /* the KV cache the plan reserves: float elements, as the states allocate,
+     * sliding-window rings sized for the default batch */
+    en->fam->kv_size(en->model, dec_ring(&en->desc, p->n_ctx > 0 ? p->n_ctx : PT_DEFAULT_CTX, DEFAULT_BATCH),
+                     sizeof(float), &en->kv_per_pos, &en->kv_fixed);
     int nt = p->n_threads > 0 ? p->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (nt < 1) nt = 1;
-    en->pool = tp_new(nt);
-    if (!en->pool) {
+    en->pool = en->plan_only ? NULL : tp_new(nt);
+    if (!en->pool && !en->plan_only) {
         pt_errf(&e, "cannot start %d threads", nt);
         goto fail;
     }
@@ -323,7 +321,7 @@ const engine_text *engine_text_of(const pt_engine *e) { return &e->text; }
 
 int pt_engine_n_vocab(const pt_engine *e) { return e->desc.n_vocab; }
 int pt_engine_n_embd(const pt_engine *e) { return e->desc.n_embd; }
-int pt_engine_n_threads(const pt_engine *e) { return tp_size(e->pool); }
+int pt_engine_n_threads(const pt_engine *e) { return e->pool ? tp_size(e->pool) : 0; }
 int pt_engine_has_mtp(const pt_engine *e) { return e->desc.has_mtp; }
 const char *pt_engine_arch(const pt_engine *e) { return e->arch; }
 const char *pt_engine_plan(const pt_engine *e) { return e->plan; }
@@ -361,7 +359,12 @@ pt_session *pt_session_new(pt_engine *e, const pt_session_params *p, char *err, 
         snprintf(err, err_len, "%s: opened for its vocabulary only; no session can run", e->g->files[0].path);
         return NULL;
     }
-    int n_ctx = p && p->n_ctx > 0 ? p->n_ctx : 4096;
+    if (e->plan_only) {
+        snprintf(err, err_len, "%s: the engine was opened for its memory plan only (plan_only); open it again "
+                               "without plan_only to run sessions", e->g->files[0].path);
+        return NULL;
+    }
+    int n_ctx = p && p->n_ctx > 0 ? p->n_ctx : PT_DEFAULT_CTX;
     if (n_ctx > e->desc.n_ctx_train && e->desc.n_ctx_train > 0 && !(p && p->n_ctx > 0)) n_ctx = e->desc.n_ctx_train;
     int n_batch = p && p->n_batch > 0 ? p->n_batch : DEFAULT_BATCH;
     pt_session *s = calloc(1, sizeof *s);

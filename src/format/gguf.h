@@ -190,6 +190,11 @@ int gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type, uint
 
 int gguf_writer_begin(gguf_writer *w, const char *path, pt_err *err);
 int gguf_writer_write(gguf_writer *w, const void *data, uint64_t n, pt_err *err);
+/* Like gguf_writer_write, but the n bytes are not written: the writer seeks over
+ * them, leaving a hole (reads as zeros). Skipping all the data makes a sparse
+ * file with a real header at the real size, e.g. the shape of a 244 GB model
+ * in a few MB of disk (tools/mkmodel --header-only). */
+int gguf_writer_skip(gguf_writer *w, uint64_t n, pt_err *err);
 int gguf_writer_finish(gguf_writer *w, pt_err *err);
 
 #endif

@@ -272,7 +272,9 @@ int gguf_writer_begin(gguf_writer *w, const char *path, pt_err *err) {
     return rc ? -1 : 0;
 }
 
-int gguf_writer_write(gguf_writer *w, const void *data, uint64_t n, pt_err *err) {
+/* Advance over n bytes of tensor data: write them from data, or, when data is
+ * NULL, seek over them (a hole in a sparse file; padding is skipped too). */
+static int advance(gguf_writer *w, const void *data, uint64_t n, pt_err *err) {
     if (w->fd < 0 || w->failed) return pt_errf(err, "gguf writer: not writing");
     const uint8_t *p = data;
     while (n) {
@@ -280,12 +282,20 @@ int gguf_writer_write(gguf_writer *w, const void *data, uint64_t n, pt_err *err)
             return pt_errf(err, "%s: more tensor data written than declared", w->tmp_path);
         wtensor *t = &w->tensors[w->cur];
         if (w->cur_done == 0 && w->data_pos < t->offset) {
-            if (write_zeros(w, t->offset - w->data_pos, err)) return -1;
+            if (!data && lseek(w->fd, (off_t)(t->offset - w->data_pos), SEEK_CUR) < 0) {
+                w->failed = 1;
+                return pt_errf(err, "%s: seek failed: %s", w->tmp_path, strerror(errno));
+            }
+            if (data && write_zeros(w, t->offset - w->data_pos, err)) return -1;
             w->data_pos = t->offset;
         }
         uint64_t k = PT_MIN(n, t->nbytes - w->cur_done);
-        if (write_all(w, p, k, err)) return -1;
-        p += k;
+        if (!data && lseek(w->fd, (off_t)k, SEEK_CUR) < 0) {
+            w->failed = 1;
+            return pt_errf(err, "%s: seek failed: %s", w->tmp_path, strerror(errno));
+        }
+        if (data && write_all(w, p, k, err)) return -1;
+        if (data) p += k;
         n -= k;
         w->cur_done += k;
         w->data_pos += k;
@@ -297,6 +307,13 @@ int gguf_writer_write(gguf_writer *w, const void *data, uint64_t n, pt_err *err)
     return 0;
 }
 
+int gguf_writer_write(gguf_writer *w, const void *data, uint64_t n, pt_err *err) {
+    if (!data && n) return pt_errf(err, "gguf writer: no data to write");
+    return advance(w, data, n, err);
+}
+
+int gguf_writer_skip(gguf_writer *w, uint64_t n, pt_err *err) { return advance(w, NULL, n, err); }
+
 int gguf_writer_finish(gguf_writer *w, pt_err *err) {
     if (w->fd < 0 || w->failed) return pt_errf(err, "gguf writer: not writing");
     /* Zero-sized tensors at the end complete without data. */
@@ -305,6 +322,10 @@ int gguf_writer_finish(gguf_writer *w, pt_err *err) {
         return pt_errf(err, "%s: only %llu of %llu tensors were written", w->tmp_path,
                        (unsigned long long)w->cur, (unsigned long long)w->n_tensors);
     if (write_zeros(w, pt_align_up(w->data_pos, w->alignment) - w->data_pos, err)) return -1;
+    /* a skipped tail is a hole past the last byte written: give the file its full size */
+    const off_t end = lseek(w->fd, 0, SEEK_CUR);
+    if (end < 0 || ftruncate(w->fd, end) != 0)
+        return pt_errf(err, "%s: cannot set the file size: %s", w->tmp_path, strerror(errno));
     if (fsync(w->fd) != 0 && errno != EINVAL)
         return pt_errf(err, "%s: fsync failed: %s", w->tmp_path, strerror(errno));
     if (close(w->fd) != 0) {

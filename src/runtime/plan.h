@@ -1,0 +1,89 @@
+/* plan.h — the memory planner: how a model is served within a memory budget.
+ *
+ * A pure function of numbers: no I/O, no model, no globals, so the plan for a
+ * 744B model at 16 GB can be computed (and tested) on any machine. The engine
+ * gathers the inputs (budget, resident and routed bytes from the GGUF header,
+ * one cache slot's bytes per layer from the expert store, the family's KV cache
+ * arithmetic) and turns the result into an expert store.
+ *
+ * The policy, in order:
+ *  1. the KV cache is budgeted for the context wanted (PT_DEFAULT_CTX when not
+ *     said, capped by the model's training context);
+ *  2. resident tensors + KV cache + a margin (scratch, I/O buffers, allocator)
+ *     are fixed costs;
+ *  3. when the whole model fits beside them (fixed + routed bytes <= budget) and
+ *     slots are not forced, routed experts are read through the memory map;
+ *  4. otherwise the rest of the budget becomes an expert cache of equal slot
+ *     counts per MoE layer (at most n_expert: more could never be used);
+ *  5. when not even one slot per layer fits, the plan is refused with a message
+ *     naming every number, so the user knows what to change.
+ * A share of the cache (PLAN_PIN_SHARE by default) may hold experts pinned from
+ * usage history; the engine picks them.
+ *
+ * Non-goals: measuring the machine (runtime/budget.c does that), sizing scratch
+ * buffers exactly (the margin covers them).
+ */
+#ifndef PT_RUNTIME_PLAN_H
+#define PT_RUNTIME_PLAN_H
+
+#include <stdint.h>
+
+#include "common.h"
+#include "petrel.h" /* PT_DEFAULT_CTX, PT_EXPERTS_MMAP */
+
+#define PLAN_MARGIN (512ull << 20) /* bytes kept free for scratch, I/O and the allocator */
+#define PLAN_PIN_SHARE 0.25        /* default share of the expert cache given to pinned experts */
+
+typedef struct plan_in {
+    uint64_t budget;            /* bytes the process may use; 0: unknown (experts through the mmap) */
+    uint64_t resident;          /* bytes of every tensor but the routed experts */
+    uint64_t routed;            /* bytes of the routed experts on disk */
+    const uint64_t *slot_bytes; /* [n_layers] bytes of one cache slot of each layer (one expert's
+                                   record, aligned for the reads); 0 for layers without routed experts */
+    int n_layers;               /* entries of slot_bytes (every block, MTP included) */
+    int n_expert;               /* routed experts per MoE layer: the most slots a layer can use */
+    uint64_t kv_per_pos;        /* KV cache bytes per position, all layers (at the cache's element size) */
+    uint64_t kv_fixed;          /* KV cache bytes independent of the context (sliding-window rings);
+                                   counted whole even for a context shorter than a ring */
+    int n_ctx;                  /* positions wanted; 0: PT_DEFAULT_CTX capped by n_ctx_train */
+    int n_ctx_train;            /* the model's training context; 0: unknown (no cap) */
+    int slots;                  /* >0: this many slots per layer (forced); 0: automatic;
+                                   PT_EXPERTS_MMAP: read experts through the mmap */
+    uint64_t pin_bytes;         /* cache bytes for pinned experts; 0: PLAN_PIN_SHARE of the cache */
+    int no_pin;                 /* 1: pin nothing (pin_bytes of the plan is 0) */
+    uint64_t margin;            /* bytes kept free (the engine passes PLAN_MARGIN) */
+} plan_in;
+
+typedef struct plan_out {
+    int streaming;        /* 1: experts streamed into a cache; 0: read through the mmap */
+    int n_ctx;            /* positions the KV cache is budgeted for */
+    int slots;            /* cache slots per MoE layer (streaming), else 0 */
+    uint64_t budget;      /* the input budget, bytes */
+    uint64_t resident;    /* the input resident bytes */
+    uint64_t routed;      /* the input routed bytes */
+    uint64_t kv_bytes;    /* KV cache of n_ctx positions: n_ctx * kv_per_pos + kv_fixed */
+    uint64_t slot_sum;    /* bytes of one slot in every layer */
+    uint64_t cache_bytes; /* expert cache: slot_sum * slots (0 in mmap mode) */
+    uint64_t pin_bytes;   /* share of the cache for pinned experts (0 in mmap mode or no_pin) */
+    char line[256];       /* the budget part of the plan line (see plan_line) */
+} plan_out;
+
+/* Compute the plan for `in`. Returns 0 with *out filled, or -1 with err naming
+ * the budget and every part of the minimum (resident, KV, margin, one slot per
+ * layer) when one slot per layer does not fit. `path` (may be NULL) prefixes
+ * the refusal. */
+int plan_compute(const plan_in *in, const char *path, plan_out *out, pt_err *err);
+
+/* The plan line with `store` (the expert store's details, e.g. ", LFU, io_uring,
+ * O_DIRECT, from the GGUF"; "" for none) inside the cache's parentheses:
+ *   "budget 32.00 GB: resident 19.5 GB, KV 1.2 GB (4096 ctx), experts 241 GB on
+ *    disk streamed into 9 slots/layer (8.5 GB<store>)"
+ *   "budget 64.00 GB: resident 1.5 GB, experts 14.2 GB read through the memory map"
+ * Writes at most cap bytes into buf; returns buf. */
+const char *plan_line(const plan_out *p, const char *store, char *buf, size_t cap);
+
+/* "1.23 GB" at or above 1 GiB, else "45.6 MB": plans mention tiny fixtures and
+ * 200 GB models alike. Returns buf. */
+const char *plan_gb(uint64_t bytes, char buf[32]);
+
+#endif
