@@ -107,7 +107,7 @@ int cmd_chat(int argc, char **argv) {
         chat_usage(stderr);
         return CLI_USAGE;
     }
-    if (o.n_ctx == 0) o.n_ctx = 4096;
+    if (o.n_ctx == 0) o.n_ctx = PT_DEFAULT_CTX;
     tcli_model m;
     if (tcli_open(&o, &m, 0)) return CLI_ERROR;
     if (!pt_chat_format_known(m.format)) {

@@ -105,6 +105,7 @@ static int run_tokens(const tcli_opts *o, const char *tokens_arg, const char *du
     ep.model_path = model;
     ep.n_threads = (int)threads;
     ep.kernels = kernels;
+    ep.n_ctx = (int)n_ctx; /* the memory plan leaves room for the context asked for */
     pt_engine *e = pt_engine_open(&ep, err, sizeof err);
     if (!e) {
         free(prompt);
@@ -331,7 +332,7 @@ int cmd_generate(int argc, char **argv) {
         fprintf(stderr, "petrel generate: --system needs --chat\n");
         return CLI_USAGE;
     }
-    if (o.n_ctx == 0) o.n_ctx = 4096;
+    if (o.n_ctx == 0) o.n_ctx = PT_DEFAULT_CTX;
     if (prompt) return run_text(&o, prompt, strlen(prompt), chat, system, quiet, json);
     FILE *f = !file || !strcmp(file, "-") ? stdin : fopen(file, "rb");
     if (!f) return cli_error("%s: %s", file, strerror(errno));

@@ -123,7 +123,7 @@ int cmd_serve(int argc, char **argv) {
         serve_usage(stderr);
         return CLI_USAGE;
     }
-    if (o.n_ctx == 0) o.n_ctx = 4096;
+    if (o.n_ctx == 0) o.n_ctx = PT_DEFAULT_CTX;
     /* the model id: the file name without directory and .gguf */
     char name[256];
     if (!p.model_name) {

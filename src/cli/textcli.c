@@ -9,6 +9,9 @@
 
 #include "cli.h"
 
+#define TCLI_STR_(x) #x
+#define TCLI_STR(x) TCLI_STR_(x) /* a number macro as a string literal */
+
 volatile sig_atomic_t tcli_interrupted;
 
 static void on_sigint(int sig) {
@@ -228,7 +231,7 @@ void tcli_usage(FILE *f) {
             "  --chat-format NAME      glm-5, deepseek-v3, gemma-4 or qwen3 instead of the model's own\n"
             "engine:\n"
             "  -t, --threads N         threads (default: all cores)\n"
-            "  -c, --ctx-size N        context positions (default 4096, at most the model's)\n"
+            "  -c, --ctx-size N        context positions (default " TCLI_STR(PT_DEFAULT_CTX) ", at most the model's)\n"
             "  -b, --batch-size N      prompt rows per forward chunk (default 256; a streamed expert is\n"
             "                          read once per chunk that routes to it)\n"
             "  --kernels K             best (default), avx512, avx2 or scalar dot-product kernels\n"
@@ -253,6 +256,7 @@ int tcli_open(const tcli_opts *o, tcli_model *m, int quiet) {
     ep.model_path = o->model;
     ep.n_threads = (int)o->threads;
     ep.kernels = o->kernels;
+    ep.n_ctx = (int)o->n_ctx; /* the memory plan leaves room for the context asked for */
     char err[512];
     m->e = pt_engine_open(&ep, err, sizeof err);
     if (!m->e) return cli_error("%s", err);
