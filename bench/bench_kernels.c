@@ -50,16 +50,18 @@ typedef struct pass4 {
     uint64_t as;
 } pass4;
 
-static void matvec4(const pass4 *p, const uint8_t *w, size_t row_bytes, int64_t rows, const uint8_t *act,
-                    float *out) {
+static void matvec4(const pass4 *p, const uint8_t *w, size_t row_bytes, int64_t rows,
+                    const uint8_t *act, float *out) {
     if (!p->f4) {
-        for (int k = 0; k < 4; k++) matvec(p->f, w, row_bytes, rows, act + k * p->as, out + k * rows);
+        for (int k = 0; k < 4; k++)
+            matvec(p->f, w, row_bytes, rows, act + k * p->as, out + k * rows);
         return;
     }
     for (int64_t r = 0; r < rows; r++) {
         float o[4];
         p->f4(w + (size_t)r * row_bytes, act, p->as, NCOLS, o);
-        for (int k = 0; k < 4; k++) out[k * rows + r] = o[k];
+        for (int k = 0; k < 4; k++)
+            out[k * rows + r] = o[k];
     }
 }
 
@@ -68,7 +70,8 @@ static void matvec4(const pass4 *p, const uint8_t *w, size_t row_bytes, int64_t 
  * processes sharing the core; MEASURE_S of rounds in all. */
 static double measure(const pass4 *p, const uint8_t *w, size_t row_bytes, int64_t rows,
                       const void *act, float *out, int four) {
-#define PASS() (four ? matvec4(p, w, row_bytes, rows, act, out) : matvec(p->f, w, row_bytes, rows, act, out))
+#define PASS()                                                                                     \
+    (four ? matvec4(p, w, row_bytes, rows, act, out) : matvec(p->f, w, row_bytes, rows, act, out))
     PASS(); /* warm-up: caches, page faults */
     const double bytes = (double)row_bytes * (double)rows;
     const double start = now_s();
@@ -98,7 +101,8 @@ int main(int argc, char **argv) {
 
     uint8_t *w = malloc(sizes[1] + 64);
     float *x = malloc(NCOLS * sizeof *x);
-    uint8_t *act = malloc(4 * NCOLS * 4); /* four act rows; the largest is F32, 4 bytes per weight */
+    uint8_t *act =
+        malloc(4 * NCOLS * 4); /* four act rows; the largest is F32, 4 bytes per weight */
     /* one float per row; no type has rows under 512 bytes at NCOLS weights */
     float *out = malloc(4 * (sizes[1] / 512) * sizeof *out);
     if (!w || !x || !act || !out) {
@@ -142,13 +146,15 @@ int main(int argc, char **argv) {
     }
     if (!benched) printf("(no SIMD kernels in this build/CPU: nothing to compare)\n");
 
-    printf("\nfour activation rows (a prompt batch), 1 MB of weights: GB/s of weight bytes x 4 rows\n");
+    printf("\nfour activation rows (a prompt batch), 1 MB of weights: GB/s of weight bytes x 4 "
+           "rows\n");
     printf("%-8s %-7s %12s %12s %9s\n", "type", "ISA", "4 x single", "four-row", "speedup");
     for (uint32_t type = 0; type < QT_COUNT; type++) {
         const qt_traits *t = qt_get(type);
         if (!t || t->act_type < 0 || (only && strcmp(only, t->name) != 0)) continue;
         uint64_t rb64, ab64;
-        if (qt_row_bytes(type, NCOLS, &rb64) || qt_row_bytes((uint32_t)t->act_type, NCOLS, &ab64)) continue;
+        if (qt_row_bytes(type, NCOLS, &rb64) || qt_row_bytes((uint32_t)t->act_type, NCOLS, &ab64))
+            continue;
         const int64_t rows = (int64_t)(sizes[0] / rb64) > 0 ? (int64_t)(sizes[0] / rb64) : 1;
         for (int k = 0; k < 4; k++) {
             qr_fill_acts(&r, x, NCOLS);

@@ -114,11 +114,12 @@ pt_engine *pt_engine_open(const pt_engine_params *p, char *err, size_t err_len);
 /* Save usage statistics (when any expert was routed), free everything. NULL ok. */
 void pt_engine_close(pt_engine *e);
 
-int pt_engine_n_vocab(const pt_engine *e);   /* logits per row (vocab_only: the vocabulary's size) */
-int pt_engine_n_embd(const pt_engine *e);    /* hidden state width (0 for vocab_only) */
+int pt_engine_n_vocab(const pt_engine *e); /* logits per row (vocab_only: the vocabulary's size) */
+int pt_engine_n_embd(const pt_engine *e);  /* hidden state width (0 for vocab_only) */
 int pt_engine_n_threads(const pt_engine *e); /* 0 for a plan_only engine */
 int pt_engine_has_mtp(const pt_engine *e);   /* 1: pt_session_mtp works */
-const char *pt_engine_arch(const pt_engine *e); /* general.architecture ("" when a vocab_only file has none) */
+const char *
+pt_engine_arch(const pt_engine *e); /* general.architecture ("" when a vocab_only file has none) */
 
 /* One line describing the memory plan: budget, resident bytes, KV cache and
  * context, expert mode, slots per layer, I/O back-end. When the plan does not
@@ -127,22 +128,23 @@ const char *pt_engine_plan(const pt_engine *e);
 
 /* Expert-streaming counters since the engine opened. */
 typedef struct pt_stats {
-    int streaming;            /* 1 when experts go through the cache */
+    int streaming; /* 1 when experts go through the cache */
     int slots_per_layer;
-    const char *io_backend;   /* "io_uring", "pread", or "mmap" */
-    int direct_io;            /* reads bypass the page cache */
-    int expert_pack;          /* experts come from an expert pack */
-    uint64_t hits, misses;    /* expert requests served from cache / read */
+    const char *io_backend; /* "io_uring", "pread", or "mmap" */
+    int direct_io;          /* reads bypass the page cache */
+    int expert_pack;        /* experts come from an expert pack */
+    uint64_t hits, misses;  /* expert requests served from cache / read */
     uint64_t bytes_read;
-    double io_wait_s;         /* time the forward pass waited for reads */
-    uint64_t pinned;          /* experts pinned from usage history */
+    double io_wait_s;                   /* time the forward pass waited for reads */
+    uint64_t pinned;                    /* experts pinned from usage history */
     uint64_t prefetched, prefetch_used; /* lookahead reads issued / then requested */
     uint64_t rss_bytes, peak_rss_bytes;
 } pt_stats;
 void pt_engine_stats(const pt_engine *e, pt_stats *st);
 
 typedef struct pt_session_params {
-    int n_ctx;   /* positions the KV cache holds; 0: PT_DEFAULT_CTX (capped by the model's training context) */
+    int n_ctx;   /* positions the KV cache holds; 0: PT_DEFAULT_CTX (capped by the model's training
+                    context) */
     int n_batch; /* rows evaluated per forward chunk; 0: 256 */
 } pt_session_params;
 
@@ -228,7 +230,8 @@ enum {
     PT_TOKENIZE_PARSE_SPECIAL = 1 << 1, /* control-token text ("<|user|>") becomes the token */
 };
 enum {
-    PT_DETOKENIZE_RENDER_SPECIAL = 1 << 0, /* write control tokens' text (else they decode to nothing) */
+    PT_DETOKENIZE_RENDER_SPECIAL =
+        1 << 0, /* write control tokens' text (else they decode to nothing) */
 };
 
 /* 1 when the engine has a vocabulary; 0 with the reason in err (may be NULL). */
@@ -242,8 +245,8 @@ int pt_tokenize(const pt_engine *e, const char *text, size_t len, int flags, pt_
 /* Append the bytes of ids[0..n) to out (the pieces concatenated, no cleanup;
  * out is NUL-terminated). 0, or -1 with err (an id outside the vocabulary, no
  * vocabulary, out of memory). */
-int pt_detokenize(const pt_engine *e, const int32_t *ids, size_t n, int flags, pt_buf *out, char *err,
-                  size_t err_len);
+int pt_detokenize(const pt_engine *e, const int32_t *ids, size_t n, int flags, pt_buf *out,
+                  char *err, size_t err_len);
 /* The bytes token id decodes to, *len of them (not NUL-terminated; points into
  * the engine). NULL and *len = 0 for an invalid id or no vocabulary. */
 const char *pt_token_piece(const pt_engine *e, int32_t id, int flags, size_t *len);
@@ -286,8 +289,8 @@ typedef struct pt_chat_opts {
 /* Render a conversation into out (appended, NUL-terminated). The text holds
  * the special tokens as text: tokenize it with PT_TOKENIZE_PARSE_SPECIAL only.
  * 0, or -1 with err (unknown format, malformed JSON or conversation). */
-int pt_chat_render(const char *format, const char *messages_json, const char *tools_json, const pt_chat_opts *o,
-                   pt_buf *out, char *err, size_t err_len);
+int pt_chat_render(const char *format, const char *messages_json, const char *tools_json,
+                   const pt_chat_opts *o, pt_buf *out, char *err, size_t err_len);
 
 /* The markup of a format that a streaming reader must recognise: the tags
  * around reasoning and the markers that open tool-call markup. 0, or -1 for
@@ -312,8 +315,8 @@ typedef struct pt_chat_parsed {
     char *reasoning; /* the reasoning block's text ("" when none) */
     pt_tool_call *calls;
     int n_calls;
-    int n_bad;       /* malformed tool calls (left in content as text) */
-    char bad[256];   /* what was wrong with the first one */
+    int n_bad;     /* malformed tool calls (left in content as text) */
+    char bad[256]; /* what was wrong with the first one */
 } pt_chat_parsed;
 
 /* Split text[0..len) generated after the generation prompt. in_reasoning: see
@@ -321,8 +324,8 @@ typedef struct pt_chat_parsed {
  * argument values keep string-typed parameters as strings. Never fails on
  * content; -1 with err for an unknown format, malformed tools JSON or out of
  * memory (out is then zeroed). */
-int pt_chat_parse(const char *format, const char *text, size_t len, int in_reasoning, const char *tools_json,
-                  pt_chat_parsed *out, char *err, size_t err_len);
+int pt_chat_parse(const char *format, const char *text, size_t len, int in_reasoning,
+                  const char *tools_json, pt_chat_parsed *out, char *err, size_t err_len);
 void pt_chat_parsed_free(pt_chat_parsed *p);
 
 /* ===== Sampling =====
@@ -399,8 +402,8 @@ int pt_gen_set_sampling(pt_gen *g, const pt_sampling *sp, char *err, size_t err_
  * Returns the leading tokens reused from the cache, or -1 with err (empty,
  * longer than the context, engine error), or -2 when *stop became set between
  * chunks (the cache then holds a prefix). */
-int pt_gen_prefill(pt_gen *g, const int32_t *ids, int n, const volatile sig_atomic_t *stop, char *err,
-                   size_t err_len);
+int pt_gen_prefill(pt_gen *g, const int32_t *ids, int n, const volatile sig_atomic_t *stop,
+                   char *err, size_t err_len);
 /* Drop the whole cache (the next prefill starts from zero). */
 void pt_gen_clear(pt_gen *g);
 
@@ -410,8 +413,8 @@ typedef struct pt_gen_opts {
     int max_tokens;           /* < 0: until end of generation or the context is full */
     const char *const *stops; /* stop strings matched on the decoded text */
     int n_stops;
-    int decode_flags;         /* PT_DETOKENIZE_RENDER_SPECIAL to show control tokens such as </think> */
-    int ignore_eog;           /* 1: end-of-generation tokens do not stop (benchmarks) */
+    int decode_flags; /* PT_DETOKENIZE_RENDER_SPECIAL to show control tokens such as </think> */
+    int ignore_eog;   /* 1: end-of-generation tokens do not stop (benchmarks) */
     /* Asked before each token is sampled (may be NULL); non-zero stops the run
      * as PT_GEN_INTERRUPT (the server notices a client that went away). */
     int (*should_stop)(void *ud);
@@ -423,8 +426,8 @@ typedef struct pt_gen_result {
     int n_tokens;   /* tokens sampled (the EOG token not counted) */
     double t_first; /* pt_now() when the first token was sampled (0: none) */
     double t_end;
-    pt_buf text;    /* every byte generated, cut before a stop string (raw: may be
-                       invalid UTF-8); reused across runs, the caller frees */
+    pt_buf text; /* every byte generated, cut before a stop string (raw: may be
+                    invalid UTF-8); reused across runs, the caller frees */
 } pt_gen_result;
 
 /* Streamed text; return non-zero to stop (as PT_GEN_INTERRUPT). */
@@ -433,7 +436,7 @@ typedef int (*pt_gen_emit_fn)(void *ud, const char *s, size_t n);
 /* Sample and stream after pt_gen_prefill. Bytes that might begin a stop string
  * are held back until they cannot; a character split across tokens is never
  * emitted in halves. 0, or -1 with err (engine error, nothing prefilled). */
-int pt_gen_run(pt_gen *g, const pt_gen_opts *o, pt_gen_emit_fn emit, void *ud, const volatile sig_atomic_t *stop,
-               pt_gen_result *r, char *err, size_t err_len);
+int pt_gen_run(pt_gen *g, const pt_gen_opts *o, pt_gen_emit_fn emit, void *ud,
+               const volatile sig_atomic_t *stop, pt_gen_result *r, char *err, size_t err_len);
 
 #endif

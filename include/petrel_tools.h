@@ -42,9 +42,9 @@ enum {
 typedef struct pt_meta {
     const char *key; /* key_len bytes, not NUL-terminated */
     size_t key_len;
-    int type;        /* PT_META_* */
-    int elem_type;   /* arrays: the elements' PT_META_* type */
-    uint64_t n;      /* arrays: element count */
+    int type;      /* PT_META_* */
+    int elem_type; /* arrays: the elements' PT_META_* type */
+    uint64_t n;    /* arrays: element count */
 } pt_meta;
 
 uint64_t pt_model_n_meta(const pt_model *m);
@@ -81,25 +81,26 @@ typedef struct pt_layer_info {
 } pt_layer_info;
 
 typedef struct pt_model_info {
-    char arch[64];            /* general.architecture */
-    char name[256];           /* general.name, or "" */
-    uint32_t version;         /* GGUF version */
+    char arch[64];    /* general.architecture */
+    char name[256];   /* general.name, or "" */
+    uint32_t version; /* GGUF version */
     uint32_t n_files;
-    uint64_t file_bytes;      /* all files */
+    uint64_t file_bytes; /* all files */
     uint64_t n_tensors;
-    uint64_t tensor_bytes;    /* all tensor data */
-    uint64_t routed_bytes;    /* routed-expert tensors (streamed) */
-    uint64_t resident_bytes;  /* everything else */
-    uint64_t type_count[PT_TYPE_COUNT]; /* tensors of each ggml type */
-    uint64_t type_bytes[PT_TYPE_COUNT]; /* their bytes */
-    uint32_t n_layers;        /* blocks, MTP included */
-    uint32_t n_nextn;         /* trailing MTP blocks */
+    uint64_t tensor_bytes;                             /* all tensor data */
+    uint64_t routed_bytes;                             /* routed-expert tensors (streamed) */
+    uint64_t resident_bytes;                           /* everything else */
+    uint64_t type_count[PT_TYPE_COUNT];                /* tensors of each ggml type */
+    uint64_t type_bytes[PT_TYPE_COUNT];                /* their bytes */
+    uint32_t n_layers;                                 /* blocks, MTP included */
+    uint32_t n_nextn;                                  /* trailing MTP blocks */
     uint32_t n_expert, n_expert_used, n_expert_shared; /* from metadata (0 if absent) */
-    uint32_t n_expert_max;    /* most routed experts found in one layer */
-    uint32_t n_moe_layers;    /* trunk layers (not MTP) with routed experts */
+    uint32_t n_expert_max;                             /* most routed experts found in one layer */
+    uint32_t n_moe_layers;      /* trunk layers (not MTP) with routed experts */
     uint64_t expert_bytes_max;  /* largest single expert */
-    uint64_t touched_per_token; /* routed bytes one token reads: top-k experts of every trunk MoE layer */
-    pt_layer_info *layers;    /* [n_layers] */
+    uint64_t touched_per_token; /* routed bytes one token reads: top-k experts of every trunk MoE
+                                   layer */
+    pt_layer_info *layers;      /* [n_layers] */
 } pt_model_info;
 
 /* Fill *out (free with pt_model_info_free). 0, or -1 with err. */
@@ -119,13 +120,13 @@ int pt_pack_candidates(const pt_model *m, const char *cache_dir, char out[2][409
 
 /* Write (or resume) the pack of m at path. stop_after >= 0 stops after that
  * many records as if killed (tests); -1 runs to the end. 0, or -1 with err. */
-int pt_pack_write(const pt_model *m, const char *path, pt_progress_fn progress, void *user, int64_t stop_after,
-                  char *err, size_t err_len);
+int pt_pack_write(const pt_model *m, const char *path, pt_progress_fn progress, void *user,
+                  int64_t stop_after, char *err, size_t err_len);
 
 /* Check the pack at path against m: header, fingerprint, every record's
  * checksum and bytes. Returns 0 with *n_records set when valid, -1 with err
  * naming what is wrong (stale, truncated, a bad record). */
-int pt_pack_verify(const pt_model *m, const char *path, pt_progress_fn progress, void *user, uint64_t *n_records,
-                   char *err, size_t err_len);
+int pt_pack_verify(const pt_model *m, const char *path, pt_progress_fn progress, void *user,
+                   uint64_t *n_records, char *err, size_t err_len);
 
 #endif

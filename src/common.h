@@ -24,9 +24,9 @@ int pt_errf(pt_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 
 
 /* Always-on invariant check: prints the location and aborts. For programming
  * errors only, never for bad input (bad input gets a pt_err). */
-#define PT_ASSERT(cond)                                                               \
-    do {                                                                              \
-        if (!(cond)) pt_assert_fail(__FILE__, __LINE__, #cond);                       \
+#define PT_ASSERT(cond)                                                                            \
+    do {                                                                                           \
+        if (!(cond)) pt_assert_fail(__FILE__, __LINE__, #cond);                                    \
     } while (0)
 void pt_assert_fail(const char *file, int line, const char *expr) __attribute__((noreturn));
 

@@ -72,7 +72,7 @@ typedef struct {
 
 static t_case cases[4096];
 static int n_cases;
-static char tmpdir[256]; /* the run's temp dir */
+static char tmpdir[256];      /* the run's temp dir */
 static const char *self_path; /* argv[0] */
 static pid_t main_pid;
 
@@ -94,7 +94,9 @@ void t_add_timeout(const char *name, t_fn fn, int timeout_s) {
     n_cases++;
 }
 
-void t_add(const char *name, t_fn fn) { t_add_timeout(name, fn, 0); }
+void t_add(const char *name, t_fn fn) {
+    t_add_timeout(name, fn, 0);
+}
 
 void t_fail_at(const char *file, int line, const char *fmt, ...) {
     va_list ap;
@@ -143,16 +145,23 @@ const char *t_need(const char *name) {
     const char *p = t_fixture(name);
     if (access(p, F_OK) == 0) return p;
     char why[600];
-    snprintf(why, sizeof why, "needs %s from %s (not shipped in %s)", name, SHARED_FIXTURES, REPO_FIXTURES);
+    snprintf(why, sizeof why, "needs %s from %s (not shipped in %s)", name, SHARED_FIXTURES,
+             REPO_FIXTURES);
     t_skip(why);
     return NULL;
 }
 
-const char *t_tmpdir(void) { return cur_tmp; }
+const char *t_tmpdir(void) {
+    return cur_tmp;
+}
 
-const char *t_usage_dir(void) { return cur_usage; }
+const char *t_usage_dir(void) {
+    return cur_usage;
+}
 
-const char *t_self(void) { return self_path; }
+const char *t_self(void) {
+    return self_path;
+}
 
 void *t_read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -250,7 +259,8 @@ static void list_dir(listing *l, const char *dir, int depth) {
 static void list_fixture_dirs(listing *l) {
     const char *dirs[3];
     int n = fixture_dirs(dirs);
-    for (int i = 0; i < n; i++) list_dir(l, dirs[i], 1);
+    for (int i = 0; i < n; i++)
+        list_dir(l, dirs[i], 1);
     list_dir(l, "models", 0); /* the demo model, opened by test_demo.c */
 }
 
@@ -261,7 +271,8 @@ static int list_has(const listing *l, const char *p) {
 }
 
 static void list_free(listing *l) {
-    for (int i = 0; i < l->n; i++) free(l->path[i]);
+    for (int i = 0; i < l->n; i++)
+        free(l->path[i]);
     free(l->path);
 }
 
@@ -313,9 +324,12 @@ static void child_run(int i, int wfd) {
     cases[i].fn();
     char rec[sizeof cur_skip_why + 1];
     int n;
-    if (cur_failed) n = snprintf(rec, sizeof rec, "F");
-    else if (cur_skipped) n = snprintf(rec, sizeof rec, "S%s", cur_skip_why);
-    else n = snprintf(rec, sizeof rec, "P");
+    if (cur_failed)
+        n = snprintf(rec, sizeof rec, "F");
+    else if (cur_skipped)
+        n = snprintf(rec, sizeof rec, "S%s", cur_skip_why);
+    else
+        n = snprintf(rec, sizeof rec, "P");
     fflush(NULL);
     if (write(wfd, rec, (size_t)n) != n) _exit(3);
     close(wfd);
@@ -365,7 +379,8 @@ static result run_case(int i, int limit_s, char *why, size_t why_len) {
         memset(&si, 0, sizeof si);
         /* WNOWAIT: the group is killed before the leader is reaped, so its id
          * cannot have been reused by then */
-        if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid) break;
+        if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid)
+            break;
         if (stop_signal || now_s() - t0 > limit_s) {
             timed_out = !stop_signal;
             kill(-pid, SIGKILL);
@@ -420,7 +435,8 @@ static int env_timeout(void) {
     char *end;
     long v = strtol(s, &end, 10);
     if (*end || v < 1 || v > 1000000) {
-        fprintf(stderr, "PETREL_TEST_TIMEOUT=%s: expected a number of seconds, using %d\n", s, DEFAULT_TIMEOUT_S);
+        fprintf(stderr, "PETREL_TEST_TIMEOUT=%s: expected a number of seconds, using %d\n", s,
+                DEFAULT_TIMEOUT_S);
         return DEFAULT_TIMEOUT_S;
     }
     return (int)v;
@@ -465,8 +481,10 @@ int main(int argc, char **argv) {
         double dt = now_s() - t0;
         if (r == R_FAIL) {
             failed++;
-            if (why[0]) fprintf(stderr, "FAIL %s (%s)\n", cases[i].name, why);
-            else fprintf(stderr, "FAIL %s (%.2fs)\n", cases[i].name, dt);
+            if (why[0])
+                fprintf(stderr, "FAIL %s (%s)\n", cases[i].name, why);
+            else
+                fprintf(stderr, "FAIL %s (%.2fs)\n", cases[i].name, dt);
         } else if (r == R_SKIP) {
             skipped++;
             fprintf(stderr, "skip %s: %s\n", cases[i].name, why);

@@ -53,24 +53,23 @@ int t_run(const char *cmd, char *out, size_t cap);
 
 #define T_ADD(fn) t_add(#fn, fn)
 #define T_ADD_TIMEOUT(fn, seconds) t_add_timeout(#fn, fn, seconds)
-#define T_SUITE(name)                                                                 \
-    __attribute__((constructor)) static void t_register_##name(void)
+#define T_SUITE(name) __attribute__((constructor)) static void t_register_##name(void)
 
-#define CHECK(cond)                                                                   \
-    do {                                                                              \
-        if (!(cond)) t_fail_at(__FILE__, __LINE__, "CHECK failed: %s", #cond);        \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) t_fail_at(__FILE__, __LINE__, "CHECK failed: %s", #cond);                     \
     } while (0)
 
-#define CHECKF(cond, ...)                                                             \
-    do {                                                                              \
-        if (!(cond)) t_fail_at(__FILE__, __LINE__, __VA_ARGS__);                      \
+#define CHECKF(cond, ...)                                                                          \
+    do {                                                                                           \
+        if (!(cond)) t_fail_at(__FILE__, __LINE__, __VA_ARGS__);                                   \
     } while (0)
 
-#define CHECK_STR_CONTAINS(hay, needle)                                               \
-    do {                                                                              \
-        const char *h_ = (hay), *n_ = (needle);                                       \
-        if (!h_ || !strstr(h_, n_))                                                   \
-            t_fail_at(__FILE__, __LINE__, "expected \"%s\" in \"%s\"", n_, h_ ? h_ : "(null)"); \
+#define CHECK_STR_CONTAINS(hay, needle)                                                            \
+    do {                                                                                           \
+        const char *h_ = (hay), *n_ = (needle);                                                    \
+        if (!h_ || !strstr(h_, n_))                                                                \
+            t_fail_at(__FILE__, __LINE__, "expected \"%s\" in \"%s\"", n_, h_ ? h_ : "(null)");    \
     } while (0)
 
 #endif

@@ -38,19 +38,20 @@ static void test_chat_golden_templates(void) {
         chat_opts o = {.add_generation_prompt = 1, .thinking = et ? json_is_true(et) : -1};
         tok_bytes out = {0};
         pt_err err = {{0}};
-        int rc = chat_render(f, json_object_get(in, "messages"), json_object_get(in, "tools"), &o, &out, &err);
+        int rc = chat_render(f, json_object_get(in, "messages"), json_object_get(in, "tools"), &o,
+                             &out, &err);
         CHECKF(rc == 0, "%s: %s", name, err.msg);
         size_t len = 0;
-        char *want = t_read_file(t_fixture(
-                                     (snprintf(path, sizeof path, "templates/%s",
-                                               json_string_value(json_object_get(c, "output_file"))),
-                                      path)),
-                                 &len);
+        char *want =
+            t_read_file(t_fixture((snprintf(path, sizeof path, "templates/%s",
+                                            json_string_value(json_object_get(c, "output_file"))),
+                                   path)),
+                        &len);
         CHECKF(want != NULL, "%s: cannot read golden", name);
         if (want) {
             int same = out.n == len && !memcmp(out.v, want, len);
-            CHECKF(same, "%s: rendered\n---\n%.*s\n--- expected\n%s\n---", name, (int)out.n, out.v ? out.v : "",
-                   want);
+            CHECKF(same, "%s: rendered\n---\n%.*s\n--- expected\n%s\n---", name, (int)out.n,
+                   out.v ? out.v : "", want);
         }
         free(want);
         tok_bytes_free(&out);
@@ -86,9 +87,10 @@ static void test_chat_render_errors(void) {
     CHECK(chat_render(CHAT_QWEN3, bad, NULL, &o, &out, &err) == -1);
     CHECK_STR_CONTAINS(err.msg, "wizard");
     json_decref(bad);
-    bad = json_loads("[{\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": [{\"function\": "
-                     "{\"name\": \"f\", \"arguments\": \"not json\"}}]}]",
-                     0, NULL);
+    bad =
+        json_loads("[{\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": [{\"function\": "
+                   "{\"name\": \"f\", \"arguments\": \"not json\"}}]}]",
+                   0, NULL);
     CHECK(chat_render(CHAT_GLM5, bad, NULL, &o, &out, &err) == -1);
     CHECK_STR_CONTAINS(err.msg, "arguments");
     json_decref(bad);
@@ -98,8 +100,9 @@ static void test_chat_render_errors(void) {
 
 /* Python json.dumps spacing, key order, floats, escapes, UTF-8 kept. */
 static void test_chat_json_dump(void) {
-    json_t *j = json_loads("{\"b\": [1, 2.5, 1.0, true, null], \"a\": \"x\\n\\\"é\\u0001\", \"c\": {}}",
-                           JSON_PRESERVE_ORDER, NULL);
+    json_t *j =
+        json_loads("{\"b\": [1, 2.5, 1.0, true, null], \"a\": \"x\\n\\\"é\\u0001\", \"c\": {}}",
+                   JSON_PRESERVE_ORDER, NULL);
     tok_bytes out = {0};
     CHECK(chat_json_dump(j, &out) == 0);
     const char *want = "{\"b\": [1, 2.5, 1.0, true, null], \"a\": \"x\\n\\\"é\\u0001\", \"c\": {}}";
@@ -108,7 +111,8 @@ static void test_chat_json_dump(void) {
     json_decref(j);
 }
 
-static void parse(chat_format f, const char *text, int in_reasoning, const json_t *tools, chat_parsed *p) {
+static void parse(chat_format f, const char *text, int in_reasoning, const json_t *tools,
+                  chat_parsed *p) {
     pt_err err = {{0}};
     int rc = chat_parse(f, text, strlen(text), in_reasoning, tools, p, &err);
     CHECKF(rc == 0, "chat_parse: %s", err.msg);
@@ -116,27 +120,33 @@ static void parse(chat_format f, const char *text, int in_reasoning, const json_
 
 static void test_chat_parse_glm(void) {
     chat_parsed p;
-    parse(CHAT_GLM5, "Let me check.</think>Sure.<tool_call>get_weather<arg_key>city</arg_key><arg_value>Rome"
-                     "</arg_value><arg_key>days</arg_key><arg_value>2</arg_value></tool_call>",
+    parse(CHAT_GLM5,
+          "Let me check.</think>Sure.<tool_call>get_weather<arg_key>city</arg_key><arg_value>Rome"
+          "</arg_value><arg_key>days</arg_key><arg_value>2</arg_value></tool_call>",
           1, NULL, &p);
     CHECK(!strcmp(p.reasoning, "Let me check."));
     CHECK(!strcmp(p.content, "Sure."));
     CHECK(p.n_calls == 1 && p.n_bad == 0);
     if (p.n_calls == 1) {
         CHECK(!strcmp(p.calls[0].name, "get_weather"));
-        CHECKF(!strcmp(p.calls[0].arguments, "{\"city\":\"Rome\",\"days\":2}"), "%s", p.calls[0].arguments);
+        CHECKF(!strcmp(p.calls[0].arguments, "{\"city\":\"Rome\",\"days\":2}"), "%s",
+               p.calls[0].arguments);
     }
     chat_parsed_free(&p);
     /* a string-typed parameter stays a string even when it looks like JSON */
-    json_t *tools = json_loads("[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":"
-                               "\"object\",\"properties\":{\"zip\":{\"type\":\"string\"}}}}}]",
-                               0, NULL);
-    parse(CHAT_GLM5, "<tool_call>f<arg_key>zip</arg_key><arg_value>00100</arg_value></tool_call>", 0, tools, &p);
+    json_t *tools =
+        json_loads("[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":"
+                   "\"object\",\"properties\":{\"zip\":{\"type\":\"string\"}}}}}]",
+                   0, NULL);
+    parse(CHAT_GLM5, "<tool_call>f<arg_key>zip</arg_key><arg_value>00100</arg_value></tool_call>",
+          0, tools, &p);
     CHECK(p.n_calls == 1 && p.calls && !strcmp(p.calls[0].arguments, "{\"zip\":\"00100\"}"));
     chat_parsed_free(&p);
     json_decref(tools);
     /* thinking off: all content; two calls */
-    parse(CHAT_GLM5, "<tool_call>a</tool_call><tool_call>b<arg_key>x</arg_key><arg_value>[1]</arg_value></tool_call>",
+    parse(CHAT_GLM5,
+          "<tool_call>a</tool_call><tool_call>b<arg_key>x</arg_key><arg_value>[1]</arg_value></"
+          "tool_call>",
           0, NULL, &p);
     CHECK(p.n_calls == 2 && !strcmp(p.content, "") && !strcmp(p.reasoning, ""));
     if (p.n_calls == 2) CHECK(!strcmp(p.calls[1].arguments, "{\"x\":[1]}"));
@@ -145,37 +155,48 @@ static void test_chat_parse_glm(void) {
 
 static void test_chat_parse_others(void) {
     chat_parsed p;
-    parse(CHAT_QWEN3, "<think>\nhmm\n</think>\n\nOK<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
-                      "{\"city\": \"Rome\"}}\n</tool_call>",
+    parse(CHAT_QWEN3,
+          "<think>\nhmm\n</think>\n\nOK<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+          "{\"city\": \"Rome\"}}\n</tool_call>",
           0, NULL, &p);
     CHECK(!strcmp(p.reasoning, "hmm") && !strcmp(p.content, "OK") && p.n_calls == 1);
     if (p.n_calls) CHECK(!strcmp(p.calls[0].arguments, "{\"city\":\"Rome\"}"));
     chat_parsed_free(&p);
     /* arguments given as a JSON string */
-    parse(CHAT_QWEN3, "<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"a\\\": 1}\"}</tool_call>", 0, NULL, &p);
+    parse(CHAT_QWEN3, "<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"a\\\": 1}\"}</tool_call>",
+          0, NULL, &p);
     CHECK(p.n_calls == 1 && !strcmp(p.calls[0].arguments, "{\"a\":1}"));
     chat_parsed_free(&p);
     parse(CHAT_DEEPSEEK3,
           "thinking</think>Calling."
-          "<\xef\xbd\x9ctool\xe2\x96\x81" "calls\xe2\x96\x81" "begin\xef\xbd\x9c><\xef\xbd\x9ctool\xe2\x96\x81"
-          "call\xe2\x96\x81" "begin\xef\xbd\x9c>get_weather<\xef\xbd\x9ctool\xe2\x96\x81sep\xef\xbd\x9c>{\"city\": "
-          "\"Rome\"}<\xef\xbd\x9ctool\xe2\x96\x81" "call\xe2\x96\x81" "end\xef\xbd\x9c><\xef\xbd\x9ctool\xe2\x96\x81"
-          "calls\xe2\x96\x81" "end\xef\xbd\x9c>",
+          "<\xef\xbd\x9ctool\xe2\x96\x81"
+          "calls\xe2\x96\x81"
+          "begin\xef\xbd\x9c><\xef\xbd\x9ctool\xe2\x96\x81"
+          "call\xe2\x96\x81"
+          "begin\xef\xbd\x9c>get_weather<\xef\xbd\x9ctool\xe2\x96\x81sep\xef\xbd\x9c>{\"city\": "
+          "\"Rome\"}<\xef\xbd\x9ctool\xe2\x96\x81"
+          "call\xe2\x96\x81"
+          "end\xef\xbd\x9c><\xef\xbd\x9ctool\xe2\x96\x81"
+          "calls\xe2\x96\x81"
+          "end\xef\xbd\x9c>",
           1, NULL, &p);
     CHECK(!strcmp(p.reasoning, "thinking") && !strcmp(p.content, "Calling.") && p.n_calls == 1);
     if (p.n_calls) CHECK(!strcmp(p.calls[0].name, "get_weather"));
     chat_parsed_free(&p);
     parse(CHAT_GEMMA4,
-          "<|channel>thought\nplan<channel|>Here.<|tool_call>call:get_weather{city:<|\"|>Rome, IT<|\"|>,days:2,"
+          "<|channel>thought\nplan<channel|>Here.<|tool_call>call:get_weather{city:<|\"|>Rome, "
+          "IT<|\"|>,days:2,"
           "opts:{deep:true,tags:[<|\"|>a<|\"|>,1.5]}}<tool_call|><|tool_response>",
           0, NULL, &p);
     CHECK(!strcmp(p.reasoning, "plan"));
     CHECKF(!strcmp(p.content, "Here."), "content '%s'", p.content);
     CHECK(p.n_calls == 1);
     if (p.n_calls)
-        CHECKF(!strcmp(p.calls[0].arguments,
-                       "{\"city\":\"Rome, IT\",\"days\":2,\"opts\":{\"deep\":true,\"tags\":[\"a\",1.5]}}"),
-               "%s", p.calls[0].arguments);
+        CHECKF(
+            !strcmp(
+                p.calls[0].arguments,
+                "{\"city\":\"Rome, IT\",\"days\":2,\"opts\":{\"deep\":true,\"tags\":[\"a\",1.5]}}"),
+            "%s", p.calls[0].arguments);
     chat_parsed_free(&p);
 }
 
@@ -195,10 +216,15 @@ static void test_chat_parse_malformed(void) {
         {CHAT_GEMMA4, "<|tool_call>call:f{a:<|\"|>unterminated}<tool_call|>"},
         {CHAT_GEMMA4, "<|tool_call>call:{}<tool_call|>"},
         {CHAT_GEMMA4, "<|tool_call>f{a:1}<tool_call|>"},
-        {CHAT_GEMMA4, "<|tool_call>call:f{a:[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
+        {CHAT_GEMMA4, "<|tool_call>call:f{a:[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
+                      "[[[[[[[[[[[[[[[[[[[[[["
                       "<tool_call|>"},
-        {CHAT_DEEPSEEK3, "<\xef\xbd\x9ctool\xe2\x96\x81" "call\xe2\x96\x81" "begin\xef\xbd\x9c>f{}<\xef\xbd\x9ctool"
-                         "\xe2\x96\x81" "call\xe2\x96\x81" "end\xef\xbd\x9c>"},
+        {CHAT_DEEPSEEK3, "<\xef\xbd\x9ctool\xe2\x96\x81"
+                         "call\xe2\x96\x81"
+                         "begin\xef\xbd\x9c>f{}<\xef\xbd\x9ctool"
+                         "\xe2\x96\x81"
+                         "call\xe2\x96\x81"
+                         "end\xef\xbd\x9c>"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         chat_parsed p;
@@ -210,8 +236,9 @@ static void test_chat_parse_malformed(void) {
     }
     /* a good call after a bad one is still found */
     chat_parsed p;
-    parse(CHAT_QWEN3, "<tool_call>oops</tool_call><tool_call>{\"name\": \"g\", \"arguments\": {}}</tool_call>", 0,
-          NULL, &p);
+    parse(CHAT_QWEN3,
+          "<tool_call>oops</tool_call><tool_call>{\"name\": \"g\", \"arguments\": {}}</tool_call>",
+          0, NULL, &p);
     CHECK(p.n_calls == 1 && p.n_bad == 1);
     chat_parsed_free(&p);
     /* an unterminated opener before a good call */
@@ -236,16 +263,19 @@ static void test_chat_parse_malformed(void) {
 static void test_chat_parse_render_roundtrip(void) {
     static const chat_format fs[] = {CHAT_GLM5, CHAT_QWEN3, CHAT_GEMMA4, CHAT_DEEPSEEK3};
     for (size_t i = 0; i < 4; i++) {
-        json_t *msgs = json_loads("[{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[{\"type\":\"function\","
-                                  "\"function\":{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Rome\",\"days\":2}}}]}]",
-                                  JSON_PRESERVE_ORDER, NULL);
+        json_t *msgs = json_loads(
+            "[{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[{\"type\":\"function\","
+            "\"function\":{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Rome\",\"days\":2}}}]"
+            "}]",
+            JSON_PRESERVE_ORDER, NULL);
         tok_bytes out = {0};
         pt_err err = {{0}};
         chat_opts o = {.add_generation_prompt = 0, .thinking = 0};
         CHECK(chat_render(fs[i], msgs, NULL, &o, &out, &err) == 0);
         chat_parsed p;
         parse(fs[i], out.v ? out.v : "", 0, NULL, &p);
-        CHECKF(p.n_calls == 1, "%s: %d calls in %.*s", chat_format_name(fs[i]), p.n_calls, (int)out.n, out.v);
+        CHECKF(p.n_calls == 1, "%s: %d calls in %.*s", chat_format_name(fs[i]), p.n_calls,
+               (int)out.n, out.v);
         if (p.n_calls) {
             CHECK(!strcmp(p.calls[0].name, "get_weather"));
             CHECKF(!strcmp(p.calls[0].arguments, "{\"city\":\"Rome\",\"days\":2}"), "%s: %s",

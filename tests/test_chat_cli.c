@@ -20,7 +20,8 @@ static const char *bin(void) {
  * only (stderr to errfile when not NULL). */
 static int run_io(const char *input, const char *args, const char *errfile, char *buf, size_t cap) {
     char cmd[16384];
-    snprintf(cmd, sizeof cmd, "printf '%s' | %s %s 2>%s", input, bin(), args, errfile ? errfile : "/dev/null");
+    snprintf(cmd, sizeof cmd, "printf '%s' | %s %s 2>%s", input, bin(), args,
+             errfile ? errfile : "/dev/null");
     return t_run(cmd, buf, cap);
 }
 
@@ -31,7 +32,8 @@ static const char *model(void) {
 }
 
 static void test_chat_cli_kv_reuse_invariant(void) {
-    static const char *const fixtures[] = {"glm-dsa-rq2k.gguf", "deepseek2-rq2k.gguf", "gemma4-rq2k.gguf"};
+    static const char *const fixtures[] = {"glm-dsa-rq2k.gguf", "deepseek2-rq2k.gguf",
+                                           "gemma4-rq2k.gguf"};
     for (size_t k = 0; k < sizeof fixtures / sizeof fixtures[0]; k++) {
         char args[8192], errf[512];
         const char *input = "Hello there\\nTell me about SSDs\\nAnd a third turn\\n";
@@ -40,11 +42,13 @@ static void test_chat_cli_kv_reuse_invariant(void) {
         int rc1 = run_io(input, args, errf, out, sizeof out);
         size_t elen = 0;
         char *err = t_read_file(errf, &elen);
-        snprintf(args, sizeof args, "chat -m %s --greedy -n 10 -t 2 --no-kv-reuse", t_fixture(fixtures[k]));
+        snprintf(args, sizeof args, "chat -m %s --greedy -n 10 -t 2 --no-kv-reuse",
+                 t_fixture(fixtures[k]));
         int rc2 = run_io(input, args, NULL, out2, sizeof out2);
         CHECKF(rc1 == 0 && rc2 == 0, "%s: exit %d %d: %s", fixtures[k], rc1, rc2, err ? err : "");
-        CHECKF(!strcmp(out, out2), "%s: continued session differs from full re-prefill:\n%s\n---\n%s", fixtures[k],
-               out, out2);
+        CHECKF(!strcmp(out, out2),
+               "%s: continued session differs from full re-prefill:\n%s\n---\n%s", fixtures[k], out,
+               out2);
         /* three turns, three stats lines, and turns 2 and 3 really reused the cache */
         int turns = 0, reused_later = 0;
         for (const char *p = err; p && (p = strstr(p, "[prompt ")); p++) {
@@ -54,8 +58,8 @@ static void test_chat_cli_kv_reuse_invariant(void) {
                 if (turns > 1 && nr > 0 && nr < np) reused_later++;
             }
         }
-        CHECKF(turns == 3 && reused_later == 2, "%s: %d turns, %d reused:\n%s", fixtures[k], turns, reused_later,
-               err ? err : "");
+        CHECKF(turns == 3 && reused_later == 2, "%s: %d turns, %d reused:\n%s", fixtures[k], turns,
+               reused_later, err ? err : "");
         free(err);
     }
 }
@@ -64,8 +68,9 @@ static void test_chat_cli_commands(void) {
     char args[8192], errf[512];
     snprintf(errf, sizeof errf, "%s/chat_cmd.txt", t_tmpdir());
     snprintf(args, sizeof args, "chat -m %s --greedy -n 4", model());
-    int rc = run_io("/stats\\n/think off\\n/system Be brief.\\nHi\\n/bogus\\n/clear\\n\\nHi\\n/exit\\nnot read\\n", args,
-                    errf, out, sizeof out);
+    int rc = run_io("/stats\\n/think off\\n/system Be "
+                    "brief.\\nHi\\n/bogus\\n/clear\\n\\nHi\\n/exit\\nnot read\\n",
+                    args, errf, out, sizeof out);
     char *err = t_read_file(errf, NULL);
     CHECKF(rc == 0, "exit %d: %s", rc, err ? err : "");
     CHECK_STR_CONTAINS(err, "[thinking off]");
@@ -74,7 +79,8 @@ static void test_chat_cli_commands(void) {
     CHECK_STR_CONTAINS(err, "[conversation cleared]");
     /* after /clear the same question gives the same answer from an empty cache */
     int n = 0;
-    for (const char *p = err; p && (p = strstr(p, "[prompt ")); p++) n++;
+    for (const char *p = err; p && (p = strstr(p, "[prompt ")); p++)
+        n++;
     CHECKF(n == 3, "expected /stats + 2 turns, got %d", n);
     CHECK(strstr(err ? err : "", "(0 reused)") != NULL);
     free(err);
@@ -92,17 +98,20 @@ static void test_chat_cli_generate_text(void) {
     char args[8192], errf[512];
     snprintf(errf, sizeof errf, "%s/gen_err.txt", t_tmpdir());
     /* deterministic: same seed, same text; greedy equals --temp 0 */
-    snprintf(args, sizeof args, "generate -m %s -p 'Once upon a time' -n 12 --seed 7 --temp 0.9", model());
+    snprintf(args, sizeof args, "generate -m %s -p 'Once upon a time' -n 12 --seed 7 --temp 0.9",
+             model());
     CHECK(run_io("", args, NULL, out, sizeof out) == 0);
     CHECK(run_io("", args, NULL, out2, sizeof out2) == 0);
     CHECK(!strcmp(out, out2));
     snprintf(args, sizeof args, "generate -m %s -p 'Once upon a time' -n 12 --greedy", model());
     CHECK(run_io("", args, NULL, out, sizeof out) == 0);
-    snprintf(args, sizeof args, "generate -m %s -p 'Once upon a time' -n 12 --temp 0 --seed 99", model());
+    snprintf(args, sizeof args, "generate -m %s -p 'Once upon a time' -n 12 --temp 0 --seed 99",
+             model());
     CHECK(run_io("", args, NULL, out2, sizeof out2) == 0);
     CHECK(!strcmp(out, out2));
     /* stdin prompt, --chat, --json stats */
-    snprintf(args, sizeof args, "generate -m %s --chat --system 'Be brief.' -n 5 --greedy --json", model());
+    snprintf(args, sizeof args, "generate -m %s --chat --system 'Be brief.' -n 5 --greedy --json",
+             model());
     CHECK(run_io("What is 2+2?", args, errf, out, sizeof out) == 0);
     char *err = t_read_file(errf, NULL);
     CHECK_STR_CONTAINS(err, "\"prompt_tokens\": ");
@@ -122,11 +131,12 @@ static void test_chat_cli_generate_text(void) {
         char stop[8] = {0};
         memcpy(stop, out + 3, 2);
         if (!strchr(stop, '\'') && !strchr(stop, '\\') && !strchr(stop, '%')) {
-            snprintf(args, sizeof args, "generate -m %s -p 'Once upon a time' -n 12 --greedy --stop '%s'", model(),
+            snprintf(args, sizeof args,
+                     "generate -m %s -p 'Once upon a time' -n 12 --greedy --stop '%s'", model(),
                      stop);
             CHECK(run_io("", args, NULL, out2, sizeof out2) == 0);
-            CHECKF(strlen(out2) <= 4 && !strncmp(out, out2, strlen(out2) - 1), "stop '%s': '%s' vs '%s'", stop,
-                   out2, out);
+            CHECKF(strlen(out2) <= 4 && !strncmp(out, out2, strlen(out2) - 1),
+                   "stop '%s': '%s' vs '%s'", stop, out2, out);
         }
     }
     /* the token mode is unchanged */
@@ -151,15 +161,16 @@ static void test_chat_cli_bad_input(void) {
     CHECK_STR_CONTAINS(err, "not valid UTF-8");
     free(err);
     /* longer than the context: one clear line, exit 1 */
-    snprintf(args, sizeof args, "generate -m %s -c 8 -p 'one two three four five six seven eight nine ten'", model());
+    snprintf(args, sizeof args,
+             "generate -m %s -c 8 -p 'one two three four five six seven eight nine ten'", model());
     CHECK(run_io("", args, errf, out, sizeof out) == 1);
     err = t_read_file(errf, NULL);
     CHECK_STR_CONTAINS(err, "context holds 8");
     free(err);
     /* in chat the turn is dropped and the chat goes on */
     snprintf(args, sizeof args, "chat -m %s -c 16 -n 2 --greedy", model());
-    CHECK(run_io("one two three four five six seven eight nine ten eleven twelve\\nhi\\n", args, errf, out,
-                 sizeof out) == 0);
+    CHECK(run_io("one two three four five six seven eight nine ten eleven twelve\\nhi\\n", args,
+                 errf, out, sizeof out) == 0);
     err = t_read_file(errf, NULL);
     CHECK_STR_CONTAINS(err, "context holds 16");
     CHECK_STR_CONTAINS(err, "[prompt ");
@@ -179,7 +190,8 @@ static void test_chat_cli_bad_input(void) {
     CHECK(run_io("", "", NULL, out, sizeof out) == 0);
     {
         char cmd[4096];
-        snprintf(cmd, sizeof cmd, "PETREL_MODEL=/no/such/model.gguf %s chat < /dev/null 2>&1", bin());
+        snprintf(cmd, sizeof cmd, "PETREL_MODEL=/no/such/model.gguf %s chat < /dev/null 2>&1",
+                 bin());
         CHECK(t_run(cmd, out, sizeof out) == 1);
         CHECK_STR_CONTAINS(out, "/no/such/model.gguf");
     }

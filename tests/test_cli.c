@@ -29,7 +29,8 @@ static int run_stderr(const char *args) {
 
 static int count_lines(const char *s) {
     int n = 0;
-    for (; *s; s++) n += *s == '\n';
+    for (; *s; s++)
+        n += *s == '\n';
     return n;
 }
 
@@ -84,7 +85,8 @@ static void cli_inspect_json(void) {
     json_t *o = json_loads(out, 0, NULL);
     if (o) {
         CHECK(json_integer_value(json_object_get(o, "expert_bytes_max")) == 3 * 256 * 84);
-        CHECK(json_integer_value(json_object_get(o, "expert_bytes_per_token")) == 4 * 3 * 3 * 256 * 84);
+        CHECK(json_integer_value(json_object_get(o, "expert_bytes_per_token")) ==
+              4 * 3 * 3 * 256 * 84);
         CHECK(json_integer_value(json_object_get(o, "n_moe_layers")) == 3);
         json_decref(o);
     }

@@ -94,7 +94,10 @@ static int *json_ints(json_t *a, int *n) {
 static int demo_eval(int expert_slots, const int32_t *toks, int n, float *logits, float *hidden,
                      float *mtp, const float *hprev) {
     char err[512];
-    pt_engine_params ep = {.model_path = DEMO_MODEL, .n_threads = 2, .expert_slots = expert_slots, .usage_dir = t_usage_dir()};
+    pt_engine_params ep = {.model_path = DEMO_MODEL,
+                           .n_threads = 2,
+                           .expert_slots = expert_slots,
+                           .usage_dir = t_usage_dir()};
     pt_engine *e = pt_engine_open(&ep, err, sizeof err);
     CHECKF(e, "%s", err);
     if (!e) return -1;

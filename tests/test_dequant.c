@@ -74,17 +74,20 @@ static void dequant_matches_llamacpp_metrics(void) {
         CHECKF(t, "%s: no tensor %s", fx, tn);
         if (!t) continue;
         const qt_traits *tr = qt_get(t->type);
-        CHECKF(tr && tr->decodes, "%s: %s has type %s petrel cannot decode", fx, tn, qt_name(t->type));
+        CHECKF(tr && tr->decodes, "%s: %s has type %s petrel cannot decode", fx, tn,
+               qt_name(t->type));
         if (!tr || !tr->decodes) continue;
         int64_t n = gguf_nelements(t);
         float *x = malloc((size_t)n * sizeof(float));
         qt_dequant_ref(t->type, t->data, x, n);
         double ss = 0;
-        for (int64_t j = 0; j < n; j++) ss += (double)x[j] * x[j];
+        for (int64_t j = 0; j < n; j++)
+            ss += (double)x[j] * x[j];
         double rms = sqrt(ss / (double)n);
         double rel = fabs(rms - want_rms) / want_rms;
         if (rel > worst) worst = rel;
-        CHECKF(rel <= 1e-5, "%s %s (%s): rms %.9g, llama.cpp %.9g", fx, tn, tr->name, rms, want_rms);
+        CHECKF(rel <= 1e-5, "%s %s (%s): rms %.9g, llama.cpp %.9g", fx, tn, tr->name, rms,
+               want_rms);
         const char *orig_name = original_of(fx, have);
         gguf_ctx *og = orig_name ? get_file(cache, &n_open, orig_name) : NULL;
         const gguf_tensor *ot = og ? gguf_find_tensor(og, tn) : NULL;
@@ -99,27 +102,32 @@ static void dequant_matches_llamacpp_metrics(void) {
             double got = sqrt(se / so);
             double r = fabs(got - want_err) / want_err;
             if (r > worst) worst = r;
-            CHECKF(r <= 1e-5, "%s %s (%s): rel RMS error %.9g, llama.cpp %.9g", fx, tn, tr->name, got,
-                   want_err);
+            CHECKF(r <= 1e-5, "%s %s (%s): rel RMS error %.9g, llama.cpp %.9g", fx, tn, tr->name,
+                   got, want_err);
             with_original++;
         }
         free(x);
         per_type[t->type]++;
         checked++;
     }
-    for (int k = 0; k < n_open; k++) gguf_close(cache[k].g);
+    for (int k = 0; k < n_open; k++)
+        gguf_close(cache[k].g);
     json_decref(root);
-    fprintf(stderr, "  %d tensors decoded (%d against their F32 original), %d in unshipped files, "
-                    "worst relative deviation %.2e; by type:", checked, with_original, missing, worst);
+    fprintf(stderr,
+            "  %d tensors decoded (%d against their F32 original), %d in unshipped files, "
+            "worst relative deviation %.2e; by type:",
+            checked, with_original, missing, worst);
     for (int k = 0; k < QT_COUNT; k++)
         if (per_type[k]) fprintf(stderr, " %s %d", qt_name((uint32_t)k), per_type[k]);
     fprintf(stderr, "\n");
     CHECK(checked >= 300);
     /* every type the shipped fixtures contain was exercised */
-    const int must[] = {QT_Q8_0, QT_Q2_K, QT_Q4_K, QT_Q6_K, QT_Q5_0, QT_IQ2_XXS, QT_IQ2_XS,
+    const int must[] = {QT_Q8_0,  QT_Q2_K,    QT_Q4_K,  QT_Q6_K,   QT_Q5_0,   QT_IQ2_XXS, QT_IQ2_XS,
                         QT_IQ2_S, QT_IQ3_XXS, QT_IQ3_S, QT_IQ4_NL, QT_IQ4_XS, QT_MXFP4};
     for (size_t k = 0; k < PT_ARRAY_LEN(must); k++)
         CHECKF(per_type[must[k]] > 0, "no %s tensor checked", qt_name((uint32_t)must[k]));
 }
 
-T_SUITE(dequant) { T_ADD(dequant_matches_llamacpp_metrics); }
+T_SUITE(dequant) {
+    T_ADD(dequant_matches_llamacpp_metrics);
+}

@@ -55,19 +55,23 @@ static int allowed_quoted(const char *dir, const char *inc) {
 
 /* Check one file's text; each offending line is reported (as file:line) into
  * report and counted. dir: the folder the file is in. */
-static int check_text(const char *path, const char *dir, const char *text, char *report, size_t cap) {
+static int check_text(const char *path, const char *dir, const char *text, char *report,
+                      size_t cap) {
     int bad = 0, line = 1;
     for (const char *l = text; *l; line++) {
         const char *e = strchr(l, '\n');
         size_t n = e ? (size_t)(e - l) : strlen(l);
         const char *p = l;
-        while (p < l + n && (*p == ' ' || *p == '\t')) p++;
+        while (p < l + n && (*p == ' ' || *p == '\t'))
+            p++;
         if (p < l + n && *p == '#') {
             p++;
-            while (p < l + n && (*p == ' ' || *p == '\t')) p++;
+            while (p < l + n && (*p == ' ' || *p == '\t'))
+                p++;
             if ((size_t)(l + n - p) > 7 && !strncmp(p, "include", 7)) {
                 p += 7;
-                while (p < l + n && (*p == ' ' || *p == '\t')) p++;
+                while (p < l + n && (*p == ' ' || *p == '\t'))
+                    p++;
                 char open = p < l + n ? *p : 0, close = open == '"' ? '"' : '>';
                 const char *q = open ? memchr(p + 1, close, (size_t)(l + n - p - 1)) : NULL;
                 char inc[512] = "";
@@ -78,15 +82,20 @@ static int check_text(const char *path, const char *dir, const char *text, char 
                 int ok;
                 char ip[1024];
                 snprintf(ip, sizeof ip, "src/%s", inc);
-                if (!inc[0]) ok = 0; /* a computed include: not allowed either */
-                else if (open == '"') ok = allowed_quoted(dir, inc);
-                else ok = !is_file(ip) || allowed_quoted(dir, inc); /* <text/chat.h> would reach src/ too */
+                if (!inc[0])
+                    ok = 0; /* a computed include: not allowed either */
+                else if (open == '"')
+                    ok = allowed_quoted(dir, inc);
+                else
+                    ok = !is_file(ip) ||
+                         allowed_quoted(dir, inc); /* <text/chat.h> would reach src/ too */
                 if (!ok) {
                     bad++;
                     size_t used = strlen(report);
-                    snprintf(report + used, cap - used, "%s:%d: #include %c%s%c: front ends include only petrel.h, "
-                             "their own headers and system/third-party ones\n", path, line, open ? open : '?', inc,
-                             open == '<' ? '>' : '"');
+                    snprintf(report + used, cap - used,
+                             "%s:%d: #include %c%s%c: front ends include only petrel.h, "
+                             "their own headers and system/third-party ones\n",
+                             path, line, open ? open : '?', inc, open == '<' ? '>' : '"');
                 }
             }
         }
@@ -105,7 +114,8 @@ static void test_frontapi_includes(void) {
         struct dirent *ent;
         while ((ent = readdir(dir))) {
             size_t n = strlen(ent->d_name);
-            if (n < 3 || ent->d_name[n - 2] != '.' || (ent->d_name[n - 1] != 'c' && ent->d_name[n - 1] != 'h'))
+            if (n < 3 || ent->d_name[n - 2] != '.' ||
+                (ent->d_name[n - 1] != 'c' && ent->d_name[n - 1] != 'h'))
                 continue;
             char path[1024];
             snprintf(path, sizeof path, "%s/%s", FRONT_DIRS[d], ent->d_name);
@@ -122,9 +132,10 @@ static void test_frontapi_includes(void) {
     CHECKF(bad == 0, "%d front-end includes of internal headers:\n%s", bad, report);
     /* the checker itself: internal headers are caught, however written; public ones pass */
     char r2[2048] = "";
-    const char *sample = "#include <stdio.h>\n#include <jansson.h>\n#include \"petrel.h\"\n#include \"cli.h\"\n"
-                         "#include \"front/front.h\"\n#include \"server/oai.h\"\n  #  include \"text/chat.h\"\n"
-                         "#include <format/gguf.h>\n#include \"common.h\"\n#include \"../text/gen.c\"\n";
+    const char *sample =
+        "#include <stdio.h>\n#include <jansson.h>\n#include \"petrel.h\"\n#include \"cli.h\"\n"
+        "#include \"front/front.h\"\n#include \"server/oai.h\"\n  #  include \"text/chat.h\"\n"
+        "#include <format/gguf.h>\n#include \"common.h\"\n#include \"../text/gen.c\"\n";
     CHECK(check_text("sample.c", "src/cli", sample, r2, sizeof r2) == 4);
     CHECK_STR_CONTAINS(r2, "sample.c:7: #include \"text/chat.h\"");
     CHECK_STR_CONTAINS(r2, "sample.c:8: #include <format/gguf.h>");
@@ -157,14 +168,16 @@ static void test_frontapi_vocab(void) {
     char err[512];
     CHECK(pt_engine_has_vocab(e, err, sizeof err) == 1);
     CHECK(pt_vocab_size(e) == tok_n_vocab(v) && pt_engine_n_vocab(e) == tok_n_vocab(v));
-    CHECK(pt_token_bos(e) == tok_bos(v) && pt_token_eos(e) == tok_eos(v) && pt_token_eot(e) == tok_eot(v));
+    CHECK(pt_token_bos(e) == tok_bos(v) && pt_token_eos(e) == tok_eos(v) &&
+          pt_token_eot(e) == tok_eot(v));
     const char *text = "Hello world! <|user|> héllo 123\n\xff";
     for (int flags = 0; flags < 4; flags++) {
         pt_ids a = {0};
         tok_ids b = {0};
         CHECK(pt_tokenize(e, text, strlen(text), flags, &a, err, sizeof err) == 0);
         CHECK(tok_encode(v, text, strlen(text), flags, &b, &perr) == 0);
-        CHECKF(a.n == b.n && a.n && !memcmp(a.v, b.v, a.n * sizeof *a.v), "flags %d: %zu vs %zu ids", flags, a.n, b.n);
+        CHECKF(a.n == b.n && a.n && !memcmp(a.v, b.v, a.n * sizeof *a.v),
+               "flags %d: %zu vs %zu ids", flags, a.n, b.n);
         for (int df = 0; df < 2; df++) {
             pt_buf x = {0};
             tok_bytes y = {0};
@@ -198,7 +211,8 @@ static void test_frontapi_vocab(void) {
     sampler_params_from_gguf(&sp, g);
     pt_sampling ps;
     pt_engine_sampling(e, &ps);
-    CHECK(ps.temp == sp.temp && ps.top_k == sp.top_k && ps.top_p == sp.top_p && ps.min_p == sp.min_p);
+    CHECK(ps.temp == sp.temp && ps.top_k == sp.top_k && ps.top_p == sp.top_p &&
+          ps.min_p == sp.min_p);
     /* a vocabulary-only engine runs no session */
     CHECK(pt_session_new(e, NULL, err, sizeof err) == NULL);
     CHECK_STR_CONTAINS(err, "vocabulary only");
@@ -214,10 +228,12 @@ static void test_frontapi_vocab(void) {
 }
 
 static void test_frontapi_chat(void) {
-    const char *msgs_json = "[{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":\"user\",\"content\":"
-                            "\"What is the weather in Paris?\"}]";
-    const char *tools_json = "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"d\","
-                             "\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}}}}}]";
+    const char *msgs_json =
+        "[{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":\"user\",\"content\":"
+        "\"What is the weather in Paris?\"}]";
+    const char *tools_json =
+        "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"d\","
+        "\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}}}}}]";
     json_t *msgs = json_loads(msgs_json, 0, NULL), *tools = json_loads(tools_json, 0, NULL);
     const char *names[] = {"glm-5", "deepseek-v3", "gemma-4", "qwen3"};
     char err[512];
@@ -232,14 +248,16 @@ static void test_frontapi_chat(void) {
             pt_err pe = {{0}};
             pt_chat_opts o = {.add_generation_prompt = 1, .thinking = th};
             chat_opts co = {.add_generation_prompt = 1, .thinking = th};
-            CHECKF(pt_chat_render(names[i], msgs_json, tools_json, &o, &a, err, sizeof err) == 0, "%s", err);
+            CHECKF(pt_chat_render(names[i], msgs_json, tools_json, &o, &a, err, sizeof err) == 0,
+                   "%s", err);
             CHECK(chat_render(f, msgs, tools, &co, &b, &pe) == 0);
             CHECKF(a.n == b.n && !memcmp(a.v, b.v, a.n), "%s: the rendering differs", names[i]);
             pt_buf_free(&a);
             tok_bytes_free(&b);
         }
         pt_chat_markers m;
-        CHECK(pt_chat_markers_of(names[i], &m) == 0 && m.reasoning_open && m.reasoning_close && m.n_tool_calls >= 1);
+        CHECK(pt_chat_markers_of(names[i], &m) == 0 && m.reasoning_open && m.reasoning_close &&
+              m.n_tool_calls >= 1);
     }
     pt_chat_markers m;
     CHECK(pt_chat_markers_of("none", &m) == -1 && pt_chat_markers_of("jinja", &m) == -1);
@@ -250,15 +268,19 @@ static void test_frontapi_chat(void) {
     CHECK(pt_chat_render("qwen3", "[{", NULL, NULL, &out, err, sizeof err) == -1);
     CHECK_STR_CONTAINS(err, "messages: not valid JSON");
     CHECK(pt_chat_render("qwen3", "{}", NULL, NULL, &out, err, sizeof err) == -1);
-    CHECK(pt_chat_render("qwen3", "[{\"content\":\"x\"}]", NULL, NULL, &out, err, sizeof err) == -1 && err[0]);
+    CHECK(pt_chat_render("qwen3", "[{\"content\":\"x\"}]", NULL, NULL, &out, err, sizeof err) ==
+              -1 &&
+          err[0]);
     pt_buf_free(&out);
     /* parsing: the same split as chat_parse, moved into the public type */
-    const char *gen = "<think>\nweather\n</think>\n\nLet me check.\n<tool_call>\n{\"name\": \"get_weather\", "
-                      "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+    const char *gen =
+        "<think>\nweather\n</think>\n\nLet me check.\n<tool_call>\n{\"name\": \"get_weather\", "
+        "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
     pt_chat_parsed p;
     CHECK(pt_chat_parse("qwen3", gen, strlen(gen), 0, tools_json, &p, err, sizeof err) == 0);
     CHECK(!strcmp(p.reasoning, "weather") && !strcmp(p.content, "Let me check.") && p.n_calls == 1);
-    CHECK(p.n_calls == 1 && !strcmp(p.calls[0].name, "get_weather") && strstr(p.calls[0].arguments, "Paris"));
+    CHECK(p.n_calls == 1 && !strcmp(p.calls[0].name, "get_weather") &&
+          strstr(p.calls[0].arguments, "Paris"));
     pt_chat_parsed_free(&p);
     CHECK(p.content == NULL && p.n_calls == 0);
     CHECK(pt_chat_parse("none", gen, strlen(gen), 0, NULL, &p, err, sizeof err) == -1);
@@ -272,31 +294,49 @@ static void test_frontapi_sampling(void) {
     sampler_params sp;
     sampler_params_default(&sp);
     CHECK(d.temp == sp.temp && d.top_p == sp.top_p && d.top_k == sp.top_k && d.min_p == sp.min_p &&
-          d.repeat_penalty == sp.repeat_penalty && d.penalty_last_n == sp.penalty_last_n && d.seed == sp.seed);
-    with = (pt_sampling){.temp = 0, .top_k = 7, .top_p = 0.5f, .min_p = 0.1f, .repeat_penalty = 1.3f,
-                         .frequency_penalty = 0.2f, .presence_penalty = 0.4f, .penalty_last_n = 9, .seed = 42};
+          d.repeat_penalty == sp.repeat_penalty && d.penalty_last_n == sp.penalty_last_n &&
+          d.seed == sp.seed);
+    with = (pt_sampling){.temp = 0,
+                         .top_k = 7,
+                         .top_p = 0.5f,
+                         .min_p = 0.1f,
+                         .repeat_penalty = 1.3f,
+                         .frequency_penalty = 0.2f,
+                         .presence_penalty = 0.4f,
+                         .penalty_last_n = 9,
+                         .seed = 42};
     p = d;
     pt_sampling_override(&p, &with, 0);
     CHECK(!memcmp(&p, &d, sizeof p));
     pt_sampling_override(&p, &with, PT_SAMPLING_TEMP | PT_SAMPLING_SEED);
-    CHECK(p.temp == 0 && p.seed == 42 && p.top_k == d.top_k && p.top_p == d.top_p && p.repeat_penalty == d.repeat_penalty);
-    unsigned all = PT_SAMPLING_TEMP | PT_SAMPLING_TOP_K | PT_SAMPLING_TOP_P | PT_SAMPLING_MIN_P | PT_SAMPLING_REPEAT |
-                   PT_SAMPLING_FREQUENCY | PT_SAMPLING_PRESENCE | PT_SAMPLING_LAST_N | PT_SAMPLING_SEED;
+    CHECK(p.temp == 0 && p.seed == 42 && p.top_k == d.top_k && p.top_p == d.top_p &&
+          p.repeat_penalty == d.repeat_penalty);
+    unsigned all = PT_SAMPLING_TEMP | PT_SAMPLING_TOP_K | PT_SAMPLING_TOP_P | PT_SAMPLING_MIN_P |
+                   PT_SAMPLING_REPEAT | PT_SAMPLING_FREQUENCY | PT_SAMPLING_PRESENCE |
+                   PT_SAMPLING_LAST_N | PT_SAMPLING_SEED;
     pt_sampling_override(&p, &with, all);
     CHECK(!memcmp(&p, &with, sizeof p));
     /* the public sampler draws what the internal one draws */
     char err[512];
     with.temp = 0.8f;
     pt_sampler *a = pt_sampler_new(&with, 64, err, sizeof err);
-    sampler_params ip = {.temp = 0.8f, .top_k = 7, .top_p = 0.5f, .min_p = 0.1f, .repeat_penalty = 1.3f,
-                         .frequency_penalty = 0.2f, .presence_penalty = 0.4f, .penalty_last_n = 9, .seed = 42};
+    sampler_params ip = {.temp = 0.8f,
+                         .top_k = 7,
+                         .top_p = 0.5f,
+                         .min_p = 0.1f,
+                         .repeat_penalty = 1.3f,
+                         .frequency_penalty = 0.2f,
+                         .presence_penalty = 0.4f,
+                         .penalty_last_n = 9,
+                         .seed = 42};
     pt_err pe = {{0}};
     sampler *b = sampler_new(&ip, 64, &pe);
     CHECK(a && b);
     if (a && b) {
         for (int step = 0; step < 32; step++) {
             float la[64], lb[64];
-            for (int i = 0; i < 64; i++) la[i] = lb[i] = (float)((i * 37 + step * 11) % 23) * 0.25f;
+            for (int i = 0; i < 64; i++)
+                la[i] = lb[i] = (float)((i * 37 + step * 11) % 23) * 0.25f;
             int32_t x = pt_sampler_sample(a, la), y = sampler_sample(b, lb);
             CHECK(x == y);
             pt_sampler_accept(a, x);
@@ -313,7 +353,8 @@ static void test_frontapi_sampling(void) {
  * which the session serves from its cache but for the last token. */
 static void test_frontapi_turn(void) {
     char err[512];
-    pt_engine_params ep = {.model_path = t_fixture("glm-dsa-rq2k.gguf"), .n_threads = 2, .usage_dir = t_tmpdir()};
+    pt_engine_params ep = {
+        .model_path = t_fixture("glm-dsa-rq2k.gguf"), .n_threads = 2, .usage_dir = t_tmpdir()};
     pt_engine *e = pt_engine_open(&ep, err, sizeof err);
     CHECKF(e, "%s", err);
     if (!e) return;
@@ -336,7 +377,8 @@ static void test_frontapi_turn(void) {
         /* too long for the context: refused before the cache is touched */
         char big[1024];
         memset(big, 'a', sizeof big);
-        for (size_t i = 0; i < sizeof big; i += 3) big[i] = ' ';
+        for (size_t i = 0; i < sizeof big; i += 3)
+            big[i] = ' ';
         fe_turn tl = {.text = big, .text_len = sizeof big, .gen = {.max_tokens = 1}};
         int held = pt_session_n_past(s);
         CHECK(fe_turn_run(g, &tl, &r2, err, sizeof err) == FE_TURN_TOO_LONG);
@@ -345,7 +387,8 @@ static void test_frontapi_turn(void) {
         /* a stop already set: cancelled, the cache untouched */
         volatile sig_atomic_t stop = 1;
         t.stop = &stop;
-        CHECK(fe_turn_run(g, &t, &r2, err, sizeof err) == FE_TURN_CANCELLED && pt_session_n_past(s) == held);
+        CHECK(fe_turn_run(g, &t, &r2, err, sizeof err) == FE_TURN_CANCELLED &&
+              pt_session_n_past(s) == held);
         fe_turn_result_free(&r);
         fe_turn_result_free(&r2);
     }
@@ -363,10 +406,12 @@ static void test_frontapi_cli_chat_format(void) {
              t_fixture("glm-dsa-rq2k.gguf"));
     CHECK(t_run(cmd, out, sizeof out) == 0);
     CHECK_STR_CONTAINS(out, "(qwen3 format");
-    snprintf(cmd, sizeof cmd, "echo hi | %s chat -m %s -n 2 -t 2", bin, t_fixture("glm-dsa-rq2k.gguf"));
+    snprintf(cmd, sizeof cmd, "echo hi | %s chat -m %s -n 2 -t 2", bin,
+             t_fixture("glm-dsa-rq2k.gguf"));
     CHECK(t_run(cmd, out, sizeof out) == 0);
     CHECK_STR_CONTAINS(out, "(glm-5 format");
-    snprintf(cmd, sizeof cmd, "%s chat -m %s --chat-format chatml", bin, t_fixture("glm-dsa-rq2k.gguf"));
+    snprintf(cmd, sizeof cmd, "%s chat -m %s --chat-format chatml", bin,
+             t_fixture("glm-dsa-rq2k.gguf"));
     CHECK(t_run(cmd, out, sizeof out) == 2);
     CHECK_STR_CONTAINS(out, "unknown chat format 'chatml'");
 }

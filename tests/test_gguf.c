@@ -2,8 +2,8 @@
  * trips, split models, and a corpus of hostile files (each must be refused with
  * a message naming what was wrong; none may crash, hang or allocate wildly). */
 #include <stdlib.h>
-#include <sys/stat.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "format/gguf.h"
@@ -13,12 +13,22 @@
 /* ===== Fixtures parse ===== */
 
 static void gguf_reads_fixtures(void) {
-    const char *names[] = {"glm-dsa-f32.gguf",     "glm-dsa-rq2k.gguf",    "glm-dsa-iq2.gguf",
-                           "glm-dsa-iq3.gguf",     "deepseek2-q8_0.gguf",  "deepseek2-q4_k_m.gguf",
-                           "deepseek2-rq2k.gguf",  "gemma4-f32.gguf",      "gemma4-q4_k_m.gguf",
-                           "gemma4-rq2k.gguf",     "qwen3moe-q4_k_m.gguf", "qwen3moe-rq2k.gguf",
-                           "qwen3moe-mxfp4.gguf",  "tokenizer/ggml-vocab-gemma-4.gguf",
-                           "tokenizer/ggml-vocab-glm4.gguf", "tokenizer/ggml-vocab-gpt-2.gguf"};
+    const char *names[] = {"glm-dsa-f32.gguf",
+                           "glm-dsa-rq2k.gguf",
+                           "glm-dsa-iq2.gguf",
+                           "glm-dsa-iq3.gguf",
+                           "deepseek2-q8_0.gguf",
+                           "deepseek2-q4_k_m.gguf",
+                           "deepseek2-rq2k.gguf",
+                           "gemma4-f32.gguf",
+                           "gemma4-q4_k_m.gguf",
+                           "gemma4-rq2k.gguf",
+                           "qwen3moe-q4_k_m.gguf",
+                           "qwen3moe-rq2k.gguf",
+                           "qwen3moe-mxfp4.gguf",
+                           "tokenizer/ggml-vocab-gemma-4.gguf",
+                           "tokenizer/ggml-vocab-glm4.gguf",
+                           "tokenizer/ggml-vocab-gpt-2.gguf"};
     for (size_t i = 0; i < PT_ARRAY_LEN(names); i++) {
         pt_err err = {{0}};
         if (!t_need(names[i])) continue; /* the F32 models: the others are still read */
@@ -66,7 +76,9 @@ static void gguf_fixture_details(void) {
     /* vocabulary: array of strings */
     const gguf_kv *tok = gguf_find(g, "tokenizer.ggml.tokens");
     CHECK(tok && tok->val.arr.type == GGUF_STRING && tok->val.arr.n == 512);
-    if (tok) CHECK(tok->val.arr.items[500].str.len == 7 && !memcmp(tok->val.arr.items[500].str.ptr, "[gMASK]", 7));
+    if (tok)
+        CHECK(tok->val.arr.items[500].str.len == 7 &&
+              !memcmp(tok->val.arr.items[500].str.ptr, "[gMASK]", 7));
     gguf_close(g);
 }
 
@@ -103,7 +115,8 @@ static int write_sample(const char *path, uint32_t alignment, pt_err *err) {
         rc = gguf_writer_write(w, buf, 64 * 3 * 4, err);
         fill(buf, sizeof buf, 2);
         /* b in two uneven chunks */
-        rc = rc || gguf_writer_write(w, buf, 100, err) || gguf_writer_write(w, buf + 100, sizeof buf - 100, err);
+        rc = rc || gguf_writer_write(w, buf, 100, err) ||
+             gguf_writer_write(w, buf + 100, sizeof buf - 100, err);
         fill(buf, 14, 3);
         rc = rc || gguf_writer_write(w, buf, 14, err) || gguf_writer_finish(w, err);
     }
@@ -138,7 +151,8 @@ static void gguf_writer_round_trip(void) {
         CHECK(gguf_get_f32(g, "test.eps", &f, &err) == 0 && f == 1e-5f);
         CHECK(gguf_get_bool(g, "test.flag", &b, &err) == 0 && b == 1);
         const gguf_kv *ints = gguf_find(g, "test.ints");
-        CHECK(ints && ints->val.arr.n == 5 && gguf_array_i64(&ints->val, 3, &i64) == 0 && i64 == -4);
+        CHECK(ints && ints->val.arr.n == 5 && gguf_array_i64(&ints->val, 3, &i64) == 0 &&
+              i64 == -4);
         const gguf_kv *strs = gguf_find(g, "test.strs");
         CHECK(strs && strs->val.arr.n == 3 && strs->val.arr.items[1].str.len == 0 &&
               strs->val.arr.items[2].str.len == 9);
@@ -170,7 +184,8 @@ static void gguf_writer_copies_metadata(void) {
     snprintf(path, sizeof path, "%s/copy.gguf", t_tmpdir());
     gguf_writer *w = gguf_writer_new(32);
     int rc = 0;
-    for (uint64_t i = 0; i < src->n_kv && !rc; i++) rc = gguf_writer_kv_copy(w, &src->kv[i], &err);
+    for (uint64_t i = 0; i < src->n_kv && !rc; i++)
+        rc = gguf_writer_kv_copy(w, &src->kv[i], &err);
     rc = rc || gguf_writer_begin(w, path, &err) || gguf_writer_finish(w, &err);
     gguf_writer_free(w);
     CHECKF(rc == 0, "%s", err.msg);
@@ -184,11 +199,13 @@ static void gguf_writer_copies_metadata(void) {
             CHECK(a->val.type == b->val.type);
         }
         /* the vocabulary (an array of strings) survives intact */
-        const gguf_kv *ta = gguf_find(src, "tokenizer.ggml.tokens"), *tb = gguf_find(g, "tokenizer.ggml.tokens");
+        const gguf_kv *ta = gguf_find(src, "tokenizer.ggml.tokens"),
+                      *tb = gguf_find(g, "tokenizer.ggml.tokens");
         CHECK(ta && tb && ta->val.arr.n == tb->val.arr.n);
         for (uint64_t i = 0; ta && tb && i < ta->val.arr.n; i++)
             CHECK(ta->val.arr.items[i].str.len == tb->val.arr.items[i].str.len &&
-                  !memcmp(ta->val.arr.items[i].str.ptr, tb->val.arr.items[i].str.ptr, ta->val.arr.items[i].str.len));
+                  !memcmp(ta->val.arr.items[i].str.ptr, tb->val.arr.items[i].str.ptr,
+                          ta->val.arr.items[i].str.len));
         gguf_close(g);
     }
     gguf_close(src);
@@ -238,7 +255,8 @@ static int write_split(const char *dir, int no, int count, int64_t total_tensors
     rc = rc || gguf_writer_begin(w, path, err);
     for (int i = 0; i < tensors_here && !rc; i++) {
         float x[8];
-        for (int j = 0; j < 8; j++) x[j] = (float)(first_tensor + i) + j * 0.5f;
+        for (int j = 0; j < 8; j++)
+            x[j] = (float)(first_tensor + i) + j * 0.5f;
         rc = gguf_writer_write(w, x, sizeof x, err);
     }
     rc = rc || gguf_writer_finish(w, err);
@@ -312,8 +330,12 @@ static void b_put(bb *b, const void *d, size_t n) {
     if (b->n + n <= sizeof b->p) memcpy(b->p + b->n, d, n);
     b->n += n;
 }
-static void b_u32(bb *b, uint32_t v) { b_put(b, &v, 4); }
-static void b_u64(bb *b, uint64_t v) { b_put(b, &v, 8); }
+static void b_u32(bb *b, uint32_t v) {
+    b_put(b, &v, 4);
+}
+static void b_u64(bb *b, uint64_t v) {
+    b_put(b, &v, 8);
+}
 static void b_str(bb *b, const char *s) {
     b_u64(b, strlen(s));
     b_put(b, s, strlen(s));
@@ -327,21 +349,33 @@ typedef struct knobs {
     uint32_t value_type;       /* type of the first KV (a u32 value) */
     uint64_t array_len;        /* length of the array KV */
     uint32_t array_type;
-    int nest;                  /* extra nesting of the array KV */
+    int nest; /* extra nesting of the array KV */
     uint32_t n_dims;
     int64_t ne0, ne1;
     uint32_t ttype;
     uint64_t off0, off1;
     const char *name1;
     const char *key2;
-    uint32_t align_val;        /* 0: no general.alignment key */
-    size_t data_bytes;         /* bytes of tensor data actually present */
+    uint32_t align_val; /* 0: no general.alignment key */
+    size_t data_bytes;  /* bytes of tensor data actually present */
 } knobs;
 
 static knobs defaults(void) {
-    knobs k = {.magic = "GGUF", .version = 3, .n_tensors = 2, .n_kv = 3, .value_type = GGUF_UINT32,
-               .array_len = 3, .array_type = GGUF_INT32, .n_dims = 2, .ne0 = 32, .ne1 = 2,
-               .ttype = QT_F32, .off0 = 0, .off1 = 256, .name1 = "t1", .key2 = "test.arr",
+    knobs k = {.magic = "GGUF",
+               .version = 3,
+               .n_tensors = 2,
+               .n_kv = 3,
+               .value_type = GGUF_UINT32,
+               .array_len = 3,
+               .array_type = GGUF_INT32,
+               .n_dims = 2,
+               .ne0 = 32,
+               .ne1 = 2,
+               .ttype = QT_F32,
+               .off0 = 0,
+               .off1 = 256,
+               .name1 = "t1",
+               .key2 = "test.arr",
                .data_bytes = 512};
     return k;
 }
@@ -374,7 +408,8 @@ static void build(const knobs *k, bb *b) {
     }
     b_u32(b, k->array_type);
     b_u64(b, k->array_len);
-    for (int i = 0; i < 3; i++) b_u32(b, (uint32_t)i);
+    for (int i = 0; i < 3; i++)
+        b_u32(b, (uint32_t)i);
     if (k->align_val) {
         b_str(b, "general.alignment");
         b_u32(b, GGUF_UINT32);
@@ -387,13 +422,16 @@ static void build(const knobs *k, bb *b) {
         b_str(b, names[t]);
         b_u32(b, k->n_dims);
         int64_t ne[4] = {k->ne0, k->ne1, 1, 1};
-        for (uint32_t d = 0; d < k->n_dims && d < 4; d++) b_put(b, &ne[d], 8);
+        for (uint32_t d = 0; d < k->n_dims && d < 4; d++)
+            b_put(b, &ne[d], 8);
         b_u32(b, k->ttype);
         b_u64(b, offs[t]);
     }
     size_t align = k->align_val && !(k->align_val & (k->align_val - 1)) ? k->align_val : 32;
-    while (b->n % align) b->p[b->n++] = 0;
-    for (size_t i = 0; i < k->data_bytes && b->n < sizeof b->p; i++) b->p[b->n++] = (uint8_t)i;
+    while (b->n % align)
+        b->p[b->n++] = 0;
+    for (size_t i = 0; i < k->data_bytes && b->n < sizeof b->p; i++)
+        b->p[b->n++] = (uint8_t)i;
 }
 
 typedef struct hostile_case {
@@ -402,7 +440,10 @@ typedef struct hostile_case {
     const char *expect;
 } hostile_case;
 
-#define MUT(name, body) static void name(knobs *k) { body; }
+#define MUT(name, body)                                                                            \
+    static void name(knobs *k) {                                                                   \
+        body;                                                                                      \
+    }
 MUT(m_magic, k->magic = "GGML")
 MUT(m_version1, k->version = 1)
 MUT(m_version9, k->version = 9)
@@ -418,11 +459,20 @@ MUT(m_nest, k->nest = 20)
 MUT(m_ndims0, k->n_dims = 0)
 MUT(m_ndims5, k->n_dims = 5)
 MUT(m_negne, k->ne1 = -4)
-MUT(m_overflow, { k->ne0 = (int64_t)1 << 40; k->ne1 = (int64_t)1 << 40; })
-MUT(m_bytes_overflow, { k->ne0 = (int64_t)1 << 32; k->ne1 = (int64_t)1 << 29; })
+MUT(m_overflow, {
+    k->ne0 = (int64_t)1 << 40;
+    k->ne1 = (int64_t)1 << 40;
+})
+MUT(m_bytes_overflow, {
+    k->ne0 = (int64_t)1 << 32;
+    k->ne1 = (int64_t)1 << 29;
+})
 MUT(m_unknown_type, k->ttype = 31)
 MUT(m_unknown_type2, k->ttype = 1000)
-MUT(m_partial_block, { k->ttype = QT_Q4_K; k->ne0 = 100; })
+MUT(m_partial_block, {
+    k->ttype = QT_Q4_K;
+    k->ne0 = 100;
+})
 MUT(m_unaligned, k->off1 = 260)
 MUT(m_past_eof, k->off1 = 1 << 20)
 MUT(m_past_eof_wrap, k->off1 = UINT64_MAX - 31)

@@ -34,14 +34,17 @@ static uint32_t rng(void) { /* xorshift64 */
     rng_state ^= rng_state << 17;
     return (uint32_t)(rng_state >> 16);
 }
-static float rng_unit(void) { return (float)(rng() % 2000001) / 1000000.0f - 1.0f; }
+static float rng_unit(void) {
+    return (float)(rng() % 2000001) / 1000000.0f - 1.0f;
+}
 
 static void put_u16(uint8_t *p, uint32_t v) {
     p[0] = (uint8_t)v;
     p[1] = (uint8_t)(v >> 8);
 }
 static void put_u32(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
 }
 
 /* FNV-1a over the entries (each masked to its width), in order. */
@@ -73,7 +76,8 @@ static void check_decode(uint32_t type, const void *blk, int from, int cnt, cons
 static void random_blocks(uint32_t type, uint8_t *buf, int64_t n) {
     const qt_traits *t = qt_get(type);
     int64_t nb = n / t->block;
-    for (int64_t i = 0; i < nb * t->bytes; i++) buf[i] = (uint8_t)rng();
+    for (int64_t i = 0; i < nb * t->bytes; i++)
+        buf[i] = (uint8_t)rng();
     for (int64_t i = 0; i < nb; i++) {
         uint8_t *b = buf + i * t->bytes;
         uint32_t h = qt_f32_to_f16((0.015625f + 0.5f * (float)(rng() % 1000) / 1000.0f) *
@@ -165,9 +169,9 @@ static void iq2_s_hand_decode(void) {
 
 static void iq3_xxs_hand_decode(void) {
     uint8_t b[98] = {0};
-    put_u16(b, 0x4000); /* d = 2 */
-    b[2 + 0] = 255;     /* grid[255] = 0x3e341c04 -> 4 28 52 62 (weights 0..3) */
-    b[2 + 1] = 1;       /* grid[1] = 0x04040414 -> 20 4 4 4 (weights 4..7) */
+    put_u16(b, 0x4000);                 /* d = 2 */
+    b[2 + 0] = 255;                     /* grid[255] = 0x3e341c04 -> 4 28 52 62 (weights 0..3) */
+    b[2 + 1] = 1;                       /* grid[1] = 0x04040414 -> 20 4 4 4 (weights 4..7) */
     put_u32(b + 2 + 64, 3u | 1u << 28); /* sign pattern 3 (weights 0, 1), scale 1 */
     /* db = 2 * 1.5 / 2 = 1.5 */
     const float want[8] = {-6, -42, 78, 93, 30, 6, 6, 6};
@@ -218,7 +222,7 @@ static void iq1_m_hand_decode(void) {
     b[6] = 0x12;
     b[32 + 3] = 0x0a;
     /* grid[530] = 0xff010000ff01ff00 -> 0 -1 1 -1 0 0 1 -1; w = 1.5 * (g - 1/8) */
-    const float want[8] = {-0.1875f, -1.6875f, 1.3125f,  -1.6875f,
+    const float want[8] = {-0.1875f, -1.6875f, 1.3125f, -1.6875f,
                            -0.1875f, -0.1875f, 1.3125f, -1.6875f};
     check_decode(QT_IQ1_M, b, 48, 8, want);
     /* group 4 (first scale of sub-block 1, ls = 7): grid[0] = all -1, shift +1/8 */
@@ -228,9 +232,9 @@ static void iq1_m_hand_decode(void) {
 
 static void iq4_nl_hand_decode(void) {
     uint8_t b[18];
-    put_u16(b, 0x4000); /* d = 2 */
+    put_u16(b, 0x4000);      /* d = 2 */
     memset(b + 2, 0x88, 16); /* value index 8 -> +1 */
-    b[2 + 3] = 0xf0;        /* weight 3: index 0 (-127); weight 19: index 15 (113) */
+    b[2 + 3] = 0xf0;         /* weight 3: index 0 (-127); weight 19: index 15 (113) */
     float y[32];
     iq_dequant(QT_IQ4_NL, b, y, 32);
     CHECK(y[3] == -254.0f);
@@ -288,7 +292,8 @@ static void iq_dot_matches_dequant(void) {
         const uint32_t act = (uint32_t)qt_get(type)->act_type;
         for (int rep = 0; rep < 8; rep++) {
             random_blocks(type, w, n);
-            for (int64_t i = 0; i < n; i++) x[i] = rng_unit() * (rep % 2 ? 3.0f : 0.1f);
+            for (int64_t i = 0; i < n; i++)
+                x[i] = rng_unit() * (rep % 2 ? 3.0f : 0.1f);
             qt_quantize_act_ref(act, x, a, n);
             qt_dequant_ref(act, a, xa, n);
             iq_dequant(type, w, wf, n);

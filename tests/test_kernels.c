@@ -29,7 +29,9 @@ static uint64_t krng_next(krng *r) { /* splitmix64 */
     return z ^ (z >> 31);
 }
 
-static double krng_unif(krng *r) { return (double)(krng_next(r) >> 11) * 0x1p-53; }
+static double krng_unif(krng *r) {
+    return (double)(krng_next(r) >> 11) * 0x1p-53;
+}
 
 static float krng_gauss(krng *r) { /* Box-Muller */
     double u1 = 1.0 - krng_unif(r), u2 = krng_unif(r);
@@ -37,7 +39,8 @@ static float krng_gauss(krng *r) { /* Box-Muller */
 }
 
 static void fill_gauss(krng *r, float *x, int64_t n, float sigma) {
-    for (int64_t i = 0; i < n; i++) x[i] = sigma * krng_gauss(r);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = sigma * krng_gauss(r);
 }
 
 static void *row_alloc(uint32_t type, int64_t n) {
@@ -56,7 +59,9 @@ static double rel_rms(const float *x, const float *y, int64_t n) {
     return s > 0.0 ? sqrt(e / s) : 0.0;
 }
 
-static int f16_is_nan(pt_f16 h) { return (h & 0x7c00) == 0x7c00 && (h & 0x3ff) != 0; }
+static int f16_is_nan(pt_f16 h) {
+    return (h & 0x7c00) == 0x7c00 && (h & 0x3ff) != 0;
+}
 
 /* ===== Row sizes ===== */
 
@@ -70,7 +75,7 @@ static void test_kernels_row_bytes(void) {
     CHECK(qt_row_bytes(QT_Q4_K, 384, &b) == -1);
     CHECK(qt_row_bytes(QT_Q8_0, 33, &b) == -1);
     CHECK(qt_row_bytes(QT_Q4_0, -32, &b) == -1);
-    CHECK(qt_row_bytes(4, 32, &b) == -1);  /* removed Q4_2 id: unknown */
+    CHECK(qt_row_bytes(4, 32, &b) == -1); /* removed Q4_2 id: unknown */
     CHECK(qt_row_bytes(999, 32, &b) == -1);
     CHECK(qt_row_bytes(QT_F32, INT64_MAX, &b) == -1); /* 4 * 2^63 overflows u64 */
 }
@@ -103,8 +108,8 @@ static void test_kernels_f16_exhaustive(void) {
     CHECKF(bad_rt == 0, "%d halves do not round-trip f16->f32->f16", bad_rt);
 
     /* round to nearest, ties to even */
-    CHECK(qt_f32_to_f16(1.0f + 0x1p-11f) == 0x3c00);       /* tie, 1.0 is even */
-    CHECK(qt_f32_to_f16(1.0f + 3 * 0x1p-11f) == 0x3c02);   /* tie, rounds up to even */
+    CHECK(qt_f32_to_f16(1.0f + 0x1p-11f) == 0x3c00);            /* tie, 1.0 is even */
+    CHECK(qt_f32_to_f16(1.0f + 3 * 0x1p-11f) == 0x3c02);        /* tie, rounds up to even */
     CHECK(qt_f32_to_f16(1.0f + 0x1p-11f + 0x1p-20f) == 0x3c01); /* just above the tie */
     CHECK(qt_f32_to_f16(-1.0f - 0x1p-11f) == 0xbc00);
     CHECK(qt_f32_to_f16(65504.0f) == 0x7bff);
@@ -113,10 +118,11 @@ static void test_kernels_f16_exhaustive(void) {
     CHECK(qt_f32_to_f16(1e10f) == 0x7c00);
     CHECK(qt_f32_to_f16(-INFINITY) == 0xfc00);
     CHECK(f16_is_nan(qt_f32_to_f16(NAN)));
-    CHECK(qt_f32_to_f16(0x1p-25f) == 0x0000);        /* tie between 0 and the smallest subnormal */
+    CHECK(qt_f32_to_f16(0x1p-25f) == 0x0000); /* tie between 0 and the smallest subnormal */
     CHECK(qt_f32_to_f16(0x1p-25f * 1.0001f) == 0x0001);
-    CHECK(qt_f32_to_f16(3 * 0x1p-25f) == 0x0002);    /* tie between 1 and 2 ulps: even */
-    CHECK(qt_f32_to_f16(1023.5f * 0x1p-24f) == 0x0400); /* largest subnormal tie carries into normal */
+    CHECK(qt_f32_to_f16(3 * 0x1p-25f) == 0x0002); /* tie between 1 and 2 ulps: even */
+    CHECK(qt_f32_to_f16(1023.5f * 0x1p-24f) ==
+          0x0400); /* largest subnormal tie carries into normal */
     CHECK(qt_f32_to_f16(-0.0f) == 0x8000);
 }
 
@@ -133,8 +139,8 @@ static void test_kernels_bf16_exhaustive(void) {
     }
     CHECKF(bad_val == 0, "%d bf16 values decode wrongly", bad_val);
     CHECKF(bad_rt == 0, "%d bf16 values do not round-trip", bad_rt);
-    CHECK(qt_f32_to_bf16(1.0f + 0x1p-8f) == 0x3f80);         /* tie to even */
-    CHECK(qt_f32_to_bf16(1.0f + 3 * 0x1p-8f) == 0x3f82);     /* tie to even, upwards */
+    CHECK(qt_f32_to_bf16(1.0f + 0x1p-8f) == 0x3f80);     /* tie to even */
+    CHECK(qt_f32_to_bf16(1.0f + 3 * 0x1p-8f) == 0x3f82); /* tie to even, upwards */
     CHECK(qt_f32_to_bf16(1.0f + 0x1p-8f + 0x1p-20f) == 0x3f81);
     uint32_t snan = 0x7f800001u; /* a NaN whose payload sits only in the dropped bits */
     float fs;
@@ -162,9 +168,9 @@ typedef struct {
 } rt_case;
 
 static const rt_case rt_cases[] = {
-    {QT_F16, 1e-3, 16.0},   {QT_BF16, 5e-3, 16.0}, {QT_Q8_0, 0.01, 8.5},  {QT_Q4_0, 0.12, 4.5},
-    {QT_Q4_1, 0.10, 5.0},   {QT_Q5_0, 0.06, 5.5},  {QT_Q5_1, 0.05, 6.0},  {QT_Q2_K, 0.40, 2.625},
-    {QT_Q3_K, 0.20, 3.4375}, {QT_Q4_K, 0.10, 4.5}, {QT_Q5_K, 0.05, 5.5},  {QT_Q6_K, 0.025, 6.5625},
+    {QT_F16, 1e-3, 16.0},    {QT_BF16, 5e-3, 16.0}, {QT_Q8_0, 0.01, 8.5}, {QT_Q4_0, 0.12, 4.5},
+    {QT_Q4_1, 0.10, 5.0},    {QT_Q5_0, 0.06, 5.5},  {QT_Q5_1, 0.05, 6.0}, {QT_Q2_K, 0.40, 2.625},
+    {QT_Q3_K, 0.20, 3.4375}, {QT_Q4_K, 0.10, 4.5},  {QT_Q5_K, 0.05, 5.5}, {QT_Q6_K, 0.025, 6.5625},
 };
 
 static double rt_bound(uint32_t type) {
@@ -187,15 +193,17 @@ static void test_kernels_roundtrip(void) {
             qt_quantize_ref(rc->type, x, q, N);
             qt_dequant_ref(rc->type, q, y, N);
             double e = rel_rms(x, y, N), floor = pow(2.0, -rc->bpw);
-            CHECKF(e < rc->bound && e > floor, "%s sigma %g: rel RMS %.5f, expected in (%.5f, %.4f)",
-                   qt_name(rc->type), sigmas[si], e, floor, rc->bound);
+            CHECKF(e < rc->bound && e > floor,
+                   "%s sigma %g: rel RMS %.5f, expected in (%.5f, %.4f)", qt_name(rc->type),
+                   sigmas[si], e, floor, rc->bound);
         }
         /* an all-zero row decodes to zeros */
         memset(x, 0, N * sizeof *x);
         qt_quantize_ref(rc->type, x, q, N);
         qt_dequant_ref(rc->type, q, y, N);
         int nz = 0;
-        for (int i = 0; i < N; i++) nz += y[i] != 0.0f;
+        for (int i = 0; i < N; i++)
+            nz += y[i] != 0.0f;
         CHECKF(nz == 0, "%s: zero row decodes to %d non-zeros", qt_name(rc->type), nz);
         free(q);
     }
@@ -221,12 +229,14 @@ static void test_kernels_roundtrip_offset(void) {
     const double bounds[] = {0.05, 0.025, 0.25, 0.05, 0.03};
     for (size_t t = 0; t < PT_ARRAY_LEN(types); t++) {
         krng r = {77};
-        for (int i = 0; i < N; i++) x[i] = 3.0f + 0.5f * krng_gauss(&r); /* rel error measured on x */
+        for (int i = 0; i < N; i++)
+            x[i] = 3.0f + 0.5f * krng_gauss(&r); /* rel error measured on x */
         void *q = row_alloc(types[t], N);
         qt_quantize_ref(types[t], x, q, N);
         qt_dequant_ref(types[t], q, y, N);
         double e = rel_rms(x, y, N);
-        CHECKF(e < bounds[t], "%s with offset: rel RMS %.5f >= %.3f", qt_name(types[t]), e, bounds[t]);
+        CHECKF(e < bounds[t], "%s with offset: rel RMS %.5f >= %.3f", qt_name(types[t]), e,
+               bounds[t]);
         free(q);
     }
 }
@@ -238,10 +248,11 @@ static void test_kernels_act_q8_k(void) {
     float x[N], y[N];
     krng r = {5};
     fill_gauss(&r, x, N, 1.0f);
-    x[17] = 9.0f;        /* block 0: positive extreme -> d < 0 */
-    x[QK_K + 3] = -9.0f; /* block 1: negative extreme -> d > 0 */
+    x[17] = 9.0f;         /* block 0: positive extreme -> d < 0 */
+    x[QK_K + 3] = -9.0f;  /* block 1: negative extreme -> d > 0 */
     x[QK_K + 200] = 9.0f; /* same |x| later in the block: the first one decides */
-    for (int i = 2 * QK_K; i < 3 * QK_K; i++) x[i] = 0.0f; /* block 2: all zero */
+    for (int i = 2 * QK_K; i < 3 * QK_K; i++)
+        x[i] = 0.0f; /* block 2: all zero */
     block_q8_K q[NB];
     memset(q, 0x55, sizeof q); /* garbage that must be overwritten */
     qt_quantize_act_ref(QT_Q8_K, x, q, N);
@@ -255,13 +266,15 @@ static void test_kernels_act_q8_k(void) {
     for (int b = 0; b < NB; b++) {
         for (int j = 0; j < QK_K / 16; j++) {
             int s = 0;
-            for (int l = 0; l < 16; l++) s += q[b].qs[16 * j + l];
+            for (int l = 0; l < 16; l++)
+                s += q[b].qs[16 * j + l];
             bad_bsum += s != q[b].bsums[j];
         }
         for (int l = 0; l < QK_K; l++) {
             float rec = q[b].d * q[b].qs[l];
             /* round to nearest: within half a step (plus float slack) */
-            if (fabsf(rec - x[b * QK_K + l]) > fabsf(q[b].d) * 0.5f * (1.0f + 1e-5f) + 1e-7f) bad_rec++;
+            if (fabsf(rec - x[b * QK_K + l]) > fabsf(q[b].d) * 0.5f * (1.0f + 1e-5f) + 1e-7f)
+                bad_rec++;
             if (b == 2) nonzero += q[b].qs[l] != 0 || q[b].bsums[l / 16] != 0;
         }
     }
@@ -290,7 +303,8 @@ static void test_kernels_act_q8_0_q8_1(void) {
     float x[N];
     krng r = {6};
     fill_gauss(&r, x, N, 0.7f);
-    for (int i = 64; i < 96; i++) x[i] = 0.0f; /* block 2: zero */
+    for (int i = 64; i < 96; i++)
+        x[i] = 0.0f; /* block 2: zero */
     block_q8_0 a[NB];
     block_q8_1 b[NB];
     qt_quantize_act_ref(QT_Q8_0, x, a, N);
@@ -298,7 +312,8 @@ static void test_kernels_act_q8_0_q8_1(void) {
     int bad = 0;
     for (int i = 0; i < NB; i++) {
         float amax = 0.0f;
-        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[32 * i + j]));
+        for (int j = 0; j < 32; j++)
+            amax = fmaxf(amax, fabsf(x[32 * i + j]));
         const float d = amax / 127.0f;
         CHECK(a[i].d == qt_f32_to_f16(d) && b[i].d == a[i].d);
         CHECK(memcmp(a[i].qs, b[i].qs, 32) == 0);
@@ -334,7 +349,8 @@ static void test_kernels_act_float(void) {
     qt_quantize_act_ref(QT_F16, x, h, 64);
     qt_quantize_act_ref(QT_BF16, x, bh, 64);
     int bad = 0;
-    for (int i = 0; i < 64; i++) bad += h[i] != qt_f32_to_f16(x[i]) || bh[i] != qt_f32_to_bf16(x[i]);
+    for (int i = 0; i < 64; i++)
+        bad += h[i] != qt_f32_to_f16(x[i]) || bh[i] != qt_f32_to_bf16(x[i]);
     CHECK(bad == 0);
     qt_quantize_act_ref(QT_F32, x, y, 64);
     CHECK(memcmp(x, y, sizeof x) == 0);
@@ -359,7 +375,8 @@ static void test_kernels_dot_vs_dequant(void) {
         krng r = {4242 + t};
         fill_gauss(&r, x, N, 0.05f);
         fill_gauss(&r, a, N, 2.0f);
-        for (int i = 0; i < N; i += 97) a[i] *= 8.0f; /* some outliers, as real activations have */
+        for (int i = 0; i < N; i += 97)
+            a[i] *= 8.0f; /* some outliers, as real activations have */
         void *wq = row_alloc(type, N), *aq = row_alloc(act, N);
         qt_quantize_ref(type, x, wq, N);
         qt_quantize_act_ref(act, a, aq, N);
@@ -376,9 +393,11 @@ static void test_kernels_dot_vs_dequant(void) {
             for (int b = 0; b < N / 32; b++) {
                 const block_q8_1 *ab = (const block_q8_1 *)aq + b;
                 /* m sits right after d in both block_q4_1 and block_q5_1 */
-                const pt_f16 m = type == QT_Q4_1 ? ((const block_q4_1 *)wq)[b].m : ((const block_q5_1 *)wq)[b].m;
+                const pt_f16 m =
+                    type == QT_Q4_1 ? ((const block_q4_1 *)wq)[b].m : ((const block_q5_1 *)wq)[b].m;
                 int sum = 0;
-                for (int j = 0; j < 32; j++) sum += ab->qs[j];
+                for (int j = 0; j < 32; j++)
+                    sum += ab->qs[j];
                 ref += (double)qt_f16_to_f32(m) *
                        ((double)qt_f16_to_f32(ab->s) - (double)qt_f16_to_f32(ab->d) * sum);
             }
@@ -426,9 +445,10 @@ static void test_kernels_dequant_layout(void) {
     float y[QK_K];
     { /* Q4_0: low nibble is weight j, high nibble weight j+16 */
         block_q4_0 b = {qt_f32_to_f16(0.5f), {0}};
-        for (int j = 0; j < 16; j++) b.qs[j] = 0x88; /* all zero */
-        b.qs[3] = 0x8f;                              /* w3 = 7 */
-        b.qs[5] = 0x08;                              /* w21 = -8 */
+        for (int j = 0; j < 16; j++)
+            b.qs[j] = 0x88; /* all zero */
+        b.qs[3] = 0x8f;     /* w3 = 7 */
+        b.qs[5] = 0x08;     /* w21 = -8 */
         qt_dequant_ref(QT_Q4_0, &b, y, 32);
         CHECK(y[3] == 3.5f && y[21] == -4.0f && y[0] == 0.0f && y[19] == 0.0f);
     }
@@ -446,8 +466,8 @@ static void test_kernels_dequant_layout(void) {
         b.dmin = qt_f32_to_f16(1.0f);
         uint8_t ls[8] = {0, 0, 0, 0, 0, 3 + 16, 0, 0}, lm[8] = {0, 0, 0, 0, 0, 0, 0, 33};
         /* packing as the format defines it, spelled out for sub-blocks 5 and 7 */
-        b.scales[9] = (uint8_t)(ls[5] & 0x0f);        /* low 4 bits of scale 5 */
-        b.scales[1] = (uint8_t)((ls[5] >> 4) << 6);   /* top 2 bits in byte 5-4 */
+        b.scales[9] = (uint8_t)(ls[5] & 0x0f);         /* low 4 bits of scale 5 */
+        b.scales[1] = (uint8_t)((ls[5] >> 4) << 6);    /* top 2 bits in byte 5-4 */
         b.scales[11] = (uint8_t)((lm[7] & 0x0f) << 4); /* low 4 bits of min 7 */
         b.scales[7] = (uint8_t)((lm[7] >> 4) << 6);    /* top 2 bits of min 7 */
         b.qs[64 + 2] = 0x50; /* chunk 2 high nibble -> weight 128 + 32 + 2 = 162 is 5 */
@@ -459,11 +479,13 @@ static void test_kernels_dequant_layout(void) {
         block_q6_K b;
         memset(&b, 0, sizeof b);
         b.d = qt_f32_to_f16(1.0f);
-        for (int j = 0; j < 16; j++) b.scales[j] = 1;
-        for (int j = 0; j < 128; j++) b.ql[j] = 0;
+        for (int j = 0; j < 16; j++)
+            b.scales[j] = 1;
+        for (int j = 0; j < 128; j++)
+            b.ql[j] = 0;
         memset(b.qh, 0xaa, sizeof b.qh); /* every weight's high bits = 2 -> 32 -> 0 */
-        b.ql[32 + 4] = 0x70;              /* weight 100: 7 + 32 - 32 = 7 */
-        b.scales[6] = -2;                 /* weights 96..111 */
+        b.ql[32 + 4] = 0x70;             /* weight 100: 7 + 32 - 32 = 7 */
+        b.scales[6] = -2;                /* weights 96..111 */
         qt_dequant_ref(QT_Q6_K, &b, y, QK_K);
         CHECK(y[100] == -14.0f && y[4] == 0.0f && y[36] == 0.0f && y[68] == 0.0f);
     }
@@ -472,9 +494,12 @@ static void test_kernels_dequant_layout(void) {
         block_q3_K b;
         memset(&b, 0, sizeof b);
         b.d = qt_f32_to_f16(1.0f);
-        for (int j = 0; j < 32; j++) b.hmask[j] = 0xff; /* no -4 anywhere */
-        for (int j = 0; j < 8; j++) b.scales[j] = 0;     /* low bits 0 ... */
-        for (int j = 8; j < 12; j++) b.scales[j] = 0xaa; /* ... high bits 2: scales = 32 - 32 = 0 */
+        for (int j = 0; j < 32; j++)
+            b.hmask[j] = 0xff; /* no -4 anywhere */
+        for (int j = 0; j < 8; j++)
+            b.scales[j] = 0; /* low bits 0 ... */
+        for (int j = 8; j < 12; j++)
+            b.scales[j] = 0xaa; /* ... high bits 2: scales = 32 - 32 = 0 */
         /* scale 10 := 32 + 5 = 37 = 0b100101: low 4 bits 5, high 2 bits 2 */
         b.scales[2] |= 5 << 4;
         b.qs[32 + 3] = 3 << 2;   /* weight 128 + 32 + 3 = 163 -> q = 3 */

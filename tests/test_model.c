@@ -17,10 +17,9 @@
 #include <string.h>
 
 #include "format/gguf.h"
-#include "petrel.h"
 #include "gates.h"
+#include "petrel.h"
 #include "test.h"
-
 
 /* Run every prompt of one fixture; returns 1 when all gates hold. */
 static void check_fixture(const char *name, int with_mtp) {
@@ -36,7 +35,8 @@ static void check_fixture(const char *name, int with_mtp) {
     const int f32 = !strcmp(json_string_value(json_object_get(ref, "quant")), "f32");
     const int nv = (int)json_integer_value(json_object_get(ref, "n_vocab"));
     char model[256], err[512];
-    snprintf(model, sizeof model, "%s", t_fixture(json_string_value(json_object_get(ref, "model_file"))));
+    snprintf(model, sizeof model, "%s",
+             t_fixture(json_string_value(json_object_get(ref, "model_file"))));
     pt_engine_params ep = {.model_path = model, .n_threads = 2, .usage_dir = t_usage_dir()};
     pt_engine *e = pt_engine_open(&ep, err, sizeof err);
     CHECKF(e, "%s: %s", name, err);
@@ -52,10 +52,14 @@ static void check_fixture(const char *name, int with_mtp) {
         json_t *jt = json_object_get(p, "tokens"), *jg = json_object_get(p, "greedy_tokens");
         const int np = (int)json_array_size(jt), ng = (int)json_array_size(jg);
         int32_t *toks = malloc(sizeof(int32_t) * (size_t)(np + ng));
-        for (int i = 0; i < np; i++) toks[i] = (int32_t)json_integer_value(json_array_get(jt, (size_t)i));
-        for (int i = 0; i < ng; i++) toks[np + i] = (int32_t)json_integer_value(json_array_get(jg, (size_t)i));
-        float *want = gate_read_f32(json_string_value(json_object_get(p, "logits_file")), (size_t)np * nv);
-        float *want_gen = gate_read_f32(json_string_value(json_object_get(p, "greedy_logits_file")), (size_t)ng * nv);
+        for (int i = 0; i < np; i++)
+            toks[i] = (int32_t)json_integer_value(json_array_get(jt, (size_t)i));
+        for (int i = 0; i < ng; i++)
+            toks[np + i] = (int32_t)json_integer_value(json_array_get(jg, (size_t)i));
+        float *want =
+            gate_read_f32(json_string_value(json_object_get(p, "logits_file")), (size_t)np * nv);
+        float *want_gen = gate_read_f32(json_string_value(json_object_get(p, "greedy_logits_file")),
+                                        (size_t)ng * nv);
         CHECKF(want && want_gen, "%s: reference logits missing or of the wrong size", name);
         float *got = malloc(sizeof(float) * (size_t)(np + ng) * nv);
         float *hidden = malloc(sizeof(float) * (size_t)np * E);
@@ -66,31 +70,39 @@ static void check_fixture(const char *name, int with_mtp) {
             CHECK(pt_session_eval(s, toks, np, got, 1, hidden, err, sizeof err) == 0);
             /* teacher-forced decode, one token at a time */
             for (int j = 0; j < ng; j++)
-                CHECK(pt_session_eval(s, &toks[np + j], 1, got + (size_t)(np + j) * nv, 0, NULL, err, sizeof err) == 0);
+                CHECK(pt_session_eval(s, &toks[np + j], 1, got + (size_t)(np + j) * nv, 0, NULL,
+                                      err, sizeof err) == 0);
             /* gates over prompt rows and greedy rows together, as the README recommends */
             float *all_want = malloc(sizeof(float) * (size_t)(np + ng) * nv);
             memcpy(all_want, want, sizeof(float) * (size_t)np * nv);
             memcpy(all_want + (size_t)np * nv, want_gen, sizeof(float) * (size_t)ng * nv);
             gate_stats st = gate_compare(got, all_want, np + ng, nv);
-            CHECKF(gate_ok(&st, f32 ? 1e-3 : 0), "%s p%zu: cos min %.6f mean %.6f max|diff| %.2e flips %d (%d at margin >= 0.1) of %d rows",
-                   name, pi + 1, st.cos_min, st.cos_mean, st.max_diff, st.flips, st.bad_flips, st.rows);
-            fprintf(stderr, "  %s p%zu: cos min %.6f mean %.6f max|diff| %.2e top-1 flips %d/%d\n", name, pi + 1,
-                    st.cos_min, st.cos_mean, st.max_diff, st.flips, st.rows);
+            CHECKF(gate_ok(&st, f32 ? 1e-3 : 0),
+                   "%s p%zu: cos min %.6f mean %.6f max|diff| %.2e flips %d (%d at margin >= 0.1) "
+                   "of %d rows",
+                   name, pi + 1, st.cos_min, st.cos_mean, st.max_diff, st.flips, st.bad_flips,
+                   st.rows);
+            fprintf(stderr, "  %s p%zu: cos min %.6f mean %.6f max|diff| %.2e top-1 flips %d/%d\n",
+                    name, pi + 1, st.cos_min, st.cos_mean, st.max_diff, st.flips, st.rows);
             /* F32: our own greedy continuation equals the reference's */
             if (f32) {
                 int same = gate_argmax(got + (size_t)(np - 1) * nv, nv) == toks[np];
-                for (int j = 0; j + 1 < ng && same; j++) same = gate_argmax(got + (size_t)(np + j) * nv, nv) == toks[np + j + 1];
+                for (int j = 0; j + 1 < ng && same; j++)
+                    same = gate_argmax(got + (size_t)(np + j) * nv, nv) == toks[np + j + 1];
                 CHECKF(same, "%s p%zu: greedy continuation differs", name, pi + 1);
             }
             free(all_want);
             if (with_mtp) {
-                float *want_h = gate_read_f32(json_string_value(json_object_get(p, "hidden_file")), (size_t)np * E);
-                float *want_m = gate_read_f32(json_string_value(json_object_get(p, "mtp_logits_file")), (size_t)np * nv);
+                float *want_h = gate_read_f32(json_string_value(json_object_get(p, "hidden_file")),
+                                              (size_t)np * E);
+                float *want_m = gate_read_f32(
+                    json_string_value(json_object_get(p, "mtp_logits_file")), (size_t)np * nv);
                 CHECK(want_h && want_m);
                 if (want_h && want_m) {
                     gate_stats hs = gate_compare(hidden, want_h, np, E);
-                    CHECKF(f32 ? hs.max_diff <= 1e-4 : hs.cos_min >= 0.99, "%s p%zu: hidden state: cos min %.6f max|diff| %.2e",
-                           name, pi + 1, hs.cos_min, hs.max_diff);
+                    CHECKF(f32 ? hs.max_diff <= 1e-4 : hs.cos_min >= 0.99,
+                           "%s p%zu: hidden state: cos min %.6f max|diff| %.2e", name, pi + 1,
+                           hs.cos_min, hs.max_diff);
                     /* MTP row i from (token i, reference hidden of position i-1; zeros
                      * before 0): the head is checked on the reference's inputs */
                     float *hprev = calloc((size_t)np * E, sizeof(float));
@@ -98,10 +110,14 @@ static void check_fixture(const char *name, int with_mtp) {
                     float *mtp = malloc(sizeof(float) * (size_t)np * nv);
                     CHECK(pt_session_mtp(s, toks, hprev, np, mtp, err, sizeof err) == 0);
                     gate_stats ms = gate_compare(mtp, want_m, np, nv);
-                    CHECKF(gate_ok(&ms, f32 ? 1e-3 : 0), "%s p%zu MTP: cos min %.6f mean %.6f max|diff| %.2e flips %d (%d bad)",
-                           name, pi + 1, ms.cos_min, ms.cos_mean, ms.max_diff, ms.flips, ms.bad_flips);
-                    fprintf(stderr, "  %s p%zu MTP: cos min %.6f mean %.6f max|diff| %.2e top-1 flips %d/%d\n", name,
-                            pi + 1, ms.cos_min, ms.cos_mean, ms.max_diff, ms.flips, ms.rows);
+                    CHECKF(gate_ok(&ms, f32 ? 1e-3 : 0),
+                           "%s p%zu MTP: cos min %.6f mean %.6f max|diff| %.2e flips %d (%d bad)",
+                           name, pi + 1, ms.cos_min, ms.cos_mean, ms.max_diff, ms.flips,
+                           ms.bad_flips);
+                    fprintf(
+                        stderr,
+                        "  %s p%zu MTP: cos min %.6f mean %.6f max|diff| %.2e top-1 flips %d/%d\n",
+                        name, pi + 1, ms.cos_min, ms.cos_mean, ms.max_diff, ms.flips, ms.rows);
                     free(hprev);
                     free(mtp);
                 }
@@ -121,7 +137,9 @@ static void check_fixture(const char *name, int with_mtp) {
 }
 
 #define FIXTURE_TEST(fn, name, mtp)                                                                \
-    static void fn(void) { check_fixture(name, mtp); }
+    static void fn(void) {                                                                         \
+        check_fixture(name, mtp);                                                                  \
+    }
 FIXTURE_TEST(model_glm_dsa_f32, "glm-dsa-f32", 1)
 FIXTURE_TEST(model_glm_dsa_rq2k, "glm-dsa-rq2k", 1)
 FIXTURE_TEST(model_glm_dsa_iq2, "glm-dsa-iq2", 1)
@@ -133,16 +151,20 @@ FIXTURE_TEST(model_deepseek2_rq2k, "deepseek2-rq2k", 0)
 /* ===== Invariances ===== */
 
 /* Logits of the 40-token prompt of glm-dsa-rq2k under the given settings. */
-static float *run_prompt(const char *model, int threads, int kernels, int n_batch, int one_by_one, int *np_out,
-                         int *nv_out) {
+static float *run_prompt(const char *model, int threads, int kernels, int n_batch, int one_by_one,
+                         int *np_out, int *nv_out) {
     json_t *ref = json_load_file(t_fixture("glm-dsa-rq2k.ref.json"), 0, NULL);
     json_t *jt = json_object_get(json_array_get(json_object_get(ref, "prompts"), 1), "tokens");
     const int np = (int)json_array_size(jt);
     int32_t toks[64];
-    for (int i = 0; i < np; i++) toks[i] = (int32_t)json_integer_value(json_array_get(jt, (size_t)i));
+    for (int i = 0; i < np; i++)
+        toks[i] = (int32_t)json_integer_value(json_array_get(jt, (size_t)i));
     json_decref(ref);
     char err[512];
-    pt_engine_params ep = {.model_path = t_fixture(model), .n_threads = threads, .kernels = kernels, .usage_dir = t_usage_dir()};
+    pt_engine_params ep = {.model_path = t_fixture(model),
+                           .n_threads = threads,
+                           .kernels = kernels,
+                           .usage_dir = t_usage_dir()};
     pt_engine *e = pt_engine_open(&ep, err, sizeof err);
     if (!e) return NULL;
     const int nv = pt_engine_n_vocab(e);
@@ -151,7 +173,8 @@ static float *run_prompt(const char *model, int threads, int kernels, int n_batc
     float *out = malloc(sizeof(float) * (size_t)np * nv);
     int rc = 0;
     if (one_by_one)
-        for (int i = 0; i < np && !rc; i++) rc = pt_session_eval(s, &toks[i], 1, out + (size_t)i * nv, 0, NULL, err, sizeof err);
+        for (int i = 0; i < np && !rc; i++)
+            rc = pt_session_eval(s, &toks[i], 1, out + (size_t)i * nv, 0, NULL, err, sizeof err);
     else
         rc = pt_session_eval(s, toks, np, out, 1, NULL, err, sizeof err);
     pt_session_free(s);
@@ -172,12 +195,16 @@ static void model_invariances(void) {
     if (!base) return;
     /* chunked prefill (chunks of 7: 5 x 7 + 5) and one thread are bit-identical:
      * every output element is computed in the same order whoever computes it */
-    struct { int threads, batch, one; const char *what; } v[] = {
-        {2, 7, 0, "prefill in chunks of 7"}, {1, 64, 0, "1 thread"}};
+    struct {
+        int threads, batch, one;
+        const char *what;
+    } v[] = {{2, 7, 0, "prefill in chunks of 7"}, {1, 64, 0, "1 thread"}};
     for (size_t k = 0; k < PT_ARRAY_LEN(v); k++) {
         int np2, nv2;
-        float *o = run_prompt("glm-dsa-rq2k.gguf", v[k].threads, PT_KERNELS_BEST, v[k].batch, v[k].one, &np2, &nv2);
-        CHECKF(o && np2 == np && !memcmp(o, base, sizeof(float) * (size_t)np * nv), "%s: logits differ", v[k].what);
+        float *o = run_prompt("glm-dsa-rq2k.gguf", v[k].threads, PT_KERNELS_BEST, v[k].batch,
+                              v[k].one, &np2, &nv2);
+        CHECKF(o && np2 == np && !memcmp(o, base, sizeof(float) * (size_t)np * nv),
+               "%s: logits differ", v[k].what);
         free(o);
     }
     /* token by token: a one-row chunk takes llama.cpp's single-row kernels
@@ -189,7 +216,8 @@ static void model_invariances(void) {
     CHECK(one != NULL && np1 == np);
     if (one && np1 == np) {
         gate_stats st = gate_compare(one, base, np, nv);
-        CHECKF(gate_ok(&st, 0), "one token at a time vs batch: cos min %.6f mean %.6f", st.cos_min, st.cos_mean);
+        CHECKF(gate_ok(&st, 0), "one token at a time vs batch: cos min %.6f mean %.6f", st.cos_min,
+               st.cos_mean);
     }
     free(one);
     /* scalar kernels agree with SIMD to float rounding (then quantisation may flip) */
@@ -198,7 +226,8 @@ static void model_invariances(void) {
     CHECK(sc != NULL);
     if (sc) {
         gate_stats st = gate_compare(sc, base, np, nv);
-        CHECKF(st.cos_min >= 0.99 && st.cos_mean >= 0.9998, "scalar vs SIMD: cos min %.6f mean %.6f", st.cos_min, st.cos_mean);
+        CHECKF(st.cos_min >= 0.99 && st.cos_mean >= 0.9998,
+               "scalar vs SIMD: cos min %.6f mean %.6f", st.cos_min, st.cos_mean);
     }
     free(sc);
     free(base);
@@ -207,8 +236,8 @@ static void model_invariances(void) {
 /* ===== Refusals ===== */
 
 /* Copy glm-dsa-rq2k with one change to its metadata or tensor list. */
-static int write_variant(const char *path, const char *drop_key, const char *drop_tensor, const char *u32_key,
-                         uint32_t u32_val) {
+static int write_variant(const char *path, const char *drop_key, const char *drop_tensor,
+                         const char *u32_key, uint32_t u32_val) {
     pt_err err = {{0}};
     gguf_ctx *src = gguf_open(t_fixture("glm-dsa-rq2k.gguf"), &err);
     if (!src) return -1;
@@ -216,8 +245,11 @@ static int write_variant(const char *path, const char *drop_key, const char *dro
     int rc = 0;
     for (uint64_t i = 0; i < src->n_kv && !rc; i++) {
         const gguf_kv *kv = &src->kv[i];
-        if (drop_key && kv->key.len == strlen(drop_key) && !memcmp(kv->key.ptr, drop_key, kv->key.len)) continue;
-        if (u32_key && kv->key.len == strlen(u32_key) && !memcmp(kv->key.ptr, u32_key, kv->key.len)) {
+        if (drop_key && kv->key.len == strlen(drop_key) &&
+            !memcmp(kv->key.ptr, drop_key, kv->key.len))
+            continue;
+        if (u32_key && kv->key.len == strlen(u32_key) &&
+            !memcmp(kv->key.ptr, u32_key, kv->key.len)) {
             rc = gguf_writer_kv_u32(w, u32_key, u32_val, &err);
             continue;
         }
@@ -246,9 +278,12 @@ static void model_refuses_bad_files(void) {
         uint32_t val;
         const char *expect;
     } cases[] = {
-        {"glm-dsa.attention.kv_lora_rank", NULL, NULL, 0, "missing metadata key 'glm-dsa.attention.kv_lora_rank'"},
-        {NULL, "blk.2.attn_kv_a_mqa.weight", NULL, 0, "missing tensor 'blk.2.attn_kv_a_mqa.weight'"},
-        {NULL, NULL, "glm-dsa.attention.q_lora_rank", 64, "tensor 'blk.0.attn_q_a.weight' has shape {256,128,1,1}, expected {256,64,1}"},
+        {"glm-dsa.attention.kv_lora_rank", NULL, NULL, 0,
+         "missing metadata key 'glm-dsa.attention.kv_lora_rank'"},
+        {NULL, "blk.2.attn_kv_a_mqa.weight", NULL, 0,
+         "missing tensor 'blk.2.attn_kv_a_mqa.weight'"},
+        {NULL, NULL, "glm-dsa.attention.q_lora_rank", 64,
+         "tensor 'blk.0.attn_q_a.weight' has shape {256,128,1,1}, expected {256,64,1}"},
         {NULL, NULL, "glm-dsa.expert_used_count", 99, "expert_used_count 99"},
         {NULL, NULL, "glm-dsa.expert_gating_func", 7, "expert_gating_func 7 is not supported"},
         {NULL, NULL, "glm-dsa.vocab_size", 1000, "vocab_size 1000 but token_embd has 512 rows"},
@@ -256,7 +291,8 @@ static void model_refuses_bad_files(void) {
     for (size_t i = 0; i < PT_ARRAY_LEN(cases); i++) {
         char path[512], err[512] = "";
         snprintf(path, sizeof path, "%s/variant%zu.gguf", t_tmpdir(), i);
-        CHECK(write_variant(path, cases[i].drop_key, cases[i].drop_tensor, cases[i].u32_key, cases[i].val) == 0);
+        CHECK(write_variant(path, cases[i].drop_key, cases[i].drop_tensor, cases[i].u32_key,
+                            cases[i].val) == 0);
         pt_engine_params ep = {.model_path = path, .n_threads = 1, .usage_dir = t_usage_dir()};
         pt_engine *e = pt_engine_open(&ep, err, sizeof err);
         CHECKF(e == NULL, "variant %zu accepted", i);
@@ -265,7 +301,9 @@ static void model_refuses_bad_files(void) {
     }
     /* an architecture petrel does not run, and a vocab-only file */
     char err[512] = "";
-    pt_engine_params ep = {.model_path = t_fixture("tokenizer/ggml-vocab-gpt-2.gguf"), .n_threads = 1, .usage_dir = t_usage_dir()};
+    pt_engine_params ep = {.model_path = t_fixture("tokenizer/ggml-vocab-gpt-2.gguf"),
+                           .n_threads = 1,
+                           .usage_dir = t_usage_dir()};
     CHECK(pt_engine_open(&ep, err, sizeof err) == NULL);
     CHECK_STR_CONTAINS(err, "is not supported");
     /* token ids outside the vocabulary and a full context are errors, not crashes */
@@ -308,7 +346,8 @@ typedef struct stream_run {
 
 /* Prompt 2 of a fixture as one batch, then its greedy tokens one at a time,
  * with the given engine settings. */
-static int run_stream(const char *fixture, const pt_engine_params *base, stream_run *r, char *err, size_t errlen) {
+static int run_stream(const char *fixture, const pt_engine_params *base, stream_run *r, char *err,
+                      size_t errlen) {
     char path[256];
     snprintf(path, sizeof path, "%s.ref.json", fixture);
     json_t *ref = json_load_file(t_fixture(path), 0, NULL);
@@ -316,9 +355,12 @@ static int run_stream(const char *fixture, const pt_engine_params *base, stream_
     json_t *jt = json_object_get(p, "tokens"), *jg = json_object_get(p, "greedy_tokens");
     const int np = (int)json_array_size(jt), ng = (int)json_array_size(jg);
     int32_t toks[128];
-    for (int i = 0; i < np; i++) toks[i] = (int32_t)json_integer_value(json_array_get(jt, (size_t)i));
-    for (int i = 0; i < ng; i++) toks[np + i] = (int32_t)json_integer_value(json_array_get(jg, (size_t)i));
-    snprintf(path, sizeof path, "%s", t_fixture(json_string_value(json_object_get(ref, "model_file"))));
+    for (int i = 0; i < np; i++)
+        toks[i] = (int32_t)json_integer_value(json_array_get(jt, (size_t)i));
+    for (int i = 0; i < ng; i++)
+        toks[np + i] = (int32_t)json_integer_value(json_array_get(jg, (size_t)i));
+    snprintf(path, sizeof path, "%s",
+             t_fixture(json_string_value(json_object_get(ref, "model_file"))));
     json_decref(ref);
     pt_engine_params ep = *base;
     ep.model_path = path;
@@ -330,7 +372,8 @@ static int run_stream(const char *fixture, const pt_engine_params *base, stream_
     r->logits = malloc(sizeof(float) * (size_t)(np + ng) * nv);
     int rc = !s || pt_session_eval(s, toks, np, r->logits, 1, NULL, err, errlen);
     for (int j = 0; j < ng && !rc; j++)
-        rc = pt_session_eval(s, &toks[np + j], 1, r->logits + (size_t)(np + j) * nv, 0, NULL, err, errlen);
+        rc = pt_session_eval(s, &toks[np + j], 1, r->logits + (size_t)(np + j) * nv, 0, NULL, err,
+                             errlen);
     pt_engine_stats(e, &r->st);
     r->rows = np + ng;
     r->nv = nv;
@@ -342,9 +385,11 @@ static int run_stream(const char *fixture, const pt_engine_params *base, stream_
 /* multi_moe: the model has two or more MoE layers, so router lookahead has a next layer. */
 static void check_streamed_equals_resident(const char *fixture, int multi_moe) {
     char err[512] = "";
-    pt_engine_params resident = {.n_threads = 2, .expert_slots = PT_EXPERTS_MMAP, .usage_dir = t_usage_dir()};
+    pt_engine_params resident = {
+        .n_threads = 2, .expert_slots = PT_EXPERTS_MMAP, .usage_dir = t_usage_dir()};
     stream_run ref = {0};
-    CHECKF(run_stream(fixture, &resident, &ref, err, sizeof err) == 0, "%s resident: %s", fixture, err);
+    CHECKF(run_stream(fixture, &resident, &ref, err, sizeof err) == 0, "%s resident: %s", fixture,
+           err);
     CHECK(!ref.st.streaming && ref.st.misses == 0);
     struct {
         int slots, io, policy, buffered, prefetch, pin;
@@ -357,12 +402,18 @@ static void check_streamed_equals_resident(const char *fixture, int multi_moe) {
         {1, PT_IO_PREAD, PT_POLICY_LRU, 1, 0, 0, "1 slot, pread, buffered", "pread"},
         {2, PT_IO_URING, PT_POLICY_LRU, 0, 1, 0, "2 slots, io_uring, prefetch", "io_uring"},
         {1, PT_IO_PREAD, PT_POLICY_LFU, 0, 1, 0, "1 slot, pread, prefetch", "pread"},
-        {4, PT_IO_URING, PT_POLICY_LRU, 0, 1, 1, "4 slots, pins from the runs above, prefetch", "io_uring"},
+        {4, PT_IO_URING, PT_POLICY_LRU, 0, 1, 1, "4 slots, pins from the runs above, prefetch",
+         "io_uring"},
     };
     for (size_t k = 0; k < PT_ARRAY_LEN(v); k++) {
-        pt_engine_params ep = {.n_threads = 2, .expert_slots = v[k].slots, .io = v[k].io,
-                               .expert_policy = v[k].policy, .buffered_io = v[k].buffered,
-                               .prefetch = v[k].prefetch, .no_pin = !v[k].pin, .usage_dir = t_usage_dir()};
+        pt_engine_params ep = {.n_threads = 2,
+                               .expert_slots = v[k].slots,
+                               .io = v[k].io,
+                               .expert_policy = v[k].policy,
+                               .buffered_io = v[k].buffered,
+                               .prefetch = v[k].prefetch,
+                               .no_pin = !v[k].pin,
+                               .usage_dir = t_usage_dir()};
         stream_run r = {0};
         int rc = run_stream(fixture, &ep, &r, err, sizeof err);
         CHECKF(rc == 0, "%s %s: %s", fixture, v[k].what, err);
@@ -370,30 +421,46 @@ static void check_streamed_equals_resident(const char *fixture, int multi_moe) {
             CHECKF(!memcmp(r.logits, ref.logits, sizeof(float) * (size_t)ref.rows * ref.nv),
                    "%s %s: streamed logits differ from resident", fixture, v[k].what);
             /* the mechanism really ran */
-            CHECKF(r.st.streaming && r.st.misses > 0 && r.st.bytes_read > 0 && r.st.slots_per_layer == v[k].slots,
+            CHECKF(r.st.streaming && r.st.misses > 0 && r.st.bytes_read > 0 &&
+                       r.st.slots_per_layer == v[k].slots,
                    "%s %s: streaming did not run (misses %llu, bytes %llu)", fixture, v[k].what,
                    (unsigned long long)r.st.misses, (unsigned long long)r.st.bytes_read);
-            CHECKF(!strcmp(r.st.io_backend, v[k].backend), "%s: back-end %s, asked for %s", v[k].what,
-                   r.st.io_backend, v[k].backend);
+            CHECKF(!strcmp(r.st.io_backend, v[k].backend), "%s: back-end %s, asked for %s",
+                   v[k].what, r.st.io_backend, v[k].backend);
             CHECK(r.st.direct_io == !v[k].buffered);
-            if (v[k].prefetch && multi_moe) CHECKF(r.st.prefetched > 0, "%s: no prefetch issued", v[k].what);
-            if (v[k].pin) CHECKF(r.st.pinned > 0, "%s: nothing pinned from usage history", v[k].what);
+            if (v[k].prefetch && multi_moe)
+                CHECKF(r.st.prefetched > 0, "%s: no prefetch issued", v[k].what);
+            if (v[k].pin)
+                CHECKF(r.st.pinned > 0, "%s: nothing pinned from usage history", v[k].what);
         }
         free(r.logits);
     }
     free(ref.logits);
 }
 
-static void stream_glm_dsa_rq2k(void) { check_streamed_equals_resident("glm-dsa-rq2k", 1); }
-static void stream_glm_dsa_iq3(void) { check_streamed_equals_resident("glm-dsa-iq3", 1); }
-static void stream_deepseek2_q4_k_m(void) { check_streamed_equals_resident("deepseek2-q4_k_m", 0); }
-static void stream_gemma4_rq2k(void) { check_streamed_equals_resident("gemma4-rq2k", 1); }
-static void stream_qwen3moe_mxfp4(void) { check_streamed_equals_resident("qwen3moe-mxfp4", 1); }
+static void stream_glm_dsa_rq2k(void) {
+    check_streamed_equals_resident("glm-dsa-rq2k", 1);
+}
+static void stream_glm_dsa_iq3(void) {
+    check_streamed_equals_resident("glm-dsa-iq3", 1);
+}
+static void stream_deepseek2_q4_k_m(void) {
+    check_streamed_equals_resident("deepseek2-q4_k_m", 0);
+}
+static void stream_gemma4_rq2k(void) {
+    check_streamed_equals_resident("gemma4-rq2k", 1);
+}
+static void stream_qwen3moe_mxfp4(void) {
+    check_streamed_equals_resident("qwen3moe-mxfp4", 1);
+}
 
 static void stream_refuses_tiny_budget(void) {
     char err[512] = "";
     if (!t_need("glm-dsa-f32.gguf")) return; /* the budgets below are sized for this model */
-    pt_engine_params ep = {.model_path = t_fixture("glm-dsa-f32.gguf"), .n_threads = 1, .ram_gb = 0.1, .usage_dir = t_usage_dir()};
+    pt_engine_params ep = {.model_path = t_fixture("glm-dsa-f32.gguf"),
+                           .n_threads = 1,
+                           .ram_gb = 0.1,
+                           .usage_dir = t_usage_dir()};
     pt_engine *e = pt_engine_open(&ep, err, sizeof err);
     CHECK(e == NULL);
     pt_engine_close(e);

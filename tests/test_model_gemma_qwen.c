@@ -22,12 +22,11 @@
 #include <string.h>
 
 #include "format/gguf.h"
-#include "petrel.h"
 #include "gates.h"
+#include "petrel.h"
 #include "test.h"
 
 #define F32_GATE 3e-3 /* gemma4 F32 max |diff|, see the top comment */
-
 
 /* Tokens of prompt k (0-based) of a fixture followed by its greedy tokens;
  * returns the prompt length, *n_gen the greedy count. */
@@ -78,8 +77,8 @@ static void check_fixture(const char *name) {
         if (np <= 0) break;
         float *want =
             gate_read_f32(json_string_value(json_object_get(p, "logits_file")), (size_t)np * nv);
-        float *want_gen =
-            gate_read_f32(json_string_value(json_object_get(p, "greedy_logits_file")), (size_t)ng * nv);
+        float *want_gen = gate_read_f32(json_string_value(json_object_get(p, "greedy_logits_file")),
+                                        (size_t)ng * nv);
         CHECKF(want && want_gen, "%s: reference logits missing or of the wrong size", name);
         float *got = malloc(sizeof(float) * (size_t)(np + ng) * nv);
         pt_session_params sp = {.n_ctx = np + ng + 1};
@@ -214,15 +213,18 @@ static void model2_invariances(void) {
         int n1, nv1, n2, nv2;
         float *one = run_seq(fixtures[f], 2, 64, 1, &n1, &nv1);
         float *ring = run_seq(fixtures[f], 2, 1, 1, &n2, &nv2);
-        CHECKF(one && ring && n1 == n && n2 == n && !memcmp(one, ring, sizeof(float) * (size_t)n * nv),
-               "%s, one token at a time: ring of the window size differs from a larger ring", fixtures[f]);
+        CHECKF(one && ring && n1 == n && n2 == n &&
+                   !memcmp(one, ring, sizeof(float) * (size_t)n * nv),
+               "%s, one token at a time: ring of the window size differs from a larger ring",
+               fixtures[f]);
         if (one && n1 == n) {
             gate_stats st = gate_compare(one, base, n, nv);
             const int f32 = strstr(fixtures[f], "f32") != NULL;
             CHECKF(f32 ? st.max_diff <= F32_GATE : gate_ok(&st, 0),
-                   "%s, one token at a time vs batch: cos min %.6f mean %.6f max|diff| %.2e", fixtures[f],
-                   st.cos_min, st.cos_mean, st.max_diff);
-            fprintf(stderr, "  %s one token at a time vs batch: max|diff| %.2e\n", fixtures[f], st.max_diff);
+                   "%s, one token at a time vs batch: cos min %.6f mean %.6f max|diff| %.2e",
+                   fixtures[f], st.cos_min, st.cos_mean, st.max_diff);
+            fprintf(stderr, "  %s one token at a time vs batch: max|diff| %.2e\n", fixtures[f],
+                    st.max_diff);
         }
         free(one);
         free(ring);
@@ -241,7 +243,8 @@ static void model2_truncate(void) {
     int ng;
     const int np = fixture_tokens(ref, 1, toks, 256, &ng);
     json_decref(ref);
-    pt_engine_params ep = {.model_path = t_fixture("gemma4-rq2k.gguf"), .n_threads = 2, .usage_dir = t_usage_dir()};
+    pt_engine_params ep = {
+        .model_path = t_fixture("gemma4-rq2k.gguf"), .n_threads = 2, .usage_dir = t_usage_dir()};
     pt_engine *e = pt_engine_open(&ep, err, sizeof err);
     CHECKF(e, "%s", err);
     if (!e) return;
@@ -347,7 +350,8 @@ static void model2_refuses_bad_files(void) {
     const char *models[] = {"gemma4-rq2k.gguf", "qwen3moe-rq2k.gguf"};
     for (size_t i = 0; i < PT_ARRAY_LEN(models); i++) {
         char err[512] = "";
-        pt_engine_params ep = {.model_path = t_fixture(models[i]), .n_threads = 1, .usage_dir = t_usage_dir()};
+        pt_engine_params ep = {
+            .model_path = t_fixture(models[i]), .n_threads = 1, .usage_dir = t_usage_dir()};
         pt_engine *e = pt_engine_open(&ep, err, sizeof err);
         CHECKF(e != NULL, "%s", err);
         if (!e) continue;

@@ -17,7 +17,8 @@
  * tail (elements from 64 on) after the fold, one by one. */
 static void ops_dot_f32_order(void) {
     float x[66] = {0}, y[66] = {0};
-    for (int i = 0; i < 66; i++) x[i] = 1.0f;
+    for (int i = 0; i < 66; i++)
+        x[i] = 1.0f;
     y[0] = 1e8f;  /* lane 0 */
     y[32] = 1.0f; /* lane 32: lost in 1e8 when folded first */
     y[16] = -1e8f;
@@ -68,7 +69,8 @@ static void ops_wsum_lanes(void) {
     float *outs[2] = {o16, o64};
     for (int v = 0; v < 2; v++) {
         nn_wsum_begin(acc2, lanes[v], D, &used);
-        for (int k = 0; k < 16; k++) nn_wsum_add(acc2, lanes[v], D, k, p[k], rows[k], &used);
+        for (int k = 0; k < 16; k++)
+            nn_wsum_add(acc2, lanes[v], D, k, p[k], rows[k], &used);
         nn_wsum_end(acc2, lanes[v], D, outs[v], used);
     }
     CHECK(memcmp(o16, o64, sizeof o16) == 0);
@@ -79,16 +81,21 @@ static void ops_wsum_lanes(void) {
  * expf (its chunks are whole 16s, the tail goes through expf itself). */
 static void ops_softmax(void) {
     float x[32], y[32];
-    for (int i = 0; i < 20; i++) x[i] = y[i] = 0.37f * (float)(i % 7) - 1.1f;
-    for (int i = 20; i < 32; i++) x[i] = -INFINITY;
+    for (int i = 0; i < 20; i++)
+        x[i] = y[i] = 0.37f * (float)(i % 7) - 1.1f;
+    for (int i = 20; i < 32; i++)
+        x[i] = -INFINITY;
     nn_softmax(x, 32, 0.8f);
     double sum = 0;
-    for (int i = 0; i < 32; i++) sum += x[i];
+    for (int i = 0; i < 32; i++)
+        sum += x[i];
     CHECKF(fabs(sum - 1.0) < 1e-6, "sum %g", sum);
-    for (int i = 20; i < 32; i++) CHECK(x[i] == 0.0f);
+    for (int i = 20; i < 32; i++)
+        CHECK(x[i] == 0.0f);
     /* y: 16 through ggml's exp, 4 through expf; same distribution to float rounding */
     nn_softmax(y, 20, 0.8f);
-    for (int i = 0; i < 20; i++) CHECKF(fabsf(x[i] - y[i]) <= 4e-7f * y[i] + 1e-12f, "%d: %g vs %g", i, x[i], y[i]);
+    for (int i = 0; i < 20; i++)
+        CHECKF(fabsf(x[i] - y[i]) <= 4e-7f * y[i] + 1e-12f, "%d: %g vs %g", i, x[i], y[i]);
 }
 
 T_SUITE(ops) {

@@ -57,28 +57,37 @@ static void pack_resume_is_byte_identical(void) {
         snprintf(args, sizeof args, "--stop-after %s", stops[i]);
         char cmd[2048];
         snprintf(cmd, sizeof cmd, "%s pack %s -o %s %s", bin(), model, part, args);
-        CHECKF(t_run(cmd, out, sizeof out) == 1, "stop after %s: expected an interrupted run", stops[i]);
+        CHECKF(t_run(cmd, out, sizeof out) == 1, "stop after %s: expected an interrupted run",
+               stops[i]);
         char partial[700];
         snprintf(partial, sizeof partial, "%s.partial", part);
-        CHECKF(access(partial, F_OK) == 0 && access(part, F_OK) != 0, "stop after %s: no partial file", stops[i]);
+        CHECKF(access(partial, F_OK) == 0 && access(part, F_OK) != 0,
+               "stop after %s: no partial file", stops[i]);
         /* an interrupted pack is never used */
         CHECK(petrel("verify %s --pack %s", model, partial) == 1);
         CHECK_STR_CONTAINS(out, "incomplete pack");
         CHECK(petrel("pack %s -o %s", model, part) == 0);
-        CHECKF(files_equal(full, part), "stop after %s: resumed pack differs from an uninterrupted one", stops[i]);
+        CHECKF(files_equal(full, part),
+               "stop after %s: resumed pack differs from an uninterrupted one", stops[i]);
         CHECK(access(partial, F_OK) != 0);
     }
 }
 
 /* Logits of prompt 2 of glm-dsa-rq2k through the API with the given settings. */
-static float *logits_with(const char *model, int slots, const char *pack, int no_pack, int io, pt_stats *st,
-                          char *plan, size_t plan_len) {
-    static const int32_t toks[] = {500, 502, 504, 41, 280, 276, 303, 262, 300, 350, 272, 353, 261, 46, 505, 42,
-                                   308, 310, 283, 340, 265, 307, 44, 260, 285, 49, 44, 257, 50, 44, 257, 51};
+static float *logits_with(const char *model, int slots, const char *pack, int no_pack, int io,
+                          pt_stats *st, char *plan, size_t plan_len) {
+    static const int32_t toks[] = {500, 502, 504, 41,  280, 276, 303, 262, 300, 350, 272,
+                                   353, 261, 46,  505, 42,  308, 310, 283, 340, 265, 307,
+                                   44,  260, 285, 49,  44,  257, 50,  44,  257, 51};
     const int n = (int)PT_ARRAY_LEN(toks);
     char err[512];
-    pt_engine_params ep = {.model_path = model, .n_threads = 2, .expert_slots = slots, .pack_path = pack,
-                           .no_pack = no_pack, .io = io, .usage_dir = t_usage_dir()};
+    pt_engine_params ep = {.model_path = model,
+                           .n_threads = 2,
+                           .expert_slots = slots,
+                           .pack_path = pack,
+                           .no_pack = no_pack,
+                           .io = io,
+                           .usage_dir = t_usage_dir()};
     pt_engine *e = pt_engine_open(&ep, err, sizeof err);
     CHECKF(e, "%s", err);
     if (!e) return NULL;
@@ -109,10 +118,11 @@ static void pack_streamed_equals_resident(void) {
         for (int k = 0; k < 2; k++) {
             pt_stats st;
             float *lg = logits_with(model, slots, NULL, 0, ios[k], &st, NULL, 0);
-            CHECKF(ref && lg && !memcmp(ref, lg, bytes), "%d slots, io %d: streamed-from-pack logits differ", slots,
-                   ios[k]);
-            CHECKF(st.expert_pack && st.misses > 0 && st.bytes_read > 0, "the pack was not used (pack %d misses %llu)",
-                   st.expert_pack, (unsigned long long)st.misses);
+            CHECKF(ref && lg && !memcmp(ref, lg, bytes),
+                   "%d slots, io %d: streamed-from-pack logits differ", slots, ios[k]);
+            CHECKF(st.expert_pack && st.misses > 0 && st.bytes_read > 0,
+                   "the pack was not used (pack %d misses %llu)", st.expert_pack,
+                   (unsigned long long)st.misses);
             free(lg);
         }
     /* --no-pack reads the GGUF */
@@ -161,7 +171,11 @@ static void pack_bad_packs_are_refused(void) {
     CHECK_STR_CONTAINS(out, "stale pack");
     /* an explicitly named bad pack is an error, not a silent fallback */
     char err[512];
-    pt_engine_params ep = {.model_path = other, .n_threads = 1, .expert_slots = 2, .pack_path = pack, .usage_dir = t_usage_dir()};
+    pt_engine_params ep = {.model_path = other,
+                           .n_threads = 1,
+                           .expert_slots = 2,
+                           .pack_path = pack,
+                           .usage_dir = t_usage_dir()};
     pt_engine *e = pt_engine_open(&ep, err, sizeof err);
     CHECK(e == NULL);
     CHECK_STR_CONTAINS(err, "stale pack");
@@ -185,7 +199,8 @@ static void pack_kill9_resume(void) {
     snprintf(full, sizeof full, "%s/big-full.xpack", t_tmpdir());
     snprintf(part, sizeof part, "%s/big-part.xpack", t_tmpdir());
     snprintf(cmd, sizeof cmd,
-             "%s -o %s --embd 2048 --layers 6 --experts 64 --ff-exp 768 --heads 4 --q-lora 256 --kv-lora 256 "
+             "%s -o %s --embd 2048 --layers 6 --experts 64 --ff-exp 768 --heads 4 --q-lora 256 "
+             "--kv-lora 256 "
              "--vocab 2048 --ff 1024 --raw-experts",
              mk, model);
     CHECKF(t_run(cmd, out, sizeof out) == 0, "mkmodel (set PETREL_MKMODEL): %s", out);
@@ -197,14 +212,17 @@ static void pack_kill9_resume(void) {
         char partial[700];
         snprintf(partial, sizeof partial, "%s.partial", part);
         unlink(partial);
-        snprintf(cmd, sizeof cmd, "%s pack %s -o %s & p=$!; sleep %.2f; kill -9 $p 2>/dev/null && echo KILLED; wait $p",
-                 bin(), model, part, delay);
+        snprintf(
+            cmd, sizeof cmd,
+            "%s pack %s -o %s & p=$!; sleep %.2f; kill -9 $p 2>/dev/null && echo KILLED; wait $p",
+            bin(), model, part, delay);
         t_run(cmd, out, sizeof out);
         killed = strstr(out, "KILLED") && access(partial, F_OK) == 0;
     }
     CHECKF(killed, "could not interrupt petrel pack with kill -9");
     CHECK(petrel("pack %s -o %s", model, part) == 0);
-    CHECKF(files_equal(full, part), "the pack finished after kill -9 differs from an uninterrupted one");
+    CHECKF(files_equal(full, part),
+           "the pack finished after kill -9 differs from an uninterrupted one");
     CHECK(petrel("verify %s --pack %s", model, part) == 0);
     unlink(full);
     unlink(part);

@@ -42,7 +42,9 @@ static void plan_fits_in_memory_uses_mmap(void) {
     CHECKF(plan_compute(&in, NULL, &p, &err) == 0, "%s", err.msg);
     CHECK(!p.streaming && p.slots == 0 && p.cache_bytes == 0 && p.pin_bytes == 0);
     CHECK(p.n_ctx == PT_DEFAULT_CTX && p.kv_bytes == (uint64_t)PT_DEFAULT_CTX * 1000);
-    CHECK_STR_CONTAINS(p.line, "budget 200.00 GB: resident 2.00 GB, experts 100.00 GB read through the memory map");
+    CHECK_STR_CONTAINS(
+        p.line,
+        "budget 200.00 GB: resident 2.00 GB, experts 100.00 GB read through the memory map");
     /* exactly fitting still fits; one byte less streams */
     in.budget = 2 * GIB_U + p.kv_bytes + PLAN_MARGIN + 100 * GIB_U;
     CHECK(plan_compute(&in, NULL, &p, &err) == 0 && !p.streaming);
@@ -68,15 +70,17 @@ static void plan_streaming_slot_arithmetic(void) {
     CHECK(p.streaming && p.slots == 38);
     CHECK(p.slot_sum == 200 * MIB && p.cache_bytes == 38 * 200 * MIB);
     CHECK(p.pin_bytes == (uint64_t)(0.25 * (double)(200 * MIB) * 38));
-    CHECK_STR_CONTAINS(p.line, "budget 10.00 GB: resident 2.00 GB, KV 3.9 MB (4096 ctx), experts 100.00 GB on disk "
-                               "streamed into 38 slots/layer (7.42 GB)");
+    CHECK_STR_CONTAINS(
+        p.line,
+        "budget 10.00 GB: resident 2.00 GB, KV 3.9 MB (4096 ctx), experts 100.00 GB on disk "
+        "streamed into 38 slots/layer (7.42 GB)");
     /* more budget, more slots, never more than the experts a layer has */
     int last = p.slots;
     for (uint64_t gb = 12; gb <= 40; gb += 4) {
         in.budget = gb * GIB_U;
         CHECK(plan_compute(&in, NULL, &p, &err) == 0 && p.streaming);
-        CHECKF(p.slots >= last && p.slots <= 64, "%llu GB: %d slots after %d", (unsigned long long)gb, p.slots,
-               last);
+        CHECKF(p.slots >= last && p.slots <= 64, "%llu GB: %d slots after %d",
+               (unsigned long long)gb, p.slots, last);
         last = p.slots;
     }
     CHECK(last == 64);
@@ -154,7 +158,8 @@ static void plan_context_default_and_cap(void) {
     /* ... and a context asked for is taken as is (the session does the same) */
     in.n_ctx_train = 2048;
     in.n_ctx = 8192;
-    CHECK(plan_compute(&in, NULL, &p, &err) == 0 && p.n_ctx == 8192 && p.kv_bytes == 8192ull * 1000 + 12345);
+    CHECK(plan_compute(&in, NULL, &p, &err) == 0 && p.n_ctx == 8192 &&
+          p.kv_bytes == 8192ull * 1000 + 12345);
 }
 
 static void plan_pins(void) {
@@ -198,9 +203,10 @@ static int shape_file(const char *name, double lo_gib, double hi_gib, char path[
         }
     }
     const double gib = (double)st.st_size / GIB_U;
-    CHECKF(gib >= lo_gib && gib <= hi_gib, "%s: %.2f GiB, expected %.0f-%.0f", name, gib, lo_gib, hi_gib);
-    CHECKF((uint64_t)st.st_blocks * 512 < 4 * MIB, "%s: %llu bytes on disk: the file is not sparse", name,
-           (unsigned long long)st.st_blocks * 512);
+    CHECKF(gib >= lo_gib && gib <= hi_gib, "%s: %.2f GiB, expected %.0f-%.0f", name, gib, lo_gib,
+           hi_gib);
+    CHECKF((uint64_t)st.st_blocks * 512 < 4 * MIB, "%s: %llu bytes on disk: the file is not sparse",
+           name, (unsigned long long)st.st_blocks * 512);
     return 0;
 }
 
@@ -239,8 +245,8 @@ static void check_streams_everywhere(const char *path, const char *name, int fro
     for (size_t k = from; k < PT_ARRAY_LEN(budgets); k++) {
         shape_plan r = plan_at(path, budgets[k], 0);
         CHECKF(r.ok && r.streaming, "%s at %.0f GB: %s%s", name, budgets[k], r.line, r.err);
-        CHECKF(r.slots > last && r.slots <= n_expert, "%s at %.0f GB: %d slots after %d", name, budgets[k], r.slots,
-               last);
+        CHECKF(r.slots > last && r.slots <= n_expert, "%s at %.0f GB: %d slots after %d", name,
+               budgets[k], r.slots, last);
         last = r.slots;
     }
 }
@@ -258,7 +264,8 @@ static void shape_glm52(void) {
     CHECK_STR_CONTAINS(r.err, "but the budget is 16.00 GB");
     check_streams_everywhere(path, "glm-5.2", 1, 256);
     r = plan_at(path, 32, 0);
-    CHECK_STR_CONTAINS(r.line, "resident 19.55 GB, KV 867.0 MB (4096 ctx), experts 224.44 GB on disk");
+    CHECK_STR_CONTAINS(r.line,
+                       "resident 19.55 GB, KV 867.0 MB (4096 ctx), experts 224.44 GB on disk");
     /* the 1M training context is not the default; 32K positions of float KV
      * (latent + rope key per block, indexer keys per full layer: 6.8 GB) cost
      * slots, 64K (13.6 GB) do not fit beside one slot per layer */
@@ -275,7 +282,8 @@ static void shape_deepseek_v3(void) {
     if (shape_file("deepseek-v3", 228, 232, path)) return;
     check_streams_everywhere(path, "deepseek-v3", 0, 256);
     shape_plan r = plan_at(path, 16, 0);
-    CHECK_STR_CONTAINS(r.line, "resident 9.59 GB, KV 549.0 MB (4096 ctx), experts 220.45 GB on disk");
+    CHECK_STR_CONTAINS(r.line,
+                       "resident 9.59 GB, KV 549.0 MB (4096 ctx), experts 220.45 GB on disk");
 }
 
 static void shape_gemma4_26b(void) {
@@ -290,7 +298,8 @@ static void shape_gemma4_26b(void) {
      * whole: 5 full layers x 4096 positions x 2 x 2 x 512 x 4 B + 25 rings of
      * 1279 positions x 2 x 8 x 256 x 4 B = 0.64 GB */
     shape_plan r = plan_at(path, 4, 0);
-    CHECKF(r.ok && r.streaming && r.slots >= 1 && r.slots < 128, "gemma4-26b at 4 GB: %s%s", r.line, r.err);
+    CHECKF(r.ok && r.streaming && r.slots >= 1 && r.slots < 128, "gemma4-26b at 4 GB: %s%s", r.line,
+           r.err);
     CHECK_STR_CONTAINS(r.line, "KV 659.6 MB (4096 ctx)");
 }
 
@@ -312,7 +321,8 @@ static void shape_inspect_ram(void) {
     CHECKF(t_run(cmd, out, sizeof out) == 0, "%s", out);
     CHECK_STR_CONTAINS(out, "architecture    glm-dsa");
     CHECK_STR_CONTAINS(out, "memory plans");
-    CHECK_STR_CONTAINS(out, "16 GB  refused: not enough memory: petrel needs at least 21.78 GB (tensors 19.55 GB");
+    CHECK_STR_CONTAINS(
+        out, "16 GB  refused: not enough memory: petrel needs at least 21.78 GB (tensors 19.55 GB");
     CHECK_STR_CONTAINS(out, "32 GB  budget 32.00 GB: resident 19.55 GB");
     CHECK_STR_CONTAINS(out, "128 GB  budget 128.00 GB:");
     snprintf(cmd, sizeof cmd, "%s inspect %s --ram 32 -c 32768 --json", bin(), path);

@@ -91,8 +91,8 @@ static int rv_load(const char *name, rv_file *f) {
            f->type, qt_name(f->type), name);
     if (!t || strcmp(t->name, name) != 0) goto out;
     CHECKF((uint32_t)t->act_type == f->act_type,
-           "%s: ggml's vec_dot_type is %u (%s) but petrel's act_type is %d (%s)", path,
-           f->act_type, qt_name(f->act_type), t->act_type, qt_name((uint32_t)t->act_type));
+           "%s: ggml's vec_dot_type is %u (%s) but petrel's act_type is %d (%s)", path, f->act_type,
+           qt_name(f->act_type), t->act_type, qt_name((uint32_t)t->act_type));
     if (f->rows == 0 || f->rows > 64 || f->cols == 0 || f->cols > 65536 ||
         qt_row_bytes(f->type, f->cols, &f->rb) != 0 ||
         qt_row_bytes(f->act_type, f->cols, &f->arb) != 0) {
@@ -169,27 +169,34 @@ static void act_field(uint32_t at, uint64_t off, char *out, size_t cap) {
     switch (at) {
     case QT_Q8_0: {
         uint64_t b = off / 34, o = off % 34;
-        if (o < 2) snprintf(out, cap, "block %llu field d", (unsigned long long)b);
-        else snprintf(out, cap, "block %llu qs[%llu] (weight %llu)", (unsigned long long)b,
-                      (unsigned long long)(o - 2), (unsigned long long)(b * 32 + o - 2));
+        if (o < 2)
+            snprintf(out, cap, "block %llu field d", (unsigned long long)b);
+        else
+            snprintf(out, cap, "block %llu qs[%llu] (weight %llu)", (unsigned long long)b,
+                     (unsigned long long)(o - 2), (unsigned long long)(b * 32 + o - 2));
         return;
     }
     case QT_Q8_1: {
         uint64_t b = off / 36, o = off % 36;
-        if (o < 2) snprintf(out, cap, "block %llu field d", (unsigned long long)b);
-        else if (o < 4) snprintf(out, cap, "block %llu field s (d*sum)", (unsigned long long)b);
-        else snprintf(out, cap, "block %llu qs[%llu] (weight %llu)", (unsigned long long)b,
-                      (unsigned long long)(o - 4), (unsigned long long)(b * 32 + o - 4));
+        if (o < 2)
+            snprintf(out, cap, "block %llu field d", (unsigned long long)b);
+        else if (o < 4)
+            snprintf(out, cap, "block %llu field s (d*sum)", (unsigned long long)b);
+        else
+            snprintf(out, cap, "block %llu qs[%llu] (weight %llu)", (unsigned long long)b,
+                     (unsigned long long)(o - 4), (unsigned long long)(b * 32 + o - 4));
         return;
     }
     case QT_Q8_K: {
         uint64_t b = off / 292, o = off % 292;
-        if (o < 4) snprintf(out, cap, "block %llu field d", (unsigned long long)b);
-        else if (o < 260) snprintf(out, cap, "block %llu qs[%llu] (weight %llu)",
-                                   (unsigned long long)b, (unsigned long long)(o - 4),
-                                   (unsigned long long)(b * 256 + o - 4));
-        else snprintf(out, cap, "block %llu bsums[%llu]", (unsigned long long)b,
-                      (unsigned long long)((o - 260) / 2));
+        if (o < 4)
+            snprintf(out, cap, "block %llu field d", (unsigned long long)b);
+        else if (o < 260)
+            snprintf(out, cap, "block %llu qs[%llu] (weight %llu)", (unsigned long long)b,
+                     (unsigned long long)(o - 4), (unsigned long long)(b * 256 + o - 4));
+        else
+            snprintf(out, cap, "block %llu bsums[%llu]", (unsigned long long)b,
+                     (unsigned long long)((o - 260) / 2));
         return;
     }
     default: {
@@ -213,7 +220,8 @@ static void check_dequant(const rv_file *f, const char *name) {
            "petrel %.9g (0x%08x) ggml %.9g (0x%08x)",
            name, (unsigned long long)bad, (unsigned long long)n,
            (unsigned long long)(first / f->cols), (unsigned long long)(first % f->cols),
-           (double)got[first], f32_bits(got[first]), (double)f->deq[first], f32_bits(f->deq[first]));
+           (double)got[first], f32_bits(got[first]), (double)f->deq[first],
+           f32_bits(f->deq[first]));
     free(got);
 }
 
@@ -226,8 +234,9 @@ static void check_act(const rv_file *f, const char *name) {
     if (bad) {
         char where[96];
         act_field(f->act_type, first, where, sizeof where);
-        CHECKF(0, "%s act %s: %llu of %llu bytes differ from ggml; first at byte %llu (%s): "
-                  "petrel 0x%02x ggml 0x%02x",
+        CHECKF(0,
+               "%s act %s: %llu of %llu bytes differ from ggml; first at byte %llu (%s): "
+               "petrel 0x%02x ggml 0x%02x",
                name, qt_name(f->act_type), (unsigned long long)bad, (unsigned long long)f->arb,
                (unsigned long long)first, where, got[first], f->aq[first]);
     }
@@ -271,8 +280,10 @@ static void check_type(const char *name) {
     rv_free(&f);
 }
 
-#define RV_CASE(NAME)                                                                       \
-    static void refvec_##NAME(void) { check_type(#NAME); }
+#define RV_CASE(NAME)                                                                              \
+    static void refvec_##NAME(void) {                                                              \
+        check_type(#NAME);                                                                         \
+    }
 RV_CASE(F16)
 RV_CASE(BF16)
 RV_CASE(Q4_0)

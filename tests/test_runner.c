@@ -34,9 +34,13 @@ static void no_core(void) {
     setrlimit(RLIMIT_CORE, &rl); /* a deliberate crash leaves no core file behind */
 }
 
-static void selftest_pass(void) { CHECK(1 + 1 == 2); }
+static void selftest_pass(void) {
+    CHECK(1 + 1 == 2);
+}
 
-static void selftest_fail(void) { CHECKF(0, "a deliberate failure"); }
+static void selftest_fail(void) {
+    CHECKF(0, "a deliberate failure");
+}
 
 static void selftest_skip(void) {
     if (!t_need("no-such-fixture.gguf")) return;
@@ -53,20 +57,24 @@ static void selftest_abort(void) {
     abort();
 }
 
-static void selftest_exit(void) { exit(0); }
+static void selftest_exit(void) {
+    exit(0);
+}
 
 /* Starts a subprocess (as the serve tests start `petrel serve`), in the case's group;
  * records its pid, then never returns. */
 static void selftest_hang(void) {
     pid_t pid = fork();
     if (pid == 0) {
-        for (;;) pause();
+        for (;;)
+            pause();
     }
     char path[600], line[32];
     snprintf(path, sizeof path, "%s/hang.pid", selftest_dir());
     int n = snprintf(line, sizeof line, "%d\n", (int)pid);
     t_write_file(path, line, (size_t)n);
-    for (;;) pause();
+    for (;;)
+        pause();
 }
 
 /* Leaves a file in the fixture folder PETREL_FIXTURES names. */
@@ -82,7 +90,8 @@ static void selftest_litter(void) {
 /* Each case's temp and usage folders exist and are empty, and the CLI is told
  * them; leaves a file in each for the next case to not find. */
 static void fresh_dirs(void) {
-    const char *u = t_usage_dir(), *env = getenv("PETREL_USAGE_DIR"), *xdg = getenv("XDG_CACHE_HOME");
+    const char *u = t_usage_dir(), *env = getenv("PETREL_USAGE_DIR"),
+               *xdg = getenv("XDG_CACHE_HOME");
     char root[512]; /* the case's folder: t_tmpdir's parent */
     snprintf(root, sizeof root, "%s", t_tmpdir());
     char *slash = strrchr(root, '/');
@@ -90,8 +99,8 @@ static void fresh_dirs(void) {
     CHECKF(strstr(root, "/case-"), "t_tmpdir %s is not a case's folder", t_tmpdir());
     CHECKF(env && !strcmp(env, u), "PETREL_USAGE_DIR %s, usage dir %s", env ? env : "(unset)", u);
     CHECKF(!strncmp(u, root, strlen(root)), "usage dir %s outside %s", u, root);
-    CHECKF(xdg && !strncmp(xdg, root, strlen(root)), "XDG_CACHE_HOME %s outside %s", xdg ? xdg : "(unset)",
-           root);
+    CHECKF(xdg && !strncmp(xdg, root, strlen(root)), "XDG_CACHE_HOME %s outside %s",
+           xdg ? xdg : "(unset)", root);
     const char *dirs[] = {u, t_tmpdir()};
     for (int i = 0; i < 2; i++) {
         char path[600], cmd[700], out[256];
@@ -105,8 +114,12 @@ static void fresh_dirs(void) {
     }
 }
 
-static void selftest_fresh_a(void) { fresh_dirs(); }
-static void selftest_fresh_b(void) { fresh_dirs(); }
+static void selftest_fresh_a(void) {
+    fresh_dirs();
+}
+static void selftest_fresh_b(void) {
+    fresh_dirs();
+}
 
 /* ===== The check ===== */
 
@@ -133,7 +146,8 @@ static void runner_isolates_cases(void) {
     char cmd[4096];
     static char out[1 << 16];
     snprintf(cmd, sizeof cmd,
-             "PETREL_TEST_SELFTEST=1 PETREL_TEST_TIMEOUT=2 PETREL_TEST_SELFTEST_DIR=%s PETREL_FIXTURES=%s "
+             "PETREL_TEST_SELFTEST=1 PETREL_TEST_TIMEOUT=2 PETREL_TEST_SELFTEST_DIR=%s "
+             "PETREL_FIXTURES=%s "
              "%s selftest_",
              dir, fx, self);
     const int rc = t_run(cmd, out, sizeof out);
@@ -141,7 +155,8 @@ static void runner_isolates_cases(void) {
     CHECK_STR_CONTAINS(out, "ok   selftest_pass (");
     CHECK_STR_CONTAINS(out, "a deliberate failure");
     CHECK_STR_CONTAINS(out, "FAIL selftest_fail (");
-    CHECK_STR_CONTAINS(out, "skip selftest_skip: needs no-such-fixture.gguf from ../shared/fixtures");
+    CHECK_STR_CONTAINS(out,
+                       "skip selftest_skip: needs no-such-fixture.gguf from ../shared/fixtures");
     CHECK_STR_CONTAINS(out, "FAIL selftest_segv (why: "); /* signal 11, or ASan's exit status */
     CHECK_STR_CONTAINS(out, "FAIL selftest_abort (why: signal 6");
     CHECK_STR_CONTAINS(out, "FAIL selftest_exit (why: exit status 0 before the case returned)");
@@ -154,7 +169,8 @@ static void runner_isolates_cases(void) {
     /* the summary is the last line */
     const char *want = "4 passed, 6 failed, 1 skipped\n";
     const size_t len = strlen(out), wl = strlen(want);
-    CHECKF(len >= wl && !strcmp(out + len - wl, want), "last line is not \"%.*s\":\n%s", (int)wl - 1, want, out);
+    CHECKF(len >= wl && !strcmp(out + len - wl, want), "last line is not \"%.*s\":\n%s",
+           (int)wl - 1, want, out);
     /* the hung case's subprocess was killed with it */
     char path[700];
     snprintf(path, sizeof path, "%s/hang.pid", dir);
@@ -166,7 +182,8 @@ static void runner_isolates_cases(void) {
             usleep(100 * 1000);
             st = proc_state(atoi(pid));
         }
-        CHECKF(!st || st == 'Z', "the hung case's subprocess %s is still alive (state %c)", pid, st);
+        CHECKF(!st || st == 'Z', "the hung case's subprocess %s is still alive (state %c)", pid,
+               st);
         if (st && st != 'Z') kill(atoi(pid), SIGKILL);
         free(pid);
     }
@@ -176,7 +193,8 @@ static void runner_isolates_cases(void) {
 
 static void fixtures_match_checksums(void) {
     static char out[1 << 14];
-    int rc = t_run("cd tests/fixtures && if command -v sha256sum >/dev/null; then sha256sum --quiet -c SHA256SUMS; "
+    int rc = t_run("cd tests/fixtures && if command -v sha256sum >/dev/null; then sha256sum "
+                   "--quiet -c SHA256SUMS; "
                    "else shasum -a 256 --quiet -c SHA256SUMS; fi",
                    out, sizeof out);
     CHECKF(rc == 0, "tests/fixtures differs from its SHA256SUMS (exit %d):\n%s", rc, out);
@@ -185,7 +203,8 @@ static void fixtures_match_checksums(void) {
     char *sums = t_read_file("tests/fixtures/SHA256SUMS", &len);
     CHECK(sums != NULL);
     int lines = 0;
-    for (size_t i = 0; sums && i < len; i++) lines += sums[i] == '\n';
+    for (size_t i = 0; sums && i < len; i++)
+        lines += sums[i] == '\n';
     CHECKF(lines >= 125, "SHA256SUMS lists %d files", lines);
     free(sums);
 }

@@ -63,7 +63,8 @@ static void test_sampler_distribution(void) {
     memset(c, 0, sizeof c);
     s = mk(1.0f, 2, 1.0f, 0, 44, 4);
     draw(s, l, 4, n, c);
-    CHECKF(c[2] == 0 && fabs(c[0] / (double)n - 0.625) < 0.015, "top-k: %d %d %d", c[0], c[1], c[2]);
+    CHECKF(c[2] == 0 && fabs(c[0] / (double)n - 0.625) < 0.015, "top-k: %d %d %d", c[0], c[1],
+           c[2]);
     sampler_free(s);
     /* top-p 0.5: the first token alone reaches 0.5; 0.6 needs two */
     memset(c, 0, sizeof c);
@@ -87,7 +88,8 @@ static void test_sampler_distribution(void) {
 static void test_sampler_seed(void) {
     const int nv = 1000;
     float *l = malloc(nv * sizeof *l);
-    for (int i = 0; i < nv; i++) l[i] = sinf((float)i) * 3;
+    for (int i = 0; i < nv; i++)
+        l[i] = sinf((float)i) * 3;
     int32_t a[200], b[200], d[200];
     sampler *s1 = mk(0.9f, 50, 0.95f, 0.01f, 1234, nv), *s2 = mk(0.9f, 50, 0.95f, 0.01f, 1234, nv),
             *s3 = mk(0.9f, 50, 0.95f, 0.01f, 1235, nv);

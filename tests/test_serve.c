@@ -64,7 +64,8 @@ static int srv_up_(tsrv *s, const char *fixture, const char *const *extra, int n
     argv[k++] = "0";
     argv[k++] = "-t";
     argv[k++] = "2";
-    for (int i = 0; extra && extra[i] && k < 62; i++) argv[k++] = extra[i];
+    for (int i = 0; extra && extra[i] && k < 62; i++)
+        argv[k++] = extra[i];
     argv[k] = NULL;
     fflush(NULL);
     s->pid = fork();
@@ -94,7 +95,9 @@ static int srv_up_(tsrv *s, const char *fixture, const char *const *extra, int n
     return -1;
 }
 
-static int srv_up(tsrv *s, const char *fixture, const char *const *extra) { return srv_up_(s, fixture, extra, 1); }
+static int srv_up(tsrv *s, const char *fixture, const char *const *extra) {
+    return srv_up_(s, fixture, extra, 1);
+}
 
 static void srv_down(tsrv *s) {
     if (s->pid <= 0) return;
@@ -108,7 +111,8 @@ static void srv_down(tsrv *s) {
             char *e = t_read_file(s->errfile, NULL);
             CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the server exited with status %d: %s",
                    WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), e ? e : "");
-            CHECKF(!e || (!strstr(e, "Sanitizer") && !strstr(e, "runtime error")), "sanitizer report: %s", e);
+            CHECKF(!e || (!strstr(e, "Sanitizer") && !strstr(e, "runtime error")),
+                   "sanitizer report: %s", e);
             free(e);
             return;
         }
@@ -147,11 +151,14 @@ static int send_all(int fd, const char *p, size_t n) {
 }
 
 /* Send a request; extra: more header lines ("Name: value\r\n"...). */
-static int send_req(int fd, const char *method, const char *path, const char *extra, const char *body) {
+static int send_req(int fd, const char *method, const char *path, const char *extra,
+                    const char *body) {
     size_t bl = body ? strlen(body) : 0, cap = 512 + strlen(path) + (extra ? strlen(extra) : 0);
     char *head = malloc(cap);
-    snprintf(head, cap, "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%s%s%s%zu\r\n\r\n", method,
-             path, extra ? extra : "", body ? "Content-Type: application/json\r\n" : "", "Content-Length: ", bl);
+    snprintf(head, cap,
+             "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%s%s%s%zu\r\n\r\n", method,
+             path, extra ? extra : "", body ? "Content-Type: application/json\r\n" : "",
+             "Content-Length: ", bl);
     int rc = send_all(fd, head, strlen(head));
     free(head);
     if (rc) return -1;
@@ -188,7 +195,8 @@ static int read_resp(int fd, hresp *r) {
     const char *b = he + 4;
     size_t bn = n - (size_t)(b - r->raw);
     r->body = malloc(bn + 1);
-    int chunked = strstr(r->raw, "Transfer-Encoding: chunked") && strstr(r->raw, "Transfer-Encoding: chunked") < he;
+    int chunked = strstr(r->raw, "Transfer-Encoding: chunked") &&
+                  strstr(r->raw, "Transfer-Encoding: chunked") < he;
     if (!chunked) {
         memcpy(r->body, b, bn);
         r->n = bn;
@@ -210,7 +218,8 @@ static int read_resp(int fd, hresp *r) {
     return 0;
 }
 
-static int http(int port, const char *method, const char *path, const char *extra, const char *body, hresp *r) {
+static int http(int port, const char *method, const char *path, const char *extra, const char *body,
+                hresp *r) {
     memset(r, 0, sizeof *r);
     int fd = connect_to(port, 30);
     if (fd < 0) return -1;
@@ -219,15 +228,19 @@ static int http(int port, const char *method, const char *path, const char *extr
     return rc;
 }
 
-static json_t *body_json(const hresp *r) { return r->body ? json_loads(r->body, 0, NULL) : NULL; }
+static json_t *body_json(const hresp *r) {
+    return r->body ? json_loads(r->body, 0, NULL) : NULL;
+}
 
 static const char *jstr(const json_t *j, const char *path) { /* "a.b.0.c" */
     char buf[256];
     snprintf(buf, sizeof buf, "%s", path);
     const json_t *cur = j;
     for (char *tok = strtok(buf, "."); tok && cur; tok = strtok(NULL, ".")) {
-        if (json_is_array(cur)) cur = json_array_get(cur, (size_t)atoi(tok));
-        else cur = json_object_get(cur, tok);
+        if (json_is_array(cur))
+            cur = json_array_get(cur, (size_t)atoi(tok));
+        else
+            cur = json_object_get(cur, tok);
     }
     return json_string_value(cur);
 }
@@ -237,8 +250,10 @@ static long jint(const json_t *j, const char *path) {
     snprintf(buf, sizeof buf, "%s", path);
     const json_t *cur = j;
     for (char *tok = strtok(buf, "."); tok && cur; tok = strtok(NULL, ".")) {
-        if (json_is_array(cur)) cur = json_array_get(cur, (size_t)atoi(tok));
-        else cur = json_object_get(cur, tok);
+        if (json_is_array(cur))
+            cur = json_array_get(cur, (size_t)atoi(tok));
+        else
+            cur = json_object_get(cur, tok);
     }
     return json_is_integer(cur) ? (long)json_integer_value(cur) : -1;
 }
@@ -251,7 +266,8 @@ static json_t *sse_events(const char *body, int *done) {
         const char *e = strchr(p, '\n');
         size_t n = e ? (size_t)(e - p) : strlen(p);
         if (n > 6 && !strncmp(p, "data: ", 6)) {
-            if (n == 12 && !strncmp(p + 6, "[DONE]", 6)) *done = 1;
+            if (n == 12 && !strncmp(p + 6, "[DONE]", 6))
+                *done = 1;
             else {
                 json_t *j = json_loadb(p + 6, n - 6, 0, NULL);
                 json_array_append_new(a, j ? j : json_null());
@@ -273,8 +289,10 @@ static int wait_idle(int port, double timeout_s, json_t **health) {
             int idle = j && json_is_false(json_object_get(j, "busy")) && jint(j, "waiting") == 0;
             hresp_free(&r);
             if (idle) {
-                if (health) *health = j;
-                else json_decref(j);
+                if (health)
+                    *health = j;
+                else
+                    json_decref(j);
                 return 0;
             }
             json_decref(j);
@@ -306,7 +324,8 @@ static void test_serve_loading(void) {
     CHECK(http(s.port, "GET", "/health", NULL, NULL, &r) == 0 && r.status == 503);
     CHECK_STR_CONTAINS(r.body, "\"status\":\"loading\"");
     hresp_free(&r);
-    CHECK(http(s.port, "POST", "/v1/chat/completions", NULL, "{\"messages\":[]}", &r) == 0 && r.status == 503);
+    CHECK(http(s.port, "POST", "/v1/chat/completions", NULL, "{\"messages\":[]}", &r) == 0 &&
+          r.status == 503);
     CHECK_STR_CONTAINS(r.body, "\"error\"");
     hresp_free(&r);
     /* not a model after all: the load fails, the server says so and exits 1 */
@@ -315,12 +334,14 @@ static void test_serve_loading(void) {
         /* the server may refuse the FIFO (not a regular file) and close it before
          * the bytes arrive: EPIPE is that race, not a failure */
         ssize_t w = write(fd, "garbage", 7);
-        CHECKF(w == 7 || (w < 0 && errno == EPIPE), "write to the FIFO: %zd (%s)", w, strerror(errno));
+        CHECKF(w == 7 || (w < 0 && errno == EPIPE), "write to the FIFO: %zd (%s)", w,
+               strerror(errno));
         close(fd);
     }
     int st = 0;
     double t0 = now_s();
-    while (now_s() - t0 < 10 && waitpid(s.pid, &st, WNOHANG) != s.pid) usleep(10 * 1000);
+    while (now_s() - t0 < 10 && waitpid(s.pid, &st, WNOHANG) != s.pid)
+        usleep(10 * 1000);
     CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 1, "exit status %d", st);
     if (!WIFEXITED(st)) kill(s.pid, SIGKILL), waitpid(s.pid, &st, 0);
     s.pid = 0;
@@ -346,35 +367,44 @@ static void test_serve_basic(void) {
     json_decref(j);
     hresp_free(&r);
     /* non-streaming chat, greedy */
-    const char *req = "{\"model\":\"anything\",\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"
-                      "{\"role\":\"user\",\"content\":\"Tell me about SSDs\"}],\"max_tokens\":12,\"temperature\":0}";
+    const char *req =
+        "{\"model\":\"anything\",\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+        "{\"role\":\"user\",\"content\":\"Tell me about "
+        "SSDs\"}],\"max_tokens\":12,\"temperature\":0}";
     CHECK(http(s.port, "POST", "/v1/chat/completions", NULL, req, &r) == 0 && r.status == 200);
     j = body_json(&r);
     CHECKF(j != NULL, "not JSON: %s", r.body);
     CHECK(jstr(j, "object") && !strcmp(jstr(j, "object"), "chat.completion"));
     CHECK(jstr(j, "model") && !strcmp(jstr(j, "model"), "qwen3moe-rq2k"));
-    CHECK(jstr(j, "choices.0.message.role") && !strcmp(jstr(j, "choices.0.message.role"), "assistant"));
+    CHECK(jstr(j, "choices.0.message.role") &&
+          !strcmp(jstr(j, "choices.0.message.role"), "assistant"));
     CHECK(jstr(j, "choices.0.message.content") != NULL);
     long pt = jint(j, "usage.prompt_tokens"), ct = jint(j, "usage.completion_tokens");
-    CHECKF(pt > 10 && ct > 0 && ct <= 12 && jint(j, "usage.total_tokens") == pt + ct, "usage %ld %ld", pt, ct);
+    CHECKF(pt > 10 && ct > 0 && ct <= 12 && jint(j, "usage.total_tokens") == pt + ct,
+           "usage %ld %ld", pt, ct);
     const char *fr = jstr(j, "choices.0.finish_reason");
     CHECK(fr && (!strcmp(fr, "length") ? ct == 12 : !strcmp(fr, "stop")));
-    char *content1 = strdup(jstr(j, "choices.0.message.content") ? jstr(j, "choices.0.message.content") : "");
+    char *content1 =
+        strdup(jstr(j, "choices.0.message.content") ? jstr(j, "choices.0.message.content") : "");
     json_decref(j);
     hresp_free(&r);
-    /* the same request again: the whole prompt but its last token comes from the cache, same answer */
+    /* the same request again: the whole prompt but its last token comes from the cache, same answer
+     */
     CHECK(http(s.port, "POST", "/v1/chat/completions", NULL, req, &r) == 0 && r.status == 200);
     j = body_json(&r);
     CHECKF(jint(j, "usage.prompt_tokens_details.cached_tokens") == pt - 1, "cached %ld of %ld",
            jint(j, "usage.prompt_tokens_details.cached_tokens"), pt);
-    CHECK(jstr(j, "choices.0.message.content") && !strcmp(jstr(j, "choices.0.message.content"), content1));
+    CHECK(jstr(j, "choices.0.message.content") &&
+          !strcmp(jstr(j, "choices.0.message.content"), content1));
     json_decref(j);
     hresp_free(&r);
     /* a continued conversation reuses the shared prefix */
     char req2[2048];
     snprintf(req2, sizeof req2,
-             "{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":\"user\",\"content\":\"Tell "
-             "me about SSDs\"},{\"role\":\"assistant\",\"content\":\"They are fast.\"},{\"role\":\"user\","
+             "{\"messages\":[{\"role\":\"system\",\"content\":\"Be "
+             "brief.\"},{\"role\":\"user\",\"content\":\"Tell "
+             "me about SSDs\"},{\"role\":\"assistant\",\"content\":\"They are "
+             "fast.\"},{\"role\":\"user\","
              "\"content\":\"More?\"}],\"max_tokens\":3,\"temperature\":0}");
     CHECK(http(s.port, "POST", "/v1/chat/completions", NULL, req2, &r) == 0 && r.status == 200);
     j = body_json(&r);
@@ -383,8 +413,9 @@ static void test_serve_basic(void) {
     json_decref(j);
     hresp_free(&r);
     /* completions */
-    CHECK(http(s.port, "POST", "/v1/completions", NULL, "{\"prompt\":\"Once upon a time\",\"max_tokens\":5,\"seed\":3}",
-               &r) == 0 && r.status == 200);
+    CHECK(http(s.port, "POST", "/v1/completions", NULL,
+               "{\"prompt\":\"Once upon a time\",\"max_tokens\":5,\"seed\":3}", &r) == 0 &&
+          r.status == 200);
     j = body_json(&r);
     CHECK(jstr(j, "object") && !strcmp(jstr(j, "object"), "text_completion"));
     CHECK(jstr(j, "choices.0.text") != NULL && jint(j, "usage.completion_tokens") == 5);
@@ -408,17 +439,20 @@ static void test_serve_stream(void) {
         srv_down(&s);
         return;
     }
-    const char *base = "{\"messages\":[{\"role\":\"user\",\"content\":\"Write a poem\"}],\"max_tokens\":16,"
-                       "\"temperature\":0";
+    const char *base =
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"Write a poem\"}],\"max_tokens\":16,"
+        "\"temperature\":0";
     char req[1024];
     hresp r;
     snprintf(req, sizeof req, "%s}", base);
     CHECK(http(s.port, "POST", "/v1/chat/completions", NULL, req, &r) == 0 && r.status == 200);
     json_t *j = body_json(&r);
-    char *want = strdup(jstr(j, "choices.0.message.content") ? jstr(j, "choices.0.message.content") : "?");
+    char *want =
+        strdup(jstr(j, "choices.0.message.content") ? jstr(j, "choices.0.message.content") : "?");
     json_decref(j);
     hresp_free(&r);
-    snprintf(req, sizeof req, "%s,\"stream\":true,\"stream_options\":{\"include_usage\":true}}", base);
+    snprintf(req, sizeof req, "%s,\"stream\":true,\"stream_options\":{\"include_usage\":true}}",
+             base);
     CHECK(http(s.port, "POST", "/v1/chat/completions", NULL, req, &r) == 0 && r.status == 200);
     CHECK_STR_CONTAINS(r.raw, "Content-Type: text/event-stream");
     int done = 0;
@@ -426,7 +460,8 @@ static void test_serve_stream(void) {
     CHECK(done);
     size_t n = json_array_size(ev);
     CHECKF(n >= 4, "%zu events", n);
-    CHECK(jstr(ev, "0.choices.0.delta.role") && !strcmp(jstr(ev, "0.choices.0.delta.role"), "assistant"));
+    CHECK(jstr(ev, "0.choices.0.delta.role") &&
+          !strcmp(jstr(ev, "0.choices.0.delta.role"), "assistant"));
     char got[4096] = "";
     int n_deltas = 0;
     for (size_t i = 0; i + 2 < n; i++) {
@@ -441,15 +476,18 @@ static void test_serve_stream(void) {
     CHECK(jstr(fin, "choices.0.finish_reason") != NULL);
     CHECK(json_array_size(json_object_get(use, "choices")) == 0);
     CHECK(jint(use, "usage.completion_tokens") > 0 && jint(use, "usage.prompt_tokens") > 5);
-    CHECK(jint(use, "usage.prompt_tokens_details.cached_tokens") == jint(use, "usage.prompt_tokens") - 1);
+    CHECK(jint(use, "usage.prompt_tokens_details.cached_tokens") ==
+          jint(use, "usage.prompt_tokens") - 1);
     json_decref(ev);
     hresp_free(&r);
     /* completions stream */
-    CHECK(http(s.port, "POST", "/v1/completions", NULL, "{\"prompt\":\"Hello\",\"max_tokens\":4,\"stream\":true}", &r) ==
-              0 && r.status == 200);
+    CHECK(http(s.port, "POST", "/v1/completions", NULL,
+               "{\"prompt\":\"Hello\",\"max_tokens\":4,\"stream\":true}", &r) == 0 &&
+          r.status == 200);
     ev = sse_events(r.body, &done);
     CHECK(done && json_array_size(ev) >= 2);
-    CHECK(jstr(ev, "0.object") && !strcmp(jstr(ev, "0.object"), "text_completion") && jstr(ev, "0.choices.0.text"));
+    CHECK(jstr(ev, "0.object") && !strcmp(jstr(ev, "0.object"), "text_completion") &&
+          jstr(ev, "0.choices.0.text"));
     json_decref(ev);
     hresp_free(&r);
     free(want);
@@ -464,15 +502,21 @@ static void test_serve_responses(void) {
         return;
     }
     hresp r;
-    const char *req =
-        "{\"model\":\"gpt-5-codex\",\"instructions\":\"You are a coding agent.\",\"input\":[{\"type\":\"message\","
-        "\"role\":\"user\",\"content\":[{\"type\":\"input_text\",\"text\":\"List the files\"}]},{\"type\":"
-        "\"function_call\",\"call_id\":\"call_1\",\"name\":\"shell\",\"arguments\":\"{\\\"command\\\":[\\\"ls\\\"]}\"},"
-        "{\"type\":\"function_call_output\",\"call_id\":\"call_1\",\"output\":\"a.c b.c\"}],\"tools\":[{\"type\":"
-        "\"function\",\"name\":\"shell\",\"description\":\"run a command\",\"parameters\":{\"type\":\"object\","
-        "\"properties\":{\"command\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}}}},{\"type\":"
-        "\"web_search\"}],\"tool_choice\":\"auto\",\"parallel_tool_calls\":false,\"reasoning\":{\"effort\":\"low\"},"
-        "\"store\":false,\"stream\":true,\"max_output_tokens\":12,\"temperature\":0}";
+    const char *req = "{\"model\":\"gpt-5-codex\",\"instructions\":\"You are a coding "
+                      "agent.\",\"input\":[{\"type\":\"message\","
+                      "\"role\":\"user\",\"content\":[{\"type\":\"input_text\",\"text\":\"List the "
+                      "files\"}]},{\"type\":"
+                      "\"function_call\",\"call_id\":\"call_1\",\"name\":\"shell\",\"arguments\":"
+                      "\"{\\\"command\\\":[\\\"ls\\\"]}\"},"
+                      "{\"type\":\"function_call_output\",\"call_id\":\"call_1\",\"output\":\"a.c "
+                      "b.c\"}],\"tools\":[{\"type\":"
+                      "\"function\",\"name\":\"shell\",\"description\":\"run a "
+                      "command\",\"parameters\":{\"type\":\"object\","
+                      "\"properties\":{\"command\":{\"type\":\"array\",\"items\":{\"type\":"
+                      "\"string\"}}}}},{\"type\":"
+                      "\"web_search\"}],\"tool_choice\":\"auto\",\"parallel_tool_calls\":false,"
+                      "\"reasoning\":{\"effort\":\"low\"},"
+                      "\"store\":false,\"stream\":true,\"max_output_tokens\":12,\"temperature\":0}";
     CHECK(http(s.port, "POST", "/v1/responses", NULL, req, &r) == 0 && r.status == 200);
     int done = 0;
     json_t *ev = sse_events(r.body, &done);
@@ -480,18 +524,23 @@ static void test_serve_responses(void) {
     CHECKF(n >= 6, "%zu events: %s", n, r.body);
     /* the order Codex relies on */
     const char *first[] = {"response.created", "response.in_progress"};
-    for (int i = 0; i < 2; i++) CHECK(jstr(ev, i ? "1.type" : "0.type") && !strcmp(jstr(json_array_get(ev, (size_t)i), "type"), first[i]));
+    for (int i = 0; i < 2; i++)
+        CHECK(jstr(ev, i ? "1.type" : "0.type") &&
+              !strcmp(jstr(json_array_get(ev, (size_t)i), "type"), first[i]));
     const char *last = jstr(json_array_get(ev, n - 1), "type");
-    CHECKF(last && (!strcmp(last, "response.completed") || !strcmp(last, "response.incomplete")), "last %s", last);
+    CHECKF(last && (!strcmp(last, "response.completed") || !strcmp(last, "response.incomplete")),
+           "last %s", last);
     int added = 0, deltas = 0, item_done = 0, text_done = 0;
     for (size_t i = 0; i < n; i++) {
         json_t *e = json_array_get(ev, i);
-        CHECKF(jint(e, "sequence_number") == (long)i, "sequence_number %ld at %zu", jint(e, "sequence_number"), i);
+        CHECKF(jint(e, "sequence_number") == (long)i, "sequence_number %ld at %zu",
+               jint(e, "sequence_number"), i);
         const char *t = jstr(e, "type");
         if (!t) continue;
         CHECKF(strstr(r.body, "event: ") != NULL, "no event: lines");
         if (!strcmp(t, "response.output_item.added")) added++;
-        if (!strcmp(t, "response.output_text.delta") || !strcmp(t, "response.reasoning_text.delta")) {
+        if (!strcmp(t, "response.output_text.delta") ||
+            !strcmp(t, "response.reasoning_text.delta")) {
             CHECK(added > item_done);
             CHECK(jstr(e, "item_id") && jstr(e, "delta"));
             deltas++;
@@ -499,7 +548,8 @@ static void test_serve_responses(void) {
         if (!strcmp(t, "response.output_text.done")) text_done++;
         if (!strcmp(t, "response.output_item.done")) item_done++;
     }
-    CHECKF(added >= 1 && added == item_done && deltas >= 2, "added %d done %d deltas %d", added, item_done, deltas);
+    CHECKF(added >= 1 && added == item_done && deltas >= 2, "added %d done %d deltas %d", added,
+           item_done, deltas);
     json_t *fin = json_object_get(json_array_get(ev, n - 1), "response");
     CHECK(jstr(fin, "id") && !strncmp(jstr(fin, "id"), "resp_", 5));
     CHECK(json_array_size(json_object_get(fin, "output")) == (size_t)item_done);
@@ -508,7 +558,8 @@ static void test_serve_responses(void) {
     json_decref(ev);
     hresp_free(&r);
     /* non-streaming Responses, plain string input */
-    CHECK(http(s.port, "POST", "/v1/responses", NULL, "{\"input\":\"hi\",\"max_output_tokens\":3}", &r) == 0 &&
+    CHECK(http(s.port, "POST", "/v1/responses", NULL, "{\"input\":\"hi\",\"max_output_tokens\":3}",
+               &r) == 0 &&
           r.status == 200);
     json_t *j = body_json(&r);
     CHECK(jstr(j, "object") && !strcmp(jstr(j, "object"), "response"));
@@ -529,17 +580,20 @@ static void test_serve_reasoning(void) {
         return;
     }
     hresp r;
-    const char *req = "{\"messages\":[{\"role\":\"user\",\"content\":\"Why is the sky blue?\"}],\"max_tokens\":10,"
+    const char *req = "{\"messages\":[{\"role\":\"user\",\"content\":\"Why is the sky "
+                      "blue?\"}],\"max_tokens\":10,"
                       "\"temperature\":0}";
     CHECK(http(s.port, "POST", "/v1/chat/completions", NULL, req, &r) == 0 && r.status == 200);
     json_t *j = body_json(&r);
-    const char *rc = jstr(j, "choices.0.message.reasoning_content"), *c = jstr(j, "choices.0.message.content");
+    const char *rc = jstr(j, "choices.0.message.reasoning_content"),
+               *c = jstr(j, "choices.0.message.content");
     CHECKF(rc && *rc && c && !strstr(c, "think>"), "%s", r.body);
     CHECK(jint(j, "usage.completion_tokens_details.reasoning_tokens") > 0);
     json_decref(j);
     hresp_free(&r);
     /* streamed: reasoning deltas only, as reasoning_content */
-    const char *sreq = "{\"messages\":[{\"role\":\"user\",\"content\":\"Why is the sky blue?\"}],\"max_tokens\":10,"
+    const char *sreq = "{\"messages\":[{\"role\":\"user\",\"content\":\"Why is the sky "
+                       "blue?\"}],\"max_tokens\":10,"
                        "\"temperature\":0,\"stream\":true}";
     CHECK(http(s.port, "POST", "/v1/chat/completions", NULL, sreq, &r) == 0 && r.status == 200);
     int done;
@@ -555,16 +609,19 @@ static void test_serve_reasoning(void) {
     json_decref(ev);
     hresp_free(&r);
     /* Responses: a reasoning item comes first */
-    CHECK(http(s.port, "POST", "/v1/responses", NULL, "{\"input\":\"hi\",\"max_output_tokens\":4,\"stream\":true}",
-               &r) == 0 && r.status == 200);
+    CHECK(http(s.port, "POST", "/v1/responses", NULL,
+               "{\"input\":\"hi\",\"max_output_tokens\":4,\"stream\":true}", &r) == 0 &&
+          r.status == 200);
     CHECK_STR_CONTAINS(r.body, "response.reasoning_text.delta");
     hresp_free(&r);
     /* thinking off: the answer is content */
-    const char *off = "{\"messages\":[{\"role\":\"user\",\"content\":\"Why is the sky blue?\"}],\"max_tokens\":10,"
+    const char *off = "{\"messages\":[{\"role\":\"user\",\"content\":\"Why is the sky "
+                      "blue?\"}],\"max_tokens\":10,"
                       "\"temperature\":0,\"chat_template_kwargs\":{\"enable_thinking\":false}}";
     CHECK(http(s.port, "POST", "/v1/chat/completions", NULL, off, &r) == 0 && r.status == 200);
     j = body_json(&r);
-    CHECKF(jstr(j, "choices.0.message.content") && !jstr(j, "choices.0.message.reasoning_content"), "%s", r.body);
+    CHECKF(jstr(j, "choices.0.message.content") && !jstr(j, "choices.0.message.reasoning_content"),
+           "%s", r.body);
     json_decref(j);
     hresp_free(&r);
     srv_down(&s);
@@ -579,28 +636,35 @@ static void test_serve_tools_http(void) {
         srv_down(&s);
         return;
     }
-    const char *tools = "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":"
-                        "\"Weather of a city\",\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{"
-                        "\"type\":\"string\"}},\"required\":[\"city\"]}}}]";
+    const char *tools =
+        "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":"
+        "\"Weather of a city\",\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{"
+        "\"type\":\"string\"}},\"required\":[\"city\"]}}}]";
     char req[4096];
-    snprintf(req, sizeof req,
-             "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather in Paris?\"},{\"role\":\"assistant\","
-             "\"content\":null,\"tool_calls\":[{\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":"
-             "\"get_weather\",\"arguments\":\"{\\\"city\\\": \\\"Paris\\\"}\"}}]},{\"role\":\"tool\","
-             "\"tool_call_id\":\"call_1\",\"content\":\"18 C, sunny\"}],%s,\"tool_choice\":\"auto\",\"max_tokens\":6,"
-             "\"temperature\":0}",
-             tools);
+    snprintf(
+        req, sizeof req,
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather in "
+        "Paris?\"},{\"role\":\"assistant\","
+        "\"content\":null,\"tool_calls\":[{\"id\":\"call_1\",\"type\":\"function\",\"function\":{"
+        "\"name\":"
+        "\"get_weather\",\"arguments\":\"{\\\"city\\\": \\\"Paris\\\"}\"}}]},{\"role\":\"tool\","
+        "\"tool_call_id\":\"call_1\",\"content\":\"18 C, "
+        "sunny\"}],%s,\"tool_choice\":\"auto\",\"max_tokens\":6,"
+        "\"temperature\":0}",
+        tools);
     hresp r;
     CHECK(http(s.port, "POST", "/v1/chat/completions", NULL, req, &r) == 0 && r.status == 200);
     json_t *j = body_json(&r);
     const char *fr = jstr(j, "choices.0.finish_reason");
-    CHECKF(fr && (!strcmp(fr, "length") || !strcmp(fr, "stop") || !strcmp(fr, "tool_calls")), "%s", r.body);
+    CHECKF(fr && (!strcmp(fr, "length") || !strcmp(fr, "stop") || !strcmp(fr, "tool_calls")), "%s",
+           r.body);
     CHECK(jint(j, "usage.prompt_tokens") > 40); /* the tool declarations were rendered */
     json_decref(j);
     hresp_free(&r);
     /* a specific function as tool_choice; one that is not offered is a 400 */
     snprintf(req, sizeof req,
-             "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],%s,\"tool_choice\":{\"type\":\"function\","
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],%s,\"tool_choice\":{\"type\":"
+             "\"function\","
              "\"function\":{\"name\":\"nope\"}},\"max_tokens\":2}",
              tools);
     CHECK(http(s.port, "POST", "/v1/chat/completions", NULL, req, &r) == 0 && r.status == 400);
@@ -608,9 +672,11 @@ static void test_serve_tools_http(void) {
     hresp_free(&r);
     /* a tool call without a function name cannot be rendered: 400, not a crash */
     CHECK(http(s.port, "POST", "/v1/chat/completions", NULL,
-               "{\"messages\":[{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[{\"type\":\"function\","
+               "{\"messages\":[{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[{\"type\":"
+               "\"function\","
                "\"function\":{\"arguments\":\"{}\"}}]}],\"max_tokens\":2}",
-               &r) == 0 && r.status == 400);
+               &r) == 0 &&
+          r.status == 400);
     CHECK_STR_CONTAINS(r.body, "\"error\"");
     hresp_free(&r);
     srv_down(&s);
@@ -631,13 +697,15 @@ static int collect_delta(void *ud, int kind, const char *s, size_t n) {
 }
 
 static void test_serve_tool_mapping(void) {
-    const char *text = "<think>\nThe user wants weather.\n</think>\n\nLet me check.\n<tool_call>\n{\"name\": "
-                       "\"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 2}}\n</tool_call>";
+    const char *text =
+        "<think>\nThe user wants weather.\n</think>\n\nLet me check.\n<tool_call>\n{\"name\": "
+        "\"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 2}}\n</tool_call>";
     /* streamed one byte at a time: reasoning and content are separated, the markup is held back */
     oai_split sp;
     oai_split_init(&sp, "qwen3", 0, 1, 0);
     collect col = {{0}, {0}};
-    for (size_t i = 0; text[i]; i++) CHECK(oai_split_push(&sp, text + i, 1, 0, collect_delta, &col) == 0);
+    for (size_t i = 0; text[i]; i++)
+        CHECK(oai_split_push(&sp, text + i, 1, 0, collect_delta, &col) == 0);
     CHECK(oai_split_push(&sp, "", 0, 1, collect_delta, &col) == 0);
     CHECKF(col.r.v && !strcmp(col.r.v, "The user wants weather.\n"), "reasoning '%s'", col.r.v);
     CHECKF(col.c.v && !strcmp(col.c.v, "Let me check.\n"), "content '%s'", col.c.v);
@@ -650,34 +718,46 @@ static void test_serve_tool_mapping(void) {
     CHECK(oai_split_push(&sp, g, strlen(g), 0, collect_delta, &col) == 0);
     CHECKF(col.r.v && !strcmp(col.r.v, "thinking"), "held '%s'", col.r.v);
     CHECK(oai_split_push(&sp, "ink>answer <tool_call>x", 23, 1, collect_delta, &col) == 0);
-    CHECKF(col.c.v && !strcmp(col.c.v, "answer <tool_call>x"), "no tools: markup is text: '%s'", col.c.v);
+    CHECKF(col.c.v && !strcmp(col.c.v, "answer <tool_call>x"), "no tools: markup is text: '%s'",
+           col.c.v);
     oai_split_free(&sp);
     free(col.r.v), free(col.c.v);
     /* the parse and the OpenAI shapes */
     pt_chat_parsed p;
     char err[512];
     CHECK(pt_chat_parse("qwen3", text, strlen(text), 0, NULL, &p, err, sizeof err) == 0);
-    CHECK(p.n_calls == 1 && !strcmp(p.reasoning, "The user wants weather.") && !strcmp(p.content, "Let me check."));
+    CHECK(p.n_calls == 1 && !strcmp(p.reasoning, "The user wants weather.") &&
+          !strcmp(p.content, "Let me check."));
     json_t *calls = oai_tool_calls(&p, "abc");
     CHECK(json_array_size(calls) == 1);
     CHECK(jstr(calls, "0.id") && !strcmp(jstr(calls, "0.id"), "call_abc_0"));
     CHECK(jstr(calls, "0.type") && !strcmp(jstr(calls, "0.type"), "function"));
     CHECK(jstr(calls, "0.function.name") && !strcmp(jstr(calls, "0.function.name"), "get_weather"));
-    json_t *args = json_loads(jstr(calls, "0.function.arguments") ? jstr(calls, "0.function.arguments") : "", 0, NULL);
+    json_t *args = json_loads(
+        jstr(calls, "0.function.arguments") ? jstr(calls, "0.function.arguments") : "", 0, NULL);
     CHECK(jstr(args, "city") && !strcmp(jstr(args, "city"), "Paris") && jint(args, "days") == 2);
     json_decref(args);
     json_decref(calls);
     CHECK(!strcmp(oai_finish_reason(PT_GEN_EOG, 1), "tool_calls") &&
           !strcmp(oai_finish_reason(PT_GEN_LENGTH, 0), "length"));
-    oai_result res = {.id = "chatcmpl-abc", .model = "m", .created = 1, .parsed = &p, .reason = PT_GEN_EOG,
-                      .prompt_tokens = 10, .cached_tokens = 4, .completion_tokens = 7, .reasoning_tokens = 3};
+    oai_result res = {.id = "chatcmpl-abc",
+                      .model = "m",
+                      .created = 1,
+                      .parsed = &p,
+                      .reason = PT_GEN_EOG,
+                      .prompt_tokens = 10,
+                      .cached_tokens = 4,
+                      .completion_tokens = 7,
+                      .reasoning_tokens = 3};
     char *body = oai_reply(OAI_CHAT, &res);
     json_t *j = json_loads(body ? body : "", 0, NULL);
-    CHECK(jstr(j, "choices.0.finish_reason") && !strcmp(jstr(j, "choices.0.finish_reason"), "tool_calls"));
+    CHECK(jstr(j, "choices.0.finish_reason") &&
+          !strcmp(jstr(j, "choices.0.finish_reason"), "tool_calls"));
     CHECK(jstr(j, "choices.0.message.reasoning_content") &&
           !strcmp(jstr(j, "choices.0.message.reasoning_content"), "The user wants weather."));
     CHECK(jstr(j, "choices.0.message.tool_calls.0.function.name") != NULL);
-    CHECK(jint(j, "usage.prompt_tokens_details.cached_tokens") == 4 && jint(j, "usage.total_tokens") == 17);
+    CHECK(jint(j, "usage.prompt_tokens_details.cached_tokens") == 4 &&
+          jint(j, "usage.total_tokens") == 17);
     json_decref(j);
     free(body);
     /* a chat stream's closing chunks carry the calls with an index */
@@ -689,7 +769,8 @@ static void test_serve_tool_mapping(void) {
     json_t *ev = sse_events(out.v, &done);
     CHECK(done && json_array_size(ev) == 4);
     CHECK(jint(ev, "1.choices.0.delta.tool_calls.0.index") == 0);
-    CHECK(jstr(ev, "2.choices.0.finish_reason") && !strcmp(jstr(ev, "2.choices.0.finish_reason"), "tool_calls"));
+    CHECK(jstr(ev, "2.choices.0.finish_reason") &&
+          !strcmp(jstr(ev, "2.choices.0.finish_reason"), "tool_calls"));
     json_decref(ev);
     oai_stream_free(&st);
     /* Responses: reasoning item, message item, then the function_call item */
@@ -701,12 +782,23 @@ static void test_serve_tool_mapping(void) {
     CHECK(oai_stream_end(&st, &res, &out) == 0);
     out.v[out.n] = 0;
     ev = sse_events(out.v, &done);
-    const char *want[] = {"response.created", "response.in_progress", "response.output_item.added",
-                          "response.reasoning_text.delta", "response.reasoning_text.done", "response.output_item.done",
-                          "response.output_item.added", "response.content_part.added", "response.output_text.delta",
-                          "response.output_text.done", "response.content_part.done", "response.output_item.done",
-                          "response.output_item.added", "response.function_call_arguments.delta",
-                          "response.function_call_arguments.done", "response.output_item.done", "response.completed"};
+    const char *want[] = {"response.created",
+                          "response.in_progress",
+                          "response.output_item.added",
+                          "response.reasoning_text.delta",
+                          "response.reasoning_text.done",
+                          "response.output_item.done",
+                          "response.output_item.added",
+                          "response.content_part.added",
+                          "response.output_text.delta",
+                          "response.output_text.done",
+                          "response.content_part.done",
+                          "response.output_item.done",
+                          "response.output_item.added",
+                          "response.function_call_arguments.delta",
+                          "response.function_call_arguments.done",
+                          "response.output_item.done",
+                          "response.completed"};
     size_t nw = sizeof want / sizeof want[0];
     CHECKF(json_array_size(ev) == nw, "%zu events", json_array_size(ev));
     for (size_t i = 0; i < nw && i < json_array_size(ev); i++) {
@@ -716,7 +808,8 @@ static void test_serve_tool_mapping(void) {
     json_t *fc = json_object_get(json_array_get(ev, nw - 2), "item");
     CHECK(jstr(fc, "type") && !strcmp(jstr(fc, "type"), "function_call") && jstr(fc, "call_id"));
     CHECK(jstr(fc, "name") && !strcmp(jstr(fc, "name"), "get_weather"));
-    json_t *outp = json_object_get(json_object_get(json_array_get(ev, nw - 1), "response"), "output");
+    json_t *outp =
+        json_object_get(json_object_get(json_array_get(ev, nw - 1), "response"), "output");
     CHECK(json_array_size(outp) == 3);
     json_decref(ev);
     oai_stream_free(&st);
@@ -734,16 +827,21 @@ static void test_serve_request_parsing(void) {
     oai_req r;
     char err[512] = "";
     /* Responses input items become a chat conversation */
-    const char *body = "{\"instructions\":\"sys\",\"input\":[{\"role\":\"developer\",\"content\":\"dev\"},{\"type\":"
-                       "\"reasoning\",\"summary\":[{\"type\":\"summary_text\",\"text\":\"hmm\"}]},{\"type\":"
-                       "\"function_call\",\"call_id\":\"c1\",\"name\":\"f\",\"arguments\":\"{}\"},{\"type\":"
-                       "\"function_call_output\",\"call_id\":\"c1\",\"output\":\"ok\"}],\"tools\":[{\"type\":"
-                       "\"function\",\"name\":\"f\",\"parameters\":{\"type\":\"object\"}}],\"max_output_tokens\":7}";
-    CHECKF(oai_parse_request(OAI_RESPONSES, body, strlen(body), &r, err, sizeof err) == 0, "%s", err);
+    const char *body =
+        "{\"instructions\":\"sys\",\"input\":[{\"role\":\"developer\",\"content\":\"dev\"},{"
+        "\"type\":"
+        "\"reasoning\",\"summary\":[{\"type\":\"summary_text\",\"text\":\"hmm\"}]},{\"type\":"
+        "\"function_call\",\"call_id\":\"c1\",\"name\":\"f\",\"arguments\":\"{}\"},{\"type\":"
+        "\"function_call_output\",\"call_id\":\"c1\",\"output\":\"ok\"}],\"tools\":[{\"type\":"
+        "\"function\",\"name\":\"f\",\"parameters\":{\"type\":\"object\"}}],\"max_output_tokens\":"
+        "7}";
+    CHECKF(oai_parse_request(OAI_RESPONSES, body, strlen(body), &r, err, sizeof err) == 0, "%s",
+           err);
     CHECK(json_array_size(r.messages) == 4);
     CHECK(jstr(r.messages, "1.role") && !strcmp(jstr(r.messages, "1.role"), "system"));
     CHECK(jstr(r.messages, "2.role") && !strcmp(jstr(r.messages, "2.role"), "assistant"));
-    CHECK(jstr(r.messages, "2.reasoning_content") && !strcmp(jstr(r.messages, "2.reasoning_content"), "hmm"));
+    CHECK(jstr(r.messages, "2.reasoning_content") &&
+          !strcmp(jstr(r.messages, "2.reasoning_content"), "hmm"));
     CHECK(jstr(r.messages, "2.tool_calls.0.function.name") != NULL);
     CHECK(jstr(r.messages, "3.tool_call_id") && !strcmp(jstr(r.messages, "3.tool_call_id"), "c1"));
     CHECK(jstr(r.tools, "0.function.name") && r.max_tokens == 7);
@@ -759,9 +857,12 @@ static void test_serve_request_parsing(void) {
         {"{\"messages\":[1]}", "messages[0]"},
         {"{\"messages\":[{\"role\":\"wizard\",\"content\":\"x\"}]}", "unknown role"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":5}]}", "'content'"},
-        {"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", "not supported"},
-        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"temperature\":\"hot\"}", "'temperature'"},
-        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":-5}", "'max_tokens'"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}",
+         "not supported"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"temperature\":\"hot\"}",
+         "'temperature'"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":-5}",
+         "'max_tokens'"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":5}", "'stop'"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":{}}", "'tools'"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":2}", "'n'"},
@@ -770,15 +871,21 @@ static void test_serve_request_parsing(void) {
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         memset(err, 0, sizeof err);
-        CHECKF(oai_parse_request(OAI_CHAT, bad[i].body, strlen(bad[i].body), &r, err, sizeof err) == -1,
+        CHECKF(oai_parse_request(OAI_CHAT, bad[i].body, strlen(bad[i].body), &r, err, sizeof err) ==
+                   -1,
                "accepted %s", bad[i].body);
-        CHECKF(strstr(err, bad[i].needle) != NULL, "%s: '%s' lacks '%s'", bad[i].body, err, bad[i].needle);
+        CHECKF(strstr(err, bad[i].needle) != NULL, "%s: '%s' lacks '%s'", bad[i].body, err,
+               bad[i].needle);
     }
     CHECK(oai_parse_request(OAI_COMPLETIONS, "{\"prompt\":[1,2]}", 16, &r, err, sizeof err) == -1);
     CHECK(oai_parse_request(OAI_RESPONSES, "{\"input\":3}", 11, &r, err, sizeof err) == -1);
     /* invalid UTF-8 is repaired, never passed on */
     pt_buf u = {0};
-    CHECK(pt_utf8_repair("a\xff" "b\xc3", 4, &u) == 2 && !strcmp(u.v, "a\xef\xbf\xbd" "b\xef\xbf\xbd"));
+    CHECK(pt_utf8_repair("a\xff"
+                         "b\xc3",
+                         4, &u) == 2 &&
+          !strcmp(u.v, "a\xef\xbf\xbd"
+                       "b\xef\xbf\xbd"));
     pt_buf_free(&u);
 }
 
@@ -795,22 +902,26 @@ static void test_serve_api_key(void) {
     CHECK(http(s.port, "POST", "/v1/chat/completions", NULL, req, &r) == 0 && r.status == 401);
     CHECK_STR_CONTAINS(r.body, "authentication_error");
     hresp_free(&r);
-    CHECK(http(s.port, "POST", "/v1/chat/completions", "Authorization: Bearer wrong\r\n", req, &r) == 0 &&
+    CHECK(http(s.port, "POST", "/v1/chat/completions", "Authorization: Bearer wrong\r\n", req,
+               &r) == 0 &&
           r.status == 401);
     hresp_free(&r);
     CHECK(http(s.port, "GET", "/v1/models", NULL, NULL, &r) == 0 && r.status == 401);
     hresp_free(&r);
-    CHECK(http(s.port, "POST", "/v1/chat/completions", "Authorization: Bearer sekrit\r\n", req, &r) == 0 &&
+    CHECK(http(s.port, "POST", "/v1/chat/completions", "Authorization: Bearer sekrit\r\n", req,
+               &r) == 0 &&
           r.status == 200);
     hresp_free(&r);
-    CHECK(http(s.port, "GET", "/health", NULL, NULL, &r) == 0 && r.status == 200); /* health needs no key */
+    CHECK(http(s.port, "GET", "/health", NULL, NULL, &r) == 0 &&
+          r.status == 200); /* health needs no key */
     hresp_free(&r);
     srv_down(&s);
     /* a non-loopback address without a key: the loud warning comes before binding. The address
      * is TEST-NET-1 (RFC 5737), never this machine's, so the bind fails and nothing is exposed. */
     char out[8192];
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "timeout 20 %s serve -m %s --host 192.0.2.1 --port 0 -t 1", bin(), t_fixture(FIX));
+    snprintf(cmd, sizeof cmd, "timeout 20 %s serve -m %s --host 192.0.2.1 --port 0 -t 1", bin(),
+             t_fixture(FIX));
     CHECK(t_run(cmd, out, sizeof out) == 1);
     CHECK_STR_CONTAINS(out, "WARNING: listening on 192.0.2.1 without --api-key");
     CHECK_STR_CONTAINS(out, "cannot listen on 192.0.2.1");
@@ -821,7 +932,8 @@ static int start_long_stream(int port, int max_tokens) {
     int fd = connect_to(port, 30);
     char req[512];
     snprintf(req, sizeof req,
-             "{\"messages\":[{\"role\":\"user\",\"content\":\"Go on forever\"}],\"max_tokens\":%d,\"stream\":true,"
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"Go on "
+             "forever\"}],\"max_tokens\":%d,\"stream\":true,"
              "\"temperature\":1,\"seed\":1}",
              max_tokens);
     if (fd >= 0 && send_req(fd, "POST", "/v1/chat/completions", NULL, req)) {
@@ -859,7 +971,9 @@ static void test_serve_queue_429(void) {
     CHECK(waiting);
     hresp r;
     CHECK(http(s.port, "POST", "/v1/chat/completions", NULL,
-               "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":2}", &r) == 0 && r.status == 429);
+               "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":2}",
+               &r) == 0 &&
+          r.status == 429);
     CHECK_STR_CONTAINS(r.body, "rate_limit_exceeded");
     CHECK_STR_CONTAINS(r.body, "\"error\":{\"message\"");
     hresp_free(&r);
@@ -867,10 +981,13 @@ static void test_serve_queue_429(void) {
     close(b);
     json_t *h = NULL;
     CHECK(wait_idle(s.port, 10, &h) == 0);
-    CHECKF(jint(h, "cancelled") >= 1 && jint(h, "rejected") == 1, "health %s", h ? json_dumps(h, 0) : "");
+    CHECKF(jint(h, "cancelled") >= 1 && jint(h, "rejected") == 1, "health %s",
+           h ? json_dumps(h, 0) : "");
     json_decref(h);
     CHECK(http(s.port, "POST", "/v1/chat/completions", NULL,
-               "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":2}", &r) == 0 && r.status == 200);
+               "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":2}",
+               &r) == 0 &&
+          r.status == 200);
     hresp_free(&r);
     srv_down(&s);
 }
@@ -903,24 +1020,28 @@ static void test_serve_cancel(void) {
     const char *fr = jstr(h, "last.finish_reason");
     CHECKF(fr && !strcmp(fr, "cancelled"), "finish %s", fr);
     CHECKF(ntok >= 0 && ntok < max, "generated %ld of %d after the client left", ntok, max);
-    fprintf(stderr, "  cancel: stopped after %ld tokens, idle %.3f s after the hang-up\n", ntok, dt);
+    fprintf(stderr, "  cancel: stopped after %ld tokens, idle %.3f s after the hang-up\n", ntok,
+            dt);
     json_decref(h);
     /* the next request is served at once */
     hresp r;
     t0 = now_s();
     CHECK(http(s.port, "POST", "/v1/chat/completions", NULL,
-               "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":4}", &r) == 0 && r.status == 200);
+               "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":4}",
+               &r) == 0 &&
+          r.status == 200);
     CHECKF(now_s() - t0 < 5, "the next request took %.2f s", now_s() - t0);
     hresp_free(&r);
     /* a non-streaming request whose client leaves is cancelled too */
     fd = connect_to(s.port, 30);
     send_req(fd, "POST", "/v1/chat/completions", NULL,
-             "{\"messages\":[{\"role\":\"user\",\"content\":\"Go\"}],\"max_tokens\":3500,\"temperature\":1}");
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"Go\"}],\"max_tokens\":3500,"
+             "\"temperature\":1}");
     usleep(200 * 1000);
     close(fd);
     CHECK(wait_idle(s.port, 10, &h) == 0);
-    CHECKF(jstr(h, "last.finish_reason") && !strcmp(jstr(h, "last.finish_reason"), "cancelled"), "finish %s",
-           jstr(h, "last.finish_reason"));
+    CHECKF(jstr(h, "last.finish_reason") && !strcmp(jstr(h, "last.finish_reason"), "cancelled"),
+           "finish %s", jstr(h, "last.finish_reason"));
     json_decref(h);
     srv_down(&s);
 }
@@ -935,12 +1056,20 @@ static void test_serve_malformed(void) {
     }
     hresp r;
     const char *bodies[] = {
-        "{", "not json at all", "[]", "{}", "null", "{\"messages\":\"hi\"}", "{\"messages\":[]}",
-        "{\"messages\":[{\"content\":\"x\"}]}", "{\"messages\":[{\"role\":7,\"content\":\"x\"}]}",
+        "{",
+        "not json at all",
+        "[]",
+        "{}",
+        "null",
+        "{\"messages\":\"hi\"}",
+        "{\"messages\":[]}",
+        "{\"messages\":[{\"content\":\"x\"}]}",
+        "{\"messages\":[{\"role\":7,\"content\":\"x\"}]}",
         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":\"ten\"}",
         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_p\":7}",
         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":42}",
-        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\"}]}",
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\"}]"
+        "}",
         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream_options\":7}",
         "\xff\xfe{\"messages\":1}",
         "{\"messages\":[{\"role\":\"user\",\"content\":\"\\ud800\"}]}",
@@ -953,9 +1082,11 @@ static void test_serve_malformed(void) {
         json_decref(j);
         hresp_free(&r);
     }
-    CHECK(http(s.port, "POST", "/v1/responses", NULL, "{\"input\":{}}", &r) == 0 && r.status == 400);
+    CHECK(http(s.port, "POST", "/v1/responses", NULL, "{\"input\":{}}", &r) == 0 &&
+          r.status == 400);
     hresp_free(&r);
-    CHECK(http(s.port, "POST", "/v1/completions", NULL, "{\"prompt\":\"\"}", &r) == 0 && r.status == 400);
+    CHECK(http(s.port, "POST", "/v1/completions", NULL, "{\"prompt\":\"\"}", &r) == 0 &&
+          r.status == 400);
     hresp_free(&r);
     /* a prompt longer than the context */
     {
@@ -963,7 +1094,8 @@ static void test_serve_malformed(void) {
         char *big = malloc(n + 100);
         strcpy(big, "{\"prompt\":\"");
         size_t k = strlen(big);
-        for (size_t i = 0; i < n - 100; i++) big[k++] = i % 5 ? 'a' + (char)(i % 23) : ' ';
+        for (size_t i = 0; i < n - 100; i++)
+            big[k++] = i % 5 ? 'a' + (char)(i % 23) : ' ';
         strcpy(big + k, "\"}");
         CHECK(http(s.port, "POST", "/v1/completions", NULL, big, &r) == 0 && r.status == 400);
         CHECK_STR_CONTAINS(r.body, "context holds");
@@ -978,7 +1110,8 @@ static void test_serve_malformed(void) {
         big[0] = '{', big[n - 1] = '}', big[n] = 0;
         int fd = connect_to(s.port, 10);
         char head[256];
-        snprintf(head, sizeof head, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n", n);
+        snprintf(head, sizeof head,
+                 "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n", n);
         send_all(fd, head, strlen(head));
         send(fd, big, n, MSG_NOSIGNAL); /* may fail part way: the server answers and closes */
         CHECK(read_resp(fd, &r) == 0 && r.status == 413);
@@ -990,7 +1123,8 @@ static void test_serve_malformed(void) {
     /* a chunked body that grows past the limit: the connection is closed */
     {
         int fd = connect_to(s.port, 10);
-        const char *h = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+        const char *h =
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
         send_all(fd, h, strlen(h));
         char chunk[8200];
         snprintf(chunk, sizeof chunk, "1f40\r\n");
@@ -1026,7 +1160,8 @@ static void test_serve_malformed(void) {
         int fd = connect_to(s.port, 10);
         send_req(fd, "GET", "/health", hdr, NULL);
         read_resp(fd, &r);
-        CHECKF(r.status == 0 || (r.status >= 400 && r.status < 500), "big header: status %d", r.status);
+        CHECKF(r.status == 0 || (r.status >= 400 && r.status < 500), "big header: status %d",
+               r.status);
         hresp_free(&r);
         close(fd);
         free(hdr);
@@ -1036,21 +1171,26 @@ static void test_serve_malformed(void) {
         int fd = connect_to(s.port, 10);
         send_all(fd, "HELLO THERE\r\n\r\n", 15);
         read_resp(fd, &r);
-        CHECKF(r.status == 0 || (r.status >= 400 && r.status < 500), "garbage: status %d", r.status);
+        CHECKF(r.status == 0 || (r.status >= 400 && r.status < 500), "garbage: status %d",
+               r.status);
         hresp_free(&r);
         close(fd);
     }
-    /* slow / half-open connections: others are served meanwhile, the idle ones are closed after --timeout */
+    /* slow / half-open connections: others are served meanwhile, the idle ones are closed after
+     * --timeout */
     int slow[4];
     for (int i = 0; i < 4; i++) {
         slow[i] = connect_to(s.port, 10);
-        const char *part = i % 2 ? "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"mess"
-                                  : "GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+        const char *part = i % 2 ? "POST /v1/chat/completions HTTP/1.1\r\nHost: "
+                                   "x\r\nContent-Length: 100\r\n\r\n{\"mess"
+                                 : "GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ";
         send_all(slow[i], part, strlen(part));
     }
     double t0 = now_s();
     CHECK(http(s.port, "POST", "/v1/chat/completions", NULL,
-               "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":3}", &r) == 0 && r.status == 200);
+               "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":3}",
+               &r) == 0 &&
+          r.status == 200);
     CHECKF(now_s() - t0 < 2, "served in %.2f s beside the slow connections", now_s() - t0);
     hresp_free(&r);
     for (int i = 0; i < 4; i++) {
@@ -1062,7 +1202,9 @@ static void test_serve_malformed(void) {
     CHECKF(now_s() - t0 < 8, "idle connections closed after %.2f s (timeout 2)", now_s() - t0);
     /* after all that, a normal request */
     CHECK(http(s.port, "POST", "/v1/chat/completions", NULL,
-               "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":3,\"stream\":true}", &r) == 0 &&
+               "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":3,\"stream\":"
+               "true}",
+               &r) == 0 &&
           r.status == 200);
     CHECK_STR_CONTAINS(r.body, "data: [DONE]");
     hresp_free(&r);
@@ -1074,15 +1216,18 @@ static void test_serve_cli(void) {
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "%s serve --help", bin());
     CHECK(t_run(cmd, out, sizeof out) == 0);
-    const char *flags[] = {"--host", "--port", "--api-key", "--queue", "--alias", "--max-body", "--max-header",
-                           "--timeout", "--max-connections", "--quiet", "--temp", "--ctx-size"};
-    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) CHECK_STR_CONTAINS(out, flags[i]);
+    const char *flags[] = {
+        "--host",       "--port",    "--api-key",         "--queue", "--alias", "--max-body",
+        "--max-header", "--timeout", "--max-connections", "--quiet", "--temp",  "--ctx-size"};
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+        CHECK_STR_CONTAINS(out, flags[i]);
     snprintf(cmd, sizeof cmd, "%s serve -m x --frobnicate", bin());
     CHECK(t_run(cmd, out, sizeof out) == 2);
     snprintf(cmd, sizeof cmd, "%s serve -m x --port 70000", bin());
     CHECK(t_run(cmd, out, sizeof out) == 2);
     /* without -m it serves the default model; one that cannot be opened is an error */
-    snprintf(cmd, sizeof cmd, "PETREL_MODEL=/no/such/model.gguf timeout 20 %s serve --port 0", bin());
+    snprintf(cmd, sizeof cmd, "PETREL_MODEL=/no/such/model.gguf timeout 20 %s serve --port 0",
+             bin());
     CHECK(t_run(cmd, out, sizeof out) == 1);
     snprintf(cmd, sizeof cmd, "timeout 20 %s serve -m /nonexistent.gguf --port 0", bin());
     CHECK(t_run(cmd, out, sizeof out) == 1);
@@ -1108,24 +1253,31 @@ static void test_serve_curl(void) {
     }
     char cmd[1024];
     snprintf(cmd, sizeof cmd,
-             "curl -sS --max-time 60 http://127.0.0.1:%d/v1/chat/completions -H 'Content-Type: application/json' "
-             "-d '{\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],\"max_tokens\":4,\"temperature\":0}'",
+             "curl -sS --max-time 60 http://127.0.0.1:%d/v1/chat/completions -H 'Content-Type: "
+             "application/json' "
+             "-d "
+             "'{\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],\"max_tokens\":4,"
+             "\"temperature\":0}'",
              s.port);
     CHECK(t_run(cmd, out, sizeof out) == 0);
     json_t *j = json_loads(out, 0, NULL);
-    CHECKF(j && jstr(j, "choices.0.message.role") && !strcmp(jstr(j, "choices.0.message.role"), "assistant"),
+    CHECKF(j && jstr(j, "choices.0.message.role") &&
+               !strcmp(jstr(j, "choices.0.message.role"), "assistant"),
            "curl chat: %s", out);
     CHECK(j && jint(j, "usage.completion_tokens") == 4);
     json_decref(j);
     snprintf(cmd, sizeof cmd,
              "curl -sS -N --max-time 60 http://127.0.0.1:%d/v1/chat/completions "
-             "-d '{\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],\"max_tokens\":4,\"stream\":true}'",
+             "-d "
+             "'{\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],\"max_tokens\":4,"
+             "\"stream\":true}'",
              s.port);
     CHECK(t_run(cmd, out, sizeof out) == 0);
     CHECK_STR_CONTAINS(out, "data: {");
     CHECK_STR_CONTAINS(out, "chat.completion.chunk");
     CHECK_STR_CONTAINS(out, "data: [DONE]");
-    snprintf(cmd, sizeof cmd, "curl -sS --max-time 10 http://127.0.0.1:%d/v1/chat/completions -d '{bad json'",
+    snprintf(cmd, sizeof cmd,
+             "curl -sS --max-time 10 http://127.0.0.1:%d/v1/chat/completions -d '{bad json'",
              s.port);
     CHECK(t_run(cmd, out, sizeof out) == 0);
     CHECK_STR_CONTAINS(out, "\"error\"");
@@ -1151,18 +1303,27 @@ static void test_serve_openai_node(void) {
         return;
     }
     static char out[65536];
-    if (t_run("node -e 'process.exit(+process.versions.node.split(\".\")[0] >= 20 ? 0 : 1)'", out, sizeof out)) {
-        CHECKF(0, "the openai npm client test needs Node 20+ and npm (or set PETREL_SKIP_NODE=1): %s", out);
+    if (t_run("node -e 'process.exit(+process.versions.node.split(\".\")[0] >= 20 ? 0 : 1)'", out,
+              sizeof out)) {
+        CHECKF(0,
+               "the openai npm client test needs Node 20+ and npm (or set PETREL_SKIP_NODE=1): %s",
+               out);
         return;
     }
     if (t_run("test -f tests/serve/node_modules/openai/package.json", NULL, 0)) {
-        /* flock: two test runs at once (e.g. the sanitizer pass) must not install over each other */
-        int rc = t_run("cd tests/serve && if command -v flock >/dev/null; then L='flock .npm.lock'; else L=; fi; "
-                       "test -f node_modules/openai/package.json || timeout 300 $L npm ci --no-audit --no-fund",
+        /* flock: two test runs at once (e.g. the sanitizer pass) must not install over each other
+         */
+        int rc = t_run("cd tests/serve && if command -v flock >/dev/null; then L='flock "
+                       ".npm.lock'; else L=; fi; "
+                       "test -f node_modules/openai/package.json || timeout 300 $L npm ci "
+                       "--no-audit --no-fund",
                        out, sizeof out);
         if (rc) {
-            CHECKF(0, "npm ci in tests/serve failed (exit %d; the npm registry must be reachable once, or set "
-                      "PETREL_SKIP_NODE=1): %s", rc, out);
+            CHECKF(0,
+                   "npm ci in tests/serve failed (exit %d; the npm registry must be reachable "
+                   "once, or set "
+                   "PETREL_SKIP_NODE=1): %s",
+                   rc, out);
             return;
         }
     }
@@ -1173,7 +1334,8 @@ static void test_serve_openai_node(void) {
         return;
     }
     char cmd[512];
-    snprintf(cmd, sizeof cmd, "timeout 120 node tests/serve/openai_client.mjs http://127.0.0.1:%d/v1", s.port);
+    snprintf(cmd, sizeof cmd,
+             "timeout 120 node tests/serve/openai_client.mjs http://127.0.0.1:%d/v1", s.port);
     int rc = t_run(cmd, out, sizeof out);
     CHECKF(rc == 0, "openai client (exit %d): %s", rc, out);
     CHECK_STR_CONTAINS(out, "checks passed");

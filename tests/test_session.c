@@ -21,9 +21,11 @@
 static int prompt_tokens(const char *ref_name, int k, int32_t *out, int cap) {
     json_t *ref = json_load_file(t_fixture(ref_name), 0, NULL);
     if (!ref) return 0;
-    json_t *ids = json_object_get(json_array_get(json_object_get(ref, "prompts"), (size_t)k - 1), "tokens");
+    json_t *ids =
+        json_object_get(json_array_get(json_object_get(ref, "prompts"), (size_t)k - 1), "tokens");
     int n = 0;
-    for (size_t i = 0; i < json_array_size(ids) && n < cap; i++) out[n++] = (int32_t)json_integer_value(json_array_get(ids, i));
+    for (size_t i = 0; i < json_array_size(ids) && n < cap; i++)
+        out[n++] = (int32_t)json_integer_value(json_array_get(ids, i));
     json_decref(ref);
     return n;
 }
@@ -44,7 +46,8 @@ static const fam FAMS[] = {
 };
 
 static pt_engine *open_fixture(const char *model, char *err, size_t len) {
-    pt_engine_params ep = {.model_path = t_fixture(model), .n_threads = 2, .usage_dir = t_usage_dir()};
+    pt_engine_params ep = {
+        .model_path = t_fixture(model), .n_threads = 2, .usage_dir = t_usage_dir()};
     return pt_engine_open(&ep, err, len);
 }
 
@@ -71,14 +74,17 @@ static void session_sync_reuses_only_what_it_can(void) {
         CHECK(s && fresh);
         if (s && fresh) {
             CHECK(pt_session_sync(s, first, n1, a, NULL, err, sizeof err) == 0);
-            CHECK(pt_session_n_past(s) == n1 && !memcmp(pt_session_tokens(s), first, sizeof(int32_t) * n1));
+            CHECK(pt_session_n_past(s) == n1 &&
+                  !memcmp(pt_session_tokens(s), first, sizeof(int32_t) * n1));
             const int reused = pt_session_sync(s, second, n2, a, NULL, err, sizeof err);
             const int expect = fm->expect_reuse < 0 ? shared : fm->expect_reuse;
-            CHECKF(reused == expect, "%s: reused %d positions, expected %d", fm->model, reused, expect);
-            CHECK(pt_session_n_past(s) == n2 && !memcmp(pt_session_tokens(s), second, sizeof(int32_t) * n2));
+            CHECKF(reused == expect, "%s: reused %d positions, expected %d", fm->model, reused,
+                   expect);
+            CHECK(pt_session_n_past(s) == n2 &&
+                  !memcmp(pt_session_tokens(s), second, sizeof(int32_t) * n2));
             CHECK(pt_session_sync(fresh, second, n2, b, NULL, err, sizeof err) == 0);
-            CHECKF(!memcmp(a, b, sizeof(float) * (size_t)nv), "%s: logits after reuse differ from a fresh session",
-                   fm->model);
+            CHECKF(!memcmp(a, b, sizeof(float) * (size_t)nv),
+                   "%s: logits after reuse differ from a fresh session", fm->model);
             /* the same sequence again: everything but the last token is reused, and
              * that token is evaluated alone (as a fresh session doing the same) */
             CHECK(pt_session_sync(s, second, n2, a, NULL, err, sizeof err) == n2 - 1);
@@ -157,10 +163,12 @@ static void session_mtp_follows_truncation(void) {
     const int nv = pt_engine_n_vocab(e), ne = pt_engine_n_embd(e);
     const size_t hrow = sizeof(float) * (size_t)ne;
     float *h1 = malloc(64 * hrow), *h = malloc(64 * hrow), *hf = malloc(64 * hrow);
-    float *l = malloc(sizeof(float) * 64 * (size_t)nv), *la = malloc(sizeof(float) * 64 * (size_t)nv),
+    float *l = malloc(sizeof(float) * 64 * (size_t)nv),
+          *la = malloc(sizeof(float) * 64 * (size_t)nv),
           *lb = malloc(sizeof(float) * 64 * (size_t)nv);
     pt_session_params sp = {.n_ctx = 64, .n_batch = 4};
-    pt_session *s = pt_session_new(e, &sp, err, sizeof err), *fresh = pt_session_new(e, &sp, err, sizeof err);
+    pt_session *s = pt_session_new(e, &sp, err, sizeof err),
+               *fresh = pt_session_new(e, &sp, err, sizeof err);
     /* first request: trunk over n1 positions, MTP over n1 - 1 */
     CHECK(pt_session_eval(s, first, n1, l, 1, h1, err, sizeof err) == 0);
     CHECK(pt_session_mtp(s, first + 1, h1, n1 - 1, l, err, sizeof err) == 0);

@@ -149,15 +149,17 @@ static void simd_panel_matches_ref(void) {
     for (uint32_t type = 0; type < QT_COUNT; type++) {
         if (!qt_panel_min_rows(type)) {
             for (int isa = QT_ISA_SCALAR; isa <= QT_ISA_AVX512; isa++)
-                CHECKF(qt_dot_panel_impl(type, isa) == NULL, "%s has a panel kernel but no panel order",
-                       qt_name(type));
+                CHECKF(qt_dot_panel_impl(type, isa) == NULL,
+                       "%s has a panel kernel but no panel order", qt_name(type));
             continue;
         }
         const qt_traits *t = qt_get(type);
-        CHECKF(qt_dot_panel_impl(type, QT_ISA_SCALAR) != NULL, "%s has no scalar panel kernel", t->name);
+        CHECKF(qt_dot_panel_impl(type, QT_ISA_SCALAR) != NULL, "%s has no scalar panel kernel",
+               t->name);
         const int64_t n = 4 * (int64_t)(t->block < QK_K ? QK_K : t->block);
         uint64_t wbytes = 0, abytes = 0;
-        CHECK(qt_row_bytes(type, n, &wbytes) == 0 && qt_row_bytes((uint32_t)t->act_type, n, &abytes) == 0);
+        CHECK(qt_row_bytes(type, n, &wbytes) == 0 &&
+              qt_row_bytes((uint32_t)t->act_type, n, &abytes) == 0);
         void *w = malloc(wbytes), *a = malloc(abytes);
         float *x = malloc((size_t)n * sizeof *x);
         qr_rng r = {777 + type};
@@ -173,8 +175,8 @@ static void simd_panel_matches_ref(void) {
                 qt_dot_fn f = qt_dot_panel_impl(type, isa);
                 if (!f) continue;
                 const float got = f(w, a, n);
-                CHECKF(memcmp(&got, &ref, sizeof got) == 0, "%s %s panel %.9g != reference %.9g", t->name,
-                       isa_name(isa), (double)got, (double)ref);
+                CHECKF(memcmp(&got, &ref, sizeof got) == 0, "%s %s panel %.9g != reference %.9g",
+                       t->name, isa_name(isa), (double)got, (double)ref);
             }
         }
         free(w);
@@ -187,23 +189,28 @@ static void simd_panel_matches_ref(void) {
  * single-row kernel of their level (a stride wider than a row, lengths of one
  * block to 7168 weights); qt_dot4_upto follows qt_dot_upto's level. */
 static void simd_dot4_bit_identical(void) {
-    const uint32_t want4[] = {QT_Q4_0, QT_Q5_0, QT_Q8_0, QT_MXFP4, QT_Q2_K, QT_Q3_K, QT_Q4_K, QT_Q5_K, QT_Q6_K};
+    const uint32_t want4[] = {QT_Q4_0, QT_Q5_0, QT_Q8_0, QT_MXFP4, QT_Q2_K,
+                              QT_Q3_K, QT_Q4_K, QT_Q5_K, QT_Q6_K};
     int tested = 0;
     for (int isa = QT_ISA_SCALAR; isa <= qt_isa_detect(); isa++) {
         for (uint32_t type = 0; type < QT_COUNT; type++) {
             const qt_traits *t = qt_get(type);
             qt_dot4_fn f4 = qt_dot4_impl(type, isa);
-            if (isa == QT_ISA_SCALAR) CHECKF(f4 == NULL, "%s has a scalar four-row kernel", qt_name(type));
+            if (isa == QT_ISA_SCALAR)
+                CHECKF(f4 == NULL, "%s has a scalar four-row kernel", qt_name(type));
             if (!f4) continue;
             qt_dot_fn f = qt_dot_impl(type, isa);
-            CHECKF(f != NULL, "%s %s: a four-row kernel without a single-row one", t->name, isa_name(isa));
+            CHECKF(f != NULL, "%s %s: a four-row kernel without a single-row one", t->name,
+                   isa_name(isa));
             if (!f) continue;
             tested++;
-            const int64_t lens[] = {t->block, 2 * (int64_t)t->block, 9 * (int64_t)t->block, 4096, 7168};
+            const int64_t lens[] = {t->block, 2 * (int64_t)t->block, 9 * (int64_t)t->block, 4096,
+                                    7168};
             for (size_t k = 0; k < PT_ARRAY_LEN(lens); k++) {
                 const int64_t n = lens[k];
                 uint64_t wbytes, abytes;
-                CHECK(qt_row_bytes(type, n, &wbytes) == 0 && qt_row_bytes((uint32_t)t->act_type, n, &abytes) == 0);
+                CHECK(qt_row_bytes(type, n, &wbytes) == 0 &&
+                      qt_row_bytes((uint32_t)t->act_type, n, &abytes) == 0);
                 const uint64_t stride = abytes + 96;
                 uint8_t *w = malloc(wbytes), *a = calloc(4, stride);
                 float *x = malloc((size_t)n * sizeof *x);
@@ -218,8 +225,9 @@ static void simd_dot4_bit_identical(void) {
                     f4(w, a, stride, n, got);
                     for (int row = 0; row < 4; row++) {
                         const float one = f(w, a + row * stride, n);
-                        CHECKF(memcmp(&one, &got[row], sizeof one) == 0, "%s %s n=%lld row %d: four-row %.9g, single %.9g",
-                               t->name, isa_name(isa), (long long)n, row, (double)got[row], (double)one);
+                        CHECKF(memcmp(&one, &got[row], sizeof one) == 0,
+                               "%s %s n=%lld row %d: four-row %.9g, single %.9g", t->name,
+                               isa_name(isa), (long long)n, row, (double)got[row], (double)one);
                     }
                 }
                 free(w);
@@ -230,7 +238,8 @@ static void simd_dot4_bit_identical(void) {
     }
     for (size_t i = 0; i < PT_ARRAY_LEN(want4); i++)
         for (int isa = QT_ISA_AVX2; isa <= qt_isa_detect(); isa++)
-            CHECKF(qt_dot4_impl(want4[i], isa) != NULL, "%s has no %s four-row kernel", qt_name(want4[i]), isa_name(isa));
+            CHECKF(qt_dot4_impl(want4[i], isa) != NULL, "%s has no %s four-row kernel",
+                   qt_name(want4[i]), isa_name(isa));
     for (int lim = -1; lim <= qt_isa_detect(); lim++) {
         int lvl = -1;
         for (int isa = lim < 0 ? qt_isa_detect() : lim; isa >= QT_ISA_SCALAR && lvl < 0; isa--)
@@ -285,8 +294,8 @@ static void simd_dispatch_picks_best(void) {
 static void simd_f32_kernels_bit_identical(void) {
     const int top = qt_isa_detect();
     const int64_t lens[] = {1, 7, 32, 63, 64, 65, 128, 160, 255, 576, 4096};
-    float *x = malloc(4096 * sizeof *x), *y = malloc(4096 * sizeof *y), *a = malloc(4096 * sizeof *a),
-          *b = malloc(4096 * sizeof *b);
+    float *x = malloc(4096 * sizeof *x), *y = malloc(4096 * sizeof *y),
+          *a = malloc(4096 * sizeof *a), *b = malloc(4096 * sizeof *b);
     uint64_t st = 12345;
     for (int i = 0; i < 4096; i++) {
         /* mixed signs and magnitudes, so that the order shows in the bits */
@@ -303,15 +312,17 @@ static void simd_f32_kernels_bit_identical(void) {
         tested++;
         for (size_t i = 0; i < PT_ARRAY_LEN(lens); i++) {
             const float want = qt_f32_dot_ref(x, y, lens[i]), got = k->dot(x, y, lens[i]);
-            CHECKF(memcmp(&want, &got, sizeof want) == 0, "%s dot n=%lld: %.9g, reference %.9g", isa_name(isa),
-                   (long long)lens[i], got, want);
-            for (int j = 0; j < 4096; j++) a[j] = b[j] = x[(j * 7) % 4096];
+            CHECKF(memcmp(&want, &got, sizeof want) == 0, "%s dot n=%lld: %.9g, reference %.9g",
+                   isa_name(isa), (long long)lens[i], got, want);
+            for (int j = 0; j < 4096; j++)
+                a[j] = b[j] = x[(j * 7) % 4096];
             float two[2];
             k->dot2(x, y, x + 7, lens[i] < 4096 - 7 ? lens[i] : 4096 - 7, two);
             const int64_t n2 = lens[i] < 4096 - 7 ? lens[i] : 4096 - 7;
             const float w0 = qt_f32_dot_ref(x, y, n2), w1 = qt_f32_dot_ref(x, x + 7, n2);
             CHECKF(memcmp(&w0, &two[0], sizeof w0) == 0 && memcmp(&w1, &two[1], sizeof w1) == 0,
-                   "%s dot2 n=%lld: %.9g %.9g, reference %.9g %.9g", isa_name(isa), (long long)n2, two[0], two[1], w0, w1);
+                   "%s dot2 n=%lld: %.9g %.9g, reference %.9g %.9g", isa_name(isa), (long long)n2,
+                   two[0], two[1], w0, w1);
             qt_f32_axpy_ref(a, 0.3f, y, lens[i]);
             k->axpy(b, 0.3f, y, lens[i]);
             CHECKF(memcmp(a, b, 4096 * sizeof *a) == 0, "%s axpy n=%lld differs", isa_name(isa),

@@ -36,16 +36,19 @@ static void parse_ids(const char *line, size_t len, tok_ids *ids) {
     ids->n = 0;
     size_t i = 0;
     while (i < len) {
-        while (i < len && line[i] == ' ') i++;
+        while (i < len && line[i] == ' ')
+            i++;
         if (i >= len) break;
         long x = 0;
-        while (i < len && line[i] >= '0' && line[i] <= '9') x = x * 10 + (line[i++] - '0');
+        while (i < len && line[i] >= '0' && line[i] <= '9')
+            x = x * 10 + (line[i++] - '0');
         if (ids->n == ids->cap) {
             ids->cap = ids->cap ? ids->cap * 2 : 64;
             ids->v = realloc(ids->v, ids->cap * sizeof *ids->v);
         }
         ids->v[ids->n++] = (int32_t)x;
-        while (i < len && line[i] != ' ') i++;
+        while (i < len && line[i] != ' ')
+            i++;
     }
 }
 
@@ -143,7 +146,8 @@ static void tok_special_parsing(void) {
     /* off: the text is ordinary characters */
     encode(v, "<|user|>hi", 0, &ids);
     CHECK(ids.n > 2);
-    for (size_t i = 0; i < ids.n; i++) CHECK(ids.v[i] < 498);
+    for (size_t i = 0; i < ids.n; i++)
+        CHECK(ids.v[i] < 498);
     /* on: one token each */
     encode(v, "[gMASK]<sop><|user|>hi<|assistant|>", TOK_PARSE_SPECIAL, &ids);
     CHECK(ids.n >= 4 && ids.v[0] == 500 && ids.v[1] == 502 && ids.v[2] == 505);
@@ -176,7 +180,8 @@ static void tok_special_parsing(void) {
     CHECK(ids.n >= 2 && ids.v[0] == 5);
     encode(v, "a<|\"|>b", 0, &ids); /* USER_DEFINED: parsed even without the flag */
     int found = 0;
-    for (size_t i = 0; i < ids.n; i++) found |= ids.v[i] == 14;
+    for (size_t i = 0; i < ids.n; i++)
+        found |= ids.v[i] == 14;
     CHECK(found);
     tok_free(v);
 
@@ -208,7 +213,8 @@ static void stream_check(const tok_vocab *v, const char *text) {
             unsigned char last = (unsigned char)chunk.v[chunk.n - 1];
             /* the chunk ends on a boundary: its last lead byte has all its continuations */
             size_t k = chunk.n;
-            while (k > 0 && ((unsigned char)chunk.v[k - 1] & 0xC0) == 0x80) k--;
+            while (k > 0 && ((unsigned char)chunk.v[k - 1] & 0xC0) == 0x80)
+                k--;
             CHECK(k > 0);
             unsigned char lead = k ? (unsigned char)chunk.v[k - 1] : 0;
             size_t want = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
@@ -283,13 +289,19 @@ static void tok_utf8_repair(void) {
         int bad;
     } cases[] = {
         {"", 0, "", 0},
-        {"plain \xc3\xa9 \xe6\x97\xa5 \xf0\x9f\xa6\x99", 17, "plain \xc3\xa9 \xe6\x97\xa5 \xf0\x9f\xa6\x99", 0},
-        {"a\xc0\xaf" "b", 4, "a\xef\xbf\xbd\xef\xbf\xbd" "b", 2},       /* overlong '/' */
+        {"plain \xc3\xa9 \xe6\x97\xa5 \xf0\x9f\xa6\x99", 17,
+         "plain \xc3\xa9 \xe6\x97\xa5 \xf0\x9f\xa6\x99", 0},
+        {"a\xc0\xaf"
+         "b",
+         4,
+         "a\xef\xbf\xbd\xef\xbf\xbd"
+         "b",
+         2},                                                            /* overlong '/' */
         {"\xed\xa0\x80", 3, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd", 3}, /* surrogate */
-        {"\xf4\x90\x80\x80", 4,
-         "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd", 4}, /* > U+10FFFF */
-        {"x\xe2\x82", 3, "x\xef\xbf\xbd\xef\xbf\xbd", 2},             /* truncated */
-        {"n\0n", 3, "n\xef\xbf\xbdn", 1},                               /* NUL */
+        {"\xf4\x90\x80\x80", 4, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd",
+         4},                                              /* > U+10FFFF */
+        {"x\xe2\x82", 3, "x\xef\xbf\xbd\xef\xbf\xbd", 2}, /* truncated */
+        {"n\0n", 3, "n\xef\xbf\xbdn", 1},                 /* NUL */
         {"\x80\xff", 2, "\xef\xbf\xbd\xef\xbf\xbd", 2},
     };
     tok_bytes out = {0};
@@ -348,7 +360,8 @@ static void cli_tokenize(void) {
     CHECK(o != NULL);
     if (o) {
         const char *s = o;
-        while (*s == ' ') s++;
+        while (*s == ' ')
+            s++;
         const char *nl = strchr(s, '\n');
         snprintf(want, sizeof want, "%.*s\n", (int)(nl - s), s);
         CHECKF(!strcmp(out, want), "got '%s' want '%s'", out, want);
@@ -399,8 +412,8 @@ static void cli_tokenize(void) {
 static void cli_tokenize_errors(void) {
     char args[4096], m[512];
     snprintf(m, sizeof m, "%s", t_fixture("tokenizer/ggml-vocab-fixture-glm-dsa.gguf"));
-    CHECK(run("tokenize -p hi") == 2);                     /* no model */
-    snprintf(args, sizeof args, "tokenize -m %s", m);      /* no text */
+    CHECK(run("tokenize -p hi") == 2);                /* no model */
+    snprintf(args, sizeof args, "tokenize -m %s", m); /* no text */
     CHECK(run(args) == 2);
     snprintf(args, sizeof args, "tokenize -m %s -p hi --bogus", m);
     CHECK(run(args) == 2);

@@ -31,7 +31,8 @@ static void tools_model_meta(void) {
     double d;
     pt_meta k;
     int64_t i = find(m, "general.architecture");
-    CHECK(i >= 0 && pt_model_meta_str(m, (uint64_t)i, -1, &s, &len) == 0 && len == 7 && !memcmp(s, "glm-dsa", 7));
+    CHECK(i >= 0 && pt_model_meta_str(m, (uint64_t)i, -1, &s, &len) == 0 && len == 7 &&
+          !memcmp(s, "glm-dsa", 7));
     CHECK(pt_model_meta_i64(m, (uint64_t)i, -1, &x) == -1); /* a string is not a number */
     i = find(m, "glm-dsa.expert_count");
     CHECK(i >= 0 && pt_model_meta_i64(m, (uint64_t)i, -1, &x) == 0 && x == 16);
@@ -65,10 +66,13 @@ static void tools_model_info(void) {
     pt_model_info mi;
     CHECKF(pt_model_info_get(m, &mi, err, sizeof err) == 0, "%s", err);
     CHECK(!strcmp(mi.arch, "glm-dsa") && mi.n_layers == 5 && mi.n_nextn == 1 && mi.n_expert == 16);
-    CHECK(mi.routed_bytes > 0 && mi.resident_bytes > 0 && mi.routed_bytes + mi.resident_bytes == mi.tensor_bytes);
+    CHECK(mi.routed_bytes > 0 && mi.resident_bytes > 0 &&
+          mi.routed_bytes + mi.resident_bytes == mi.tensor_bytes);
     uint64_t routed = 0, tensors = 0;
-    for (uint32_t l = 0; l < mi.n_layers; l++) routed += mi.layers[l].routed_bytes;
-    for (uint32_t t = 0; t < PT_TYPE_COUNT; t++) tensors += mi.type_count[t];
+    for (uint32_t l = 0; l < mi.n_layers; l++)
+        routed += mi.layers[l].routed_bytes;
+    for (uint32_t t = 0; t < PT_TYPE_COUNT; t++)
+        tensors += mi.type_count[t];
     CHECK(routed == mi.routed_bytes && tensors == mi.n_tensors);
     CHECK(mi.layers[0].n_expert == 0 && mi.layers[4].is_mtp && mi.layers[4].n_expert == 16);
     CHECK(!strcmp(pt_type_name(mi.layers[1].expert_types[0]), "Q2_K"));

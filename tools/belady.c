@@ -47,9 +47,12 @@ int main(int argc, char **argv) {
     double bw = 2.0;
     int use_pack = 0, direct = 0;
     for (int i = 4; i < argc; i++) {
-        if (!strcmp(argv[i], "--bw") && i + 1 < argc) bw = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--pack")) use_pack = 1;
-        else if (!strcmp(argv[i], "--direct")) direct = 1;
+        if (!strcmp(argv[i], "--bw") && i + 1 < argc)
+            bw = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--pack"))
+            use_pack = 1;
+        else if (!strcmp(argv[i], "--direct"))
+            direct = 1;
     }
     const int slots = atoi(argv[3]);
     pt_err err = {{0}};
@@ -107,7 +110,8 @@ int main(int argc, char **argv) {
             const req *q = &Y->r[r];
             for (int k = 0; k < q->n; k++) {
                 int hit = 0;
-                for (int c = 0; c < nc && !hit; c++) hit = cache[c] == q->e[k];
+                for (int c = 0; c < nc && !hit; c++)
+                    hit = cache[c] == q->e[k];
                 requests++;
                 if (!hit) {
                     misses++;
@@ -127,12 +131,14 @@ int main(int argc, char **argv) {
         }
         free(cache);
     }
-    printf("belady: %d slots/layer, %llu requests (%d per layer at most), %llu misses (hit rate %.1f%%), "
-           "%.3f GB to read; at %.2f GB/s that is %.3f s, %.2f s per request row, bound %.2f rows/s\n",
-           slots, (unsigned long long)requests, tokens, (unsigned long long)misses,
-           requests ? 100.0 * (double)(requests - misses) / (double)requests : 0.0, bytes / 1e9, bw,
-           bytes / 1e9 / bw, tokens ? bytes / 1e9 / bw / tokens : 0.0,
-           bytes ? tokens / (bytes / 1e9 / bw) : 0.0);
+    printf(
+        "belady: %d slots/layer, %llu requests (%d per layer at most), %llu misses (hit rate "
+        "%.1f%%), "
+        "%.3f GB to read; at %.2f GB/s that is %.3f s, %.2f s per request row, bound %.2f rows/s\n",
+        slots, (unsigned long long)requests, tokens, (unsigned long long)misses,
+        requests ? 100.0 * (double)(requests - misses) / (double)requests : 0.0, bytes / 1e9, bw,
+        bytes / 1e9 / bw, tokens ? bytes / 1e9 / bw / tokens : 0.0,
+        bytes ? tokens / (bytes / 1e9 / bw) : 0.0);
     (void)n_req;
     return 0;
 }

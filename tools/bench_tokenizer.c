@@ -75,7 +75,8 @@ int main(int argc, char **argv) {
     }
     const char *dir = getenv("PETREL_FIXTURES");
     if (!dir || !*dir) dir = "tests/fixtures";
-    const char *vocabs[] = {"ggml-vocab-gpt-2.gguf", "ggml-vocab-glm4.gguf", "ggml-vocab-gemma-4.gguf"};
+    const char *vocabs[] = {"ggml-vocab-gpt-2.gguf", "ggml-vocab-glm4.gguf",
+                            "ggml-vocab-gemma-4.gguf"};
     int calls = (int)((4u << 20) / n) + 1;
     printf("tokenizer encode, one thread: %.1f KB of English text, %d calls\n", n / 1e3, calls);
     int slow = 0;
@@ -104,7 +105,8 @@ int main(int argc, char **argv) {
         c = (cpu_s() - c) / calls;
         t = (now_s() - t) / calls;
         double mbs = n / c / 1e6;
-        printf("  %-26s %7.1f MB/s  %6.2f M tokens/s  (wall %.1f MB/s; %.2f bytes/token; load %.2f s)\n",
+        printf("  %-26s %7.1f MB/s  %6.2f M tokens/s  (wall %.1f MB/s; %.2f bytes/token; load %.2f "
+               "s)\n",
                vocabs[i], mbs, ids.n / c / 1e6, n / t / 1e6, (double)n / (ids.n ? ids.n : 1),
                t_load);
         slow |= mbs < 5.0;

@@ -84,19 +84,28 @@ int main(int argc, char **argv) {
     double seconds = 5;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--random")) random = 1;
-        else if (!strcmp(a, "-t") && v) threads = atoi(argv[++i]);
-        else if (!strcmp(a, "-b") && v) block_kib = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(a, "-s") && v) seconds = atof(argv[++i]);
-        else if (!strcmp(a, "--seed") && v) seed = strtoull(argv[++i], NULL, 10);
-        else if (a[0] != '-' && !path) path = a;
+        if (!strcmp(a, "--random"))
+            random = 1;
+        else if (!strcmp(a, "-t") && v)
+            threads = atoi(argv[++i]);
+        else if (!strcmp(a, "-b") && v)
+            block_kib = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(a, "-s") && v)
+            seconds = atof(argv[++i]);
+        else if (!strcmp(a, "--seed") && v)
+            seed = strtoull(argv[++i], NULL, 10);
+        else if (a[0] != '-' && !path)
+            path = a;
         else {
-            fprintf(stderr, "usage: ioprobe FILE [-t THREADS] [-b BLOCK_KIB] [-s SECONDS] [--random] [--seed N]\n");
+            fprintf(stderr, "usage: ioprobe FILE [-t THREADS] [-b BLOCK_KIB] [-s SECONDS] "
+                            "[--random] [--seed N]\n");
             return 2;
         }
     }
     if (!path || threads < 1 || threads > 256 || !block_kib || seconds <= 0) {
-        fprintf(stderr, "usage: ioprobe FILE [-t THREADS] [-b BLOCK_KIB] [-s SECONDS] [--random] [--seed N]\n");
+        fprintf(
+            stderr,
+            "usage: ioprobe FILE [-t THREADS] [-b BLOCK_KIB] [-s SECONDS] [--random] [--seed N]\n");
         return 2;
     }
     int fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
@@ -117,8 +126,15 @@ int main(int argc, char **argv) {
     const uint64_t start = xs(&s) % n_blocks;
     const double t0 = now_s(), deadline = t0 + seconds;
     for (int i = 0; i < threads; i++) {
-        p[i] = (probe){.fd = fd, .block = block, .n_blocks = n_blocks, .start = start, .random = random,
-                       .n_threads = threads, .id = i, .deadline = deadline, .seed = seed};
+        p[i] = (probe){.fd = fd,
+                       .block = block,
+                       .n_blocks = n_blocks,
+                       .start = start,
+                       .random = random,
+                       .n_threads = threads,
+                       .id = i,
+                       .deadline = deadline,
+                       .seed = seed};
         pthread_create(&th[i], NULL, run, &p[i]);
     }
     uint64_t bytes = 0, reads = 0;
@@ -134,9 +150,11 @@ int main(int argc, char **argv) {
         lat += p[i].lat_sum;
     }
     const double dt = now_s() - t0;
-    printf("ioprobe: %s, %d threads, %llu KiB blocks: %.2f GB/s (%llu reads in %.1f s, mean latency %.2f ms)\n",
-           random ? "random" : "sequential", threads, (unsigned long long)block_kib, bytes / dt / 1e9,
-           (unsigned long long)reads, dt, reads ? 1e3 * lat / (double)reads : 0.0);
+    printf("ioprobe: %s, %d threads, %llu KiB blocks: %.2f GB/s (%llu reads in %.1f s, mean "
+           "latency %.2f ms)\n",
+           random ? "random" : "sequential", threads, (unsigned long long)block_kib,
+           bytes / dt / 1e9, (unsigned long long)reads, dt,
+           reads ? 1e3 * lat / (double)reads : 0.0);
     close(fd);
     free(p);
     free(th);

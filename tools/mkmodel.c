@@ -100,50 +100,52 @@ enum { ARCH_GLM_DSA, ARCH_GEMMA4, ARCH_DEEPSEEK2, ARCH_QWEN3MOE };
 #define MK_SAME 0xffffffffu /* a type option meaning "as the related type" */
 
 typedef struct mk_opts {
-    const char *out;   /* output path */
-    int arch;          /* ARCH_* */
-    int n_embd;        /* hidden size */
-    int n_layer;       /* trunk layers (glm-dsa: the MTP block comes on top) */
-    int n_dense;       /* glm-dsa: leading dense layers */
-    int n_ff;          /* dense FFN width (gemma4: the MLP beside the experts) */
-    int n_expert;      /* routed experts per MoE layer */
-    int n_used;        /* experts used per token */
-    int n_ff_exp;      /* routed / shared expert width */
-    int n_head;        /* attention (query) heads */
-    int q_lora;        /* glm-dsa: q LoRA rank */
-    int kv_lora;       /* glm-dsa: kv LoRA rank (the cached latent) */
-    int qk_nope;       /* glm-dsa: per-head no-rope key dims */
-    int qk_rope;       /* glm-dsa: per-head rope key dims (shared rope key) */
-    int v_head;        /* glm-dsa: per-head value dims */
-    int idx_head;      /* glm-dsa: DSA indexer heads */
-    int idx_dim;       /* glm-dsa: DSA indexer head dims */
-    int idx_top_k;     /* glm-dsa: DSA indexer top-k */
-    int n_head_kv;     /* gemma4: KV heads of sliding-window layers; qwen3moe: KV heads */
+    const char *out;    /* output path */
+    int arch;           /* ARCH_* */
+    int n_embd;         /* hidden size */
+    int n_layer;        /* trunk layers (glm-dsa: the MTP block comes on top) */
+    int n_dense;        /* glm-dsa: leading dense layers */
+    int n_ff;           /* dense FFN width (gemma4: the MLP beside the experts) */
+    int n_expert;       /* routed experts per MoE layer */
+    int n_used;         /* experts used per token */
+    int n_ff_exp;       /* routed / shared expert width */
+    int n_head;         /* attention (query) heads */
+    int q_lora;         /* glm-dsa: q LoRA rank */
+    int kv_lora;        /* glm-dsa: kv LoRA rank (the cached latent) */
+    int qk_nope;        /* glm-dsa: per-head no-rope key dims */
+    int qk_rope;        /* glm-dsa: per-head rope key dims (shared rope key) */
+    int v_head;         /* glm-dsa: per-head value dims */
+    int idx_head;       /* glm-dsa: DSA indexer heads */
+    int idx_dim;        /* glm-dsa: DSA indexer head dims */
+    int idx_top_k;      /* glm-dsa: DSA indexer top-k */
+    int n_head_kv;      /* gemma4: KV heads of sliding-window layers; qwen3moe: KV heads */
     int n_head_kv_full; /* gemma4: KV heads of full-attention layers (K = V) */
-    int head_dim;      /* gemma4: head dims of sliding-window layers; qwen3moe: head dims */
-    int head_dim_full; /* gemma4: head dims of full-attention layers */
-    int window;        /* gemma4: sliding window (positions) */
+    int head_dim;       /* gemma4: head dims of sliding-window layers; qwen3moe: head dims */
+    int head_dim_full;  /* gemma4: head dims of full-attention layers */
+    int window;         /* gemma4: sliding window (positions) */
     int swa_period;    /* gemma4: layers l with l % swa_period == swa_period-1 are full attention */
     int n_vocab;       /* vocabulary size */
     int expert_mix;    /* 1: alternate Q4_K / Q2_K by MoE layer */
     uint32_t exp_type; /* routed expert type when not mixed */
     uint32_t mat_type; /* every other matrix */
-    uint32_t embd_type; /* token_embd */
+    uint32_t embd_type;     /* token_embd */
     uint32_t exp_down_type; /* routed ffn_down_exps (MK_SAME: the routed expert type) */
-    uint32_t out_type;  /* output.weight (MK_SAME: mat_type) */
-    int q4_k_m;        /* qwen3moe: Q6_K for attn_v and ffn_down_exps on use_more_bits layers */
-    int n_nextn;       /* glm-dsa family: trailing MTP blocks (glm-dsa 1, deepseek2 0) */
-    int idx_all;       /* glm-dsa: indexer weights in every block (MTP too), all "full" */
-    int n_ctx_train;   /* context_length */
+    uint32_t out_type;      /* output.weight (MK_SAME: mat_type) */
+    int q4_k_m;      /* qwen3moe: Q6_K for attn_v and ffn_down_exps on use_more_bits layers */
+    int n_nextn;     /* glm-dsa family: trailing MTP blocks (glm-dsa 1, deepseek2 0) */
+    int idx_all;     /* glm-dsa: indexer weights in every block (MTP too), all "full" */
+    int n_ctx_train; /* context_length */
     uint64_t seed;
     int threads;
-    int raw_experts; /* 1: routed experts as random valid blocks (no quantiser) */
-    int header_only; /* 1: write the header only; the data region is a hole (sparse file) */
+    int raw_experts;   /* 1: routed experts as random valid blocks (no quantiser) */
+    int header_only;   /* 1: write the header only; the data region is a hole (sparse file) */
     const char *shape; /* --shape NAME, or NULL */
 } mk_opts;
 
 /* gemma4: is layer l full attention (else sliding window)? */
-static int g4_full(const mk_opts *o, int l) { return l % o->swa_period == o->swa_period - 1; }
+static int g4_full(const mk_opts *o, int l) {
+    return l % o->swa_period == o->swa_period - 1;
+}
 
 /* gemma4 vocabulary: fixed tokens (15 control, "\n", "\n\n", 256 bytes), then
  * the base characters, then merges of two and three of them */
@@ -152,41 +154,47 @@ static int g4_full(const mk_opts *o, int l) { return l % o->swa_period == o->swa
 #define G4_MAX_VOCAB (G4_FIXED + G4_BASE + G4_BASE * G4_BASE + G4_BASE * G4_BASE * G4_BASE)
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: mkmodel -o OUT.gguf [--arch glm-dsa|gemma4] [options]\n"
-            "       mkmodel -o OUT.gguf --shape glm-5.2|deepseek-v3|gemma4-26b|qwen3-235b --header-only\n"
-            "defaults in brackets: glm-dsa / gemma4 (gemma4's are Gemma 4 26B-A4B's shape)\n"
-            "  --arch A          glm-dsa or gemma4 [glm-dsa]\n"
-            "  --embd N          hidden size [2048 / 2816]\n"
-            "  --layers N        trunk layers, glm-dsa's MTP block not counted [8 / 30]\n"
-            "  --ff N            dense FFN width [4096 / 2112]\n"
-            "  --experts N       routed experts per MoE layer [64 / 128]\n"
-            "  --used N          experts per token [8 / 8]\n"
-            "  --ff-exp N        expert width [768 / 704]\n"
-            "  --heads N         attention heads [16 / 16]\n"
-            "  --vocab N         vocabulary size (>= 512) [32768 / 262144]\n"
-            "  --expert-type T   q4_k, q2_k, ... or mix (glm-dsa: alternating per MoE layer) [mix / q4_k]\n"
-            "  --attn-type T     type of every other matrix: q8_0, q4_k, q4_0, f16 ... [q8_0 / q4_k]\n"
-            "  --embd-type T     type of token_embd [q8_0 / q6_k]\n"
-            "  --seed N          random seed [1]\n"
-            "  -t, --threads N   quantisation threads [all cores]\n"
-            "  --raw-experts     write routed experts as random but valid Q4_K/Q2_K/Q5_0/Q4_0/Q8_0\n"
-            "                    blocks (small finite scales, random quants) instead of quantising\n"
-            "                    random floats: disk speed instead of ~6 MB/s per thread, for\n"
-            "                    multi-GB I/O benchmarks (routing still comes from the F32 routers)\n"
-            "  --shape NAME      a real model's shape and quantisation mix (see the top of mkmodel.c):\n"
-            "                    glm-5.2, deepseek-v3, gemma4-26b, qwen3-235b; options after it override\n"
-            "  --header-only     write metadata and tensor directory only; the data region is a hole\n"
-            "                    (a sparse file of the real size), for memory plans (petrel inspect --ram)\n"
-            "glm-dsa only:\n"
-            "  --dense N         leading dense layers [1]\n"
-            "  --q-lora N / --kv-lora N   LoRA ranks [768 / 512]\n"
-            "  --idx-top-k N     DSA indexer top-k [2048]\n"
-            "gemma4 only:\n"
-            "  --kv-heads N / --head-dim N            sliding-window layers [8 / 256]\n"
-            "  --kv-heads-full N / --head-dim-full N  full-attention layers [2 / 512]\n"
-            "  --window N        sliding window [1024]\n"
-            "  --swa-period N    every N-th layer is full attention [6]\n");
+    fprintf(
+        f,
+        "usage: mkmodel -o OUT.gguf [--arch glm-dsa|gemma4] [options]\n"
+        "       mkmodel -o OUT.gguf --shape glm-5.2|deepseek-v3|gemma4-26b|qwen3-235b "
+        "--header-only\n"
+        "defaults in brackets: glm-dsa / gemma4 (gemma4's are Gemma 4 26B-A4B's shape)\n"
+        "  --arch A          glm-dsa or gemma4 [glm-dsa]\n"
+        "  --embd N          hidden size [2048 / 2816]\n"
+        "  --layers N        trunk layers, glm-dsa's MTP block not counted [8 / 30]\n"
+        "  --ff N            dense FFN width [4096 / 2112]\n"
+        "  --experts N       routed experts per MoE layer [64 / 128]\n"
+        "  --used N          experts per token [8 / 8]\n"
+        "  --ff-exp N        expert width [768 / 704]\n"
+        "  --heads N         attention heads [16 / 16]\n"
+        "  --vocab N         vocabulary size (>= 512) [32768 / 262144]\n"
+        "  --expert-type T   q4_k, q2_k, ... or mix (glm-dsa: alternating per MoE layer) [mix / "
+        "q4_k]\n"
+        "  --attn-type T     type of every other matrix: q8_0, q4_k, q4_0, f16 ... [q8_0 / q4_k]\n"
+        "  --embd-type T     type of token_embd [q8_0 / q6_k]\n"
+        "  --seed N          random seed [1]\n"
+        "  -t, --threads N   quantisation threads [all cores]\n"
+        "  --raw-experts     write routed experts as random but valid Q4_K/Q2_K/Q5_0/Q4_0/Q8_0\n"
+        "                    blocks (small finite scales, random quants) instead of quantising\n"
+        "                    random floats: disk speed instead of ~6 MB/s per thread, for\n"
+        "                    multi-GB I/O benchmarks (routing still comes from the F32 routers)\n"
+        "  --shape NAME      a real model's shape and quantisation mix (see the top of "
+        "mkmodel.c):\n"
+        "                    glm-5.2, deepseek-v3, gemma4-26b, qwen3-235b; options after it "
+        "override\n"
+        "  --header-only     write metadata and tensor directory only; the data region is a hole\n"
+        "                    (a sparse file of the real size), for memory plans (petrel inspect "
+        "--ram)\n"
+        "glm-dsa only:\n"
+        "  --dense N         leading dense layers [1]\n"
+        "  --q-lora N / --kv-lora N   LoRA ranks [768 / 512]\n"
+        "  --idx-top-k N     DSA indexer top-k [2048]\n"
+        "gemma4 only:\n"
+        "  --kv-heads N / --head-dim N            sliding-window layers [8 / 256]\n"
+        "  --kv-heads-full N / --head-dim-full N  full-attention layers [2 / 512]\n"
+        "  --window N        sliding window [1024]\n"
+        "  --swa-period N    every N-th layer is full attention [6]\n");
 }
 
 static int parse_type(const char *s, uint32_t *t) {
@@ -211,11 +219,29 @@ static int set_shape(mk_opts *o, const char *name);
 
 /* The defaults of each architecture (see usage). */
 static void set_defaults(mk_opts *o, int arch) {
-    *o = (mk_opts){.arch = arch, .n_dense = 1, .q_lora = 768, .kv_lora = 512, .qk_nope = 192,
-                   .qk_rope = 64, .v_head = 256, .idx_head = 32, .idx_dim = 128, .idx_top_k = 2048,
-                   .n_head_kv = 8, .n_head_kv_full = 2, .head_dim = 256, .head_dim_full = 512,
-                   .window = 1024, .swa_period = 6, .n_used = 8, .n_head = 16, .seed = 1,
-                   .exp_down_type = MK_SAME, .out_type = MK_SAME, .n_nextn = 1, .n_ctx_train = 1048576,
+    *o = (mk_opts){.arch = arch,
+                   .n_dense = 1,
+                   .q_lora = 768,
+                   .kv_lora = 512,
+                   .qk_nope = 192,
+                   .qk_rope = 64,
+                   .v_head = 256,
+                   .idx_head = 32,
+                   .idx_dim = 128,
+                   .idx_top_k = 2048,
+                   .n_head_kv = 8,
+                   .n_head_kv_full = 2,
+                   .head_dim = 256,
+                   .head_dim_full = 512,
+                   .window = 1024,
+                   .swa_period = 6,
+                   .n_used = 8,
+                   .n_head = 16,
+                   .seed = 1,
+                   .exp_down_type = MK_SAME,
+                   .out_type = MK_SAME,
+                   .n_nextn = 1,
+                   .n_ctx_train = 1048576,
                    .threads = (int)sysconf(_SC_NPROCESSORS_ONLN)};
     if (arch == ARCH_GEMMA4) {
         o->n_embd = 2816, o->n_layer = 30, o->n_ff = 2112, o->n_expert = 128, o->n_ff_exp = 704;
@@ -234,8 +260,10 @@ static int parse_opts(int argc, char **argv, mk_opts *o) {
     const char *shape = NULL;
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--arch")) {
-            if (!strcmp(argv[i + 1], "gemma4")) arch = ARCH_GEMMA4;
-            else if (!strcmp(argv[i + 1], "glm-dsa")) arch = ARCH_GLM_DSA;
+            if (!strcmp(argv[i + 1], "gemma4"))
+                arch = ARCH_GEMMA4;
+            else if (!strcmp(argv[i + 1], "glm-dsa"))
+                arch = ARCH_GLM_DSA;
             else {
                 fprintf(stderr, "mkmodel: --arch '%s': expected glm-dsa or gemma4\n", argv[i + 1]);
                 return -1;
@@ -245,24 +273,34 @@ static int parse_opts(int argc, char **argv, mk_opts *o) {
         }
     set_defaults(o, arch);
     if (shape && set_shape(o, shape)) {
-        fprintf(stderr, "mkmodel: --shape '%s': expected glm-5.2, deepseek-v3, gemma4-26b or qwen3-235b\n", shape);
+        fprintf(stderr,
+                "mkmodel: --shape '%s': expected glm-5.2, deepseek-v3, gemma4-26b or qwen3-235b\n",
+                shape);
         return -1;
     }
     static const struct {
         const char *flag;
         size_t off;
-    } ints[] = {{"--embd", offsetof(mk_opts, n_embd)},     {"--layers", offsetof(mk_opts, n_layer)},
-                {"--dense", offsetof(mk_opts, n_dense)},   {"--ff", offsetof(mk_opts, n_ff)},
-                {"--experts", offsetof(mk_opts, n_expert)}, {"--used", offsetof(mk_opts, n_used)},
-                {"--ff-exp", offsetof(mk_opts, n_ff_exp)}, {"--heads", offsetof(mk_opts, n_head)},
-                {"--q-lora", offsetof(mk_opts, q_lora)},   {"--kv-lora", offsetof(mk_opts, kv_lora)},
-                {"--idx-top-k", offsetof(mk_opts, idx_top_k)}, {"--vocab", offsetof(mk_opts, n_vocab)},
+    } ints[] = {{"--embd", offsetof(mk_opts, n_embd)},
+                {"--layers", offsetof(mk_opts, n_layer)},
+                {"--dense", offsetof(mk_opts, n_dense)},
+                {"--ff", offsetof(mk_opts, n_ff)},
+                {"--experts", offsetof(mk_opts, n_expert)},
+                {"--used", offsetof(mk_opts, n_used)},
+                {"--ff-exp", offsetof(mk_opts, n_ff_exp)},
+                {"--heads", offsetof(mk_opts, n_head)},
+                {"--q-lora", offsetof(mk_opts, q_lora)},
+                {"--kv-lora", offsetof(mk_opts, kv_lora)},
+                {"--idx-top-k", offsetof(mk_opts, idx_top_k)},
+                {"--vocab", offsetof(mk_opts, n_vocab)},
                 {"--kv-heads", offsetof(mk_opts, n_head_kv)},
                 {"--kv-heads-full", offsetof(mk_opts, n_head_kv_full)},
                 {"--head-dim", offsetof(mk_opts, head_dim)},
                 {"--head-dim-full", offsetof(mk_opts, head_dim_full)},
-                {"--window", offsetof(mk_opts, window)},   {"--swa-period", offsetof(mk_opts, swa_period)},
-                {"-t", offsetof(mk_opts, threads)},        {"--threads", offsetof(mk_opts, threads)}};
+                {"--window", offsetof(mk_opts, window)},
+                {"--swa-period", offsetof(mk_opts, swa_period)},
+                {"-t", offsetof(mk_opts, threads)},
+                {"--threads", offsetof(mk_opts, threads)}};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -289,7 +327,8 @@ static int parse_opts(int argc, char **argv, mk_opts *o) {
         } else if (!strcmp(a, "--expert-type")) {
             o->expert_mix = !strcasecmp(v, "mix");
             if (!o->expert_mix && parse_type(v, &o->exp_type)) {
-                fprintf(stderr, "mkmodel: --expert-type '%s': expected q4_k, q2_k, ... or mix\n", v);
+                fprintf(stderr, "mkmodel: --expert-type '%s': expected q4_k, q2_k, ... or mix\n",
+                        v);
                 return -1;
             }
         } else if (!strcmp(a, "--attn-type") || !strcmp(a, "--embd-type")) {
@@ -301,7 +340,8 @@ static int parse_opts(int argc, char **argv, mk_opts *o) {
             o->seed = strtoull(v, NULL, 10);
         } else {
             size_t k = 0;
-            while (k < PT_ARRAY_LEN(ints) && strcmp(a, ints[k].flag)) k++;
+            while (k < PT_ARRAY_LEN(ints) && strcmp(a, ints[k].flag))
+                k++;
             char *end;
             errno = 0;
             long n = strtol(v, &end, 10);
@@ -318,9 +358,11 @@ static int parse_opts(int argc, char **argv, mk_opts *o) {
     }
     if (o->threads < 1) o->threads = 1;
     if (!o->embd_type) o->embd_type = o->mat_type;
-    if (o->n_layer < 1 || o->n_used < 1 || o->n_used > o->n_expert || o->n_embd % 256 || o->n_head < 1) {
-        fprintf(stderr, "mkmodel: inconsistent shape (need layers >= 1, 1 <= used <= experts, heads >= 1, "
-                        "embd a multiple of 256)\n");
+    if (o->n_layer < 1 || o->n_used < 1 || o->n_used > o->n_expert || o->n_embd % 256 ||
+        o->n_head < 1) {
+        fprintf(stderr,
+                "mkmodel: inconsistent shape (need layers >= 1, 1 <= used <= experts, heads >= 1, "
+                "embd a multiple of 256)\n");
         return -1;
     }
     if ((o->arch == ARCH_DEEPSEEK2 || o->arch == ARCH_QWEN3MOE) && !o->header_only) {
@@ -328,20 +370,25 @@ static int parse_opts(int argc, char **argv, mk_opts *o) {
         return -1;
     }
     /* the vocabulary limit is the byte-level tokenizer's; header-only files have none */
-    if (o->arch == ARCH_GLM_DSA && (o->n_dense > o->n_layer || o->n_vocab < 512 ||
-                                    (o->n_vocab > 65536 + 256 + 14 && !o->header_only) || o->n_ff_exp % 256)) {
-        fprintf(stderr, "mkmodel: inconsistent glm-dsa shape (need dense <= layers, vocab in 512..65806 "
-                        "unless --header-only, ff-exp a multiple of 256)\n");
+    if (o->arch == ARCH_GLM_DSA &&
+        (o->n_dense > o->n_layer || o->n_vocab < 512 ||
+         (o->n_vocab > 65536 + 256 + 14 && !o->header_only) || o->n_ff_exp % 256)) {
+        fprintf(stderr,
+                "mkmodel: inconsistent glm-dsa shape (need dense <= layers, vocab in 512..65806 "
+                "unless --header-only, ff-exp a multiple of 256)\n");
         return -1;
     }
     if (o->arch == ARCH_GEMMA4 &&
-        (o->n_vocab < 512 || o->n_vocab > G4_MAX_VOCAB || o->n_ff % 32 || o->n_ff_exp % 32 || o->n_ff < 32 ||
-         o->n_ff_exp < 32 || o->n_head_kv < 1 || o->n_head_kv_full < 1 || o->n_head % o->n_head_kv ||
-         o->n_head % o->n_head_kv_full || o->head_dim < 8 || o->head_dim % 8 || o->head_dim_full < 8 ||
-         o->head_dim_full % 8 || o->window < 1 || o->swa_period < 1)) {
-        fprintf(stderr, "mkmodel: inconsistent gemma4 shape (need vocab in 512..%d, ff and ff-exp multiples of "
-                        "32, KV heads dividing heads, head dims multiples of 8, window and swa-period >= 1)\n",
-                G4_MAX_VOCAB);
+        (o->n_vocab < 512 || o->n_vocab > G4_MAX_VOCAB || o->n_ff % 32 || o->n_ff_exp % 32 ||
+         o->n_ff < 32 || o->n_ff_exp < 32 || o->n_head_kv < 1 || o->n_head_kv_full < 1 ||
+         o->n_head % o->n_head_kv || o->n_head % o->n_head_kv_full || o->head_dim < 8 ||
+         o->head_dim % 8 || o->head_dim_full < 8 || o->head_dim_full % 8 || o->window < 1 ||
+         o->swa_period < 1)) {
+        fprintf(
+            stderr,
+            "mkmodel: inconsistent gemma4 shape (need vocab in 512..%d, ff and ff-exp multiples of "
+            "32, KV heads dividing heads, head dims multiples of 8, window and swa-period >= 1)\n",
+            G4_MAX_VOCAB);
         return -1;
     }
     return 0;
@@ -375,7 +422,8 @@ static inline float gauss(uint64_t *s) {
 
 /* Seed of row `row` of stream `stream` of tensor `ti`. */
 static uint64_t row_seed(uint64_t seed, int ti, int stream, int64_t row) {
-    uint64_t s = splitmix(seed ^ splitmix(((uint64_t)ti << 32) ^ ((uint64_t)stream << 60) ^ (uint64_t)row));
+    uint64_t s =
+        splitmix(seed ^ splitmix(((uint64_t)ti << 32) ^ ((uint64_t)stream << 60) ^ (uint64_t)row));
     return s ? s : 1;
 }
 
@@ -407,8 +455,8 @@ typedef struct mk_list {
     int n, cap;
 } mk_list;
 
-static void add(mk_list *L, const char *name, uint32_t type, int n_dims, int64_t ne0, int64_t ne1, int64_t ne2,
-                mk_kind kind, float scale) {
+static void add(mk_list *L, const char *name, uint32_t type, int n_dims, int64_t ne0, int64_t ne1,
+                int64_t ne2, mk_kind kind, float scale) {
     if (L->n == L->cap) {
         L->cap = L->cap ? 2 * L->cap : 256;
         L->t = realloc(L->t, (size_t)L->cap * sizeof *L->t);
@@ -465,8 +513,8 @@ static void build_glm_dsa(const mk_opts *o, mk_list *L) {
 #define MT(n_in) fit_type(M, n_in)
     add(L, "token_embd.weight", fit_type(o->embd_type, E), 2, E, o->n_vocab, 1, K_EMBD, 1.0f);
     add(L, "output_norm.weight", QT_F32, 1, E, 1, 1, K_NORM, 0.05f);
-    add(L, "output.weight", fit_type(o->out_type == MK_SAME ? M : o->out_type, E), 2, E, o->n_vocab, 1, K_GAUSS,
-        2.0f * IN_SCALE(E));
+    add(L, "output.weight", fit_type(o->out_type == MK_SAME ? M : o->out_type, E), 2, E, o->n_vocab,
+        1, K_GAUSS, 2.0f * IN_SCALE(E));
     int moe_seen = 0;
     for (int l = 0; l < o->n_layer + o->n_nextn; l++) { /* l >= n_layer: the MTP blocks */
         const int is_mtp = l >= o->n_layer, is_moe = l >= o->n_dense;
@@ -474,19 +522,22 @@ static void build_glm_dsa(const mk_opts *o, mk_list *L) {
         add(L, T("attn_norm.weight"), QT_F32, 1, E, 1, 1, K_NORM, 0.05f);
         add(L, T("attn_q_a.weight"), MT(E), 2, E, o->q_lora, 1, K_GAUSS, IN_SCALE(E));
         add(L, T("attn_q_a_norm.weight"), QT_F32, 1, o->q_lora, 1, 1, K_NORM, 0.05f);
-        add(L, T("attn_q_b.weight"), MT(o->q_lora), 2, o->q_lora, H * (o->qk_nope + o->qk_rope), 1, K_GAUSS,
-            IN_SCALE(o->q_lora));
-        add(L, T("attn_kv_a_mqa.weight"), MT(E), 2, E, o->kv_lora + o->qk_rope, 1, K_GAUSS, IN_SCALE(E));
+        add(L, T("attn_q_b.weight"), MT(o->q_lora), 2, o->q_lora, H * (o->qk_nope + o->qk_rope), 1,
+            K_GAUSS, IN_SCALE(o->q_lora));
+        add(L, T("attn_kv_a_mqa.weight"), MT(E), 2, E, o->kv_lora + o->qk_rope, 1, K_GAUSS,
+            IN_SCALE(E));
         add(L, T("attn_kv_a_norm.weight"), QT_F32, 1, o->kv_lora, 1, 1, K_NORM, 0.05f);
-        add(L, T("attn_k_b.weight"), MT(o->qk_nope), 3, o->qk_nope, o->kv_lora, H, K_GAUSS, IN_SCALE(o->qk_nope));
-        add(L, T("attn_v_b.weight"), MT(o->kv_lora), 3, o->kv_lora, o->v_head, H, K_GAUSS, IN_SCALE(o->kv_lora));
+        add(L, T("attn_k_b.weight"), MT(o->qk_nope), 3, o->qk_nope, o->kv_lora, H, K_GAUSS,
+            IN_SCALE(o->qk_nope));
+        add(L, T("attn_v_b.weight"), MT(o->kv_lora), 3, o->kv_lora, o->v_head, H, K_GAUSS,
+            IN_SCALE(o->kv_lora));
         add(L, T("attn_output.weight"), MT(H * o->v_head), 2, H * o->v_head, E, 1, K_GAUSS,
             RESID * IN_SCALE(H * o->v_head));
         add(L, T("ffn_norm.weight"), QT_F32, 1, E, 1, 1, K_NORM, 0.05f);
         /* "full" indexer layers: even ones (IndexShare: odd layers reuse them), or all */
         if (o->arch == ARCH_GLM_DSA && (o->idx_all || (!is_mtp && l % 2 == 0))) {
-            add(L, T("indexer.attn_q_b.weight"), MT(o->q_lora), 2, o->q_lora, o->idx_head * o->idx_dim, 1, K_GAUSS,
-                IN_SCALE(o->q_lora));
+            add(L, T("indexer.attn_q_b.weight"), MT(o->q_lora), 2, o->q_lora,
+                o->idx_head * o->idx_dim, 1, K_GAUSS, IN_SCALE(o->q_lora));
             add(L, T("indexer.attn_k.weight"), MT(E), 2, E, o->idx_dim, 1, K_GAUSS, IN_SCALE(E));
             add(L, T("indexer.k_norm.weight"), QT_F32, 1, o->idx_dim, 1, 1, K_NORM, 0.05f);
             add(L, T("indexer.k_norm.bias"), QT_F32, 1, o->idx_dim, 1, 1, K_GAUSS, 0.02f);
@@ -495,7 +546,8 @@ static void build_glm_dsa(const mk_opts *o, mk_list *L) {
         if (!is_moe) {
             add(L, T("ffn_gate.weight"), MT(E), 2, E, o->n_ff, 1, K_GAUSS, IN_SCALE(E));
             add(L, T("ffn_up.weight"), MT(E), 2, E, o->n_ff, 1, K_GAUSS, IN_SCALE(E));
-            add(L, T("ffn_down.weight"), MT(o->n_ff), 2, o->n_ff, E, 1, K_GAUSS, RESID * IN_SCALE(o->n_ff));
+            add(L, T("ffn_down.weight"), MT(o->n_ff), 2, o->n_ff, E, 1, K_GAUSS,
+                RESID * IN_SCALE(o->n_ff));
         } else {
             const uint32_t X = o->expert_mix ? (moe_seen % 2 ? QT_Q2_K : QT_Q4_K) : o->exp_type;
             const uint32_t XD = o->exp_down_type == MK_SAME ? X : o->exp_down_type;
@@ -504,7 +556,8 @@ static void build_glm_dsa(const mk_opts *o, mk_list *L) {
             add(L, T("exp_probs_b.bias"), QT_F32, 1, o->n_expert, 1, 1, K_TIERS, 0.0f);
             add(L, T("ffn_gate_exps.weight"), X, 3, E, F, o->n_expert, K_EXPERT, IN_SCALE(E));
             add(L, T("ffn_up_exps.weight"), X, 3, E, F, o->n_expert, K_EXPERT, IN_SCALE(E));
-            add(L, T("ffn_down_exps.weight"), XD, 3, F, E, o->n_expert, K_EXPERT, RESID * IN_SCALE(F));
+            add(L, T("ffn_down_exps.weight"), XD, 3, F, E, o->n_expert, K_EXPERT,
+                RESID * IN_SCALE(F));
             add(L, T("ffn_gate_shexp.weight"), MT(E), 2, E, F, 1, K_GAUSS, IN_SCALE(E));
             add(L, T("ffn_up_shexp.weight"), MT(E), 2, E, F, 1, K_GAUSS, IN_SCALE(E));
             add(L, T("ffn_down_shexp.weight"), MT(F), 2, F, E, 1, K_GAUSS, RESID * IN_SCALE(F));
@@ -522,18 +575,21 @@ static void build_glm_dsa(const mk_opts *o, mk_list *L) {
 
 /* llama-quantize's use_more_bits: the layers its Q4_K_M recipe gives Q6_K
  * (attn_v, ffn_down): the first and last eighth, and every third between. */
-static int use_more_bits(int l, int n) { return l < n / 8 || l >= 7 * n / 8 || (l - n / 8) % 3 == 2; }
+static int use_more_bits(int l, int n) {
+    return l < n / 8 || l >= 7 * n / 8 || (l - n / 8) % 3 == 2;
+}
 
 /* qwen3moe (header-only): GQA attention with per-head q/k norms, every layer MoE
  * without a shared expert. */
 static void build_qwen3moe(const mk_opts *o, mk_list *L) {
-    const int E = o->n_embd, QD = o->n_head * o->head_dim, KVD = o->n_head_kv * o->head_dim, F = o->n_ff_exp;
+    const int E = o->n_embd, QD = o->n_head * o->head_dim, KVD = o->n_head_kv * o->head_dim,
+              F = o->n_ff_exp;
     const uint32_t M = o->mat_type, Q6 = QT_Q6_K;
     char n[96];
     add(L, "token_embd.weight", fit_type(o->embd_type, E), 2, E, o->n_vocab, 1, K_EMBD, 1.0f);
     add(L, "output_norm.weight", QT_F32, 1, E, 1, 1, K_NORM, 0.05f);
-    add(L, "output.weight", fit_type(o->out_type == MK_SAME ? M : o->out_type, E), 2, E, o->n_vocab, 1, K_GAUSS,
-        2.0f * IN_SCALE(E));
+    add(L, "output.weight", fit_type(o->out_type == MK_SAME ? M : o->out_type, E), 2, E, o->n_vocab,
+        1, K_GAUSS, 2.0f * IN_SCALE(E));
     for (int l = 0; l < o->n_layer; l++) {
         const int more = o->q4_k_m && use_more_bits(l, o->n_layer);
         const uint32_t XD = o->exp_down_type == MK_SAME ? o->exp_type : o->exp_down_type;
@@ -544,13 +600,16 @@ static void build_qwen3moe(const mk_opts *o, mk_list *L) {
         add(L, T("attn_v.weight"), fit_type(more ? Q6 : M, E), 2, E, KVD, 1, K_GAUSS, IN_SCALE(E));
         add(L, T("attn_q_norm.weight"), QT_F32, 1, o->head_dim, 1, 1, K_NORM, 0.05f);
         add(L, T("attn_k_norm.weight"), QT_F32, 1, o->head_dim, 1, 1, K_NORM, 0.05f);
-        add(L, T("attn_output.weight"), fit_type(M, QD), 2, QD, E, 1, K_GAUSS, RESID * IN_SCALE(QD));
+        add(L, T("attn_output.weight"), fit_type(M, QD), 2, QD, E, 1, K_GAUSS,
+            RESID * IN_SCALE(QD));
         add(L, T("ffn_norm.weight"), QT_F32, 1, E, 1, 1, K_NORM, 0.05f);
         add(L, T("ffn_gate_inp.weight"), QT_F32, 2, E, o->n_expert, 1, K_GAUSS, IN_SCALE(E));
-        add(L, T("ffn_gate_exps.weight"), fit_type(o->exp_type, E), 3, E, F, o->n_expert, K_EXPERT, IN_SCALE(E));
-        add(L, T("ffn_up_exps.weight"), fit_type(o->exp_type, E), 3, E, F, o->n_expert, K_EXPERT, IN_SCALE(E));
-        add(L, T("ffn_down_exps.weight"), fit_type(more ? Q6 : XD, F), 3, F, E, o->n_expert, K_EXPERT,
-            RESID * IN_SCALE(F));
+        add(L, T("ffn_gate_exps.weight"), fit_type(o->exp_type, E), 3, E, F, o->n_expert, K_EXPERT,
+            IN_SCALE(E));
+        add(L, T("ffn_up_exps.weight"), fit_type(o->exp_type, E), 3, E, F, o->n_expert, K_EXPERT,
+            IN_SCALE(E));
+        add(L, T("ffn_down_exps.weight"), fit_type(more ? Q6 : XD, F), 3, F, E, o->n_expert,
+            K_EXPERT, RESID * IN_SCALE(F));
 #undef T
     }
 }
@@ -568,10 +627,12 @@ static void build_gemma4(const mk_opts *o, mk_list *L) {
     const uint32_t M = o->mat_type, XT = o->expert_mix ? QT_Q4_K : o->exp_type;
     char n[96];
     /* tensor 0: the router rows lean on its common direction (fill_row, K_ROUTER) */
-    add(L, "token_embd.weight", fit_type(o->embd_type, E), 2, E, o->n_vocab, 1, K_EMBD, 1.28f * IN_SCALE(E));
+    add(L, "token_embd.weight", fit_type(o->embd_type, E), 2, E, o->n_vocab, 1, K_EMBD,
+        1.28f * IN_SCALE(E));
     add_vec(L, "output_norm.weight", E, K_SIGNED, 5.0f, 0.05f);
     /* full layers: the first quarter of the dims rotate (pairs with factor 1), the rest do not */
-    add_vec(L, "rope_freqs.weight", o->head_dim_full / 2, K_ROPE, (float)(o->head_dim_full / 8), 0.0f);
+    add_vec(L, "rope_freqs.weight", o->head_dim_full / 2, K_ROPE, (float)(o->head_dim_full / 8),
+            0.0f);
     for (int l = 0; l < o->n_layer; l++) {
         const int full = g4_full(o, l), D = full ? o->head_dim_full : o->head_dim;
         const int KV = (full ? o->n_head_kv_full : o->n_head_kv) * D;
@@ -592,11 +653,13 @@ static void build_gemma4(const mk_opts *o, mk_list *L) {
         MAT("ffn_down.weight", o->n_ff, E, IN_SCALE(o->n_ff));
         add_vec(L, T("post_ffw_norm_1.weight"), E, K_NORM, 1.0f, 0.1f);
         add_vec(L, T("pre_ffw_norm_2.weight"), E, K_NORM, 1.0f, 0.1f);
-        /* router input: rms_norm(x) / sqrt(E) * scale, about unit length: gain 2 gives logits of std 2 */
+        /* router input: rms_norm(x) / sqrt(E) * scale, about unit length: gain 2 gives logits of
+         * std 2 */
         add(L, T("ffn_gate_inp.weight"), QT_F32, 2, E, X, 1, K_ROUTER, 2.0f);
         L->t[L->n - 1].p = 1.5f;
         add_vec(L, T("ffn_gate_inp.scale"), E, K_NORM, 1.0f, 0.2f);
-        add(L, T("ffn_gate_up_exps.weight"), fit_type(XT, E), 3, E, 2 * F, X, K_EXPERT, IN_SCALE(E));
+        add(L, T("ffn_gate_up_exps.weight"), fit_type(XT, E), 3, E, 2 * F, X, K_EXPERT,
+            IN_SCALE(E));
         add(L, T("ffn_down_exps.weight"), fit_type(XT, F), 3, F, E, X, K_EXPERT, IN_SCALE(F));
         add_vec(L, T("ffn_down_exps.scale"), X, K_NORM, 1.0f, 0.2f);
         add_vec(L, T("post_ffw_norm_2.weight"), E, K_NORM, 1.0f, 0.1f);
@@ -617,26 +680,31 @@ static void fill_row(const mk_opts *o, const mk_tensor *t, int ti, int64_t row, 
     uint64_t s = row_seed(o->seed, ti, 0, row);
     switch (t->kind) {
     case K_GAUSS:
-        for (int64_t i = 0; i < n; i++) x[i] = t->scale * gauss(&s);
+        for (int64_t i = 0; i < n; i++)
+            x[i] = t->scale * gauss(&s);
         break;
     case K_NORM:
-        for (int64_t i = 0; i < n; i++) x[i] = t->p + t->scale * gauss(&s);
+        for (int64_t i = 0; i < n; i++)
+            x[i] = t->p + t->scale * gauss(&s);
         break;
     case K_EMBD: {
         /* the common direction is stream 1, row 0: the same for every token */
         uint64_t c = row_seed(o->seed, ti, 1, 0);
-        for (int64_t i = 0; i < n; i++) x[i] = t->scale * (0.6f * gauss(&c) + 0.8f * gauss(&s));
+        for (int64_t i = 0; i < n; i++)
+            x[i] = t->scale * (0.6f * gauss(&c) + 0.8f * gauss(&s));
         break;
     }
     case K_EXPERT: {
         /* base row: stream 1, indexed by the row within one expert */
         uint64_t b = row_seed(o->seed, ti, 1, row % t->ne[1]);
-        for (int64_t i = 0; i < n; i++) x[i] = t->scale * (0.6f * gauss(&b) + 0.8f * gauss(&s));
+        for (int64_t i = 0; i < n; i++)
+            x[i] = t->scale * (0.6f * gauss(&b) + 0.8f * gauss(&s));
         break;
     }
     case K_TIERS:
         /* four popularity tiers by expert id, plus a little noise */
-        for (int64_t i = 0; i < n; i++) x[i] = 0.06f * (float)(3 - (int)(i % 4)) - 0.09f + 0.01f * gauss(&s);
+        for (int64_t i = 0; i < n; i++)
+            x[i] = 0.06f * (float)(3 - (int)(i % 4)) - 0.09f + 0.01f * gauss(&s);
         break;
     case K_SIGNED:
         for (int64_t i = 0; i < n; i++) {
@@ -650,11 +718,13 @@ static void fill_row(const mk_opts *o, const mk_tensor *t, int ti, int64_t row, 
          * that direction, so the tiers make some experts popular in every layer */
         uint64_t c = row_seed(o->seed, 0, 1, 0);
         const float tier = t->p * (float)(3 - (int)(row % 4)) / sqrtf((float)n);
-        for (int64_t i = 0; i < n; i++) x[i] = t->scale * gauss(&s) + tier * gauss(&c);
+        for (int64_t i = 0; i < n; i++)
+            x[i] = t->scale * gauss(&s) + tier * gauss(&c);
         break;
     }
     case K_ROPE:
-        for (int64_t i = 0; i < n; i++) x[i] = (float)i < t->p ? 1.0f : 1e30f;
+        for (int64_t i = 0; i < n; i++)
+            x[i] = (float)i < t->p ? 1.0f : 1e30f;
         break;
     }
 }
@@ -712,7 +782,8 @@ static const struct raw_fmt *raw_fmt_of(uint32_t type) {
  * dmin are small finite halves chosen so that the decoded weights have roughly
  * zero mean and a standard deviation of about t->scale (like the quantised
  * random floats), so activations stay finite. */
-static void raw_row(const mk_opts *o, const mk_tensor *t, int ti, int64_t row, uint8_t *out, uint64_t row_bytes) {
+static void raw_row(const mk_opts *o, const mk_tensor *t, int ti, int64_t row, uint8_t *out,
+                    uint64_t row_bytes) {
     uint64_t s = row_seed(o->seed, ti, 2, row);
     for (uint64_t i = 0; i < row_bytes; i += 8) {
         uint64_t r = xs_next(&s);
@@ -721,7 +792,8 @@ static void raw_row(const mk_opts *o, const mk_tensor *t, int ti, int64_t row, u
     const struct raw_fmt *f = raw_fmt_of(t->type);
     const qt_traits *tr = qt_get(t->type);
     const uint64_t nb = (uint64_t)t->ne[0] / (uint64_t)tr->block, bb = (uint64_t)tr->bytes;
-    const uint16_t d = half_of(t->scale / f->d_div), dm = half_of(f->dmin_mul * t->scale / f->d_div);
+    const uint16_t d = half_of(t->scale / f->d_div),
+                   dm = half_of(f->dmin_mul * t->scale / f->d_div);
     for (uint64_t b = 0; b < nb; b++) {
         memcpy(out + b * bb + f->d_off, &d, 2);
         if (f->dmin_off >= 0) memcpy(out + b * bb + f->dmin_off, &dm, 2);
@@ -735,7 +807,8 @@ static void slab_worker(void *ctx, int ith, int nth) {
     float *x = j->rowbuf[ith];
     if (j->o->raw_experts && j->t->kind == K_EXPERT && raw_fmt_of(j->t->type)) {
         for (long r = lo; r < hi; r++)
-            raw_row(j->o, j->t, j->ti, j->row0 + r, j->out + (uint64_t)r * j->row_bytes, j->row_bytes);
+            raw_row(j->o, j->t, j->ti, j->row0 + r, j->out + (uint64_t)r * j->row_bytes,
+                    j->row_bytes);
         return;
     }
     for (long r = lo; r < hi; r++) {
@@ -773,17 +846,17 @@ static void byte_symbol(int b, char *s) {
     }
 }
 
-static const char *const glm_specials[] = {"<|endoftext|>", "[MASK]",   "[gMASK]",        "[sMASK]",  "<sop>",
-                                           "<eop>",         "<|system|>", "<|user|>",     "<|assistant|>",
-                                           "<|observation|>", "<think>", "</think>",     "<tool_call>",
-                                           "</tool_call>"};
+static const char *const glm_specials[] = {
+    "<|endoftext|>", "[MASK]",     "[gMASK]",     "[sMASK]",       "<sop>",
+    "<eop>",         "<|system|>", "<|user|>",    "<|assistant|>", "<|observation|>",
+    "<think>",       "</think>",   "<tool_call>", "</tool_call>"};
 
-#define CHECK(x)                                                   \
-    do {                                                           \
-        if (x) {                                                   \
-            fprintf(stderr, "mkmodel: %s\n", err.msg);             \
-            return 1;                                              \
-        }                                                          \
+#define CHECK(x)                                                                                   \
+    do {                                                                                           \
+        if (x) {                                                                                   \
+            fprintf(stderr, "mkmodel: %s\n", err.msg);                                             \
+            return 1;                                                                              \
+        }                                                                                          \
     } while (0)
 
 static int write_tokenizer_glm(const mk_opts *o, gguf_writer *w) {
@@ -799,13 +872,16 @@ static int write_tokenizer_glm(const mk_opts *o, gguf_writer *w) {
     }
     /* token ids 0..255 in byte-to-unicode order (printable bytes first) */
     int order[256], k = 0;
-    for (int b = 0; b < 256; b++) byte_symbol(b, sym[b]);
+    for (int b = 0; b < 256; b++)
+        byte_symbol(b, sym[b]);
     for (int pass = 0; pass < 2; pass++)
         for (int b = 0; b < 256; b++) {
-            int printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+            int printable =
+                (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
             if (printable == !pass) order[k++] = b;
         }
-    for (int i = 0; i < 256; i++) tok[i] = strdup(sym[order[i]]);
+    for (int i = 0; i < 256; i++)
+        tok[i] = strdup(sym[order[i]]);
     /* merges of two byte tokens, in id order: all distinct two-symbol strings */
     for (int m = 0; m < n_merge; m++) {
         const char *a = tok[m / 256 % 256], *b = tok[m % 256];
@@ -815,7 +891,8 @@ static int write_tokenizer_glm(const mk_opts *o, gguf_writer *w) {
         snprintf(buf, sizeof buf, "%s%s", a, b);
         tok[256 + m] = strdup(buf);
     }
-    for (int i = 0; i < n_spec; i++) tok[V - n_spec + i] = strdup(glm_specials[i]);
+    for (int i = 0; i < n_spec; i++)
+        tok[V - n_spec + i] = strdup(glm_specials[i]);
     for (int i = 0; i < V; i++) {
         if (!tok[i]) {
             fprintf(stderr, "mkmodel: out of memory\n");
@@ -826,18 +903,22 @@ static int write_tokenizer_glm(const mk_opts *o, gguf_writer *w) {
     const uint32_t eot = (uint32_t)(V - n_spec), bos = eot + 2, user = eot + 7, obs = eot + 9;
     CHECK(gguf_writer_kv_str(w, "tokenizer.ggml.model", "gpt2", &err));
     CHECK(gguf_writer_kv_str(w, "tokenizer.ggml.pre", "glm4", &err));
-    CHECK(gguf_writer_kv_str_array(w, "tokenizer.ggml.tokens", (const char *const *)tok, (uint64_t)V, &err));
-    CHECK(gguf_writer_kv_array(w, "tokenizer.ggml.token_type", GGUF_INT32, ttype, (uint64_t)V, &err));
-    CHECK(gguf_writer_kv_str_array(w, "tokenizer.ggml.merges", (const char *const *)merges, (uint64_t)n_merge,
-                                   &err));
+    CHECK(gguf_writer_kv_str_array(w, "tokenizer.ggml.tokens", (const char *const *)tok,
+                                   (uint64_t)V, &err));
+    CHECK(
+        gguf_writer_kv_array(w, "tokenizer.ggml.token_type", GGUF_INT32, ttype, (uint64_t)V, &err));
+    CHECK(gguf_writer_kv_str_array(w, "tokenizer.ggml.merges", (const char *const *)merges,
+                                   (uint64_t)n_merge, &err));
     CHECK(gguf_writer_kv_u32(w, "tokenizer.ggml.bos_token_id", bos, &err));
     CHECK(gguf_writer_kv_u32(w, "tokenizer.ggml.eos_token_id", eot, &err));
     CHECK(gguf_writer_kv_u32(w, "tokenizer.ggml.unknown_token_id", eot, &err));
     CHECK(gguf_writer_kv_u32(w, "tokenizer.ggml.padding_token_id", eot, &err));
     CHECK(gguf_writer_kv_u32(w, "tokenizer.ggml.eot_token_id", user, &err));
     CHECK(gguf_writer_kv_u32(w, "tokenizer.ggml.eom_token_id", obs, &err));
-    for (int i = 0; i < V; i++) free(tok[i]);
-    for (int m = 0; m < n_merge; m++) free(merges[m]);
+    for (int i = 0; i < V; i++)
+        free(tok[i]);
+    for (int m = 0; m < n_merge; m++)
+        free(merges[m]);
     free(tok);
     free(merges);
     free(ttype);
@@ -848,11 +929,11 @@ static int write_tokenizer_glm(const mk_opts *o, gguf_writer *w) {
 /* general.name: the shape's, or a description of the synthetic model. */
 static void model_name(const mk_opts *o, const char *arch, char *buf, size_t cap) {
     if (o->shape)
-        snprintf(buf, cap, "petrel header-only shape %s (%s, %d layers x %d, %d experts)", o->shape, arch,
-                 o->n_layer, o->n_embd, o->n_expert);
+        snprintf(buf, cap, "petrel header-only shape %s (%s, %d layers x %d, %d experts)", o->shape,
+                 arch, o->n_layer, o->n_embd, o->n_expert);
     else
-        snprintf(buf, cap, "petrel synthetic %s %dx%d (%d experts, seed %llu)", arch, o->n_layer, o->n_embd,
-                 o->n_expert, (unsigned long long)o->seed);
+        snprintf(buf, cap, "petrel synthetic %s %dx%d (%d experts, seed %llu)", arch, o->n_layer,
+                 o->n_embd, o->n_expert, (unsigned long long)o->seed);
 }
 
 /* glm-dsa and deepseek2: every key their loaders read (deepseek2: YaRN rope and
@@ -868,7 +949,8 @@ static int write_hparams_glm(const mk_opts *o, gguf_writer *w) {
     CHECK(gguf_writer_kv_str(w, "general.type", "model", &err));
     CHECK(gguf_writer_kv_u32(w, "general.quantization_version", 2, &err));
     /* 10 = MOSTLY_Q2_K, 15 = MOSTLY_Q4_K_M: informative only */
-    CHECK(gguf_writer_kv_u32(w, "general.file_type", !o->expert_mix && o->exp_type == QT_Q2_K ? 10 : 15, &err));
+    CHECK(gguf_writer_kv_u32(w, "general.file_type",
+                             !o->expert_mix && o->exp_type == QT_Q2_K ? 10 : 15, &err));
     struct {
         const char *key;
         uint32_t v;
@@ -920,8 +1002,10 @@ static int write_hparams_glm(const mk_opts *o, gguf_writer *w) {
     }
     uint8_t *types = malloc((size_t)o->n_layer);
     if (!types) return 1;
-    for (int l = 0; l < o->n_layer; l++) types[l] = o->idx_all || l % 2 == 0;
-    CHECK(gguf_writer_kv_array(w, KEY("attention.indexer.types"), GGUF_BOOL, types, (uint64_t)o->n_layer, &err));
+    for (int l = 0; l < o->n_layer; l++)
+        types[l] = o->idx_all || l % 2 == 0;
+    CHECK(gguf_writer_kv_array(w, KEY("attention.indexer.types"), GGUF_BOOL, types,
+                               (uint64_t)o->n_layer, &err));
 #undef KEY
     free(types);
     return 0;
@@ -929,10 +1013,21 @@ static int write_hparams_glm(const mk_opts *o, gguf_writer *w) {
 
 /* Gemma 4's control and chat tokens, ids 0..14 (types: 3 CONTROL up to <|think|>,
  * 4 USER_DEFINED after, as the converter marks the tokens a chat parser reads) */
-static const char *const g4_specials[] = {"<pad>",         "<eos>",         "<bos>",         "<unk>",
-                                          "<mask>",        "<|turn>",       "<turn|>",       "<|think|>",
-                                          "<|channel>",    "<channel|>",    "<|tool_call>",  "<tool_call|>",
-                                          "<|tool_response>", "<tool_response|>", "<|\"|>"};
+static const char *const g4_specials[] = {"<pad>",
+                                          "<eos>",
+                                          "<bos>",
+                                          "<unk>",
+                                          "<mask>",
+                                          "<|turn>",
+                                          "<turn|>",
+                                          "<|think|>",
+                                          "<|channel>",
+                                          "<channel|>",
+                                          "<|tool_call>",
+                                          "<tool_call|>",
+                                          "<|tool_response>",
+                                          "<tool_response|>",
+                                          "<|\"|>"};
 
 /* The gemma4 vocabulary (see the top comment): ids 0..14 control, 15 "\n",
  * 16 "\n\n", 17..272 <0x00>..<0xFF>, then G4_BASE characters (printable ASCII
@@ -988,10 +1083,12 @@ static int write_tokenizer_gemma4(const mk_opts *o, gguf_writer *w) {
             return 1;
         }
     CHECK(gguf_writer_kv_str(w, "tokenizer.ggml.model", "gemma4", &err));
-    CHECK(gguf_writer_kv_str_array(w, "tokenizer.ggml.tokens", (const char *const *)tok, (uint64_t)V, &err));
-    CHECK(gguf_writer_kv_array(w, "tokenizer.ggml.token_type", GGUF_INT32, ttype, (uint64_t)V, &err));
-    CHECK(gguf_writer_kv_str_array(w, "tokenizer.ggml.merges", (const char *const *)merges, (uint64_t)n_merge,
-                                   &err));
+    CHECK(gguf_writer_kv_str_array(w, "tokenizer.ggml.tokens", (const char *const *)tok,
+                                   (uint64_t)V, &err));
+    CHECK(
+        gguf_writer_kv_array(w, "tokenizer.ggml.token_type", GGUF_INT32, ttype, (uint64_t)V, &err));
+    CHECK(gguf_writer_kv_str_array(w, "tokenizer.ggml.merges", (const char *const *)merges,
+                                   (uint64_t)n_merge, &err));
     CHECK(gguf_writer_kv_u32(w, "tokenizer.ggml.bos_token_id", 2, &err));
     CHECK(gguf_writer_kv_u32(w, "tokenizer.ggml.eos_token_id", 1, &err));
     CHECK(gguf_writer_kv_u32(w, "tokenizer.ggml.unknown_token_id", 3, &err));
@@ -999,8 +1096,10 @@ static int write_tokenizer_gemma4(const mk_opts *o, gguf_writer *w) {
     CHECK(gguf_writer_kv_u32(w, "tokenizer.ggml.mask_token_id", 4, &err));
     CHECK(gguf_writer_kv_bool(w, "tokenizer.ggml.add_bos_token", 1, &err));
     CHECK(gguf_writer_kv_bool(w, "tokenizer.ggml.add_space_prefix", 0, &err));
-    for (int i = 0; i < V; i++) free(tok[i]);
-    for (int m = 0; m < n_merge; m++) free(merges[m]);
+    for (int i = 0; i < V; i++)
+        free(tok[i]);
+    for (int m = 0; m < n_merge; m++)
+        free(merges[m]);
     free(tok);
     free(merges);
     free(ttype);
@@ -1015,7 +1114,8 @@ static int write_hparams_gemma4(const mk_opts *o, gguf_writer *w) {
     CHECK(gguf_writer_kv_str(w, "general.name", desc, &err));
     CHECK(gguf_writer_kv_str(w, "general.type", "model", &err));
     CHECK(gguf_writer_kv_u32(w, "general.quantization_version", 2, &err));
-    CHECK(gguf_writer_kv_u32(w, "general.file_type", 15, &err)); /* MOSTLY_Q4_K_M: informative only */
+    CHECK(
+        gguf_writer_kv_u32(w, "general.file_type", 15, &err)); /* MOSTLY_Q4_K_M: informative only */
     struct {
         const char *key;
         uint32_t v;
@@ -1053,9 +1153,10 @@ static int write_hparams_gemma4(const mk_opts *o, gguf_writer *w) {
         kv[l] = g4_full(o, l) ? o->n_head_kv_full : o->n_head_kv;
         swa[l] = !g4_full(o, l);
     }
-    CHECK(gguf_writer_kv_array(w, "gemma4.attention.head_count_kv", GGUF_INT32, kv, (uint64_t)o->n_layer, &err));
-    CHECK(gguf_writer_kv_array(w, "gemma4.attention.sliding_window_pattern", GGUF_BOOL, swa, (uint64_t)o->n_layer,
-                               &err));
+    CHECK(gguf_writer_kv_array(w, "gemma4.attention.head_count_kv", GGUF_INT32, kv,
+                               (uint64_t)o->n_layer, &err));
+    CHECK(gguf_writer_kv_array(w, "gemma4.attention.sliding_window_pattern", GGUF_BOOL, swa,
+                               (uint64_t)o->n_layer, &err));
     free(kv);
     free(swa);
     return 0;
@@ -1070,7 +1171,8 @@ static int write_hparams_qwen3moe(const mk_opts *o, gguf_writer *w) {
     CHECK(gguf_writer_kv_str(w, "general.name", desc, &err));
     CHECK(gguf_writer_kv_str(w, "general.type", "model", &err));
     CHECK(gguf_writer_kv_u32(w, "general.quantization_version", 2, &err));
-    CHECK(gguf_writer_kv_u32(w, "general.file_type", 15, &err)); /* MOSTLY_Q4_K_M: informative only */
+    CHECK(
+        gguf_writer_kv_u32(w, "general.file_type", 15, &err)); /* MOSTLY_Q4_K_M: informative only */
     struct {
         const char *key;
         uint32_t v;
@@ -1112,16 +1214,22 @@ static int set_shape(mk_opts *o, const char *name) {
     if (!strcmp(name, "glm-5.2")) {
         /* 78 layers + 1 MTP block, 3 dense, 256 experts x 2048, MLA 64 heads */
         set_defaults(o, ARCH_GLM_DSA);
-        o->n_embd = 6144, o->n_layer = 78, o->n_dense = 3, o->n_ff = 12288, o->n_expert = 256, o->n_ff_exp = 2048;
-        o->n_head = 64, o->q_lora = 2048, o->kv_lora = 512, o->qk_nope = 192, o->qk_rope = 64, o->v_head = 256;
-        o->idx_head = 32, o->idx_dim = 128, o->idx_top_k = 2048, o->n_vocab = 154880, o->idx_all = 1;
+        o->n_embd = 6144, o->n_layer = 78, o->n_dense = 3, o->n_ff = 12288, o->n_expert = 256,
+        o->n_ff_exp = 2048;
+        o->n_head = 64, o->q_lora = 2048, o->kv_lora = 512, o->qk_nope = 192, o->qk_rope = 64,
+        o->v_head = 256;
+        o->idx_head = 32, o->idx_dim = 128, o->idx_top_k = 2048, o->n_vocab = 154880,
+        o->idx_all = 1;
         o->expert_mix = 0, o->exp_type = QT_Q2_K, o->mat_type = QT_Q8_0, o->embd_type = QT_Q8_0;
     } else if (!strcmp(name, "deepseek-v3")) {
-        /* 61 layers, 3 dense, 256 experts x 2048, MLA 128 heads; the converter drops the MTP block */
+        /* 61 layers, 3 dense, 256 experts x 2048, MLA 128 heads; the converter drops the MTP block
+         */
         set_defaults(o, ARCH_GLM_DSA);
         o->arch = ARCH_DEEPSEEK2, o->n_nextn = 0, o->n_ctx_train = 163840;
-        o->n_embd = 7168, o->n_layer = 61, o->n_dense = 3, o->n_ff = 18432, o->n_expert = 256, o->n_ff_exp = 2048;
-        o->n_head = 128, o->q_lora = 1536, o->kv_lora = 512, o->qk_nope = 128, o->qk_rope = 64, o->v_head = 128;
+        o->n_embd = 7168, o->n_layer = 61, o->n_dense = 3, o->n_ff = 18432, o->n_expert = 256,
+        o->n_ff_exp = 2048;
+        o->n_head = 128, o->q_lora = 1536, o->kv_lora = 512, o->qk_nope = 128, o->qk_rope = 64,
+        o->v_head = 128;
         o->n_vocab = 129280, o->expert_mix = 0, o->exp_type = QT_Q2_K, o->exp_down_type = QT_Q3_K;
         o->mat_type = QT_Q4_K, o->embd_type = QT_Q4_K, o->out_type = QT_Q6_K;
     } else if (!strcmp(name, "gemma4-26b")) {
@@ -1130,7 +1238,8 @@ static int set_shape(mk_opts *o, const char *name) {
         /* 94 layers, 128 experts x 1536, GQA 64/4 heads x 128 */
         set_defaults(o, ARCH_GLM_DSA);
         o->arch = ARCH_QWEN3MOE, o->n_nextn = 0, o->n_ctx_train = 40960;
-        o->n_embd = 4096, o->n_layer = 94, o->n_dense = 0, o->n_ff = 12288, o->n_expert = 128, o->n_ff_exp = 1536;
+        o->n_embd = 4096, o->n_layer = 94, o->n_dense = 0, o->n_ff = 12288, o->n_expert = 128,
+        o->n_ff_exp = 1536;
         o->n_head = 64, o->n_head_kv = 4, o->head_dim = 128, o->n_vocab = 151936;
         o->expert_mix = 0, o->exp_type = QT_Q4_K, o->mat_type = QT_Q4_K, o->embd_type = QT_Q4_K;
         o->out_type = QT_Q6_K, o->q4_k_m = 1;
@@ -1171,14 +1280,15 @@ int main(int argc, char **argv) {
         CHECK(gguf_writer_begin(w, o.out, &err));
         CHECK(gguf_writer_skip(w, total, &err));
         CHECK(gguf_writer_finish(w, &err));
-        fprintf(stderr, "mkmodel: wrote %s: %d tensors, %.2f GiB of tensor data (header only, sparse)\n", o.out,
-                L.n, total / 1073741824.0);
+        fprintf(stderr,
+                "mkmodel: wrote %s: %d tensors, %.2f GiB of tensor data (header only, sparse)\n",
+                o.out, L.n, total / 1073741824.0);
         gguf_writer_free(w);
         free(L.t);
         return 0;
     }
-    fprintf(stderr, "mkmodel: %s: %d tensors, %.2f GiB, %d threads\n", o.out, L.n, total / 1073741824.0,
-            o.threads);
+    fprintf(stderr, "mkmodel: %s: %d tensors, %.2f GiB, %d threads\n", o.out, L.n,
+            total / 1073741824.0, o.threads);
     tp_pool *pool = tp_new(o.threads);
     const uint64_t slab_cap = 64ull << 20; /* bytes of quantised rows per parallel step */
     uint8_t *slab = malloc(slab_cap + (1 << 20));
@@ -1202,7 +1312,8 @@ int main(int argc, char **argv) {
             done += (uint64_t)j.n_rows * rb;
             if (now_s() - last > 5.0) {
                 last = now_s();
-                fprintf(stderr, "mkmodel: %5.1f%% (%s) %.0f s\n", 100.0 * done / total, t->name, last - t0);
+                fprintf(stderr, "mkmodel: %5.1f%% (%s) %.0f s\n", 100.0 * done / total, t->name,
+                        last - t0);
             }
         }
     }
@@ -1210,7 +1321,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "mkmodel: wrote %s in %.1f s\n", o.out, now_s() - t0);
     gguf_writer_free(w);
     tp_free(pool);
-    for (int i = 0; i < o.threads; i++) free(rowbuf[i]);
+    for (int i = 0; i < o.threads; i++)
+        free(rowbuf[i]);
     free(rowbuf);
     free(slab);
     free(L.t);

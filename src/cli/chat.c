@@ -62,14 +62,16 @@ static int read_line(char **buf, size_t *cap) {
         }
         return 0;
     }
-    while (n > 0 && ((*buf)[n - 1] == '\n' || (*buf)[n - 1] == '\r')) (*buf)[--n] = 0;
+    while (n > 0 && ((*buf)[n - 1] == '\n' || (*buf)[n - 1] == '\r'))
+        (*buf)[--n] = 0;
     return 1;
 }
 
 /* The conversation restarted: the system message, if any. */
 static json_t *new_conversation(const char *system) {
     json_t *m = json_array();
-    if (system && *system) json_array_append_new(m, json_pack("{s:s, s:s}", "role", "system", "content", system));
+    if (system && *system)
+        json_array_append_new(m, json_pack("{s:s, s:s}", "role", "system", "content", system));
     return m;
 }
 
@@ -117,7 +119,8 @@ int cmd_chat(int argc, char **argv) {
     int interactive = isatty(fileno(stdin));
     int think = o.think;
     pt_buf sys = {0}, fixed = {0};
-    if (system_arg && pt_utf8_repair(system_arg, strlen(system_arg), &sys) < 0) return cli_error("out of memory");
+    if (system_arg && pt_utf8_repair(system_arg, strlen(system_arg), &sys) < 0)
+        return cli_error("out of memory");
     json_t *msgs = new_conversation(sys.v);
     fe_turn_result res = {0};
     char *line = NULL;
@@ -154,26 +157,41 @@ int cmd_chat(int argc, char **argv) {
                 if (pt_utf8_repair(t, strlen(t), &sys) < 0) break;
                 json_decref(msgs);
                 msgs = new_conversation(sys.v);
-                fprintf(stderr, "[system message %s; conversation restarted]\n", *t ? "set" : "cleared");
+                fprintf(stderr, "[system message %s; conversation restarted]\n",
+                        *t ? "set" : "cleared");
             } else if (!strcmp(line, "/think on") || !strcmp(line, "/think off")) {
                 think = line[8] == 'n';
                 fprintf(stderr, "[thinking %s]\n", think ? "on" : "off");
             } else {
-                fprintf(stderr, "[unknown command %s: /clear /exit /stats /system TEXT /think on|off]\n", line);
+                fprintf(stderr,
+                        "[unknown command %s: /clear /exit /stats /system TEXT /think on|off]\n",
+                        line);
             }
             continue;
         }
         int bad = pt_utf8_repair(line, strlen(line), &fixed);
         if (bad < 0) break;
-        if (bad) fprintf(stderr, "[input is not valid UTF-8: %d bad sequences replaced by U+FFFD]\n", bad);
+        if (bad)
+            fprintf(stderr, "[input is not valid UTF-8: %d bad sequences replaced by U+FFFD]\n",
+                    bad);
         json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "user", "content", fixed.v));
-        fe_turn turn = {.format = m.format, .messages = msgs, .thinking = think, .clear = no_reuse, .parse = 1,
-                        .gen = {.max_tokens = (int)o.n_gen, .stops = o.stops, .n_stops = o.n_stops,
+        fe_turn turn = {.format = m.format,
+                        .messages = msgs,
+                        .thinking = think,
+                        .clear = no_reuse,
+                        .parse = 1,
+                        .gen = {.max_tokens = (int)o.n_gen,
+                                .stops = o.stops,
+                                .n_stops = o.n_stops,
                                 .decode_flags = PT_DETOKENIZE_RENDER_SPECIAL},
-                        .emit = emit_stdout, .on_prefilled = show_think, .stop = &tcli_interrupted};
+                        .emit = emit_stdout,
+                        .on_prefilled = show_think,
+                        .stop = &tcli_interrupted};
         char err[512];
         int trc = fe_turn_run(m.g, &turn, &res, err, sizeof err);
-        tcli_turn t = {.n_prompt = res.n_prompt, .n_reused = res.n_reused, .t_start = res.t_start,
+        tcli_turn t = {.n_prompt = res.n_prompt,
+                       .n_reused = res.n_reused,
+                       .t_start = res.t_start,
                        .t_prefilled = res.t_prefilled};
         if (trc == FE_TURN_BAD_PROMPT) {
             rc = cli_error("%s", err);
@@ -182,8 +200,10 @@ int cmd_chat(int argc, char **argv) {
         if (trc == FE_TURN_TOO_LONG || trc == FE_TURN_CANCELLED || trc == FE_TURN_PREFILL_FAILED) {
             /* the turn is dropped; the conversation stays as it was */
             json_array_remove(msgs, json_array_size(msgs) - 1);
-            if (trc == FE_TURN_CANCELLED) fprintf(stderr, "\n[interrupted]\n");
-            else fprintf(stderr, "petrel: %s\n", err);
+            if (trc == FE_TURN_CANCELLED)
+                fprintf(stderr, "\n[interrupted]\n");
+            else
+                fprintf(stderr, "petrel: %s\n", err);
             continue;
         }
         if (trc == FE_TURN_GEN_FAILED) {
@@ -193,7 +213,8 @@ int cmd_chat(int argc, char **argv) {
         fputc('\n', stdout);
         fflush(stdout);
         if (res.gen.reason == PT_GEN_INTERRUPT) fprintf(stderr, "[interrupted]\n");
-        t.n_gen = res.gen.n_tokens, t.t_first = res.gen.t_first, t.t_end = res.gen.t_end, t.reason = res.gen.reason;
+        t.n_gen = res.gen.n_tokens, t.t_first = res.gen.t_first, t.t_end = res.gen.t_end,
+        t.reason = res.gen.reason;
         last = t;
         tcli_print_stats(stderr, &m, &t, 0, 0);
         if (trc) { /* the answer could not be kept (out of memory) */
@@ -203,9 +224,11 @@ int cmd_chat(int argc, char **argv) {
         /* the answer joins the conversation as content + reasoning */
         const pt_chat_parsed *p = &res.parsed;
         json_t *am = json_pack("{s:s, s:s}", "role", "assistant", "content", p->content);
-        if (p->reasoning[0]) json_object_set_new(am, "reasoning_content", json_string(p->reasoning));
+        if (p->reasoning[0])
+            json_object_set_new(am, "reasoning_content", json_string(p->reasoning));
         json_array_append_new(msgs, am);
-        if (res.gen.reason == PT_GEN_CONTEXT) fprintf(stderr, "[the context is full: /clear to start again]\n");
+        if (res.gen.reason == PT_GEN_CONTEXT)
+            fprintf(stderr, "[the context is full: /clear to start again]\n");
     }
     tcli_sigint(0);
     if (interactive && rc == CLI_OK) fputc('\n', stderr);

@@ -25,19 +25,23 @@
 #include "textcli.h"
 
 static void generate_usage(FILE *f) {
-    fprintf(f,
-            "usage: petrel generate -m MODEL.gguf (-p TEXT | -f FILE | --tokens IDS) [options]\n"
-            "  -m, --model FILE        GGUF model (any part of a split model)\n"
-            "  -p, --prompt TEXT       prompt text, taken verbatim (raw completion; BOS as the model says)\n"
-            "  -f, --file FILE         read the prompt from FILE ('-' or no -p/-f/--tokens: stdin)\n"
-            "  --chat                  wrap the prompt in the model's chat template as a user turn\n"
-            "  --system TEXT           system message for --chat\n"
-            "  --quiet                 no statistics on stderr\n"
-            "  --json                  statistics as one JSON object on stderr\n"
-            "  --tokens LIST           prompt token ids, comma-separated, fed verbatim (no BOS); prints\n"
-            "                          the ids of exactly N greedy tokens (-n, default 16; EOS does not\n"
-            "                          stop); -c defaults to prompt + N\n"
-            "  --dump-logits FILE      with --tokens: write prompt logits, float32 [n_prompt][n_vocab]\n");
+    fprintf(
+        f, "usage: petrel generate -m MODEL.gguf (-p TEXT | -f FILE | --tokens IDS) [options]\n"
+           "  -m, --model FILE        GGUF model (any part of a split model)\n"
+           "  -p, --prompt TEXT       prompt text, taken verbatim (raw completion; BOS as the "
+           "model says)\n"
+           "  -f, --file FILE         read the prompt from FILE ('-' or no -p/-f/--tokens: stdin)\n"
+           "  --chat                  wrap the prompt in the model's chat template as a user turn\n"
+           "  --system TEXT           system message for --chat\n"
+           "  --quiet                 no statistics on stderr\n"
+           "  --json                  statistics as one JSON object on stderr\n"
+           "  --tokens LIST           prompt token ids, comma-separated, fed verbatim (no BOS); "
+           "prints\n"
+           "                          the ids of exactly N greedy tokens (-n, default 16; EOS does "
+           "not\n"
+           "                          stop); -c defaults to prompt + N\n"
+           "  --dump-logits FILE      with --tokens: write prompt logits, float32 "
+           "[n_prompt][n_vocab]\n");
     tcli_usage(f);
 }
 
@@ -86,17 +90,21 @@ static int argmax(const float *x, int n) {
 /* Token mode: the ids verbatim, exactly n_gen greedy tokens, ids on stdout. */
 static int run_tokens(const tcli_opts *o, const char *tokens_arg, const char *dump) {
     const char *model = o->model;
-    long n_gen = o->n_gen < 0 ? 16 : o->n_gen, threads = o->threads, n_ctx = o->n_ctx, n_batch = o->n_batch;
+    long n_gen = o->n_gen < 0 ? 16 : o->n_gen, threads = o->threads, n_ctx = o->n_ctx,
+         n_batch = o->n_batch;
     int kernels = o->kernels, stats = o->stats;
     pt_engine_params ep = o->ep;
     if (o->sp_set & PT_SAMPLING_TEMP && o->sp.temp != 0) {
-        fprintf(stderr, "petrel generate: --tokens decodes greedily (--temp 0); sample from text with -p\n");
+        fprintf(
+            stderr,
+            "petrel generate: --tokens decodes greedily (--temp 0); sample from text with -p\n");
         return CLI_USAGE;
     }
     int32_t *prompt;
     int n_prompt;
     if (parse_tokens(tokens_arg, &prompt, &n_prompt) || n_prompt == 0) {
-        fprintf(stderr, "petrel generate: --tokens wants comma-separated non-negative ids, got '%s'\n",
+        fprintf(stderr,
+                "petrel generate: --tokens wants comma-separated non-negative ids, got '%s'\n",
                 tokens_arg);
         return CLI_USAGE;
     }
@@ -113,7 +121,8 @@ static int run_tokens(const tcli_opts *o, const char *tokens_arg, const char *du
     }
     fprintf(stderr, "petrel: %s\n", pt_engine_plan(e));
     const int nv = pt_engine_n_vocab(e);
-    pt_session_params sp = {.n_ctx = n_ctx ? (int)n_ctx : n_prompt + (int)n_gen + 1, .n_batch = (int)n_batch};
+    pt_session_params sp = {.n_ctx = n_ctx ? (int)n_ctx : n_prompt + (int)n_gen + 1,
+                            .n_batch = (int)n_batch};
     pt_session *s = pt_session_new(e, &sp, err, sizeof err);
     float *logits = s ? malloc((size_t)n_prompt * (size_t)nv * sizeof(float)) : NULL;
     int32_t *out = malloc(((size_t)n_gen + 1) * sizeof(int32_t));
@@ -152,28 +161,34 @@ static int run_tokens(const tcli_opts *o, const char *tokens_arg, const char *du
         next = argmax(logits, nv);
     }
     double t3 = pt_now();
-    for (long i = 0; i < n_gen; i++) printf("%s%d", i ? " " : "", out[i]);
+    for (long i = 0; i < n_gen; i++)
+        printf("%s%d", i ? " " : "", out[i]);
     printf("\n");
     if (fflush(stdout) != 0) rc = cli_error("cannot write output");
-    fprintf(stderr, "petrel: %s, %d threads; load %.2f s; prompt %d tokens in %.3f s (%.1f tok/s); "
-                    "generated %ld in %.3f s (%.2f tok/s)\n",
-            pt_engine_arch(e), pt_engine_n_threads(e), t1 - t0, n_prompt, t2 - t1, n_prompt / (t2 - t1 + 1e-9),
-            n_gen, t3 - t2, n_gen > 1 ? (n_gen - 1) / (t3 - t2 + 1e-9) : 0.0);
+    fprintf(stderr,
+            "petrel: %s, %d threads; load %.2f s; prompt %d tokens in %.3f s (%.1f tok/s); "
+            "generated %ld in %.3f s (%.2f tok/s)\n",
+            pt_engine_arch(e), pt_engine_n_threads(e), t1 - t0, n_prompt, t2 - t1,
+            n_prompt / (t2 - t1 + 1e-9), n_gen, t3 - t2,
+            n_gen > 1 ? (n_gen - 1) / (t3 - t2 + 1e-9) : 0.0);
     if (stats) {
         pt_stats st;
         pt_engine_stats(e, &st);
         uint64_t req = st.hits + st.misses;
-        fprintf(stderr,
-                "petrel: experts %s (%d slots/layer, %s%s%s): hit rate %.1f%% (%llu hits, %llu misses), "
-                "%.3f GB read, %.1f MB/token, I/O wait %.3f s, %llu pinned, prefetch %llu/%llu used; "
-                "RSS %.0f MB (peak %.0f MB)\n",
-                st.streaming ? "streamed" : "mmap", st.slots_per_layer, st.io_backend,
-                st.direct_io ? ", O_DIRECT" : "", st.expert_pack ? ", pack" : "", req ? 100.0 * st.hits / req : 0.0, (unsigned long long)st.hits,
-                (unsigned long long)st.misses, st.bytes_read / 1e9,
-                (n_prompt + n_gen) ? st.bytes_read / 1e6 / (n_prompt + n_gen) : 0.0, st.io_wait_s,
-                (unsigned long long)st.pinned, (unsigned long long)st.prefetch_used,
-                (unsigned long long)st.prefetched,
-                st.rss_bytes / 1048576.0, st.peak_rss_bytes / 1048576.0);
+        fprintf(
+            stderr,
+            "petrel: experts %s (%d slots/layer, %s%s%s): hit rate %.1f%% (%llu hits, %llu "
+            "misses), "
+            "%.3f GB read, %.1f MB/token, I/O wait %.3f s, %llu pinned, prefetch %llu/%llu used; "
+            "RSS %.0f MB (peak %.0f MB)\n",
+            st.streaming ? "streamed" : "mmap", st.slots_per_layer, st.io_backend,
+            st.direct_io ? ", O_DIRECT" : "", st.expert_pack ? ", pack" : "",
+            req ? 100.0 * st.hits / req : 0.0, (unsigned long long)st.hits,
+            (unsigned long long)st.misses, st.bytes_read / 1e9,
+            (n_prompt + n_gen) ? st.bytes_read / 1e6 / (n_prompt + n_gen) : 0.0, st.io_wait_s,
+            (unsigned long long)st.pinned, (unsigned long long)st.prefetch_used,
+            (unsigned long long)st.prefetched, st.rss_bytes / 1048576.0,
+            st.peak_rss_bytes / 1048576.0);
     }
 done:
     free(out);
@@ -201,8 +216,8 @@ static int show_think(void *ud, int in_reasoning) {
     return 0;
 }
 
-static int run_text(const tcli_opts *o, const char *text, size_t len, int chat, const char *system, int quiet,
-                    int json) {
+static int run_text(const tcli_opts *o, const char *text, size_t len, int chat, const char *system,
+                    int quiet, int json) {
     tcli_model m;
     tcli_turn t = {0};
     pt_buf fixed = {0};
@@ -215,22 +230,32 @@ static int run_text(const tcli_opts *o, const char *text, size_t len, int chat, 
         return CLI_USAGE;
     }
     if (tcli_open(o, &m, quiet || json)) return CLI_ERROR;
-    fe_turn turn = {.text = text, .text_len = len, .emit = emit_stdout, .stop = &tcli_interrupted,
-                    .gen = {.max_tokens = (int)o->n_gen, .stops = o->stops, .n_stops = o->n_stops,
+    fe_turn turn = {.text = text,
+                    .text_len = len,
+                    .emit = emit_stdout,
+                    .stop = &tcli_interrupted,
+                    .gen = {.max_tokens = (int)o->n_gen,
+                            .stops = o->stops,
+                            .n_stops = o->n_stops,
                             .decode_flags = chat ? PT_DETOKENIZE_RENDER_SPECIAL : 0}};
     if (chat) {
         if (!pt_chat_format_known(m.format)) {
-            rc = cli_error("%s: no known chat format for this model (use generate without --chat)", o->model);
+            rc = cli_error("%s: no known chat format for this model (use generate without --chat)",
+                           o->model);
             goto done;
         }
         int bad = pt_utf8_repair(text, len, &fixed);
         if (bad < 0) goto oom;
-        if (bad) fprintf(stderr, "petrel: the prompt is not valid UTF-8; %d bad sequences replaced by U+FFFD\n", bad);
+        if (bad)
+            fprintf(stderr,
+                    "petrel: the prompt is not valid UTF-8; %d bad sequences replaced by U+FFFD\n",
+                    bad);
         msgs = json_array();
         if (system) {
             pt_buf sys = {0};
             if (pt_utf8_repair(system, strlen(system), &sys) < 0) goto oom;
-            json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "system", "content", sys.v));
+            json_array_append_new(msgs,
+                                  json_pack("{s:s, s:s}", "role", "system", "content", sys.v));
             pt_buf_free(&sys);
         }
         json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "user", "content", fixed.v));
@@ -240,7 +265,8 @@ static int run_text(const tcli_opts *o, const char *text, size_t len, int chat, 
     tcli_interrupted = 0;
     tcli_sigint(1);
     int trc = fe_turn_run(m.g, &turn, &res, err, sizeof err);
-    t.n_prompt = res.n_prompt, t.n_reused = res.n_reused, t.t_start = res.t_start, t.t_prefilled = res.t_prefilled;
+    t.n_prompt = res.n_prompt, t.n_reused = res.n_reused, t.t_start = res.t_start,
+    t.t_prefilled = res.t_prefilled;
     if (trc) {
         rc = cli_error("%s", err);
         goto done;
@@ -249,9 +275,12 @@ static int run_text(const tcli_opts *o, const char *text, size_t len, int chat, 
     const pt_buf *out = &res.gen.text;
     if (!isatty(fileno(stdout)) || out->n == 0 || out->v[out->n - 1] != '\n') fputc('\n', stdout);
     if (fflush(stdout) != 0) rc = cli_error("cannot write output");
-    t.n_gen = res.gen.n_tokens, t.t_first = res.gen.t_first, t.t_end = res.gen.t_end, t.reason = res.gen.reason;
-    if (json) tcli_print_stats(stderr, &m, &t, 1, 0);
-    else if (!quiet) tcli_print_stats(stderr, &m, &t, 0, o->stats);
+    t.n_gen = res.gen.n_tokens, t.t_first = res.gen.t_first, t.t_end = res.gen.t_end,
+    t.reason = res.gen.reason;
+    if (json)
+        tcli_print_stats(stderr, &m, &t, 1, 0);
+    else if (!quiet)
+        tcli_print_stats(stderr, &m, &t, 0, o->stats);
     goto done;
 oom:
     rc = cli_error("out of memory");
@@ -273,7 +302,8 @@ int cmd_generate(int argc, char **argv) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         int needs = !strcmp(a, "--tokens") || !strcmp(a, "--dump-logits") || !strcmp(a, "-p") ||
-                    !strcmp(a, "--prompt") || !strcmp(a, "-f") || !strcmp(a, "--file") || !strcmp(a, "--system");
+                    !strcmp(a, "--prompt") || !strcmp(a, "-f") || !strcmp(a, "--file") ||
+                    !strcmp(a, "--system");
         if (needs && !v) {
             fprintf(stderr, "petrel generate: %s needs a value\n", a);
             generate_usage(stderr);

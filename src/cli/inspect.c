@@ -25,9 +25,12 @@ static const char *human(uint64_t b, char *buf, size_t cap) {
     const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     double v = (double)b;
     int i = 0;
-    while (v >= 1024 && i < 4) v /= 1024, i++;
-    if (i == 0) snprintf(buf, cap, "%llu B", (unsigned long long)b);
-    else snprintf(buf, cap, "%.*f %s", v < 10 ? 2 : 1, v, u[i]);
+    while (v >= 1024 && i < 4)
+        v /= 1024, i++;
+    if (i == 0)
+        snprintf(buf, cap, "%llu B", (unsigned long long)b);
+    else
+        snprintf(buf, cap, "%.*f %s", v < 10 ? 2 : 1, v, u[i]);
     return buf;
 }
 
@@ -79,9 +82,12 @@ static void value_text(const pt_model *m, uint64_t i, char *buf, size_t cap) {
         return;
     }
     default:
-        if (pt_model_meta_i64(m, i, -1, &x) == 0) snprintf(buf, cap, "%lld", (long long)x);
-        else if (pt_model_meta_u64(m, i, -1, &u) == 0) snprintf(buf, cap, "%llu", (unsigned long long)u);
-        else snprintf(buf, cap, "?");
+        if (pt_model_meta_i64(m, i, -1, &x) == 0)
+            snprintf(buf, cap, "%lld", (long long)x);
+        else if (pt_model_meta_u64(m, i, -1, &u) == 0)
+            snprintf(buf, cap, "%llu", (unsigned long long)u);
+        else
+            snprintf(buf, cap, "?");
     }
 }
 
@@ -106,7 +112,9 @@ static json_t *value_json(const pt_model *m, uint64_t i) {
     int64_t x;
     uint64_t u;
     switch (k.type) {
-    case PT_META_STRING: return pt_model_meta_str(m, i, -1, &str, &len) ? json_null() : json_stringn_nocheck(str, len);
+    case PT_META_STRING:
+        return pt_model_meta_str(m, i, -1, &str, &len) ? json_null()
+                                                       : json_stringn_nocheck(str, len);
     case PT_META_BOOL: return json_boolean(pt_model_meta_i64(m, i, -1, &x) == 0 && x);
     case PT_META_FLOAT32: return json_real(pt_model_meta_f64(m, i, -1, &d) ? 0 : shortest_f32(d));
     case PT_META_FLOAT64: return json_real(pt_model_meta_f64(m, i, -1, &d) ? 0 : d);
@@ -120,12 +128,17 @@ static json_t *value_json(const pt_model *m, uint64_t i) {
         }
         json_t *a = json_array();
         for (uint64_t j = 0; j < k.n; j++) {
-            if (et == PT_META_BOOL) json_array_append_new(a, json_boolean(pt_model_meta_i64(m, i, (int64_t)j, &x) == 0 && x));
+            if (et == PT_META_BOOL)
+                json_array_append_new(
+                    a, json_boolean(pt_model_meta_i64(m, i, (int64_t)j, &x) == 0 && x));
             else if (et == PT_META_FLOAT32 || et == PT_META_FLOAT64)
                 json_array_append_new(a, json_real(pt_model_meta_f64(m, i, (int64_t)j, &d) ? 0
-                                                   : et == PT_META_FLOAT32 ? shortest_f32(d) : d));
-            else if (pt_model_meta_i64(m, i, (int64_t)j, &x) == 0) json_array_append_new(a, json_integer(x));
-            else json_array_append_new(a, json_null());
+                                                   : et == PT_META_FLOAT32 ? shortest_f32(d)
+                                                                           : d));
+            else if (pt_model_meta_i64(m, i, (int64_t)j, &x) == 0)
+                json_array_append_new(a, json_integer(x));
+            else
+                json_array_append_new(a, json_null());
         }
         return a;
     }
@@ -141,7 +154,9 @@ static int is_arch_key(const pt_meta *k, const char *arch, size_t al) {
     return k->key_len > al + 1 && memcmp(k->key, arch, al) == 0 && k->key[al] == '.';
 }
 
-static const char *type_or_none(uint32_t t) { return t == PT_NO_TYPE ? "none" : pt_type_name(t); }
+static const char *type_or_none(uint32_t t) {
+    return t == PT_NO_TYPE ? "none" : pt_type_name(t);
+}
 
 static const char *expert_types_text(const pt_layer_info *L, char *buf, size_t cap) {
     if (L->fused_gate_up)
@@ -156,8 +171,9 @@ static const char *expert_types_text(const pt_layer_info *L, char *buf, size_t c
 static void print_text(const char *path, const pt_model *m, const pt_model_info *mi) {
     char b1[32], b2[32], b3[32], line[512];
     size_t al = strlen(mi->arch);
-    printf("file            %s (%s, %u file%s, GGUF v%u)\n", path, human(mi->file_bytes, b1, sizeof b1),
-           mi->n_files, mi->n_files == 1 ? "" : "s", mi->version);
+    printf("file            %s (%s, %u file%s, GGUF v%u)\n", path,
+           human(mi->file_bytes, b1, sizeof b1), mi->n_files, mi->n_files == 1 ? "" : "s",
+           mi->version);
     if (mi->name[0]) printf("name            %s\n", mi->name);
     printf("architecture    %s\n", mi->arch);
     printf("hyper-parameters\n");
@@ -172,15 +188,17 @@ static void print_text(const char *path, const pt_model *m, const pt_model_info 
            human(mi->tensor_bytes, b1, sizeof b1));
     for (uint32_t t = 0; t < PT_TYPE_COUNT; t++)
         if (mi->type_count[t])
-            printf("  %-8s %6llu tensors %12s\n", pt_type_name(t), (unsigned long long)mi->type_count[t],
-                   human(mi->type_bytes[t], b1, sizeof b1));
+            printf("  %-8s %6llu tensors %12s\n", pt_type_name(t),
+                   (unsigned long long)mi->type_count[t], human(mi->type_bytes[t], b1, sizeof b1));
     double pct = mi->tensor_bytes ? 100.0 * (double)mi->routed_bytes / (double)mi->tensor_bytes : 0;
-    printf("resident        %s (everything but routed experts)\n", human(mi->resident_bytes, b1, sizeof b1));
-    printf("routed experts  %s (%.1f%% of tensor bytes)\n", human(mi->routed_bytes, b1, sizeof b1), pct);
+    printf("resident        %s (everything but routed experts)\n",
+           human(mi->resident_bytes, b1, sizeof b1));
+    printf("routed experts  %s (%.1f%% of tensor bytes)\n", human(mi->routed_bytes, b1, sizeof b1),
+           pct);
     if (mi->n_expert || mi->routed_bytes) {
         printf("experts         %u per layer, %u used per token, %u shared; %u trunk MoE layer%s",
-               mi->n_expert ? mi->n_expert : mi->n_expert_max, mi->n_expert_used, mi->n_expert_shared, mi->n_moe_layers,
-               mi->n_moe_layers == 1 ? "" : "s");
+               mi->n_expert ? mi->n_expert : mi->n_expert_max, mi->n_expert_used,
+               mi->n_expert_shared, mi->n_moe_layers, mi->n_moe_layers == 1 ? "" : "s");
         if (mi->n_nextn) printf(" + %u MTP block%s", mi->n_nextn, mi->n_nextn == 1 ? "" : "s");
         printf("\n");
         for (uint32_t l = 0; l < mi->n_layers; l++) {
@@ -204,7 +222,7 @@ static void print_text(const char *path, const pt_model *m, const pt_model_info 
 
 typedef struct ram_plan {
     double ram_gb;
-    int ok;         /* the engine would open: text is the plan line */
+    int ok;          /* the engine would open: text is the plan line */
     char text[1024]; /* the plan line, or why it refuses (without the path prefix) */
 } ram_plan;
 
@@ -213,14 +231,18 @@ static void make_plans(const char *path, const double *rams, int n, int n_ctx, r
     for (int i = 0; i < n; i++) {
         ram_plan *r = &out[i];
         char err[1024] = "";
-        pt_engine_params p = {.model_path = path, .ram_gb = rams[i], .n_ctx = n_ctx, .plan_only = 1,
+        pt_engine_params p = {.model_path = path,
+                              .ram_gb = rams[i],
+                              .n_ctx = n_ctx,
+                              .plan_only = 1,
                               .cache_dir = cli_cache_dir()};
         pt_engine *e = pt_engine_open(&p, err, sizeof err);
         r->ram_gb = rams[i];
         r->ok = e != NULL;
         const size_t pl = strlen(path);
-        const char *msg = e ? pt_engine_plan(e) : !strncmp(err, path, pl) && !strncmp(err + pl, ": ", 2) ? err + pl + 2
-                                                                                                         : err;
+        const char *msg = e ? pt_engine_plan(e)
+                          : !strncmp(err, path, pl) && !strncmp(err + pl, ": ", 2) ? err + pl + 2
+                                                                                   : err;
         snprintf(r->text, sizeof r->text, "%s", msg);
         pt_engine_close(e);
     }
@@ -228,7 +250,8 @@ static void make_plans(const char *path, const double *rams, int n, int n_ctx, r
 
 static void print_plans(const ram_plan *p, int n) {
     printf("memory plans    (what petrel would do with --ram GB)\n");
-    for (int i = 0; i < n; i++) printf("  %6g GB  %s%s\n", p[i].ram_gb, p[i].ok ? "" : "refused: ", p[i].text);
+    for (int i = 0; i < n; i++)
+        printf("  %6g GB  %s%s\n", p[i].ram_gb, p[i].ok ? "" : "refused: ", p[i].text);
 }
 
 /* "16,32,64" into rams[]; returns how many, or -1 on a bad list. */
@@ -244,8 +267,8 @@ static int parse_rams(const char *s, double *rams) {
     return n ? n : -1;
 }
 
-static int print_json(const char *path, const pt_model *m, const pt_model_info *mi, const ram_plan *plans,
-                      int n_plans) {
+static int print_json(const char *path, const pt_model *m, const pt_model_info *mi,
+                      const ram_plan *plans, int n_plans) {
     json_t *o = json_object();
     size_t al = strlen(mi->arch);
     json_object_set_new(o, "file", json_string(path));
@@ -298,7 +321,8 @@ static int print_json(const char *path, const pt_model *m, const pt_model_info *
     }
     json_object_set_new(o, "moe_layers", layers);
     json_object_set_new(o, "expert_bytes_max", json_integer((json_int_t)mi->expert_bytes_max));
-    json_object_set_new(o, "expert_bytes_per_token", json_integer((json_int_t)mi->touched_per_token));
+    json_object_set_new(o, "expert_bytes_per_token",
+                        json_integer((json_int_t)mi->touched_per_token));
     json_object_set_new(o, "resident_memory_bytes", json_integer((json_int_t)mi->resident_bytes));
     if (n_plans) {
         json_t *a = json_array();
@@ -311,22 +335,25 @@ static int print_json(const char *path, const pt_model *m, const pt_model_info *
         }
         json_object_set_new(o, "memory_plans", a);
     }
-    int rc = json_dumpf(o, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(15));
+    int rc = json_dumpf(o, stdout,
+                        JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII |
+                            JSON_REAL_PRECISION(15));
     printf("\n");
     json_decref(o);
     return rc;
 }
 
 static void inspect_usage(FILE *f) {
-    fprintf(f, "usage: petrel inspect MODEL.gguf [--json] [--ram GB,GB,...] [-c N]\n"
-               "  Print architecture, hyper-parameters, tensor types and the resident vs\n"
-               "  routed-expert split of a GGUF model (any part of a split model works).\n"
-               "  --json             machine-readable output\n"
-               "  --ram GB,GB,...    also the memory plan at each budget (e.g. 16,32,64,128):\n"
-               "                     resident bytes, KV cache, experts mmap'd or streamed into\n"
-               "                     N slots per layer, or why petrel would refuse\n"
-               "  -c, --ctx-size N   context the plans budget a KV cache for (default %d,\n"
-               "                     at most the model's)\n",
+    fprintf(f,
+            "usage: petrel inspect MODEL.gguf [--json] [--ram GB,GB,...] [-c N]\n"
+            "  Print architecture, hyper-parameters, tensor types and the resident vs\n"
+            "  routed-expert split of a GGUF model (any part of a split model works).\n"
+            "  --json             machine-readable output\n"
+            "  --ram GB,GB,...    also the memory plan at each budget (e.g. 16,32,64,128):\n"
+            "                     resident bytes, KV cache, experts mmap'd or streamed into\n"
+            "                     N slots per layer, or why petrel would refuse\n"
+            "  -c, --ctx-size N   context the plans budget a KV cache for (default %d,\n"
+            "                     at most the model's)\n",
             PT_DEFAULT_CTX);
 }
 
@@ -335,10 +362,13 @@ int cmd_inspect(int argc, char **argv) {
     int json = 0, n_rams = 0, n_ctx = 0;
     double rams[MAX_RAMS];
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) json = 1;
+        if (!strcmp(argv[i], "--json"))
+            json = 1;
         else if (!strcmp(argv[i], "--ram") && i + 1 < argc) {
             if ((n_rams = parse_rams(argv[++i], rams)) < 0) {
-                fprintf(stderr, "petrel inspect: --ram '%s': expected GB values separated by commas (at most %d)\n",
+                fprintf(stderr,
+                        "petrel inspect: --ram '%s': expected GB values separated by commas (at "
+                        "most %d)\n",
                         argv[i], MAX_RAMS);
                 return CLI_USAGE;
             }
@@ -346,13 +376,12 @@ int cmd_inspect(int argc, char **argv) {
             char *end;
             long v = strtol(argv[++i], &end, 10);
             if (*end || v < 1 || v > (1L << 26)) {
-                fprintf(stderr, "petrel inspect: %s '%s': expected a context of 1..%ld positions\n", argv[i - 1],
-                        argv[i], 1L << 26);
+                fprintf(stderr, "petrel inspect: %s '%s': expected a context of 1..%ld positions\n",
+                        argv[i - 1], argv[i], 1L << 26);
                 return CLI_USAGE;
             }
             n_ctx = (int)v;
-        }
-        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             inspect_usage(stdout);
             return CLI_OK;
         } else if ((!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) && i + 1 < argc && !path)
@@ -361,7 +390,8 @@ int cmd_inspect(int argc, char **argv) {
             fprintf(stderr, "petrel inspect: unexpected argument '%s'\n", argv[i]);
             inspect_usage(stderr);
             return CLI_USAGE;
-        } else path = argv[i];
+        } else
+            path = argv[i];
     }
     if (!path) {
         inspect_usage(stderr);

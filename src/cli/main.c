@@ -45,25 +45,27 @@ char *cli_read_all(FILE *f, size_t *len) {
 }
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "petrel %s — run Mixture-of-Experts models larger than memory\n"
-            "\n"
-            "usage: petrel COMMAND [ARGS]\n"
-            "\n"
-            "commands:\n"
-            "  chat -m MODEL                 interactive chat (the default command)\n"
-            "  generate -m MODEL -p TEXT     complete TEXT (--chat: as a user turn); or --tokens IDS\n"
-            "  serve -m MODEL [--port N]     OpenAI-compatible HTTP server (chat, completions, responses)\n"
-            "  inspect MODEL.gguf [--json]   architecture, tensor types, resident vs expert bytes\n"
-            "  pack MODEL.gguf [-o PATH]     write the expert pack (one aligned record per expert)\n"
-            "  verify MODEL.gguf             check the expert pack against the model\n"
-            "  tokenize -m MODEL -p TEXT     print the token ids of TEXT (or -f FILE)\n"
-            "  detokenize -m MODEL --ids IDS print the text of token ids\n"
-            "  help                          this text\n"
-            "  version                       print the version\n"
-            "\n"
-            "Run 'petrel COMMAND --help' for the options of a command.\n",
-            pt_version());
+    fprintf(
+        f,
+        "petrel %s — run Mixture-of-Experts models larger than memory\n"
+        "\n"
+        "usage: petrel COMMAND [ARGS]\n"
+        "\n"
+        "commands:\n"
+        "  chat -m MODEL                 interactive chat (the default command)\n"
+        "  generate -m MODEL -p TEXT     complete TEXT (--chat: as a user turn); or --tokens IDS\n"
+        "  serve -m MODEL [--port N]     OpenAI-compatible HTTP server (chat, completions, "
+        "responses)\n"
+        "  inspect MODEL.gguf [--json]   architecture, tensor types, resident vs expert bytes\n"
+        "  pack MODEL.gguf [-o PATH]     write the expert pack (one aligned record per expert)\n"
+        "  verify MODEL.gguf             check the expert pack against the model\n"
+        "  tokenize -m MODEL -p TEXT     print the token ids of TEXT (or -f FILE)\n"
+        "  detokenize -m MODEL --ids IDS print the text of token ids\n"
+        "  help                          this text\n"
+        "  version                       print the version\n"
+        "\n"
+        "Run 'petrel COMMAND --help' for the options of a command.\n",
+        pt_version());
 }
 
 #define DEMO_MODEL_FILE "models/petrel-demo-glm.gguf"
@@ -100,15 +102,19 @@ const char *cli_default_model(void) {
 const char *cli_cache_dir(void) {
     static char dir[4096];
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (xdg && *xdg) snprintf(dir, sizeof dir, "%s/petrel", xdg);
-    else if (home && *home) snprintf(dir, sizeof dir, "%s/.cache/petrel", home);
-    else return NULL;
+    if (xdg && *xdg)
+        snprintf(dir, sizeof dir, "%s/petrel", xdg);
+    else if (home && *home)
+        snprintf(dir, sizeof dir, "%s/.cache/petrel", home);
+    else
+        return NULL;
     return dir;
 }
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        if (CLI_DEFAULT_MODEL) return cmd_chat(argc, argv); /* `petrel` alone: chat on the default model */
+        if (CLI_DEFAULT_MODEL)
+            return cmd_chat(argc, argv); /* `petrel` alone: chat on the default model */
         usage(stderr);
         return CLI_USAGE;
     }

@@ -43,7 +43,8 @@ static void show_progress(uint64_t done, uint64_t total, void *user) {
     double eta = rate > 0 ? (total - done) / rate : 0;
     int width = 30, fill = total ? (int)(width * (double)done / total) : width;
     char bar[64];
-    for (int i = 0; i < width; i++) bar[i] = i < fill ? '#' : '.';
+    for (int i = 0; i < width; i++)
+        bar[i] = i < fill ? '#' : '.';
     bar[width] = 0;
     fprintf(stderr, "%s%s [%s] %5.1f%% %8.1f MB/s  ETA %4.0f s%s", p->tty ? "\r" : "", p->what, bar,
             total ? 100.0 * done / total : 100.0, rate / 1e6, eta, p->tty ? "" : "\n");
@@ -54,8 +55,10 @@ static int writable_dir_of(const char *path) {
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
-    if (slash) *slash = 0;
-    else snprintf(dir, sizeof dir, ".");
+    if (slash)
+        *slash = 0;
+    else
+        snprintf(dir, sizeof dir, ".");
     return access(dir, W_OK) == 0;
 }
 
@@ -85,7 +88,8 @@ int cmd_pack(int argc, char **argv) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             printf("usage: petrel pack MODEL.gguf [-o PATH]\n"
                    "  Write every routed expert as one 4 KiB-aligned record into an expert pack\n"
-                   "  (default MODEL.gguf.xpack, or the cache directory when that folder is read-only).\n"
+                   "  (default MODEL.gguf.xpack, or the cache directory when that folder is "
+                   "read-only).\n"
                    "  An interrupted run resumes where it stopped.\n"
                    "  --stop-after K   stop after K records as if killed (for tests)\n");
             return CLI_OK;
@@ -96,8 +100,10 @@ int cmd_pack(int argc, char **argv) {
         } else if (argv[i][0] != '-' && !model) {
             model = argv[i];
         } else {
-            fprintf(stderr, "petrel pack: unexpected argument '%s'\nusage: petrel pack MODEL.gguf [-o PATH]\n",
-                    argv[i]);
+            fprintf(
+                stderr,
+                "petrel pack: unexpected argument '%s'\nusage: petrel pack MODEL.gguf [-o PATH]\n",
+                argv[i]);
             return CLI_USAGE;
         }
     }
@@ -129,7 +135,8 @@ int cmd_verify(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             printf("usage: petrel verify MODEL.gguf [--pack PATH]\n"
-                   "  Check the model's expert pack: header, fingerprint, every record's checksum and\n"
+                   "  Check the model's expert pack: header, fingerprint, every record's checksum "
+                   "and\n"
                    "  bytes. Exit 0 when valid, 1 when missing, stale or corrupt.\n");
             return CLI_OK;
         } else if (!strcmp(argv[i], "--pack") && i + 1 < argc) {
@@ -137,7 +144,9 @@ int cmd_verify(int argc, char **argv) {
         } else if (argv[i][0] != '-' && !model) {
             model = argv[i];
         } else {
-            fprintf(stderr, "petrel verify: unexpected argument '%s'\nusage: petrel verify MODEL.gguf [--pack PATH]\n",
+            fprintf(stderr,
+                    "petrel verify: unexpected argument '%s'\nusage: petrel verify MODEL.gguf "
+                    "[--pack PATH]\n",
                     argv[i]);
             return CLI_USAGE;
         }
@@ -156,14 +165,17 @@ int cmd_verify(int argc, char **argv) {
         if (access(cand[i], F_OK) == 0) path = cand[i];
     int rc = CLI_OK;
     if (!path) {
-        rc = cli_error("%s: no expert pack (looked for %s%s%s)", model, cand[0], nc > 1 ? " and " : "",
-                       nc > 1 ? cand[1] : "");
+        rc = cli_error("%s: no expert pack (looked for %s%s%s)", model, cand[0],
+                       nc > 1 ? " and " : "", nc > 1 ? cand[1] : "");
     } else {
         progress pr = {"verify", now_s(), 0, isatty(2)};
         char err[1024];
         uint64_t n_records = 0;
-        if (pt_pack_verify(m, path, show_progress, &pr, &n_records, err, sizeof err)) rc = cli_error("%s", err);
-        else fprintf(stderr, "petrel: %s is valid (%llu records)\n", path, (unsigned long long)n_records);
+        if (pt_pack_verify(m, path, show_progress, &pr, &n_records, err, sizeof err))
+            rc = cli_error("%s", err);
+        else
+            fprintf(stderr, "petrel: %s is valid (%llu records)\n", path,
+                    (unsigned long long)n_records);
     }
     pt_model_close(m);
     return rc;

@@ -26,24 +26,26 @@ static void on_quit(int sig) {
 }
 
 static void serve_usage(FILE *f) {
-    fprintf(f,
-            "usage: petrel serve -m MODEL.gguf [options]\n"
-            "OpenAI-compatible HTTP server: /v1/chat/completions, /v1/completions, /v1/responses,\n"
-            "/v1/models, /health. One generation at a time; the KV cache is reused across requests.\n"
-            "  -m, --model FILE        GGUF model\n"
-            "  --host ADDR             address to listen on (default 127.0.0.1: this machine only)\n"
-            "  --port N                TCP port (default 8080; 0: any free port, printed at start)\n"
-            "  --api-key KEY           require 'Authorization: Bearer KEY' on /v1/ (default: none;\n"
-            "                          the PETREL_API_KEY environment variable, which ps cannot show)\n"
-            "  --queue N               requests that may wait while one generates (default 16); more: 429\n"
-            "  --alias NAME            model id shown by /v1/models and replies (default: file name)\n"
-            "  --max-body BYTES        request body limit (default 16777216); larger: 413\n"
-            "  --max-header BYTES      request line + headers limit (default 65536)\n"
-            "  --timeout S             close connections idle for S seconds (default 30)\n"
-            "  --max-connections N     simultaneous connections (default 64)\n"
-            "  --quiet                 no line per request on stderr (status, tokens, prefill, tok/s)\n"
-            "Sampling flags set the defaults a request's own fields override; -n sets the default\n"
-            "max_tokens; --think/--no-think the default for requests that do not say.\n");
+    fprintf(
+        f,
+        "usage: petrel serve -m MODEL.gguf [options]\n"
+        "OpenAI-compatible HTTP server: /v1/chat/completions, /v1/completions, /v1/responses,\n"
+        "/v1/models, /health. One generation at a time; the KV cache is reused across requests.\n"
+        "  -m, --model FILE        GGUF model\n"
+        "  --host ADDR             address to listen on (default 127.0.0.1: this machine only)\n"
+        "  --port N                TCP port (default 8080; 0: any free port, printed at start)\n"
+        "  --api-key KEY           require 'Authorization: Bearer KEY' on /v1/ (default: none;\n"
+        "                          the PETREL_API_KEY environment variable, which ps cannot show)\n"
+        "  --queue N               requests that may wait while one generates (default 16); more: "
+        "429\n"
+        "  --alias NAME            model id shown by /v1/models and replies (default: file name)\n"
+        "  --max-body BYTES        request body limit (default 16777216); larger: 413\n"
+        "  --max-header BYTES      request line + headers limit (default 65536)\n"
+        "  --timeout S             close connections idle for S seconds (default 30)\n"
+        "  --max-connections N     simultaneous connections (default 64)\n"
+        "  --quiet                 no line per request on stderr (status, tokens, prefill, tok/s)\n"
+        "Sampling flags set the defaults a request's own fields override; -n sets the default\n"
+        "max_tokens; --think/--no-think the default for requests that do not say.\n");
     tcli_usage(f);
 }
 
@@ -59,8 +61,14 @@ static int loopback(const char *host) {
 int cmd_serve(int argc, char **argv) {
     tcli_opts o;
     tcli_opts_init(&o);
-    srv_params p = {.host = "127.0.0.1", .port = 8080, .queue = 16, .max_body = 16u << 20, .max_header = 64u << 10,
-                    .timeout_s = 30, .max_conns = 64, .log = stderr};
+    srv_params p = {.host = "127.0.0.1",
+                    .port = 8080,
+                    .queue = 16,
+                    .max_body = 16u << 20,
+                    .max_header = 64u << 10,
+                    .timeout_s = 30,
+                    .max_conns = 64,
+                    .log = stderr};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -76,7 +84,8 @@ int cmd_serve(int argc, char **argv) {
         }
         int valued = !strcmp(a, "--host") || !strcmp(a, "--port") || !strcmp(a, "--api-key") ||
                      !strcmp(a, "--queue") || !strcmp(a, "--alias") || !strcmp(a, "--max-body") ||
-                     !strcmp(a, "--max-header") || !strcmp(a, "--timeout") || !strcmp(a, "--max-connections");
+                     !strcmp(a, "--max-header") || !strcmp(a, "--timeout") ||
+                     !strcmp(a, "--max-connections");
         if (valued) {
             if (!v) {
                 fprintf(stderr, "petrel serve: %s needs a value\n", a);
@@ -86,22 +95,33 @@ int cmd_serve(int argc, char **argv) {
             errno = 0;
             n = strtol(v, &end, 10);
             int num_ok = !errno && end != v && !*end;
-            if (!strcmp(a, "--host")) p.host = v;
-            else if (!strcmp(a, "--api-key")) p.api_key = v;
-            else if (!strcmp(a, "--alias")) p.model_name = v;
+            if (!strcmp(a, "--host"))
+                p.host = v;
+            else if (!strcmp(a, "--api-key"))
+                p.api_key = v;
+            else if (!strcmp(a, "--alias"))
+                p.model_name = v;
             else {
                 long lo = !strcmp(a, "--port") || !strcmp(a, "--queue") ? 0 : 1;
-                long hi = !strcmp(a, "--port") ? 65535 : !strcmp(a, "--max-body") ? (1L << 40) : (1L << 30);
+                long hi = !strcmp(a, "--port")       ? 65535
+                          : !strcmp(a, "--max-body") ? (1L << 40)
+                                                     : (1L << 30);
                 if (!num_ok || n < lo || n > hi) {
                     fprintf(stderr, "petrel serve: invalid value '%s' for %s\n", v, a);
                     return CLI_USAGE;
                 }
-                if (!strcmp(a, "--port")) p.port = (int)n;
-                else if (!strcmp(a, "--queue")) p.queue = (int)n;
-                else if (!strcmp(a, "--max-body")) p.max_body = (size_t)n;
-                else if (!strcmp(a, "--max-header")) p.max_header = (size_t)n;
-                else if (!strcmp(a, "--timeout")) p.timeout_s = (int)n;
-                else p.max_conns = (int)n;
+                if (!strcmp(a, "--port"))
+                    p.port = (int)n;
+                else if (!strcmp(a, "--queue"))
+                    p.queue = (int)n;
+                else if (!strcmp(a, "--max-body"))
+                    p.max_body = (size_t)n;
+                else if (!strcmp(a, "--max-header"))
+                    p.max_header = (size_t)n;
+                else if (!strcmp(a, "--timeout"))
+                    p.timeout_s = (int)n;
+                else
+                    p.max_conns = (int)n;
             }
             continue;
         }
@@ -143,24 +163,33 @@ int cmd_serve(int argc, char **argv) {
 
     char err[512];
     if (!loopback(p.host) && !p.api_key)
-        fprintf(stderr,
-                "petrel: ##########################################################################\n"
-                "petrel: WARNING: listening on %s without --api-key: anyone who can reach this\n"
-                "petrel: WARNING: address can use the model. Bind 127.0.0.1 or set --api-key KEY.\n"
-                "petrel: ##########################################################################\n",
-                p.host);
+        fprintf(
+            stderr,
+            "petrel: ##########################################################################\n"
+            "petrel: WARNING: listening on %s without --api-key: anyone who can reach this\n"
+            "petrel: WARNING: address can use the model. Bind 127.0.0.1 or set --api-key KEY.\n"
+            "petrel: ##########################################################################\n",
+            p.host);
     srv *s = srv_start(&p, err, sizeof err);
     if (!s) return cli_error("%s", err);
-    fprintf(stderr, "petrel: listening on http://%s%s%s:%d (loading %s)\n", strchr(p.host, ':') ? "[" : "",
-            p.host, strchr(p.host, ':') ? "]" : "", srv_port(s), o.model);
+    fprintf(stderr, "petrel: listening on http://%s%s%s:%d (loading %s)\n",
+            strchr(p.host, ':') ? "[" : "", p.host, strchr(p.host, ':') ? "]" : "", srv_port(s),
+            o.model);
     tcli_model m;
     if (tcli_open(&o, &m, 0)) {
         srv_stop(s);
         return CLI_ERROR;
     }
-    srv_model sm = {.e = m.e, .s = m.s, .g = m.g, .format = m.format, .sp = m.sp,
-                    .fixed_seed = (o.sp_set & PT_SAMPLING_SEED) != 0, .thinking = o.think, .max_tokens = (int)o.n_gen,
-                    .stops = o.stops, .n_stops = o.n_stops};
+    srv_model sm = {.e = m.e,
+                    .s = m.s,
+                    .g = m.g,
+                    .format = m.format,
+                    .sp = m.sp,
+                    .fixed_seed = (o.sp_set & PT_SAMPLING_SEED) != 0,
+                    .thinking = o.think,
+                    .max_tokens = (int)o.n_gen,
+                    .stops = o.stops,
+                    .n_stops = o.n_stops};
     if (srv_set_model(s, &sm, err, sizeof err)) {
         srv_stop(s);
         tcli_close(&m);
@@ -168,7 +197,8 @@ int cmd_serve(int argc, char **argv) {
     }
     fprintf(stderr, "petrel: ready: serving %s (%s chat format, context %d)\n", p.model_name,
             m.format, pt_session_n_ctx(m.s));
-    while (!serve_quit) usleep(100 * 1000); /* a signal also cuts the sleep short */
+    while (!serve_quit)
+        usleep(100 * 1000); /* a signal also cuts the sleep short */
     fprintf(stderr, "petrel: shutting down\n");
     srv_stop(s);
     tcli_close(&m);

@@ -93,11 +93,16 @@ int tcli_parse(const char *cmd, int argc, char **argv, int *i, tcli_opts *o) {
         if (parse_long(v, -1, 1 << 24, &o->n_gen)) BADV();
     } else if (IS("--kernels")) {
         NEEDV();
-        if (!strcmp(v, "best")) o->kernels = PT_KERNELS_BEST;
-        else if (!strcmp(v, "scalar")) o->kernels = PT_KERNELS_SCALAR;
-        else if (!strcmp(v, "avx2")) o->kernels = PT_KERNELS_AVX2;
-        else if (!strcmp(v, "avx512")) o->kernels = PT_KERNELS_AVX512;
-        else BADV();
+        if (!strcmp(v, "best"))
+            o->kernels = PT_KERNELS_BEST;
+        else if (!strcmp(v, "scalar"))
+            o->kernels = PT_KERNELS_SCALAR;
+        else if (!strcmp(v, "avx2"))
+            o->kernels = PT_KERNELS_AVX2;
+        else if (!strcmp(v, "avx512"))
+            o->kernels = PT_KERNELS_AVX512;
+        else
+            BADV();
     } else if (IS("--expert-slots")) {
         NEEDV();
         if (parse_long(v, 1, 1 << 20, &n)) BADV();
@@ -110,15 +115,22 @@ int tcli_parse(const char *cmd, int argc, char **argv, int *i, tcli_opts *o) {
         o->ep.ram_gb = f;
     } else if (IS("--expert-policy")) {
         NEEDV();
-        if (!strcmp(v, "lru")) o->ep.expert_policy = PT_POLICY_LRU;
-        else if (!strcmp(v, "lfu")) o->ep.expert_policy = PT_POLICY_LFU;
-        else BADV();
+        if (!strcmp(v, "lru"))
+            o->ep.expert_policy = PT_POLICY_LRU;
+        else if (!strcmp(v, "lfu"))
+            o->ep.expert_policy = PT_POLICY_LFU;
+        else
+            BADV();
     } else if (IS("--io")) {
         NEEDV();
-        if (!strcmp(v, "auto")) o->ep.io = PT_IO_AUTO;
-        else if (!strcmp(v, "uring")) o->ep.io = PT_IO_URING;
-        else if (!strcmp(v, "pread")) o->ep.io = PT_IO_PREAD;
-        else BADV();
+        if (!strcmp(v, "auto"))
+            o->ep.io = PT_IO_AUTO;
+        else if (!strcmp(v, "uring"))
+            o->ep.io = PT_IO_URING;
+        else if (!strcmp(v, "pread"))
+            o->ep.io = PT_IO_PREAD;
+        else
+            BADV();
     } else if (IS("--pack")) {
         NEEDV();
         o->ep.pack_path = v;
@@ -195,7 +207,9 @@ int tcli_parse(const char *cmd, int argc, char **argv, int *i, tcli_opts *o) {
     } else if (IS("--chat-format")) {
         NEEDV();
         if (!pt_chat_format_known(v)) {
-            fprintf(stderr, "petrel %s: unknown chat format '%s' (glm-5, deepseek-v3, gemma-4, qwen3)\n", cmd, v);
+            fprintf(stderr,
+                    "petrel %s: unknown chat format '%s' (glm-5, deepseek-v3, gemma-4, qwen3)\n",
+                    cmd, v);
             return -1;
         }
         o->chat_format = v;
@@ -213,41 +227,58 @@ int tcli_parse(const char *cmd, int argc, char **argv, int *i, tcli_opts *o) {
 }
 
 void tcli_usage(FILE *f) {
-    fprintf(f,
-            "sampling (defaults: the model's published values, else --temp 0.7 --top-p 0.95):\n"
-            "  --temp T                temperature; 0 = greedy\n"
-            "  --greedy                same as --temp 0\n"
-            "  --top-k K               keep the K most likely tokens (0 = off)\n"
-            "  --top-p P               keep the smallest set with probability >= P (1 = off)\n"
-            "  --min-p P               drop tokens below P x the top probability (0 = off)\n"
-            "  --repeat-penalty R      penalise tokens of the last --repeat-last-n (default 64) (1 = off)\n"
-            "  --presence-penalty P    subtract P from every token already seen\n"
-            "  --frequency-penalty F   subtract F x count from every token already seen\n"
-            "  --seed N                random seed (default: from the clock; printed with --stats)\n"
-            "  --stop TEXT             stop when TEXT is generated (repeatable)\n"
-            "  -n, --max-tokens N      at most N tokens (default: until end of generation or the\n"
-            "                          context is full)\n"
-            "  --think, --no-think     turn the model's reasoning on/off (default: the family's)\n"
-            "  --chat-format NAME      glm-5, deepseek-v3, gemma-4 or qwen3 instead of the model's own\n"
-            "engine:\n"
-            "  -t, --threads N         threads (default: all cores)\n"
-            "  -c, --ctx-size N        context positions (default " TCLI_STR(PT_DEFAULT_CTX) ", at most the model's)\n"
-            "  -b, --batch-size N      prompt rows per forward chunk (default 256; a streamed expert is\n"
-            "                          read once per chunk that routes to it)\n"
-            "  --kernels K             best (default), avx512, avx2 or scalar dot-product kernels\n"
-            "  --ram GB                memory budget (default: available memory and cgroup limit)\n"
-            "  --expert-slots N        stream routed experts through N cache slots per MoE layer\n"
-            "  --mmap-experts          read experts through the memory map (no cache of our own)\n"
-            "  --expert-policy P       cache replacement: lfu (default, with decay) or lru\n"
-            "  --io B                  expert reads: auto (default), uring or pread\n"
-            "  --buffered-io           read experts through the page cache instead of O_DIRECT\n"
-            "  --pack PATH             expert pack to read from (default: MODEL.gguf.xpack if valid)\n"
-            "  --no-pack               ignore expert packs, read experts from the GGUF\n"
-            "  --pin-gb GB             cache memory for hot experts pinned from usage history\n"
-            "  --no-pin                pin nothing\n"
-            "  --prefetch              read the next layer's likely experts ahead (router lookahead)\n"
-            "  --trace FILE            write the routing trace (one line per layer request)\n"
-            "  --stats                 print expert-cache details with the statistics\n");
+    fprintf(
+        f, "sampling (defaults: the model's published values, else --temp 0.7 --top-p 0.95):\n"
+           "  --temp T                temperature; 0 = greedy\n"
+           "  --greedy                same as --temp 0\n"
+           "  --top-k K               keep the K most likely tokens (0 = off)\n"
+           "  --top-p P               keep the smallest set with probability >= P (1 = off)\n"
+           "  --min-p P               drop tokens below P x the top probability (0 = off)\n"
+           "  --repeat-penalty R      penalise tokens of the last --repeat-last-n (default 64) (1 "
+           "= off)\n"
+           "  --presence-penalty P    subtract P from every token already seen\n"
+           "  --frequency-penalty F   subtract F x count from every token already seen\n"
+           "  --seed N                random seed (default: from the clock; printed with --stats)\n"
+           "  --stop TEXT             stop when TEXT is generated (repeatable)\n"
+           "  -n, --max-tokens N      at most N tokens (default: until end of generation or the\n"
+           "                          context is full)\n"
+           "  --think, --no-think     turn the model's reasoning on/off (default: the family's)\n"
+           "  --chat-format NAME      glm-5, deepseek-v3, gemma-4 or qwen3 instead of the model's "
+           "own\n"
+           "engine:\n"
+           "  -t, --threads N         threads (default: all cores)\n"
+           "  -c, --ctx-size N        context positions (default " TCLI_STR(
+               PT_DEFAULT_CTX) ", at most the model's)\n"
+                               "  -b, --batch-size N      prompt rows per forward chunk (default "
+                               "256; a streamed expert is\n"
+                               "                          read once per chunk that routes to it)\n"
+                               "  --kernels K             best (default), avx512, avx2 or scalar "
+                               "dot-product kernels\n"
+                               "  --ram GB                memory budget (default: available memory "
+                               "and cgroup limit)\n"
+                               "  --expert-slots N        stream routed experts through N cache "
+                               "slots per MoE layer\n"
+                               "  --mmap-experts          read experts through the memory map (no "
+                               "cache of our own)\n"
+                               "  --expert-policy P       cache replacement: lfu (default, with "
+                               "decay) or lru\n"
+                               "  --io B                  expert reads: auto (default), uring or "
+                               "pread\n"
+                               "  --buffered-io           read experts through the page cache "
+                               "instead of O_DIRECT\n"
+                               "  --pack PATH             expert pack to read from (default: "
+                               "MODEL.gguf.xpack if valid)\n"
+                               "  --no-pack               ignore expert packs, read experts from "
+                               "the GGUF\n"
+                               "  --pin-gb GB             cache memory for hot experts pinned from "
+                               "usage history\n"
+                               "  --no-pin                pin nothing\n"
+                               "  --prefetch              read the next layer's likely experts "
+                               "ahead (router lookahead)\n"
+                               "  --trace FILE            write the routing trace (one line per "
+                               "layer request)\n"
+                               "  --stats                 print expert-cache details with the "
+                               "statistics\n");
 }
 
 int tcli_open(const tcli_opts *o, tcli_model *m, int quiet) {
@@ -268,7 +299,8 @@ int tcli_open(const tcli_opts *o, tcli_model *m, int quiet) {
     /* the model's published values, then the user's flags */
     pt_engine_sampling(m->e, &m->sp);
     pt_sampling_override(&m->sp, &o->sp, o->sp_set);
-    if (!(o->sp_set & PT_SAMPLING_SEED)) m->sp.seed = (uint64_t)(pt_now() * 1e9) ^ ((uint64_t)getpid() << 32);
+    if (!(o->sp_set & PT_SAMPLING_SEED))
+        m->sp.seed = (uint64_t)(pt_now() * 1e9) ^ ((uint64_t)getpid() << 32);
     if (!quiet) fprintf(stderr, "petrel: %s\n", pt_engine_plan(m->e));
     pt_session_params sp = {.n_ctx = (int)o->n_ctx, .n_batch = (int)o->n_batch};
     m->s = pt_session_new(m->e, &sp, err, sizeof err);
@@ -312,28 +344,34 @@ void tcli_print_stats(FILE *f, const tcli_model *m, const tcli_turn *t, int json
     double dec_s = t->t_first && t->t_end > t->t_first ? t->t_end - t->t_first : 0;
     double tps = t->n_gen > 1 && dec_s > 0 ? (t->n_gen - 1) / dec_s : 0;
     if (json) {
-        fprintf(f,
-                "{\"prompt_tokens\": %d, \"reused_tokens\": %d, \"prefill_s\": %.4f, \"ttft_s\": %.4f, "
-                "\"generated_tokens\": %d, \"decode_tok_s\": %.3f, \"stop\": \"%s\", \"cache_hit_rate\": %.4f, "
-                "\"expert_hits\": %llu, \"expert_misses\": %llu, \"gb_read\": %.6f, \"io_wait_s\": %.4f, "
-                "\"rss_mb\": %.1f, \"peak_rss_mb\": %.1f, \"seed\": %llu}\n",
-                t->n_prompt, t->n_reused, prefill_s, ttft, t->n_gen, tps, tcli_reason_name(t->reason), hit / 100,
-                (unsigned long long)st.hits, (unsigned long long)st.misses, st.bytes_read / 1e9, st.io_wait_s,
-                st.rss_bytes / 1048576.0, st.peak_rss_bytes / 1048576.0, (unsigned long long)m->sp.seed);
+        fprintf(
+            f,
+            "{\"prompt_tokens\": %d, \"reused_tokens\": %d, \"prefill_s\": %.4f, \"ttft_s\": %.4f, "
+            "\"generated_tokens\": %d, \"decode_tok_s\": %.3f, \"stop\": \"%s\", "
+            "\"cache_hit_rate\": %.4f, "
+            "\"expert_hits\": %llu, \"expert_misses\": %llu, \"gb_read\": %.6f, \"io_wait_s\": "
+            "%.4f, "
+            "\"rss_mb\": %.1f, \"peak_rss_mb\": %.1f, \"seed\": %llu}\n",
+            t->n_prompt, t->n_reused, prefill_s, ttft, t->n_gen, tps, tcli_reason_name(t->reason),
+            hit / 100, (unsigned long long)st.hits, (unsigned long long)st.misses,
+            st.bytes_read / 1e9, st.io_wait_s, st.rss_bytes / 1048576.0,
+            st.peak_rss_bytes / 1048576.0, (unsigned long long)m->sp.seed);
         return;
     }
     fprintf(f,
-            "[prompt %d tokens (%d reused) in %.2f s, TTFT %.2f s | %d tokens, %.2f tok/s, %s | experts %.1f%% "
+            "[prompt %d tokens (%d reused) in %.2f s, TTFT %.2f s | %d tokens, %.2f tok/s, %s | "
+            "experts %.1f%% "
             "hit, %.2f GB read | RSS %.0f MB, peak %.0f MB]\n",
-            t->n_prompt, t->n_reused, prefill_s, ttft, t->n_gen, tps, tcli_reason_name(t->reason), hit,
-            st.bytes_read / 1e9, st.rss_bytes / 1048576.0, st.peak_rss_bytes / 1048576.0);
+            t->n_prompt, t->n_reused, prefill_s, ttft, t->n_gen, tps, tcli_reason_name(t->reason),
+            hit, st.bytes_read / 1e9, st.rss_bytes / 1048576.0, st.peak_rss_bytes / 1048576.0);
     if (verbose)
         fprintf(f,
-                "[experts %s (%d slots/layer, %s%s%s): %llu hits, %llu misses, I/O wait %.3f s, %llu pinned, "
+                "[experts %s (%d slots/layer, %s%s%s): %llu hits, %llu misses, I/O wait %.3f s, "
+                "%llu pinned, "
                 "prefetch %llu/%llu used; seed %llu]\n",
                 st.streaming ? "streamed" : "mmap", st.slots_per_layer, st.io_backend,
-                st.direct_io ? ", O_DIRECT" : "", st.expert_pack ? ", pack" : "", (unsigned long long)st.hits,
-                (unsigned long long)st.misses, st.io_wait_s, (unsigned long long)st.pinned,
-                (unsigned long long)st.prefetch_used, (unsigned long long)st.prefetched,
-                (unsigned long long)m->sp.seed);
+                st.direct_io ? ", O_DIRECT" : "", st.expert_pack ? ", pack" : "",
+                (unsigned long long)st.hits, (unsigned long long)st.misses, st.io_wait_s,
+                (unsigned long long)st.pinned, (unsigned long long)st.prefetch_used,
+                (unsigned long long)st.prefetched, (unsigned long long)m->sp.seed);
 }

@@ -21,7 +21,7 @@ typedef struct tcli_opts {
     int kernels;
     /* sampling: the values the user gave (the rest come from the model or the defaults) */
     pt_sampling sp;
-    unsigned sp_set; /* PT_SAMPLING_* bits: the fields of sp the user gave */
+    unsigned sp_set;         /* PT_SAMPLING_* bits: the fields of sp the user gave */
     const char *chat_format; /* --chat-format: overrides the model's; NULL: the model's */
     const char *stops[TCLI_MAX_STOPS];
     int n_stops;

@@ -21,25 +21,23 @@
 #include "petrel.h"
 
 static void tokenize_usage(FILE *f) {
-    fprintf(f,
-            "usage: petrel tokenize -m MODEL.gguf (-p TEXT | -f FILE) [options]\n"
-            "  -m, --model FILE     GGUF with a vocabulary (a vocab-only file is enough)\n"
-            "  -p, --prompt TEXT    text to tokenize, taken verbatim\n"
-            "  -f, --file FILE      read the text from FILE ('-' = stdin), verbatim\n"
-            "  --add-special        add BOS/EOS as the vocabulary's metadata says\n"
-            "  --parse-special      turn special-token text (<|user|>, [gMASK], ...) into the\n"
-            "                       token; by default it is tokenized as plain text\n"
-            "Prints the ids space-separated on one line.\n");
+    fprintf(f, "usage: petrel tokenize -m MODEL.gguf (-p TEXT | -f FILE) [options]\n"
+               "  -m, --model FILE     GGUF with a vocabulary (a vocab-only file is enough)\n"
+               "  -p, --prompt TEXT    text to tokenize, taken verbatim\n"
+               "  -f, --file FILE      read the text from FILE ('-' = stdin), verbatim\n"
+               "  --add-special        add BOS/EOS as the vocabulary's metadata says\n"
+               "  --parse-special      turn special-token text (<|user|>, [gMASK], ...) into the\n"
+               "                       token; by default it is tokenized as plain text\n"
+               "Prints the ids space-separated on one line.\n");
 }
 
 static void detokenize_usage(FILE *f) {
-    fprintf(f,
-            "usage: petrel detokenize -m MODEL.gguf [--ids ID,ID,...] [options]\n"
-            "  -m, --model FILE     GGUF with a vocabulary (a vocab-only file is enough)\n"
-            "  --ids LIST           token ids separated by commas or spaces; without it the\n"
-            "                       ids are read from stdin\n"
-            "  --skip-special       omit control tokens (<|user|>, <eos>, ...) from the text\n"
-            "Writes the text's bytes to stdout, with no newline added.\n");
+    fprintf(f, "usage: petrel detokenize -m MODEL.gguf [--ids ID,ID,...] [options]\n"
+               "  -m, --model FILE     GGUF with a vocabulary (a vocab-only file is enough)\n"
+               "  --ids LIST           token ids separated by commas or spaces; without it the\n"
+               "                       ids are read from stdin\n"
+               "  --skip-special       omit control tokens (<|user|>, <eos>, ...) from the text\n"
+               "Writes the text's bytes to stdout, with no newline added.\n");
 }
 
 /* The model's vocabulary: an engine opened for it alone. Prints the error. */
@@ -68,9 +66,12 @@ int cmd_tokenize(int argc, char **argv) {
                 return CLI_USAGE;
             }
             i++;
-            if (!strcmp(a, "-m") || !strcmp(a, "--model")) model = v;
-            else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) text = v;
-            else file = v;
+            if (!strcmp(a, "-m") || !strcmp(a, "--model"))
+                model = v;
+            else if (!strcmp(a, "-p") || !strcmp(a, "--prompt"))
+                text = v;
+            else
+                file = v;
         } else if (!strcmp(a, "--add-special")) {
             flags |= PT_TOKENIZE_ADD_SPECIAL;
         } else if (!strcmp(a, "--parse-special")) {
@@ -109,7 +110,8 @@ int cmd_tokenize(int argc, char **argv) {
     if (rc) {
         cli_error("%s", err);
     } else {
-        for (size_t i = 0; i < ids.n; i++) printf(i ? " %d" : "%d", ids.v[i]);
+        for (size_t i = 0; i < ids.n; i++)
+            printf(i ? " %d" : "%d", ids.v[i]);
         putchar('\n');
     }
     pt_ids_free(&ids);
@@ -123,7 +125,8 @@ int cmd_tokenize(int argc, char **argv) {
 static int parse_id_list(const char *s, pt_ids *ids) {
     const char *p = s;
     for (;;) {
-        while (*p == ',' || *p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+        while (*p == ',' || *p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+            p++;
         if (!*p) return 0;
         char *end;
         errno = 0;
@@ -159,8 +162,10 @@ int cmd_detokenize(int argc, char **argv) {
                 return CLI_USAGE;
             }
             i++;
-            if (!strcmp(a, "--ids")) list = v;
-            else model = v;
+            if (!strcmp(a, "--ids"))
+                list = v;
+            else
+                model = v;
         } else if (!strcmp(a, "--skip-special")) {
             flags &= ~PT_DETOKENIZE_RENDER_SPECIAL;
         } else {
@@ -203,8 +208,10 @@ int cmd_detokenize(int argc, char **argv) {
     pt_buf text = {0};
     char err[512];
     int rc = pt_detokenize(v, ids.v, ids.n, flags, &text, err, sizeof err);
-    if (rc) cli_error("%s: %s", model, err);
-    else if (text.n) fwrite(text.v, 1, text.n, stdout);
+    if (rc)
+        cli_error("%s: %s", model, err);
+    else if (text.n)
+        fwrite(text.v, 1, text.n, stdout);
     pt_buf_free(&text);
     pt_ids_free(&ids);
     pt_engine_close(v);

@@ -17,11 +17,17 @@ static int fail(char *err, size_t err_len, const char *msg) {
     return -1;
 }
 
-const char *pt_engine_chat_format(const pt_engine *e) { return chat_format_name(engine_text_of(e)->fmt); }
+const char *pt_engine_chat_format(const pt_engine *e) {
+    return chat_format_name(engine_text_of(e)->fmt);
+}
 
-int pt_chat_format_known(const char *name) { return chat_format_from_name(name) != CHAT_NONE; }
+int pt_chat_format_known(const char *name) {
+    return chat_format_from_name(name) != CHAT_NONE;
+}
 
-int pt_chat_default_thinking(const char *format) { return chat_default_thinking(chat_format_from_name(format)); }
+int pt_chat_default_thinking(const char *format) {
+    return chat_default_thinking(chat_format_from_name(format));
+}
 
 int pt_chat_opens_reasoning(const char *format, int thinking) {
     return chat_prompt_opens_reasoning(chat_format_from_name(format), thinking);
@@ -32,8 +38,9 @@ static chat_format format_of(const char *name, char *err, size_t err_len) {
     chat_format f = chat_format_from_name(name);
     if (f == CHAT_NONE && err && err_len)
         snprintf(err, err_len, "%s chat format%s%s%s (known: glm-5, deepseek-v3, gemma-4, qwen3)",
-                 name && strcmp(name, "none") ? "unknown" : "no", name && strcmp(name, "none") ? " '" : "",
-                 name && strcmp(name, "none") ? name : "", name && strcmp(name, "none") ? "'" : "");
+                 name && strcmp(name, "none") ? "unknown" : "no",
+                 name && strcmp(name, "none") ? " '" : "", name && strcmp(name, "none") ? name : "",
+                 name && strcmp(name, "none") ? "'" : "");
     return f;
 }
 
@@ -46,15 +53,16 @@ static int load_array(const char *what, const char *text, json_t **out, char *er
     if (!j || !json_is_array(j)) {
         json_decref(j);
         if (err && err_len)
-            snprintf(err, err_len, "%s: %s%s", what, j ? "" : "not valid JSON: ", j ? "expected an array" : je.text);
+            snprintf(err, err_len, "%s: %s%s", what,
+                     j ? "" : "not valid JSON: ", j ? "expected an array" : je.text);
         return -1;
     }
     *out = j;
     return 0;
 }
 
-int pt_chat_render(const char *format, const char *messages_json, const char *tools_json, const pt_chat_opts *o,
-                   pt_buf *out, char *err, size_t err_len) {
+int pt_chat_render(const char *format, const char *messages_json, const char *tools_json,
+                   const pt_chat_opts *o, pt_buf *out, char *err, size_t err_len) {
     chat_format f = format_of(format, err, err_len);
     if (f == CHAT_NONE) return -1;
     json_t *msgs, *tools;
@@ -64,7 +72,8 @@ int pt_chat_render(const char *format, const char *messages_json, const char *to
         json_decref(msgs);
         return -1;
     }
-    chat_opts co = {.add_generation_prompt = o ? o->add_generation_prompt : 1, .thinking = o ? o->thinking : -1};
+    chat_opts co = {.add_generation_prompt = o ? o->add_generation_prompt : 1,
+                    .thinking = o ? o->thinking : -1};
     pt_err pe = {{0}};
     int rc = chat_render(f, msgs, tools, &co, out, &pe);
     json_decref(msgs);
@@ -75,8 +84,14 @@ int pt_chat_render(const char *format, const char *messages_json, const char *to
 }
 
 /* DeepSeek's tool-call markers: fullwidth bars and U+2581 in the token text. */
-#define DS_CALLS_BEGIN "<\xef\xbd\x9ctool\xe2\x96\x81" "calls\xe2\x96\x81" "begin\xef\xbd\x9c>"
-#define DS_CALL_BEGIN "<\xef\xbd\x9ctool\xe2\x96\x81" "call\xe2\x96\x81" "begin\xef\xbd\x9c>"
+#define DS_CALLS_BEGIN                                                                             \
+    "<\xef\xbd\x9ctool\xe2\x96\x81"                                                                \
+    "calls\xe2\x96\x81"                                                                            \
+    "begin\xef\xbd\x9c>"
+#define DS_CALL_BEGIN                                                                              \
+    "<\xef\xbd\x9ctool\xe2\x96\x81"                                                                \
+    "call\xe2\x96\x81"                                                                             \
+    "begin\xef\xbd\x9c>"
 
 int pt_chat_markers_of(const char *format, pt_chat_markers *m) {
     memset(m, 0, sizeof *m);
@@ -84,15 +99,18 @@ int pt_chat_markers_of(const char *format, pt_chat_markers *m) {
     if (f == CHAT_NONE) return -1;
     m->reasoning_open = f == CHAT_GEMMA4 ? "<|channel>" : "<think>";
     m->reasoning_close = f == CHAT_GEMMA4 ? "<channel|>" : "</think>";
-    if (f == CHAT_GLM5 || f == CHAT_QWEN3) m->tool_calls[m->n_tool_calls++] = "<tool_call>";
-    else if (f == CHAT_GEMMA4) m->tool_calls[m->n_tool_calls++] = "<|tool_call>";
+    if (f == CHAT_GLM5 || f == CHAT_QWEN3)
+        m->tool_calls[m->n_tool_calls++] = "<tool_call>";
+    else if (f == CHAT_GEMMA4)
+        m->tool_calls[m->n_tool_calls++] = "<|tool_call>";
     else if (f == CHAT_DEEPSEEK3)
-        m->tool_calls[m->n_tool_calls++] = DS_CALLS_BEGIN, m->tool_calls[m->n_tool_calls++] = DS_CALL_BEGIN;
+        m->tool_calls[m->n_tool_calls++] = DS_CALLS_BEGIN,
+        m->tool_calls[m->n_tool_calls++] = DS_CALL_BEGIN;
     return 0;
 }
 
-int pt_chat_parse(const char *format, const char *text, size_t len, int in_reasoning, const char *tools_json,
-                  pt_chat_parsed *out, char *err, size_t err_len) {
+int pt_chat_parse(const char *format, const char *text, size_t len, int in_reasoning,
+                  const char *tools_json, pt_chat_parsed *out, char *err, size_t err_len) {
     memset(out, 0, sizeof *out);
     chat_format f = format_of(format, err, err_len);
     if (f == CHAT_NONE) return -1;
@@ -104,4 +122,6 @@ int pt_chat_parse(const char *format, const char *text, size_t len, int in_reaso
     return rc ? fail(err, err_len, pe.msg) : 0;
 }
 
-void pt_chat_parsed_free(pt_chat_parsed *p) { chat_parsed_free(p); }
+void pt_chat_parsed_free(pt_chat_parsed *p) {
+    chat_parsed_free(p);
+}

@@ -20,11 +20,21 @@ static_assert((int)PT_DETOKENIZE_RENDER_SPECIAL == (int)TOK_RENDER_SPECIAL, "det
 
 /* ===== Buffers and the clock ===== */
 
-int pt_buf_append(pt_buf *b, const char *s, size_t n) { return tok_bytes_append(b, s, n); }
-void pt_buf_free(pt_buf *b) { tok_bytes_free(b); }
-void pt_ids_free(pt_ids *a) { tok_ids_free(a); }
-double pt_now(void) { return pt_now_s(); }
-int pt_utf8_repair(const char *s, size_t n, pt_buf *out) { return utf8_repair(s, n, out); }
+int pt_buf_append(pt_buf *b, const char *s, size_t n) {
+    return tok_bytes_append(b, s, n);
+}
+void pt_buf_free(pt_buf *b) {
+    tok_bytes_free(b);
+}
+void pt_ids_free(pt_ids *a) {
+    tok_ids_free(a);
+}
+double pt_now(void) {
+    return pt_now_s();
+}
+int pt_utf8_repair(const char *s, size_t n, pt_buf *out) {
+    return utf8_repair(s, n, out);
+}
 
 static void put_err(char *err, size_t err_len, const char *msg) {
     if (err && err_len) snprintf(err, err_len, "%s", msg);
@@ -49,7 +59,8 @@ void engine_text_free(engine_text *t) {
 
 const tok_vocab *engine_vocab(const pt_engine *e, char *err, size_t err_len) {
     const engine_text *t = engine_text_of(e);
-    if (!t->vocab) put_err(err, err_len, t->vocab_err[0] ? t->vocab_err : "the model has no vocabulary");
+    if (!t->vocab)
+        put_err(err, err_len, t->vocab_err[0] ? t->vocab_err : "the model has no vocabulary");
     return t->vocab;
 }
 
@@ -74,8 +85,8 @@ int pt_tokenize(const pt_engine *e, const char *text, size_t len, int flags, pt_
     return rc ? -1 : 0;
 }
 
-int pt_detokenize(const pt_engine *e, const int32_t *ids, size_t n, int flags, pt_buf *out, char *err,
-                  size_t err_len) {
+int pt_detokenize(const pt_engine *e, const int32_t *ids, size_t n, int flags, pt_buf *out,
+                  char *err, size_t err_len) {
     const tok_vocab *v = engine_vocab(e, err, err_len);
     if (!v) return -1;
     pt_err pe = {{0}};
@@ -122,8 +133,12 @@ int pt_token_is_eog(const pt_engine *e, int32_t id) {
 
 /* ===== Sampling ===== */
 
-void pt_sampling_default(pt_sampling *p) { sampler_params_default(p); }
-void pt_engine_sampling(const pt_engine *e, pt_sampling *p) { *p = engine_text_of(e)->sp; }
+void pt_sampling_default(pt_sampling *p) {
+    sampler_params_default(p);
+}
+void pt_engine_sampling(const pt_engine *e, pt_sampling *p) {
+    *p = engine_text_of(e)->sp;
+}
 
 void pt_sampling_override(pt_sampling *p, const pt_sampling *with, unsigned fields) {
     if (fields & PT_SAMPLING_TEMP) p->temp = with->temp;
@@ -145,7 +160,15 @@ pt_sampler *pt_sampler_new(const pt_sampling *p, int n_vocab, char *err, size_t 
     return s;
 }
 
-void pt_sampler_free(pt_sampler *s) { sampler_free(s); }
-void pt_sampler_reset(pt_sampler *s) { sampler_reset(s); }
-void pt_sampler_accept(pt_sampler *s, int32_t tok) { sampler_accept(s, tok); }
-int32_t pt_sampler_sample(pt_sampler *s, float *logits) { return sampler_sample(s, logits); }
+void pt_sampler_free(pt_sampler *s) {
+    sampler_free(s);
+}
+void pt_sampler_reset(pt_sampler *s) {
+    sampler_reset(s);
+}
+void pt_sampler_accept(pt_sampler *s, int32_t tok) {
+    sampler_accept(s, tok);
+}
+int32_t pt_sampler_sample(pt_sampler *s, float *logits) {
+    return sampler_sample(s, logits);
+}

@@ -14,10 +14,10 @@
 #include "text/tokenizer.h"
 
 typedef struct engine_text {
-    tok_vocab *vocab;      /* NULL when the GGUF has none usable (why: vocab_err) */
+    tok_vocab *vocab; /* NULL when the GGUF has none usable (why: vocab_err) */
     char vocab_err[512];
-    chat_format fmt;       /* detected from the GGUF; CHAT_NONE when unknown */
-    sampler_params sp;     /* petrel's defaults overridden by general.sampling.* */
+    chat_format fmt;   /* detected from the GGUF; CHAT_NONE when unknown */
+    sampler_params sp; /* petrel's defaults overridden by general.sampling.* */
 } engine_text;
 
 /* Fill t from g. Never fails: a missing or malformed vocabulary is recorded

@@ -15,24 +15,24 @@
 #include "nn/ops.h"
 
 struct dec {
-    fam_ctx c;             /* first: the family's fam_ctx * is this decoder */
+    fam_ctx c; /* first: the family's fam_ctx * is this decoder */
     const fam_ops *ops;
     const void *model;
     fam_desc d;
-    void *st;              /* the family's state */
-    int n_past;            /* positions cached */
-    int64_t ring_lo;       /* lowest position whose sliding-window keys the rings still hold */
-    int prefetch;          /* router lookahead on */
+    void *st;        /* the family's state */
+    int n_past;      /* positions cached */
+    int64_t ring_lo; /* lowest position whose sliding-window keys the rings still hold */
+    int prefetch;    /* router lookahead on */
     /* routing, B = max_batch rows, X = n_expert, K = n_expert_used */
-    float *router;         /* [B][X] router logits (routing may overwrite them) */
-    int *topk;             /* [B][K] chosen experts in selection order */
-    float *topw;           /* [B][K] their weights */
-    float *route_scratch;  /* [2 X] */
-    float *pf_logits;      /* [B][X] next layer's router logits */
-    int *pf_topk;          /* [K] */
-    float *pf_topw;        /* [K] */
-    int *pf_uniq;          /* [X] distinct experts the lookahead predicts */
-    moe_scratch ms;        /* the routed-expert executor's scratch */
+    float *router;        /* [B][X] router logits (routing may overwrite them) */
+    int *topk;            /* [B][K] chosen experts in selection order */
+    float *topw;          /* [B][K] their weights */
+    float *route_scratch; /* [2 X] */
+    float *pf_logits;     /* [B][X] next layer's router logits */
+    int *pf_topk;         /* [K] */
+    float *pf_topw;       /* [K] */
+    int *pf_uniq;         /* [X] distinct experts the lookahead predicts */
+    moe_scratch ms;       /* the routed-expert executor's scratch */
     /* the MoE step in progress: what its overlap runs after the lookahead */
     moe_overlap_fn extra;
     void *extra_st;
@@ -57,7 +57,8 @@ static int lookahead(dec *x, int layer, int T, pt_err *err) {
     mm_run(&x->c.mm, rw, x->ops->lookahead_input(x->st, next, T), T, x->pf_logits, X);
     int n = 0;
     for (int t = 0; t < T; t++) {
-        x->ops->route(x->model, next, x->pf_logits + (size_t)t * X, x->pf_topk, x->pf_topw, x->route_scratch);
+        x->ops->route(x->model, next, x->pf_logits + (size_t)t * X, x->pf_topk, x->pf_topw,
+                      x->route_scratch);
         moe_mark(x->pf_topk, K, x->ms.seen, x->pf_uniq, &n);
     }
     moe_unmark(x->ms.seen, x->pf_uniq, n);
@@ -72,14 +73,14 @@ static int overlap(void *arg, int layer, int T, pt_err *err) {
     return x->extra ? x->extra(x->extra_st, layer, T, err) : 0;
 }
 
-static int moe_step(fam_ctx *c, int layer, int T, const float *router_in, const float *expert_in, float *out,
-                    moe_expert_fn expert, moe_overlap_fn extra, void *st, pt_err *err) {
+static int moe_step(fam_ctx *c, int layer, int T, const float *router_in, const float *expert_in,
+                    float *out, moe_expert_fn expert, moe_overlap_fn extra, void *st, pt_err *err) {
     dec *x = (dec *)c;
     const int X = x->d.n_expert, K = x->d.n_expert_used;
     mm_run(&c->mm, x->ops->router(x->model, layer), router_in, T, x->router, X);
     for (int t = 0; t < T; t++)
-        x->ops->route(x->model, layer, x->router + (size_t)t * X, x->topk + (size_t)t * K, x->topw + (size_t)t * K,
-                      x->route_scratch);
+        x->ops->route(x->model, layer, x->router + (size_t)t * X, x->topk + (size_t)t * K,
+                      x->topw + (size_t)t * K, x->route_scratch);
     x->extra = extra;
     x->extra_st = st;
     const moe_call mc = {.xs = c->xs,
@@ -100,7 +101,8 @@ static int moe_step(fam_ctx *c, int layer, int T, const float *router_in, const 
 
 /* ===== Life cycle ===== */
 
-dec *dec_new(const fam_ops *ops, const void *model, const fam_desc *d, const dec_params *p, pt_err *err) {
+dec *dec_new(const fam_ops *ops, const void *model, const fam_desc *d, const dec_params *p,
+             pt_err *err) {
     if (p->n_ctx < 1 || p->max_batch < 1) {
         pt_errf(err, "context size and batch must be positive");
         return NULL;
@@ -122,7 +124,8 @@ dec *dec_new(const fam_ops *ops, const void *model, const fam_desc *d, const dec
     c->ring = dec_ring(d, p->n_ctx, p->max_batch);
     c->moe = moe_step;
     const size_t B = (size_t)p->max_batch, E = (size_t)d->n_embd;
-    const size_t X = (size_t)(d->n_expert > 0 ? d->n_expert : 1), K = (size_t)(d->n_expert_used > 0 ? d->n_expert_used : 1);
+    const size_t X = (size_t)(d->n_expert > 0 ? d->n_expert : 1),
+                 K = (size_t)(d->n_expert_used > 0 ? d->n_expert_used : 1);
     int fail = 0;
     c->x = pt_falloc(B * E, &fail);
     c->xn = pt_falloc(B * E, &fail);
@@ -139,7 +142,9 @@ dec *dec_new(const fam_ops *ops, const void *model, const fam_desc *d, const dec
     if (!fail && mm_ctx_init(&c->mm, p->pool, p->max_isa, (int64_t)B, d->max_in)) fail = 1;
     if (!fail) x->st = ops->state_new(model, c, err);
     if (fail || !x->st) {
-        if (fail) pt_errf(err, "out of memory allocating the KV cache and scratch for %d positions", p->n_ctx);
+        if (fail)
+            pt_errf(err, "out of memory allocating the KV cache and scratch for %d positions",
+                    p->n_ctx);
         dec_free(x);
         return NULL;
     }
@@ -149,8 +154,10 @@ dec *dec_new(const fam_ops *ops, const void *model, const fam_desc *d, const dec
 void dec_free(dec *x) {
     if (!x) return;
     if (x->st) x->ops->state_free(x->st);
-    float *bufs[] = {x->c.x, x->c.xn, x->router, x->topw, x->route_scratch, x->pf_logits, x->pf_topw};
-    for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++) free(bufs[i]);
+    float *bufs[] = {x->c.x,           x->c.xn,      x->router, x->topw,
+                     x->route_scratch, x->pf_logits, x->pf_topw};
+    for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++)
+        free(bufs[i]);
     free(x->topk);
     free(x->pf_topk);
     free(x->pf_uniq);
@@ -159,7 +166,9 @@ void dec_free(dec *x) {
     free(x);
 }
 
-int dec_n_past(const dec *x) { return x->n_past; }
+int dec_n_past(const dec *x) {
+    return x->n_past;
+}
 
 int dec_truncate(dec *x, int n) {
     if (n < 0) n = 0;
@@ -181,12 +190,12 @@ int dec_truncate(dec *x, int n) {
 static int check_tokens(const dec *x, const int32_t *tokens, int n, int past, pt_err *err) {
     if (n < 0) return pt_errf(err, "negative token count");
     if ((int64_t)past + n > x->c.n_ctx)
-        return pt_errf(err, "context full: %d positions cached + %d new exceed the context size %d", past, n,
-                       x->c.n_ctx);
+        return pt_errf(err, "context full: %d positions cached + %d new exceed the context size %d",
+                       past, n, x->c.n_ctx);
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= x->d.n_vocab)
-            return pt_errf(err, "token id %d at index %d is outside the vocabulary (0..%d)", tokens[i], i,
-                           x->d.n_vocab - 1);
+            return pt_errf(err, "token id %d at index %d is outside the vocabulary (0..%d)",
+                           tokens[i], i, x->d.n_vocab - 1);
     return 0;
 }
 
@@ -196,11 +205,13 @@ static void output(dec *x, const float *xn, int T, float *logits) {
     mm_run(&x->c.mm, d->output, xn, T, logits, d->n_vocab);
     if (d->softcap > 0) {
         const float inv = 1.0f / d->softcap;
-        for (size_t i = 0; i < (size_t)T * d->n_vocab; i++) logits[i] = tanhf(logits[i] * inv) * d->softcap;
+        for (size_t i = 0; i < (size_t)T * d->n_vocab; i++)
+            logits[i] = tanhf(logits[i] * inv) * d->softcap;
     }
 }
 
-int dec_eval(dec *x, const int32_t *tokens, int n, float *logits, int all_rows, float *hidden, pt_err *err) {
+int dec_eval(dec *x, const int32_t *tokens, int n, float *logits, int all_rows, float *hidden,
+             pt_err *err) {
     const fam_desc *d = &x->d;
     const int E = d->n_embd;
     fam_ctx *c = &x->c;
@@ -212,15 +223,18 @@ int dec_eval(dec *x, const int32_t *tokens, int n, float *logits, int all_rows, 
             float *row = c->x + (size_t)t * E;
             mm_get_row(d->tok_embd, tokens[c0 + t], row);
             if (d->embd_scale != 1.0f)
-                for (int i = 0; i < E; i++) row[i] *= d->embd_scale;
+                for (int i = 0; i < E; i++)
+                    row[i] *= d->embd_scale;
         }
         for (int l = 0; l < d->n_layer; l++)
             if (x->ops->block(x->st, l, T, pos0, err)) return -1;
         for (int t = 0; t < T; t++)
             nn_rms_norm(c->x + (size_t)t * E, d->output_norm, d->rms_eps, E, c->xn + (size_t)t * E);
         if (hidden) memcpy(hidden + (size_t)c0 * E, c->xn, (size_t)T * E * sizeof(float));
-        if (logits && all_rows) output(x, c->xn, T, logits + (size_t)c0 * d->n_vocab);
-        else if (logits && c0 + T == n) output(x, c->xn + (size_t)(T - 1) * E, 1, logits);
+        if (logits && all_rows)
+            output(x, c->xn, T, logits + (size_t)c0 * d->n_vocab);
+        else if (logits && c0 + T == n)
+            output(x, c->xn + (size_t)(T - 1) * E, 1, logits);
         x->n_past += T;
         /* positions older than n_past - ring have left the sliding-window rings */
         if ((int64_t)x->n_past - c->ring > x->ring_lo) x->ring_lo = (int64_t)x->n_past - c->ring;
@@ -228,7 +242,8 @@ int dec_eval(dec *x, const int32_t *tokens, int n, float *logits, int all_rows, 
     return 0;
 }
 
-int dec_mtp(dec *x, const int32_t *tokens, const float *hidden_prev, int n, float *logits, pt_err *err) {
+int dec_mtp(dec *x, const int32_t *tokens, const float *hidden_prev, int n, float *logits,
+            pt_err *err) {
     if (!x->ops->mtp || !x->d.has_mtp) return pt_errf(err, "this model has no NextN/MTP block");
     if (check_tokens(x, tokens, n, 0, err)) return -1;
     return x->ops->mtp(x->st, tokens, hidden_prev, n, logits, err);

@@ -29,7 +29,8 @@ typedef struct dec_params {
 } dec_params;
 
 /* A decoder for the loaded model; NULL with err (bad sizes, out of memory). */
-dec *dec_new(const fam_ops *ops, const void *model, const fam_desc *d, const dec_params *p, pt_err *err);
+dec *dec_new(const fam_ops *ops, const void *model, const fam_desc *d, const dec_params *p,
+             pt_err *err);
 void dec_free(dec *x);
 
 /* Slots of a sliding-window layer's cache for this model and batch. */
@@ -45,9 +46,11 @@ int dec_truncate(dec *x, int n);
  * all_rows, else [n_vocab] for the last token. hidden: NULL or [n][n_embd],
  * the state after the final norm. 0, or -1 with err; the chunks completed
  * before an error stay cached. */
-int dec_eval(dec *x, const int32_t *tokens, int n, float *logits, int all_rows, float *hidden, pt_err *err);
+int dec_eval(dec *x, const int32_t *tokens, int n, float *logits, int all_rows, float *hidden,
+             pt_err *err);
 
 /* NextN/MTP draft logits [n][n_vocab] (see pt_session_mtp). 0, or -1 with err. */
-int dec_mtp(dec *x, const int32_t *tokens, const float *hidden_prev, int n, float *logits, pt_err *err);
+int dec_mtp(dec *x, const int32_t *tokens, const float *hidden_prev, int n, float *logits,
+            pt_err *err);
 
 #endif

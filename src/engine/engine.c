@@ -25,38 +25,38 @@
 #include "runtime/xio.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
-#define DEFAULT_BATCH 256            /* rows per forward chunk when the session does not say */
+#define DEFAULT_BATCH 256 /* rows per forward chunk when the session does not say */
 
 struct pt_engine {
     gguf_ctx *g;
     tp_pool *pool;
     char arch[32];
-    int max_isa;          /* kernel ISA cap, -1: best */
-    const fam_ops *fam;   /* the model's family */
-    void *model;          /* the family's loaded model */
-    fam_desc desc;        /* what the decoder needs to know about it */
+    int max_isa;        /* kernel ISA cap, -1: best */
+    const fam_ops *fam; /* the model's family */
+    void *model;        /* the family's loaded model */
+    fam_desc desc;      /* what the decoder needs to know about it */
     /* KV cache of a session, for the memory plan (float elements, as the states allocate) */
-    uint64_t kv_per_pos;  /* bytes per position, all layers that keep every position */
-    uint64_t kv_fixed;    /* bytes independent of the context: sliding-window rings */
-    int plan_only;        /* opened for the plan only: no store, no pool, no sessions */
-    xs_layer_desc *xl; /* [n_layers] routed-expert tensors per layer */
-    xpack *pack;       /* valid expert pack in use, or NULL */
+    uint64_t kv_per_pos; /* bytes per position, all layers that keep every position */
+    uint64_t kv_fixed;   /* bytes independent of the context: sliding-window rings */
+    int plan_only;       /* opened for the plan only: no store, no pool, no sessions */
+    xs_layer_desc *xl;   /* [n_layers] routed-expert tensors per layer */
+    xpack *pack;         /* valid expert pack in use, or NULL */
     xs_store *xs;
-    int prefetch;        /* router lookahead into the next layer's experts */
-    FILE *trace;         /* routing trace, or NULL */
-    usage_table usage;   /* expert request counts (this run plus history) */
+    int prefetch;      /* router lookahead into the next layer's experts */
+    FILE *trace;       /* routing trace, or NULL */
+    usage_table usage; /* expert request counts (this run plus history) */
     int have_usage;
     char usage_path[4096]; /* where the counts are saved at close, "" to skip */
     uint8_t fingerprint[32];
-    char plan[1280];     /* the plan line: the planner's part (< 512) + a pack warning (< 700) */
-    engine_text text;    /* vocabulary, chat format, sampling defaults */
+    char plan[1280];  /* the plan line: the planner's part (< 512) + a pack warning (< 700) */
+    engine_text text; /* vocabulary, chat format, sampling defaults */
 };
 
 struct pt_session {
     pt_engine *e;
-    dec *dec;       /* the decoder: the family's KV caches and scratch */
+    dec *dec; /* the decoder: the family's KV caches and scratch */
     int n_ctx, n_batch;
-    int32_t *hist;  /* [n_ctx] token ids at the positions the cache holds ([n_past] valid) */
+    int32_t *hist; /* [n_ctx] token ids at the positions the cache holds ([n_past] valid) */
 };
 
 static void copy_err(const pt_err *e, char *buf, size_t len) {
@@ -70,7 +70,8 @@ static void copy_err(const pt_err *e, char *buf, size_t len) {
 static int open_usage(pt_engine *en, const pt_engine_params *p, int n_all, pt_err *e) {
     int *ne = calloc((size_t)n_all + 1, sizeof(int));
     if (!ne) return pt_errf(e, "out of memory");
-    for (int l = 0; l < n_all; l++) ne[l] = en->xl[l].n_mats ? (int)en->xl[l].mats[0]->ne[2] : 0;
+    for (int l = 0; l < n_all; l++)
+        ne[l] = en->xl[l].n_mats ? (int)en->xl[l].mats[0]->ne[2] : 0;
     int rc = usage_init(&en->usage, n_all, ne);
     free(ne);
     if (rc) return pt_errf(e, "out of memory");
@@ -79,7 +80,8 @@ static int open_usage(pt_engine *en, const pt_engine_params *p, int n_all, pt_er
     int n;
     if (p->usage_dir && *p->usage_dir) {
         const char *base = strrchr(en->g->files[0].path, '/');
-        snprintf(cand[0], sizeof cand[0], "%s/%s.xpack", p->usage_dir, base ? base + 1 : en->g->files[0].path);
+        snprintf(cand[0], sizeof cand[0], "%s/%s.xpack", p->usage_dir,
+                 base ? base + 1 : en->g->files[0].path);
         n = 1;
     } else {
         n = xpack_candidates(en->g->files[0].path, p->cache_dir, cand);
@@ -114,7 +116,8 @@ static int cmp_hot(const void *a, const void *b) {
  * cache, at most slots-1 per layer. Returns how many were pinned, or -1. */
 static int pin_hot_experts(pt_engine *en, int n_all, int slots, uint64_t pin_bytes, pt_err *e) {
     size_t n = 0;
-    for (int l = 0; l < n_all; l++) n += (size_t)en->usage.n_expert[l];
+    for (int l = 0; l < n_all; l++)
+        n += (size_t)en->usage.n_expert[l];
     hot *h = calloc(n + 1, sizeof *h);
     int *per_layer = calloc((size_t)n_all + 1, sizeof(int));
     int **pick = calloc((size_t)n_all + 1, sizeof(int *));
@@ -131,7 +134,8 @@ static int pin_hot_experts(pt_engine *en, int n_all, int slots, uint64_t pin_byt
     qsort(h, k, sizeof *h, cmp_hot);
     uint64_t used = 0;
     int total = 0, rc = 0;
-    for (int l = 0; l < n_all; l++) pick[l] = calloc((size_t)slots + 1, sizeof(int));
+    for (int l = 0; l < n_all; l++)
+        pick[l] = calloc((size_t)slots + 1, sizeof(int));
     for (size_t i = 0; i < k; i++) {
         uint64_t sb = xs_slot_bytes(&en->xl[h[i].layer], en->pack, h[i].layer, xs_direct(en->xs));
         if (used + sb > pin_bytes) break;
@@ -142,10 +146,13 @@ static int pin_hot_experts(pt_engine *en, int n_all, int slots, uint64_t pin_byt
     for (int l = 0; l < n_all && rc >= 0; l++) {
         if (!per_layer[l]) continue;
         int got = xs_pin(en->xs, l, pick[l], per_layer[l], e);
-        if (got < 0) rc = -1;
-        else total += got;
+        if (got < 0)
+            rc = -1;
+        else
+            total += got;
     }
-    for (int l = 0; l < n_all; l++) free(pick[l]);
+    for (int l = 0; l < n_all; l++)
+        free(pick[l]);
     free(pick);
     free(per_layer);
     free(h);
@@ -182,7 +189,8 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
     }
     uint64_t *slot_bytes = calloc((size_t)n_all + 1, sizeof *slot_bytes);
     if (!slot_bytes) return pt_errf(e, "out of memory");
-    for (int l = 0; l < n_all; l++) slot_bytes[l] = xs_slot_bytes(&en->xl[l], en->pack, l, !p->buffered_io);
+    for (int l = 0; l < n_all; l++)
+        slot_bytes[l] = xs_slot_bytes(&en->xl[l], en->pack, l, !p->buffered_io);
     model_info mi;
     if (model_info_get(en->g, &mi, e)) {
         free(slot_bytes);
@@ -209,7 +217,8 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
     if (rc) return -1;
     if (en->plan_only) { /* where slots would be read from is known; the I/O back-end is not */
         char line[512];
-        plan_line(&pl, pl.streaming ? en->pack ? ", from the expert pack" : ", from the GGUF" : "", line, sizeof line);
+        plan_line(&pl, pl.streaming ? en->pack ? ", from the expert pack" : ", from the GGUF" : "",
+                  line, sizeof line);
         snprintf(en->plan, sizeof en->plan, "%.511s%.699s", line, note);
         return 0;
     }
@@ -218,14 +227,17 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
     xs_config cfg = {.streaming = pl.streaming,
                      .slots = pl.slots,
                      .policy = p->expert_policy == PT_POLICY_LRU ? XS_LRU : XS_LFU,
-                     .io = p->io == PT_IO_URING ? XIO_URING : p->io == PT_IO_PREAD ? XIO_PREAD : XIO_AUTO,
+                     .io = p->io == PT_IO_URING   ? XIO_URING
+                           : p->io == PT_IO_PREAD ? XIO_PREAD
+                                                  : XIO_AUTO,
                      .direct = !p->buffered_io,
                      .pack = en->pack};
     if (open_usage(en, p, n_all, e)) return -1;
     cfg.usage = &en->usage;
     if (p->trace_path) {
         en->trace = fopen(p->trace_path, "w");
-        if (!en->trace) return pt_errf(e, "%s: cannot write the trace: %s", p->trace_path, strerror(errno));
+        if (!en->trace)
+            return pt_errf(e, "%s: cannot write the trace: %s", p->trace_path, strerror(errno));
         cfg.trace = en->trace;
     }
     en->xs = xs_open(en->g, en->xl, n_all, &cfg, e);
@@ -241,8 +253,10 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
     if (cfg.streaming)
         snprintf(store, sizeof store, ", %s, %s%s, %s%s%s", cfg.policy == XS_LFU ? "LFU" : "LRU",
                  xio_backend_name(xs_io_backend(en->xs)), xs_direct(en->xs) ? ", O_DIRECT" : "",
-                 en->pack ? "from the expert pack" : "from the GGUF", pins, en->prefetch ? ", prefetch" : "");
-    snprintf(en->plan, sizeof en->plan, "%.511s%.699s", plan_line(&pl, store, line, sizeof line), note);
+                 en->pack ? "from the expert pack" : "from the GGUF", pins,
+                 en->prefetch ? ", prefetch" : "");
+    snprintf(en->plan, sizeof en->plan, "%.511s%.699s", plan_line(&pl, store, line, sizeof line),
+             note);
     return 0;
 }
 
@@ -265,7 +279,8 @@ pt_engine *pt_engine_open(const pt_engine_params *p, char *err, size_t err_len) 
             pt_errf(&e, "%s", en->text.vocab_err);
             goto fail;
         }
-        if (gguf_get_str(en->g, "general.architecture", en->arch, sizeof en->arch, NULL)) en->arch[0] = 0;
+        if (gguf_get_str(en->g, "general.architecture", en->arch, sizeof en->arch, NULL))
+            en->arch[0] = 0;
         en->desc.n_vocab = tok_n_vocab(en->text.vocab);
         snprintf(en->plan, sizeof en->plan, "vocabulary only (%d tokens)", en->desc.n_vocab);
         return en;
@@ -273,13 +288,15 @@ pt_engine *pt_engine_open(const pt_engine_params *p, char *err, size_t err_len) 
     if (gguf_get_str(en->g, "general.architecture", en->arch, sizeof en->arch, &e)) goto fail;
     en->fam = fam_find(en->arch);
     if (!en->fam) {
-        pt_errf(&e, "%s: architecture '%s' is not supported (supported: %s)", p->model_path, en->arch, fam_names());
+        pt_errf(&e, "%s: architecture '%s' is not supported (supported: %s)", p->model_path,
+                en->arch, fam_names());
         goto fail;
     }
     if (en->fam->load(en->g, &en->model, &en->desc, &e)) goto fail;
     /* the KV cache the plan reserves: float elements, as the states allocate,
      * sliding-window rings sized for the default batch */
-    en->fam->kv_size(en->model, dec_ring(&en->desc, p->n_ctx > 0 ? p->n_ctx : PT_DEFAULT_CTX, DEFAULT_BATCH),
+    en->fam->kv_size(en->model,
+                     dec_ring(&en->desc, p->n_ctx > 0 ? p->n_ctx : PT_DEFAULT_CTX, DEFAULT_BATCH),
                      sizeof(float), &en->kv_per_pos, &en->kv_fixed);
     int nt = p->n_threads > 0 ? p->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (nt < 1) nt = 1;
@@ -317,14 +334,28 @@ void pt_engine_close(pt_engine *e) {
     free(e);
 }
 
-const engine_text *engine_text_of(const pt_engine *e) { return &e->text; }
+const engine_text *engine_text_of(const pt_engine *e) {
+    return &e->text;
+}
 
-int pt_engine_n_vocab(const pt_engine *e) { return e->desc.n_vocab; }
-int pt_engine_n_embd(const pt_engine *e) { return e->desc.n_embd; }
-int pt_engine_n_threads(const pt_engine *e) { return e->pool ? tp_size(e->pool) : 0; }
-int pt_engine_has_mtp(const pt_engine *e) { return e->desc.has_mtp; }
-const char *pt_engine_arch(const pt_engine *e) { return e->arch; }
-const char *pt_engine_plan(const pt_engine *e) { return e->plan; }
+int pt_engine_n_vocab(const pt_engine *e) {
+    return e->desc.n_vocab;
+}
+int pt_engine_n_embd(const pt_engine *e) {
+    return e->desc.n_embd;
+}
+int pt_engine_n_threads(const pt_engine *e) {
+    return e->pool ? tp_size(e->pool) : 0;
+}
+int pt_engine_has_mtp(const pt_engine *e) {
+    return e->desc.has_mtp;
+}
+const char *pt_engine_arch(const pt_engine *e) {
+    return e->arch;
+}
+const char *pt_engine_plan(const pt_engine *e) {
+    return e->plan;
+}
 
 void pt_engine_stats(const pt_engine *e, pt_stats *st) {
     memset(st, 0, sizeof *st);
@@ -356,16 +387,20 @@ void pt_engine_stats(const pt_engine *e, pt_stats *st) {
 pt_session *pt_session_new(pt_engine *e, const pt_session_params *p, char *err, size_t err_len) {
     pt_err er = {{0}};
     if (!e->fam) {
-        snprintf(err, err_len, "%s: opened for its vocabulary only; no session can run", e->g->files[0].path);
+        snprintf(err, err_len, "%s: opened for its vocabulary only; no session can run",
+                 e->g->files[0].path);
         return NULL;
     }
     if (e->plan_only) {
-        snprintf(err, err_len, "%s: the engine was opened for its memory plan only (plan_only); open it again "
-                               "without plan_only to run sessions", e->g->files[0].path);
+        snprintf(err, err_len,
+                 "%s: the engine was opened for its memory plan only (plan_only); open it again "
+                 "without plan_only to run sessions",
+                 e->g->files[0].path);
         return NULL;
     }
     int n_ctx = p && p->n_ctx > 0 ? p->n_ctx : PT_DEFAULT_CTX;
-    if (n_ctx > e->desc.n_ctx_train && e->desc.n_ctx_train > 0 && !(p && p->n_ctx > 0)) n_ctx = e->desc.n_ctx_train;
+    if (n_ctx > e->desc.n_ctx_train && e->desc.n_ctx_train > 0 && !(p && p->n_ctx > 0))
+        n_ctx = e->desc.n_ctx_train;
     int n_batch = p && p->n_batch > 0 ? p->n_batch : DEFAULT_BATCH;
     pt_session *s = calloc(1, sizeof *s);
     if (!s) {
@@ -400,16 +435,28 @@ void pt_session_free(pt_session *s) {
     free(s);
 }
 
-pt_engine *pt_session_engine(const pt_session *s) { return s->e; }
-int pt_session_n_ctx(const pt_session *s) { return s->n_ctx; }
-int pt_session_n_batch(const pt_session *s) { return s->n_batch; }
-int pt_session_n_past(const pt_session *s) { return dec_n_past(s->dec); }
-const int32_t *pt_session_tokens(const pt_session *s) { return s->hist; }
+pt_engine *pt_session_engine(const pt_session *s) {
+    return s->e;
+}
+int pt_session_n_ctx(const pt_session *s) {
+    return s->n_ctx;
+}
+int pt_session_n_batch(const pt_session *s) {
+    return s->n_batch;
+}
+int pt_session_n_past(const pt_session *s) {
+    return dec_n_past(s->dec);
+}
+const int32_t *pt_session_tokens(const pt_session *s) {
+    return s->hist;
+}
 
-int pt_session_truncate(pt_session *s, int n) { return dec_truncate(s->dec, n); }
+int pt_session_truncate(pt_session *s, int n) {
+    return dec_truncate(s->dec, n);
+}
 
-int pt_session_eval(pt_session *s, const int32_t *tokens, int n, float *logits, int all_rows, float *hidden,
-                    char *err, size_t err_len) {
+int pt_session_eval(pt_session *s, const int32_t *tokens, int n, float *logits, int all_rows,
+                    float *hidden, char *err, size_t err_len) {
     pt_err e = {{0}};
     const int p0 = pt_session_n_past(s);
     const int rc = dec_eval(s->dec, tokens, n, logits, all_rows, hidden, &e);
@@ -423,21 +470,24 @@ int pt_session_eval(pt_session *s, const int32_t *tokens, int n, float *logits, 
     return 0;
 }
 
-int pt_session_sync(pt_session *s, const int32_t *tokens, int n, float *logits, const volatile sig_atomic_t *stop,
-                    char *err, size_t err_len) {
+int pt_session_sync(pt_session *s, const int32_t *tokens, int n, float *logits,
+                    const volatile sig_atomic_t *stop, char *err, size_t err_len) {
     if (n <= 0) return snprintf(err, err_len, "the prompt is empty (no tokens)"), -1;
     if (n > s->n_ctx)
-        return snprintf(err, err_len, "the prompt is %d tokens but the context holds %d (raise -c/--ctx-size)", n,
+        return snprintf(err, err_len,
+                        "the prompt is %d tokens but the context holds %d (raise -c/--ctx-size)", n,
                         s->n_ctx),
                -1;
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= s->e->desc.n_vocab)
-            return snprintf(err, err_len, "token id %d at position %d is outside the vocabulary (%d)", tokens[i], i,
-                            s->e->desc.n_vocab),
+            return snprintf(err, err_len,
+                            "token id %d at position %d is outside the vocabulary (%d)", tokens[i],
+                            i, s->e->desc.n_vocab),
                    -1;
     const int held = pt_session_n_past(s);
     int keep = 0;
-    while (keep < n && keep < held && s->hist[keep] == tokens[keep]) keep++;
+    while (keep < n && keep < held && s->hist[keep] == tokens[keep])
+        keep++;
     if (keep == n && logits) keep = n - 1; /* the last token is evaluated again for its logits */
     const int kept = pt_session_truncate(s, keep);
     /* one chunk per call: a stop request (Ctrl-C, a client that left) is
@@ -445,14 +495,15 @@ int pt_session_sync(pt_session *s, const int32_t *tokens, int n, float *logits, 
     for (int at = kept; at < n;) {
         if (stop && *stop) return -2;
         const int m = n - at < s->n_batch ? n - at : s->n_batch;
-        if (pt_session_eval(s, tokens + at, m, at + m == n ? logits : NULL, 0, NULL, err, err_len)) return -1;
+        if (pt_session_eval(s, tokens + at, m, at + m == n ? logits : NULL, 0, NULL, err, err_len))
+            return -1;
         at += m;
     }
     return kept;
 }
 
-int pt_session_mtp(pt_session *s, const int32_t *tokens, const float *hidden_prev, int n, float *logits,
-                   char *err, size_t err_len) {
+int pt_session_mtp(pt_session *s, const int32_t *tokens, const float *hidden_prev, int n,
+                   float *logits, char *err, size_t err_len) {
     pt_err e = {{0}};
     if (!s->e->desc.has_mtp) pt_errf(&e, "this model (%s) has no NextN/MTP block", s->e->arch);
     if (!s->e->desc.has_mtp || dec_mtp(s->dec, tokens, hidden_prev, n, logits, &e)) {

@@ -13,7 +13,8 @@
 #include "petrel_tools.h"
 
 _Static_assert(PT_TYPE_COUNT == QT_COUNT, "petrel_tools.h's type count follows kernels/qtypes.h");
-_Static_assert(PT_NO_TYPE == MI_NO_TYPE, "petrel_tools.h's PT_NO_TYPE is model/info.h's MI_NO_TYPE");
+_Static_assert(PT_NO_TYPE == MI_NO_TYPE,
+               "petrel_tools.h's PT_NO_TYPE is model/info.h's MI_NO_TYPE");
 _Static_assert((int)PT_META_FLOAT64 == (int)GGUF_FLOAT64 && (int)PT_META_ARRAY == (int)GGUF_ARRAY &&
                    (int)PT_META_STRING == (int)GGUF_STRING && (int)PT_META_BOOL == (int)GGUF_BOOL,
                "petrel_tools.h's value types are GGUF's");
@@ -48,11 +49,15 @@ void pt_model_close(pt_model *m) {
     free(m);
 }
 
-const char *pt_model_path(const pt_model *m) { return m->g->files[0].path; }
+const char *pt_model_path(const pt_model *m) {
+    return m->g->files[0].path;
+}
 
 /* ===== Metadata ===== */
 
-uint64_t pt_model_n_meta(const pt_model *m) { return m->g->n_kv; }
+uint64_t pt_model_n_meta(const pt_model *m) {
+    return m->g->n_kv;
+}
 
 void pt_model_meta(const pt_model *m, uint64_t i, pt_meta *out) {
     const gguf_kv *kv = &m->g->kv[i];
@@ -103,7 +108,8 @@ int pt_model_meta_u64(const pt_model *m, uint64_t i, int64_t j, uint64_t *out) {
     }
     const gguf_value *v = value_at(m, i, j);
     if (!v) return -1;
-    if (v->type == GGUF_UINT8 || v->type == GGUF_UINT16 || v->type == GGUF_UINT32 || v->type == GGUF_UINT64)
+    if (v->type == GGUF_UINT8 || v->type == GGUF_UINT16 || v->type == GGUF_UINT32 ||
+        v->type == GGUF_UINT64)
         return *out = v->u64, 0;
     if (gguf_value_i64(v, &x) || x < 0) return -1;
     return *out = (uint64_t)x, 0;
@@ -120,11 +126,15 @@ int pt_model_meta_f64(const pt_model *m, uint64_t i, int64_t j, double *out) {
     return *out = v->f64, 0;
 }
 
-const char *pt_meta_type_name(int type) { return gguf_type_name((uint32_t)type); }
+const char *pt_meta_type_name(int type) {
+    return gguf_type_name((uint32_t)type);
+}
 
 /* ===== Accounting ===== */
 
-const char *pt_type_name(uint32_t type) { return qt_name(type); }
+const char *pt_type_name(uint32_t type) {
+    return qt_name(type);
+}
 
 int pt_model_info_get(const pt_model *m, pt_model_info *out, char *err, size_t err_len) {
     pt_err e = {{0}};
@@ -148,7 +158,8 @@ int pt_model_info_get(const pt_model *m, pt_model_info *out, char *err, size_t e
     memcpy(out->type_count, mi.type_count, sizeof out->type_count);
     memcpy(out->type_bytes, mi.type_bytes, sizeof out->type_bytes);
     out->n_layers = mi.n_layers, out->n_nextn = mi.n_nextn;
-    out->n_expert = mi.n_expert, out->n_expert_used = mi.n_expert_used, out->n_expert_shared = mi.n_expert_shared;
+    out->n_expert = mi.n_expert, out->n_expert_used = mi.n_expert_used,
+    out->n_expert_shared = mi.n_expert_shared;
     out->n_expert_max = mi.n_expert_max, out->n_moe_layers = mi.n_moe_layers;
     out->expert_bytes_max = mi.expert_bytes_max, out->touched_per_token = mi.touched_per_token;
     for (uint32_t l = 0; l < mi.n_layers; l++) {
@@ -178,8 +189,8 @@ int pt_pack_candidates(const pt_model *m, const char *cache_dir, char out[2][409
     return xpack_candidates(m->g->files[0].path, cache_dir, out);
 }
 
-int pt_pack_write(const pt_model *m, const char *path, pt_progress_fn progress, void *user, int64_t stop_after,
-                  char *err, size_t err_len) {
+int pt_pack_write(const pt_model *m, const char *path, pt_progress_fn progress, void *user,
+                  int64_t stop_after, char *err, size_t err_len) {
     pt_err e = {{0}};
     xp_layer_desc *d = NULL;
     int n = 0;
@@ -190,8 +201,8 @@ int pt_pack_write(const pt_model *m, const char *path, pt_progress_fn progress, 
     return rc ? -1 : 0;
 }
 
-int pt_pack_verify(const pt_model *m, const char *path, pt_progress_fn progress, void *user, uint64_t *n_records,
-                   char *err, size_t err_len) {
+int pt_pack_verify(const pt_model *m, const char *path, pt_progress_fn progress, void *user,
+                   uint64_t *n_records, char *err, size_t err_len) {
     pt_err e = {{0}};
     xp_layer_desc *d = NULL;
     int n = 0;

@@ -60,7 +60,9 @@ typedef struct cursor {
     gguf_ctx *ctx;
 } cursor;
 
-static uint64_t left(const cursor *c) { return c->len - c->pos; }
+static uint64_t left(const cursor *c) {
+    return c->len - c->pos;
+}
 
 static int need(cursor *c, uint64_t n, const char *what) {
     if (n > left(c))
@@ -78,8 +80,12 @@ static int rd(cursor *c, void *dst, uint64_t n, const char *what) {
     return 0;
 }
 
-static int rd_u32(cursor *c, uint32_t *v, const char *what) { return rd(c, v, 4, what); }
-static int rd_u64(cursor *c, uint64_t *v, const char *what) { return rd(c, v, 8, what); }
+static int rd_u32(cursor *c, uint32_t *v, const char *what) {
+    return rd(c, v, 4, what);
+}
+static int rd_u64(cursor *c, uint64_t *v, const char *what) {
+    return rd(c, v, 8, what);
+}
 
 static int rd_str(cursor *c, gguf_str *s, uint64_t max_len, const char *what) {
     uint64_t n;
@@ -102,25 +108,49 @@ static int rd_str(cursor *c, gguf_str *s, uint64_t max_len, const char *what) {
 
 /* ===== Value types ===== */
 
-static const char *type_names[GGUF_NTYPES] = {"uint8",  "int8",   "uint16", "int16", "uint32",
-                                              "int32",  "float32", "bool",  "string", "array",
-                                              "uint64", "int64",  "float64"};
+static const char *type_names[GGUF_NTYPES] = {"uint8",  "int8",    "uint16", "int16",  "uint32",
+                                              "int32",  "float32", "bool",   "string", "array",
+                                              "uint64", "int64",   "float64"};
 static const uint8_t type_sizes[GGUF_NTYPES] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
 
-uint32_t gguf_type_size(uint32_t type) { return type < GGUF_NTYPES ? type_sizes[type] : 0; }
+uint32_t gguf_type_size(uint32_t type) {
+    return type < GGUF_NTYPES ? type_sizes[type] : 0;
+}
 
-const char *gguf_type_name(uint32_t type) { return type < GGUF_NTYPES ? type_names[type] : "?"; }
+const char *gguf_type_name(uint32_t type) {
+    return type < GGUF_NTYPES ? type_names[type] : "?";
+}
 
 /* Decode a fixed-size scalar at p into v (v->type already set). */
 static void decode_scalar(gguf_value *v, const uint8_t *p) {
     switch (v->type) {
     case GGUF_UINT8: v->u64 = p[0]; break;
     case GGUF_INT8: v->i64 = (int8_t)p[0]; break;
-    case GGUF_UINT16: { uint16_t x; memcpy(&x, p, 2); v->u64 = x; } break;
-    case GGUF_INT16: { int16_t x; memcpy(&x, p, 2); v->i64 = x; } break;
-    case GGUF_UINT32: { uint32_t x; memcpy(&x, p, 4); v->u64 = x; } break;
-    case GGUF_INT32: { int32_t x; memcpy(&x, p, 4); v->i64 = x; } break;
-    case GGUF_FLOAT32: { float x; memcpy(&x, p, 4); v->f64 = x; } break;
+    case GGUF_UINT16: {
+        uint16_t x;
+        memcpy(&x, p, 2);
+        v->u64 = x;
+    } break;
+    case GGUF_INT16: {
+        int16_t x;
+        memcpy(&x, p, 2);
+        v->i64 = x;
+    } break;
+    case GGUF_UINT32: {
+        uint32_t x;
+        memcpy(&x, p, 4);
+        v->u64 = x;
+    } break;
+    case GGUF_INT32: {
+        int32_t x;
+        memcpy(&x, p, 4);
+        v->i64 = x;
+    } break;
+    case GGUF_FLOAT32: {
+        float x;
+        memcpy(&x, p, 4);
+        v->f64 = x;
+    } break;
     case GGUF_BOOL: v->b = p[0] != 0; break;
     case GGUF_UINT64: memcpy(&v->u64, p, 8); break;
     case GGUF_INT64: memcpy(&v->i64, p, 8); break;
@@ -131,8 +161,8 @@ static void decode_scalar(gguf_value *v, const uint8_t *p) {
 
 /* Smallest encoding of one element of `type`, used to bound counts. */
 static uint64_t min_encoding(uint32_t type) {
-    if (type == GGUF_STRING) return 8;     /* u64 length, empty string */
-    if (type == GGUF_ARRAY) return 4 + 8;  /* element type + count, empty array */
+    if (type == GGUF_STRING) return 8;    /* u64 length, empty string */
+    if (type == GGUF_ARRAY) return 4 + 8; /* element type + count, empty array */
     return type_sizes[type];
 }
 
@@ -150,10 +180,9 @@ static int parse_array(cursor *c, gguf_value *v, int depth, const char *key) {
                        GGUF_MAX_ARRAY_DEPTH);
     uint64_t min = min_encoding(et);
     if (n > left(c) / min)
-        return pt_errf(c->err,
-                       "%s: key '%s': array of %llu %s elements cannot fit in the %llu bytes left",
-                       c->name, key, (unsigned long long)n, type_names[et],
-                       (unsigned long long)left(c));
+        return pt_errf(
+            c->err, "%s: key '%s': array of %llu %s elements cannot fit in the %llu bytes left",
+            c->name, key, (unsigned long long)n, type_names[et], (unsigned long long)left(c));
     v->arr.type = et;
     v->arr.n = n;
     v->arr.data = c->p + c->pos;
@@ -189,18 +218,19 @@ static int parse_value(cursor *c, gguf_value *v, uint32_t type, int depth, const
 
 int gguf_value_i64(const gguf_value *v, int64_t *out) {
     switch (v->type) {
-    case GGUF_UINT8: case GGUF_UINT16: case GGUF_UINT32: case GGUF_UINT64:
+    case GGUF_UINT8:
+    case GGUF_UINT16:
+    case GGUF_UINT32:
+    case GGUF_UINT64:
         if (v->u64 > (uint64_t)INT64_MAX) return -1;
         *out = (int64_t)v->u64;
         return 0;
-    case GGUF_INT8: case GGUF_INT16: case GGUF_INT32: case GGUF_INT64:
-        *out = v->i64;
-        return 0;
-    case GGUF_BOOL:
-        *out = v->b;
-        return 0;
-    default:
-        return -1;
+    case GGUF_INT8:
+    case GGUF_INT16:
+    case GGUF_INT32:
+    case GGUF_INT64: *out = v->i64; return 0;
+    case GGUF_BOOL: *out = v->b; return 0;
+    default: return -1;
     }
 }
 
@@ -240,7 +270,8 @@ int gguf_array_f64(const gguf_value *arr, uint64_t i, double *out) {
 const gguf_kv *gguf_find(const gguf_ctx *ctx, const char *key) {
     size_t kl = strlen(key);
     for (uint64_t i = 0; i < ctx->n_kv; i++)
-        if (ctx->kv[i].key.len == kl && memcmp(ctx->kv[i].key.ptr, key, kl) == 0) return &ctx->kv[i];
+        if (ctx->kv[i].key.len == kl && memcmp(ctx->kv[i].key.ptr, key, kl) == 0)
+            return &ctx->kv[i];
     return NULL;
 }
 
@@ -261,7 +292,8 @@ static int bad_type(const gguf_ctx *ctx, const gguf_kv *kv, const char *wanted, 
 int gguf_get_i64(const gguf_ctx *ctx, const char *key, int64_t *out, pt_err *err) {
     const gguf_kv *kv = find_or_err(ctx, key, err);
     if (!kv) return -1;
-    if (kv->val.type == GGUF_BOOL || gguf_value_i64(&kv->val, out)) return bad_type(ctx, kv, "an integer", err);
+    if (kv->val.type == GGUF_BOOL || gguf_value_i64(&kv->val, out))
+        return bad_type(ctx, kv, "an integer", err);
     return 0;
 }
 
@@ -295,7 +327,8 @@ int gguf_get_f32(const gguf_ctx *ctx, const char *key, float *out, pt_err *err) 
     const gguf_kv *kv = find_or_err(ctx, key, err);
     if (!kv) return -1;
     double d;
-    if (kv->val.type == GGUF_BOOL || gguf_value_f64(&kv->val, &d)) return bad_type(ctx, kv, "a number", err);
+    if (kv->val.type == GGUF_BOOL || gguf_value_f64(&kv->val, &d))
+        return bad_type(ctx, kv, "a number", err);
     *out = (float)d;
     return 0;
 }
@@ -333,8 +366,10 @@ const gguf_tensor *gguf_find_tensor(const gguf_ctx *ctx, const char *name) {
         const gguf_tensor *t = &ctx->tensors[ctx->by_name[mid]];
         int c = strcmp(t->name, name);
         if (c == 0) return t;
-        if (c < 0) lo = mid + 1;
-        else hi = mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return NULL;
 }
@@ -357,7 +392,8 @@ static int check_duplicate_keys(cursor *c, gguf_ctx *ctx) {
     if (ctx->n_kv < 2) return 0;
     const gguf_kv **idx = malloc(ctx->n_kv * sizeof *idx);
     if (!idx) return pt_errf(c->err, "%s: out of memory", c->name);
-    for (uint64_t i = 0; i < ctx->n_kv; i++) idx[i] = &ctx->kv[i];
+    for (uint64_t i = 0; i < ctx->n_kv; i++)
+        idx[i] = &ctx->kv[i];
     qsort(idx, ctx->n_kv, sizeof *idx, cmp_kv_key);
     int rc = 0;
     for (uint64_t i = 1; i < ctx->n_kv && !rc; i++)
@@ -373,7 +409,8 @@ static int parse_kvs(cursor *c, gguf_kv *kv, uint64_t n_kv) {
     for (uint64_t i = 0; i < n_kv; i++) {
         if (rd_str(c, &kv[i].key, GGUF_MAX_KEY_LEN, "metadata key")) return -1;
         if (kv[i].key.len == 0)
-            return pt_errf(c->err, "%s: metadata key %llu is empty", c->name, (unsigned long long)i);
+            return pt_errf(c->err, "%s: metadata key %llu is empty", c->name,
+                           (unsigned long long)i);
         char key[128];
         snprintf(key, sizeof key, "%.*s", (int)PT_MIN(kv[i].key.len, 100), kv[i].key.ptr);
         uint32_t type;
@@ -425,9 +462,9 @@ static int parse_tensor_info(cursor *c, gguf_ctx *ctx, gguf_tensor *t, uint64_t 
         return pt_errf(c->err, "%s: tensor '%s': byte size of %lld %s weights overflows", c->name,
                        nm, (long long)n, tr->name);
     if (t->offset % ctx->alignment != 0)
-        return pt_errf(c->err, "%s: tensor '%s' has offset %llu, not a multiple of the alignment %llu",
-                       c->name, nm, (unsigned long long)t->offset,
-                       (unsigned long long)ctx->alignment);
+        return pt_errf(
+            c->err, "%s: tensor '%s' has offset %llu, not a multiple of the alignment %llu",
+            c->name, nm, (unsigned long long)t->offset, (unsigned long long)ctx->alignment);
     return 0;
 }
 
@@ -437,11 +474,12 @@ static int cmp_offset(const void *a, const void *b) {
 }
 
 /* Check tensors [first, first+n) of file f: inside the file, no overlaps. */
-static int check_tensor_ranges(cursor *c, gguf_ctx *ctx, gguf_file *f, gguf_tensor *ts, uint64_t n) {
+static int check_tensor_ranges(cursor *c, gguf_ctx *ctx, gguf_file *f, gguf_tensor *ts,
+                               uint64_t n) {
     for (uint64_t i = 0; i < n; i++) {
         uint64_t start, end;
-        if (pt_add_u64(f->data_offset, ts[i].offset, &start) || pt_add_u64(start, ts[i].nbytes, &end) ||
-            end > f->size)
+        if (pt_add_u64(f->data_offset, ts[i].offset, &start) ||
+            pt_add_u64(start, ts[i].nbytes, &end) || end > f->size)
             return pt_errf(c->err,
                            "%s: tensor '%s' (offset %llu, %llu bytes) extends past the end of "
                            "the file (%llu bytes, data section at %llu)",
@@ -454,7 +492,8 @@ static int check_tensor_ranges(cursor *c, gguf_ctx *ctx, gguf_file *f, gguf_tens
     if (n < 2) return 0;
     const gguf_tensor **s = malloc(n * sizeof *s);
     if (!s) return pt_errf(c->err, "%s: out of memory", c->name);
-    for (uint64_t i = 0; i < n; i++) s[i] = &ts[i];
+    for (uint64_t i = 0; i < n; i++)
+        s[i] = &ts[i];
     qsort(s, n, sizeof *s, cmp_offset);
     int rc = 0;
     for (uint64_t i = 1; i < n && !rc; i++)
@@ -486,7 +525,8 @@ static int parse_file(gguf_ctx *ctx, gguf_file *f, uint32_t file_idx, gguf_tenso
     uint32_t version;
     if (rd_u32(&c, &version, "version")) return -1;
     if (version == 0x03000000u || version == 0x02000000u)
-        return pt_errf(err, "%s: big-endian GGUF (version 0x%08x) is not supported", f->path, version);
+        return pt_errf(err, "%s: big-endian GGUF (version 0x%08x) is not supported", f->path,
+                       version);
     if (version != 2 && version != 3)
         return pt_errf(err, "%s: unsupported GGUF version %u, expected 2 or 3", f->path, version);
     int64_t n_tensors, n_kv;
@@ -495,8 +535,8 @@ static int parse_file(gguf_ctx *ctx, gguf_file *f, uint32_t file_idx, gguf_tenso
         return pt_errf(err, "%s: absurd metadata count %lld for a file with %llu bytes left",
                        f->path, (long long)n_kv, (unsigned long long)left(&c));
     if (n_tensors < 0 || (uint64_t)n_tensors > left(&c) / 32)
-        return pt_errf(err, "%s: absurd tensor count %lld for a file with %llu bytes left",
-                       f->path, (long long)n_tensors, (unsigned long long)left(&c));
+        return pt_errf(err, "%s: absurd tensor count %lld for a file with %llu bytes left", f->path,
+                       (long long)n_tensors, (unsigned long long)left(&c));
     if (file_idx == 0) ctx->version = version;
 
     gguf_kv *kv = arena_alloc(ctx, (uint64_t)n_kv * sizeof(gguf_kv) + 1);
@@ -513,8 +553,8 @@ static int parse_file(gguf_ctx *ctx, gguf_file *f, uint32_t file_idx, gguf_tenso
     const gguf_kv *ak = gguf_find(&view, "general.alignment");
     if (ak) {
         int64_t a;
-        if (ak->val.type == GGUF_BOOL || gguf_value_i64(&ak->val, &a) || a <= 0 ||
-            a > (1 << 30) || (a & (a - 1)) != 0)
+        if (ak->val.type == GGUF_BOOL || gguf_value_i64(&ak->val, &a) || a <= 0 || a > (1 << 30) ||
+            (a & (a - 1)) != 0)
             return pt_errf(err, "%s: general.alignment must be a power of two up to 2^30", f->path);
         alignment = (uint64_t)a;
     }
@@ -545,7 +585,8 @@ static int parse_file(gguf_ctx *ctx, gguf_file *f, uint32_t file_idx, gguf_tenso
     }
     f->data_offset = pt_align_up(c.pos, alignment);
     if (n_tensors > 0 && f->data_offset > f->size)
-        return pt_errf(err, "%s: truncated file: data section would start at %llu, file has %llu bytes",
+        return pt_errf(err,
+                       "%s: truncated file: data section would start at %llu, file has %llu bytes",
                        f->path, (unsigned long long)f->data_offset, (unsigned long long)f->size);
     if (check_tensor_ranges(&c, ctx, f, ts, (uint64_t)n_tensors)) return -1;
     *tensors_out = ts;
@@ -559,12 +600,15 @@ static int index_names(gguf_ctx *ctx, pt_err *err) {
     if (!ctx->by_name) return pt_errf(err, "%s: out of memory", ctx->files[0].path);
     if (ctx->n_tensors > UINT32_MAX)
         return pt_errf(err, "%s: too many tensors", ctx->files[0].path);
-    for (uint64_t i = 0; i < ctx->n_tensors; i++) ctx->by_name[i] = (uint32_t)i;
+    for (uint64_t i = 0; i < ctx->n_tensors; i++)
+        ctx->by_name[i] = (uint32_t)i;
     qsort_r(ctx->by_name, ctx->n_tensors, sizeof(uint32_t), cmp_tensor_name, ctx);
     for (uint64_t i = 1; i < ctx->n_tensors; i++) {
-        const char *a = ctx->tensors[ctx->by_name[i - 1]].name, *b = ctx->tensors[ctx->by_name[i]].name;
+        const char *a = ctx->tensors[ctx->by_name[i - 1]].name,
+                   *b = ctx->tensors[ctx->by_name[i]].name;
         if (strcmp(a, b) == 0)
-            return pt_errf(err, "%s: tensor name '%s' appears more than once", ctx->files[0].path, a);
+            return pt_errf(err, "%s: tensor name '%s' appears more than once", ctx->files[0].path,
+                           a);
     }
     return 0;
 }
@@ -579,7 +623,8 @@ static gguf_ctx *ctx_new(uint32_t n_files) {
         free(ctx);
         return NULL;
     }
-    for (uint32_t i = 0; i < n_files; i++) ctx->files[i].fd = -1;
+    for (uint32_t i = 0; i < n_files; i++)
+        ctx->files[i].fd = -1;
     ctx->alignment = GGUF_DEFAULT_ALIGNMENT;
     return ctx;
 }
@@ -687,8 +732,7 @@ gguf_ctx *gguf_open(const char *path, pt_err *err) {
 
     int64_t n_splits = scount > 0 ? scount : 1;
     if (n_splits > 1) {
-        if (plen < 0)
-            goto fail_msg_name;
+        if (plen < 0) goto fail_msg_name;
         if (n_splits != count || sno != 0) {
             pt_errf(err, "%s: split.no=%lld split.count=%lld do not match the file name", path,
                     (long long)sno, (long long)scount);

@@ -75,15 +75,15 @@ typedef struct gguf_kv {
 } gguf_kv;
 
 typedef struct gguf_tensor {
-    const char *name;    /* NUL-terminated copy */
-    uint32_t type;       /* ggml type id (QT_*) */
-    uint32_t n_dims;     /* 1..4 */
+    const char *name;          /* NUL-terminated copy */
+    uint32_t type;             /* ggml type id (QT_*) */
+    uint32_t n_dims;           /* 1..4 */
     int64_t ne[GGUF_MAX_DIMS]; /* ne[0] is contiguous; unused dims are 1 */
-    uint64_t offset;     /* relative to its file's data section */
-    uint64_t nbytes;     /* exact size of the data */
-    uint32_t file;       /* index into gguf_ctx.files (split models) */
-    uint64_t file_offset; /* absolute offset of the data in that file */
-    const uint8_t *data; /* the mapped bytes */
+    uint64_t offset;           /* relative to its file's data section */
+    uint64_t nbytes;           /* exact size of the data */
+    uint32_t file;             /* index into gguf_ctx.files (split models) */
+    uint64_t file_offset;      /* absolute offset of the data in that file */
+    const uint8_t *data;       /* the mapped bytes */
 } gguf_tensor;
 
 typedef struct gguf_file {
@@ -99,14 +99,14 @@ typedef struct gguf_ctx {
     uint32_t version;
     uint64_t alignment;
     uint64_t n_kv;
-    gguf_kv *kv;          /* [n_kv] metadata of the first file */
+    gguf_kv *kv; /* [n_kv] metadata of the first file */
     uint64_t n_tensors;
     gguf_tensor *tensors; /* [n_tensors], in file order (file 0 first) */
     uint32_t n_files;
-    gguf_file *files;     /* [n_files] */
-    uint64_t total_size;  /* bytes of all files */
-    void *arena;          /* internal allocations */
-    uint32_t *by_name;    /* tensor indices sorted by name */
+    gguf_file *files;    /* [n_files] */
+    uint64_t total_size; /* bytes of all files */
+    void *arena;         /* internal allocations */
+    uint32_t *by_name;   /* tensor indices sorted by name */
 } gguf_ctx;
 
 /* ===== Reader ===== */

@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "gguf.h"
 #include "format/ggml_types.h"
+#include "gguf.h"
 
 typedef struct wbuf {
     uint8_t *p; /* [len] serialised bytes */
@@ -26,19 +26,19 @@ typedef struct wtensor {
 
 struct gguf_writer {
     uint32_t alignment;
-    wbuf kv;            /* serialised key/value pairs */
+    wbuf kv; /* serialised key/value pairs */
     uint64_t n_kv;
-    char **keys;        /* for duplicate detection */
-    wbuf ti;            /* serialised tensor infos */
+    char **keys; /* for duplicate detection */
+    wbuf ti;     /* serialised tensor infos */
     wtensor *tensors;
     size_t n_tensors, cap_tensors;
     uint64_t data_size; /* bytes of the data section declared so far */
     /* streaming state */
     int fd;
     char *path, *tmp_path;
-    uint64_t cur;       /* index of the tensor being written */
-    uint64_t cur_done;  /* bytes of it written */
-    uint64_t data_pos;  /* bytes of the data section written (incl. padding) */
+    uint64_t cur;      /* index of the tensor being written */
+    uint64_t cur_done; /* bytes of it written */
+    uint64_t data_pos; /* bytes of the data section written (incl. padding) */
     int failed;
 };
 
@@ -49,9 +49,15 @@ static int wb_put(wbuf *b, const void *d, uint64_t n) {
     return 0;
 }
 
-static int wb_u32(wbuf *b, uint32_t v) { return wb_put(b, &v, 4); }
-static int wb_u64(wbuf *b, uint64_t v) { return wb_put(b, &v, 8); }
-static int wb_str(wbuf *b, const char *s, uint64_t n) { return wb_u64(b, n) || wb_put(b, s, n); }
+static int wb_u32(wbuf *b, uint32_t v) {
+    return wb_put(b, &v, 4);
+}
+static int wb_u64(wbuf *b, uint64_t v) {
+    return wb_put(b, &v, 8);
+}
+static int wb_str(wbuf *b, const char *s, uint64_t n) {
+    return wb_u64(b, n) || wb_put(b, s, n);
+}
 
 gguf_writer *gguf_writer_new(uint32_t alignment) {
     if (alignment == 0 || (alignment & (alignment - 1))) return NULL;
@@ -68,7 +74,8 @@ void gguf_writer_free(gguf_writer *w) {
         close(w->fd);
         unlink(w->tmp_path); /* never finished: leave nothing half-written behind */
     }
-    for (uint64_t i = 0; i < w->n_kv; i++) free(w->keys[i]);
+    for (uint64_t i = 0; i < w->n_kv; i++)
+        free(w->keys[i]);
     free(w->keys);
     free(w->kv.p);
     free(w->ti.p);
@@ -81,7 +88,8 @@ void gguf_writer_free(gguf_writer *w) {
 /* Start a key: checks for duplicates, writes the key and the value type. */
 static int kv_begin(gguf_writer *w, const char *key, uint32_t type, pt_err *err) {
     for (uint64_t i = 0; i < w->n_kv; i++)
-        if (strcmp(w->keys[i], key) == 0) return pt_errf(err, "gguf writer: duplicate key '%s'", key);
+        if (strcmp(w->keys[i], key) == 0)
+            return pt_errf(err, "gguf writer: duplicate key '%s'", key);
     if (w->alignment != GGUF_DEFAULT_ALIGNMENT && strcmp(key, "general.alignment") == 0)
         return pt_errf(err, "gguf writer: general.alignment is written by the writer itself");
     char **k = realloc(w->keys, (w->n_kv + 1) * sizeof *k);
@@ -126,7 +134,8 @@ int gguf_writer_kv_str(gguf_writer *w, const char *key, const char *v, pt_err *e
 int gguf_writer_kv_array(gguf_writer *w, const char *key, uint32_t type, const void *data,
                          uint64_t n, pt_err *err) {
     uint32_t es = gguf_type_size(type);
-    if (es == 0) return pt_errf(err, "gguf writer: key '%s': array of non-scalar type %u", key, type);
+    if (es == 0)
+        return pt_errf(err, "gguf writer: key '%s': array of non-scalar type %u", key, type);
     if (kv_begin(w, key, GGUF_ARRAY, err)) return -1;
     if (wb_u32(&w->kv, type) || wb_u64(&w->kv, n) || wb_put(&w->kv, data, n * es))
         return pt_errf(err, "gguf writer: out of memory");
@@ -146,8 +155,7 @@ int gguf_writer_kv_str_array(gguf_writer *w, const char *key, const char *const 
 /* Serialise a parsed value (without its type tag). */
 static int put_value(wbuf *b, const gguf_value *v) {
     switch (v->type) {
-    case GGUF_STRING:
-        return wb_str(b, v->str.ptr, v->str.len);
+    case GGUF_STRING: return wb_str(b, v->str.ptr, v->str.len);
     case GGUF_ARRAY: {
         if (wb_u32(b, v->arr.type) || wb_u64(b, v->arr.n)) return -1;
         if (v->arr.type == GGUF_STRING || v->arr.type == GGUF_ARRAY) {
@@ -165,12 +173,13 @@ static int put_value(wbuf *b, const gguf_value *v) {
         float f = (float)v->f64;
         return wb_put(b, &f, 4);
     }
-    case GGUF_FLOAT64:
-        return wb_put(b, &v->f64, 8);
-    case GGUF_INT8: case GGUF_INT16: case GGUF_INT32: case GGUF_INT64:
+    case GGUF_FLOAT64: return wb_put(b, &v->f64, 8);
+    case GGUF_INT8:
+    case GGUF_INT16:
+    case GGUF_INT32:
+    case GGUF_INT64:
         return wb_put(b, &v->i64, gguf_type_size(v->type)); /* little-endian truncation */
-    default:
-        return wb_put(b, &v->u64, gguf_type_size(v->type));
+    default: return wb_put(b, &v->u64, gguf_type_size(v->type));
     }
 }
 
@@ -196,7 +205,8 @@ int gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type, uint
     const qt_traits *tr = qt_get(type);
     uint64_t nbytes;
     if (!tr || ne[0] % tr->block || qt_row_bytes(type, n, &nbytes))
-        return pt_errf(err, "gguf writer: tensor '%s': %lld weights per row are not whole %s blocks",
+        return pt_errf(err,
+                       "gguf writer: tensor '%s': %lld weights per row are not whole %s blocks",
                        name, (long long)ne[0], qt_name(type));
     if (pt_grow((void **)&w->tensors, &w->cap_tensors, w->n_tensors + 1, sizeof *w->tensors))
         return pt_errf(err, "gguf writer: out of memory");
@@ -204,7 +214,8 @@ int gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type, uint
     w->tensors[w->n_tensors++] = (wtensor){off, nbytes};
     w->data_size = off + nbytes;
     int rc = wb_str(&w->ti, name, strlen(name)) || wb_u32(&w->ti, n_dims);
-    for (uint32_t d = 0; d < n_dims && !rc; d++) rc = wb_u64(&w->ti, (uint64_t)ne[d]);
+    for (uint32_t d = 0; d < n_dims && !rc; d++)
+        rc = wb_u64(&w->ti, (uint64_t)ne[d]);
     rc = rc || wb_u32(&w->ti, type) || wb_u64(&w->ti, off);
     return rc ? pt_errf(err, "gguf writer: out of memory") : 0;
 }
@@ -216,7 +227,8 @@ static int write_all(gguf_writer *w, const void *p, uint64_t n, pt_err *err) {
         if (k < 0 && errno == EINTR) continue;
         if (k <= 0) {
             w->failed = 1;
-            return pt_errf(err, "%s: write failed: %s", w->tmp_path, k < 0 ? strerror(errno) : "no progress");
+            return pt_errf(err, "%s: write failed: %s", w->tmp_path,
+                           k < 0 ? strerror(errno) : "no progress");
         }
         b += k;
         n -= (uint64_t)k;
@@ -312,12 +324,15 @@ int gguf_writer_write(gguf_writer *w, const void *data, uint64_t n, pt_err *err)
     return advance(w, data, n, err);
 }
 
-int gguf_writer_skip(gguf_writer *w, uint64_t n, pt_err *err) { return advance(w, NULL, n, err); }
+int gguf_writer_skip(gguf_writer *w, uint64_t n, pt_err *err) {
+    return advance(w, NULL, n, err);
+}
 
 int gguf_writer_finish(gguf_writer *w, pt_err *err) {
     if (w->fd < 0 || w->failed) return pt_errf(err, "gguf writer: not writing");
     /* Zero-sized tensors at the end complete without data. */
-    while (w->cur < w->n_tensors && w->tensors[w->cur].nbytes == 0) w->cur++;
+    while (w->cur < w->n_tensors && w->tensors[w->cur].nbytes == 0)
+        w->cur++;
     if (w->cur != w->n_tensors)
         return pt_errf(err, "%s: only %llu of %llu tensors were written", w->tmp_path,
                        (unsigned long long)w->cur, (unsigned long long)w->n_tensors);

@@ -12,16 +12,28 @@
 
 #define XPACK_MAGIC "PTXPACK"
 #define XPACK_VERSION 1
-#define XPACK_FIXED 96         /* header bytes before the layer table */
+#define XPACK_FIXED 96 /* header bytes before the layer table */
 #define XPACK_LAYER_ENTRY 48
 #define XPACK_JOURNAL_BYTES (256ull << 20) /* sync + journal every this many bytes */
 
 /* ===== little helpers ===== */
 
-static void put32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
-static void put64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
-static uint32_t get32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
-static uint64_t get64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+static void put32(uint8_t *p, uint32_t v) {
+    memcpy(p, &v, 4);
+}
+static void put64(uint8_t *p, uint64_t v) {
+    memcpy(p, &v, 8);
+}
+static uint32_t get32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+static uint64_t get64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
 
 static int pread_all(int fd, void *buf, uint64_t n, uint64_t off) {
     uint8_t *b = buf;
@@ -100,7 +112,8 @@ static int make_layout(const xp_layer_desc *d, int n_layers, layout *lo, pt_err 
         L->record_bytes = pt_align_up(payload, XPACK_ALIGN);
         lo->n_records += L->n_expert;
     }
-    lo->header_bytes = pt_align_up(XPACK_FIXED + (uint64_t)n_layers * XPACK_LAYER_ENTRY, XPACK_ALIGN);
+    lo->header_bytes =
+        pt_align_up(XPACK_FIXED + (uint64_t)n_layers * XPACK_LAYER_ENTRY, XPACK_ALIGN);
     lo->sums_offset = lo->header_bytes;
     lo->data_offset = pt_align_up(lo->sums_offset + lo->n_records * 16, XPACK_ALIGN);
     lo->total_size = lo->data_offset;
@@ -109,8 +122,8 @@ static int make_layout(const xp_layer_desc *d, int n_layers, layout *lo, pt_err 
     return 0;
 }
 
-static void encode_header(const layout *lo, const gguf_ctx *g, const uint8_t fp[32], uint64_t done, int complete,
-                          uint8_t *h) {
+static void encode_header(const layout *lo, const gguf_ctx *g, const uint8_t fp[32], uint64_t done,
+                          int complete, uint8_t *h) {
     memset(h, 0, lo->header_bytes);
     memcpy(h, XPACK_MAGIC, 8);
     put32(h + 8, XPACK_VERSION);
@@ -127,7 +140,8 @@ static void encode_header(const layout *lo, const gguf_ctx *g, const uint8_t fp[
         const xpack_layer *L = &lo->layers[l];
         put32(e, L->n_expert);
         put32(e + 4, L->n_mats);
-        for (int m = 0; m < 3; m++) put64(e + 8 + 8 * m, L->mat_bytes[m]);
+        for (int m = 0; m < 3; m++)
+            put64(e + 8 + 8 * m, L->mat_bytes[m]);
         put64(e + 32, L->record_bytes);
         put64(e + 40, L->first_record);
     }
@@ -135,7 +149,8 @@ static void encode_header(const layout *lo, const gguf_ctx *g, const uint8_t fp[
 
 static uint64_t record_offset(const layout *lo, uint32_t layer, uint32_t e) {
     uint64_t off = lo->data_offset;
-    for (uint32_t l = 0; l < layer; l++) off += lo->layers[l].record_bytes * lo->layers[l].n_expert;
+    for (uint32_t l = 0; l < layer; l++)
+        off += lo->layers[l].record_bytes * lo->layers[l].n_expert;
     return off + (uint64_t)e * lo->layers[layer].record_bytes;
 }
 
@@ -151,8 +166,8 @@ static void gather(const xp_layer_desc *d, const xpack_layer *L, uint32_t e, uin
 
 /* ===== writing ===== */
 
-int xpack_write(const gguf_ctx *g, const xp_layer_desc *d, int n_layers, const char *path, xpack_progress_fn progress,
-                void *user, int64_t stop_after, pt_err *err) {
+int xpack_write(const gguf_ctx *g, const xp_layer_desc *d, int n_layers, const char *path,
+                xpack_progress_fn progress, void *user, int64_t stop_after, pt_err *err) {
     layout lo;
     if (make_layout(d, n_layers, &lo, err)) return -1;
     uint8_t fp[32];
@@ -167,7 +182,8 @@ int xpack_write(const gguf_ctx *g, const xp_layer_desc *d, int n_layers, const c
     snprintf(partial, sizeof partial, "%s.partial", path);
     hdr = calloc(1, lo.header_bytes);
     uint64_t max_rec = 0;
-    for (uint32_t l = 0; l < lo.n_layers; l++) max_rec = PT_MAX(max_rec, lo.layers[l].record_bytes);
+    for (uint32_t l = 0; l < lo.n_layers; l++)
+        max_rec = PT_MAX(max_rec, lo.layers[l].record_bytes);
     buf = malloc(max_rec ? max_rec : 1);
     sums = calloc(lo.n_records, 16);
     if (!hdr || !buf || !sums) {
@@ -209,7 +225,8 @@ int xpack_write(const gguf_ctx *g, const xp_layer_desc *d, int n_layers, const c
     uint64_t bytes_done = 0, since_journal = 0, journal_from = done;
     for (uint64_t r = 0; r < done; r++) { /* bytes already in place */
         for (uint32_t l = 0; l < lo.n_layers; l++)
-            if (r >= lo.layers[l].first_record && r < lo.layers[l].first_record + lo.layers[l].n_expert)
+            if (r >= lo.layers[l].first_record &&
+                r < lo.layers[l].first_record + lo.layers[l].n_expert)
                 bytes_done += lo.layers[l].record_bytes;
     }
     uint64_t r = 0;
@@ -218,12 +235,14 @@ int xpack_write(const gguf_ctx *g, const xp_layer_desc *d, int n_layers, const c
         for (uint32_t e = 0; e < L->n_expert; e++, r++) {
             if (r < done) continue;
             if (stop_after >= 0 && (int64_t)r >= stop_after) {
-                pt_errf(err, "%s: stopped after %lld records as asked", partial, (long long)stop_after);
+                pt_errf(err, "%s: stopped after %lld records as asked", partial,
+                        (long long)stop_after);
                 goto journal_and_out;
             }
             gather(&d[l], L, e, buf);
             uint64_t payload = 0;
-            for (uint32_t m = 0; m < L->n_mats; m++) payload += L->mat_bytes[m];
+            for (uint32_t m = 0; m < L->n_mats; m++)
+                payload += L->mat_bytes[m];
             sha16(buf, payload, sums[r]);
             if (pwrite_all(fd, buf, L->record_bytes, record_offset(&lo, l, e))) {
                 pt_errf(err, "%s: write failed: %s", partial, strerror(errno));
@@ -268,7 +287,8 @@ journal_and_out:
     /* the test hook leaves the file as a kill right after a journal point would */
     if (r > journal_from) {
         fdatasync(fd);
-        pwrite_all(fd, sums[journal_from], (r - journal_from) * 16, lo.sums_offset + journal_from * 16);
+        pwrite_all(fd, sums[journal_from], (r - journal_from) * 16,
+                   lo.sums_offset + journal_from * 16);
         encode_header(&lo, g, fp, r, 0, hdr);
         fdatasync(fd);
         pwrite_all(fd, hdr, lo.header_bytes, 0);
@@ -293,7 +313,8 @@ void xpack_close(xpack *p) {
     free(p);
 }
 
-xpack *xpack_open(const char *path, const gguf_ctx *g, const xp_layer_desc *d, int n_layers, pt_err *err) {
+xpack *xpack_open(const char *path, const gguf_ctx *g, const xp_layer_desc *d, int n_layers,
+                  pt_err *err) {
     layout lo;
     if (make_layout(d, n_layers, &lo, err)) return NULL;
     xpack *p = calloc(1, sizeof *p);
@@ -339,8 +360,8 @@ xpack *xpack_open(const char *path, const gguf_ctx *g, const xp_layer_desc *d, i
         goto fail;
     }
     if (p->size != lo.total_size) {
-        pt_errf(err, "%s: truncated or padded pack: %llu bytes, expected %llu", path, (unsigned long long)p->size,
-                (unsigned long long)lo.total_size);
+        pt_errf(err, "%s: truncated or padded pack: %llu bytes, expected %llu", path,
+                (unsigned long long)p->size, (unsigned long long)lo.total_size);
         goto fail;
     }
     p->sums = malloc(lo.n_records * 16);
@@ -367,12 +388,13 @@ fail:
 
 uint64_t xpack_record_offset(const xpack *p, int layer, int expert) {
     uint64_t off = p->data_offset;
-    for (int l = 0; l < layer; l++) off += p->layers[l].record_bytes * p->layers[l].n_expert;
+    for (int l = 0; l < layer; l++)
+        off += p->layers[l].record_bytes * p->layers[l].n_expert;
     return off + (uint64_t)expert * p->layers[layer].record_bytes;
 }
 
-int xpack_verify(const xpack *p, const gguf_ctx *g, const xp_layer_desc *d, xpack_progress_fn progress, void *user,
-                 pt_err *err) {
+int xpack_verify(const xpack *p, const gguf_ctx *g, const xp_layer_desc *d,
+                 xpack_progress_fn progress, void *user, pt_err *err) {
     (void)g;
     uint64_t max_rec = 0, total = 0, done = 0;
     for (uint32_t l = 0; l < p->n_layers; l++) {
@@ -390,7 +412,8 @@ int xpack_verify(const xpack *p, const gguf_ctx *g, const xp_layer_desc *d, xpac
     for (uint32_t l = 0; l < p->n_layers && !rc; l++) {
         const xpack_layer *L = &p->layers[l];
         uint64_t payload = 0;
-        for (uint32_t m = 0; m < L->n_mats; m++) payload += L->mat_bytes[m];
+        for (uint32_t m = 0; m < L->n_mats; m++)
+            payload += L->mat_bytes[m];
         for (uint32_t e = 0; e < L->n_expert && !rc; e++, r++) {
             uint8_t sum[16];
             if (pread_all(p->fd, got, L->record_bytes, xpack_record_offset(p, (int)l, (int)e))) {
@@ -400,9 +423,11 @@ int xpack_verify(const xpack *p, const gguf_ctx *g, const xp_layer_desc *d, xpac
             sha16(got, payload, sum);
             gather(&d[l], L, e, want);
             if (memcmp(sum, p->sums[r], 16) != 0)
-                rc = pt_errf(err, "%s: corrupt record: layer %u expert %u fails its checksum", p->path, l, e);
+                rc = pt_errf(err, "%s: corrupt record: layer %u expert %u fails its checksum",
+                             p->path, l, e);
             else if (memcmp(got, want, L->record_bytes) != 0)
-                rc = pt_errf(err, "%s: record of layer %u expert %u differs from the model's bytes", p->path, l, e);
+                rc = pt_errf(err, "%s: record of layer %u expert %u differs from the model's bytes",
+                             p->path, l, e);
             done += L->record_bytes;
             if (progress) progress(done, total, user);
         }

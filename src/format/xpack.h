@@ -37,20 +37,20 @@ typedef struct xp_layer_desc {
 
 typedef struct xpack_layer {
     uint32_t n_expert, n_mats;
-    uint64_t mat_bytes[3];  /* one expert's slice of each matrix */
-    uint64_t record_bytes;  /* payload rounded up to XPACK_ALIGN */
-    uint64_t first_record;  /* index of the layer's expert 0 */
+    uint64_t mat_bytes[3]; /* one expert's slice of each matrix */
+    uint64_t record_bytes; /* payload rounded up to XPACK_ALIGN */
+    uint64_t first_record; /* index of the layer's expert 0 */
 } xpack_layer;
 
 typedef struct xpack {
     char *path;
-    int fd;                 /* read-only */
+    int fd; /* read-only */
     uint64_t size;
     uint32_t n_layers;
-    xpack_layer *layers;    /* [n_layers] */
+    xpack_layer *layers; /* [n_layers] */
     uint64_t n_records;
     uint64_t sums_offset, data_offset;
-    uint8_t (*sums)[16];    /* [n_records] */
+    uint8_t (*sums)[16]; /* [n_records] */
 } xpack;
 
 /* Fingerprint of a model (see above). 0, or -1 with err. */
@@ -75,8 +75,8 @@ uint64_t xpack_record_offset(const xpack *p, int layer, int expert);
 
 /* Check every record: checksum of the stored bytes, and bytes equal to the
  * model's. 0 when valid, -1 with err naming the first bad record. */
-int xpack_verify(const xpack *p, const gguf_ctx *g, const xp_layer_desc *layers, xpack_progress_fn progress,
-                 void *user, pt_err *err);
+int xpack_verify(const xpack *p, const gguf_ctx *g, const xp_layer_desc *layers,
+                 xpack_progress_fn progress, void *user, pt_err *err);
 
 /* Where the pack of a model lives: next to it (MODEL.gguf.xpack, first split
  * file for split models) or in cache_dir (NULL: none; front ends pass

@@ -34,14 +34,17 @@ int fe_turn_run(pt_gen *g, const fe_turn *t, fe_turn_result *r, char *err, size_
         tools = t->tools ? json_dumps(t->tools, JSON_COMPACT) : NULL;
         pt_buf rendered = {0};
         pt_chat_opts co = {.add_generation_prompt = 1, .thinking = t->thinking};
-        if (!msgs || (t->tools && !tools)) rc = say(err, err_len, FE_TURN_BAD_PROMPT, "out of memory");
+        if (!msgs || (t->tools && !tools))
+            rc = say(err, err_len, FE_TURN_BAD_PROMPT, "out of memory");
         else if (pt_chat_render(t->format, msgs, tools, &co, &rendered, err, err_len) ||
-                 pt_tokenize(e, rendered.v, rendered.n, PT_TOKENIZE_PARSE_SPECIAL, &r->ids, err, err_len))
+                 pt_tokenize(e, rendered.v, rendered.n, PT_TOKENIZE_PARSE_SPECIAL, &r->ids, err,
+                             err_len))
             rc = FE_TURN_BAD_PROMPT;
         free(msgs);
         pt_buf_free(&rendered);
         r->in_reasoning = pt_chat_opens_reasoning(t->format, t->thinking);
-    } else if (pt_tokenize(e, t->text, t->text_len, PT_TOKENIZE_ADD_SPECIAL, &r->ids, err, err_len)) {
+    } else if (pt_tokenize(e, t->text, t->text_len, PT_TOKENIZE_ADD_SPECIAL, &r->ids, err,
+                           err_len)) {
         rc = FE_TURN_BAD_PROMPT;
     }
     r->n_prompt = (int)r->ids.n;
@@ -61,7 +64,8 @@ int fe_turn_run(pt_gen *g, const fe_turn *t, fe_turn_result *r, char *err, size_
     }
     if (r->n_reused < 0) {
         /* pt_session_sync refuses these before touching the cache; its message says why */
-        rc = r->ids.n == 0 || (int)r->ids.n > pt_session_n_ctx(s) ? FE_TURN_TOO_LONG : FE_TURN_PREFILL_FAILED;
+        rc = r->ids.n == 0 || (int)r->ids.n > pt_session_n_ctx(s) ? FE_TURN_TOO_LONG
+                                                                  : FE_TURN_PREFILL_FAILED;
         goto out;
     }
     if (t->on_prefilled && t->on_prefilled(t->ud, r->in_reasoning)) {
@@ -79,9 +83,11 @@ int fe_turn_run(pt_gen *g, const fe_turn *t, fe_turn_result *r, char *err, size_
         goto out;
     }
     if (t->parse && t->messages) {
-        if (pt_chat_parse(t->format, r->text.v, r->text.n, r->in_reasoning, tools, &r->parsed, err, err_len))
+        if (pt_chat_parse(t->format, r->text.v, r->text.n, r->in_reasoning, tools, &r->parsed, err,
+                          err_len))
             rc = FE_TURN_ANSWER_FAILED;
-        else r->have_parsed = 1;
+        else
+            r->have_parsed = 1;
     }
 out:
     free(tools);

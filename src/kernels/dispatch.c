@@ -181,7 +181,8 @@ qt_dot4_fn qt_dot4_impl(uint32_t type, int isa) {
 qt_dot4_fn qt_dot4_upto(uint32_t type, int max_isa) {
     const int top = isa_top();
     for (int isa = max_isa < 0 || max_isa > top ? top : max_isa; isa >= QT_ISA_SCALAR; isa--)
-        if (qt_dot_impl(type, isa)) return qt_dot4_impl(type, isa); /* the level qt_dot_upto picks */
+        if (qt_dot_impl(type, isa))
+            return qt_dot4_impl(type, isa); /* the level qt_dot_upto picks */
     return NULL;
 }
 
@@ -202,7 +203,8 @@ static const qt_f32_kernels *f32_best;
 static pthread_once_t f32_once = PTHREAD_ONCE_INIT;
 
 static void f32_init(void) {
-    for (int isa = qt_isa_detect(); isa >= QT_ISA_SCALAR && !f32_best; isa--) f32_best = qt_f32_impl(isa);
+    for (int isa = qt_isa_detect(); isa >= QT_ISA_SCALAR && !f32_best; isa--)
+        f32_best = qt_f32_impl(isa);
 }
 
 const qt_f32_kernels *qt_f32_best(void) {
@@ -233,8 +235,8 @@ PANEL_DOT(F32)
 
 static const qt_dot_fn panel_scalar_table[QT_COUNT] = {
 #define E(T) [QT_##T] = panel_##T
-    E(IQ2_XXS), E(IQ2_XS), E(IQ2_S), E(IQ3_XXS), E(IQ3_S), E(IQ1_S), E(IQ1_M), E(IQ4_XS),
-    E(IQ4_NL), E(F32),
+    E(IQ2_XXS), E(IQ2_XS), E(IQ2_S),  E(IQ3_XXS), E(IQ3_S),
+    E(IQ1_S),   E(IQ1_M),  E(IQ4_XS), E(IQ4_NL),  E(F32),
 #undef E
 };
 

@@ -127,7 +127,8 @@ static float f32_panel16(const void *w, const void *a, int64_t n) {
     v = _mm_add_ps(v, _mm_movehl_ps(v, v));
     v = _mm_add_ss(v, _mm_shuffle_ps(v, v, 1));
     float sum = _mm_cvtss_f32(v);
-    for (int64_t i = np; i < n; i++) sum += x[i] * y[i];
+    for (int64_t i = np; i < n; i++)
+        sum += x[i] * y[i];
     return sum;
 }
 
@@ -552,8 +553,8 @@ static float dot_iq2_xxs(const void *w, const void *a, int64_t n) {
     const int64_t nb = n / QK_K;
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++)
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[i].d) * y[i].d), _mm256_cvtepi32_ps(iq2xxs_block(&x[i], &y[i])),
-                              acc);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[i].d) * y[i].d),
+                              _mm256_cvtepi32_ps(iq2xxs_block(&x[i], &y[i])), acc);
     return 0.125f * hsum_ps(acc);
 }
 
@@ -582,8 +583,8 @@ static float dot_iq4_xs(const void *w, const void *a, int64_t n) {
     const __m256i tab = table16(kvalues_iq4nl);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++)
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[i].d) * y[i].d), _mm256_cvtepi32_ps(iq4xs_block(&x[i], &y[i], tab)),
-                              acc);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[i].d) * y[i].d),
+                              _mm256_cvtepi32_ps(iq4xs_block(&x[i], &y[i], tab)), acc);
     return hsum_ps(acc);
 }
 
@@ -603,7 +604,8 @@ static float panel_iq2_xxs(const void *w, const void *a, int64_t n) {
     const block_q8_K *y = a;
     float acc = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++)
-        acc = fmaf((float)hsum_epi32(iq2xxs_block(&x[i], &y[i])), (f16(x[i].d) * 0.125f) * y[i].d, acc);
+        acc = fmaf((float)hsum_epi32(iq2xxs_block(&x[i], &y[i])), (f16(x[i].d) * 0.125f) * y[i].d,
+                   acc);
     return acc;
 }
 
@@ -640,19 +642,24 @@ static qt_dot_fn x86_panel_table(uint32_t type) {
 
 static float f32_dot_ggml(const float *x, const float *y, int64_t n) {
     __m256 acc[8];
-    for (int k = 0; k < 8; k++) acc[k] = _mm256_setzero_ps();
+    for (int k = 0; k < 8; k++)
+        acc[k] = _mm256_setzero_ps();
     const int64_t np = n & ~(int64_t)63;
     for (int64_t i = 0; i < np; i += 64)
         for (int k = 0; k < 8; k++)
-            acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8 * k), _mm256_loadu_ps(y + i + 8 * k), acc[k]);
-    for (int k = 0; k < 4; k++) acc[k] = _mm256_add_ps(acc[k], acc[k + 4]);
-    for (int k = 0; k < 2; k++) acc[k] = _mm256_add_ps(acc[k], acc[k + 2]);
+            acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8 * k), _mm256_loadu_ps(y + i + 8 * k),
+                                     acc[k]);
+    for (int k = 0; k < 4; k++)
+        acc[k] = _mm256_add_ps(acc[k], acc[k + 4]);
+    for (int k = 0; k < 2; k++)
+        acc[k] = _mm256_add_ps(acc[k], acc[k + 2]);
     const __m256 a = _mm256_add_ps(acc[0], acc[1]);
     __m128 v = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
     v = _mm_add_ps(v, _mm_movehl_ps(v, v));
     v = _mm_add_ss(v, _mm_shuffle_ps(v, v, 1));
     float sum = _mm_cvtss_f32(v);
-    for (int64_t i = np; i < n; i++) sum += x[i] * y[i];
+    for (int64_t i = np; i < n; i++)
+        sum += x[i] * y[i];
     return sum;
 }
 
@@ -660,8 +667,10 @@ static void f32_axpy(float *acc, float a, const float *x, int64_t n) {
     const __m256 va = _mm256_set1_ps(a);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(acc + i)));
-    for (; i < n; i++) acc[i] = fmaf(a, x[i], acc[i]);
+        _mm256_storeu_ps(acc + i,
+                         _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(acc + i)));
+    for (; i < n; i++)
+        acc[i] = fmaf(a, x[i], acc[i]);
 }
 
 /* f32_dot_ggml of x with y0 and with y1: each x block is loaded once for both
@@ -671,7 +680,8 @@ static void f32_axpy(float *acc, float a, const float *x, int64_t n) {
 static void f32_dot2_ggml(const float *x, const float *y0, const float *y1, int64_t n, float *out) {
 #if defined(__AVX512VL__)
     __m256 a0[8], a1[8];
-    for (int k = 0; k < 8; k++) a0[k] = a1[k] = _mm256_setzero_ps();
+    for (int k = 0; k < 8; k++)
+        a0[k] = a1[k] = _mm256_setzero_ps();
     const int64_t np = n & ~(int64_t)63;
     for (int64_t i = 0; i < np; i += 64)
         for (int k = 0; k < 8; k++) {
@@ -683,14 +693,17 @@ static void f32_dot2_ggml(const float *x, const float *y0, const float *y1, int6
     const float *ys[2] = {y0, y1};
     for (int r = 0; r < 2; r++) {
         __m256 *acc = accs[r];
-        for (int k = 0; k < 4; k++) acc[k] = _mm256_add_ps(acc[k], acc[k + 4]);
-        for (int k = 0; k < 2; k++) acc[k] = _mm256_add_ps(acc[k], acc[k + 2]);
+        for (int k = 0; k < 4; k++)
+            acc[k] = _mm256_add_ps(acc[k], acc[k + 4]);
+        for (int k = 0; k < 2; k++)
+            acc[k] = _mm256_add_ps(acc[k], acc[k + 2]);
         const __m256 a = _mm256_add_ps(acc[0], acc[1]);
         __m128 v = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
         v = _mm_add_ps(v, _mm_movehl_ps(v, v));
         v = _mm_add_ss(v, _mm_shuffle_ps(v, v, 1));
         float sum = _mm_cvtss_f32(v);
-        for (int64_t i = np; i < n; i++) sum += x[i] * ys[r][i];
+        for (int64_t i = np; i < n; i++)
+            sum += x[i] * ys[r][i];
         out[r] = sum;
     }
 #else
@@ -712,13 +725,16 @@ static const qt_f32_kernels x86_f32_kernels = {f32_dot_ggml, f32_axpy, f32_dot2_
 #define NR4 4
 #define ROWS4(T, a, as, y)                                                                         \
     const T *y[NR4];                                                                               \
-    for (int r = 0; r < NR4; r++) y[r] = (const T *)((const uint8_t *)(a) + (uint64_t)r * (as))
+    for (int r = 0; r < NR4; r++)                                                                  \
+    y[r] = (const T *)((const uint8_t *)(a) + (uint64_t)r * (as))
 
 /* sumi[r] += the 32 weight bytes v times bytes [off, off + 32) of row r's
  * activation block, in int16 pairs scaled by cs (one K-quant chunk). */
-static inline void chunk4(__m256i *sumi, __m256i v, __m256i cs, const block_q8_K *const *y, int64_t i, int off) {
+static inline void chunk4(__m256i *sumi, __m256i v, __m256i cs, const block_q8_K *const *y,
+                          int64_t i, int off) {
 #pragma GCC unroll 4
-    for (int r = 0; r < NR4; r++) sumi[r] = dot_i16(sumi[r], _mm256_maddubs_epi16(v, loadu256(y[r][i].qs + off)), cs);
+    for (int r = 0; r < NR4; r++)
+        sumi[r] = dot_i16(sumi[r], _mm256_maddubs_epi16(v, loadu256(y[r][i].qs + off)), cs);
 }
 
 /* Two chunks in a row's order: the low-nibble chunk at off, then the high one
@@ -733,27 +749,33 @@ static inline void chunk4x2(__m256i *sumi, __m256i v0, __m256i s0, __m256i v1, _
 }
 
 /* The end of a K-quant block: acc[r] += (y_r.d * d) * sumi[r]. */
-static inline void block_end4(__m256 *acc, const __m256i *sumi, const block_q8_K *const *y, int64_t i, float d) {
+static inline void block_end4(__m256 *acc, const __m256i *sumi, const block_q8_K *const *y,
+                              int64_t i, float d) {
 #pragma GCC unroll 4
     for (int r = 0; r < NR4; r++)
-        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y[r][i].d * d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+        acc[r] =
+            _mm256_fmadd_ps(_mm256_set1_ps(y[r][i].d * d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
 }
 
 static void dot4_q8_0(const void *w, const void *a, uint64_t as, int64_t n, float *out) {
     const block_q8_0 *x = w;
     ROWS4(block_q8_0, a, as, y);
     __m256 acc[NR4];
-    for (int r = 0; r < NR4; r++) acc[r] = _mm256_setzero_ps();
+    for (int r = 0; r < NR4; r++)
+        acc[r] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / 32; i++) {
         const __m256i wv = loadu256(x[i].qs), wa = _mm256_sign_epi8(wv, wv);
         const float dx = f16(x[i].d);
 #pragma GCC unroll 4
         for (int r = 0; r < NR4; r++) {
-            const __m256i p = dot_u8s8(_mm256_setzero_si256(), wa, _mm256_sign_epi8(loadu256(y[r][i].qs), wv));
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dx * f16(y[r][i].d)), _mm256_cvtepi32_ps(p), acc[r]);
+            const __m256i p =
+                dot_u8s8(_mm256_setzero_si256(), wa, _mm256_sign_epi8(loadu256(y[r][i].qs), wv));
+            acc[r] =
+                _mm256_fmadd_ps(_mm256_set1_ps(dx * f16(y[r][i].d)), _mm256_cvtepi32_ps(p), acc[r]);
         }
     }
-    for (int r = 0; r < NR4; r++) out[r] = hsum_ps(acc[r]);
+    for (int r = 0; r < NR4; r++)
+        out[r] = hsum_ps(acc[r]);
 }
 
 /* The legacy shapes of LEGACY_LOOP (NACC 2: blocks alternate between two
@@ -766,7 +788,8 @@ static void dot4_q8_0(const void *w, const void *a, uint64_t as, int64_t n, floa
         _Pragma("GCC unroll 4") for (int r = 0; r < NR4; r++) {                                    \
             const __m256i p =                                                                      \
                 dot_u8s8(_mm256_setzero_si256(), wa, _mm256_sign_epi8(loadu256(y[r][i].qs), wv));  \
-            A[r] = _mm256_fmadd_ps(_mm256_set1_ps(dx * f16(y[r][i].d)), _mm256_cvtepi32_ps(p), A[r]); \
+            A[r] =                                                                                 \
+                _mm256_fmadd_ps(_mm256_set1_ps(dx * f16(y[r][i].d)), _mm256_cvtepi32_ps(p), A[r]); \
         }                                                                                          \
     } while (0)
 #define LEGACY4_BODY(NACC)                                                                         \
@@ -774,14 +797,17 @@ static void dot4_q8_0(const void *w, const void *a, uint64_t as, int64_t n, floa
     ROWS4(block_q8_0, a, as, y);                                                                   \
     const int64_t nb = n / 32;                                                                     \
     __m256 acc0[NR4], acc1[NR4];                                                                   \
-    for (int r = 0; r < NR4; r++) acc0[r] = acc1[r] = _mm256_setzero_ps();                         \
+    for (int r = 0; r < NR4; r++)                                                                  \
+        acc0[r] = acc1[r] = _mm256_setzero_ps();                                                   \
     int64_t i = 0;                                                                                 \
     for (; (NACC) == 2 && i + 2 <= nb; i += 2) {                                                   \
         LEGACY4_STEP(i, acc0);                                                                     \
         LEGACY4_STEP(i + 1, acc1);                                                                 \
     }                                                                                              \
-    for (; i < nb; i++) LEGACY4_STEP(i, acc0);                                                     \
-    for (int r = 0; r < NR4; r++) out[r] = hsum_ps((NACC) == 2 ? _mm256_add_ps(acc0[r], acc1[r]) : acc0[r])
+    for (; i < nb; i++)                                                                            \
+        LEGACY4_STEP(i, acc0);                                                                     \
+    for (int r = 0; r < NR4; r++)                                                                  \
+    out[r] = hsum_ps((NACC) == 2 ? _mm256_add_ps(acc0[r], acc1[r]) : acc0[r])
 
 static void dot4_q4_0(const void *w, const void *a, uint64_t as, int64_t n, float *out) {
 #define XT4 block_q4_0
@@ -819,7 +845,8 @@ static void dot4_q2_K(const void *w, const void *a, uint64_t as, int64_t n, floa
     ROWS4(block_q8_K, a, as, y);
     const __m128i m4 = _mm_set1_epi8(0x0f);
     __m256 acc[NR4];
-    for (int r = 0; r < NR4; r++) acc[r] = _mm256_setzero_ps();
+    for (int r = 0; r < NR4; r++)
+        acc[r] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         const __m128i raw = loadu128(x[i].scales);
         const __m128i sc = _mm_and_si128(raw, m4);
@@ -829,7 +856,8 @@ static void dot4_q2_K(const void *w, const void *a, uint64_t as, int64_t n, floa
 #pragma GCC unroll 4
         for (int r = 0; r < NR4; r++) {
             const __m256i pm = _mm256_madd_epi16(mn, loadu256(y[r][i].bsums));
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(-y[r][i].d * dmin), _mm256_cvtepi32_ps(pm), acc[r]);
+            acc[r] =
+                _mm256_fmadd_ps(_mm256_set1_ps(-y[r][i].d * dmin), _mm256_cvtepi32_ps(pm), acc[r]);
             sumi[r] = _mm256_setzero_si256();
         }
         __m256i half[2];
@@ -846,14 +874,16 @@ static void dot4_q2_K(const void *w, const void *a, uint64_t as, int64_t n, floa
         }
         block_end4(acc, sumi, y, i, d);
     }
-    for (int r = 0; r < NR4; r++) out[r] = hsum_ps(acc[r]);
+    for (int r = 0; r < NR4; r++)
+        out[r] = hsum_ps(acc[r]);
 }
 
 static void dot4_q3_K(const void *w, const void *a, uint64_t as, int64_t n, float *out) {
     const block_q3_K *x = w;
     ROWS4(block_q8_K, a, as, y);
     __m256 acc[NR4];
-    for (int r = 0; r < NR4; r++) acc[r] = _mm256_setzero_ps();
+    for (int r = 0; r < NR4; r++)
+        acc[r] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         const __m128i sc = q3k_scales(x[i].scales);
         const __m256i sc16 = _mm256_cvtepi8_epi16(sc), hm = loadu256(x[i].hmask);
@@ -861,8 +891,9 @@ static void dot4_q3_K(const void *w, const void *a, uint64_t as, int64_t n, floa
         __m256i sumi[NR4];
 #pragma GCC unroll 4
         for (int r = 0; r < NR4; r++)
-            sumi[r] = _mm256_sub_epi32(_mm256_setzero_si256(),
-                                       _mm256_slli_epi32(_mm256_madd_epi16(sc16, loadu256(y[r][i].bsums)), 2));
+            sumi[r] = _mm256_sub_epi32(
+                _mm256_setzero_si256(),
+                _mm256_slli_epi32(_mm256_madd_epi16(sc16, loadu256(y[r][i].bsums)), 2));
         __m256i half[2];
         scales16_s8(sc, &half[0], &half[1]);
 #pragma GCC unroll 2
@@ -871,15 +902,17 @@ static void dot4_q3_K(const void *w, const void *a, uint64_t as, int64_t n, floa
 #pragma GCC unroll 4
             for (int j = 0; j < 4; j++) {
                 const __m256i hb = _mm256_and_si256(srl16(hm, 4 * h + j), _mm256_set1_epi8(1));
-                const __m256i v = _mm256_or_si256(_mm256_and_si256(srl16(q, 2 * j), _mm256_set1_epi8(3)),
-                                                  _mm256_slli_epi16(hb, 2));
+                const __m256i v =
+                    _mm256_or_si256(_mm256_and_si256(srl16(q, 2 * j), _mm256_set1_epi8(3)),
+                                    _mm256_slli_epi16(hb, 2));
                 const __m256i cs = chunk_scales(half[h], j);
                 chunk4(sumi, v, cs, y, i, 128 * h + 32 * j);
             }
         }
         block_end4(acc, sumi, y, i, d);
     }
-    for (int r = 0; r < NR4; r++) out[r] = hsum_ps(acc[r]);
+    for (int r = 0; r < NR4; r++)
+        out[r] = hsum_ps(acc[r]);
 }
 
 static void dot4_q5_K(const void *w, const void *a, uint64_t as, int64_t n, float *out) {
@@ -887,7 +920,8 @@ static void dot4_q5_K(const void *w, const void *a, uint64_t as, int64_t n, floa
     ROWS4(block_q8_K, a, as, y);
     const __m256i m4 = _mm256_set1_epi8(0x0f), b4 = _mm256_set1_epi8(0x10);
     __m256 acc[NR4];
-    for (int r = 0; r < NR4; r++) acc[r] = _mm256_setzero_ps();
+    for (int r = 0; r < NR4; r++)
+        acc[r] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         const __m128i scmn = k4_scales_mins(x[i].scales);
         const float dmin = f16(x[i].dmin), d = f16(x[i].d);
@@ -895,7 +929,8 @@ static void dot4_q5_K(const void *w, const void *a, uint64_t as, int64_t n, floa
 #pragma GCC unroll 4
         for (int r = 0; r < NR4; r++) {
             const __m256i pm = k4_mins_dot(scmn, y[r][i].bsums);
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(-y[r][i].d * dmin), _mm256_cvtepi32_ps(pm), acc[r]);
+            acc[r] =
+                _mm256_fmadd_ps(_mm256_set1_ps(-y[r][i].d * dmin), _mm256_cvtepi32_ps(pm), acc[r]);
             sumi[r] = _mm256_setzero_si256();
         }
         const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scmn));
@@ -904,17 +939,20 @@ static void dot4_q5_K(const void *w, const void *a, uint64_t as, int64_t n, floa
         for (int c = 0; c < 4; c++) {
             const __m256i q = loadu256(x[i].qs + 32 * c);
             const __m256i hb = srl16(qh, 2 * c);
-            const __m256i s0 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)((4 * c + 1) << 8 | 4 * c)));
-            const __m256i s1 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)((4 * c + 3) << 8 | (4 * c + 2))));
-            const __m256i v0 =
-                _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), b4));
+            const __m256i s0 =
+                _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)((4 * c + 1) << 8 | 4 * c)));
+            const __m256i s1 = _mm256_shuffle_epi8(
+                sc16, _mm256_set1_epi16((short)((4 * c + 3) << 8 | (4 * c + 2))));
+            const __m256i v0 = _mm256_or_si256(_mm256_and_si256(q, m4),
+                                               _mm256_and_si256(_mm256_slli_epi16(hb, 4), b4));
             const __m256i v1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
                                                _mm256_and_si256(_mm256_slli_epi16(hb, 3), b4));
             chunk4x2(sumi, v0, s0, v1, s1, y, i, 64 * c);
         }
         block_end4(acc, sumi, y, i, d);
     }
-    for (int r = 0; r < NR4; r++) out[r] = hsum_ps(acc[r]);
+    for (int r = 0; r < NR4; r++)
+        out[r] = hsum_ps(acc[r]);
 }
 
 static void dot4_q4_K(const void *w, const void *a, uint64_t as, int64_t n, float *out) {
@@ -923,7 +961,8 @@ static void dot4_q4_K(const void *w, const void *a, uint64_t as, int64_t n, floa
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     __m256 acc[NR4];
     __m128 acc_m[NR4];
-    for (int r = 0; r < NR4; r++) acc[r] = _mm256_setzero_ps(), acc_m[r] = _mm_setzero_ps();
+    for (int r = 0; r < NR4; r++)
+        acc[r] = _mm256_setzero_ps(), acc_m[r] = _mm_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         const __m128i scmn = k4_scales_mins(x[i].scales);
         const __m128i mins = _mm_cvtepu8_epi16(_mm_srli_si128(scmn, 8));
@@ -931,8 +970,9 @@ static void dot4_q4_K(const void *w, const void *a, uint64_t as, int64_t n, floa
         __m256i sumi[NR4];
 #pragma GCC unroll 4
         for (int r = 0; r < NR4; r++) {
-            const __m128i q8s = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y[r][i].bsums),
-                                               _mm_loadu_si128((const __m128i *)(y[r][i].bsums + 8)));
+            const __m128i q8s =
+                _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y[r][i].bsums),
+                               _mm_loadu_si128((const __m128i *)(y[r][i].bsums + 8)));
             const __m128i pm = _mm_madd_epi16(mins, q8s);
             acc_m[r] = _mm_fmadd_ps(_mm_set1_ps(-y[r][i].d * dmin), _mm_cvtepi32_ps(pm), acc_m[r]);
             sumi[r] = _mm256_setzero_si256();
@@ -941,9 +981,12 @@ static void dot4_q4_K(const void *w, const void *a, uint64_t as, int64_t n, floa
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
             const __m256i q = loadu256(x[i].qs + 32 * c);
-            const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-            const __m256i s0 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)((4 * c + 1) << 8 | 4 * c)));
-            const __m256i s1 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)((4 * c + 3) << 8 | (4 * c + 2))));
+            const __m256i lo = _mm256_and_si256(q, m4),
+                          hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            const __m256i s0 =
+                _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)((4 * c + 1) << 8 | 4 * c)));
+            const __m256i s1 = _mm256_shuffle_epi8(
+                sc16, _mm256_set1_epi16((short)((4 * c + 3) << 8 | (4 * c + 2))));
             chunk4x2(sumi, lo, s0, hi, s1, y, i, 64 * c);
         }
         block_end4(acc, sumi, y, i, d);
@@ -960,7 +1003,8 @@ static void dot4_q6_K(const void *w, const void *a, uint64_t as, int64_t n, floa
     ROWS4(block_q8_K, a, as, y);
     const __m256i m4 = _mm256_set1_epi8(0x0f), m3 = _mm256_set1_epi8(0x30);
     __m256 acc[NR4];
-    for (int r = 0; r < NR4; r++) acc[r] = _mm256_setzero_ps();
+    for (int r = 0; r < NR4; r++)
+        acc[r] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         const __m128i sc = loadu128(x[i].scales);
         const __m256i sc16 = _mm256_cvtepi8_epi16(sc);
@@ -968,20 +1012,23 @@ static void dot4_q6_K(const void *w, const void *a, uint64_t as, int64_t n, floa
         __m256i sumi[NR4];
 #pragma GCC unroll 4
         for (int r = 0; r < NR4; r++)
-            sumi[r] = _mm256_sub_epi32(_mm256_setzero_si256(),
-                                       _mm256_slli_epi32(_mm256_madd_epi16(sc16, loadu256(y[r][i].bsums)), 5));
+            sumi[r] = _mm256_sub_epi32(
+                _mm256_setzero_si256(),
+                _mm256_slli_epi32(_mm256_madd_epi16(sc16, loadu256(y[r][i].bsums)), 5));
         __m256i half[2];
         scales16_s8(sc, &half[0], &half[1]);
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             const __m256i la = loadu256(x[i].ql + 64 * h), lb = loadu256(x[i].ql + 64 * h + 32);
             const __m256i hq = loadu256(x[i].qh + 32 * h);
-            const __m256i v[4] = {
-                _mm256_or_si256(_mm256_and_si256(la, m4), _mm256_and_si256(_mm256_slli_epi16(hq, 4), m3)),
-                _mm256_or_si256(_mm256_and_si256(lb, m4), _mm256_and_si256(_mm256_slli_epi16(hq, 2), m3)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(la, 4), m4), _mm256_and_si256(hq, m3)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lb, 4), m4),
-                                _mm256_and_si256(_mm256_srli_epi16(hq, 2), m3))};
+            const __m256i v[4] = {_mm256_or_si256(_mm256_and_si256(la, m4),
+                                                  _mm256_and_si256(_mm256_slli_epi16(hq, 4), m3)),
+                                  _mm256_or_si256(_mm256_and_si256(lb, m4),
+                                                  _mm256_and_si256(_mm256_slli_epi16(hq, 2), m3)),
+                                  _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(la, 4), m4),
+                                                  _mm256_and_si256(hq, m3)),
+                                  _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lb, 4), m4),
+                                                  _mm256_and_si256(_mm256_srli_epi16(hq, 2), m3))};
 #pragma GCC unroll 4
             for (int k = 0; k < 4; k++) {
                 const __m256i cs = chunk_scales(half[h], k);
@@ -990,7 +1037,8 @@ static void dot4_q6_K(const void *w, const void *a, uint64_t as, int64_t n, floa
         }
         block_end4(acc, sumi, y, i, d);
     }
-    for (int r = 0; r < NR4; r++) out[r] = hsum_ps(acc[r]);
+    for (int r = 0; r < NR4; r++)
+        out[r] = hsum_ps(acc[r]);
 }
 
 /* The four-row kernel for `type`, or NULL (the caller runs the single-row one four times). */

@@ -55,7 +55,9 @@ pt_f16 qt_f32_to_f16(float f) {
     return (pt_f16)(sign | h);
 }
 
-float qt_bf16_to_f32(pt_bf16 h) { return bits_f32((uint32_t)h << 16); }
+float qt_bf16_to_f32(pt_bf16 h) {
+    return bits_f32((uint32_t)h << 16);
+}
 
 pt_bf16 qt_f32_to_bf16(float f) {
     uint32_t u = f32_bits(f);

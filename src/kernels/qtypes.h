@@ -17,7 +17,6 @@
 
 #include "format/ggml_types.h"
 
-
 #define QK_K 256 /* weights per K-quant / IQ super-block */
 #define QK4_0 32
 #define QK4_1 32
@@ -34,20 +33,20 @@ typedef uint16_t pt_bf16; /* bfloat16, raw bits */
 /* ===== Legacy 32-weight blocks ===== */
 
 typedef struct {
-    pt_f16 d;            /* scale */
+    pt_f16 d;              /* scale */
     uint8_t qs[QK4_0 / 2]; /* nibbles: low nibble = weight j, high = weight j+16 */
 } block_q4_0;
 static_assert(sizeof(block_q4_0) == 18, "block_q4_0 size");
 
 typedef struct {
-    pt_f16 d, m;         /* scale, min */
+    pt_f16 d, m; /* scale, min */
     uint8_t qs[QK4_1 / 2];
 } block_q4_1;
 static_assert(sizeof(block_q4_1) == 20, "block_q4_1 size");
 
 typedef struct {
     pt_f16 d;
-    uint8_t qh[4];       /* 5th bit of each of the 32 weights */
+    uint8_t qh[4]; /* 5th bit of each of the 32 weights */
     uint8_t qs[QK5_0 / 2];
 } block_q5_0;
 static_assert(sizeof(block_q5_0) == 22, "block_q5_0 size");
@@ -66,8 +65,8 @@ typedef struct {
 static_assert(sizeof(block_q8_0) == 34, "block_q8_0 size");
 
 typedef struct {
-    pt_f16 d;            /* scale */
-    pt_f16 s;            /* d * sum(qs) */
+    pt_f16 d; /* scale */
+    pt_f16 s; /* d * sum(qs) */
     int8_t qs[QK8_1];
 } block_q8_1;
 static_assert(sizeof(block_q8_1) == 36, "block_q8_1 size");
@@ -79,7 +78,7 @@ typedef struct {
 static_assert(sizeof(block_iq4_nl) == 18, "block_iq4_nl size");
 
 typedef struct {
-    uint8_t e;              /* E8M0 shared exponent */
+    uint8_t e;                /* E8M0 shared exponent */
     uint8_t qs[QK_MXFP4 / 2]; /* FP4 (E2M1) codes, low nibble = weight j, high = j+16 */
 } block_mxfp4;
 static_assert(sizeof(block_mxfp4) == 17, "block_mxfp4 size");
@@ -104,31 +103,31 @@ static_assert(sizeof(block_q3_K) == 110, "block_q3_K size");
 
 typedef struct {
     pt_f16 d, dmin;
-    uint8_t scales[12];    /* 8 6-bit scales + 8 6-bit mins, packed */
-    uint8_t qs[QK_K / 2];  /* 4-bit quants */
+    uint8_t scales[12];   /* 8 6-bit scales + 8 6-bit mins, packed */
+    uint8_t qs[QK_K / 2]; /* 4-bit quants */
 } block_q4_K;
 static_assert(sizeof(block_q4_K) == 144, "block_q4_K size");
 
 typedef struct {
     pt_f16 d, dmin;
     uint8_t scales[12];
-    uint8_t qh[QK_K / 8];  /* 5th bits */
+    uint8_t qh[QK_K / 8]; /* 5th bits */
     uint8_t qs[QK_K / 2];
 } block_q5_K;
 static_assert(sizeof(block_q5_K) == 176, "block_q5_K size");
 
 typedef struct {
-    uint8_t ql[QK_K / 2];      /* low 4 bits */
-    uint8_t qh[QK_K / 4];      /* high 2 bits */
-    int8_t scales[QK_K / 16];  /* 8-bit scales per 16 weights */
+    uint8_t ql[QK_K / 2];     /* low 4 bits */
+    uint8_t qh[QK_K / 4];     /* high 2 bits */
+    int8_t scales[QK_K / 16]; /* 8-bit scales per 16 weights */
     pt_f16 d;
 } block_q6_K;
 static_assert(sizeof(block_q6_K) == 210, "block_q6_K size");
 
 typedef struct {
-    float d;                   /* activation scale (float, not half) */
+    float d; /* activation scale (float, not half) */
     int8_t qs[QK_K];
-    int16_t bsums[QK_K / 16];  /* sum of qs per 16 */
+    int16_t bsums[QK_K / 16]; /* sum of qs per 16 */
 } block_q8_K;
 static_assert(sizeof(block_q8_K) == 292, "block_q8_K size");
 

@@ -30,16 +30,22 @@
 /* ===== Small helpers ===== */
 
 /* Little-endian loads: the blocks are on-disk bytes. */
-static inline uint32_t ld_u16(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
+static inline uint32_t ld_u16(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8;
+}
 static inline uint32_t ld_u32(const uint8_t *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
 /* Byte j (0 = least significant) of a grid entry: weight j of its group. */
-static inline int grid_byte(uint64_t entry, int j) { return (int)((entry >> (8 * j)) & 0xff); }
+static inline int grid_byte(uint64_t entry, int j) {
+    return (int)((entry >> (8 * j)) & 0xff);
+}
 
 /* Signed byte j of an IQ1 grid entry (values -1, 0, +1 stored as 0xff, 0, 1). */
-static inline int grid_sbyte(uint64_t entry, int j) { return (int)(int8_t)grid_byte(entry, j); }
+static inline int grid_sbyte(uint64_t entry, int j) {
+    return (int)(int8_t)grid_byte(entry, j);
+}
 
 /* MXFP4's E8M0 exponent e means 2^(e-127). kvalues_mxfp4 holds the E2M1 values
  * doubled (so they are integers), so the decode scale is half of that:
@@ -53,7 +59,9 @@ static float e8m0_half_to_f32(uint8_t e) {
 }
 
 /* Set bit j of an 8-bit sign mask: weight j of its group is negative. */
-static inline int sign_of(uint32_t mask, int j) { return (mask >> j) & 1 ? -1 : 1; }
+static inline int sign_of(uint32_t mask, int j) {
+    return (mask >> j) & 1 ? -1 : 1;
+}
 
 /* ===== Unpacked form of one 256-weight super-block ===== */
 
@@ -66,7 +74,8 @@ typedef struct {
 
 /* Fill 8 levels from an unsigned grid entry and an 8-bit sign mask. */
 static void put8_signed(int8_t *q, uint64_t entry, uint32_t signs) {
-    for (int j = 0; j < 8; j++) q[j] = (int8_t)(sign_of(signs, j) * grid_byte(entry, j));
+    for (int j = 0; j < 8; j++)
+        q[j] = (int8_t)(sign_of(signs, j) * grid_byte(entry, j));
 }
 
 /* Two 4-weight IQ3 grid entries make one group of 8 under one sign mask. */
@@ -183,7 +192,8 @@ static void unpack_iq1_s(const void *blk, iq_unpacked *u) {
  * four 16-bit scale words (word k holds bits 4k..4k+3). */
 static float iq1_m_scale(const block_iq1_m *b) {
     uint32_t bits = 0;
-    for (int k = 0; k < 4; k++) bits |= (ld_u16(b->scales + 2 * k) >> 12) << (4 * k);
+    for (int k = 0; k < 4; k++)
+        bits |= (ld_u16(b->scales + 2 * k) >> 12) << (4 * k);
     return qt_f16_to_f32((pt_f16)bits);
 }
 
@@ -196,7 +206,8 @@ static void unpack_iq1_m(const void *blk, iq_unpacked *u) {
     for (int g = 0; g < QK_K / 8; g++) {
         uint32_t nib = (b->qh[g / 2] >> (4 * (g % 2))) & 0xf;
         uint32_t idx = b->qs[g] | (nib & 7) << 8;
-        for (int j = 0; j < 8; j++) u->q[8 * g + j] = (int8_t)grid_sbyte(iq1s_grid[idx], j);
+        for (int j = 0; j < 8; j++)
+            u->q[8 * g + j] = (int8_t)grid_sbyte(iq1s_grid[idx], j);
         u->dsign[g] = (int8_t)(nib & 8 ? -1 : 1);
     }
     for (int ib = 0; ib < QK_K / 32; ib++) {
@@ -222,7 +233,8 @@ static void lattice_dequant(const lattice_type *t, const uint8_t *src, float *ds
         t->unpack(src, &u);
         for (int k = 0; k < 16; k++) {
             const float db = u.d * (float)u.ls[k] * t->post;
-            for (int j = 0; j < 16; j++) dst[16 * k + j] = db * (float)u.q[16 * k + j];
+            for (int j = 0; j < 16; j++)
+                dst[16 * k + j] = db * (float)u.q[16 * k + j];
         }
     }
 }
@@ -235,7 +247,8 @@ static float lattice_dot(const lattice_type *t, const uint8_t *w, const block_q8
         int32_t bsum = 0;
         for (int k = 0; k < 16; k++) {
             int32_t s = 0;
-            for (int j = 0; j < 16; j++) s += u.q[16 * k + j] * a[i].qs[16 * k + j];
+            for (int j = 0; j < 16; j++)
+                s += u.q[16 * k + j] * a[i].qs[16 * k + j];
             bsum += s * u.ls[k];
         }
         sumf += u.d * a[i].d * (float)bsum;
@@ -255,7 +268,8 @@ static void iq1_dequant(unpack_fn unpack, size_t bytes, const uint8_t *src, floa
         for (int g = 0; g < QK_K / 8; g++) {
             const float dl = u.d * (float)u.ls[g / 2];
             const float delta = u.dsign[g] < 0 ? -IQ1_DELTA : IQ1_DELTA;
-            for (int j = 0; j < 8; j++) dst[8 * g + j] = dl * ((float)u.q[8 * g + j] + delta);
+            for (int j = 0; j < 8; j++)
+                dst[8 * g + j] = dl * ((float)u.q[8 * g + j] + delta);
         }
     }
 }
@@ -273,13 +287,15 @@ static float iq1_dot(unpack_fn unpack, size_t bytes, int use_bsums, const uint8_
         int32_t sumi = 0, sumi_delta = 0;
         for (int k = 0; k < 16; k++) {
             int32_t s = 0, sd = 0;
-            for (int j = 0; j < 16; j++) s += u.q[16 * k + j] * q8[16 * k + j];
+            for (int j = 0; j < 16; j++)
+                s += u.q[16 * k + j] * q8[16 * k + j];
             if (use_bsums) {
                 sd = u.dsign[2 * k] * a[i].bsums[k];
             } else {
                 for (int h = 0; h < 2; h++) {
                     int32_t s8 = 0;
-                    for (int j = 0; j < 8; j++) s8 += q8[16 * k + 8 * h + j];
+                    for (int j = 0; j < 8; j++)
+                        s8 += q8[16 * k + 8 * h + j];
                     sd += u.dsign[2 * k + h] * s8;
                 }
             }
@@ -345,7 +361,8 @@ static void nl32_dequant(const int8_t *table, float d, const uint8_t *qs, float 
 
 static int32_t nl32_dot(const int8_t *table, const uint8_t *qs, const int8_t *q8) {
     int32_t s = 0;
-    for (int j = 0; j < 16; j++) s += q8[j] * table[qs[j] & 0xf] + q8[j + 16] * table[qs[j] >> 4];
+    for (int j = 0; j < 16; j++)
+        s += q8[j] * table[qs[j] & 0xf] + q8[j + 16] * table[qs[j] >> 4];
     return s;
 }
 
@@ -421,13 +438,15 @@ static float iq4_xs_dot_panel(const block_iq4_xs *b, const block_q8_K *a, int64_
     for (int64_t i = 0; i < nb; i++) {
         int32_t isum = 0;
         for (int ib = 0; ib < QK_K / 32; ib++)
-            isum += iq4_xs_scale(&b[i], ib) * nl32_dot(kvalues_iq4nl, b[i].qs + 16 * ib, a[i].qs + 32 * ib);
+            isum += iq4_xs_scale(&b[i], ib) *
+                    nl32_dot(kvalues_iq4nl, b[i].qs + 16 * ib, a[i].qs + 32 * ib);
         sumf = fmaf((float)isum, qt_f16_to_f32(b[i].d) * a[i].d, sumf);
     }
     return sumf;
 }
 
-static float lattice_dot_panel(const lattice_type *t, const uint8_t *w, const block_q8_K *a, int64_t nb) {
+static float lattice_dot_panel(const lattice_type *t, const uint8_t *w, const block_q8_K *a,
+                               int64_t nb) {
     iq_unpacked u;
     float sumf = 0.0f;
     for (int64_t i = 0; i < nb; i++, w += t->bytes) {
@@ -435,7 +454,8 @@ static float lattice_dot_panel(const lattice_type *t, const uint8_t *w, const bl
         int32_t isum = 0;
         for (int k = 0; k < 16; k++) {
             int32_t s = 0;
-            for (int j = 0; j < 16; j++) s += u.q[16 * k + j] * a[i].qs[16 * k + j];
+            for (int j = 0; j < 16; j++)
+                s += u.q[16 * k + j] * a[i].qs[16 * k + j];
             isum += s * u.ls[k];
         }
         sumf = fmaf((float)isum, (u.d * t->post) * a[i].d, sumf);
@@ -445,7 +465,8 @@ static float lattice_dot_panel(const lattice_type *t, const uint8_t *w, const bl
 
 /* IQ1: the weights are d/8 * ls * (8q ± 1), so the whole block is one integer
  * 8 * sum(ls q y) + sum(ls ± y) against d/8. */
-static float iq1_dot_panel(unpack_fn unpack, size_t bytes, const uint8_t *w, const block_q8_K *a, int64_t nb) {
+static float iq1_dot_panel(unpack_fn unpack, size_t bytes, const uint8_t *w, const block_q8_K *a,
+                           int64_t nb) {
     iq_unpacked u;
     float sumf = 0.0f;
     for (int64_t i = 0; i < nb; i++, w += bytes) {

@@ -29,7 +29,9 @@
 #include "kernels/quant.h"
 #include "kernels/quant_impl.h"
 
-static inline float f16(pt_f16 h) { return qt_f16_to_f32(h); }
+static inline float f16(pt_f16 h) {
+    return qt_f16_to_f32(h);
+}
 
 /* Round to nearest, ties to even, for |v| < 2^22. Adding 1.5 * 2^23 pushes the
  * fraction out of the mantissa with the FPU's default rounding (ties to even);
@@ -142,14 +144,16 @@ static void dq_q5_1(const block_q5_1 *b, float *y, int64_t nb) {
 static void dq_q8_0(const block_q8_0 *b, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, y += QK8_0) {
         const float d = f16(b[i].d);
-        for (int j = 0; j < QK8_0; j++) y[j] = b[i].qs[j] * d;
+        for (int j = 0; j < QK8_0; j++)
+            y[j] = b[i].qs[j] * d;
     }
 }
 
 static void dq_q8_1(const block_q8_1 *b, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, y += QK8_1) {
         const float d = f16(b[i].d);
-        for (int j = 0; j < QK8_1; j++) y[j] = b[i].qs[j] * d;
+        for (int j = 0; j < QK8_1; j++)
+            y[j] = b[i].qs[j] * d;
     }
 }
 
@@ -166,7 +170,8 @@ static void dq_q2_k(const block_q2_K *b, float *y, int64_t nb) {
                     const uint8_t sc = b[i].scales[is++];
                     const float dl = d * (sc & 0x0f), ml = dmin * (sc >> 4);
                     const uint8_t *qq = q + 16 * half;
-                    for (int l = 0; l < 16; l++) *y++ = dl * ((qq[l] >> (2 * g)) & 3) - ml;
+                    for (int l = 0; l < 16; l++)
+                        *y++ = dl * ((qq[l] >> (2 * g)) & 3) - ml;
                 }
             }
         }
@@ -208,8 +213,10 @@ static void dq_q4_k(const block_q4_K *b, float *y, int64_t nb) {
             const float d1 = d * sc, m1 = dmin * mn;
             k4_scale_min(2 * c + 1, b[i].scales, &sc, &mn);
             const float d2 = d * sc, m2 = dmin * mn;
-            for (int l = 0; l < 32; l++) *y++ = d1 * (q[l] & 0x0f) - m1;
-            for (int l = 0; l < 32; l++) *y++ = d2 * (q[l] >> 4) - m2;
+            for (int l = 0; l < 32; l++)
+                *y++ = d1 * (q[l] & 0x0f) - m1;
+            for (int l = 0; l < 32; l++)
+                *y++ = d2 * (q[l] >> 4) - m2;
         }
     }
 }
@@ -225,8 +232,10 @@ static void dq_q5_k(const block_q5_K *b, float *y, int64_t nb) {
             k4_scale_min(2 * c + 1, b[i].scales, &sc, &mn);
             const float d2 = d * sc, m2 = dmin * mn;
             const uint8_t u1 = (uint8_t)(1u << (2 * c)), u2 = (uint8_t)(2u << (2 * c));
-            for (int l = 0; l < 32; l++) *y++ = d1 * ((q[l] & 0x0f) + ((qh[l] & u1) ? 16 : 0)) - m1;
-            for (int l = 0; l < 32; l++) *y++ = d2 * ((q[l] >> 4) + ((qh[l] & u2) ? 16 : 0)) - m2;
+            for (int l = 0; l < 32; l++)
+                *y++ = d1 * ((q[l] & 0x0f) + ((qh[l] & u1) ? 16 : 0)) - m1;
+            for (int l = 0; l < 32; l++)
+                *y++ = d2 * ((q[l] >> 4) + ((qh[l] & u2) ? 16 : 0)) - m2;
         }
     }
 }
@@ -256,7 +265,8 @@ static void dq_q6_k(const block_q6_K *b, float *y, int64_t nb) {
 
 static void dq_q8_k(const block_q8_K *b, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, y += QK_K)
-        for (int j = 0; j < QK_K; j++) y[j] = b[i].qs[j] * b[i].d;
+        for (int j = 0; j < QK_K; j++)
+            y[j] = b[i].qs[j] * b[i].d;
 }
 
 void qt_dequant_ref(uint32_t type, const void *src, float *dst, int64_t n) {
@@ -270,10 +280,12 @@ void qt_dequant_ref(uint32_t type, const void *src, float *dst, int64_t n) {
     switch (type) {
     case QT_F32: memcpy(dst, src, (size_t)n * sizeof(float)); break;
     case QT_F16:
-        for (int64_t i = 0; i < n; i++) dst[i] = qt_f16_to_f32(((const pt_f16 *)src)[i]);
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = qt_f16_to_f32(((const pt_f16 *)src)[i]);
         break;
     case QT_BF16:
-        for (int64_t i = 0; i < n; i++) dst[i] = qt_bf16_to_f32(((const pt_bf16 *)src)[i]);
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = qt_bf16_to_f32(((const pt_bf16 *)src)[i]);
         break;
     case QT_Q4_0: dq_q4_0(src, dst, nb); break;
     case QT_Q4_1: dq_q4_1(src, dst, nb); break;
@@ -299,7 +311,8 @@ void qt_dequant_ref(uint32_t type, const void *src, float *dst, int64_t n) {
  * unrounded float d. `s` may be NULL (Q8_0). */
 static void q8_block_x86(const float *x, int8_t *qs, pt_f16 *d_out, pt_f16 *s_out) {
     float amax = 0.0f;
-    for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+    for (int j = 0; j < 32; j++)
+        amax = fmaxf(amax, fabsf(x[j]));
     const float d = amax / 127.0f;
     const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
     int sum = 0;
@@ -335,7 +348,8 @@ static void q8k_block(const float *x, block_q8_K *y) {
     }
     for (int j = 0; j < QK_K / 16; j++) {
         int sum = 0;
-        for (int l = 0; l < 16; l++) sum += y->qs[16 * j + l];
+        for (int l = 0; l < 16; l++)
+            sum += y->qs[16 * j + l];
         y->bsums[j] = (int16_t)sum;
     }
     y->d = 1.0f / iscale;
@@ -348,24 +362,29 @@ void qt_quantize_act_ref(uint32_t act_type, const float *x, void *dst, int64_t n
     switch (act_type) {
     case QT_F32: memcpy(dst, x, (size_t)n * sizeof(float)); break;
     case QT_F16:
-        for (int64_t i = 0; i < n; i++) ((pt_f16 *)dst)[i] = qt_f32_to_f16(x[i]);
+        for (int64_t i = 0; i < n; i++)
+            ((pt_f16 *)dst)[i] = qt_f32_to_f16(x[i]);
         break;
     case QT_BF16:
-        for (int64_t i = 0; i < n; i++) ((pt_bf16 *)dst)[i] = qt_f32_to_bf16(x[i]);
+        for (int64_t i = 0; i < n; i++)
+            ((pt_bf16 *)dst)[i] = qt_f32_to_bf16(x[i]);
         break;
     case QT_Q8_0: {
         block_q8_0 *y = dst;
-        for (int64_t i = 0; i < nb; i++) q8_block_x86(x + 32 * i, y[i].qs, &y[i].d, NULL);
+        for (int64_t i = 0; i < nb; i++)
+            q8_block_x86(x + 32 * i, y[i].qs, &y[i].d, NULL);
         break;
     }
     case QT_Q8_1: {
         block_q8_1 *y = dst;
-        for (int64_t i = 0; i < nb; i++) q8_block_x86(x + 32 * i, y[i].qs, &y[i].d, &y[i].s);
+        for (int64_t i = 0; i < nb; i++)
+            q8_block_x86(x + 32 * i, y[i].qs, &y[i].d, &y[i].s);
         break;
     }
     case QT_Q8_K: {
         block_q8_K *y = dst;
-        for (int64_t i = 0; i < nb; i++) q8k_block(x + QK_K * i, &y[i]);
+        for (int64_t i = 0; i < nb; i++)
+            q8k_block(x + QK_K * i, &y[i]);
         break;
     }
     default: pt_assert_fail(__FILE__, __LINE__, "qt_quantize_act_ref: not an activation type");
@@ -384,13 +403,15 @@ static float dot_f32(const float *w, const float *a, int64_t n) {
 
 static float dot_f16(const pt_f16 *w, const pt_f16 *a, int64_t n) {
     float s = 0.0f;
-    for (int64_t i = 0; i < n; i++) s += qt_f16_to_f32(w[i]) * qt_f16_to_f32(a[i]);
+    for (int64_t i = 0; i < n; i++)
+        s += qt_f16_to_f32(w[i]) * qt_f16_to_f32(a[i]);
     return s;
 }
 
 static float dot_bf16(const pt_bf16 *w, const pt_bf16 *a, int64_t n) {
     float s = 0.0f;
-    for (int64_t i = 0; i < n; i++) s += qt_bf16_to_f32(w[i]) * qt_bf16_to_f32(a[i]);
+    for (int64_t i = 0; i < n; i++)
+        s += qt_bf16_to_f32(w[i]) * qt_bf16_to_f32(a[i]);
     return s;
 }
 
@@ -456,7 +477,8 @@ static float dot_q8_0(const block_q8_0 *x, const block_q8_0 *y, int64_t nb) {
     float sumf = 0.0f;
     for (int64_t i = 0; i < nb; i++) {
         int sumi = 0;
-        for (int j = 0; j < 32; j++) sumi += x[i].qs[j] * y[i].qs[j];
+        for (int j = 0; j < 32; j++)
+            sumi += x[i].qs[j] * y[i].qs[j];
         sumf += sumi * (f16(x[i].d) * f16(y[i].d));
     }
     return sumf;
@@ -468,7 +490,8 @@ static float dot_q2_k(const block_q2_K *x, const block_q8_K *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *sc = x[i].scales;
         int summs = 0;
-        for (int j = 0; j < 16; j++) summs += y[i].bsums[j] * (sc[j] >> 4);
+        for (int j = 0; j < 16; j++)
+            summs += y[i].bsums[j] * (sc[j] >> 4);
         const float dall = y[i].d * f16(x[i].d);
         const float dmin = y[i].d * f16(x[i].dmin);
         const uint8_t *q2 = x[i].qs;
@@ -496,7 +519,8 @@ static float dot_q2_k(const block_q2_K *x, const block_q8_K *y, int64_t nb) {
  * reproduced here: lane[p % 8] += scale(p/16 or p/32) * w[p] * a[p]. */
 static float lanes_sum(float init, const float lanes[8]) {
     float s = init;
-    for (int l = 0; l < 8; l++) s += lanes[l];
+    for (int l = 0; l < 8; l++)
+        s += lanes[l];
     return s;
 }
 
@@ -517,7 +541,8 @@ static float dot_q3_k(const block_q3_K *x, const block_q8_K *y, int64_t nb) {
             }
         }
         const float d = f16(x[i].d) * y[i].d;
-        for (int l = 0; l < 8; l++) lanes[l] += d * acc[l];
+        for (int l = 0; l < 8; l++)
+            lanes[l] += d * acc[l];
     }
     return lanes_sum(0.0f, lanes);
 }
@@ -526,19 +551,24 @@ static float dot_q4_k(const block_q4_K *x, const block_q8_K *y, int64_t nb) {
     float lanes[8] = {0}, sumf = 0.0f;
     for (int64_t i = 0; i < nb; i++) {
         int sc[8], mn[8];
-        for (int j = 0; j < 8; j++) k4_scale_min(j, x[i].scales, &sc[j], &mn[j]);
+        for (int j = 0; j < 8; j++)
+            k4_scale_min(j, x[i].scales, &sc[j], &mn[j]);
         int sumi = 0;
-        for (int j = 0; j < 16; j++) sumi += y[i].bsums[j] * mn[j / 2];
+        for (int j = 0; j < 16; j++)
+            sumi += y[i].bsums[j] * mn[j / 2];
         int32_t acc[8] = {0};
         const uint8_t *q = x[i].qs;
         const int8_t *q8 = y[i].qs;
         int p = 0;
         for (int c = 0; c < 4; c++, q += 32) {
-            for (int l = 0; l < 32; l++, p++) acc[p % 8] += sc[2 * c] * ((q[l] & 0x0f) * q8[p]);
-            for (int l = 0; l < 32; l++, p++) acc[p % 8] += sc[2 * c + 1] * ((q[l] >> 4) * q8[p]);
+            for (int l = 0; l < 32; l++, p++)
+                acc[p % 8] += sc[2 * c] * ((q[l] & 0x0f) * q8[p]);
+            for (int l = 0; l < 32; l++, p++)
+                acc[p % 8] += sc[2 * c + 1] * ((q[l] >> 4) * q8[p]);
         }
         const float d = f16(x[i].d) * y[i].d;
-        for (int l = 0; l < 8; l++) lanes[l] += d * acc[l];
+        for (int l = 0; l < 8; l++)
+            lanes[l] += d * acc[l];
         const float dmin = f16(x[i].dmin) * y[i].d;
         sumf -= dmin * sumi;
     }
@@ -549,9 +579,11 @@ static float dot_q5_k(const block_q5_K *x, const block_q8_K *y, int64_t nb) {
     float lanes[8] = {0}, sumf = 0.0f;
     for (int64_t i = 0; i < nb; i++) {
         int sc[8], mn[8];
-        for (int j = 0; j < 8; j++) k4_scale_min(j, x[i].scales, &sc[j], &mn[j]);
+        for (int j = 0; j < 8; j++)
+            k4_scale_min(j, x[i].scales, &sc[j], &mn[j]);
         int sumi = 0;
-        for (int j = 0; j < 16; j++) sumi += y[i].bsums[j] * mn[j / 2];
+        for (int j = 0; j < 16; j++)
+            sumi += y[i].bsums[j] * mn[j / 2];
         int32_t acc[8] = {0};
         const uint8_t *q = x[i].qs, *qh = x[i].qh;
         const int8_t *q8 = y[i].qs;
@@ -568,7 +600,8 @@ static float dot_q5_k(const block_q5_K *x, const block_q8_K *y, int64_t nb) {
             }
         }
         const float d = f16(x[i].d) * y[i].d;
-        for (int l = 0; l < 8; l++) lanes[l] += d * acc[l];
+        for (int l = 0; l < 8; l++)
+            lanes[l] += d * acc[l];
         const float dmin = f16(x[i].dmin) * y[i].d;
         sumf -= dmin * sumi;
     }
@@ -596,7 +629,8 @@ static float dot_q6_k(const block_q6_K *x, const block_q8_K *y, int64_t nb) {
             }
         }
         const float d = f16(x[i].d) * y[i].d;
-        for (int l = 0; l < 8; l++) lanes[l] += d * acc[l];
+        for (int l = 0; l < 8; l++)
+            lanes[l] += d * acc[l];
     }
     return lanes_sum(0.0f, lanes);
 }
@@ -607,16 +641,20 @@ float qt_f32_dot_ref(const float *x, const float *y, int64_t n) {
     float lanes[64] = {0};
     const int64_t np = n & ~(int64_t)63;
     for (int64_t i = 0; i < np; i += 64)
-        for (int l = 0; l < 64; l++) lanes[l] = fmaf(x[i + l], y[i + l], lanes[l]);
+        for (int l = 0; l < 64; l++)
+            lanes[l] = fmaf(x[i + l], y[i + l], lanes[l]);
     for (int w = 32; w >= 1; w /= 2)
-        for (int l = 0; l < w; l++) lanes[l] += lanes[l + w];
+        for (int l = 0; l < w; l++)
+            lanes[l] += lanes[l + w];
     float sum = lanes[0];
-    for (int64_t i = np; i < n; i++) sum += x[i] * y[i];
+    for (int64_t i = np; i < n; i++)
+        sum += x[i] * y[i];
     return sum;
 }
 
 void qt_f32_axpy_ref(float *acc, float a, const float *x, int64_t n) {
-    for (int64_t i = 0; i < n; i++) acc[i] = fmaf(a, x[i], acc[i]);
+    for (int64_t i = 0; i < n; i++)
+        acc[i] = fmaf(a, x[i], acc[i]);
 }
 
 void qt_f32_dot2_ref(const float *x, const float *y0, const float *y1, int64_t n, float *out) {
@@ -672,12 +710,14 @@ static float iq4_nl_panel(const block_iq4_nl *b, const block_q8_0 *y, int64_t nb
         const float d = qt_f16_to_f32(b[i].d) * qt_f16_to_f32(y[i].d);
         for (int l = 0; l < 8; l++) {
             int32_t s = 0;
-            for (int k = 4 * l; k < 4 * l + 4; k++) s += q[k] * y[i].qs[k];
+            for (int k = 4 * l; k < 4 * l + 4; k++)
+                s += q[k] * y[i].qs[k];
             lane[l] = fmaf(d, (float)s, lane[l]);
         }
     }
     float x[4];
-    for (int l = 0; l < 4; l++) x[l] = lane[l] + lane[l + 4];
+    for (int l = 0; l < 4; l++)
+        x[l] = lane[l] + lane[l + 4];
     return (x[0] + x[2]) + (x[1] + x[3]);
 }
 
@@ -689,11 +729,14 @@ static float f32_panel(const float *x, const float *y, int64_t n) {
     float lane[16] = {0};
     const int64_t np = n & ~(int64_t)15;
     for (int64_t i = 0; i < np; i += 16)
-        for (int l = 0; l < 16; l++) lane[l] = fmaf(x[i + l], y[i + l], lane[l]);
+        for (int l = 0; l < 16; l++)
+            lane[l] = fmaf(x[i + l], y[i + l], lane[l]);
     for (int w = 8; w >= 1; w /= 2)
-        for (int l = 0; l < w; l++) lane[l] += lane[l + w];
+        for (int l = 0; l < w; l++)
+            lane[l] += lane[l + w];
     float sum = lane[0];
-    for (int64_t i = np; i < n; i++) sum += x[i] * y[i];
+    for (int64_t i = np; i < n; i++)
+        sum += x[i] * y[i];
     return sum;
 }
 
@@ -726,7 +769,8 @@ static float fit_sym(int n, int nmax, const float *x, int8_t *L) {
             amax = fabsf(x[i]);
             max = x[i];
         }
-    for (int i = 0; i < n; i++) L[i] = 0;
+    for (int i = 0; i < n; i++)
+        L[i] = 0;
     if (!(amax > 1e-30f) || !isfinite(amax)) return 0.0f;
     int8_t cand[32]; /* n <= 32 */
     double best = -1.0;
@@ -744,7 +788,8 @@ static float fit_sym(int n, int nmax, const float *x, int8_t *L) {
         if (sl2 > 0.0 && slx * slx / sl2 > best) {
             best = slx * slx / sl2;
             scale = (float)(slx / sl2);
-            for (int i = 0; i < n; i++) L[i] = cand[i];
+            for (int i = 0; i < n; i++)
+                L[i] = cand[i];
         }
     }
     return scale;
@@ -765,7 +810,8 @@ static float fit_affine(int n, int nmax, const float *x, uint8_t *L, float *m_ou
         sx2 += (double)x[i] * x[i];
     }
     if (nonpos_min && min > 0.0f) min = 0.0f;
-    for (int i = 0; i < n; i++) L[i] = 0;
+    for (int i = 0; i < n; i++)
+        L[i] = 0;
     if (!(max > min) || !isfinite(max - min)) {
         *m_out = isfinite(min) ? min : 0.0f;
         return 0.0f;
@@ -795,22 +841,27 @@ static float fit_affine(int n, int nmax, const float *x, uint8_t *L, float *m_ou
         }
         if (s < 0.0) continue;
         /* sum (s*l + m - x)^2 expanded, so no second pass over x is needed */
-        const double err = s * s * sl2 + 2.0 * s * m * sl + n * m * m - 2.0 * s * sxl - 2.0 * m * sx + sx2;
+        const double err =
+            s * s * sl2 + 2.0 * s * m * sl + n * m * m - 2.0 * s * sxl - 2.0 * m * sx + sx2;
         if (err < best_err) {
             best_err = err;
             best_s = (float)s;
             best_m = (float)m;
-            for (int i = 0; i < n; i++) L[i] = cand[i];
+            for (int i = 0; i < n; i++)
+                L[i] = cand[i];
         }
     }
     *m_out = best_m;
     return best_s;
 }
 
-static inline float f16_round(float v) { return qt_f16_to_f32(qt_f32_to_f16(v)); }
+static inline float f16_round(float v) {
+    return qt_f16_to_f32(qt_f32_to_f16(v));
+}
 
 static void qz_q8_0(const float *x, block_q8_0 *y, int64_t nb) {
-    for (int64_t i = 0; i < nb; i++) q8_block_x86(x + 32 * i, y[i].qs, &y[i].d, NULL);
+    for (int64_t i = 0; i < nb; i++)
+        q8_block_x86(x + 32 * i, y[i].qs, &y[i].d, NULL);
 }
 
 /* Q4_0 / Q5_0: symmetric 32-groups; levels re-rounded against the fp16 scale. */
@@ -820,7 +871,8 @@ static void qz_sym32(const float *x, uint8_t *qs, uint8_t *qh4, pt_f16 *d_out, i
     *d_out = qt_f32_to_f16(s);
     const float d = qt_f16_to_f32(*d_out);
     if (d != 0.0f)
-        for (int j = 0; j < 32; j++) L[j] = (int8_t)qround(x[j] / d, -nmax, nmax - 1);
+        for (int j = 0; j < 32; j++)
+            L[j] = (int8_t)qround(x[j] / d, -nmax, nmax - 1);
     uint32_t qh = 0;
     for (int j = 0; j < 16; j++) {
         int a = L[j] + nmax, b = L[j + 16] + nmax;
@@ -828,11 +880,13 @@ static void qz_sym32(const float *x, uint8_t *qs, uint8_t *qh4, pt_f16 *d_out, i
         qh |= (uint32_t)(a >> 4) << j | (uint32_t)(b >> 4) << (j + 16);
     }
     if (qh4)
-        for (int k = 0; k < 4; k++) qh4[k] = (uint8_t)(qh >> (8 * k));
+        for (int k = 0; k < 4; k++)
+            qh4[k] = (uint8_t)(qh >> (8 * k));
 }
 
 /* Q4_1 / Q5_1: affine 32-groups with a free (signed) offset. */
-static void qz_affine32(const float *x, uint8_t *qs, uint8_t *qh4, pt_f16 *d_out, pt_f16 *m_out, int nmax) {
+static void qz_affine32(const float *x, uint8_t *qs, uint8_t *qh4, pt_f16 *d_out, pt_f16 *m_out,
+                        int nmax) {
     uint8_t L[32];
     float m;
     const float s = fit_affine(32, nmax, x, L, &m, 0, -1.0f, 0.1f, 20);
@@ -840,14 +894,16 @@ static void qz_affine32(const float *x, uint8_t *qs, uint8_t *qh4, pt_f16 *d_out
     *m_out = qt_f32_to_f16(m);
     const float d = qt_f16_to_f32(*d_out), mq = qt_f16_to_f32(*m_out);
     if (d != 0.0f)
-        for (int j = 0; j < 32; j++) L[j] = (uint8_t)qround((x[j] - mq) / d, 0, nmax);
+        for (int j = 0; j < 32; j++)
+            L[j] = (uint8_t)qround((x[j] - mq) / d, 0, nmax);
     uint32_t qh = 0;
     for (int j = 0; j < 16; j++) {
         qs[j] = (uint8_t)((L[j] & 0x0f) | (L[j + 16] & 0x0f) << 4);
         qh |= (uint32_t)(L[j] >> 4) << j | (uint32_t)(L[j + 16] >> 4) << (j + 16);
     }
     if (qh4)
-        for (int k = 0; k < 4; k++) qh4[k] = (uint8_t)(qh >> (8 * k));
+        for (int k = 0; k < 4; k++)
+            qh4[k] = (uint8_t)(qh >> (8 * k));
 }
 
 /* Shared by Q2_K (16 groups of 16, 4-bit scale/min codes) and Q4_K/Q5_K
@@ -860,7 +916,8 @@ static void qz_kaffine(const float *x, int ngroups, int gsize, int nmax, int cod
     float scales[16], mins[16], max_scale = 0.0f, max_min = 0.0f;
     for (int j = 0; j < ngroups; j++) {
         float m;
-        scales[j] = fit_affine(gsize, nmax, x + gsize * j, L + gsize * j, &m, 1, rmin, rdelta, nstep);
+        scales[j] =
+            fit_affine(gsize, nmax, x + gsize * j, L + gsize * j, &m, 1, rmin, rdelta, nstep);
         mins[j] = -m; /* >= 0 */
         max_scale = fmaxf(max_scale, scales[j]);
         max_min = fmaxf(max_min, mins[j]);
@@ -883,7 +940,8 @@ static void pack_2bit(const uint8_t *L, uint8_t *qs) {
     for (int h = 0; h < 2; h++)
         for (int l = 0; l < 32; l++) {
             const uint8_t *p = L + 128 * h + l;
-            qs[32 * h + l] = (uint8_t)((p[0] & 3) | (p[32] & 3) << 2 | (p[64] & 3) << 4 | (p[96] & 3) << 6);
+            qs[32 * h + l] =
+                (uint8_t)((p[0] & 3) | (p[32] & 3) << 2 | (p[64] & 3) << 4 | (p[96] & 3) << 6);
         }
 }
 
@@ -891,7 +949,8 @@ static void qz_q2_k(const float *x, block_q2_K *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, x += QK_K) {
         uint8_t L[QK_K], ls[16], lm[16];
         qz_kaffine(x, 16, 16, 3, 15, ls, lm, &y[i].d, &y[i].dmin, L, -0.5f, 0.1f, 15);
-        for (int j = 0; j < 16; j++) y[i].scales[j] = (uint8_t)(ls[j] | lm[j] << 4);
+        for (int j = 0; j < 16; j++)
+            y[i].scales[j] = (uint8_t)(ls[j] | lm[j] << 4);
         pack_2bit(L, y[i].qs);
     }
 }
@@ -935,7 +994,8 @@ static float qz_ksym(const float *x, int nmax, int code_neg, int code_pos, int *
         }
     }
     if (!(amax > 0.0f)) {
-        for (int j = 0; j < 16; j++) sc[j] = 0;
+        for (int j = 0; j < 16; j++)
+            sc[j] = 0;
         memset(L, 0, QK_K);
         return 0.0f;
     }
@@ -945,7 +1005,8 @@ static float qz_ksym(const float *x, int nmax, int code_neg, int code_pos, int *
         sc[j] = qround(iscale * scales[j], -code_neg, code_pos);
         const float dd = d * sc[j];
         if (dd == 0.0f) continue;
-        for (int l = 0; l < 16; l++) L[16 * j + l] = (int8_t)qround(x[16 * j + l] / dd, -nmax, nmax - 1);
+        for (int l = 0; l < 16; l++)
+            L[16 * j + l] = (int8_t)qround(x[16 * j + l] / dd, -nmax, nmax - 1);
     }
     return 1.0f / iscale;
 }
@@ -980,14 +1041,16 @@ static void qz_q6_k(const float *x, block_q6_K *y, int64_t nb) {
         int8_t L[QK_K];
         int sc[16];
         y[i].d = qt_f32_to_f16(qz_ksym(x, 32, 128, 127, sc, L));
-        for (int j = 0; j < 16; j++) y[i].scales[j] = (int8_t)sc[j];
+        for (int j = 0; j < 16; j++)
+            y[i].scales[j] = (int8_t)sc[j];
         for (int h = 0; h < 2; h++)
             for (int l = 0; l < 32; l++) {
                 const int8_t *p = L + 128 * h + l;
                 const int u0 = p[0] + 32, u1 = p[32] + 32, u2 = p[64] + 32, u3 = p[96] + 32;
                 y[i].ql[64 * h + l] = (uint8_t)((u0 & 0x0f) | (u2 & 0x0f) << 4);
                 y[i].ql[64 * h + l + 32] = (uint8_t)((u1 & 0x0f) | (u3 & 0x0f) << 4);
-                y[i].qh[32 * h + l] = (uint8_t)((u0 >> 4) | (u1 >> 4) << 2 | (u2 >> 4) << 4 | (u3 >> 4) << 6);
+                y[i].qh[32 * h + l] =
+                    (uint8_t)((u0 >> 4) | (u1 >> 4) << 2 | (u2 >> 4) << 4 | (u3 >> 4) << 6);
             }
     }
 }
@@ -1022,22 +1085,26 @@ void qt_quantize_ref(uint32_t type, const float *x, void *dst, int64_t n) {
     case QT_Q8_0: qz_q8_0(x, dst, nb); break;
     case QT_Q4_0: {
         block_q4_0 *y = dst;
-        for (int64_t i = 0; i < nb; i++) qz_sym32(x + 32 * i, y[i].qs, NULL, &y[i].d, 8);
+        for (int64_t i = 0; i < nb; i++)
+            qz_sym32(x + 32 * i, y[i].qs, NULL, &y[i].d, 8);
         break;
     }
     case QT_Q5_0: {
         block_q5_0 *y = dst;
-        for (int64_t i = 0; i < nb; i++) qz_sym32(x + 32 * i, y[i].qs, y[i].qh, &y[i].d, 16);
+        for (int64_t i = 0; i < nb; i++)
+            qz_sym32(x + 32 * i, y[i].qs, y[i].qh, &y[i].d, 16);
         break;
     }
     case QT_Q4_1: {
         block_q4_1 *y = dst;
-        for (int64_t i = 0; i < nb; i++) qz_affine32(x + 32 * i, y[i].qs, NULL, &y[i].d, &y[i].m, 15);
+        for (int64_t i = 0; i < nb; i++)
+            qz_affine32(x + 32 * i, y[i].qs, NULL, &y[i].d, &y[i].m, 15);
         break;
     }
     case QT_Q5_1: {
         block_q5_1 *y = dst;
-        for (int64_t i = 0; i < nb; i++) qz_affine32(x + 32 * i, y[i].qs, y[i].qh, &y[i].d, &y[i].m, 31);
+        for (int64_t i = 0; i < nb; i++)
+            qz_affine32(x + 32 * i, y[i].qs, y[i].qh, &y[i].d, &y[i].m, 31);
         break;
     }
     case QT_Q2_K: qz_q2_k(x, dst, nb); break;

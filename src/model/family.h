@@ -32,20 +32,20 @@
  * the family's model and live as long as it. */
 typedef struct fam_desc {
     int n_vocab;
-    int n_embd;             /* residual width */
-    int n_layer;            /* trunk blocks the decoder runs, in order */
-    int n_ctx_train;        /* training context (0: unknown) */
-    int n_expert;           /* routed experts per MoE layer (0: none) */
-    int n_expert_used;      /* experts chosen per row */
-    int has_mtp;            /* the family implements fam_ops.mtp for this model */
-    int window;             /* sliding-window width of windowed layers (0: none) */
-    float rms_eps;          /* final norm epsilon */
+    int n_embd;                /* residual width */
+    int n_layer;               /* trunk blocks the decoder runs, in order */
+    int n_ctx_train;           /* training context (0: unknown) */
+    int n_expert;              /* routed experts per MoE layer (0: none) */
+    int n_expert_used;         /* experts chosen per row */
+    int has_mtp;               /* the family implements fam_ops.mtp for this model */
+    int window;                /* sliding-window width of windowed layers (0: none) */
+    float rms_eps;             /* final norm epsilon */
     const mm_weight *tok_embd; /* n_vocab rows of n_embd */
-    float embd_scale;       /* embeddings are multiplied by it (1: not) */
-    const float *output_norm; /* [n_embd] final RMS norm gain */
-    const mm_weight *output;  /* n_embd -> n_vocab */
-    float softcap;          /* logits = softcap * tanh(logits / softcap) when > 0 */
-    int64_t max_in;         /* widest input of any matmul the family runs */
+    float embd_scale;          /* embeddings are multiplied by it (1: not) */
+    const float *output_norm;  /* [n_embd] final RMS norm gain */
+    const mm_weight *output;   /* n_embd -> n_vocab */
+    float softcap;             /* logits = softcap * tanh(logits / softcap) when > 0 */
+    int64_t max_in;            /* widest input of any matmul the family runs */
 } fam_desc;
 
 typedef struct fam_ctx fam_ctx;
@@ -56,32 +56,34 @@ typedef struct fam_ctx fam_ctx;
  * out[T][n_embd]. While the first reads are in flight the decoder runs the
  * router lookahead for the next layer (when prefetch is on) and then extra()
  * (e.g. a shared expert; may be NULL). 0, or -1 with err. */
-typedef int (*fam_moe_fn)(fam_ctx *c, int layer, int T, const float *router_in, const float *expert_in, float *out,
-                          moe_expert_fn expert, moe_overlap_fn extra, void *st, pt_err *err);
+typedef int (*fam_moe_fn)(fam_ctx *c, int layer, int T, const float *router_in,
+                          const float *expert_in, float *out, moe_expert_fn expert,
+                          moe_overlap_fn extra, void *st, pt_err *err);
 
 /* Per-session context the decoder gives the family (B = max_batch rows). */
 struct fam_ctx {
     tp_pool *pool;
-    xs_store *xs;     /* where routed experts come from */
+    xs_store *xs; /* where routed experts come from */
     mm_ctx mm;
-    int n_ctx;        /* positions the caches address */
-    int max_batch;    /* rows per chunk */
-    int64_t ring;     /* slots of a sliding-window layer's cache: window + max_batch - 1 (<= n_ctx) */
-    float *x;         /* [B][n_embd] residual stream: the block's input and output */
-    float *xn;        /* [B][n_embd] normed input of a sub-block (also the final-norm rows) */
-    fam_moe_fn moe;   /* the routed-expert step (decoder.c) */
+    int n_ctx;      /* positions the caches address */
+    int max_batch;  /* rows per chunk */
+    int64_t ring;   /* slots of a sliding-window layer's cache: window + max_batch - 1 (<= n_ctx) */
+    float *x;       /* [B][n_embd] residual stream: the block's input and output */
+    float *xn;      /* [B][n_embd] normed input of a sub-block (also the final-norm rows) */
+    fam_moe_fn moe; /* the routed-expert step (decoder.c) */
 };
 
 typedef struct fam_ops {
-    const char *name;          /* e.g. "glm-dsa" */
-    const char *const *archs;  /* general.architecture values it loads, NULL-terminated */
+    const char *name;         /* e.g. "glm-dsa" */
+    const char *const *archs; /* general.architecture values it loads, NULL-terminated */
     /* Bind the model; *model is the family's, freed by free(). 0, or -1 with err. */
     int (*load)(const gguf_ctx *g, void **model, fam_desc *d, pt_err *err);
     void (*free)(void *model);
     /* KV cache bytes with elem_bytes per element: per_pos for every position
      * of the context, fixed for the caches that do not grow with it (rings of
      * `ring` slots). */
-    void (*kv_size)(const void *model, int64_t ring, int elem_bytes, uint64_t *per_pos, uint64_t *fixed);
+    void (*kv_size)(const void *model, int64_t ring, int elem_bytes, uint64_t *per_pos,
+                    uint64_t *fixed);
     /* Session state (KV caches, scratch) for c->n_ctx positions and
      * c->max_batch rows; NULL with err. */
     void *(*state_new)(const void *model, fam_ctx *c, pt_err *err);
@@ -92,12 +94,14 @@ typedef struct fam_ops {
     const mm_weight *(*router)(const void *model, int layer);
     /* The experts chosen from logits[n_expert] (may be overwritten), in
      * selection order, and their weights. scratch: [2 n_expert] floats. */
-    void (*route)(const void *model, int layer, float *logits, int *chosen, float *w, float *scratch);
+    void (*route)(const void *model, int layer, float *logits, int *chosen, float *w,
+                  float *scratch);
     /* Rows the router of layer `next` would read, from the current layer's
      * state (router lookahead); may be NULL when the family has no lookahead. */
     const float *(*lookahead_input)(void *st, int next, int T);
     /* NextN/MTP draft logits (see pt_session_mtp); NULL when none. */
-    int (*mtp)(void *st, const int32_t *tokens, const float *hidden_prev, int n, float *logits, pt_err *err);
+    int (*mtp)(void *st, const int32_t *tokens, const float *hidden_prev, int n, float *logits,
+               pt_err *err);
     /* The decoder cut the trunk to n positions (NULL: nothing to do). */
     void (*truncated)(void *st, int n);
 } fam_ops;

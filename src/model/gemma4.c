@@ -100,7 +100,6 @@ typedef struct gemma4_expert_w {
     float scale;       /* multiplies the expert's output */
 } gemma4_expert_w;
 
-
 /* Per-layer attention geometry and rope; fills layers[].swa/head_dim/n_kv/rope. */
 static int load_hparams(ld_ctx *L, gemma4_model *m) {
     gemma4_hparams *hp = &m->hp;
@@ -294,10 +293,11 @@ fail:
     return -1;
 }
 
-
-static gemma4_expert_w gemma4_expert(const gemma4_model *m, int layer, int e, const uint8_t *const mats[2]) {
+static gemma4_expert_w gemma4_expert(const gemma4_model *m, int layer, int e,
+                                     const uint8_t *const mats[2]) {
     const gemma4_layer *ly = &m->layers[layer];
-    gemma4_expert_w w = {ld_slice_at(ly->gate_up_exps, mats[0]), ld_slice_at(ly->down_exps, mats[1]),
+    gemma4_expert_w w = {ld_slice_at(ly->gate_up_exps, mats[0]),
+                         ld_slice_at(ly->down_exps, mats[1]),
                          ly->down_exps_scale ? ly->down_exps_scale[e] : 1.0f};
     return w;
 }
@@ -317,7 +317,7 @@ static gemma4_expert_w gemma4_expert(const gemma4_model *m, int layer, int e, co
 typedef struct g4_state {
     const gemma4_model *m;
     fam_ctx *c;
-    int64_t *cap;        /* [n_layer] slots of each layer's cache: n_ctx, or the ring on sliding layers */
+    int64_t *cap; /* [n_layer] slots of each layer's cache: n_ctx, or the ring on sliding layers */
     float **k, **v;      /* [n_layer] -> [cap][n_kv * head_dim]: normed roped keys, normed values */
     float *h;            /* [B][n_embd] residual after attention (input of both FFN branches) */
     float *a;            /* [B][n_embd] sub-block output (attention, then dense MLP) */
@@ -338,9 +338,10 @@ static void g4_state_free(void *p) {
     free(s->k);
     free(s->v);
     free(s->cap);
-    float *bufs[] = {s->h,       s->a,       s->moe,       s->pf_in,       s->attn.q, s->attn.kx,
-                     s->attn.vx, s->attn.o,  s->attn.cs,   s->attn.scores, s->g,      s->u};
-    for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++) free(bufs[i]);
+    float *bufs[] = {s->h,       s->a,      s->moe,     s->pf_in,       s->attn.q, s->attn.kx,
+                     s->attn.vx, s->attn.o, s->attn.cs, s->attn.scores, s->g,      s->u};
+    for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++)
+        free(bufs[i]);
     free(s);
 }
 
@@ -382,7 +383,8 @@ static void *g4_state_new(const void *model, fam_ctx *c, pt_err *err) {
     s->u = pt_falloc(B * PT_MAX(F, FX), &fail);
     if (fail) {
         g4_state_free(s);
-        pt_errf(err, "out of memory allocating the KV cache and scratch for %d positions", c->n_ctx);
+        pt_errf(err, "out of memory allocating the KV cache and scratch for %d positions",
+                c->n_ctx);
         return NULL;
     }
     return s;
@@ -395,20 +397,23 @@ static void g4_router_input(const g4_state *s, const float *gain, int T, float *
     for (int t = 0; t < T; t++) {
         float *row = r + (size_t)t * E;
         nn_rms_norm(s->h + (size_t)t * E, NULL, s->m->hp.rms_eps, E, row);
-        for (int i = 0; i < E; i++) row[i] = (row[i] * inv) * gain[i];
+        for (int i = 0; i < E; i++)
+            row[i] = (row[i] * inv) * gain[i];
     }
 }
 
 /* One routed expert on x[n] in place: GeGLU over the fused gate|up
  * projection, down projection, times the expert's output scale. */
-static int g4_expert(void *st, int layer, int e, const uint8_t *const mats[3], float *x, int n, pt_err *err) {
+static int g4_expert(void *st, int layer, int e, const uint8_t *const mats[3], float *x, int n,
+                     pt_err *err) {
     g4_state *s = st;
     (void)err;
     const int E = s->m->hp.n_embd;
     const gemma4_expert_w w = gemma4_expert(s->m, layer, e, mats);
     const nn_ffn f = {&s->c->mm, s->g, s->u, 1};
     nn_geglu_fused(&f, &w.gate_up, s->m->hp.n_ff_exp, &w.down, x, n, x, E);
-    for (size_t i = 0; i < (size_t)n * E; i++) x[i] *= w.scale;
+    for (size_t i = 0; i < (size_t)n * E; i++)
+        x[i] *= w.scale;
     return 0;
 }
 
@@ -419,7 +424,8 @@ static int g4_block(void *st, int layer, int T, int pos0, pt_err *err) {
     const gemma4_layer *ly = &s->m->layers[layer];
     const int E = hp->n_embd;
     const float eps = hp->rms_eps;
-    for (int t = 0; t < T; t++) nn_rms_norm(c->x + (size_t)t * E, ly->attn_norm, eps, E, c->xn + (size_t)t * E);
+    for (int t = 0; t < T; t++)
+        nn_rms_norm(c->x + (size_t)t * E, ly->attn_norm, eps, E, c->xn + (size_t)t * E);
     const nn_gqa g = {.wq = &ly->wq,
                       .wk = &ly->wk,
                       .wv = ly->wv.data ? &ly->wv : NULL,
@@ -441,15 +447,19 @@ static int g4_block(void *st, int layer, int T, int pos0, pt_err *err) {
         float *a = s->a + (size_t)t * E, *h = s->h + (size_t)t * E;
         const float *x = c->x + (size_t)t * E;
         nn_rms_norm(a, ly->post_attn_norm, eps, E, a);
-        for (int i = 0; i < E; i++) h[i] = a[i] + x[i];
+        for (int i = 0; i < E; i++)
+            h[i] = a[i] + x[i];
     }
     /* dense MLP -> a, normed with post_ffw_norm_1 */
-    for (int t = 0; t < T; t++) nn_rms_norm(s->h + (size_t)t * E, ly->ffn_norm, eps, E, c->xn + (size_t)t * E);
+    for (int t = 0; t < T; t++)
+        nn_rms_norm(s->h + (size_t)t * E, ly->ffn_norm, eps, E, c->xn + (size_t)t * E);
     const nn_ffn f = {&c->mm, s->g, s->u, 0};
     nn_geglu(&f, &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down, c->xn, T, s->a, E);
-    for (int t = 0; t < T; t++) nn_rms_norm(s->a + (size_t)t * E, ly->post_ffw_norm_1, eps, E, s->a + (size_t)t * E);
+    for (int t = 0; t < T; t++)
+        nn_rms_norm(s->a + (size_t)t * E, ly->post_ffw_norm_1, eps, E, s->a + (size_t)t * E);
     /* routed experts on pre_ffw_norm_2(h), routed from the scaled unit-normed h -> moe */
-    for (int t = 0; t < T; t++) nn_rms_norm(s->h + (size_t)t * E, ly->pre_ffw_norm_2, eps, E, c->xn + (size_t)t * E);
+    for (int t = 0; t < T; t++)
+        nn_rms_norm(s->h + (size_t)t * E, ly->pre_ffw_norm_2, eps, E, c->xn + (size_t)t * E);
     g4_router_input(s, ly->gate_inp_scale, T, s->moe);
     if (c->moe(c, layer, T, s->moe, c->xn, s->moe, g4_expert, NULL, s, err)) return -1;
     for (int t = 0; t < T; t++)
@@ -458,9 +468,11 @@ static int g4_block(void *st, int layer, int T, int pos0, pt_err *err) {
     for (int t = 0; t < T; t++) {
         float *a = s->a + (size_t)t * E, *x = c->x + (size_t)t * E;
         const float *mo = s->moe + (size_t)t * E, *h = s->h + (size_t)t * E;
-        for (int i = 0; i < E; i++) a[i] += mo[i];
+        for (int i = 0; i < E; i++)
+            a[i] += mo[i];
         nn_rms_norm(a, ly->post_ffw_norm, eps, E, a);
-        for (int i = 0; i < E; i++) x[i] = (a[i] + h[i]) * ly->out_scale;
+        for (int i = 0; i < E; i++)
+            x[i] = (a[i] + h[i]) * ly->out_scale;
     }
     return 0;
 }
@@ -470,12 +482,15 @@ static const mm_weight *g4_router(const void *model, int layer) {
 }
 
 /* Softmax over all experts, top n_used, weights renormalised. */
-static void g4_route(const void *model, int layer, float *logits, int *chosen, float *w, float *scratch) {
+static void g4_route(const void *model, int layer, float *logits, int *chosen, float *w,
+                     float *scratch) {
     const gemma4_hparams *hp = &((const gemma4_model *)model)->hp;
     (void)layer;
     (void)scratch;
-    const nn_router r = {
-        .n_expert = hp->n_expert, .n_used = hp->n_expert_used, .gating = NN_GATING_SOFTMAX, .weights_norm = 1};
+    const nn_router r = {.n_expert = hp->n_expert,
+                         .n_used = hp->n_expert_used,
+                         .gating = NN_GATING_SOFTMAX,
+                         .weights_norm = 1};
     nn_route_softmax(&r, logits, chosen, w);
 }
 
@@ -487,14 +502,17 @@ static const float *g4_lookahead_input(void *st, int next, int T) {
 }
 
 /* Full-attention layers keep every position; sliding ones a ring. */
-static void g4_kv_size(const void *model, int64_t ring, int elem_bytes, uint64_t *per_pos, uint64_t *fixed) {
+static void g4_kv_size(const void *model, int64_t ring, int elem_bytes, uint64_t *per_pos,
+                       uint64_t *fixed) {
     const gemma4_model *m = model;
     *per_pos = *fixed = 0;
     for (int l = 0; l < m->hp.n_layer; l++) {
         const gemma4_layer *ly = &m->layers[l];
         const uint64_t row = 2 * (uint64_t)ly->n_kv * (uint64_t)ly->head_dim * (uint64_t)elem_bytes;
-        if (ly->swa) *fixed += (uint64_t)ring * row;
-        else *per_pos += row;
+        if (ly->swa)
+            *fixed += (uint64_t)ring * row;
+        else
+            *per_pos += row;
     }
 }
 
@@ -508,22 +526,24 @@ static int g4_load(const gguf_ctx *g, void **model, fam_desc *d, pt_err *err) {
     }
     const gemma4_hparams *hp = &m->hp;
     int any_swa = 0;
-    for (int l = 0; l < hp->n_layer; l++) any_swa |= m->layers[l].swa;
+    for (int l = 0; l < hp->n_layer; l++)
+        any_swa |= m->layers[l].swa;
     const int64_t QD = (int64_t)hp->n_head * hp->max_head_dim;
-    *d = (fam_desc){.n_vocab = hp->n_vocab,
-                    .n_embd = hp->n_embd,
-                    .n_layer = hp->n_layer,
-                    .n_ctx_train = hp->n_ctx_train,
-                    .n_expert = hp->n_expert,
-                    .n_expert_used = hp->n_expert_used,
-                    .window = any_swa ? hp->window : 0,
-                    .rms_eps = hp->rms_eps,
-                    .tok_embd = &m->tok_embd,
-                    .embd_scale = hp->embd_scale,
-                    .output_norm = m->output_norm,
-                    .output = &m->output,
-                    .softcap = hp->softcap,
-                    .max_in = PT_MAX(PT_MAX((int64_t)hp->n_embd, QD), (int64_t)PT_MAX(hp->n_ff, hp->n_ff_exp))};
+    *d = (fam_desc){
+        .n_vocab = hp->n_vocab,
+        .n_embd = hp->n_embd,
+        .n_layer = hp->n_layer,
+        .n_ctx_train = hp->n_ctx_train,
+        .n_expert = hp->n_expert,
+        .n_expert_used = hp->n_expert_used,
+        .window = any_swa ? hp->window : 0,
+        .rms_eps = hp->rms_eps,
+        .tok_embd = &m->tok_embd,
+        .embd_scale = hp->embd_scale,
+        .output_norm = m->output_norm,
+        .output = &m->output,
+        .softcap = hp->softcap,
+        .max_in = PT_MAX(PT_MAX((int64_t)hp->n_embd, QD), (int64_t)PT_MAX(hp->n_ff, hp->n_ff_exp))};
     *model = m;
     return 0;
 }

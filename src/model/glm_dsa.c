@@ -34,10 +34,10 @@
 enum { GLM_ARCH_GLM_DSA = 1, GLM_ARCH_DEEPSEEK2 = 2 };
 
 typedef struct glm_hparams {
-    int arch;             /* GLM_ARCH_* */
-    int n_embd;           /* hidden size */
-    int n_layer;          /* trunk layers (block_count - n_nextn) */
-    int n_nextn;          /* trailing MTP blocks */
+    int arch;    /* GLM_ARCH_* */
+    int n_embd;  /* hidden size */
+    int n_layer; /* trunk layers (block_count - n_nextn) */
+    int n_nextn; /* trailing MTP blocks */
     int n_vocab;
     int n_head;
     int q_lora;           /* q LoRA rank; 0 = direct attn_q */
@@ -47,40 +47,39 @@ typedef struct glm_hparams {
     int n_ff;             /* dense FFN width */
     int n_ff_exp;         /* routed / shared expert width */
     int n_expert, n_expert_used, n_expert_shared;
-    int n_dense_lead;     /* leading dense layers */
+    int n_dense_lead;          /* leading dense layers */
     int n_group, n_group_used; /* group-limited routing (1/1: none) */
-    int gating;           /* NN_GATING_* */
-    int weights_norm;     /* normalise the chosen experts' weights */
+    int gating;                /* NN_GATING_* */
+    int weights_norm;          /* normalise the chosen experts' weights */
     float weights_scale;
     float rms_eps;
-    float kq_scale;       /* attention logit scale (includes YaRN mscale^2) */
-    nn_rope rope;         /* MLA rope (qk_rope dims) */
+    float kq_scale; /* attention logit scale (includes YaRN mscale^2) */
+    nn_rope rope;   /* MLA rope (qk_rope dims) */
     int n_ctx_train;
     /* DSA indexer (glm-dsa); idx_n_head = 0: none */
     int idx_n_head, idx_head_dim, idx_top_k;
-    uint8_t *idx_full;    /* [n_layer] 1 = computes its own top-k, 0 = reuses */
+    uint8_t *idx_full; /* [n_layer] 1 = computes its own top-k, 0 = reuses */
 } glm_hparams;
 
 /* One decoder block. Pointers to F32 vectors are NULL when absent. */
 typedef struct glm_layer {
-    const float *attn_norm;   /* [n_embd] */
-    nn_mla_w attn;            /* MLA attention and, on full layers, the DSA indexer */
-    const float *ffn_norm;    /* [n_embd] */
+    const float *attn_norm; /* [n_embd] */
+    nn_mla_w attn;          /* MLA attention and, on full layers, the DSA indexer */
+    const float *ffn_norm;  /* [n_embd] */
     /* dense FFN (leading layers) */
     mm_weight ffn_gate, ffn_up, ffn_down;
     /* MoE */
-    mm_weight gate_inp;       /* n_embd -> n_expert (router) */
-    const float *exp_bias;    /* [n_expert] selection-only bias */
+    mm_weight gate_inp;                                 /* n_embd -> n_expert (router) */
+    const float *exp_bias;                              /* [n_expert] selection-only bias */
     const gguf_tensor *gate_exps, *up_exps, *down_exps; /* stacked [n_expert] */
     mm_weight gate_sh, up_sh, down_sh; /* shared expert(s), width n_ff_exp*n_shared */
     /* NextN / MTP block extras */
-    mm_weight eh_proj;        /* 2*n_embd -> n_embd */
+    mm_weight eh_proj;                             /* 2*n_embd -> n_embd */
     const float *enorm, *hnorm, *shared_head_norm; /* [n_embd] */
-    mm_weight embed_tokens;   /* n_vocab rows of n_embd */
-    mm_weight shared_head;    /* n_embd -> n_vocab */
+    mm_weight embed_tokens;                        /* n_vocab rows of n_embd */
+    mm_weight shared_head;                         /* n_embd -> n_vocab */
     int is_moe, is_nextn;
 } glm_layer;
-
 
 typedef struct glm_model {
     glm_hparams hp;
@@ -92,7 +91,8 @@ typedef struct glm_model {
 
 static int load_hparams(ld_ctx *L, glm_hparams *hp) {
     int block_count;
-    if (ld_u32(L, "block_count", &block_count, 1, 0) || ld_u32(L, "embedding_length", &hp->n_embd, 1, 0) ||
+    if (ld_u32(L, "block_count", &block_count, 1, 0) ||
+        ld_u32(L, "embedding_length", &hp->n_embd, 1, 0) ||
         ld_u32(L, "nextn_predict_layers", &hp->n_nextn, 0, 0) ||
         ld_u32(L, "attention.head_count", &hp->n_head, 1, 0) ||
         ld_u32(L, "attention.q_lora_rank", &hp->q_lora, 0, 0) ||
@@ -112,7 +112,8 @@ static int load_hparams(ld_ctx *L, glm_hparams *hp) {
         return -1;
     int kl_mla, vl_mla, n_rot;
     if (ld_u32(L, "attention.key_length_mla", &kl_mla, 1, 0) ||
-        ld_u32(L, "attention.value_length_mla", &vl_mla, 1, 0) || ld_u32(L, "rope.dimension_count", &n_rot, 1, 0))
+        ld_u32(L, "attention.value_length_mla", &vl_mla, 1, 0) ||
+        ld_u32(L, "rope.dimension_count", &n_rot, 1, 0))
         return -1;
     hp->qk_rope = n_rot;
     hp->qk_nope = kl_mla - n_rot;
@@ -120,24 +121,25 @@ static int load_hparams(ld_ctx *L, glm_hparams *hp) {
     char k[160];
     if (ld_bool(L, "expert_weights_norm", &hp->weights_norm, 0)) return -1;
     if (hp->n_nextn >= block_count)
-        return pt_errf(L->err, "%s: nextn_predict_layers %d must be below block_count %d", L->path, hp->n_nextn,
-                       block_count);
+        return pt_errf(L->err, "%s: nextn_predict_layers %d must be below block_count %d", L->path,
+                       hp->n_nextn, block_count);
     hp->n_layer = block_count - hp->n_nextn;
     if (hp->n_head < 1 || hp->n_head > NN_MLA_MAX_HEADS)
-        return pt_errf(L->err, "%s: attention.head_count %d outside 1..%d", L->path, hp->n_head, NN_MLA_MAX_HEADS);
+        return pt_errf(L->err, "%s: attention.head_count %d outside 1..%d", L->path, hp->n_head,
+                       NN_MLA_MAX_HEADS);
     if (hp->qk_nope <= 0 || n_rot <= 0 || (n_rot & 1))
-        return pt_errf(L->err, "%s: key_length_mla %d and rope.dimension_count %d are inconsistent", L->path,
-                       kl_mla, n_rot);
+        return pt_errf(L->err, "%s: key_length_mla %d and rope.dimension_count %d are inconsistent",
+                       L->path, kl_mla, n_rot);
     if (hp->gating != NN_GATING_SOFTMAX && hp->gating != NN_GATING_SIGMOID)
-        return pt_errf(L->err, "%s: expert_gating_func %d is not supported (1 softmax, 2 sigmoid)", L->path,
-                       hp->gating);
+        return pt_errf(L->err, "%s: expert_gating_func %d is not supported (1 softmax, 2 sigmoid)",
+                       L->path, hp->gating);
     if (hp->n_expert && (hp->n_expert_used < 1 || hp->n_expert_used > hp->n_expert))
         return pt_errf(L->err, "%s: expert_used_count %d must be in 1..expert_count (%d)", L->path,
                        hp->n_expert_used, hp->n_expert);
-    if (hp->n_group < 1 || hp->n_group > NN_ROUTER_MAX_GROUPS || hp->n_group_used < 1 || hp->n_group_used > hp->n_group ||
-        (hp->n_expert && hp->n_expert % hp->n_group))
-        return pt_errf(L->err, "%s: expert groups %d/%d do not divide %d experts", L->path, hp->n_group_used,
-                       hp->n_group, hp->n_expert);
+    if (hp->n_group < 1 || hp->n_group > NN_ROUTER_MAX_GROUPS || hp->n_group_used < 1 ||
+        hp->n_group_used > hp->n_group || (hp->n_expert && hp->n_expert % hp->n_group))
+        return pt_errf(L->err, "%s: expert groups %d/%d do not divide %d experts", L->path,
+                       hp->n_group_used, hp->n_group, hp->n_expert);
 
     /* rope: NORM pairs; YaRN when rope.scaling.type = yarn */
     nn_rope *r = &hp->rope;
@@ -160,7 +162,8 @@ static int load_hparams(ld_ctx *L, glm_hparams *hp) {
             ld_f32(L, "rope.scaling.yarn_beta_slow", &beta_slow, 0, 1.0f) ||
             ld_f32(L, "rope.scaling.yarn_log_multiplier", &log_mul, 0, 0.0f))
             return -1;
-        if (!(factor > 0)) return pt_errf(L->err, "%s: rope.scaling.factor must be positive", L->path);
+        if (!(factor > 0))
+            return pt_errf(L->err, "%s: rope.scaling.factor must be positive", L->path);
         r->freq_scale = 1.0f / factor;
         r->ext_factor = 1.0f;
         /* the rope magnitude factor is cancelled (llama.cpp passes attn_factor =
@@ -184,18 +187,21 @@ static int load_hparams(ld_ctx *L, glm_hparams *hp) {
     if (!hp->idx_full) return pt_errf(L->err, "%s: out of memory", L->path);
     if (hp->idx_n_head) {
         if (hp->idx_top_k < 1 || hp->idx_head_dim < n_rot)
-            return pt_errf(L->err, "%s: indexer top_k %d / key_length %d are invalid", L->path, hp->idx_top_k,
-                           hp->idx_head_dim);
+            return pt_errf(L->err, "%s: indexer top_k %d / key_length %d are invalid", L->path,
+                           hp->idx_top_k, hp->idx_head_dim);
         snprintf(k, sizeof k, "%s.attention.indexer.types", L->arch);
         const gguf_kv *types = gguf_find(L->g, k);
         for (int l = 0; l < hp->n_layer; l++) {
             int64_t v = 1;
-            if (types && (types->val.type != GGUF_ARRAY || gguf_array_i64(&types->val, (uint64_t)l, &v)))
-                return pt_errf(L->err, "%s: '%s' must be an array of %d bools", L->path, k, hp->n_layer);
+            if (types &&
+                (types->val.type != GGUF_ARRAY || gguf_array_i64(&types->val, (uint64_t)l, &v)))
+                return pt_errf(L->err, "%s: '%s' must be an array of %d bools", L->path, k,
+                               hp->n_layer);
             hp->idx_full[l] = v != 0;
         }
         if (!hp->idx_full[0])
-            return pt_errf(L->err, "%s: '%s': layer 0 is 'shared' but no earlier full layer exists", L->path, k);
+            return pt_errf(L->err, "%s: '%s': layer 0 is 'shared' but no earlier full layer exists",
+                           L->path, k);
     }
     return 0;
 }
@@ -212,9 +218,12 @@ static int glm_model_load(const gguf_ctx *g, glm_model *m, pt_err *err) {
     if (gguf_get_str(g, "general.architecture", arch, sizeof arch, err)) return -1;
     ld_ctx L = {g, arch, g->files[0].path, err, 0};
     glm_hparams *hp = &m->hp;
-    if (!strcmp(arch, "glm-dsa")) hp->arch = GLM_ARCH_GLM_DSA;
-    else if (!strcmp(arch, "deepseek2")) hp->arch = GLM_ARCH_DEEPSEEK2;
-    else return pt_errf(err, "%s: architecture '%s' is not glm-dsa or deepseek2", L.path, arch);
+    if (!strcmp(arch, "glm-dsa"))
+        hp->arch = GLM_ARCH_GLM_DSA;
+    else if (!strcmp(arch, "deepseek2"))
+        hp->arch = GLM_ARCH_DEEPSEEK2;
+    else
+        return pt_errf(err, "%s: architecture '%s' is not glm-dsa or deepseek2", L.path, arch);
     if (load_hparams(&L, hp)) {
         glm_model_free(m);
         return -1;
@@ -225,7 +234,8 @@ static int glm_model_load(const gguf_ctx *g, glm_model *m, pt_err *err) {
     int vocab_meta;
     if (ld_u32(&L, "vocab_size", &vocab_meta, 0, hp->n_vocab)) goto fail;
     if (vocab_meta != hp->n_vocab) {
-        pt_errf(err, "%s: vocab_size %d but token_embd has %d rows", L.path, vocab_meta, hp->n_vocab);
+        pt_errf(err, "%s: vocab_size %d but token_embd has %d rows", L.path, vocab_meta,
+                hp->n_vocab);
         goto fail;
     }
     m->tok_embd = ld_weight(&L, "token_embd.weight", hp->n_embd, hp->n_vocab, 1);
@@ -254,7 +264,8 @@ static int glm_model_load(const gguf_ctx *g, glm_model *m, pt_err *err) {
         } else {
             ly->attn.q_b = ld_weight(&L, NM("attn_q.weight"), hp->n_embd, qdim, 1);
         }
-        ly->attn.kv_a = ld_weight(&L, NM("attn_kv_a_mqa.weight"), hp->n_embd, hp->kv_lora + hp->qk_rope, 1);
+        ly->attn.kv_a =
+            ld_weight(&L, NM("attn_kv_a_mqa.weight"), hp->n_embd, hp->kv_lora + hp->qk_rope, 1);
         ly->attn.kv_a_norm = ld_vec(&L, NM("attn_kv_a_norm.weight"), hp->kv_lora, 1);
         const gguf_tensor *kb = ld_stack(&L, NM("attn_k_b.weight"), hp->qk_nope, hp->kv_lora, H, 1);
         const gguf_tensor *vb = ld_stack(&L, NM("attn_v_b.weight"), hp->kv_lora, hp->v_head, H, 1);
@@ -288,21 +299,26 @@ static int glm_model_load(const gguf_ctx *g, glm_model *m, pt_err *err) {
         if (!ly->is_nextn && hp->idx_n_head && hp->idx_full[l]) {
             const int D = hp->idx_head_dim;
             ly->attn.has_idx = 1;
-            ly->attn.idx_q_b = ld_weight(&L, NM("indexer.attn_q_b.weight"), hp->q_lora, hp->idx_n_head * D, 1);
+            ly->attn.idx_q_b =
+                ld_weight(&L, NM("indexer.attn_q_b.weight"), hp->q_lora, hp->idx_n_head * D, 1);
             ly->attn.idx_k = ld_weight(&L, NM("indexer.attn_k.weight"), hp->n_embd, D, 1);
             ly->attn.idx_k_norm_w = ld_vec(&L, NM("indexer.k_norm.weight"), D, 1);
             ly->attn.idx_k_norm_b = ld_vec(&L, NM("indexer.k_norm.bias"), D, 1);
-            ly->attn.idx_proj = ld_weight(&L, NM("indexer.proj.weight"), hp->n_embd, hp->idx_n_head, 1);
+            ly->attn.idx_proj =
+                ld_weight(&L, NM("indexer.proj.weight"), hp->n_embd, hp->idx_n_head, 1);
             if (!hp->q_lora && !L.rc)
-                L.rc = pt_errf(err, "%s: the DSA indexer needs a q LoRA (attention.q_lora_rank)", L.path);
+                L.rc = pt_errf(err, "%s: the DSA indexer needs a q LoRA (attention.q_lora_rank)",
+                               L.path);
         }
         if (ly->is_nextn) {
             ly->eh_proj = ld_weight(&L, NM("nextn.eh_proj.weight"), 2 * hp->n_embd, hp->n_embd, 1);
             ly->enorm = ld_vec(&L, NM("nextn.enorm.weight"), hp->n_embd, 1);
             ly->hnorm = ld_vec(&L, NM("nextn.hnorm.weight"), hp->n_embd, 1);
             ly->shared_head_norm = ld_vec(&L, NM("nextn.shared_head_norm.weight"), hp->n_embd, 1);
-            ly->embed_tokens = ld_weight(&L, NM("nextn.embed_tokens.weight"), hp->n_embd, hp->n_vocab, 0);
-            ly->shared_head = ld_weight(&L, NM("nextn.shared_head_head.weight"), hp->n_embd, hp->n_vocab, 0);
+            ly->embed_tokens =
+                ld_weight(&L, NM("nextn.embed_tokens.weight"), hp->n_embd, hp->n_vocab, 0);
+            ly->shared_head =
+                ld_weight(&L, NM("nextn.shared_head_head.weight"), hp->n_embd, hp->n_vocab, 0);
             if (!ly->embed_tokens.data) ly->embed_tokens = m->tok_embd;
             if (!ly->shared_head.data) ly->shared_head = m->output;
         }
@@ -314,7 +330,6 @@ fail:
     glm_model_free(m);
     return -1;
 }
-
 
 /* ===== Forward pass =====
  * Every block: RMS norm, MLA attention (with the DSA indexer's key selection
@@ -329,14 +344,14 @@ fail:
 typedef struct glm_state {
     const glm_model *m;
     fam_ctx *c;
-    int mtp_past;   /* MTP positions cached */
-    float **kv;     /* [n_layer + n_nextn] -> [n_ctx][kv_lora + qk_rope]: normed latent | roped key */
-    float **idx_k;  /* [n_layer] -> [n_ctx][idx_head_dim] (full indexer layers only) */
-    nn_mla attn;    /* attention scratch and the indexer's selection */
-    float *out;     /* [B][n_embd] sub-block output */
-    float *g, *u;   /* [B][max(n_ff, n_ff_exp * max(1, n_shared))] FFN scratch */
-    float *sh;      /* [B][n_embd] shared-expert output */
-    float *cat;     /* [B][2 n_embd] MTP input */
+    int mtp_past; /* MTP positions cached */
+    float **kv;   /* [n_layer + n_nextn] -> [n_ctx][kv_lora + qk_rope]: normed latent | roped key */
+    float **idx_k; /* [n_layer] -> [n_ctx][idx_head_dim] (full indexer layers only) */
+    nn_mla attn;   /* attention scratch and the indexer's selection */
+    float *out;    /* [B][n_embd] sub-block output */
+    float *g, *u;  /* [B][max(n_ff, n_ff_exp * max(1, n_shared))] FFN scratch */
+    float *sh;     /* [B][n_embd] shared-expert output */
+    float *cat;    /* [B][2 n_embd] MTP input */
 } glm_state;
 
 static nn_mla_dims mla_dims(const glm_hparams *hp) {
@@ -357,7 +372,8 @@ static nn_mla_dims mla_dims(const glm_hparams *hp) {
 
 /* Width of the FFN scratch: the dense FFN or the (shared) experts. */
 static size_t ffn_width(const glm_hparams *hp) {
-    const size_t shw = (size_t)hp->n_ff_exp * (size_t)(hp->n_expert_shared > 1 ? hp->n_expert_shared : 1);
+    const size_t shw =
+        (size_t)hp->n_ff_exp * (size_t)(hp->n_expert_shared > 1 ? hp->n_expert_shared : 1);
     return PT_MAX((size_t)hp->n_ff, shw);
 }
 
@@ -365,13 +381,16 @@ static void glm_state_free(void *p) {
     glm_state *s = p;
     if (!s) return;
     const glm_hparams *hp = &s->m->hp;
-    for (int l = 0; s->kv && l < hp->n_layer + hp->n_nextn; l++) free(s->kv[l]);
-    for (int l = 0; s->idx_k && l < hp->n_layer; l++) free(s->idx_k[l]);
+    for (int l = 0; s->kv && l < hp->n_layer + hp->n_nextn; l++)
+        free(s->kv[l]);
+    for (int l = 0; s->idx_k && l < hp->n_layer; l++)
+        free(s->idx_k[l]);
     free(s->kv);
     free(s->idx_k);
     nn_mla_free(&s->attn);
     float *bufs[] = {s->out, s->g, s->u, s->sh, s->cat};
-    for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++) free(bufs[i]);
+    for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++)
+        free(bufs[i]);
     free(s);
 }
 
@@ -382,7 +401,8 @@ static void *glm_state_new(const void *model, fam_ctx *c, pt_err *err) {
     if (!s) return pt_errf(err, "out of memory"), NULL;
     s->m = m;
     s->c = c;
-    const size_t B = (size_t)c->max_batch, E = (size_t)hp->n_embd, KVD = (size_t)(hp->kv_lora + hp->qk_rope);
+    const size_t B = (size_t)c->max_batch, E = (size_t)hp->n_embd,
+                 KVD = (size_t)(hp->kv_lora + hp->qk_rope);
     const int n_all = hp->n_layer + hp->n_nextn;
     int fail = 0;
     s->kv = calloc((size_t)n_all, sizeof(float *));
@@ -402,16 +422,20 @@ static void *glm_state_new(const void *model, fam_ctx *c, pt_err *err) {
     s->cat = pt_falloc(B * 2 * E, &fail);
     if (fail) {
         glm_state_free(s);
-        pt_errf(err, "out of memory allocating the KV cache and scratch for %d positions", c->n_ctx);
+        pt_errf(err, "out of memory allocating the KV cache and scratch for %d positions",
+                c->n_ctx);
         return NULL;
     }
     return s;
 }
 
-static nn_ffn ffn(glm_state *s, int routed) { return (nn_ffn){&s->c->mm, s->g, s->u, routed}; }
+static nn_ffn ffn(glm_state *s, int routed) {
+    return (nn_ffn){&s->c->mm, s->g, s->u, routed};
+}
 
 /* One routed expert on x[n] in place: SwiGLU with the slices in mats[]. */
-static int glm_expert(void *st, int layer, int e, const uint8_t *const mats[3], float *x, int n, pt_err *err) {
+static int glm_expert(void *st, int layer, int e, const uint8_t *const mats[3], float *x, int n,
+                      pt_err *err) {
     glm_state *s = st;
     const glm_layer *ly = &s->m->layers[layer];
     (void)e;
@@ -441,21 +465,25 @@ static int glm_run_block(glm_state *s, int layer, int T, int pos0, int use_dsa, 
     const int E = hp->n_embd;
     for (int t = 0; t < T; t++)
         nn_rms_norm(c->x + (size_t)t * E, ly->attn_norm, hp->rms_eps, E, c->xn + (size_t)t * E);
-    nn_mla_forward(&s->attn, &ly->attn, c->xn, T, pos0, s->kv[layer], layer < hp->n_layer ? s->idx_k[layer] : NULL,
-                   use_dsa, s->out);
-    for (size_t i = 0; i < (size_t)T * E; i++) c->x[i] += s->out[i];
+    nn_mla_forward(&s->attn, &ly->attn, c->xn, T, pos0, s->kv[layer],
+                   layer < hp->n_layer ? s->idx_k[layer] : NULL, use_dsa, s->out);
+    for (size_t i = 0; i < (size_t)T * E; i++)
+        c->x[i] += s->out[i];
     for (int t = 0; t < T; t++)
         nn_rms_norm(c->x + (size_t)t * E, ly->ffn_norm, hp->rms_eps, E, c->xn + (size_t)t * E);
     if (ly->is_moe) {
-        if (c->moe(c, layer, T, c->xn, c->xn, s->out, glm_expert, hp->n_expert_shared ? glm_shared : NULL, s, err))
+        if (c->moe(c, layer, T, c->xn, c->xn, s->out, glm_expert,
+                   hp->n_expert_shared ? glm_shared : NULL, s, err))
             return -1;
         if (hp->n_expert_shared)
-            for (size_t i = 0; i < (size_t)T * E; i++) s->out[i] += s->sh[i];
+            for (size_t i = 0; i < (size_t)T * E; i++)
+                s->out[i] += s->sh[i];
     } else {
         const nn_ffn f = ffn(s, 0);
         nn_swiglu(&f, &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down, c->xn, T, s->out, E);
     }
-    for (size_t i = 0; i < (size_t)T * E; i++) c->x[i] += s->out[i];
+    for (size_t i = 0; i < (size_t)T * E; i++)
+        c->x[i] += s->out[i];
     return 0;
 }
 
@@ -471,14 +499,15 @@ static void glm_truncated(void *st, int n) {
     if (s->mtp_past > n - 1) s->mtp_past = n > 0 ? n - 1 : 0;
 }
 
-static int glm_mtp(void *st, const int32_t *tokens, const float *hidden_prev, int n, float *logits, pt_err *err) {
+static int glm_mtp(void *st, const int32_t *tokens, const float *hidden_prev, int n, float *logits,
+                   pt_err *err) {
     glm_state *s = st;
     fam_ctx *c = s->c;
     const glm_hparams *hp = &s->m->hp;
     const int E = hp->n_embd;
     if ((int64_t)s->mtp_past + n > c->n_ctx)
-        return pt_errf(err, "context full: %d positions cached + %d new exceed the context size %d", s->mtp_past, n,
-                       c->n_ctx);
+        return pt_errf(err, "context full: %d positions cached + %d new exceed the context size %d",
+                       s->mtp_past, n, c->n_ctx);
     const int layer = hp->n_layer; /* the first MTP block */
     const glm_layer *ly = &s->m->layers[layer];
     for (int c0 = 0; c0 < n; c0 += c->max_batch) {
@@ -492,7 +521,8 @@ static int glm_mtp(void *st, const int32_t *tokens, const float *hidden_prev, in
         mm_run(&c->mm, &ly->eh_proj, s->cat, T, c->x, E);
         if (glm_run_block(s, layer, T, s->mtp_past, 0, err)) return -1;
         for (int t = 0; t < T; t++)
-            nn_rms_norm(c->x + (size_t)t * E, ly->shared_head_norm, hp->rms_eps, E, c->xn + (size_t)t * E);
+            nn_rms_norm(c->x + (size_t)t * E, ly->shared_head_norm, hp->rms_eps, E,
+                        c->xn + (size_t)t * E);
         mm_run(&c->mm, &ly->shared_head, c->xn, T, logits + (size_t)c0 * hp->n_vocab, hp->n_vocab);
         s->mtp_past += T;
     }
@@ -504,7 +534,8 @@ static const mm_weight *glm_router(const void *model, int layer) {
     return ly->is_moe ? &ly->gate_inp : NULL;
 }
 
-static void glm_route(const void *model, int layer, float *logits, int *chosen, float *w, float *scratch) {
+static void glm_route(const void *model, int layer, float *logits, int *chosen, float *w,
+                      float *scratch) {
     const glm_model *m = model;
     const glm_hparams *hp = &m->hp;
     const nn_router r = {.n_expert = hp->n_expert,
@@ -527,7 +558,8 @@ static const float *glm_lookahead_input(void *st, int next, int T) {
 
 /* Every block (MTP included) caches the latent and rope key per position; full
  * DSA layers also their indexer keys. */
-static void glm_kv_size(const void *model, int64_t ring, int elem_bytes, uint64_t *per_pos, uint64_t *fixed) {
+static void glm_kv_size(const void *model, int64_t ring, int elem_bytes, uint64_t *per_pos,
+                        uint64_t *fixed) {
     const glm_model *m = model;
     const glm_hparams *hp = &m->hp;
     (void)ring;
@@ -559,7 +591,8 @@ static int glm_load(const gguf_ctx *g, void **model, fam_desc *d, pt_err *err) {
                     .embd_scale = 1.0f,
                     .output_norm = m->output_norm,
                     .output = &m->output,
-                    .max_in = PT_MAX(PT_MAX(2 * (int64_t)hp->n_embd, (int64_t)ffn_width(hp)), nn_mla_max_in(&md))};
+                    .max_in = PT_MAX(PT_MAX(2 * (int64_t)hp->n_embd, (int64_t)ffn_width(hp)),
+                                     nn_mla_max_in(&md))};
     *model = m;
     return 0;
 }

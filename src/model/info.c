@@ -13,7 +13,8 @@ static int block_index(const char *name, const char **rest) {
     const char *p = name + 4;
     long n = 0;
     int digits = 0;
-    while (*p >= '0' && *p <= '9' && digits < 7) n = n * 10 + (*p++ - '0'), digits++;
+    while (*p >= '0' && *p <= '9' && digits < 7)
+        n = n * 10 + (*p++ - '0'), digits++;
     if (!digits || *p != '.') return -1;
     if (rest) *rest = p + 1;
     return (int)n;
@@ -47,7 +48,8 @@ int model_info_get(const gguf_ctx *g, model_info *mi, pt_err *err) {
     pt_err e2;
     if (gguf_get_str(g, "general.architecture", mi->arch, sizeof mi->arch, &e2))
         return pt_errf(err, "%s", e2.msg);
-    if (gguf_find(g, "general.name")) gguf_get_str(g, "general.name", mi->name, sizeof mi->name, NULL);
+    if (gguf_find(g, "general.name"))
+        gguf_get_str(g, "general.name", mi->name, sizeof mi->name, NULL);
     mi->version = g->version;
     mi->n_files = g->n_files;
     mi->file_bytes = g->total_size;
@@ -78,7 +80,8 @@ int model_info_get(const gguf_ctx *g, model_info *mi, pt_err *err) {
     for (uint32_t l = 0; l < mi->n_layers; l++) {
         mi->layers[l].index = (int32_t)l;
         mi->layers[l].is_nextn = l >= mi->n_layers - mi->n_nextn;
-        for (int k = 0; k < 3; k++) mi->layers[l].expert_types[k] = MI_NO_TYPE;
+        for (int k = 0; k < 3; k++)
+            mi->layers[l].expert_types[k] = MI_NO_TYPE;
     }
 
     for (uint64_t i = 0; i < g->n_tensors; i++) {
@@ -151,11 +154,14 @@ int model_expert_layers(const gguf_ctx *g, xp_layer_desc **out, int *n_layers, p
             t[k] = gguf_find_tensor(g, name);
         }
         /* expert_parts: gate_up, gate, up, down */
-        if (t[0] && t[3] && !t[1] && !t[2]) d[l] = (xp_layer_desc){2, {t[0], t[3], NULL}};
-        else if (t[1] && t[2] && t[3] && !t[0]) d[l] = (xp_layer_desc){3, {t[1], t[2], t[3]}};
+        if (t[0] && t[3] && !t[1] && !t[2])
+            d[l] = (xp_layer_desc){2, {t[0], t[3], NULL}};
+        else if (t[1] && t[2] && t[3] && !t[0])
+            d[l] = (xp_layer_desc){3, {t[1], t[2], t[3]}};
         else if (t[0] || t[1] || t[2] || t[3]) {
             free(d);
-            return pt_errf(err, "%s: layer %d has an incomplete set of routed-expert tensors", g->files[0].path, l);
+            return pt_errf(err, "%s: layer %d has an incomplete set of routed-expert tensors",
+                           g->files[0].path, l);
         }
     }
     *out = d;

@@ -67,7 +67,6 @@ typedef struct qwen3moe_expert_w {
     mm_weight down;     /* n_ff_exp -> n_embd */
 } qwen3moe_expert_w;
 
-
 static int load_hparams(ld_ctx *L, qwen3moe_hparams *hp) {
     int vl, n_rot;
     if (ld_u32(L, "block_count", &hp->n_layer, 1, 0) ||
@@ -179,8 +178,8 @@ static int qwen3moe_model_load(const gguf_ctx *g, qwen3moe_model *m, pt_err *err
     return 0;
 }
 
-
-static qwen3moe_expert_w qwen3moe_expert(const qwen3moe_model *m, int layer, const uint8_t *const mats[3]) {
+static qwen3moe_expert_w qwen3moe_expert(const qwen3moe_model *m, int layer,
+                                         const uint8_t *const mats[3]) {
     const qwen3moe_layer *ly = &m->layers[layer];
     qwen3moe_expert_w w = {ld_slice_at(ly->gate_exps, mats[0]), ld_slice_at(ly->up_exps, mats[1]),
                            ld_slice_at(ly->down_exps, mats[2])};
@@ -210,8 +209,10 @@ static void q3_state_free(void *p) {
     }
     free(s->k);
     free(s->v);
-    float *bufs[] = {s->out, s->attn.q, s->attn.kx, s->attn.vx, s->attn.o, s->attn.cs, s->attn.scores, s->g, s->u};
-    for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++) free(bufs[i]);
+    float *bufs[] = {s->out,     s->attn.q,      s->attn.kx, s->attn.vx, s->attn.o,
+                     s->attn.cs, s->attn.scores, s->g,       s->u};
+    for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++)
+        free(bufs[i]);
     free(s);
 }
 
@@ -245,14 +246,16 @@ static void *q3_state_new(const void *model, fam_ctx *c, pt_err *err) {
     s->u = pt_falloc(B * (size_t)hp->n_ff_exp, &fail);
     if (fail) {
         q3_state_free(s);
-        pt_errf(err, "out of memory allocating the KV cache and scratch for %d positions", c->n_ctx);
+        pt_errf(err, "out of memory allocating the KV cache and scratch for %d positions",
+                c->n_ctx);
         return NULL;
     }
     return s;
 }
 
 /* One routed expert on x[n] in place: SwiGLU. */
-static int q3_expert(void *st, int layer, int e, const uint8_t *const mats[3], float *x, int n, pt_err *err) {
+static int q3_expert(void *st, int layer, int e, const uint8_t *const mats[3], float *x, int n,
+                     pt_err *err) {
     q3_state *s = st;
     (void)e;
     (void)err;
@@ -284,11 +287,13 @@ static int q3_block(void *st, int layer, int T, int pos0, pt_err *err) {
                       .rms_eps = hp->rms_eps,
                       .n_embd = E};
     nn_gqa_forward(&g, &s->attn, c->xn, T, pos0, s->k[layer], s->v[layer], c->n_ctx, s->out);
-    for (size_t i = 0; i < (size_t)T * E; i++) c->x[i] += s->out[i];
+    for (size_t i = 0; i < (size_t)T * E; i++)
+        c->x[i] += s->out[i];
     for (int t = 0; t < T; t++)
         nn_rms_norm(c->x + (size_t)t * E, ly->ffn_norm, hp->rms_eps, E, c->xn + (size_t)t * E);
     if (c->moe(c, layer, T, c->xn, c->xn, s->out, q3_expert, NULL, s, err)) return -1;
-    for (size_t i = 0; i < (size_t)T * E; i++) c->x[i] += s->out[i];
+    for (size_t i = 0; i < (size_t)T * E; i++)
+        c->x[i] += s->out[i];
     return 0;
 }
 
@@ -296,7 +301,8 @@ static const mm_weight *q3_router(const void *model, int layer) {
     return &((const qwen3moe_model *)model)->layers[layer].gate_inp;
 }
 
-static void q3_route(const void *model, int layer, float *logits, int *chosen, float *w, float *scratch) {
+static void q3_route(const void *model, int layer, float *logits, int *chosen, float *w,
+                     float *scratch) {
     const qwen3moe_hparams *hp = &((const qwen3moe_model *)model)->hp;
     (void)layer;
     (void)scratch;
@@ -315,10 +321,12 @@ static const float *q3_lookahead_input(void *st, int next, int T) {
     return ((q3_state *)st)->c->xn;
 }
 
-static void q3_kv_size(const void *model, int64_t ring, int elem_bytes, uint64_t *per_pos, uint64_t *fixed) {
+static void q3_kv_size(const void *model, int64_t ring, int elem_bytes, uint64_t *per_pos,
+                       uint64_t *fixed) {
     const qwen3moe_hparams *hp = &((const qwen3moe_model *)model)->hp;
     (void)ring;
-    *per_pos = (uint64_t)hp->n_layer * 2 * (uint64_t)hp->n_kv * (uint64_t)hp->head_dim * (uint64_t)elem_bytes;
+    *per_pos = (uint64_t)hp->n_layer * 2 * (uint64_t)hp->n_kv * (uint64_t)hp->head_dim *
+               (uint64_t)elem_bytes;
     *fixed = 0;
 }
 

@@ -23,19 +23,22 @@ static void attend_one(const nn_attn *a, int t, int h, float *sc, float *acc) {
     const int n_pad = (int)(((pos + 1 - base) + 15) & ~(int64_t)15);
     const int kh = h / (a->n_head / a->n_kv);
     const float *q = a->q + ((size_t)t * a->n_head + h) * D;
-    for (int j = 0; j < n_pad; j++) sc[j] = -INFINITY;
+    for (int j = 0; j < n_pad; j++)
+        sc[j] = -INFINITY;
     int64_t p = lo;
     for (; p + 1 <= pos; p += 2) /* two keys per query load */
         nn_dot2_f32(q, a->k + (size_t)(p % a->cap) * kvd + (size_t)kh * D,
                     a->k + (size_t)((p + 1) % a->cap) * kvd + (size_t)kh * D, D, sc + (p - base));
-    if (p <= pos) sc[p - base] = nn_dot_f32(q, a->k + (size_t)(p % a->cap) * kvd + (size_t)kh * D, D);
+    if (p <= pos)
+        sc[p - base] = nn_dot_f32(q, a->k + (size_t)(p % a->cap) * kvd + (size_t)kh * D, D);
     nn_softmax(sc, n_pad, a->scale);
     const int lanes = nn_wsum_lanes(a->T);
     uint64_t used;
     nn_wsum_begin(acc, lanes, D, &used);
     for (p = lo; p <= pos; p++)
         if (sc[p - base] != 0.0f)
-            nn_wsum_add(acc, lanes, D, p, sc[p - base], a->v + (size_t)(p % a->cap) * kvd + (size_t)kh * D, &used);
+            nn_wsum_add(acc, lanes, D, p, sc[p - base],
+                        a->v + (size_t)(p % a->cap) * kvd + (size_t)kh * D, &used);
     nn_wsum_end(acc, lanes, D, a->out + ((size_t)t * a->n_head + h) * D, used);
 }
 
@@ -59,13 +62,15 @@ void nn_attn_run(tp_pool *pool, const nn_attn *a) {
         tp_run(pool, attn_worker, (void *)a);
 }
 
-void nn_gqa_forward(const nn_gqa *g, nn_gqa_scratch *s, const float *xn, int T, int64_t pos0, float *k, float *v,
-                    int64_t cap, float *out) {
+void nn_gqa_forward(const nn_gqa *g, nn_gqa_scratch *s, const float *xn, int T, int64_t pos0,
+                    float *k, float *v, int64_t cap, float *out) {
     const int H = g->n_head, D = g->head_dim, NKV = g->n_kv, KVD = NKV * D;
     mm_run(s->mm, g->wq, xn, T, s->q, (int64_t)H * D);
     mm_run(s->mm, g->wk, xn, T, s->kx, KVD);
-    if (g->wv) mm_run(s->mm, g->wv, xn, T, s->vx, KVD);
-    else memcpy(s->vx, s->kx, (size_t)T * KVD * sizeof(float));
+    if (g->wv)
+        mm_run(s->mm, g->wv, xn, T, s->vx, KVD);
+    else
+        memcpy(s->vx, s->kx, (size_t)T * KVD * sizeof(float));
     for (int t = 0; t < T; t++) {
         nn_rope_cache(g->rope, pos0 + t, s->cs);
         for (int h = 0; h < H; h++) {
@@ -73,13 +78,17 @@ void nn_gqa_forward(const nn_gqa *g, nn_gqa_scratch *s, const float *xn, int T, 
             nn_rms_norm(q, g->q_norm, g->rms_eps, D, q);
             nn_rope_apply(g->rope, s->cs, q);
         }
-        float *krow = k + (size_t)((pos0 + t) % cap) * KVD, *vrow = v + (size_t)((pos0 + t) % cap) * KVD;
+        float *krow = k + (size_t)((pos0 + t) % cap) * KVD,
+              *vrow = v + (size_t)((pos0 + t) % cap) * KVD;
         for (int h = 0; h < NKV; h++) {
-            const float *kx = s->kx + (size_t)t * KVD + (size_t)h * D, *vx = s->vx + (size_t)t * KVD + (size_t)h * D;
+            const float *kx = s->kx + (size_t)t * KVD + (size_t)h * D,
+                        *vx = s->vx + (size_t)t * KVD + (size_t)h * D;
             nn_rms_norm(kx, g->k_norm, g->rms_eps, D, krow + (size_t)h * D);
             nn_rope_apply(g->rope, s->cs, krow + (size_t)h * D);
-            if (g->v_norm) nn_rms_norm(vx, NULL, g->rms_eps, D, vrow + (size_t)h * D);
-            else memcpy(vrow + (size_t)h * D, vx, (size_t)D * sizeof(float));
+            if (g->v_norm)
+                nn_rms_norm(vx, NULL, g->rms_eps, D, vrow + (size_t)h * D);
+            else
+                memcpy(vrow + (size_t)h * D, vx, (size_t)D * sizeof(float));
         }
     }
     nn_attn at = {.q = s->q,

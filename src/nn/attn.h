@@ -48,15 +48,15 @@ void nn_attn_run(tp_pool *pool, const nn_attn *a);
  * into the cache rows of their positions (slot pos % cap), attention over the
  * cache, output projection. Qwen3-MoE and Gemma 4 compose it per layer. */
 typedef struct nn_gqa {
-    const mm_weight *wq;           /* n_embd -> n_head*head_dim */
-    const mm_weight *wk, *wv;      /* n_embd -> n_kv*head_dim; wv NULL: V is the raw K projection */
-    const mm_weight *wo;           /* n_head*head_dim -> n_embd */
-    const float *q_norm, *k_norm;  /* [head_dim] per-head RMS norm gains */
-    int v_norm;                    /* 1: values RMS-normed without gain (Gemma 4) */
+    const mm_weight *wq;          /* n_embd -> n_head*head_dim */
+    const mm_weight *wk, *wv;     /* n_embd -> n_kv*head_dim; wv NULL: V is the raw K projection */
+    const mm_weight *wo;          /* n_head*head_dim -> n_embd */
+    const float *q_norm, *k_norm; /* [head_dim] per-head RMS norm gains */
+    int v_norm;                   /* 1: values RMS-normed without gain (Gemma 4) */
     const nn_rope *rope;
     int n_head, n_kv, head_dim;
-    int window;                    /* 0: every earlier key; > 0: sliding window */
-    float scale;                   /* attention logit scale */
+    int window;  /* 0: every earlier key; > 0: sliding window */
+    float scale; /* attention logit scale */
     float rms_eps;
     int n_embd;
 } nn_gqa;
@@ -76,7 +76,7 @@ typedef struct nn_gqa_scratch {
 /* Attention of rows xn[T][n_embd] at positions pos0.. over the cache k, v
  * ([cap][n_kv*head_dim], which receives the rows' keys and values):
  * out[T][n_embd]. */
-void nn_gqa_forward(const nn_gqa *g, nn_gqa_scratch *s, const float *xn, int T, int64_t pos0, float *k, float *v,
-                    int64_t cap, float *out);
+void nn_gqa_forward(const nn_gqa *g, nn_gqa_scratch *s, const float *xn, int T, int64_t pos0,
+                    float *k, float *v, int64_t cap, float *out);
 
 #endif

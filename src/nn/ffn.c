@@ -10,7 +10,9 @@ float nn_gelu_f16(float x) {
     if (x <= -10.0f) return 0.0f;
     if (x >= 10.0f) return x;
     const float h = qt_f16_to_f32(qt_f32_to_f16(x));
-    const float y = 0.5f * h * (1.0f + tanhf(0.79788456080286535587989211986876f * h * (1.0f + 0.044715f * h * h)));
+    const float y =
+        0.5f * h *
+        (1.0f + tanhf(0.79788456080286535587989211986876f * h * (1.0f + 0.044715f * h * h)));
     return qt_f16_to_f32(qt_f32_to_f16(y));
 }
 
@@ -18,31 +20,34 @@ static void run(const nn_ffn *f, const mm_weight *w, const float *x, int T, floa
     (f->routed ? mm_run_routed : mm_run)(f->mm, w, x, T, y, ldy);
 }
 
-void nn_swiglu(const nn_ffn *f, const mm_weight *gate, const mm_weight *up, const mm_weight *down, const float *x,
-               int T, float *out, int64_t n_out) {
+void nn_swiglu(const nn_ffn *f, const mm_weight *gate, const mm_weight *up, const mm_weight *down,
+               const float *x, int T, float *out, int64_t n_out) {
     const int64_t F = gate->n_out;
     run(f, gate, x, T, f->g, F);
     run(f, up, x, T, f->u, F);
-    for (int64_t i = 0; i < (int64_t)T * F; i++) f->g[i] = nn_silu(f->g[i]) * f->u[i];
+    for (int64_t i = 0; i < (int64_t)T * F; i++)
+        f->g[i] = nn_silu(f->g[i]) * f->u[i];
     run(f, down, f->g, T, out, n_out);
 }
 
-void nn_geglu(const nn_ffn *f, const mm_weight *gate, const mm_weight *up, const mm_weight *down, const float *x,
-              int T, float *out, int64_t n_out) {
+void nn_geglu(const nn_ffn *f, const mm_weight *gate, const mm_weight *up, const mm_weight *down,
+              const float *x, int T, float *out, int64_t n_out) {
     const int64_t F = gate->n_out;
     run(f, gate, x, T, f->g, F);
     run(f, up, x, T, f->u, F);
-    for (int64_t i = 0; i < (int64_t)T * F; i++) f->g[i] = nn_gelu_f16(f->g[i]) * f->u[i];
+    for (int64_t i = 0; i < (int64_t)T * F; i++)
+        f->g[i] = nn_gelu_f16(f->g[i]) * f->u[i];
     run(f, down, f->g, T, out, n_out);
 }
 
-void nn_geglu_fused(const nn_ffn *f, const mm_weight *gate_up, int64_t n_ff, const mm_weight *down, const float *x,
-                    int T, float *out, int64_t n_out) {
+void nn_geglu_fused(const nn_ffn *f, const mm_weight *gate_up, int64_t n_ff, const mm_weight *down,
+                    const float *x, int T, float *out, int64_t n_out) {
     run(f, gate_up, x, T, f->g, 2 * n_ff);
     for (int t = 0; t < T; t++) {
         const float *gu = f->g + (size_t)t * 2 * n_ff;
         float *act = f->u + (size_t)t * n_ff;
-        for (int64_t j = 0; j < n_ff; j++) act[j] = nn_gelu_f16(gu[j]) * gu[n_ff + j];
+        for (int64_t j = 0; j < n_ff; j++)
+            act[j] = nn_gelu_f16(gu[j]) * gu[n_ff + j];
     }
     run(f, down, f->u, T, out, n_out);
 }

@@ -24,15 +24,15 @@ typedef struct nn_ffn {
 float nn_gelu_f16(float x);
 
 /* SwiGLU: out = down(silu(gate x) * up x). */
-void nn_swiglu(const nn_ffn *f, const mm_weight *gate, const mm_weight *up, const mm_weight *down, const float *x,
-               int T, float *out, int64_t n_out);
+void nn_swiglu(const nn_ffn *f, const mm_weight *gate, const mm_weight *up, const mm_weight *down,
+               const float *x, int T, float *out, int64_t n_out);
 
 /* GeGLU with separate gate and up projections. */
-void nn_geglu(const nn_ffn *f, const mm_weight *gate, const mm_weight *up, const mm_weight *down, const float *x,
-              int T, float *out, int64_t n_out);
+void nn_geglu(const nn_ffn *f, const mm_weight *gate, const mm_weight *up, const mm_weight *down,
+              const float *x, int T, float *out, int64_t n_out);
 
 /* GeGLU with a fused gate|up projection (gate rows first), width n_ff. */
-void nn_geglu_fused(const nn_ffn *f, const mm_weight *gate_up, int64_t n_ff, const mm_weight *down, const float *x,
-                    int T, float *out, int64_t n_out);
+void nn_geglu_fused(const nn_ffn *f, const mm_weight *gate_up, int64_t n_ff, const mm_weight *down,
+                    const float *x, int T, float *out, int64_t n_out);
 
 #endif

@@ -55,13 +55,15 @@ static void mm_worker(void *arg, int ith, int nth) {
             for (long o = o0; o < o1; o++) {
                 float r[4];
                 j->dot4(w->data + (uint64_t)o * w->row_bytes, act, j->act_row_bytes, w->n_in, r);
-                for (int k = 0; k < 4; k++) j->y[(int64_t)(t + k) * j->ldy + o] = r[k];
+                for (int k = 0; k < 4; k++)
+                    j->y[(int64_t)(t + k) * j->ldy + o] = r[k];
             }
         }
         for (long o = o0; o < o1; o++) {
             const uint8_t *row = w->data + (uint64_t)o * w->row_bytes;
             for (int t = n4; t < j->n_rows; t++)
-                j->y[(int64_t)t * j->ldy + o] = j->dot(row, j->act + (uint64_t)t * j->act_row_bytes, w->n_in);
+                j->y[(int64_t)t * j->ldy + o] =
+                    j->dot(row, j->act + (uint64_t)t * j->act_row_bytes, w->n_in);
         }
     }
 }
@@ -81,24 +83,29 @@ static void act_worker(void *arg, int ith, int nth) {
     const act_job *j = arg;
     long lo, hi;
     tp_range(j->n_rows, ith, nth, &lo, &hi);
-    for (long t = lo; t < hi; t++) qt_quantize_act_ref(j->type, j->x + t * j->n_in, j->act + (uint64_t)t * j->arb, j->n_in);
+    for (long t = lo; t < hi; t++)
+        qt_quantize_act_ref(j->type, j->x + t * j->n_in, j->act + (uint64_t)t * j->arb, j->n_in);
 }
 
-static void run(mm_ctx *c, const mm_weight *w, const float *x, int n_rows, float *y, int64_t ldy, int routed) {
+static void run(mm_ctx *c, const mm_weight *w, const float *x, int n_rows, float *y, int64_t ldy,
+                int routed) {
     const qt_traits *tr = qt_get(w->type);
     PT_ASSERT(tr && tr->act_type >= 0);
     uint64_t arb;
     PT_ASSERT(qt_row_bytes((uint32_t)tr->act_type, w->n_in, &arb) == 0);
     PT_ASSERT(arb * (uint64_t)n_rows <= c->act_cap);
     act_job aj = {(uint32_t)tr->act_type, x, w->n_in, c->act, arb, n_rows};
-    if (n_rows >= 4) tp_run(c->pool, act_worker, &aj);
-    else act_worker(&aj, 0, 1);
+    if (n_rows >= 4)
+        tp_run(c->pool, act_worker, &aj);
+    else
+        act_worker(&aj, 0, 1);
     /* llama.cpp computes batched matmuls of some types in another float order
      * than its single-row dot (IQ panel gemm, tinyBLAS); one ulp there can flip
      * a later activation rounding, so follow it (see qt_use_panel) */
     qt_dot_fn dot = NULL;
     qt_dot4_fn dot4 = NULL;
-    if (qt_use_panel(w->type, n_rows, w->n_out, routed)) dot = qt_dot_panel_upto(w->type, c->max_isa);
+    if (qt_use_panel(w->type, n_rows, w->n_out, routed))
+        dot = qt_dot_panel_upto(w->type, c->max_isa);
     if (!dot) {
         dot = qt_dot_upto(w->type, c->max_isa);
         if (n_rows >= 4) dot4 = qt_dot4_upto(w->type, c->max_isa);
@@ -115,7 +122,8 @@ void mm_run(mm_ctx *c, const mm_weight *w, const float *x, int n_rows, float *y,
     run(c, w, x, n_rows, y, ldy, 0);
 }
 
-void mm_run_routed(mm_ctx *c, const mm_weight *w, const float *x, int n_rows, float *y, int64_t ldy) {
+void mm_run_routed(mm_ctx *c, const mm_weight *w, const float *x, int n_rows, float *y,
+                   int64_t ldy) {
     run(c, w, x, n_rows, y, ldy, 1);
 }
 

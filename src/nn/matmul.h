@@ -24,9 +24,9 @@ typedef struct mm_weight {
 
 typedef struct mm_ctx {
     tp_pool *pool;
-    int max_isa;         /* highest kernel ISA level to use; -1: best available */
-    uint8_t *act;        /* converted activations: up to max_rows x max_in */
-    uint64_t act_cap;    /* bytes */
+    int max_isa;      /* highest kernel ISA level to use; -1: best available */
+    uint8_t *act;     /* converted activations: up to max_rows x max_in */
+    uint64_t act_cap; /* bytes */
 } mm_ctx;
 
 /* Allocate conversion space for up to max_rows activation rows of max_in values. */
@@ -40,7 +40,8 @@ void mm_run(mm_ctx *c, const mm_weight *w, const float *x, int n_rows, float *y,
 /* mm_run for the weights of a routed expert, whose batched rounding order in
  * llama.cpp (mul_mat_id) differs from a dense matmul's for some types (see
  * qt_use_panel). */
-void mm_run_routed(mm_ctx *c, const mm_weight *w, const float *x, int n_rows, float *y, int64_t ldy);
+void mm_run_routed(mm_ctx *c, const mm_weight *w, const float *x, int n_rows, float *y,
+                   int64_t ldy);
 
 /* Dequantise row r of W into out[n_in] (embedding lookup). */
 void mm_get_row(const mm_weight *w, int64_t r, float *out);

@@ -22,7 +22,8 @@ int64_t nn_mla_max_in(const nn_mla_dims *d) {
     return m;
 }
 
-int nn_mla_init(nn_mla *a, const nn_mla_dims *d, tp_pool *pool, mm_ctx *mm, int n_ctx, int max_batch) {
+int nn_mla_init(nn_mla *a, const nn_mla_dims *d, tp_pool *pool, mm_ctx *mm, int n_ctx,
+                int max_batch) {
     memset(a, 0, sizeof *a);
     a->d = *d;
     a->pool = pool;
@@ -60,9 +61,10 @@ int nn_mla_init(nn_mla *a, const nn_mla_dims *d, tp_pool *pool, mm_ctx *mm, int 
 }
 
 void nn_mla_free(nn_mla *a) {
-    float *bufs[] = {a->qa, a->q,    a->kva,    a->qfull, a->qnope, a->qabs, a->ctx, a->ctxh,
-                     a->vout, a->o, a->scores, a->wacc, a->cs,    a->iq,   a->ik,  a->iw};
-    for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++) free(bufs[i]);
+    float *bufs[] = {a->qa,   a->q, a->kva,    a->qfull, a->qnope, a->qabs, a->ctx, a->ctxh,
+                     a->vout, a->o, a->scores, a->wacc,  a->cs,    a->iq,   a->ik,  a->iw};
+    for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++)
+        free(bufs[i]);
     free(a->sel);
     free(a->n_sel);
     memset(a, 0, sizeof *a);
@@ -117,7 +119,8 @@ static void idx_worker(void *arg, int ith, int nth) {
     }
 }
 
-static void dsa_select(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, int pos0, float *cache) {
+static void dsa_select(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, int pos0,
+                       float *cache) {
     const nn_mla_dims *hp = &s->d;
     const int D = hp->idx_head_dim, NH = hp->idx_n_head;
     mm_run(s->mm, &ly->idx_q_b, s->qa, T, s->iq, NH * D);
@@ -131,8 +134,10 @@ static void dsa_select(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, in
         nn_layer_norm(k, ly->idx_k_norm_w, ly->idx_k_norm_b, 0.0f, D, k);
         nn_rope_apply(&rope, s->cs, k);
         memcpy(cache + (size_t)(pos0 + t) * D, k, (size_t)D * sizeof(float));
-        for (int h = 0; h < NH; h++) nn_rope_apply(&rope, s->cs, s->iq + ((size_t)t * NH + h) * D);
-        for (int h = 0; h < NH; h++) s->iw[(size_t)t * NH + h] *= wscale;
+        for (int h = 0; h < NH; h++)
+            nn_rope_apply(&rope, s->cs, s->iq + ((size_t)t * NH + h) * D);
+        for (int h = 0; h < NH; h++)
+            s->iw[(size_t)t * NH + h] *= wscale;
     }
     idx_job j = {s, T, pos0, cache};
     tp_run(s->pool, idx_worker, &j);
@@ -168,7 +173,8 @@ static void mla_worker(void *arg, int ith, int nth) {
     const mla_job *a = arg;
     nn_mla *s = a->s;
     const nn_mla_dims *hp = &s->d;
-    const int H = hp->n_head, KVL = hp->kv_lora, KVD = s->kv_dim, G = a->G, n_groups = (H + G - 1) / G;
+    const int H = hp->n_head, KVL = hp->kv_lora, KVD = s->kv_dim, G = a->G,
+              n_groups = (H + G - 1) / G;
     float *scores = s->scores + (size_t)ith * s->score_rows * s->n_scores;
     float *wacc = s->wacc + (size_t)ith * s->mla_heads * NN_WSUM_LANES_MAX * (size_t)KVL;
     uint64_t used[MLA_MAX_GROUP];
@@ -179,10 +185,12 @@ static void mla_worker(void *arg, int ith, int nth) {
         const float *qf = s->qfull + ((size_t)t * H + h0) * KVD;
         for (int hh = 0; hh < g; hh++) {
             float *sc = scores + (size_t)hh * s->n_scores;
-            for (int j = 0; j < n_pad; j++) sc[j] = sparse || j >= n_keys ? -INFINITY : 0.0f;
+            for (int j = 0; j < n_pad; j++)
+                sc[j] = sparse || j >= n_keys ? -INFINITY : 0.0f;
             if (sparse) {
                 const int *sel = s->sel + (size_t)t * hp->idx_top_k;
-                for (int i = 0; i < s->n_sel[t]; i++) sc[sel[i]] = 0.0f;
+                for (int i = 0; i < s->n_sel[t]; i++)
+                    sc[sel[i]] = 0.0f;
             }
         }
         for (int j0 = 0; j0 < n_keys; j0 += MLA_KEY_BLOCK) {
@@ -194,12 +202,15 @@ static void mla_worker(void *arg, int ith, int nth) {
                 for (; j + 2 <= j1; j += 2) {
                     if (sc[j] == -INFINITY || sc[j + 1] == -INFINITY) {
                         for (int jj = j; jj < j + 2; jj++)
-                            if (sc[jj] != -INFINITY) sc[jj] = nn_dot_f32(q, a->cache + (size_t)jj * KVD, KVD);
+                            if (sc[jj] != -INFINITY)
+                                sc[jj] = nn_dot_f32(q, a->cache + (size_t)jj * KVD, KVD);
                         continue;
                     }
-                    nn_dot2_f32(q, a->cache + (size_t)j * KVD, a->cache + (size_t)(j + 1) * KVD, KVD, sc + j);
+                    nn_dot2_f32(q, a->cache + (size_t)j * KVD, a->cache + (size_t)(j + 1) * KVD,
+                                KVD, sc + j);
                 }
-                if (j < j1 && sc[j] != -INFINITY) sc[j] = nn_dot_f32(q, a->cache + (size_t)j * KVD, KVD);
+                if (j < j1 && sc[j] != -INFINITY)
+                    sc[j] = nn_dot_f32(q, a->cache + (size_t)j * KVD, KVD);
             }
         }
         for (int hh = 0; hh < g; hh++) {
@@ -212,19 +223,22 @@ static void mla_worker(void *arg, int ith, int nth) {
                 const float *sc = scores + (size_t)hh * s->n_scores;
                 float *acc = wacc + (size_t)hh * a->lanes * KVL;
                 for (int j = j0; j < j1; j++)
-                    if (sc[j] != 0.0f) nn_wsum_add(acc, a->lanes, KVL, j, sc[j], a->cache + (size_t)j * KVD, &used[hh]);
+                    if (sc[j] != 0.0f)
+                        nn_wsum_add(acc, a->lanes, KVL, j, sc[j], a->cache + (size_t)j * KVD,
+                                    &used[hh]);
             }
         }
         for (int hh = 0; hh < g; hh++)
-            nn_wsum_end(wacc + (size_t)hh * a->lanes * KVL, a->lanes, KVL, s->ctx + ((size_t)t * H + h0 + hh) * KVL,
-                        used[hh]);
+            nn_wsum_end(wacc + (size_t)hh * a->lanes * KVL, a->lanes, KVL,
+                        s->ctx + ((size_t)t * H + h0 + hh) * KVL, used[hh]);
     }
 }
 
-void nn_mla_forward(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, int pos0, float *cache, float *idx_keys,
-                    int use_dsa, float *out) {
+void nn_mla_forward(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, int pos0, float *cache,
+                    float *idx_keys, int use_dsa, float *out) {
     const nn_mla_dims *hp = &s->d;
-    const int H = hp->n_head, NOPE = hp->qk_nope, ROPE = hp->qk_rope, KVL = hp->kv_lora, KVD = s->kv_dim;
+    const int H = hp->n_head, NOPE = hp->qk_nope, ROPE = hp->qk_rope, KVL = hp->kv_lora,
+              KVD = s->kv_dim;
     const int QD = NOPE + ROPE;
     if (hp->q_lora) {
         mm_run(s->mm, &ly->q_a, xn, T, s->qa, hp->q_lora);
@@ -252,10 +266,12 @@ void nn_mla_forward(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, int p
     /* absorb k_b into the query: q_abs[h] = k_b[h] q_nope[h] */
     for (int h = 0; h < H; h++) {
         for (int t = 0; t < T; t++)
-            memcpy(s->qnope + (size_t)t * NOPE, s->q + ((size_t)t * H + h) * QD, (size_t)NOPE * sizeof(float));
+            memcpy(s->qnope + (size_t)t * NOPE, s->q + ((size_t)t * H + h) * QD,
+                   (size_t)NOPE * sizeof(float));
         mm_run(s->mm, &ly->k_b[h], s->qnope, T, s->qabs, KVL);
         for (int t = 0; t < T; t++)
-            memcpy(s->qfull + ((size_t)t * H + h) * KVD, s->qabs + (size_t)t * KVL, (size_t)KVL * sizeof(float));
+            memcpy(s->qfull + ((size_t)t * H + h) * KVD, s->qabs + (size_t)t * KVL,
+                   (size_t)KVL * sizeof(float));
     }
     if (use_dsa && ly->has_idx) dsa_select(s, ly, xn, T, pos0, idx_keys);
     /* heads per unit: what the allocated sum lanes hold at this lane count, but
@@ -271,7 +287,8 @@ void nn_mla_forward(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, int p
     /* per-head value projection, then the output projection */
     for (int h = 0; h < H; h++) {
         for (int t = 0; t < T; t++)
-            memcpy(s->ctxh + (size_t)t * KVL, s->ctx + ((size_t)t * H + h) * KVL, (size_t)KVL * sizeof(float));
+            memcpy(s->ctxh + (size_t)t * KVL, s->ctx + ((size_t)t * H + h) * KVL,
+                   (size_t)KVL * sizeof(float));
         mm_run(s->mm, &ly->v_b[h], s->ctxh, T, s->vout, hp->v_head);
         for (int t = 0; t < T; t++)
             memcpy(s->o + ((size_t)t * H + h) * hp->v_head, s->vout + (size_t)t * hp->v_head,

@@ -33,27 +33,27 @@ typedef struct nn_mla_dims {
     int qk_nope, qk_rope; /* per-head query/key split */
     int v_head;           /* per-head value width */
     float rms_eps;
-    float kq_scale;       /* attention logit scale */
-    nn_rope rope;         /* over the qk_rope dims (the indexer rotates its first dims with it) */
+    float kq_scale; /* attention logit scale */
+    nn_rope rope;   /* over the qk_rope dims (the indexer rotates its first dims with it) */
     int idx_n_head, idx_head_dim, idx_top_k; /* DSA indexer; idx_n_head 0: none */
 } nn_mla_dims;
 
 /* One layer's attention weights. */
 typedef struct nn_mla_w {
-    mm_weight q_a;                    /* n_embd -> q_lora */
-    const float *q_a_norm;            /* [q_lora] */
-    mm_weight q_b;                    /* q_lora -> n_head*(nope+rope) (attn_q: n_embd -> ...) */
-    mm_weight kv_a;                   /* n_embd -> kv_lora + qk_rope */
-    const float *kv_a_norm;           /* [kv_lora] */
-    mm_weight k_b[NN_MLA_MAX_HEADS];  /* [n_head] each nope -> kv_lora */
-    mm_weight v_b[NN_MLA_MAX_HEADS];  /* [n_head] each kv_lora -> v_head */
-    mm_weight wo;                     /* n_head*v_head -> n_embd */
+    mm_weight q_a;                   /* n_embd -> q_lora */
+    const float *q_a_norm;           /* [q_lora] */
+    mm_weight q_b;                   /* q_lora -> n_head*(nope+rope) (attn_q: n_embd -> ...) */
+    mm_weight kv_a;                  /* n_embd -> kv_lora + qk_rope */
+    const float *kv_a_norm;          /* [kv_lora] */
+    mm_weight k_b[NN_MLA_MAX_HEADS]; /* [n_head] each nope -> kv_lora */
+    mm_weight v_b[NN_MLA_MAX_HEADS]; /* [n_head] each kv_lora -> v_head */
+    mm_weight wo;                    /* n_head*v_head -> n_embd */
     /* DSA indexer ("full" layers only; has_idx 0 elsewhere) */
     int has_idx;
-    mm_weight idx_q_b;                /* q_lora -> idx_n_head*idx_head_dim */
-    mm_weight idx_k;                  /* n_embd -> idx_head_dim */
+    mm_weight idx_q_b;                        /* q_lora -> idx_n_head*idx_head_dim */
+    mm_weight idx_k;                          /* n_embd -> idx_head_dim */
     const float *idx_k_norm_w, *idx_k_norm_b; /* [idx_head_dim] */
-    mm_weight idx_proj;               /* n_embd -> idx_n_head */
+    mm_weight idx_proj;                       /* n_embd -> idx_n_head */
 } nn_mla_w;
 
 /* Per-session scratch (B = max_batch rows), allocated once. The indexer's key
@@ -89,7 +89,8 @@ typedef struct nn_mla {
 
 /* Allocate the scratch for n_ctx positions and max_batch rows. 0, or -1 (out
  * of memory; nn_mla_free it all the same). */
-int nn_mla_init(nn_mla *a, const nn_mla_dims *d, tp_pool *pool, mm_ctx *mm, int n_ctx, int max_batch);
+int nn_mla_init(nn_mla *a, const nn_mla_dims *d, tp_pool *pool, mm_ctx *mm, int n_ctx,
+                int max_batch);
 void nn_mla_free(nn_mla *a);
 
 /* Widest input any of its matmuls sees (for mm_ctx_init). */
@@ -99,7 +100,7 @@ int64_t nn_mla_max_in(const nn_mla_dims *d);
  * rows kv[pos][kv_dim] (and the indexer keys idx_keys[pos][idx_head_dim] on a
  * full DSA layer), then out[T][n_embd]. use_dsa: attend only to the
  * indexer's selection (0 for the MTP block). */
-void nn_mla_forward(nn_mla *a, const nn_mla_w *w, const float *xn, int T, int pos0, float *kv, float *idx_keys,
-                    int use_dsa, float *out);
+void nn_mla_forward(nn_mla *a, const nn_mla_w *w, const float *xn, int T, int pos0, float *kv,
+                    float *idx_keys, int use_dsa, float *out);
 
 #endif

@@ -32,7 +32,8 @@ void moe_mark(const int *ids, int m, uint8_t *seen, int *uniq, int *n) {
 }
 
 void moe_unmark(uint8_t *seen, const int *uniq, int n) {
-    for (int i = 0; i < n; i++) seen[uniq[i]] = 0;
+    for (int i = 0; i < n; i++)
+        seen[uniq[i]] = 0;
 }
 
 int moe_run(const moe_call *c, moe_scratch *s, pt_err *err) {
@@ -55,7 +56,8 @@ int moe_run(const moe_call *c, moe_scratch *s, pt_err *err) {
                 }
         if (c->expert(c->arch, c->layer, e, mats, s->xg, n, err)) return -1;
         for (int i = 0; i < n; i++)
-            memcpy(s->yk + (size_t)s->rows[i] * E, s->xg + (size_t)i * E, (size_t)E * sizeof(float));
+            memcpy(s->yk + (size_t)s->rows[i] * E, s->xg + (size_t)i * E,
+                   (size_t)E * sizeof(float));
     }
     if (rc < 0) return -1;
     for (int t = 0; t < T; t++) {
@@ -64,9 +66,11 @@ int moe_run(const moe_call *c, moe_scratch *s, pt_err *err) {
             const float w = c->topw[t * K + k];
             const float *y = s->yk + ((size_t)t * K + k) * E;
             if (k == 0)
-                for (int i = 0; i < E; i++) o[i] = y[i] * w;
+                for (int i = 0; i < E; i++)
+                    o[i] = y[i] * w;
             else
-                for (int i = 0; i < E; i++) o[i] += y[i] * w;
+                for (int i = 0; i < E; i++)
+                    o[i] += y[i] * w;
         }
     }
     return 0;

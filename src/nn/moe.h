@@ -21,8 +21,8 @@
 
 /* Compute expert e of `layer` on x[n][n_embd] in place (inputs in, outputs
  * out); mats[] are its weight slices from the store. 0, or -1 with err. */
-typedef int (*moe_expert_fn)(void *arch, int layer, int e, const uint8_t *const mats[3], float *x, int n,
-                             pt_err *err);
+typedef int (*moe_expert_fn)(void *arch, int layer, int e, const uint8_t *const mats[3], float *x,
+                             int n, pt_err *err);
 
 /* Work to overlap with the layer's first reads. 0, or -1 with err. */
 typedef int (*moe_overlap_fn)(void *arch, int layer, int T, pt_err *err);
@@ -49,10 +49,10 @@ void moe_unmark(uint8_t *seen, const int *uniq, int n);
 typedef struct moe_call {
     xs_store *xs;
     int layer, T, K, n_embd;
-    const int *topk;    /* [T][K] chosen experts, selection order */
-    const float *topw;  /* [T][K] their weights */
-    const float *x;     /* [T][n_embd] expert input */
-    float *out;         /* [T][n_embd] sum over choices of weight * output */
+    const int *topk;   /* [T][K] chosen experts, selection order */
+    const float *topw; /* [T][K] their weights */
+    const float *x;    /* [T][n_embd] expert input */
+    float *out;        /* [T][n_embd] sum over choices of weight * output */
     moe_expert_fn expert;
     moe_overlap_fn overlap; /* or NULL */
     void *arch;             /* first argument of expert() */

@@ -10,7 +10,8 @@
 /* lanes[0] = sum of lanes[0..n) by the halving tree (n a power of two) */
 static float fold_lanes(float *lanes, int n) {
     for (int w = n / 2; w >= 1; w /= 2)
-        for (int l = 0; l < w; l++) lanes[l] += lanes[l + w];
+        for (int l = 0; l < w; l++)
+            lanes[l] += lanes[l + w];
     return lanes[0];
 }
 
@@ -18,13 +19,16 @@ static float fold_lanes(float *lanes, int n) {
  * summed in double. */
 void nn_rms_norm(const float *x, const float *w, float eps, int n, float *y) {
     double sum = 0;
-    for (int i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+    for (int i = 0; i < n; i++)
+        sum += (double)(x[i] * x[i]);
     const float mean = (float)(sum / n);
     const float scale = 1.0f / sqrtf(mean + eps);
     if (w)
-        for (int i = 0; i < n; i++) y[i] = (x[i] * scale) * w[i];
+        for (int i = 0; i < n; i++)
+            y[i] = (x[i] * scale) * w[i];
     else
-        for (int i = 0; i < n; i++) y[i] = x[i] * scale;
+        for (int i = 0; i < n; i++)
+            y[i] = x[i] * scale;
 }
 
 /* As ggml_compute_forward_norm_f32 (AVX-512 build): the mean is the double
@@ -33,7 +37,8 @@ void nn_rms_norm(const float *x, const float *w, float eps, int n, float *y) {
  * one by one, in double. */
 void nn_layer_norm(const float *x, const float *w, const float *b, float eps, int n, float *y) {
     double sum = 0;
-    for (int i = 0; i < n; i++) sum += x[i];
+    for (int i = 0; i < n; i++)
+        sum += x[i];
     const float mean = (float)sum / (float)n;
     double var = 0;
     int i = 0;
@@ -137,12 +142,16 @@ void nn_rope_apply(const nn_rope *r, const float *cs, float *x) {
  * (the --kernels cap, which exists to compare SIMD with scalar rounding, has
  * nothing to compare here). */
 
-float nn_dot_f32(const float *x, const float *y, int n) { return qt_f32_best()->dot(x, y, n); }
+float nn_dot_f32(const float *x, const float *y, int n) {
+    return qt_f32_best()->dot(x, y, n);
+}
 void nn_dot2_f32(const float *x, const float *y0, const float *y1, int n, float *out) {
     qt_f32_best()->dot2(x, y0, y1, n, out);
 }
 
-int nn_wsum_lanes(int n_rows) { return n_rows >= 2 ? NN_WSUM_LANES_BATCH : NN_WSUM_LANES_ONE; }
+int nn_wsum_lanes(int n_rows) {
+    return n_rows >= 2 ? NN_WSUM_LANES_BATCH : NN_WSUM_LANES_ONE;
+}
 
 /* Lanes are zeroed on first touch and untouched lanes skipped in the fold (a
  * decode step with 20 keys touches 20 of 64 lanes): the same bits as zeroing
@@ -154,7 +163,8 @@ void nn_wsum_begin(float *acc, int lanes, int d, uint64_t *used) {
     *used = 0;
 }
 
-void nn_wsum_add(float *acc, int lanes, int d, int64_t key, float p, const float *row, uint64_t *used) {
+void nn_wsum_add(float *acc, int lanes, int d, int64_t key, float p, const float *row,
+                 uint64_t *used) {
     const int lane = (int)(key % lanes);
     float *a = acc + (size_t)lane * (size_t)d;
     if (!(*used >> lane & 1)) {
@@ -172,15 +182,20 @@ void nn_wsum_end(float *acc, int lanes, int d, float *out, uint64_t used) {
             float *a = acc + (size_t)l * (size_t)d;
             const float *b = acc + (size_t)(l + w) * (size_t)d;
             if (ua && ub)
-                for (int i = 0; i < d; i++) a[i] += b[i];
+                for (int i = 0; i < d; i++)
+                    a[i] += b[i];
             else if (ua)
-                for (int i = 0; i < d; i++) a[i] += 0.0f; /* as with a zeroed lane: -0 becomes +0 */
+                for (int i = 0; i < d; i++)
+                    a[i] += 0.0f; /* as with a zeroed lane: -0 becomes +0 */
             else
-                for (int i = 0; i < d; i++) a[i] = 0.0f + b[i];
+                for (int i = 0; i < d; i++)
+                    a[i] = 0.0f + b[i];
             used |= 1ull << l;
         }
-    if (used & 1) memcpy(out, acc, (size_t)d * sizeof(float));
-    else memset(out, 0, (size_t)d * sizeof(float));
+    if (used & 1)
+        memcpy(out, acc, (size_t)d * sizeof(float));
+    else
+        memset(out, 0, (size_t)d * sizeof(float));
 }
 
 /* ggml_v_expf (the AVX-512 flavour), one lane: exp(x) = 2^n * p(b) with
@@ -194,8 +209,9 @@ static float expf_ggml(float x) {
     const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
     if (fabsf(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
     const float u = b * b;
-    const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
-                         u, fmaf(0x1.ffffecp-1f, b, 1.0f));
+    const float j = fmaf(
+        fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+        u, fmaf(0x1.ffffecp-1f, b, 1.0f));
     return ldexpf(j, (int)n);
 }
 
@@ -211,7 +227,8 @@ void nn_softmax(float *x, int n, float scale) {
     int i = 0;
     for (; i + 16 <= n; i += 16) {
         float lanes[16];
-        for (int l = 0; l < 16; l++) lanes[l] = x[i + l] = expf_ggml(x[i + l] - max);
+        for (int l = 0; l < 16; l++)
+            lanes[l] = x[i + l] = expf_ggml(x[i + l] - max);
         sum += fold_lanes(lanes, 16);
     }
     for (; i < n; i++) {
@@ -219,12 +236,17 @@ void nn_softmax(float *x, int n, float scale) {
         sum += x[i];
     }
     const float inv = (float)(1.0 / sum);
-    for (i = 0; i < n; i++) x[i] *= inv;
+    for (i = 0; i < n; i++)
+        x[i] *= inv;
 }
 
-float nn_silu(float x) { return x / (1.0f + expf(-x)); }
+float nn_silu(float x) {
+    return x / (1.0f + expf(-x));
+}
 
-float nn_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+float nn_sigmoid(float x) {
+    return 1.0f / (1.0f + expf(-x));
+}
 
 /* a ranks above b: larger value, ties broken by the lower index */
 static int ranks_above(const float *x, int a, int b) {
@@ -249,8 +271,10 @@ void nn_top_k(const float *x, int n, int k, int *idx) {
     /* O(n log k) with a heap of the k best so far: DSA selects 2048 of up to
      * a million keys per query, so a quadratic selection would not do. */
     if (k <= 0) return;
-    for (int i = 0; i < k; i++) idx[i] = i;
-    for (int i = k / 2 - 1; i >= 0; i--) sift_down(x, idx, k, i);
+    for (int i = 0; i < k; i++)
+        idx[i] = i;
+    for (int i = k / 2 - 1; i >= 0; i--)
+        sift_down(x, idx, k, i);
     for (int i = k; i < n; i++)
         if (ranks_above(x, i, idx[0])) {
             idx[0] = i;

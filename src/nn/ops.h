@@ -22,13 +22,13 @@ void nn_layer_norm(const float *x, const float *w, const float *b, float eps, in
 
 /* Rotary embedding parameters of one attention flavour. */
 typedef struct nn_rope {
-    int n_dims;          /* rotated dimensions (even); the rest pass through */
-    int neox;            /* 0: pairs (2i, 2i+1) ("NORM"); 1: pairs (i, i + n_dims/2) ("NEOX") */
+    int n_dims; /* rotated dimensions (even); the rest pass through */
+    int neox;   /* 0: pairs (2i, 2i+1) ("NORM"); 1: pairs (i, i + n_dims/2) ("NEOX") */
     float freq_base;
-    float freq_scale;    /* 1 / YaRN factor; 1 without scaling */
-    float ext_factor;    /* YaRN extrapolation mix; 0 without YaRN */
-    float attn_factor;   /* magnitude multiplier of cos/sin (YaRN cancels its own factor with it) */
-    float corr_dims[2];  /* YaRN correction range in pair indices */
+    float freq_scale;   /* 1 / YaRN factor; 1 without scaling */
+    float ext_factor;   /* YaRN extrapolation mix; 0 without YaRN */
+    float attn_factor;  /* magnitude multiplier of cos/sin (YaRN cancels its own factor with it) */
+    float corr_dims[2]; /* YaRN correction range in pair indices */
     const float *freq_factors; /* [n_dims/2] divisors of theta (proportional rope), or NULL */
 } nn_rope;
 
@@ -62,7 +62,8 @@ enum { NN_WSUM_LANES_BATCH = 16, NN_WSUM_LANES_ONE = 64, NN_WSUM_LANES_MAX = 64 
 int nn_wsum_lanes(int n_rows);
 /* `used` tracks the lanes touched (lanes <= 64), so only those are zeroed and folded. */
 void nn_wsum_begin(float *acc, int lanes, int d, uint64_t *used);
-void nn_wsum_add(float *acc, int lanes, int d, int64_t key, float p, const float *row, uint64_t *used);
+void nn_wsum_add(float *acc, int lanes, int d, int64_t key, float p, const float *row,
+                 uint64_t *used);
 void nn_wsum_end(float *acc, int lanes, int d, float *out, uint64_t used);
 
 float nn_silu(float x);

@@ -19,12 +19,12 @@
 enum { NN_GATING_SOFTMAX = 1, NN_GATING_SIGMOID = 2 };
 
 typedef struct nn_router {
-    int n_expert, n_used;     /* experts, experts chosen per row */
-    int gating;               /* NN_GATING_* */
-    const float *bias;        /* [n_expert] selection-only bias, or NULL */
+    int n_expert, n_used;      /* experts, experts chosen per row */
+    int gating;                /* NN_GATING_* */
+    const float *bias;         /* [n_expert] selection-only bias, or NULL */
     int n_group, n_group_used; /* group-limited selection; n_group <= 1: none */
-    int weights_norm;         /* renormalise the chosen weights to sum 1 */
-    float weights_scale;      /* multiplies the weights; 0 or 1: none */
+    int weights_norm;          /* renormalise the chosen weights to sum 1 */
+    float weights_scale;       /* multiplies the weights; 0 or 1: none */
 } nn_router;
 
 /* Softmax routing of logits[n_expert] (overwritten by the probabilities):
@@ -33,6 +33,7 @@ void nn_route_softmax(const nn_router *r, float *logits, int *chosen, float *w);
 
 /* Routing with a selection bias and groups (sigmoid or softmax gating);
  * logits are read only. scratch: [2 * n_expert] floats. */
-void nn_route_biased(const nn_router *r, const float *logits, int *chosen, float *w, float *scratch);
+void nn_route_biased(const nn_router *r, const float *logits, int *chosen, float *w,
+                     float *scratch);
 
 #endif

@@ -45,8 +45,10 @@ static int cgroup_paths(char *v2, size_t n2, char *v1, size_t n1) {
         if (!b) continue;
         *a = 0;
         *b = 0;
-        if (!strcmp(line, "0") && a[1] == 0) snprintf(v2, n2, "/sys/fs/cgroup%s", b + 1);
-        else if (strstr(a + 1, "memory")) snprintf(v1, n1, "/sys/fs/cgroup/memory%s", b + 1);
+        if (!strcmp(line, "0") && a[1] == 0)
+            snprintf(v2, n2, "/sys/fs/cgroup%s", b + 1);
+        else if (strstr(a + 1, "memory"))
+            snprintf(v1, n1, "/sys/fs/cgroup/memory%s", b + 1);
     }
     fclose(f);
     return 0;
@@ -94,5 +96,9 @@ uint64_t mem_available(void) {
     return avail;
 }
 
-uint64_t mem_rss(void) { return proc_kb("/proc/self/status", "VmRSS"); }
-uint64_t mem_peak_rss(void) { return proc_kb("/proc/self/status", "VmHWM"); }
+uint64_t mem_rss(void) {
+    return proc_kb("/proc/self/status", "VmRSS");
+}
+uint64_t mem_peak_rss(void) {
+    return proc_kb("/proc/self/status", "VmHWM");
+}

@@ -41,20 +41,20 @@ typedef struct xs_slot {
 
 typedef struct xs_lay {
     int n_mats, n_expert;
-    uint64_t mat_bytes[3];   /* one expert's slice of each matrix */
-    uint64_t mat_off[3];     /* file offset of expert 0's slice */
-    int fd_idx[3];           /* index into the store's fds */
-    const uint8_t *map[3];   /* resident mode: expert 0's slice in the mapping */
-    uint64_t region[3];      /* offset of each matrix's region in a slot */
+    uint64_t mat_bytes[3]; /* one expert's slice of each matrix */
+    uint64_t mat_off[3];   /* file offset of expert 0's slice */
+    int fd_idx[3];         /* index into the store's fds */
+    const uint8_t *map[3]; /* resident mode: expert 0's slice in the mapping */
+    uint64_t region[3];    /* offset of each matrix's region in a slot */
     uint64_t slot_bytes;
-    uint8_t *arena;          /* n_slots * slot_bytes */
+    uint8_t *arena; /* n_slots * slot_bytes */
     int n_slots;
     xs_slot *slots;
-    int *where;              /* [n_expert]: slot holding the expert, or -1 */
+    int *where; /* [n_expert]: slot holding the expert, or -1 */
     uint64_t tick;
     /* the current request */
-    int *need;               /* [n_expert] */
-    uint8_t *delivered;      /* [n_expert] per need index */
+    int *need;          /* [n_expert] */
+    uint8_t *delivered; /* [n_expert] per need index */
     int n_need, n_delivered;
 } xs_lay;
 
@@ -63,9 +63,9 @@ struct xs_store {
     int n_layers;
     xs_lay *lay;
     xio *io;
-    int fds[64];             /* one per GGUF file (split models) */
+    int fds[64]; /* one per GGUF file (split models) */
     int n_fds;
-    int pack_fd;             /* the pack, when records come from it */
+    int pack_fd; /* the pack, when records come from it */
     int direct;
     uint8_t *arena;
     xs_stats st;
@@ -98,14 +98,15 @@ void xs_close(xs_store *s) {
     if (s->pack_fd >= 0) close(s->pack_fd);
     for (int i = 0; i < s->n_fds; i++)
         if (s->fds[i] >= 0) close(s->fds[i]);
-    for (int l = 0; s->lay && l < s->n_layers; l++) lay_free(&s->lay[l]);
+    for (int l = 0; s->lay && l < s->n_layers; l++)
+        lay_free(&s->lay[l]);
     free(s->lay);
     free(s->arena);
     free(s);
 }
 
-xs_store *xs_open(const gguf_ctx *g, const xs_layer_desc *layers, int n_layers, const xs_config *cfg,
-                  pt_err *err) {
+xs_store *xs_open(const gguf_ctx *g, const xs_layer_desc *layers, int n_layers,
+                  const xs_config *cfg, pt_err *err) {
     xs_store *s = calloc(1, sizeof *s);
     if (!s) {
         pt_errf(err, "out of memory");
@@ -126,7 +127,8 @@ xs_store *xs_open(const gguf_ctx *g, const xs_layer_desc *layers, int n_layers, 
         for (int m = 0; m < d->n_mats; m++) {
             const gguf_tensor *t = d->mats[m];
             if ((int)t->ne[2] != L->n_expert) {
-                pt_errf(err, "%s: expert tensors of layer %d disagree on the expert count", g->files[0].path, l);
+                pt_errf(err, "%s: expert tensors of layer %d disagree on the expert count",
+                        g->files[0].path, l);
                 goto fail;
             }
             L->mat_bytes[m] = t->nbytes / (uint64_t)t->ne[2];
@@ -164,7 +166,8 @@ xs_store *xs_open(const gguf_ctx *g, const xs_layer_desc *layers, int n_layers, 
             if (fd < 0 && s->direct && f == 0) s->direct = 0; /* file system without O_DIRECT */
             if (fd < 0) fd = open(g->files[f].path, O_RDONLY | O_CLOEXEC);
             if (fd < 0) {
-                pt_errf(err, "%s: cannot open for reading experts: %s", g->files[f].path, strerror(errno));
+                pt_errf(err, "%s: cannot open for reading experts: %s", g->files[f].path,
+                        strerror(errno));
                 goto fail;
             }
             s->fds[s->n_fds++] = fd;
@@ -190,8 +193,10 @@ xs_store *xs_open(const gguf_ctx *g, const xs_layer_desc *layers, int n_layers, 
         L->slots = calloc((size_t)L->n_slots, sizeof(xs_slot));
         L->where = malloc((size_t)L->n_expert * sizeof(int));
         if (!L->slots || !L->where) goto oom;
-        for (int i = 0; i < L->n_slots; i++) L->slots[i].expert = -1;
-        for (int e = 0; e < L->n_expert; e++) L->where[e] = -1;
+        for (int i = 0; i < L->n_slots; i++)
+            L->slots[i].expert = -1;
+        for (int e = 0; e < L->n_expert; e++)
+            L->where[e] = -1;
     }
     /* 2 MiB aligned and, where the kernel offers transparent huge pages only on
      * request (the common "madvise" setting), backed by huge pages: the arena is
@@ -202,7 +207,8 @@ xs_store *xs_open(const gguf_ctx *g, const xs_layer_desc *layers, int n_layers, 
         goto fail;
     }
 #ifdef MADV_HUGEPAGE
-    if (total >= XS_ARENA_ALIGN) (void)madvise(s->arena, total, MADV_HUGEPAGE); /* a hint: failure is harmless */
+    if (total >= XS_ARENA_ALIGN)
+        (void)madvise(s->arena, total, MADV_HUGEPAGE); /* a hint: failure is harmless */
 #endif
     uint64_t off = 0;
     for (int l = 0; l < n_layers; l++) {
@@ -214,7 +220,8 @@ xs_store *xs_open(const gguf_ctx *g, const xs_layer_desc *layers, int n_layers, 
     /* a layer's misses are submitted together, and the next layer's prefetch
      * may be in flight meanwhile: depth for two layers' worth of slot reads */
     int depth = 0;
-    for (int l = 0; l < n_layers; l++) depth = PT_MAX(depth, s->lay[l].n_slots * PT_MAX(s->lay[l].n_mats, 1));
+    for (int l = 0; l < n_layers; l++)
+        depth = PT_MAX(depth, s->lay[l].n_slots * PT_MAX(s->lay[l].n_mats, 1));
     s->io = xio_open(cfg->io, depth > 0 ? 2 * depth : 1, err);
     if (!s->io) goto fail;
     return s;
@@ -270,22 +277,24 @@ static int load(xs_store *s, int l, int i, int e, pt_err *err) {
     if (s->cfg.pack) { /* one aligned read of the whole record */
         sl->pending = 1;
         sl->bytes = L->slot_bytes;
-        for (int m = 0; m < L->n_mats; m++) sl->shift[m] = 0;
-        if (xio_submit(s->io, s->pack_fd, xpack_record_offset(s->cfg.pack, l, e), L->slot_bytes, L->slot_bytes, base,
-                       tag))
+        for (int m = 0; m < L->n_mats; m++)
+            sl->shift[m] = 0;
+        if (xio_submit(s->io, s->pack_fd, xpack_record_offset(s->cfg.pack, l, e), L->slot_bytes,
+                       L->slot_bytes, base, tag))
             return pt_errf(err, "internal error: I/O queue full");
         return 0;
     }
     for (int m = 0; m < L->n_mats; m++) {
-        uint64_t off = L->mat_off[m] + (uint64_t)e * L->mat_bytes[m], len = L->mat_bytes[m], start = off;
+        uint64_t off = L->mat_off[m] + (uint64_t)e * L->mat_bytes[m], len = L->mat_bytes[m],
+                 start = off;
         if (s->direct) {
             start = off & ~(uint64_t)(XS_ALIGN - 1);
             len = pt_align_up(off + len, XS_ALIGN) - start;
         }
         sl->shift[m] = (uint32_t)(off - start);
         sl->bytes += len;
-        if (xio_submit(s->io, s->fds[L->fd_idx[m]], start, len, off - start + L->mat_bytes[m], base + L->region[m],
-                       tag))
+        if (xio_submit(s->io, s->fds[L->fd_idx[m]], start, len, off - start + L->mat_bytes[m],
+                       base + L->region[m], tag))
             return pt_errf(err, "internal error: I/O queue full");
     }
     return 0;
@@ -293,13 +302,16 @@ static int load(xs_store *s, int l, int i, int e, pt_err *err) {
 
 int xs_begin(xs_store *s, int l, const int *experts, int n, pt_err *err) {
     xs_lay *L = &s->lay[l];
-    if (n < 0 || n > L->n_expert) return pt_errf(err, "internal error: %d experts requested of %d", n, L->n_expert);
+    if (n < 0 || n > L->n_expert)
+        return pt_errf(err, "internal error: %d experts requested of %d", n, L->n_expert);
     memcpy(L->need, experts, (size_t)n * sizeof(int));
     if (s->cfg.usage)
-        for (int k = 0; k < n; k++) s->cfg.usage->count[l][experts[k]]++;
+        for (int k = 0; k < n; k++)
+            s->cfg.usage->count[l][experts[k]]++;
     if (s->cfg.trace) {
         fprintf(s->cfg.trace, "%d", l);
-        for (int k = 0; k < n; k++) fprintf(s->cfg.trace, " %d", experts[k]);
+        for (int k = 0; k < n; k++)
+            fprintf(s->cfg.trace, " %d", experts[k]);
         fputc('\n', s->cfg.trace);
     }
     memset(L->delivered, 0, (size_t)n);
@@ -309,8 +321,10 @@ int xs_begin(xs_store *s, int l, const int *experts, int n, pt_err *err) {
     if (!s->cfg.streaming) return 0;
     /* count hits, then submit every miss that has a slot to go to */
     for (int k = 0; k < n; k++) {
-        if (L->where[experts[k]] >= 0) s->st.hits++;
-        else s->st.misses++;
+        if (L->where[experts[k]] >= 0)
+            s->st.hits++;
+        else
+            s->st.misses++;
     }
     for (int k = 0; k < n; k++) {
         if (L->where[experts[k]] >= 0) continue;
@@ -337,7 +351,8 @@ int xs_next(xs_store *s, int l, int *expert, const uint8_t *mats[3], pt_err *err
         int e = L->need[k];
         L->delivered[k] = 1;
         *expert = e;
-        for (int m = 0; m < L->n_mats; m++) mats[m] = L->map[m] + (uint64_t)e * L->mat_bytes[m];
+        for (int m = 0; m < L->n_mats; m++)
+            mats[m] = L->map[m] + (uint64_t)e * L->mat_bytes[m];
         return 1;
     }
     for (;;) {
@@ -356,7 +371,8 @@ int xs_next(xs_store *s, int l, int *expert, const uint8_t *mats[3], pt_err *err
             }
             *expert = e;
             const uint8_t *base = L->arena + (uint64_t)i * L->slot_bytes;
-            for (int m = 0; m < L->n_mats; m++) mats[m] = base + L->region[m] + sl->shift[m];
+            for (int m = 0; m < L->n_mats; m++)
+                mats[m] = base + L->region[m] + sl->shift[m];
             return 1;
         }
         /* next wave: misses not yet loading go to slots freed by delivered experts */
@@ -367,7 +383,8 @@ int xs_next(xs_store *s, int l, int *expert, const uint8_t *mats[3], pt_err *err
             if (load(s, l, v, L->need[k], err)) return -1;
         }
         if (!xio_inflight(s->io))
-            return pt_errf(err, "internal error: layer %d waits for experts but no read is in flight", l);
+            return pt_errf(
+                err, "internal error: layer %d waits for experts but no read is in flight", l);
         double t0 = pt_now_s();
         uint64_t tag;
         pt_err rerr = {{0}};
@@ -391,8 +408,10 @@ int xs_next(xs_store *s, int l, int *expert, const uint8_t *mats[3], pt_err *err
 static int complete(xs_store *s, uint64_t tag, int rc, double t) {
     xs_lay *L = &s->lay[(int)(tag >> 32)];
     xs_slot *sl = &L->slots[(int)(tag & 0xffffffffu)];
-    if (rc) sl->failed = 1;
-    else s->st.reads++;
+    if (rc)
+        sl->failed = 1;
+    else
+        s->st.reads++;
     if (--sl->pending == 0) {
         if (sl->failed) {
             if (sl->expert >= 0) L->where[sl->expert] = -1;
@@ -456,8 +475,18 @@ int xs_prefetch(xs_store *s, int l, const int *experts, int n, pt_err *err) {
     return 0;
 }
 
-void xs_get_stats(const xs_store *s, xs_stats *st) { *st = s->st; }
-int xs_io_backend(const xs_store *s) { return s->io ? xio_backend(s->io) : 0; }
-int xs_uses_pack(const xs_store *s) { return s->cfg.pack != NULL; }
-int xs_direct(const xs_store *s) { return s->direct; }
-int xs_slots(const xs_store *s) { return s->cfg.streaming ? s->cfg.slots : 0; }
+void xs_get_stats(const xs_store *s, xs_stats *st) {
+    *st = s->st;
+}
+int xs_io_backend(const xs_store *s) {
+    return s->io ? xio_backend(s->io) : 0;
+}
+int xs_uses_pack(const xs_store *s) {
+    return s->cfg.pack != NULL;
+}
+int xs_direct(const xs_store *s) {
+    return s->direct;
+}
+int xs_slots(const xs_store *s) {
+    return s->cfg.streaming ? s->cfg.slots : 0;
+}

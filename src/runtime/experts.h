@@ -36,32 +36,32 @@ enum { XS_LRU = 0, XS_LFU = 1 };
 typedef xp_layer_desc xs_layer_desc;
 
 typedef struct xs_config {
-    int streaming;   /* 0: resident (mmap), 1: streaming through the cache */
-    int slots;       /* slots per MoE layer (streaming), >= 1 */
-    int policy;      /* XS_LRU or XS_LFU */
-    int io;          /* XIO_AUTO, XIO_URING, XIO_PREAD */
-    int direct;      /* 1: try O_DIRECT (page cache untouched), 0: buffered reads */
-    const xpack *pack; /* expert pack to read records from (validated), or NULL: the GGUF */
+    int streaming;      /* 0: resident (mmap), 1: streaming through the cache */
+    int slots;          /* slots per MoE layer (streaming), >= 1 */
+    int policy;         /* XS_LRU or XS_LFU */
+    int io;             /* XIO_AUTO, XIO_URING, XIO_PREAD */
+    int direct;         /* 1: try O_DIRECT (page cache untouched), 0: buffered reads */
+    const xpack *pack;  /* expert pack to read records from (validated), or NULL: the GGUF */
     usage_table *usage; /* request counts to update, or NULL */
     FILE *trace;        /* routing trace: one line "LAYER E1 E2 ..." per request, or NULL */
 } xs_config;
 
 typedef struct xs_stats {
-    uint64_t hits, misses;   /* expert requests served from the cache / read */
-    uint64_t bytes_read;     /* bytes read from storage */
-    uint64_t reads;          /* read requests completed */
-    double wait_s;           /* time xs_next spent blocked on reads */
-    double read_s;           /* sum over misses of submit-to-completion time */
-    uint64_t pinned;         /* experts pinned in the cache */
-    uint64_t prefetched;     /* reads issued ahead of the router */
-    uint64_t prefetch_used;  /* ... whose expert was then requested */
+    uint64_t hits, misses;  /* expert requests served from the cache / read */
+    uint64_t bytes_read;    /* bytes read from storage */
+    uint64_t reads;         /* read requests completed */
+    double wait_s;          /* time xs_next spent blocked on reads */
+    double read_s;          /* sum over misses of submit-to-completion time */
+    uint64_t pinned;        /* experts pinned in the cache */
+    uint64_t prefetched;    /* reads issued ahead of the router */
+    uint64_t prefetch_used; /* ... whose expert was then requested */
 } xs_stats;
 
 typedef struct xs_store xs_store;
 
 /* Open the store for layers[n_layers] (indexed by model layer). */
-xs_store *xs_open(const gguf_ctx *g, const xs_layer_desc *layers, int n_layers, const xs_config *cfg,
-                  pt_err *err);
+xs_store *xs_open(const gguf_ctx *g, const xs_layer_desc *layers, int n_layers,
+                  const xs_config *cfg, pt_err *err);
 void xs_close(xs_store *s);
 
 /* Bytes one slot of model layer l occupies in streaming mode (0 for a dense
@@ -90,7 +90,7 @@ int xs_next(xs_store *s, int layer, int *expert, const uint8_t *mats[3], pt_err 
 void xs_get_stats(const xs_store *s, xs_stats *st);
 int xs_io_backend(const xs_store *s); /* XIO_* in use; 0 in resident mode */
 int xs_uses_pack(const xs_store *s);
-int xs_direct(const xs_store *s);     /* 1 when reads bypass the page cache */
-int xs_slots(const xs_store *s);      /* slots per MoE layer (0 in resident mode) */
+int xs_direct(const xs_store *s); /* 1 when reads bypass the page cache */
+int xs_slots(const xs_store *s);  /* slots per MoE layer (0 in resident mode) */
 
 #endif

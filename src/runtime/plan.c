@@ -10,8 +10,10 @@
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
 const char *plan_gb(uint64_t bytes, char buf[32]) {
-    if (bytes >= (1ull << 30)) snprintf(buf, 32, "%.2f GB", bytes / GIB);
-    else snprintf(buf, 32, "%.1f MB", bytes / 1048576.0);
+    if (bytes >= (1ull << 30))
+        snprintf(buf, 32, "%.2f GB", bytes / GIB);
+    else
+        snprintf(buf, 32, "%.1f MB", bytes / 1048576.0);
     return buf;
 }
 
@@ -32,34 +34,39 @@ int plan_compute(const plan_in *in, const char *path, plan_out *out, pt_err *err
     out->routed = in->routed;
     /* the context: asked for, or the default unless the model was trained on less */
     out->n_ctx = in->n_ctx > 0 ? in->n_ctx : PT_DEFAULT_CTX;
-    if (in->n_ctx <= 0 && in->n_ctx_train > 0 && in->n_ctx_train < out->n_ctx) out->n_ctx = in->n_ctx_train;
+    if (in->n_ctx <= 0 && in->n_ctx_train > 0 && in->n_ctx_train < out->n_ctx)
+        out->n_ctx = in->n_ctx_train;
     out->kv_bytes = sat_add(sat_mul((uint64_t)out->n_ctx, in->kv_per_pos), in->kv_fixed);
-    for (int l = 0; l < in->n_layers; l++) out->slot_sum = sat_add(out->slot_sum, in->slot_bytes[l]);
+    for (int l = 0; l < in->n_layers; l++)
+        out->slot_sum = sat_add(out->slot_sum, in->slot_bytes[l]);
     const uint64_t fixed = sat_add(sat_add(in->resident, out->kv_bytes), in->margin);
     if (in->slots > 0) {
         out->streaming = 1;
         out->slots = in->slots; /* forced: the user's number, even above n_expert */
-    } else if (in->slots == 0 && out->slot_sum && in->budget && sat_add(fixed, in->routed) > in->budget) {
+    } else if (in->slots == 0 && out->slot_sum && in->budget &&
+               sat_add(fixed, in->routed) > in->budget) {
         const uint64_t need = sat_add(fixed, out->slot_sum);
         if (need > in->budget)
-            return pt_errf(err,
-                           "%s%snot enough memory: petrel needs at least %.2f GB (tensors %.2f GB, "
-                           "KV cache %.2f GB for %d positions, margin %.2f GB, one expert slot per layer "
-                           "%.2f GB) but the budget is %.2f GB (set --ram, a shorter context or free memory)",
-                           path ? path : "", path ? ": " : "", need / GIB, in->resident / GIB,
-                           out->kv_bytes / GIB, out->n_ctx, in->margin / GIB, out->slot_sum / GIB,
-                           in->budget / GIB);
+            return pt_errf(
+                err,
+                "%s%snot enough memory: petrel needs at least %.2f GB (tensors %.2f GB, "
+                "KV cache %.2f GB for %d positions, margin %.2f GB, one expert slot per layer "
+                "%.2f GB) but the budget is %.2f GB (set --ram, a shorter context or free memory)",
+                path ? path : "", path ? ": " : "", need / GIB, in->resident / GIB,
+                out->kv_bytes / GIB, out->n_ctx, in->margin / GIB, out->slot_sum / GIB,
+                in->budget / GIB);
         out->streaming = 1;
         const uint64_t slots = (in->budget - fixed) / out->slot_sum;
         out->slots = in->n_expert > 0 && slots > (uint64_t)in->n_expert ? in->n_expert
-                     : slots > (uint64_t)INT32_MAX                     ? INT32_MAX
-                                                                       : (int)slots;
+                     : slots > (uint64_t)INT32_MAX                      ? INT32_MAX
+                                                                        : (int)slots;
     }
     if (out->streaming) {
         out->cache_bytes = sat_mul(out->slot_sum, (uint64_t)out->slots);
         if (!in->no_pin)
-            out->pin_bytes = in->pin_bytes > 0 ? in->pin_bytes
-                                               : (uint64_t)(PLAN_PIN_SHARE * (double)out->slot_sum * out->slots);
+            out->pin_bytes = in->pin_bytes > 0
+                                 ? in->pin_bytes
+                                 : (uint64_t)(PLAN_PIN_SHARE * (double)out->slot_sum * out->slots);
     }
     plan_line(out, "", out->line, sizeof out->line);
     return 0;
@@ -69,11 +76,12 @@ const char *plan_line(const plan_out *p, const char *store, char *buf, size_t ca
     char b1[32], b2[32], b3[32], b4[32], b5[32];
     if (p->streaming)
         snprintf(buf, cap,
-                 "budget %s: resident %s, KV %s (%d ctx), experts %s on disk streamed into %d slots/layer (%s%s)",
-                 plan_gb(p->budget, b1), plan_gb(p->resident, b2), plan_gb(p->kv_bytes, b3), p->n_ctx,
-                 plan_gb(p->routed, b4), p->slots, plan_gb(p->cache_bytes, b5), store);
+                 "budget %s: resident %s, KV %s (%d ctx), experts %s on disk streamed into %d "
+                 "slots/layer (%s%s)",
+                 plan_gb(p->budget, b1), plan_gb(p->resident, b2), plan_gb(p->kv_bytes, b3),
+                 p->n_ctx, plan_gb(p->routed, b4), p->slots, plan_gb(p->cache_bytes, b5), store);
     else
-        snprintf(buf, cap, "budget %s: resident %s, experts %s read through the memory map", plan_gb(p->budget, b1),
-                 plan_gb(p->resident, b2), plan_gb(p->routed, b3));
+        snprintf(buf, cap, "budget %s: resident %s, experts %s read through the memory map",
+                 plan_gb(p->budget, b1), plan_gb(p->resident, b2), plan_gb(p->routed, b3));
     return buf;
 }

@@ -35,23 +35,24 @@
 #define PLAN_PIN_SHARE 0.25        /* default share of the expert cache given to pinned experts */
 
 typedef struct plan_in {
-    uint64_t budget;            /* bytes the process may use; 0: unknown (experts through the mmap) */
-    uint64_t resident;          /* bytes of every tensor but the routed experts */
-    uint64_t routed;            /* bytes of the routed experts on disk */
-    const uint64_t *slot_bytes; /* [n_layers] bytes of one cache slot of each layer (one expert's
-                                   record, aligned for the reads); 0 for layers without routed experts */
-    int n_layers;               /* entries of slot_bytes (every block, MTP included) */
-    int n_expert;               /* routed experts per MoE layer: the most slots a layer can use */
-    uint64_t kv_per_pos;        /* KV cache bytes per position, all layers (at the cache's element size) */
-    uint64_t kv_fixed;          /* KV cache bytes independent of the context (sliding-window rings);
-                                   counted whole even for a context shorter than a ring */
-    int n_ctx;                  /* positions wanted; 0: PT_DEFAULT_CTX capped by n_ctx_train */
-    int n_ctx_train;            /* the model's training context; 0: unknown (no cap) */
-    int slots;                  /* >0: this many slots per layer (forced); 0: automatic;
-                                   PT_EXPERTS_MMAP: read experts through the mmap */
-    uint64_t pin_bytes;         /* cache bytes for pinned experts; 0: PLAN_PIN_SHARE of the cache */
-    int no_pin;                 /* 1: pin nothing (pin_bytes of the plan is 0) */
-    uint64_t margin;            /* bytes kept free (the engine passes PLAN_MARGIN) */
+    uint64_t budget;   /* bytes the process may use; 0: unknown (experts through the mmap) */
+    uint64_t resident; /* bytes of every tensor but the routed experts */
+    uint64_t routed;   /* bytes of the routed experts on disk */
+    const uint64_t
+        *slot_bytes;     /* [n_layers] bytes of one cache slot of each layer (one expert's
+                            record, aligned for the reads); 0 for layers without routed experts */
+    int n_layers;        /* entries of slot_bytes (every block, MTP included) */
+    int n_expert;        /* routed experts per MoE layer: the most slots a layer can use */
+    uint64_t kv_per_pos; /* KV cache bytes per position, all layers (at the cache's element size) */
+    uint64_t kv_fixed;   /* KV cache bytes independent of the context (sliding-window rings);
+                            counted whole even for a context shorter than a ring */
+    int n_ctx;           /* positions wanted; 0: PT_DEFAULT_CTX capped by n_ctx_train */
+    int n_ctx_train;     /* the model's training context; 0: unknown (no cap) */
+    int slots;           /* >0: this many slots per layer (forced); 0: automatic;
+                            PT_EXPERTS_MMAP: read experts through the mmap */
+    uint64_t pin_bytes;  /* cache bytes for pinned experts; 0: PLAN_PIN_SHARE of the cache */
+    int no_pin;          /* 1: pin nothing (pin_bytes of the plan is 0) */
+    uint64_t margin;     /* bytes kept free (the engine passes PLAN_MARGIN) */
 } plan_in;
 
 typedef struct plan_out {

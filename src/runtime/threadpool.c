@@ -25,15 +25,15 @@
 #define TP_SPIN 4000 /* pause iterations (~tens of microseconds) before sleeping */
 
 struct tp_pool {
-    int n;                    /* threads including the caller = parts per job */
-    pthread_t *threads;       /* [n-1] */
+    int n;              /* threads including the caller = parts per job */
+    pthread_t *threads; /* [n-1] */
     pthread_mutex_t mu;
     pthread_cond_t wake;
-    tp_fn fn;                 /* current job (written before `word` is published) */
+    tp_fn fn; /* current job (written before `word` is published) */
     void *ctx;
-    _Atomic uint64_t word;    /* generation << 32 | next unclaimed part */
-    atomic_int done;          /* parts of the current job finished */
-    atomic_int sleeping;      /* workers parked on `wake` (or about to be) */
+    _Atomic uint64_t word; /* generation << 32 | next unclaimed part */
+    atomic_int done;       /* parts of the current job finished */
+    atomic_int sleeping;   /* workers parked on `wake` (or about to be) */
     atomic_int stop;
 };
 
@@ -119,14 +119,17 @@ void tp_free(tp_pool *p) {
     atomic_store(&p->stop, 1);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
-    for (int i = 1; i < p->n; i++) pthread_join(p->threads[i - 1], NULL);
+    for (int i = 1; i < p->n; i++)
+        pthread_join(p->threads[i - 1], NULL);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->wake);
     free(p->threads);
     free(p);
 }
 
-int tp_size(const tp_pool *p) { return p ? p->n : 1; }
+int tp_size(const tp_pool *p) {
+    return p ? p->n : 1;
+}
 
 void tp_run(tp_pool *p, tp_fn fn, void *ctx) {
     if (!p || p->n == 1) {
@@ -147,6 +150,8 @@ void tp_run(tp_pool *p, tp_fn fn, void *ctx) {
     run_parts(p, gen);
     /* every part is claimed; wait for the ones still running elsewhere */
     for (int spin = 0; atomic_load_explicit(&p->done, memory_order_acquire) < p->n; spin++)
-        if (spin < TP_SPIN) cpu_relax();
-        else sched_yield();
+        if (spin < TP_SPIN)
+            cpu_relax();
+        else
+            sched_yield();
 }

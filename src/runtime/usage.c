@@ -26,7 +26,8 @@ int usage_init(usage_table *u, int n_layers, const int *n_expert) {
 }
 
 void usage_free(usage_table *u) {
-    for (int l = 0; u->count && l < u->n_layers; l++) free(u->count[l]);
+    for (int l = 0; u->count && l < u->n_layers; l++)
+        free(u->count[l]);
     free(u->count);
     free(u->n_expert);
     memset(u, 0, sizeof *u);
@@ -38,8 +39,9 @@ int usage_load(usage_table *u, const char *path, const uint8_t fp[32]) {
     char magic[8];
     uint32_t version, n_layers;
     uint8_t got_fp[32];
-    int ok = fread(magic, 8, 1, f) == 1 && !memcmp(magic, USAGE_MAGIC, 8) && fread(&version, 4, 1, f) == 1 &&
-             version == USAGE_VERSION && fread(&n_layers, 4, 1, f) == 1 && (int)n_layers == u->n_layers &&
+    int ok = fread(magic, 8, 1, f) == 1 && !memcmp(magic, USAGE_MAGIC, 8) &&
+             fread(&version, 4, 1, f) == 1 && version == USAGE_VERSION &&
+             fread(&n_layers, 4, 1, f) == 1 && (int)n_layers == u->n_layers &&
              fread(got_fp, 32, 1, f) == 1 && !memcmp(got_fp, fp, 32);
     for (int l = 0; ok && l < u->n_layers; l++) {
         uint32_t ne;
@@ -51,12 +53,15 @@ int usage_load(usage_table *u, const char *path, const uint8_t fp[32]) {
         tmp = calloc((size_t)u->n_layers, sizeof *tmp);
         for (int l = 0; tmp && ok && l < u->n_layers; l++) {
             tmp[l] = calloc((size_t)u->n_expert[l] + 1, sizeof(uint64_t));
-            ok = tmp[l] && fread(tmp[l], sizeof(uint64_t), (size_t)u->n_expert[l], f) == (size_t)u->n_expert[l];
+            ok = tmp[l] && fread(tmp[l], sizeof(uint64_t), (size_t)u->n_expert[l], f) ==
+                               (size_t)u->n_expert[l];
         }
         ok = ok && tmp && fgetc(f) == EOF;
         for (int l = 0; ok && l < u->n_layers; l++)
-            for (int e = 0; e < u->n_expert[l]; e++) u->count[l][e] += tmp[l][e];
-        for (int l = 0; tmp && l < u->n_layers; l++) free(tmp[l]);
+            for (int e = 0; e < u->n_expert[l]; e++)
+                u->count[l][e] += tmp[l][e];
+        for (int l = 0; tmp && l < u->n_layers; l++)
+            free(tmp[l]);
         free(tmp);
     }
     fclose(f);
@@ -76,7 +81,8 @@ int usage_save(const usage_table *u, const char *path, const uint8_t fp[32], pt_
         ok = fwrite(&ne, 4, 1, f) == 1;
     }
     for (int l = 0; ok && l < u->n_layers; l++)
-        ok = fwrite(u->count[l], sizeof(uint64_t), (size_t)u->n_expert[l], f) == (size_t)u->n_expert[l];
+        ok = fwrite(u->count[l], sizeof(uint64_t), (size_t)u->n_expert[l], f) ==
+             (size_t)u->n_expert[l];
     ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
     ok = (fclose(f) == 0) && ok;
     if (!ok || rename(tmp, path) != 0) {

@@ -19,8 +19,8 @@
 
 typedef struct usage_table {
     int n_layers;
-    int *n_expert;      /* [n_layers] (0 for dense layers) */
-    uint64_t **count;   /* [n_layers][n_expert] */
+    int *n_expert;    /* [n_layers] (0 for dense layers) */
+    uint64_t **count; /* [n_layers][n_expert] */
 } usage_table;
 
 /* Allocate a zeroed table for the given layer shapes. 0 or -1. */

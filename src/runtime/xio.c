@@ -26,14 +26,14 @@ typedef struct xreq {
     uint8_t *dst;
     uint64_t tag;
     int eio_retries;
-    int err;                 /* errno of a failed read, 0 on success */
+    int err; /* errno of a failed read, 0 on success */
 } xreq;
 
 struct xio {
     int backend;
     int depth;
-    xreq *req;               /* [depth] */
-    int *free_list;          /* [depth] stack of free request indices */
+    xreq *req;      /* [depth] */
+    int *free_list; /* [depth] stack of free request indices */
     int n_free;
     int inflight;
 #ifdef PT_HAVE_URING
@@ -46,8 +46,8 @@ struct xio {
     int n_threads;
     pthread_mutex_t mu;
     pthread_cond_t work, done_cv;
-    int *todo, todo_head, todo_n;  /* ring of request indices to read */
-    int *done, done_head, done_n;  /* ring of finished request indices */
+    int *todo, todo_head, todo_n; /* ring of request indices to read */
+    int *done, done_head, done_n; /* ring of finished request indices */
     int stop;
 };
 
@@ -55,8 +55,12 @@ const char *xio_backend_name(int backend) {
     return backend == XIO_URING ? "io_uring" : backend == XIO_PREAD ? "pread" : "auto";
 }
 
-int xio_backend(const xio *x) { return x->backend; }
-int xio_inflight(const xio *x) { return x->inflight; }
+int xio_backend(const xio *x) {
+    return x->backend;
+}
+int xio_inflight(const xio *x) {
+    return x->inflight;
+}
 
 /* ===== pread pool ===== */
 
@@ -80,7 +84,8 @@ static void *pool_worker(void *arg) {
     xio *x = arg;
     pthread_mutex_lock(&x->mu);
     for (;;) {
-        while (!x->todo_n && !x->stop) pthread_cond_wait(&x->work, &x->mu);
+        while (!x->todo_n && !x->stop)
+            pthread_cond_wait(&x->work, &x->mu);
         if (x->stop) break;
         int i = x->todo[x->todo_head];
         x->todo_head = (x->todo_head + 1) % x->depth;
@@ -147,12 +152,14 @@ xio *xio_open(int backend, int depth, pt_err *err) {
         xio_close(x);
         return NULL;
     }
-    for (int i = 0; i < depth; i++) x->free_list[i] = depth - 1 - i;
+    for (int i = 0; i < depth; i++)
+        x->free_list[i] = depth - 1 - i;
     x->n_free = depth;
     if (backend == XIO_AUTO || backend == XIO_URING) {
 #ifdef PT_HAVE_URING
         unsigned entries = 1;
-        while ((int)entries < depth && entries < 4096) entries <<= 1;
+        while ((int)entries < depth && entries < 4096)
+            entries <<= 1;
         int rc = io_uring_queue_init(entries, &x->ring, 0);
         if (rc == 0) {
             x->ring_ok = 1;
@@ -187,7 +194,8 @@ void xio_close(xio *x) {
         x->stop = 1;
         pthread_cond_broadcast(&x->work);
         pthread_mutex_unlock(&x->mu);
-        for (int i = 0; i < x->n_threads; i++) pthread_join(x->threads[i], NULL);
+        for (int i = 0; i < x->n_threads; i++)
+            pthread_join(x->threads[i], NULL);
         pthread_mutex_destroy(&x->mu);
         pthread_cond_destroy(&x->work);
         pthread_cond_destroy(&x->done_cv);
@@ -239,7 +247,8 @@ static int finish(xio *x, int i, uint64_t *tag, pt_err *err) {
     x->inflight--;
     if (r->err)
         return pt_errf(err, "read of %llu bytes at offset %llu failed after %llu bytes: %s",
-                       (unsigned long long)r->len, (unsigned long long)r->off, (unsigned long long)r->done,
+                       (unsigned long long)r->len, (unsigned long long)r->off,
+                       (unsigned long long)r->done,
                        r->err == ENODATA ? "unexpected end of file" : strerror(r->err));
     return 0;
 }
@@ -267,7 +276,8 @@ int xio_wait(xio *x, uint64_t *tag, pt_err *err) {
                 }
             } else if (res == 0) {
                 r->err = r->done >= r->need ? 0 : ENODATA;
-            } else if (res == -EINTR || res == -EAGAIN || (res == -EIO && r->eio_retries++ < XIO_EIO_RETRIES)) {
+            } else if (res == -EINTR || res == -EAGAIN ||
+                       (res == -EIO && r->eio_retries++ < XIO_EIO_RETRIES)) {
                 uring_queue(x, i);
                 xio_kick(x);
                 continue;
@@ -279,7 +289,8 @@ int xio_wait(xio *x, uint64_t *tag, pt_err *err) {
     }
 #endif
     pthread_mutex_lock(&x->mu);
-    while (!x->done_n) pthread_cond_wait(&x->done_cv, &x->mu);
+    while (!x->done_n)
+        pthread_cond_wait(&x->done_cv, &x->mu);
     int i = x->done[x->done_head];
     x->done_head = (x->done_head + 1) % x->depth;
     x->done_n--;

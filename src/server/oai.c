@@ -20,8 +20,11 @@ static int sse(pt_buf *out, const char *type, json_t *j) {
     json_decref(j);
     if (!s) return -1;
     int rc = 0;
-    if (type) rc |= pt_buf_append(out, "event: ", 7) | pt_buf_append(out, type, strlen(type)) | pt_buf_append(out, "\n", 1);
-    rc |= pt_buf_append(out, "data: ", 6) | pt_buf_append(out, s, strlen(s)) | pt_buf_append(out, "\n\n", 2);
+    if (type)
+        rc |= pt_buf_append(out, "event: ", 7) | pt_buf_append(out, type, strlen(type)) |
+              pt_buf_append(out, "\n", 1);
+    rc |= pt_buf_append(out, "data: ", 6) | pt_buf_append(out, s, strlen(s)) |
+          pt_buf_append(out, "\n\n", 2);
     free(s);
     return rc;
 }
@@ -29,7 +32,8 @@ static int sse(pt_buf *out, const char *type, json_t *j) {
 char *oai_error_body(const char *type, const char *code, const char *message) {
     pt_buf m = {0};
     if (pt_utf8_repair(message, strlen(message), &m) < 0) return NULL;
-    json_t *j = json_pack("{s:{s:s, s:s, s:n, s:s?}}", "error", "message", m.v, "type", type, "param", "code", code);
+    json_t *j = json_pack("{s:{s:s, s:s, s:n, s:s?}}", "error", "message", m.v, "type", type,
+                          "param", "code", code);
     pt_buf_free(&m);
     char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
@@ -55,22 +59,26 @@ static int bad(errbuf *err, const char *fmt, ...) {
 }
 
 /* An optional number field in [lo, hi]: 0 absent (or null), 1 set, -1 bad. */
-static int opt_num(const json_t *o, const char *key, double lo, double hi, double *out, errbuf *err) {
+static int opt_num(const json_t *o, const char *key, double lo, double hi, double *out,
+                   errbuf *err) {
     const json_t *v = json_object_get(o, key);
     if (!v || json_is_null(v)) return 0;
     if (!json_is_number(v)) return bad(err, "'%s' must be a number", key);
     double d = json_number_value(v);
-    if (!(d >= lo && d <= hi)) return bad(err, "'%s' is %g; expected a value in [%g, %g]", key, d, lo, hi);
+    if (!(d >= lo && d <= hi))
+        return bad(err, "'%s' is %g; expected a value in [%g, %g]", key, d, lo, hi);
     *out = d;
     return 1;
 }
 
-static int opt_int(const json_t *o, const char *key, long long lo, long long hi, long long *out, errbuf *err) {
+static int opt_int(const json_t *o, const char *key, long long lo, long long hi, long long *out,
+                   errbuf *err) {
     const json_t *v = json_object_get(o, key);
     if (!v || json_is_null(v)) return 0;
     if (!json_is_integer(v)) return bad(err, "'%s' must be an integer", key);
     long long d = json_integer_value(v);
-    if (d < lo || d > hi) return bad(err, "'%s' is %lld; expected an integer in [%lld, %lld]", key, d, lo, hi);
+    if (d < lo || d > hi)
+        return bad(err, "'%s' is %lld; expected an integer in [%lld, %lld]", key, d, lo, hi);
     *out = d;
     return 1;
 }
@@ -88,18 +96,23 @@ static int content_text(const json_t *c, const char *where, pt_buf *out, errbuf 
     out->n = 0;
     if (pt_buf_append(out, "", 0)) return bad(err, "out of memory");
     if (!c || json_is_null(c)) return 0;
-    if (json_is_string(c)) return pt_buf_append(out, json_string_value(c), json_string_length(c)) ? -1 : 0;
-    if (!json_is_array(c)) return bad(err, "%s: 'content' must be a string or an array of parts", where);
+    if (json_is_string(c))
+        return pt_buf_append(out, json_string_value(c), json_string_length(c)) ? -1 : 0;
+    if (!json_is_array(c))
+        return bad(err, "%s: 'content' must be a string or an array of parts", where);
     size_t i;
     const json_t *part;
     json_array_foreach(c, i, part) {
         const char *ty = json_string_value(json_object_get(part, "type"));
         const json_t *t = json_object_get(part, "text");
-        if (!json_is_object(part) || !ty) return bad(err, "%s: content part %zu has no 'type'", where, i);
+        if (!json_is_object(part) || !ty)
+            return bad(err, "%s: content part %zu has no 'type'", where, i);
         if (strcmp(ty, "text") && strcmp(ty, "input_text") && strcmp(ty, "output_text"))
             return bad(err, "%s: content part type '%s' is not supported (text only)", where, ty);
-        if (!json_is_string(t)) return bad(err, "%s: content part %zu has no 'text' string", where, i);
-        if (pt_buf_append(out, json_string_value(t), json_string_length(t))) return bad(err, "out of memory");
+        if (!json_is_string(t))
+            return bad(err, "%s: content part %zu has no 'text' string", where, i);
+        if (pt_buf_append(out, json_string_value(t), json_string_length(t)))
+            return bad(err, "out of memory");
     }
     return 0;
 }
@@ -113,8 +126,11 @@ static json_t *norm_message(const json_t *m, size_t i, errbuf *err) {
     const char *role = json_string_value(json_object_get(m, "role"));
     if (!role) return bad(err, "%s: 'role' is missing or not a string", where), NULL;
     if (!strcmp(role, "developer")) role = "system";
-    if (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant") && strcmp(role, "tool"))
-        return bad(err, "%s: unknown role '%s' (system, developer, user, assistant, tool)", where, role), NULL;
+    if (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant") &&
+        strcmp(role, "tool"))
+        return bad(err, "%s: unknown role '%s' (system, developer, user, assistant, tool)", where,
+                   role),
+               NULL;
     pt_buf c = {0};
     if (content_text(json_object_get(m, "content"), where, &c, err)) {
         pt_buf_free(&c);
@@ -152,7 +168,8 @@ static json_t *norm_message(const json_t *m, size_t i, errbuf *err) {
 
 /* Check a chat-shaped tools array ({type:"function", function:{name,...}})
  * and apply tool_choice. *out: the tools to render (NULL: none). */
-static int read_tools(const json_t *tools, const json_t *choice, int flat, json_t **out, errbuf *err) {
+static int read_tools(const json_t *tools, const json_t *choice, int flat, json_t **out,
+                      errbuf *err) {
     *out = NULL;
     const char *only = NULL;
     if (choice && !json_is_null(choice)) {
@@ -163,7 +180,8 @@ static int read_tools(const json_t *tools, const json_t *choice, int flat, json_
                 return bad(err, "'tool_choice' must be none, auto, required or a function");
         } else if (json_is_object(choice)) {
             const json_t *fn = json_object_get(choice, "function");
-            only = json_string_value(fn ? json_object_get(fn, "name") : json_object_get(choice, "name"));
+            only = json_string_value(fn ? json_object_get(fn, "name")
+                                        : json_object_get(choice, "name"));
             if (!only) return bad(err, "'tool_choice' names no function");
         } else {
             return bad(err, "'tool_choice' must be a string or an object");
@@ -180,29 +198,35 @@ static int read_tools(const json_t *tools, const json_t *choice, int flat, json_
             json_decref(t);
             return bad(err, "tools[%zu] must be an object with a 'type'", i);
         }
-        if (strcmp(ty, "function")) continue; /* built-in tools (web_search, ...) are not ours to run */
+        if (strcmp(ty, "function"))
+            continue; /* built-in tools (web_search, ...) are not ours to run */
         const json_t *fn = flat ? tool : json_object_get(tool, "function");
         const char *name = json_string_value(json_object_get(fn, "name"));
         const json_t *params = json_object_get(fn, "parameters");
-        if (!json_is_object(fn) || !name || !*name || (params && !json_is_null(params) && !json_is_object(params))) {
+        if (!json_is_object(fn) || !name || !*name ||
+            (params && !json_is_null(params) && !json_is_object(params))) {
             json_decref(t);
-            return bad(err, "tools[%zu]: a function needs a 'name' string and 'parameters' object", i);
+            return bad(err, "tools[%zu]: a function needs a 'name' string and 'parameters' object",
+                       i);
         }
         if (only && strcmp(only, name)) continue;
         json_t *f = json_pack("{s:s}", "name", name);
         const json_t *d = json_object_get(fn, "description");
         if (json_is_string(d)) json_object_set(f, "description", (json_t *)d);
         json_object_set_new(f, "parameters",
-                            json_is_object(params) ? json_incref((json_t *)params)
-                                                   : json_pack("{s:s, s:{}}", "type", "object", "properties"));
+                            json_is_object(params)
+                                ? json_incref((json_t *)params)
+                                : json_pack("{s:s, s:{}}", "type", "object", "properties"));
         json_array_append_new(t, json_pack("{s:s, s:o}", "type", "function", "function", f));
     }
     if (only && json_array_size(t) == 0) {
         json_decref(t);
         return bad(err, "'tool_choice' names '%s', which is not in 'tools'", only);
     }
-    if (json_array_size(t)) *out = t;
-    else json_decref(t);
+    if (json_array_size(t))
+        *out = t;
+    else
+        json_decref(t);
     return 0;
 }
 
@@ -229,7 +253,8 @@ static int responses_input(const json_t *body, json_t *msgs, errbuf *err) {
         const char *role = json_string_value(json_object_get(it, "role"));
         if (!ty && role) ty = "message";
         if (!ty) return bad(err, "input[%zu] has no 'type'", i);
-        json_t *last = json_array_size(msgs) ? json_array_get(msgs, json_array_size(msgs) - 1) : NULL;
+        json_t *last =
+            json_array_size(msgs) ? json_array_get(msgs, json_array_size(msgs) - 1) : NULL;
         const char *last_role = last ? json_string_value(json_object_get(last, "role")) : NULL;
         if (!strcmp(ty, "message")) {
             json_t *m = norm_message(it, i, err);
@@ -242,18 +267,22 @@ static int responses_input(const json_t *body, json_t *msgs, errbuf *err) {
             const char *name = json_string_value(json_object_get(it, "name"));
             const char *args = json_string_value(json_object_get(it, "arguments"));
             const char *cid = json_string_value(json_object_get(it, "call_id"));
-            if (!name || !args) return bad(err, "input[%zu]: a function_call needs 'name' and 'arguments'", i);
-            json_t *call = json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", cid ? cid : "", "type", "function",
-                                     "function", "name", name, "arguments", args);
-            json_t *calls = last && last_role && !strcmp(last_role, "assistant") ? json_object_get(last, "tool_calls")
-                                                                                 : NULL;
+            if (!name || !args)
+                return bad(err, "input[%zu]: a function_call needs 'name' and 'arguments'", i);
+            json_t *call = json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", cid ? cid : "", "type",
+                                     "function", "function", "name", name, "arguments", args);
+            json_t *calls = last && last_role && !strcmp(last_role, "assistant")
+                                ? json_object_get(last, "tool_calls")
+                                : NULL;
             if (calls) {
                 json_array_append_new(calls, call);
             } else if (last && last_role && !strcmp(last_role, "assistant")) {
                 json_object_set_new(last, "tool_calls", json_pack("[o]", call));
             } else {
-                json_t *m = json_pack("{s:s, s:s, s:[o]}", "role", "assistant", "content", "", "tool_calls", call);
-                if (pending_reasoning) json_object_set_new(m, "reasoning_content", json_string(pending_reasoning));
+                json_t *m = json_pack("{s:s, s:s, s:[o]}", "role", "assistant", "content", "",
+                                      "tool_calls", call);
+                if (pending_reasoning)
+                    json_object_set_new(m, "reasoning_content", json_string(pending_reasoning));
                 pending_reasoning = NULL;
                 json_array_append_new(msgs, m);
             }
@@ -265,8 +294,8 @@ static int responses_input(const json_t *body, json_t *msgs, errbuf *err) {
                 pt_buf_free(&c);
                 return -1;
             }
-            json_array_append_new(msgs, json_pack("{s:s, s:s%, s:s}", "role", "tool", "content", c.v, c.n,
-                                                  "tool_call_id", cid ? cid : ""));
+            json_array_append_new(msgs, json_pack("{s:s, s:s%, s:s}", "role", "tool", "content",
+                                                  c.v, c.n, "tool_call_id", cid ? cid : ""));
             pt_buf_free(&c);
         } else if (!strcmp(ty, "reasoning")) {
             /* the text of a reasoning item we produced comes back in content[] or summary[] */
@@ -285,11 +314,13 @@ void oai_req_free(oai_req *r) {
     json_decref(r->messages);
     json_decref(r->tools);
     free(r->prompt);
-    for (int i = 0; i < r->n_stops; i++) free(r->stops[i]);
+    for (int i = 0; i < r->n_stops; i++)
+        free(r->stops[i]);
     memset(r, 0, sizeof *r);
 }
 
-int oai_parse_request(int api, const char *body, size_t len, oai_req *r, char *err_s, size_t err_len) {
+int oai_parse_request(int api, const char *body, size_t len, oai_req *r, char *err_s,
+                      size_t err_len) {
     errbuf eb = {err_s, err_len}, *err = &eb;
     memset(r, 0, sizeof *r);
     r->api = api;
@@ -297,7 +328,9 @@ int oai_parse_request(int api, const char *body, size_t len, oai_req *r, char *e
     r->thinking = -1;
     json_error_t je;
     json_t *j = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
-    if (!j) return bad(err, "the body is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
+    if (!j)
+        return bad(err, "the body is not valid JSON: %s (line %d, column %d)", je.text, je.line,
+                   je.column);
     int rc = -1;
     double d;
     long long n;
@@ -352,7 +385,8 @@ int oai_parse_request(int api, const char *body, size_t len, oai_req *r, char *e
             if (json_string_length(stop)) r->stops[r->n_stops++] = strdup(json_string_value(stop));
         } else if (json_is_array(stop)) {
             if (json_array_size(stop) > OAI_MAX_STOPS) {
-                bad(err, "'stop' has %zu strings; at most %d", json_array_size(stop), OAI_MAX_STOPS);
+                bad(err, "'stop' has %zu strings; at most %d", json_array_size(stop),
+                    OAI_MAX_STOPS);
                 goto out;
             }
             size_t i;
@@ -382,7 +416,8 @@ int oai_parse_request(int api, const char *body, size_t len, oai_req *r, char *e
     const json_t *reff = json_object_get(j, "reasoning_effort");
     const json_t *rs = json_object_get(j, "reasoning");
     if (!reff && json_is_object(rs)) reff = json_object_get(rs, "effort");
-    if (json_is_string(reff)) r->thinking = strcmp(json_string_value(reff), "none") ? (r->thinking == 0 ? 0 : 1) : 0;
+    if (json_is_string(reff))
+        r->thinking = strcmp(json_string_value(reff), "none") ? (r->thinking == 0 ? 0 : 1) : 0;
     if (err->n) err->s[0] = 0;
     /* the input */
     if (api == OAI_COMPLETIONS) {
@@ -424,8 +459,8 @@ int oai_parse_request(int api, const char *body, size_t len, oai_req *r, char *e
             bad(err, "the conversation is empty");
             goto out;
         }
-        if (read_tools(json_object_get(j, "tools"), json_object_get(j, "tool_choice"), api == OAI_RESPONSES,
-                       &r->tools, err))
+        if (read_tools(json_object_get(j, "tools"), json_object_get(j, "tool_choice"),
+                       api == OAI_RESPONSES, &r->tools, err))
             goto out;
     }
     rc = 0;
@@ -446,7 +481,8 @@ void oai_split_init(oai_split *s, const char *format, int in_reasoning, int tool
     if (!s->raw) {
         s->open = mk.reasoning_open;
         s->close = mk.reasoning_close;
-        for (int i = 0; tools && i < mk.n_tool_calls && i < 2; i++) s->calls[s->n_calls++] = mk.tool_calls[i];
+        for (int i = 0; tools && i < mk.n_tool_calls && i < 2; i++)
+            s->calls[s->n_calls++] = mk.tool_calls[i];
     }
     s->mode = !s->raw && in_reasoning ? OAI_SPLIT_REASONING : OAI_SPLIT_CONTENT;
     s->may_open = !s->raw && !in_reasoning;
@@ -465,13 +501,19 @@ static size_t partial_suffix(const char *p, size_t n, const char *m) {
     return 0;
 }
 
-static const char *find(const char *p, size_t n, const char *m) { return memmem(p, n, m, strlen(m)); }
+static const char *find(const char *p, size_t n, const char *m) {
+    return memmem(p, n, m, strlen(m));
+}
 
-static int is_blank(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+static int is_blank(char c) {
+    return c == ' ' || c == '\n' || c == '\t' || c == '\r';
+}
 
 static int split_emit(oai_split *s, int kind, const char *p, size_t n, oai_delta_fn fn, void *ud) {
-    if (!s->started) { /* sections are shown without their leading blank lines, as chat_parse strips them */
-        while (n && is_blank(*p)) p++, n--;
+    if (!s->started) { /* sections are shown without their leading blank lines, as chat_parse strips
+                          them */
+        while (n && is_blank(*p))
+            p++, n--;
         if (!n) return 0;
         s->started = 1;
     }
@@ -496,7 +538,8 @@ int oai_split_push(oai_split *s, const char *p, size_t n, int final, oai_delta_f
         }
         if (s->mode == OAI_SPLIT_CONTENT && s->may_open) {
             size_t k = 0;
-            while (k < avail && is_blank(a[k])) k++;
+            while (k < avail && is_blank(a[k]))
+                k++;
             s->pos += k, a += k, avail -= k;
             if (!avail) return 0;
             size_t ol = strlen(s->open);
@@ -553,8 +596,9 @@ json_t *oai_tool_calls(const pt_chat_parsed *p, const char *id_base) {
     for (int i = 0; i < p->n_calls; i++) {
         char id[96];
         snprintf(id, sizeof id, "call_%s_%d", id_base, i);
-        json_array_append_new(a, json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", id, "type", "function", "function",
-                                           "name", p->calls[i].name, "arguments", p->calls[i].arguments));
+        json_array_append_new(a, json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", id, "type", "function",
+                                           "function", "name", p->calls[i].name, "arguments",
+                                           p->calls[i].arguments));
     }
     return a;
 }
@@ -566,13 +610,15 @@ const char *oai_finish_reason(int reason, int n_calls) {
 
 static json_t *usage_json(int api, const oai_result *r) {
     if (api == OAI_RESPONSES)
-        return json_pack("{s:i, s:{s:i}, s:i, s:{s:i}, s:i}", "input_tokens", r->prompt_tokens, "input_tokens_details",
-                         "cached_tokens", r->cached_tokens, "output_tokens", r->completion_tokens,
-                         "output_tokens_details", "reasoning_tokens", r->reasoning_tokens, "total_tokens",
+        return json_pack("{s:i, s:{s:i}, s:i, s:{s:i}, s:i}", "input_tokens", r->prompt_tokens,
+                         "input_tokens_details", "cached_tokens", r->cached_tokens, "output_tokens",
+                         r->completion_tokens, "output_tokens_details", "reasoning_tokens",
+                         r->reasoning_tokens, "total_tokens",
                          r->prompt_tokens + r->completion_tokens);
-    return json_pack("{s:i, s:i, s:i, s:{s:i}, s:{s:i}}", "prompt_tokens", r->prompt_tokens, "completion_tokens",
-                     r->completion_tokens, "total_tokens", r->prompt_tokens + r->completion_tokens,
-                     "prompt_tokens_details", "cached_tokens", r->cached_tokens, "completion_tokens_details",
+    return json_pack("{s:i, s:i, s:i, s:{s:i}, s:{s:i}}", "prompt_tokens", r->prompt_tokens,
+                     "completion_tokens", r->completion_tokens, "total_tokens",
+                     r->prompt_tokens + r->completion_tokens, "prompt_tokens_details",
+                     "cached_tokens", r->cached_tokens, "completion_tokens_details",
                      "reasoning_tokens", r->reasoning_tokens);
 }
 
@@ -581,31 +627,36 @@ static json_t *responses_items(const oai_result *r) {
     json_t *out = json_array();
     const pt_chat_parsed *p = r->parsed;
     if (p->reasoning[0])
-        json_array_append_new(out, json_pack("{s:s+, s:s, s:[], s:[{s:s, s:s}]}", "id", "rs_", r->id + 5, "type",
-                                             "reasoning", "summary", "content", "type", "reasoning_text", "text",
-                                             p->reasoning));
+        json_array_append_new(out, json_pack("{s:s+, s:s, s:[], s:[{s:s, s:s}]}", "id", "rs_",
+                                             r->id + 5, "type", "reasoning", "summary", "content",
+                                             "type", "reasoning_text", "text", p->reasoning));
     if (p->content[0] || !p->n_calls)
-        json_array_append_new(out, json_pack("{s:s+, s:s, s:s, s:s, s:[{s:s, s:s, s:[]}]}", "id", "msg_", r->id + 5,
-                                             "type", "message", "status", "completed", "role", "assistant", "content",
-                                             "type", "output_text", "text", p->content, "annotations"));
+        json_array_append_new(out, json_pack("{s:s+, s:s, s:s, s:s, s:[{s:s, s:s, s:[]}]}", "id",
+                                             "msg_", r->id + 5, "type", "message", "status",
+                                             "completed", "role", "assistant", "content", "type",
+                                             "output_text", "text", p->content, "annotations"));
     for (int i = 0; i < p->n_calls; i++) {
         char id[96], cid[96];
         snprintf(id, sizeof id, "fc_%s_%d", r->id + 5, i);
         snprintf(cid, sizeof cid, "call_%s_%d", r->id + 5, i);
-        json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "id", id, "type", "function_call",
-                                             "status", "completed", "call_id", cid, "name", p->calls[i].name,
-                                             "arguments", p->calls[i].arguments));
+        json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "id", id, "type",
+                                             "function_call", "status", "completed", "call_id", cid,
+                                             "name", p->calls[i].name, "arguments",
+                                             p->calls[i].arguments));
     }
     return out;
 }
 
-static json_t *response_object(const oai_result *r, const char *status, json_t *output, int with_usage) {
-    json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:s, s:o, s:n}", "id", r->id, "object", "response", "created_at",
-                          (json_int_t)r->created, "status", status, "model", r->model, "output",
-                          output ? output : json_array(), "error");
+static json_t *response_object(const oai_result *r, const char *status, json_t *output,
+                               int with_usage) {
+    json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:s, s:o, s:n}", "id", r->id, "object", "response",
+                          "created_at", (json_int_t)r->created, "status", status, "model", r->model,
+                          "output", output ? output : json_array(), "error");
     if (!strcmp(status, "incomplete"))
-        json_object_set_new(o, "incomplete_details", json_pack("{s:s}", "reason", "max_output_tokens"));
-    else json_object_set_new(o, "incomplete_details", json_null());
+        json_object_set_new(o, "incomplete_details",
+                            json_pack("{s:s}", "reason", "max_output_tokens"));
+    else
+        json_object_set_new(o, "incomplete_details", json_null());
     json_object_set_new(o, "usage", with_usage ? usage_json(OAI_RESPONSES, r) : json_null());
     return o;
 }
@@ -613,20 +664,23 @@ static json_t *response_object(const oai_result *r, const char *status, json_t *
 char *oai_reply(int api, const oai_result *r) {
     json_t *j = NULL;
     if (api == OAI_COMPLETIONS) {
-        j = json_pack("{s:s, s:s, s:I, s:s, s:[{s:s, s:i, s:n, s:s}], s:o}", "id", r->id, "object", "text_completion",
-                      "created", (json_int_t)r->created, "model", r->model, "choices", "text", r->text, "index", 0,
-                      "logprobs", "finish_reason", oai_finish_reason(r->reason, 0), "usage", usage_json(api, r));
+        j = json_pack("{s:s, s:s, s:I, s:s, s:[{s:s, s:i, s:n, s:s}], s:o}", "id", r->id, "object",
+                      "text_completion", "created", (json_int_t)r->created, "model", r->model,
+                      "choices", "text", r->text, "index", 0, "logprobs", "finish_reason",
+                      oai_finish_reason(r->reason, 0), "usage", usage_json(api, r));
     } else if (api == OAI_CHAT) {
         const pt_chat_parsed *p = r->parsed;
         json_t *calls = oai_tool_calls(p, r->id + 9);
         json_t *msg = json_pack("{s:s}", "role", "assistant");
-        json_object_set_new(msg, "content", p->content[0] || !calls ? json_string(p->content) : json_null());
-        if (p->reasoning[0]) json_object_set_new(msg, "reasoning_content", json_string(p->reasoning));
+        json_object_set_new(msg, "content",
+                            p->content[0] || !calls ? json_string(p->content) : json_null());
+        if (p->reasoning[0])
+            json_object_set_new(msg, "reasoning_content", json_string(p->reasoning));
         if (calls) json_object_set_new(msg, "tool_calls", calls);
-        j = json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:o, s:n, s:s}], s:o}", "id", r->id, "object", "chat.completion",
-                      "created", (json_int_t)r->created, "model", r->model, "choices", "index", 0, "message", msg,
-                      "logprobs", "finish_reason", oai_finish_reason(r->reason, p->n_calls), "usage",
-                      usage_json(api, r));
+        j = json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:o, s:n, s:s}], s:o}", "id", r->id, "object",
+                      "chat.completion", "created", (json_int_t)r->created, "model", r->model,
+                      "choices", "index", 0, "message", msg, "logprobs", "finish_reason",
+                      oai_finish_reason(r->reason, p->n_calls), "usage", usage_json(api, r));
     } else {
         int incomplete = r->reason == PT_GEN_LENGTH || r->reason == PT_GEN_CONTEXT;
         j = response_object(r, incomplete ? "incomplete" : "completed", responses_items(r), 1);
@@ -649,8 +703,8 @@ static json_t *chat_chunk(const oai_stream *st, json_t *delta, const char *finis
         json_object_set_new(choice, "delta", delta);
     }
     json_object_set_new(choice, "finish_reason", finish ? json_string(finish) : json_null());
-    return json_pack("{s:s, s:s, s:I, s:s, s:[o]}", "id", st->id, "object", obj, "created", (json_int_t)st->created,
-                     "model", st->model, "choices", choice);
+    return json_pack("{s:s, s:s, s:I, s:s, s:[o]}", "id", st->id, "object", obj, "created",
+                     (json_int_t)st->created, "model", st->model, "choices", choice);
 }
 
 static int resp_event(oai_stream *st, const char *type, json_t *j, pt_buf *out) {
@@ -660,16 +714,24 @@ static int resp_event(oai_stream *st, const char *type, json_t *j, pt_buf *out) 
     return sse(out, type, j);
 }
 
-int oai_stream_begin(oai_stream *st, int api, const char *id, const char *model, long created, int include_usage,
-                     pt_buf *out) {
+int oai_stream_begin(oai_stream *st, int api, const char *id, const char *model, long created,
+                     int include_usage, pt_buf *out) {
     memset(st, 0, sizeof *st);
-    st->api = api, st->id = id, st->model = model, st->created = created, st->include_usage = include_usage;
-    if (api == OAI_CHAT) return sse(out, NULL, chat_chunk(st, json_pack("{s:s, s:s}", "role", "assistant", "content", ""), NULL));
+    st->api = api, st->id = id, st->model = model, st->created = created,
+    st->include_usage = include_usage;
+    if (api == OAI_CHAT)
+        return sse(
+            out, NULL,
+            chat_chunk(st, json_pack("{s:s, s:s}", "role", "assistant", "content", ""), NULL));
     if (api == OAI_COMPLETIONS) return 0;
     st->output = json_array();
     oai_result r = {.id = id, .model = model, .created = created};
-    int rc = resp_event(st, "response.created", json_pack("{s:o}", "response", response_object(&r, "in_progress", NULL, 0)), out);
-    rc |= resp_event(st, "response.in_progress", json_pack("{s:o}", "response", response_object(&r, "in_progress", NULL, 0)), out);
+    int rc = resp_event(st, "response.created",
+                        json_pack("{s:o}", "response", response_object(&r, "in_progress", NULL, 0)),
+                        out);
+    rc |= resp_event(st, "response.in_progress",
+                     json_pack("{s:o}", "response", response_object(&r, "in_progress", NULL, 0)),
+                     out);
     return rc;
 }
 
@@ -681,20 +743,24 @@ static int resp_close_item(oai_stream *st, pt_buf *out) {
     json_t *item;
     if (st->item == 1) {
         rc |= resp_event(st, "response.reasoning_text.done",
-                         json_pack("{s:s, s:i, s:i, s:s}", "item_id", st->item_id, "output_index", st->out_index,
-                                   "content_index", 0, "text", text), out);
-        item = json_pack("{s:s, s:s, s:[], s:[{s:s, s:s}]}", "id", st->item_id, "type", "reasoning", "summary",
-                         "content", "type", "reasoning_text", "text", text);
+                         json_pack("{s:s, s:i, s:i, s:s}", "item_id", st->item_id, "output_index",
+                                   st->out_index, "content_index", 0, "text", text),
+                         out);
+        item = json_pack("{s:s, s:s, s:[], s:[{s:s, s:s}]}", "id", st->item_id, "type", "reasoning",
+                         "summary", "content", "type", "reasoning_text", "text", text);
     } else {
-        json_t *part = json_pack("{s:s, s:s, s:[]}", "type", "output_text", "text", text, "annotations");
+        json_t *part =
+            json_pack("{s:s, s:s, s:[]}", "type", "output_text", "text", text, "annotations");
         rc |= resp_event(st, "response.output_text.done",
-                         json_pack("{s:s, s:i, s:i, s:s}", "item_id", st->item_id, "output_index", st->out_index,
-                                   "content_index", 0, "text", text), out);
+                         json_pack("{s:s, s:i, s:i, s:s}", "item_id", st->item_id, "output_index",
+                                   st->out_index, "content_index", 0, "text", text),
+                         out);
         rc |= resp_event(st, "response.content_part.done",
-                         json_pack("{s:s, s:i, s:i, s:O}", "item_id", st->item_id, "output_index", st->out_index,
-                                   "content_index", 0, "part", part), out);
-        item = json_pack("{s:s, s:s, s:s, s:s, s:[o]}", "id", st->item_id, "type", "message", "status", "completed",
-                         "role", "assistant", "content", part);
+                         json_pack("{s:s, s:i, s:i, s:O}", "item_id", st->item_id, "output_index",
+                                   st->out_index, "content_index", 0, "part", part),
+                         out);
+        item = json_pack("{s:s, s:s, s:s, s:s, s:[o]}", "id", st->item_id, "type", "message",
+                         "status", "completed", "role", "assistant", "content", part);
     }
     rc |= resp_event(st, "response.output_item.done",
                      json_pack("{s:i, s:O}", "output_index", st->out_index, "item", item), out);
@@ -709,16 +775,20 @@ static int resp_close_item(oai_stream *st, pt_buf *out) {
 static int resp_open_item(oai_stream *st, int kind, pt_buf *out) {
     int rc = resp_close_item(st, out);
     st->item = kind;
-    snprintf(st->item_id, sizeof st->item_id, "%s_%s_%d", kind == 1 ? "rs" : "msg", st->id + 5, st->out_index);
-    json_t *item = kind == 1 ? json_pack("{s:s, s:s, s:[]}", "id", st->item_id, "type", "reasoning", "summary")
-                             : json_pack("{s:s, s:s, s:s, s:s, s:[]}", "id", st->item_id, "type", "message", "status",
-                                         "in_progress", "role", "assistant", "content");
-    rc |= resp_event(st, "response.output_item.added", json_pack("{s:i, s:o}", "output_index", st->out_index, "item", item), out);
+    snprintf(st->item_id, sizeof st->item_id, "%s_%s_%d", kind == 1 ? "rs" : "msg", st->id + 5,
+             st->out_index);
+    json_t *item =
+        kind == 1 ? json_pack("{s:s, s:s, s:[]}", "id", st->item_id, "type", "reasoning", "summary")
+                  : json_pack("{s:s, s:s, s:s, s:s, s:[]}", "id", st->item_id, "type", "message",
+                              "status", "in_progress", "role", "assistant", "content");
+    rc |= resp_event(st, "response.output_item.added",
+                     json_pack("{s:i, s:o}", "output_index", st->out_index, "item", item), out);
     if (kind == 2)
         rc |= resp_event(st, "response.content_part.added",
-                         json_pack("{s:s, s:i, s:i, s:{s:s, s:s, s:[]}}", "item_id", st->item_id, "output_index",
-                                   st->out_index, "content_index", 0, "part", "type", "output_text", "text", "",
-                                   "annotations"), out);
+                         json_pack("{s:s, s:i, s:i, s:{s:s, s:s, s:[]}}", "item_id", st->item_id,
+                                   "output_index", st->out_index, "content_index", 0, "part",
+                                   "type", "output_text", "text", "", "annotations"),
+                         out);
     return rc;
 }
 
@@ -727,13 +797,20 @@ int oai_stream_delta(oai_stream *st, int kind, const char *s, size_t n, pt_buf *
     if (st->api == OAI_COMPLETIONS)
         return sse(out, NULL, chat_chunk(st, json_pack("{s:s%}", "text", s, n), NULL));
     if (st->api == OAI_CHAT)
-        return sse(out, NULL, chat_chunk(st, json_pack("{s:s%}", kind == OAI_REASONING ? "reasoning_content" : "content", s, n), NULL));
+        return sse(
+            out, NULL,
+            chat_chunk(
+                st,
+                json_pack("{s:s%}", kind == OAI_REASONING ? "reasoning_content" : "content", s, n),
+                NULL));
     int want = kind == OAI_REASONING ? 1 : 2, rc = 0;
     if (st->item != want) rc |= resp_open_item(st, want, out);
     rc |= pt_buf_append(&st->item_text, s, n);
-    rc |= resp_event(st, kind == OAI_REASONING ? "response.reasoning_text.delta" : "response.output_text.delta",
-                     json_pack("{s:s, s:i, s:i, s:s%}", "item_id", st->item_id, "output_index", st->out_index,
-                               "content_index", 0, "delta", s, n), out);
+    rc |= resp_event(
+        st, kind == OAI_REASONING ? "response.reasoning_text.delta" : "response.output_text.delta",
+        json_pack("{s:s, s:i, s:i, s:s%}", "item_id", st->item_id, "output_index", st->out_index,
+                  "content_index", 0, "delta", s, n),
+        out);
     return rc;
 }
 
@@ -745,15 +822,18 @@ int oai_stream_end(oai_stream *st, const oai_result *r, pt_buf *out) {
             json_t *calls = oai_tool_calls(r->parsed, r->id + 9);
             size_t i;
             json_t *c;
-            json_array_foreach(calls, i, c) json_object_set_new(c, "index", json_integer((json_int_t)i));
+            json_array_foreach(calls, i, c)
+                json_object_set_new(c, "index", json_integer((json_int_t)i));
             rc |= sse(out, NULL, chat_chunk(st, json_pack("{s:o}", "tool_calls", calls), NULL));
         }
         json_t *fin = st->api == OAI_COMPLETIONS ? json_pack("{s:s}", "text", "") : json_object();
         rc |= sse(out, NULL, chat_chunk(st, fin, oai_finish_reason(r->reason, n_calls)));
         if (st->include_usage) {
-            json_t *u = json_pack("{s:s, s:s, s:I, s:s, s:[], s:o}", "id", st->id, "object",
-                                  st->api == OAI_COMPLETIONS ? "text_completion" : "chat.completion.chunk", "created",
-                                  (json_int_t)st->created, "model", st->model, "choices", "usage", usage_json(st->api, r));
+            json_t *u =
+                json_pack("{s:s, s:s, s:I, s:s, s:[], s:o}", "id", st->id, "object",
+                          st->api == OAI_COMPLETIONS ? "text_completion" : "chat.completion.chunk",
+                          "created", (json_int_t)st->created, "model", st->model, "choices",
+                          "usage", usage_json(st->api, r));
             rc |= sse(out, NULL, u);
         }
         rc |= pt_buf_append(out, "data: [DONE]\n\n", 14);
@@ -766,22 +846,31 @@ int oai_stream_end(oai_stream *st, const oai_result *r, pt_buf *out) {
         snprintf(cid, sizeof cid, "call_%s_%d", r->id + 5, i);
         const char *args = r->parsed->calls[i].arguments;
         rc |= resp_event(st, "response.output_item.added",
-                         json_pack("{s:i, s:{s:s, s:s, s:s, s:s, s:s, s:s}}", "output_index", st->out_index, "item",
-                                   "id", id, "type", "function_call", "status", "in_progress", "call_id", cid, "name",
-                                   r->parsed->calls[i].name, "arguments", ""), out);
+                         json_pack("{s:i, s:{s:s, s:s, s:s, s:s, s:s, s:s}}", "output_index",
+                                   st->out_index, "item", "id", id, "type", "function_call",
+                                   "status", "in_progress", "call_id", cid, "name",
+                                   r->parsed->calls[i].name, "arguments", ""),
+                         out);
         rc |= resp_event(st, "response.function_call_arguments.delta",
-                         json_pack("{s:s, s:i, s:s}", "item_id", id, "output_index", st->out_index, "delta", args), out);
+                         json_pack("{s:s, s:i, s:s}", "item_id", id, "output_index", st->out_index,
+                                   "delta", args),
+                         out);
         rc |= resp_event(st, "response.function_call_arguments.done",
-                         json_pack("{s:s, s:i, s:s}", "item_id", id, "output_index", st->out_index, "arguments", args), out);
-        json_t *item = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "id", id, "type", "function_call", "status",
-                                 "completed", "call_id", cid, "name", r->parsed->calls[i].name, "arguments", args);
-        rc |= resp_event(st, "response.output_item.done", json_pack("{s:i, s:O}", "output_index", st->out_index, "item", item), out);
+                         json_pack("{s:s, s:i, s:s}", "item_id", id, "output_index", st->out_index,
+                                   "arguments", args),
+                         out);
+        json_t *item = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "id", id, "type",
+                                 "function_call", "status", "completed", "call_id", cid, "name",
+                                 r->parsed->calls[i].name, "arguments", args);
+        rc |= resp_event(st, "response.output_item.done",
+                         json_pack("{s:i, s:O}", "output_index", st->out_index, "item", item), out);
         json_array_append_new(st->output, item);
         st->out_index++;
     }
     int incomplete = r->reason == PT_GEN_LENGTH || r->reason == PT_GEN_CONTEXT;
     const char *ev = incomplete ? "response.incomplete" : "response.completed";
-    json_t *resp = response_object(r, incomplete ? "incomplete" : "completed", json_incref(st->output), 1);
+    json_t *resp =
+        response_object(r, incomplete ? "incomplete" : "completed", json_incref(st->output), 1);
     rc |= resp_event(st, ev, json_pack("{s:o}", "response", resp), out);
     return rc;
 }
@@ -793,11 +882,13 @@ int oai_stream_error(oai_stream *st, const char *message, pt_buf *out) {
     if (st->api == OAI_RESPONSES) {
         oai_result r = {.id = st->id, .model = st->model, .created = st->created};
         json_t *resp = response_object(&r, "failed", json_incref(st->output), 0);
-        json_object_set_new(resp, "error", json_pack("{s:s, s:s}", "code", "server_error", "message", m.v));
+        json_object_set_new(resp, "error",
+                            json_pack("{s:s, s:s}", "code", "server_error", "message", m.v));
         rc = resp_event(st, "response.failed", json_pack("{s:o}", "response", resp), out);
     } else {
-        rc = sse(out, NULL, json_pack("{s:{s:s, s:s, s:n, s:n}}", "error", "message", m.v, "type", "server_error",
-                                      "param", "code"));
+        rc = sse(out, NULL,
+                 json_pack("{s:{s:s, s:s, s:n, s:n}}", "error", "message", m.v, "type",
+                           "server_error", "param", "code"));
         rc |= pt_buf_append(out, "data: [DONE]\n\n", 14);
     }
     pt_buf_free(&m);

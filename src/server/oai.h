@@ -26,18 +26,18 @@ enum { OAI_CHAT = 1, OAI_COMPLETIONS, OAI_RESPONSES };
 #define OAI_MAX_STOPS 16
 
 typedef struct oai_req {
-    int api;            /* OAI_* */
-    int stream;         /* reply as server-sent events */
-    int include_usage;  /* chat stream: a last chunk with usage (stream_options.include_usage) */
-    json_t *messages;   /* chat / responses: chat-shaped messages for pt_chat_render (owned) */
-    json_t *tools;      /* NULL or chat-shaped tools for pt_chat_render (owned) */
-    char *prompt;       /* completions: the text (owned, NUL-terminated) */
-    int max_tokens;     /* -1: until end of generation or the context is full */
-    pt_sampling sp;     /* only the fields named in sp_set are meaningful */
-    unsigned sp_set;    /* PT_SAMPLING_* bits: the fields the request set (pt_sampling_override) */
+    int api;           /* OAI_* */
+    int stream;        /* reply as server-sent events */
+    int include_usage; /* chat stream: a last chunk with usage (stream_options.include_usage) */
+    json_t *messages;  /* chat / responses: chat-shaped messages for pt_chat_render (owned) */
+    json_t *tools;     /* NULL or chat-shaped tools for pt_chat_render (owned) */
+    char *prompt;      /* completions: the text (owned, NUL-terminated) */
+    int max_tokens;    /* -1: until end of generation or the context is full */
+    pt_sampling sp;    /* only the fields named in sp_set are meaningful */
+    unsigned sp_set;   /* PT_SAMPLING_* bits: the fields the request set (pt_sampling_override) */
     char *stops[OAI_MAX_STOPS]; /* owned */
     int n_stops;
-    int thinking;       /* -1: the server's default */
+    int thinking; /* -1: the server's default */
 } oai_req;
 
 /* Read a request body of `api`. 0, or -1 with a message for a 400 in err
@@ -58,16 +58,16 @@ enum { OAI_SPLIT_REASONING = 0, OAI_SPLIT_CONTENT, OAI_SPLIT_TOOLS };
 typedef int (*oai_delta_fn)(void *ud, int kind, const char *s, size_t n);
 
 typedef struct oai_split {
-    const char *open, *close;  /* the family's reasoning tags */
-    const char *calls[2];      /* markers that open tool-call markup (not streamed as content) */
+    const char *open, *close; /* the family's reasoning tags */
+    const char *calls[2];     /* markers that open tool-call markup (not streamed as content) */
     int n_calls;
-    int raw;                   /* completions / no chat format: all of it is content */
-    int mode;                  /* OAI_SPLIT_* */
-    int may_open;              /* nothing shown yet: a leading open tag may still start reasoning */
-    int started;               /* the current section has shown non-blank text */
-    pt_buf text;            /* everything generated so far */
-    size_t pos;                /* bytes of text handled */
-    pt_buf content;         /* content streamed so far (to know what the final parse adds) */
+    int raw;        /* completions / no chat format: all of it is content */
+    int mode;       /* OAI_SPLIT_* */
+    int may_open;   /* nothing shown yet: a leading open tag may still start reasoning */
+    int started;    /* the current section has shown non-blank text */
+    pt_buf text;    /* everything generated so far */
+    size_t pos;     /* bytes of text handled */
+    pt_buf content; /* content streamed so far (to know what the final parse adds) */
 } oai_split;
 
 /* format: the chat format's name (its markup: pt_chat_markers_of; "none" or an
@@ -84,12 +84,13 @@ void oai_split_free(oai_split *s);
 
 /* What one finished generation produced. */
 typedef struct oai_result {
-    const char *id;          /* "chatcmpl-...", "cmpl-...", "resp_..." */
+    const char *id; /* "chatcmpl-...", "cmpl-...", "resp_..." */
     const char *model;
-    long created;            /* unix seconds */
-    const pt_chat_parsed *parsed; /* chat / responses: content, reasoning, tool calls (NUL-terminated UTF-8) */
-    const char *text;        /* completions: the text (UTF-8) */
-    int reason;              /* PT_GEN_* */
+    long created; /* unix seconds */
+    const pt_chat_parsed
+        *parsed;      /* chat / responses: content, reasoning, tool calls (NUL-terminated UTF-8) */
+    const char *text; /* completions: the text (UTF-8) */
+    int reason;       /* PT_GEN_* */
     int prompt_tokens, cached_tokens, completion_tokens, reasoning_tokens;
 } oai_result;
 
@@ -110,12 +111,12 @@ typedef struct oai_stream {
     const char *id, *model;
     long created;
     int include_usage;
-    int seq;             /* responses: sequence_number of the next event */
-    int out_index;       /* responses: output_index of the open / next item */
-    int item;            /* responses: 0 none open, 1 reasoning, 2 message */
+    int seq;       /* responses: sequence_number of the next event */
+    int out_index; /* responses: output_index of the open / next item */
+    int item;      /* responses: 0 none open, 1 reasoning, 2 message */
     char item_id[64];
     pt_buf item_text; /* responses: the open item's text so far */
-    json_t *output;      /* responses: finished output items */
+    json_t *output;   /* responses: finished output items */
 } oai_stream;
 
 /* Events that open the stream (chat: the role chunk; responses:

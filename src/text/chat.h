@@ -8,7 +8,7 @@
  * pre-tokenizer.
  *
  *   glm-5        GLM-4.7 / GLM-5.x  [gMASK]<sop><|user|>...<|assistant|><think>
- *   deepseek-v3  DeepSeek-V3.1      <｜begin▁of▁sentence｜><｜User｜>...<｜Assistant｜><think></think>
+ *   deepseek-v3  DeepSeek-V3.1 <｜begin▁of▁sentence｜><｜User｜>...<｜Assistant｜><think></think>
  *   gemma-4      Gemma 4            <bos><|turn>user\n...<turn|>\n<|turn>model\n
  *   qwen3        Qwen3 (ChatML)     <|im_start|>user\n...<|im_end|>\n<|im_start|>assistant\n
  *
@@ -56,7 +56,8 @@ chat_format chat_detect(const char *arch, const char *tmpl, const char *pre, con
  * tokenizer.ggml.pre and tokenizer.ggml.model from a GGUF. */
 chat_format chat_detect_gguf(const gguf_ctx *g);
 
-const char *chat_format_name(chat_format f); /* "glm-5", "deepseek-v3", "gemma-4", "qwen3", "none" */
+const char *
+chat_format_name(chat_format f); /* "glm-5", "deepseek-v3", "gemma-4", "qwen3", "none" */
 chat_format chat_format_from_name(const char *name); /* CHAT_NONE when unknown */
 
 /* Whether the family thinks by default (enable_thinking unset): GLM-5 and

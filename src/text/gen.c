@@ -41,8 +41,8 @@ pt_gen *pt_gen_new(pt_session *s, const pt_sampling *sp, char *err, size_t err_l
     g->penalty_last_n = sp->penalty_last_n;
     if (tok_n_vocab(v) > g->n_vocab) {
         if (err && err_len)
-            snprintf(err, err_len, "the vocabulary has %d tokens but the model's output has %d", tok_n_vocab(v),
-                     g->n_vocab);
+            snprintf(err, err_len, "the vocabulary has %d tokens but the model's output has %d",
+                     tok_n_vocab(v), g->n_vocab);
         free(g);
         return NULL;
     }
@@ -64,7 +64,9 @@ void pt_gen_free(pt_gen *g) {
     free(g);
 }
 
-pt_session *pt_gen_session(const pt_gen *g) { return g->s; }
+pt_session *pt_gen_session(const pt_gen *g) {
+    return g->s;
+}
 
 int pt_gen_set_sampling(pt_gen *g, const pt_sampling *sp, char *err, size_t err_len) {
     pt_err pe = {{0}};
@@ -81,8 +83,8 @@ void pt_gen_clear(pt_gen *g) {
     g->have_logits = 0;
 }
 
-int pt_gen_prefill(pt_gen *g, const int32_t *ids, int n, const volatile sig_atomic_t *stop, char *err,
-                   size_t err_len) {
+int pt_gen_prefill(pt_gen *g, const int32_t *ids, int n, const volatile sig_atomic_t *stop,
+                   char *err, size_t err_len) {
     g->have_logits = 0;
     const int reused = pt_session_sync(g->s, ids, n, g->logits, stop, err, err_len);
     g->have_logits = reused >= 0;
@@ -99,7 +101,8 @@ static int emit_upto(pt_gen_emit_fn emit, void *ud, const pt_buf *t, size_t *emi
 
 /* The streaming decoder appends to a tok_bytes; the result's text is a pt_buf
  * of the same fields. */
-static int push_token(const tok_vocab *v, tok_stream *st, int32_t tok, int flags, pt_buf *text, pt_err *e) {
+static int push_token(const tok_vocab *v, tok_stream *st, int32_t tok, int flags, pt_buf *text,
+                      pt_err *e) {
     tok_bytes b = {text->v, text->n, text->cap};
     int rc = tok_stream_push(v, st, tok, flags, &b, e);
     text->v = b.v, text->n = b.n, text->cap = b.cap;
@@ -113,8 +116,8 @@ static int flush_stream(tok_stream *st, pt_buf *text, pt_err *e) {
     return rc;
 }
 
-int pt_gen_run(pt_gen *g, const pt_gen_opts *o, pt_gen_emit_fn emit, void *ud, const volatile sig_atomic_t *stop,
-               pt_gen_result *r, char *err, size_t err_len) {
+int pt_gen_run(pt_gen *g, const pt_gen_opts *o, pt_gen_emit_fn emit, void *ud,
+               const volatile sig_atomic_t *stop, pt_gen_result *r, char *err, size_t err_len) {
     pt_buf text = r->text;
     memset(r, 0, sizeof *r);
     text.n = 0;
@@ -179,8 +182,10 @@ int pt_gen_run(pt_gen *g, const pt_gen_opts *o, pt_gen_emit_fn emit, void *ud, c
         g->have_logits = 1;
     }
     if (rc == 0 && r->reason != PT_GEN_STOP_STRING) {
-        if (flush_stream(&st, &r->text, &pe)) rc = fail(err, err_len, pe.msg);
-        else emit_upto(emit, ud, &r->text, &emitted, r->text.n);
+        if (flush_stream(&st, &r->text, &pe))
+            rc = fail(err, err_len, pe.msg);
+        else
+            emit_upto(emit, ud, &r->text, &emitted, r->text.n);
     }
     /* the text is NUL-terminated like every pt_buf (a stop string cut it) */
     if (rc == 0 && pt_buf_append(&r->text, "", 0)) rc = fail(err, err_len, "out of memory");

@@ -34,13 +34,17 @@ int sampler_params_from_gguf(sampler_params *p, const gguf_ctx *g) {
     int found = 0;
     float f;
     uint32_t u;
-    if (gguf_find(g, "general.sampling.temp") && !gguf_get_f32(g, "general.sampling.temp", &f, NULL))
+    if (gguf_find(g, "general.sampling.temp") &&
+        !gguf_get_f32(g, "general.sampling.temp", &f, NULL))
         p->temp = f, found++;
-    if (gguf_find(g, "general.sampling.top_p") && !gguf_get_f32(g, "general.sampling.top_p", &f, NULL))
+    if (gguf_find(g, "general.sampling.top_p") &&
+        !gguf_get_f32(g, "general.sampling.top_p", &f, NULL))
         p->top_p = f, found++;
-    if (gguf_find(g, "general.sampling.min_p") && !gguf_get_f32(g, "general.sampling.min_p", &f, NULL))
+    if (gguf_find(g, "general.sampling.min_p") &&
+        !gguf_get_f32(g, "general.sampling.min_p", &f, NULL))
         p->min_p = f, found++;
-    if (gguf_find(g, "general.sampling.top_k") && !gguf_get_u32(g, "general.sampling.top_k", &u, NULL))
+    if (gguf_find(g, "general.sampling.top_k") &&
+        !gguf_get_u32(g, "general.sampling.top_k", &u, NULL))
         p->top_k = (int)u, found++;
     return found;
 }
@@ -53,7 +57,9 @@ static uint64_t splitmix64(uint64_t *x) {
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
 }
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+static uint64_t rotl(uint64_t x, int k) {
+    return (x << k) | (x >> (64 - k));
+}
 static uint64_t next_u64(uint64_t s[4]) {
     uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
     s[2] ^= s[0];
@@ -65,7 +71,9 @@ static uint64_t next_u64(uint64_t s[4]) {
     return r;
 }
 /* uniform in [0, 1) with 53 random bits */
-static double next_unit(uint64_t s[4]) { return (double)(next_u64(s) >> 11) * 0x1.0p-53; }
+static double next_unit(uint64_t s[4]) {
+    return (double)(next_u64(s) >> 11) * 0x1.0p-53;
+}
 
 /* ===== Life cycle ===== */
 
@@ -82,7 +90,9 @@ sampler *sampler_new(const sampler_params *p, int n_vocab, pt_err *err) {
     if (!isfinite(p->frequency_penalty) || !isfinite(p->presence_penalty))
         return pt_errf(err, "sampler: penalties must be finite"), NULL;
     if (p->penalty_last_n < 0 || p->penalty_last_n > (1 << 20))
-        return pt_errf(err, "sampler: penalty window %d is outside [0, 1048576]", p->penalty_last_n), NULL;
+        return pt_errf(err, "sampler: penalty window %d is outside [0, 1048576]",
+                       p->penalty_last_n),
+               NULL;
     sampler *s = calloc(1, sizeof *s);
     if (!s) return pt_errf(err, "sampler: out of memory"), NULL;
     s->p = *p;
@@ -96,7 +106,8 @@ sampler *sampler_new(const sampler_params *p, int n_vocab, pt_err *err) {
         return pt_errf(err, "sampler: out of memory for %d candidates", n_vocab), NULL;
     }
     uint64_t x = p->seed;
-    for (int i = 0; i < 4; i++) s->rng[i] = splitmix64(&x);
+    for (int i = 0; i < 4; i++)
+        s->rng[i] = splitmix64(&x);
     return s;
 }
 
@@ -120,8 +131,10 @@ void sampler_reset(sampler *s) {
 void sampler_accept(sampler *s, int32_t tok) {
     int n = s->p.penalty_last_n;
     if (n == 0 || tok < 0 || tok >= s->n_vocab) return;
-    if (s->n_hist == n) s->count[s->hist[s->head]]--; /* the oldest leaves the window */
-    else s->n_hist++;
+    if (s->n_hist == n)
+        s->count[s->hist[s->head]]--; /* the oldest leaves the window */
+    else
+        s->n_hist++;
     s->hist[s->head] = tok;
     s->count[tok]++;
     s->head = (s->head + 1) % n;
@@ -131,7 +144,8 @@ void sampler_accept(sampler *s, int32_t tok) {
 
 static void apply_penalties(sampler *s, float *logits) {
     const sampler_params *p = &s->p;
-    if (p->repeat_penalty == 1.0f && p->frequency_penalty == 0.0f && p->presence_penalty == 0.0f) return;
+    if (p->repeat_penalty == 1.0f && p->frequency_penalty == 0.0f && p->presence_penalty == 0.0f)
+        return;
     int n = p->penalty_last_n;
     /* each distinct token once: the high bit of its count marks it done */
     const uint32_t done = 0x80000000u;
@@ -145,7 +159,8 @@ static void apply_penalties(sampler *s, float *logits) {
         logits[t] = l;
         s->count[t] = c | done;
     }
-    for (int i = 0; i < s->n_hist; i++) s->count[s->hist[(s->head - 1 - i + n) % n]] &= ~done;
+    for (int i = 0; i < s->n_hist; i++)
+        s->count[s->hist[(s->head - 1 - i + n) % n]] &= ~done;
 }
 
 /* Sort candidates [0, n) by value, descending (ties: lower id first). */
@@ -168,7 +183,8 @@ static void sift(int32_t *idx, float *val, int n, int i) {
  * O(n log k), no allocation). */
 static int top_sorted(int32_t *idx, float *val, int n, int k) {
     if (k > n) k = n;
-    for (int i = k / 2 - 1; i >= 0; i--) sift(idx, val, k, i);
+    for (int i = k / 2 - 1; i >= 0; i--)
+        sift(idx, val, k, i);
     for (int i = k; i < n; i++) {
         if (val[i] > val[0] || (val[i] == val[0] && idx[i] < idx[0])) {
             idx[0] = idx[i];
@@ -216,7 +232,8 @@ int32_t sampler_sample(sampler *s, float *logits) {
         s->val[i] = expf(s->val[i] - mx);
         sum += s->val[i];
     }
-    for (int i = 0; i < n; i++) s->val[i] = (float)(s->val[i] / sum);
+    for (int i = 0; i < n; i++)
+        s->val[i] = (float)(s->val[i] / sum);
     if (p->top_p < 1.0f) {
         double cum = 0;
         int keep = n;
@@ -232,11 +249,13 @@ int32_t sampler_sample(sampler *s, float *logits) {
     if (p->min_p > 0) {
         float thr = p->min_p * s->val[0];
         int keep = 1;
-        while (keep < n && s->val[keep] >= thr) keep++;
+        while (keep < n && s->val[keep] >= thr)
+            keep++;
         n = keep;
     }
     double total = 0;
-    for (int i = 0; i < n; i++) total += s->val[i];
+    for (int i = 0; i < n; i++)
+        total += s->val[i];
     double r = next_unit(s->rng) * total, acc = 0;
     for (int i = 0; i < n; i++) {
         acc += s->val[i];

@@ -53,7 +53,8 @@ enum {
 
 /* Decode flags. */
 enum {
-    TOK_RENDER_SPECIAL = 1 << 0, /* write control/unknown tokens' text (else they decode to nothing) */
+    TOK_RENDER_SPECIAL =
+        1 << 0, /* write control/unknown tokens' text (else they decode to nothing) */
 };
 
 /* A growable array of token ids; zero-initialise, free with tok_ids_free.
@@ -120,7 +121,8 @@ int32_t tok_eot(const tok_vocab *v);
 int tok_add_bos(const tok_vocab *v);
 int tok_add_eos(const tok_vocab *v);
 int tok_attr(const tok_vocab *v, int32_t id); /* TOK_ATTR_* bits; 0 for an invalid id */
-int tok_is_eog(const tok_vocab *v, int32_t id); /* ends generation (eos, eot, eom, <|im_end|>, ...) */
+int tok_is_eog(const tok_vocab *v,
+               int32_t id); /* ends generation (eos, eot, eom, <|im_end|>, ...) */
 /* The token's text as stored in the vocabulary; NULL for an invalid id. */
 const char *tok_text(const tok_vocab *v, int32_t id, size_t *len);
 /* Id of a token by exact text, or -1. */
