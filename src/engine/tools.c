@@ -138,49 +138,15 @@ const char *pt_type_name(uint32_t type) {
 
 int pt_model_info_get(const pt_model *m, pt_model_info *out, char *err, size_t err_len) {
     pt_err e = {{0}};
-    model_info mi;
-    memset(out, 0, sizeof *out);
-    if (model_info_get(m->g, &mi, &e)) {
+    if (model_info_get(m->g, out, &e)) {
         copy_err(&e, err, err_len);
         return -1;
     }
-    out->layers = calloc(mi.n_layers ? mi.n_layers : 1, sizeof *out->layers);
-    if (!out->layers) {
-        model_info_free(&mi);
-        snprintf(err, err_len, "out of memory");
-        return -1;
-    }
-    memcpy(out->arch, mi.arch, sizeof out->arch);
-    memcpy(out->name, mi.name, sizeof out->name);
-    out->version = mi.version, out->n_files = mi.n_files, out->file_bytes = mi.file_bytes;
-    out->n_tensors = mi.n_tensors, out->tensor_bytes = mi.tensor_bytes;
-    out->routed_bytes = mi.routed_bytes, out->resident_bytes = mi.resident_bytes;
-    memcpy(out->type_count, mi.type_count, sizeof out->type_count);
-    memcpy(out->type_bytes, mi.type_bytes, sizeof out->type_bytes);
-    out->n_layers = mi.n_layers, out->n_nextn = mi.n_nextn;
-    out->n_expert = mi.n_expert, out->n_expert_used = mi.n_expert_used,
-    out->n_expert_shared = mi.n_expert_shared;
-    out->n_expert_max = mi.n_expert_max, out->n_moe_layers = mi.n_moe_layers;
-    out->expert_bytes_max = mi.expert_bytes_max, out->touched_per_token = mi.touched_per_token;
-    for (uint32_t l = 0; l < mi.n_layers; l++) {
-        const mi_layer *L = &mi.layers[l];
-        pt_layer_info *o = &out->layers[l];
-        *o = (pt_layer_info){.index = L->index,
-                             .is_mtp = L->is_nextn,
-                             .n_expert = L->n_expert,
-                             .expert_bytes = L->expert_bytes,
-                             .routed_bytes = L->routed_bytes,
-                             .resident_bytes = L->resident_bytes,
-                             .fused_gate_up = L->fused_gate_up};
-        memcpy(o->expert_types, L->expert_types, sizeof o->expert_types);
-    }
-    model_info_free(&mi);
     return 0;
 }
 
 void pt_model_info_free(pt_model_info *info) {
-    free(info->layers);
-    info->layers = NULL;
+    model_info_free(info);
 }
 
 /* ===== Expert packs ===== */

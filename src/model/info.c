@@ -79,7 +79,7 @@ int model_info_get(const gguf_ctx *g, model_info *mi, pt_err *err) {
     if (!mi->layers) return pt_errf(err, "%s: out of memory", path);
     for (uint32_t l = 0; l < mi->n_layers; l++) {
         mi->layers[l].index = (int32_t)l;
-        mi->layers[l].is_nextn = l >= mi->n_layers - mi->n_nextn;
+        mi->layers[l].is_mtp = l >= mi->n_layers - mi->n_nextn;
         for (int k = 0; k < 3; k++)
             mi->layers[l].expert_types[k] = MI_NO_TYPE;
     }
@@ -127,7 +127,7 @@ int model_info_get(const gguf_ctx *g, model_info *mi, pt_err *err) {
         if (!L->n_expert) continue;
         if (L->n_expert > mi->n_expert_max) mi->n_expert_max = L->n_expert;
         if (L->expert_bytes > mi->expert_bytes_max) mi->expert_bytes_max = L->expert_bytes;
-        if (L->is_nextn) continue;
+        if (L->is_mtp) continue;
         mi->n_moe_layers++;
         mi->touched_per_token += (uint64_t)PT_MIN(mi->n_expert_used, L->n_expert) * L->expert_bytes;
     }
