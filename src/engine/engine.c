@@ -1,9 +1,11 @@
-/* engine.c — the public engine/session API (petrel.h) over the per-family
- * forward passes. Opening validates the whole model (metadata, every tensor's
- * shape and type) before any session can run, so a bad file fails at load with
- * a message naming the tensor or key. The text side (vocabulary, chat format,
- * sampling defaults) is read from the same open GGUF here and served by
- * api_text.c, api_chat.c and text/gen.c. */
+/* engine.c — the public engine/session API (petrel.h): opening finds the
+ * model's family (model/families.c), binds it, gathers the memory plan's
+ * inputs (runtime/plan.c) and opens the expert store; a session is a decoder
+ * (decoder.c) plus the token ids its cache holds. Opening validates the whole
+ * model (metadata, every tensor's shape and type) before any session can run,
+ * so a bad file fails at load with a message naming the tensor or key. The text side (vocabulary,
+ * chat format, sampling defaults) is read from the same open GGUF here and served by api_text.c,
+ * api_chat.c and text/gen.c. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

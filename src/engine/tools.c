@@ -6,13 +6,14 @@
 #include <string.h>
 
 #include "common.h"
+#include "format/ggml_types.h"
 #include "format/gguf.h"
 #include "format/xpack.h"
-#include "kernels/quant.h"
 #include "model/info.h"
 #include "petrel_tools.h"
 
-_Static_assert(PT_TYPE_COUNT == QT_COUNT, "petrel_tools.h's type count follows kernels/qtypes.h");
+_Static_assert(PT_TYPE_COUNT == QT_COUNT,
+               "petrel_tools.h's type count follows format/ggml_types.h");
 _Static_assert(PT_NO_TYPE == MI_NO_TYPE,
                "petrel_tools.h's PT_NO_TYPE is model/info.h's MI_NO_TYPE");
 _Static_assert((int)PT_META_FLOAT64 == (int)GGUF_FLOAT64 && (int)PT_META_ARRAY == (int)GGUF_ARRAY &&
