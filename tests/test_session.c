@@ -194,9 +194,69 @@ static void session_mtp_follows_truncation(void) {
     pt_engine_close(e);
 }
 
+/* The same pattern through pt_gen (what `petrel serve` and `petrel chat` run
+ * for every request): the second request's greedy answer and the session's
+ * history equal those of a fresh session, and pt_gen_prefill's return (the
+ * server's cached_tokens) is the positions really reused. */
+static void session_gen_reuse_matches_fresh(void) {
+    for (size_t f = 0; f < sizeof FAMS / sizeof FAMS[0]; f++) {
+        const fam *fm = &FAMS[f];
+        char err[512];
+        int32_t first[256], second[256];
+        const int n1 = prompt_tokens(fm->ref, 2, first, 256);
+        const int n0 = prompt_tokens(fm->ref, 1, second + 3, 200);
+        if (n1 <= 30 || n0 <= 0) {
+            CHECKF(0, "%s: prompts not found", fm->ref);
+            continue;
+        }
+        memcpy(second, first, 3 * sizeof *first);
+        const int n2 = n0 + 3;
+        pt_engine *e = open_fixture(fm->model, err, sizeof err);
+        CHECKF(e, "%s", err);
+        if (!e) continue;
+        pt_session_params sp = {.n_ctx = 64, .n_batch = 4};
+        pt_session *s = pt_session_new(e, &sp, err, sizeof err);
+        pt_session *fresh = pt_session_new(e, &sp, err, sizeof err);
+        pt_sampling greedy;
+        pt_sampling_default(&greedy);
+        greedy.temp = 0;
+        pt_gen *g = s ? pt_gen_new(s, &greedy, err, sizeof err) : NULL;
+        pt_gen *gf = fresh ? pt_gen_new(fresh, &greedy, err, sizeof err) : NULL;
+        CHECKF(g && gf, "%s", err);
+        if (g && gf) {
+            const pt_gen_opts o = {.max_tokens = 8, .ignore_eog = 1};
+            pt_gen_result r = {0}, rf = {0};
+            CHECK(pt_gen_prefill(g, first, n1, NULL, err, sizeof err) == 0);
+            CHECK(pt_gen_run(g, &o, NULL, NULL, NULL, &r, err, sizeof err) == 0);
+            const int expect = fm->expect_reuse < 0 ? 3 : fm->expect_reuse;
+            const int cached = pt_gen_prefill(g, second, n2, NULL, err, sizeof err);
+            CHECKF(cached == expect, "%s: cached_tokens %d, expected %d", fm->model, cached,
+                   expect);
+            CHECK(pt_gen_run(g, &o, NULL, NULL, NULL, &r, err, sizeof err) == 0);
+            CHECK(pt_gen_prefill(gf, second, n2, NULL, err, sizeof err) == 0);
+            CHECK(pt_gen_run(gf, &o, NULL, NULL, NULL, &rf, err, sizeof err) == 0);
+            CHECKF(r.n_tokens == 8 && rf.n_tokens == 8 && r.text.n == rf.text.n &&
+                       !memcmp(r.text.v, rf.text.v, r.text.n),
+                   "%s: the answer after reuse differs from a fresh session's", fm->model);
+            const int np = pt_session_n_past(s);
+            CHECK(np == pt_session_n_past(fresh) &&
+                  !memcmp(pt_session_tokens(s), pt_session_tokens(fresh),
+                          sizeof(int32_t) * (size_t)np));
+            pt_buf_free(&r.text);
+            pt_buf_free(&rf.text);
+        }
+        pt_gen_free(g);
+        pt_gen_free(gf);
+        pt_session_free(s);
+        pt_session_free(fresh);
+        pt_engine_close(e);
+    }
+}
+
 T_SUITE(session) {
     T_ADD(session_sync_reuses_only_what_it_can);
     T_ADD(session_truncate_reports_kept);
     T_ADD(session_sync_refusals);
     T_ADD(session_mtp_follows_truncation);
+    T_ADD(session_gen_reuse_matches_fresh);
 }
