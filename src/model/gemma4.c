@@ -338,8 +338,8 @@ static void g4_state_free(void *p) {
     free(s->k);
     free(s->v);
     free(s->cap);
-    float *bufs[] = {s->h,       s->a,      s->moe,     s->pf_in,       s->attn.q, s->attn.kx,
-                     s->attn.vx, s->attn.o, s->attn.cs, s->attn.scores, s->g,      s->u};
+    nn_gqa_scratch_free(&s->attn);
+    float *bufs[] = {s->h, s->a, s->moe, s->pf_in, s->g, s->u};
     for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++)
         free(bufs[i]);
     free(s);
@@ -371,14 +371,9 @@ static void *g4_state_new(const void *model, fam_ctx *c, pt_err *err) {
     s->a = pt_falloc(B * E, &fail);
     s->moe = pt_falloc(B * E, &fail);
     s->pf_in = pt_falloc(B * E, &fail);
-    s->attn = (nn_gqa_scratch){.pool = c->pool, .mm = &c->mm};
-    s->attn.q = pt_falloc(B * QD, &fail);
-    s->attn.kx = pt_falloc(B * KVD, &fail);
-    s->attn.vx = pt_falloc(B * KVD, &fail);
-    s->attn.o = pt_falloc(B * QD, &fail);
-    s->attn.cs = pt_falloc((size_t)hp->max_head_dim, &fail);
-    s->attn.scores_stride = nn_attn_stride(c->n_ctx, hp->max_head_dim);
-    s->attn.scores = pt_falloc((size_t)tp_size(c->pool) * (size_t)s->attn.scores_stride, &fail);
+    if (nn_gqa_scratch_init(&s->attn, c->pool, &c->mm, c->max_batch, (int64_t)QD, (int64_t)KVD,
+                            hp->max_head_dim, c->n_ctx))
+        fail = 1;
     s->g = pt_falloc(B * PT_MAX(F, 2 * FX), &fail);
     s->u = pt_falloc(B * PT_MAX(F, FX), &fail);
     if (fail) {

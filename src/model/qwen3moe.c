@@ -209,8 +209,8 @@ static void q3_state_free(void *p) {
     }
     free(s->k);
     free(s->v);
-    float *bufs[] = {s->out,     s->attn.q,      s->attn.kx, s->attn.vx, s->attn.o,
-                     s->attn.cs, s->attn.scores, s->g,       s->u};
+    nn_gqa_scratch_free(&s->attn);
+    float *bufs[] = {s->out, s->g, s->u};
     for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++)
         free(bufs[i]);
     free(s);
@@ -234,14 +234,9 @@ static void *q3_state_new(const void *model, fam_ctx *c, pt_err *err) {
         s->v[l] = pt_falloc((size_t)c->n_ctx * KVD, &fail);
     }
     s->out = pt_falloc(B * E, &fail);
-    s->attn = (nn_gqa_scratch){.pool = c->pool, .mm = &c->mm};
-    s->attn.q = pt_falloc(B * QD, &fail);
-    s->attn.kx = pt_falloc(B * KVD, &fail);
-    s->attn.vx = pt_falloc(B * KVD, &fail);
-    s->attn.o = pt_falloc(B * QD, &fail);
-    s->attn.cs = pt_falloc((size_t)hp->head_dim, &fail);
-    s->attn.scores_stride = nn_attn_stride(c->n_ctx, hp->head_dim);
-    s->attn.scores = pt_falloc((size_t)tp_size(c->pool) * (size_t)s->attn.scores_stride, &fail);
+    if (nn_gqa_scratch_init(&s->attn, c->pool, &c->mm, c->max_batch, (int64_t)QD, (int64_t)KVD,
+                            hp->head_dim, c->n_ctx))
+        fail = 1;
     s->g = pt_falloc(B * (size_t)hp->n_ff_exp, &fail);
     s->u = pt_falloc(B * (size_t)hp->n_ff_exp, &fail);
     if (fail) {

@@ -3,8 +3,10 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "common.h"
 #include "nn/ops.h"
 
 int64_t nn_attn_stride(int64_t max_keys, int head_dim) {
@@ -60,6 +62,27 @@ void nn_attn_run(tp_pool *pool, const nn_attn *a) {
         attn_worker((void *)a, 0, 1);
     else
         tp_run(pool, attn_worker, (void *)a);
+}
+
+int nn_gqa_scratch_init(nn_gqa_scratch *s, tp_pool *pool, mm_ctx *mm, int max_batch, int64_t q_dim,
+                        int64_t kv_dim, int head_dim, int64_t n_ctx) {
+    const size_t B = (size_t)max_batch;
+    int fail = 0;
+    *s = (nn_gqa_scratch){.pool = pool, .mm = mm, .scores_stride = nn_attn_stride(n_ctx, head_dim)};
+    s->q = pt_falloc(B * (size_t)q_dim, &fail);
+    s->kx = pt_falloc(B * (size_t)kv_dim, &fail);
+    s->vx = pt_falloc(B * (size_t)kv_dim, &fail);
+    s->o = pt_falloc(B * (size_t)q_dim, &fail);
+    s->cs = pt_falloc((size_t)head_dim, &fail);
+    s->scores = pt_falloc((size_t)tp_size(pool) * (size_t)s->scores_stride, &fail);
+    return fail ? -1 : 0;
+}
+
+void nn_gqa_scratch_free(nn_gqa_scratch *s) {
+    float *bufs[] = {s->q, s->kx, s->vx, s->o, s->cs, s->scores};
+    for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++)
+        free(bufs[i]);
+    memset(s, 0, sizeof *s);
 }
 
 void nn_gqa_forward(const nn_gqa *g, nn_gqa_scratch *s, const float *xn, int T, int64_t pos0,

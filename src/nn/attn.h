@@ -73,6 +73,14 @@ typedef struct nn_gqa_scratch {
     int64_t scores_stride; /* nn_attn_stride(n_ctx, max head_dim) */
 } nn_gqa_scratch;
 
+/* Allocate the scratch for max_batch rows of at most q_dim query floats
+ * (n_head * head_dim), kv_dim key floats (n_kv * head_dim) and heads of at
+ * most head_dim, over n_ctx positions. 0, or -1 (out of memory; free it all
+ * the same). */
+int nn_gqa_scratch_init(nn_gqa_scratch *s, tp_pool *pool, mm_ctx *mm, int max_batch, int64_t q_dim,
+                        int64_t kv_dim, int head_dim, int64_t n_ctx);
+void nn_gqa_scratch_free(nn_gqa_scratch *s);
+
 /* Attention of rows xn[T][n_embd] at positions pos0.. over the cache k, v
  * ([cap][n_kv*head_dim], which receives the rows' keys and values):
  * out[T][n_embd]. */
