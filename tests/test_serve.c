@@ -13,6 +13,8 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1342,6 +1344,149 @@ static void test_serve_openai_node(void) {
     srv_down(&s);
 }
 
+/* ===== Hostile clients ===== */
+
+/* A slowloris attacker: N sockets from source addresses 127.0.0.2.. (bound before connect), each
+ * sending a request's head a byte per second and never finishing it; a socket the server closes
+ * is reopened (250 ms later) until `stop`. Loopback only. */
+typedef struct loris {
+    int port, n, n_addrs;
+    volatile int stop;
+    long opened, closed_by_server;
+} loris;
+
+static int loris_connect(const loris *l, int i) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    if (fd < 0) return -1;
+    struct sockaddr_in src = {.sin_family = AF_INET};
+    char ip[32];
+    snprintf(ip, sizeof ip, "127.0.0.%d", 2 + i % l->n_addrs);
+    inet_pton(AF_INET, ip, &src.sin_addr);
+    struct sockaddr_in dst = {.sin_family = AF_INET, .sin_port = htons((uint16_t)l->port)};
+    inet_pton(AF_INET, "127.0.0.1", &dst.sin_addr);
+    if (bind(fd, (struct sockaddr *)&src, sizeof src) ||
+        (connect(fd, (struct sockaddr *)&dst, sizeof dst) && errno != EINPROGRESS)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void *loris_main(void *arg) {
+    loris *l = arg;
+    int fd[256];
+    double next[256], reopen[256];
+    const char *head = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+    size_t sent[256];
+    for (int i = 0; i < l->n; i++)
+        fd[i] = -1, reopen[i] = 0, next[i] = 0, sent[i] = 0;
+    while (!l->stop) {
+        double t = now_s();
+        for (int i = 0; i < l->n; i++) {
+            if (fd[i] < 0) {
+                if (t < reopen[i]) continue;
+                fd[i] = loris_connect(l, i);
+                reopen[i] = t + 0.25;
+                sent[i] = 0, next[i] = t;
+                if (fd[i] >= 0) l->opened++;
+                continue;
+            }
+            char c;
+            ssize_t k = recv(fd[i], &c, 1, MSG_DONTWAIT);
+            if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOTCONN)) {
+                close(fd[i]), fd[i] = -1, reopen[i] = t + 0.25;
+                l->closed_by_server++;
+                continue;
+            }
+            if (t >= next[i]) { /* one byte a second: the head, then header bytes forever */
+                char b = sent[i] < strlen(head) ? head[sent[i]] : 'a';
+                if (send(fd[i], &b, 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1) sent[i]++;
+                next[i] = t + 1;
+            }
+        }
+        usleep(20 * 1000);
+    }
+    for (int i = 0; i < l->n; i++)
+        if (fd[i] >= 0) close(fd[i]);
+    return NULL;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* 200 slow senders from 8 loopback addresses for PETREL_SLOWLORIS_SECONDS (default 15) while a
+ * normal client on 127.0.0.1 alternates GET /health and a short chat completion: every one of its
+ * requests must be answered, none slower than 5 s. Its latency figures are printed. */
+static void test_serve_slowloris(void) {
+    const char *e = getenv("PETREL_SLOWLORIS_SECONDS");
+    double dur = e && atof(e) > 0 ? atof(e) : 15;
+    if (dur > 600) dur = 600;
+    int probe = loris_connect(&(loris){.port = 9, .n_addrs = 1}, 0);
+    if (probe < 0) {
+        t_skip("cannot bind 127.0.0.2 as a source address");
+        return;
+    }
+    close(probe);
+    tsrv s;
+    const char *extra[] = {"--request-timeout", "5", NULL};
+    if (srv_up(&s, FIX, extra)) {
+        CHECKF(0, "the server did not start (%s)", s.errfile);
+        srv_down(&s);
+        return;
+    }
+    loris l = {.port = s.port, .n = 200, .n_addrs = 8};
+    pthread_t th;
+    pthread_create(&th, NULL, loris_main, &l);
+    usleep(2500 * 1000); /* let the attackers take every slot they can */
+    enum { MAXR = 20000 };
+    static double lat[MAXR];
+    int n = 0, failed = 0;
+    double worst = 0, t0 = now_s();
+    char why[256] = "";
+    while (now_s() - t0 < dur && n < MAXR) {
+        hresp r;
+        double a = now_s();
+        int rc = n % 2 ? http(s.port, "POST", "/v1/chat/completions", NULL,
+                              "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+                              "\"max_tokens\":2}",
+                              &r)
+                       : http(s.port, "GET", "/health", NULL, NULL, &r);
+        double d = now_s() - a;
+        if (rc || r.status != 200) {
+            if (!failed) snprintf(why, sizeof why, "request %d: rc %d status %d", n, rc, r.status);
+            failed++;
+        }
+        hresp_free(&r);
+        lat[n++] = d;
+        if (d > worst) worst = d;
+        usleep(100 * 1000);
+    }
+    json_t *h = NULL;
+    hresp r;
+    if (!http(s.port, "GET", "/health", NULL, NULL, &r)) h = body_json(&r);
+    hresp_free(&r);
+    l.stop = 1;
+    pthread_join(th, NULL);
+    qsort(lat, (size_t)n, sizeof lat[0], cmp_double);
+    fprintf(stderr,
+            "  slowloris %.0f s: 200 slow connections from 8 addresses (%ld opened, %ld cut by the "
+            "server); normal client: %d requests, %d failed, latency median %.1f ms, p95 %.1f ms, "
+            "max %.1f ms; server: %ld timed out, %ld refused\n",
+            dur, l.opened, l.closed_by_server, n, failed, n ? lat[n / 2] * 1e3 : 0,
+            n ? lat[(int)(n * 0.95)] * 1e3 : 0, worst * 1e3, jint(h, "connections.timed_out"),
+            jint(h, "connections.refused"));
+    CHECKF(failed == 0, "the normal client was refused or starved: %d of %d failed (%s)", failed, n,
+           why);
+    CHECKF(worst < 5, "the normal client waited %.2f s", worst);
+    CHECK(n >= 10);
+    CHECKF(l.closed_by_server > 0 && jint(h, "connections.timed_out") > 0,
+           "slow senders were never cut off");
+    json_decref(h);
+    srv_down(&s);
+}
+
 T_SUITE(serve) {
     T_ADD(test_serve_request_parsing);
     T_ADD(test_serve_tool_mapping);
@@ -1358,4 +1503,5 @@ T_SUITE(serve) {
     T_ADD(test_serve_malformed);
     T_ADD(test_serve_curl);
     T_ADD(test_serve_openai_node);
+    T_ADD_TIMEOUT(test_serve_slowloris, 700);
 }

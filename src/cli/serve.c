@@ -42,7 +42,11 @@ static void serve_usage(FILE *f) {
         "  --max-body BYTES        request body limit (default 16777216); larger: 413\n"
         "  --max-header BYTES      request line + headers limit (default 65536)\n"
         "  --timeout S             close connections idle for S seconds (default 30)\n"
-        "  --max-connections N     simultaneous connections (default 64)\n"
+        "  --max-connections N     simultaneous connections (default 64; the last 2 are kept for\n"
+        "                          addresses with no request still arriving)\n"
+        "  --max-connections-per-ip N  simultaneous connections from one address (default 8)\n"
+        "  --request-timeout S     a request (line, headers, body) must arrive within S seconds\n"
+        "                          (default 10); slower senders are disconnected\n"
         "  --quiet                 no line per request on stderr (status, tokens, prefill, tok/s)\n"
         "Sampling flags set the defaults a request's own fields override; -n sets the default\n"
         "max_tokens; --think/--no-think the default for requests that do not say.\n");
@@ -68,6 +72,8 @@ int cmd_serve(int argc, char **argv) {
                     .max_header = 64u << 10,
                     .timeout_s = 30,
                     .max_conns = 64,
+                    .request_timeout_s = 10,
+                    .max_conns_per_ip = 8,
                     .log = stderr};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -85,7 +91,8 @@ int cmd_serve(int argc, char **argv) {
         int valued = !strcmp(a, "--host") || !strcmp(a, "--port") || !strcmp(a, "--api-key") ||
                      !strcmp(a, "--queue") || !strcmp(a, "--alias") || !strcmp(a, "--max-body") ||
                      !strcmp(a, "--max-header") || !strcmp(a, "--timeout") ||
-                     !strcmp(a, "--max-connections");
+                     !strcmp(a, "--max-connections") || !strcmp(a, "--max-connections-per-ip") ||
+                     !strcmp(a, "--request-timeout");
         if (valued) {
             if (!v) {
                 fprintf(stderr, "petrel serve: %s needs a value\n", a);
@@ -97,9 +104,16 @@ int cmd_serve(int argc, char **argv) {
             int num_ok = !errno && end != v && !*end;
             if (!strcmp(a, "--host"))
                 p.host = v;
-            else if (!strcmp(a, "--api-key"))
+            else if (!strcmp(a, "--api-key")) {
+                /* an empty key (an unset variable in `--api-key "$KEY"`) must not turn
+                 * authentication off silently */
+                if (!*v) {
+                    fprintf(stderr, "petrel serve: --api-key is empty (an unset variable?); give "
+                                    "a key, or leave the flag out to serve without one\n");
+                    return CLI_USAGE;
+                }
                 p.api_key = v;
-            else if (!strcmp(a, "--alias"))
+            } else if (!strcmp(a, "--alias"))
                 p.model_name = v;
             else {
                 long lo = !strcmp(a, "--port") || !strcmp(a, "--queue") ? 0 : 1;
@@ -120,6 +134,10 @@ int cmd_serve(int argc, char **argv) {
                     p.max_header = (size_t)n;
                 else if (!strcmp(a, "--timeout"))
                     p.timeout_s = (int)n;
+                else if (!strcmp(a, "--request-timeout"))
+                    p.request_timeout_s = (int)n;
+                else if (!strcmp(a, "--max-connections-per-ip"))
+                    p.max_conns_per_ip = (int)n;
                 else
                     p.max_conns = (int)n;
             }
@@ -135,7 +153,12 @@ int cmd_serve(int argc, char **argv) {
     }
     if (!p.api_key) {
         const char *k = getenv("PETREL_API_KEY");
-        if (k && *k) p.api_key = k;
+        if (k && !*k) {
+            fprintf(stderr, "petrel serve: PETREL_API_KEY is set but empty; give a key, or unset "
+                            "it to serve without one\n");
+            return CLI_USAGE;
+        }
+        p.api_key = k;
     }
     if (!o.model) o.model = CLI_DEFAULT_MODEL;
     if (!o.model) {

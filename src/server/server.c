@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -40,6 +41,18 @@ typedef struct job {
     size_t sse_sent; /* ... and handed to libmicrohttpd */
 } job;
 
+/* One TCP connection, tracked from accept to close (srv.mu) so slow senders can be cut off and
+ * counted per address. */
+typedef struct sconn {
+    struct sconn *next, *prev;
+    int fd;                 /* dup of the socket: shutdown() by the reaper; never reused early */
+    unsigned char addr[16]; /* the client's address (4 bytes IPv4, 16 IPv6) */
+    int alen;               /* ... its length */
+    int receiving;          /* a request (or the next on a kept-alive connection) is arriving */
+    int reaped;             /* shut down for missing its deadline */
+    double since;           /* when receiving began, pt_now() seconds */
+} sconn;
+
 struct srv {
     srv_params p;
     char *host, *api_key, *model_name;
@@ -53,6 +66,12 @@ struct srv {
     pthread_t worker;
     int worker_started;
     unsigned long long seq;
+    /* connections (srv.mu) */
+    sconn *conns;
+    int n_conns;
+    pthread_t reaper;
+    int reaper_started;
+    unsigned long long n_timed_out, n_refused;
     /* counters for /health (srv.mu) */
     unsigned long long n_requests, n_cancelled, n_rejected, tokens_generated;
     int last_completion_tokens, last_prompt_tokens, last_cached_tokens;
@@ -382,6 +401,118 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
+/* ===== Connection slots ===== */
+
+/* The address bytes of a socket address; 0 when the family is neither IPv4 nor IPv6. */
+static int addr_key(const struct sockaddr *a, unsigned char out[16]) {
+    if (a && a->sa_family == AF_INET) {
+        memcpy(out, &((const struct sockaddr_in *)a)->sin_addr, 4);
+        return 4;
+    }
+    if (a && a->sa_family == AF_INET6) {
+        memcpy(out, &((const struct sockaddr_in6 *)a)->sin6_addr, 16);
+        return 16;
+    }
+    return 0;
+}
+
+/* Accept policy (the daemon's accepting thread, before the connection is counted): refuse an
+ * address over its limit, and keep the last SRV_RESERVED_SLOTS slots for addresses that have no
+ * request still arriving. A slow sender thus holds at most max_conns - reserved slots however
+ * many addresses it has, and every one of them only until request_timeout_s. */
+static enum MHD_Result accept_ok(void *cls, const struct sockaddr *a, socklen_t alen) {
+    (void)alen;
+    srv *s = cls;
+    unsigned char key[16];
+    int kl = addr_key(a, key);
+    int per_ip = s->p.max_conns_per_ip > 0 ? s->p.max_conns_per_ip : 8;
+    int max = s->p.max_conns > 0 ? s->p.max_conns : 64;
+    int reserved = max > SRV_RESERVED_SLOTS ? SRV_RESERVED_SLOTS : max - 1;
+    int same = 0, arriving = 0;
+    pthread_mutex_lock(&s->mu);
+    for (sconn *c = s->conns; c; c = c->next)
+        if (c->alen == kl && !memcmp(c->addr, key, (size_t)kl)) same++, arriving |= c->receiving;
+    int ok = same < per_ip && !(s->n_conns >= max - reserved && arriving);
+    if (!ok) s->n_refused++;
+    pthread_mutex_unlock(&s->mu);
+    return ok ? MHD_YES : MHD_NO;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+    srv *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        sconn *k = calloc(1, sizeof *k);
+        if (!k) return;
+        const union MHD_ConnectionInfo *fi =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        const union MHD_ConnectionInfo *ai =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        k->fd = fi ? dup(fi->connect_fd) : -1;
+        k->alen = addr_key(ai ? ai->client_addr : NULL, k->addr);
+        k->receiving = 1;
+        k->since = pt_now();
+        pthread_mutex_lock(&s->mu);
+        k->next = s->conns;
+        if (s->conns) s->conns->prev = k;
+        s->conns = k;
+        s->n_conns++;
+        pthread_mutex_unlock(&s->mu);
+        *socket_context = k;
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        sconn *k = *socket_context;
+        if (!k) return;
+        pthread_mutex_lock(&s->mu);
+        if (k->prev)
+            k->prev->next = k->next;
+        else
+            s->conns = k->next;
+        if (k->next) k->next->prev = k->prev;
+        s->n_conns--;
+        pthread_mutex_unlock(&s->mu);
+        if (k->fd >= 0) close(k->fd);
+        free(k);
+        *socket_context = NULL;
+    }
+}
+
+/* The connection's request has arrived (receiving 0: it is being answered) or its next one may
+ * begin (1: the deadline starts now). */
+static void conn_receiving(srv *s, struct MHD_Connection *c, int receiving) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    sconn *k = ci ? ci->socket_context : NULL;
+    if (!k) return;
+    pthread_mutex_lock(&s->mu);
+    k->receiving = receiving;
+    k->since = pt_now();
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Every 200 ms: shut down connections still receiving past the deadline. shutdown() on the dup
+ * wakes the connection's thread (its read sees the end), which closes it as usual. */
+static void *reaper_main(void *arg) {
+    srv *s = arg;
+    double limit = s->p.request_timeout_s > 0 ? s->p.request_timeout_s : 10;
+    pthread_mutex_lock(&s->mu);
+    while (!s->stopping) {
+        double now = pt_now();
+        for (sconn *k = s->conns; k; k = k->next)
+            if (k->receiving && !k->reaped && now - k->since > limit && k->fd >= 0) {
+                shutdown(k->fd, SHUT_RDWR);
+                k->reaped = 1;
+                s->n_timed_out++;
+            }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 200 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&s->work_cv, &s->mu, &ts);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
 /* ===== HTTP ===== */
 
 /* Per-request state kept between the access handler's calls. */
@@ -464,14 +595,16 @@ static int authorized(srv *s, struct MHD_Connection *c) {
 
 static enum MHD_Result health(srv *s, struct MHD_Connection *c) {
     pthread_mutex_lock(&s->mu);
-    json_t *j =
-        json_pack("{s:s, s:s, s:b, s:i, s:I, s:I, s:I, s:I, s:{s:i, s:i, s:i, s:s}}", "status",
-                  s->ready ? "ok" : "loading", "model", s->model_name, "busy", s->busy, "waiting",
-                  s->n_waiting, "requests", (json_int_t)s->n_requests, "cancelled",
-                  (json_int_t)s->n_cancelled, "rejected", (json_int_t)s->n_rejected,
-                  "tokens_generated", (json_int_t)s->tokens_generated, "last", "prompt_tokens",
-                  s->last_prompt_tokens, "cached_tokens", s->last_cached_tokens,
-                  "completion_tokens", s->last_completion_tokens, "finish_reason", s->last_finish);
+    json_t *j = json_pack(
+        "{s:s, s:s, s:b, s:i, s:I, s:I, s:I, s:I, s:{s:i, s:I, s:I}, s:{s:i, s:i, s:i, "
+        "s:s}}",
+        "status", s->ready ? "ok" : "loading", "model", s->model_name, "busy", s->busy, "waiting",
+        s->n_waiting, "requests", (json_int_t)s->n_requests, "cancelled",
+        (json_int_t)s->n_cancelled, "rejected", (json_int_t)s->n_rejected, "tokens_generated",
+        (json_int_t)s->tokens_generated, "connections", "open", s->n_conns, "timed_out",
+        (json_int_t)s->n_timed_out, "refused", (json_int_t)s->n_refused, "last", "prompt_tokens",
+        s->last_prompt_tokens, "cached_tokens", s->last_cached_tokens, "completion_tokens",
+        s->last_completion_tokens, "finish_reason", s->last_finish);
     int ready = s->ready;
     pthread_mutex_unlock(&s->mu);
     char *b = j ? json_dumps(j, JSON_COMPACT) : NULL;
@@ -510,6 +643,7 @@ static int api_of(const char *url) {
 /* A complete request body: parse, queue, wait, answer. */
 static enum MHD_Result submit(srv *s, struct MHD_Connection *c, conn *cn) {
     char err[512];
+    conn_receiving(s, c, 0); /* answered from here on, however long it generates */
     job *j = calloc(1, sizeof *j);
     if (!j) return reply_error(c, 500, "server_error", NULL, "out of memory");
     j->srv = s;
@@ -549,7 +683,7 @@ static enum MHD_Result submit(srv *s, struct MHD_Connection *c, conn *cn) {
         s->head = j;
     s->tail = j;
     s->n_waiting++;
-    pthread_cond_signal(&s->work_cv);
+    pthread_cond_broadcast(&s->work_cv); /* the worker (the reaper waits on it too) */
     /* wait for the prompt to be accepted (or the job to end), noticing a client that leaves */
     while (!(j->started && j->req.stream) && !j->done && !s->stopping) {
         struct timespec ts;
@@ -589,9 +723,9 @@ static enum MHD_Result submit(srv *s, struct MHD_Connection *c, conn *cn) {
     return ret;
 }
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version, const char *upload,
-                                  size_t *upload_size, void **con_cls) {
+static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
+                              const char *method, const char *version, const char *upload,
+                              size_t *upload_size, void **con_cls) {
     (void)version;
     srv *s = cls;
     conn *cn = *con_cls;
@@ -660,9 +794,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     return submit(s, c, cn);
 }
 
+/* The access handler: handle(), and the connection's receiving state kept true (it stays
+ * receiving while the handler asks for more of the body). */
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload,
+                                  size_t *upload_size, void **con_cls) {
+    int more = *con_cls ? *upload_size != 0 : 1; /* a first call or a body chunk: more may come */
+    enum MHD_Result r = handle(cls, c, url, method, version, upload, upload_size, con_cls);
+    if (!(more && *con_cls)) conn_receiving(cls, c, 0);
+    return r;
+}
+
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
-    (void)cls, (void)c, (void)toe;
+    (void)toe;
+    conn_receiving(cls, c, 1); /* a kept-alive connection's next request: its deadline starts */
     conn *cn = *con_cls;
     if (!cn) return;
     pt_buf_free(&cn->body);
@@ -697,11 +843,12 @@ srv *srv_start(const srv_params *p, char *err, size_t err_len) {
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     s->d = MHD_start_daemon(
-        flags, (uint16_t)p->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+        flags, (uint16_t)p->port, accept_ok, s, on_request, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)(p->max_conns > 0 ? p->max_conns : 64),
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(p->timeout_s > 0 ? p->timeout_s : 30),
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(p->max_header + 16384),
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
+        s, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!s->d) {
         snprintf(err, err_len, "cannot listen on %s:%d (address in use or not available)", s->host,
@@ -711,6 +858,12 @@ srv *srv_start(const srv_params *p, char *err, size_t err_len) {
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
     s->port = di ? di->port : p->port;
+    if (pthread_create(&s->reaper, NULL, reaper_main, s)) {
+        snprintf(err, err_len, "cannot start the connection reaper thread");
+        srv_stop(s);
+        return NULL;
+    }
+    s->reaper_started = 1;
     return s;
 }
 
@@ -738,6 +891,7 @@ void srv_stop(srv *s) {
     pthread_cond_broadcast(&s->work_cv);
     pthread_mutex_unlock(&s->mu);
     if (s->worker_started) pthread_join(s->worker, NULL);
+    if (s->reaper_started) pthread_join(s->reaper, NULL);
     if (s->d) MHD_stop_daemon(s->d);
     pthread_cond_destroy(&s->work_cv);
     pthread_mutex_destroy(&s->mu);

@@ -17,8 +17,16 @@
  *
  * Limits on hostile input: request headers (the connection's memory pool),
  * body size (Content-Length checked before reading; a chunked body that grows
- * past it closes the connection), an idle timeout for slow or half-open
- * connections, and a cap on connections. Errors are OpenAI-shaped JSON.
+ * past it closes the connection), an idle timeout, and connection slots
+ * guarded against slow clients (slowloris):
+ *   - a deadline for receiving a whole request (request_timeout_s): a reaper
+ *     thread shuts down any connection still receiving past it, however
+ *     steadily it trickles bytes;
+ *   - a per-address limit (max_conns_per_ip);
+ *   - the last SRV_RESERVED_SLOTS slots go only to addresses that have no
+ *     request of their own still arriving, so /health and a normal client get
+ *     through while every other slot is held by slow senders.
+ * Errors are OpenAI-shaped JSON.
  * Nothing here prints except one line per generation to srv_params.log (when
  * set): status, endpoint, prompt/cached/generated tokens, prefill time and
  * decode rate measured in the worker; nothing exits. The worker runs each
@@ -42,6 +50,10 @@ typedef struct srv_params {
     size_t max_header;      /* request line + headers limit, bytes */
     int timeout_s;          /* an idle connection is closed after this */
     int max_conns;          /* simultaneous connections */
+    int request_timeout_s;  /* a request's line, headers and body must arrive within this (and a
+                             * kept-alive connection's next request within this of the last
+                             * answer); else the connection is closed. <= 0: 10 */
+    int max_conns_per_ip;   /* simultaneous connections from one client address; <= 0: 8 */
     const char *model_name; /* the id /v1/models and replies show */
     FILE *log;              /* a line per generation request; NULL: none */
 } srv_params;
@@ -60,6 +72,10 @@ typedef struct srv_model {
     const char *const *stops; /* default stop strings for requests that give none */
     int n_stops;
 } srv_model;
+
+/* Connection slots kept for addresses with no request still arriving (/health and one normal
+ * request). */
+#define SRV_RESERVED_SLOTS 2
 
 typedef struct srv srv;
 
