@@ -192,7 +192,14 @@ static int read_resp(int fd, hresp *r) {
         n += (size_t)k;
     }
     r->raw[n] = 0;
-    char *he = strstr(r->raw, "\r\n\r\n");
+    /* interim 1xx answers (the server's "102 Processing" to a half-closed client) come first */
+    char *st = r->raw, *he;
+    while (sscanf(st, "HTTP/1.%*d %d", &r->status) == 1 && r->status >= 100 && r->status < 200 &&
+           (he = strstr(st, "\r\n\r\n")))
+        st = he + 4;
+    if (st != r->raw)
+        memmove(r->raw, st, n + 1 - (size_t)(st - r->raw)), n -= (size_t)(st - r->raw);
+    he = strstr(r->raw, "\r\n\r\n");
     if (sscanf(r->raw, "HTTP/1.%*d %d", &r->status) != 1 || !he) return -1;
     const char *b = he + 4;
     size_t bn = n - (size_t)(b - r->raw);
@@ -1344,6 +1351,84 @@ static void test_serve_openai_node(void) {
     srv_down(&s);
 }
 
+/* A client that half-closes after its request (shutdown(SHUT_WR), as `nc -N` and some proxies
+ * do) gets its whole answer, streamed or not; one that closes altogether while it waits in the
+ * queue gives its place up at once. */
+static void test_serve_half_close(void) {
+    tsrv s;
+    const char *extra[] = {"--queue", "2", "-c", "4096", NULL};
+    if (srv_up(&s, FIX, extra)) {
+        CHECKF(0, "the server did not start (%s)", s.errfile);
+        srv_down(&s);
+        return;
+    }
+    for (int stream = 0; stream < 2; stream++) {
+        int fd = connect_to(s.port, 30);
+        char req[256];
+        snprintf(req, sizeof req,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],\"max_tokens\":6,"
+                 "\"stream\":%s}",
+                 stream ? "true" : "false");
+        CHECK(fd >= 0 && send_req(fd, "POST", "/v1/chat/completions", NULL, req) == 0);
+        shutdown(fd, SHUT_WR);
+        hresp r;
+        CHECK(read_resp(fd, &r) == 0);
+        CHECKF(r.status == 200, "half-closed %s: status %d: %s", stream ? "stream" : "request",
+               r.status, r.body);
+        if (stream) {
+            CHECK_STR_CONTAINS(r.body, "data: [DONE]");
+        } else {
+            json_t *j = body_json(&r);
+            CHECKF(jint(j, "usage.completion_tokens") >= 1 && jstr(j, "choices.0.finish_reason") &&
+                       strcmp(jstr(j, "choices.0.finish_reason"), "cancelled"),
+                   "half-closed: %s", r.body);
+            json_decref(j);
+        }
+        hresp_free(&r);
+        close(fd);
+    }
+    json_t *h = NULL;
+    CHECK(wait_idle(s.port, 10, &h) == 0);
+    CHECKF(jint(h, "cancelled") == 0, "health %s", h ? json_dumps(h, 0) : "");
+    json_decref(h);
+    /* a queued client that leaves: its slot is free while the first still generates */
+    int a = start_long_stream(s.port, 3000);
+    char buf[256];
+    CHECK(a >= 0 && recv(a, buf, sizeof buf, 0) > 0);
+    int b = start_long_stream(s.port, 3000);
+    double t0 = now_s();
+    long waiting = -1;
+    while (waiting != 1 && now_s() - t0 < 5) {
+        hresp r;
+        if (!http(s.port, "GET", "/health", NULL, NULL, &r)) {
+            json_t *j = body_json(&r);
+            waiting = jint(j, "waiting");
+            json_decref(j);
+        }
+        hresp_free(&r);
+    }
+    CHECK(waiting == 1);
+    close(b);
+    t0 = now_s();
+    while (waiting != 0 && now_s() - t0 < 5) {
+        hresp r;
+        if (!http(s.port, "GET", "/health", NULL, NULL, &r)) {
+            json_t *j = body_json(&r);
+            waiting = jint(j, "waiting");
+            CHECK(json_is_true(json_object_get(j, "busy"))); /* a still generates */
+            json_decref(j);
+        }
+        hresp_free(&r);
+        usleep(20 * 1000);
+    }
+    CHECKF(waiting == 0, "the queued request whose client left still waits after %.2f s",
+           now_s() - t0);
+    fprintf(stderr, "  queue: a departed client's slot freed %.3f s after it left\n", now_s() - t0);
+    close(a);
+    CHECK(wait_idle(s.port, 10, NULL) == 0);
+    srv_down(&s);
+}
+
 /* ===== Hostile clients ===== */
 
 /* A slowloris attacker: N sockets from source addresses 127.0.0.2.. (bound before connect), each
@@ -1503,5 +1588,6 @@ T_SUITE(serve) {
     T_ADD(test_serve_malformed);
     T_ADD(test_serve_curl);
     T_ADD(test_serve_openai_node);
+    T_ADD(test_serve_half_close);
     T_ADD_TIMEOUT(test_serve_slowloris, 700);
 }

@@ -7,6 +7,7 @@
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -35,6 +36,9 @@ typedef struct job {
     /* srv.mu */
     int started; /* the prompt was accepted; a stream may begin */
     int done;
+    int queued;      /* in the queue (the worker has not taken it) */
+    int http11;      /* the request was HTTP/1.1: an interim 1xx may be sent */
+    int probed;      /* "102 Processing" was sent after the client's end of file */
     int status;      /* when done before starting or not streaming: HTTP status */
     char *body;      /* ... and its JSON body */
     pt_buf sse;      /* stream bytes produced */
@@ -88,14 +92,37 @@ static void job_release(job *j) { /* srv.mu held */
     free(j);
 }
 
-/* 1 when the client closed its end (or the socket failed). A pipelined next
- * request (data waiting) does not count. */
+/* 1 when the client has gone. Its end of file alone does not say so: a client may half-close
+ * after its request (shutdown(SHUT_WR): `nc -N`, some proxies) and still read the answer. A
+ * client that closed altogether resets the connection as soon as anything is sent to it, and
+ * the socket's TCP state then reads TCP_CLOSE; a half-closed one stays in CLOSE_WAIT. A stream's
+ * own writes provoke that reset; before an answer has begun, job_probe sends something. A
+ * pipelined next request (data waiting) does not count. */
 static int client_gone(int fd) {
     if (fd < 0) return 0;
     char c;
     ssize_t r = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (r == 0) return 1;
-    return r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+    if (r > 0) return 0;
+    if (r < 0) return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+    struct tcp_info ti;
+    socklen_t tl = sizeof ti;
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl)) return 1; /* not TCP: EOF is gone */
+    return ti.tcpi_state == TCP_CLOSE;
+}
+
+/* The connection thread, before its answer has begun (nothing else writes the socket then):
+ * when the client's end of file has come, send an interim "HTTP/1.1 102 Processing" once, so
+ * that a client that closed altogether answers with a reset (client_gone sees it next time) while
+ * a half-closed one reads it and waits on (RFC 9110 section 15.2: a client must accept a 1xx it
+ * did not expect). Not for HTTP/1.0, which knows no 1xx: such a client is served to the end. */
+static void job_probe(job *j) { /* srv.mu held */
+    if (j->probed || !j->http11 || j->fd < 0) return;
+    char c;
+    if (recv(j->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) != 0) return;
+    static const char p[] = "HTTP/1.1 102 Processing\r\n\r\n";
+    j->probed = 1;
+    if (send(j->fd, p, sizeof p - 1, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)(sizeof p - 1))
+        j->stop = 1;
 }
 
 static void job_fail(job *j, int status, const char *type, const char *code,
@@ -374,6 +401,7 @@ static void *worker_main(void *arg) {
         s->head = j->next;
         if (!s->head) s->tail = NULL;
         s->n_waiting--;
+        j->queued = 0;
         if (!j->stop) {
             s->busy = 1;
             pthread_mutex_unlock(&s->mu);
@@ -517,7 +545,8 @@ static void *reaper_main(void *arg) {
 
 /* Per-request state kept between the access handler's calls. */
 typedef struct conn {
-    int api; /* OAI_* */
+    int api;    /* OAI_* */
+    int http11; /* the request line said HTTP/1.1 */
     pt_buf body;
     int too_big;
 } conn;
@@ -660,6 +689,7 @@ static enum MHD_Result submit(srv *s, struct MHD_Connection *c, conn *cn) {
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (ci) j->fd = dup(ci->connect_fd);
+    j->http11 = cn->http11;
     pthread_mutex_lock(&s->mu);
     if (s->stopping || !s->ready) {
         j->refs = 1;
@@ -683,6 +713,7 @@ static enum MHD_Result submit(srv *s, struct MHD_Connection *c, conn *cn) {
         s->head = j;
     s->tail = j;
     s->n_waiting++;
+    j->queued = 1;
     pthread_cond_broadcast(&s->work_cv); /* the worker (the reaper waits on it too) */
     /* wait for the prompt to be accepted (or the job to end), noticing a client that leaves */
     while (!(j->started && j->req.stream) && !j->done && !s->stopping) {
@@ -691,7 +722,27 @@ static enum MHD_Result submit(srv *s, struct MHD_Connection *c, conn *cn) {
         ts.tv_nsec += 100 * 1000000L;
         if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
         pthread_cond_timedwait(&j->cv, &s->mu, &ts);
+        if (!j->stop) job_probe(j); /* no answer has begun inside this loop */
         if (!j->stop && client_gone(j->fd)) j->stop = 1;
+        if (j->stop && j->queued) {
+            /* its client left while it waited: it gives its place up now, not when the worker
+             * reaches it */
+            job **pp = &s->head;
+            while (*pp != j)
+                pp = &(*pp)->next;
+            *pp = j->next;
+            if (s->tail == j) {
+                s->tail = NULL;
+                for (job *q = s->head; q; q = q->next)
+                    s->tail = q;
+            }
+            s->n_waiting--;
+            s->n_cancelled++;
+            j->queued = 0;
+            job_fail(j, 499, "invalid_request_error", NULL, "cancelled: the client went away");
+            j->done = 1;
+            job_release(j); /* the worker's reference */
+        }
     }
     if (!(j->req.stream && j->started)) {
         int status = j->status ? j->status : 503;
@@ -726,7 +777,6 @@ static enum MHD_Result submit(srv *s, struct MHD_Connection *c, conn *cn) {
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
                               const char *method, const char *version, const char *upload,
                               size_t *upload_size, void **con_cls) {
-    (void)version;
     srv *s = cls;
     conn *cn = *con_cls;
     if (!cn) {
@@ -781,6 +831,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         cn = calloc(1, sizeof *cn);
         if (!cn) return MHD_NO;
         cn->api = api;
+        cn->http11 = version && !strcmp(version, "HTTP/1.1");
         *con_cls = cn;
         return MHD_YES;
     }
