@@ -1429,6 +1429,31 @@ static void test_serve_half_close(void) {
     srv_down(&s);
 }
 
+/* SIGTERM while a stream runs: the stream ends with an error event (and [DONE]), never with a
+ * finish_reason "stop" that would pass the cut answer off as complete; the server exits 0. */
+static void test_serve_shutdown_stream(void) {
+    tsrv s;
+    const char *extra[] = {"-c", "4096", NULL};
+    if (srv_up(&s, FIX, extra)) {
+        CHECKF(0, "the server did not start (%s)", s.errfile);
+        srv_down(&s);
+        return;
+    }
+    int fd = start_long_stream(s.port, 3500);
+    char buf[256];
+    CHECK(fd >= 0 && recv(fd, buf, sizeof buf, MSG_PEEK) > 0);
+    kill(s.pid, SIGTERM);
+    hresp r;
+    CHECK(read_resp(fd, &r) == 0 && r.status == 200);
+    CHECKF(r.body && strstr(r.body, "\"error\"") && strstr(r.body, "shutting down"),
+           "the cut stream: %s", r.body ? r.body + (r.n > 400 ? r.n - 400 : 0) : "");
+    CHECKF(r.body && !strstr(r.body, "\"finish_reason\":\"stop\""),
+           "a stream cut by SIGTERM ended with finish_reason stop");
+    hresp_free(&r);
+    close(fd);
+    srv_down(&s);
+}
+
 /* ===== Hostile clients ===== */
 
 /* A slowloris attacker: N sockets from source addresses 127.0.0.2.. (bound before connect), each
@@ -1589,5 +1614,6 @@ T_SUITE(serve) {
     T_ADD(test_serve_curl);
     T_ADD(test_serve_openai_node);
     T_ADD(test_serve_half_close);
+    T_ADD(test_serve_shutdown_stream);
     T_ADD_TIMEOUT(test_serve_slowloris, 700);
 }

@@ -226,6 +226,11 @@ static int on_prefilled(void *ud, int in_reasoning) {
     return 0;
 }
 
+/* 1 when the generation was interrupted by srv_stop (not by its client leaving). */
+static int res_cut_by_shutdown(srv *s, const job *j, const fe_turn_result *tr) {
+    return tr->gen.reason == PT_GEN_INTERRUPT && !j->stop && s->stopping;
+}
+
 /* Generate for one job (worker thread, srv.mu not held): one turn of
  * front/front.h (render, tokenize, prefill, generate, parse) with the
  * request's sampling, then the reply or the stream's end. */
@@ -302,6 +307,12 @@ static void run_job(srv *s, job *j) {
         goto fail;
     }
     int grc = trc; /* 0, or the generation / the answer failed: an error reply */
+    if (!grc && res_cut_by_shutdown(s, j, &tr)) {
+        /* SIGTERM cut the answer short: an error, never a finish_reason "stop" that would pass
+         * a truncated answer off as complete */
+        snprintf(err, sizeof err, "the server is shutting down; the answer was cut short");
+        grc = -1;
+    }
     if (trc != FE_TURN_GEN_FAILED) oai_split_push(&rc.split, "", 0, 1, on_delta, &rc);
     pt_chat_parsed *parsed = tr.have_parsed ? &tr.parsed : NULL;
     if (parsed && !tools) {
@@ -354,15 +365,16 @@ static void run_job(srv *s, job *j) {
     s->last_completion_tokens = res->n_tokens, s->last_prompt_tokens = tr.n_prompt,
     s->last_cached_tokens = cached;
     snprintf(s->last_finish, sizeof s->last_finish, "%s",
-             j->stop ? "cancelled"
-             : grc   ? "error"
-                     : oai_finish_reason(res->reason, parsed ? parsed->n_calls : 0));
+             j->stop                          ? "cancelled"
+             : res_cut_by_shutdown(s, j, &tr) ? "shutdown"
+             : grc                            ? "error"
+                   : oai_finish_reason(res->reason, parsed ? parsed->n_calls : 0));
     if (j->stop) s->n_cancelled++;
     if (grc) {
         if (rc.streaming)
             oai_stream_error(&rc.st, err, &j->sse);
         else
-            job_fail(j, 500, "server_error", NULL, err);
+            job_fail(j, s->stopping ? 503 : 500, "server_error", NULL, err);
     } else if (rc.streaming) {
         oai_stream_end(&rc.st, &r, &j->sse);
     } else {
@@ -576,7 +588,9 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
     job *j = cls;
     srv *s = j->srv;
     pthread_mutex_lock(&s->mu);
-    while (j->sse_sent == j->sse.n && !j->done && !s->stopping) {
+    /* not cut short by srv_stop: the worker ends every stream (with an error event when the
+     * server stops) before srv_stop goes on to close connections */
+    while (j->sse_sent == j->sse.n && !j->done) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_sec += 1;
