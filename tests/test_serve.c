@@ -1454,6 +1454,54 @@ static void test_serve_shutdown_stream(void) {
     srv_down(&s);
 }
 
+/* `--api-key ""` (an unset variable) and an empty PETREL_API_KEY are errors (exit 2), not a
+ * server without authentication. */
+static void test_serve_api_key_empty(void) {
+    char out[8192], cmd[4096];
+    snprintf(cmd, sizeof cmd, "timeout 20 %s serve -m %s --port 0 -t 1 --api-key ''", bin(),
+             t_fixture(FIX));
+    CHECK(t_run(cmd, out, sizeof out) == 2);
+    CHECK_STR_CONTAINS(out, "--api-key is empty");
+    snprintf(cmd, sizeof cmd, "PETREL_API_KEY= timeout 20 %s serve -m %s --port 0 -t 1", bin(),
+             t_fixture(FIX));
+    CHECK(t_run(cmd, out, sizeof out) == 2);
+    CHECK_STR_CONTAINS(out, "PETREL_API_KEY is set but empty");
+}
+
+/* Prefix reuse is per API key: a second key sending the same prompt sees cached_tokens 0 (it
+ * cannot probe the first key's prompt), while a key's own repeat is reused. */
+static void test_serve_tenants(void) {
+    tsrv s;
+    const char *extra[] = {"--api-key", "alice-key", "--api-key", "bob-key", NULL};
+    if (srv_up(&s, FIX, extra)) {
+        CHECKF(0, "the server did not start (%s)", s.errfile);
+        srv_down(&s);
+        return;
+    }
+    const char *req = "{\"messages\":[{\"role\":\"user\",\"content\":\"My secret plan is to "
+                      "paint the fence blue on Tuesday\"}],\"max_tokens\":1,\"temperature\":0}";
+    const char *who[] = {"alice", "alice", "bob", "bob", "alice"};
+    long cached[5];
+    for (int i = 0; i < 5; i++) {
+        char hdr[128];
+        snprintf(hdr, sizeof hdr, "Authorization: Bearer %s-key\r\n", who[i]);
+        hresp r;
+        CHECK(http(s.port, "POST", "/v1/chat/completions", hdr, req, &r) == 0 && r.status == 200);
+        json_t *j = body_json(&r);
+        cached[i] = jint(j, "usage.prompt_tokens_details.cached_tokens");
+        json_decref(j);
+        hresp_free(&r);
+    }
+    fprintf(stderr, "  tenants: cached_tokens alice %ld, alice %ld, bob %ld, bob %ld, alice %ld\n",
+            cached[0], cached[1], cached[2], cached[3], cached[4]);
+    CHECK(cached[0] <= 0);
+    CHECKF(cached[1] > 0, "a key's own repeat reused %ld", cached[1]);
+    CHECKF(cached[2] <= 0, "bob's guess of alice's prompt matched %ld tokens", cached[2]);
+    CHECK(cached[3] > 0);
+    CHECKF(cached[4] <= 0, "alice's request after bob's reused %ld of bob's tokens", cached[4]);
+    srv_down(&s);
+}
+
 /* ===== Hostile clients ===== */
 
 /* A slowloris attacker: N sockets from source addresses 127.0.0.2.. (bound before connect), each
@@ -1614,6 +1662,8 @@ T_SUITE(serve) {
     T_ADD(test_serve_curl);
     T_ADD(test_serve_openai_node);
     T_ADD(test_serve_half_close);
+    T_ADD(test_serve_api_key_empty);
+    T_ADD(test_serve_tenants);
     T_ADD(test_serve_shutdown_stream);
     T_ADD_TIMEOUT(test_serve_slowloris, 700);
 }

@@ -1,6 +1,6 @@
 /* serve.c — `petrel serve`: the OpenAI-compatible HTTP server.
  *
- *   petrel serve -m MODEL.gguf [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--queue N]
+ *   petrel serve -m MODEL.gguf [--host 127.0.0.1] [--port 8080] [--api-key KEY]... [--queue N]
  *
  * The listening socket opens first (so /health can say 503 while the model
  * loads), then the model loads once and the server runs until SIGINT or
@@ -35,7 +35,10 @@ static void serve_usage(FILE *f) {
         "  --host ADDR             address to listen on (default 127.0.0.1: this machine only)\n"
         "  --port N                TCP port (default 8080; 0: any free port, printed at start)\n"
         "  --api-key KEY           require 'Authorization: Bearer KEY' on /v1/ (default: none;\n"
-        "                          the PETREL_API_KEY environment variable, which ps cannot show)\n"
+        "                          the PETREL_API_KEY environment variable, which ps cannot "
+        "show);\n"
+        "                          repeat for several clients: the KV prefix is reused only for\n"
+        "                          the key that left it\n"
         "  --queue N               requests that may wait while one generates (default 16); more: "
         "429\n"
         "  --alias NAME            model id shown by /v1/models and replies (default: file name)\n"
@@ -75,6 +78,8 @@ int cmd_serve(int argc, char **argv) {
                     .request_timeout_s = 10,
                     .max_conns_per_ip = 8,
                     .log = stderr};
+    const char *keys[64];
+    int n_keys = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -112,7 +117,11 @@ int cmd_serve(int argc, char **argv) {
                                     "a key, or leave the flag out to serve without one\n");
                     return CLI_USAGE;
                 }
-                p.api_key = v;
+                if (n_keys == (int)(sizeof keys / sizeof keys[0])) {
+                    fprintf(stderr, "petrel serve: at most %d --api-key\n", n_keys);
+                    return CLI_USAGE;
+                }
+                keys[n_keys++] = v;
             } else if (!strcmp(a, "--alias"))
                 p.model_name = v;
             else {
@@ -151,14 +160,14 @@ int cmd_serve(int argc, char **argv) {
             return CLI_USAGE;
         }
     }
-    if (!p.api_key) {
+    if (!n_keys) {
         const char *k = getenv("PETREL_API_KEY");
         if (k && !*k) {
             fprintf(stderr, "petrel serve: PETREL_API_KEY is set but empty; give a key, or unset "
                             "it to serve without one\n");
             return CLI_USAGE;
         }
-        p.api_key = k;
+        if (k) keys[n_keys++] = k;
     }
     if (!o.model) o.model = CLI_DEFAULT_MODEL;
     if (!o.model) {
@@ -185,7 +194,8 @@ int cmd_serve(int argc, char **argv) {
     sigaction(SIGTERM, &sa, NULL);
 
     char err[512];
-    if (!loopback(p.host) && !p.api_key)
+    p.api_keys = keys, p.n_api_keys = n_keys;
+    if (!loopback(p.host) && !n_keys)
         fprintf(
             stderr,
             "petrel: ##########################################################################\n"

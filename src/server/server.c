@@ -39,6 +39,7 @@ typedef struct job {
     int queued;      /* in the queue (the worker has not taken it) */
     int http11;      /* the request was HTTP/1.1: an interim 1xx may be sent */
     int probed;      /* "102 Processing" was sent after the client's end of file */
+    int tenant;      /* the API key's index (0 without keys) */
     int status;      /* when done before starting or not streaming: HTTP status */
     char *body;      /* ... and its JSON body */
     pt_buf sse;      /* stream bytes produced */
@@ -59,7 +60,10 @@ typedef struct sconn {
 
 struct srv {
     srv_params p;
-    char *host, *api_key, *model_name;
+    char *host, *model_name;
+    char **keys; /* the API keys (n_keys; none: open) */
+    int n_keys;
+    int cache_tenant; /* whose prompt the session's KV cache holds (worker only); -1: nobody's */
     struct MHD_Daemon *d;
     int port;
     pthread_mutex_t mu;
@@ -289,6 +293,12 @@ static void run_job(srv *s, job *j) {
                  .on_prefilled = on_prefilled,
                  .ud = &rc,
                  .stop = &j->stop};
+    /* prefix reuse within a tenant only: a different key's request starts from an empty cache,
+     * so its cached_tokens cannot tell how much of another key's prompt it guessed */
+    if (s->cache_tenant != j->tenant) {
+        pt_session_truncate(m->s, 0);
+        s->cache_tenant = j->tenant;
+    }
     int trc = fe_turn_run(m->g, &t, &tr, err, sizeof err);
     int cached = tr.n_reused;
     if (trc == FE_TURN_BAD_PROMPT) goto fail;
@@ -559,6 +569,7 @@ static void *reaper_main(void *arg) {
 typedef struct conn {
     int api;    /* OAI_* */
     int http11; /* the request line said HTTP/1.1 */
+    int tenant; /* the API key's index (0 without keys) */
     pt_buf body;
     int too_big;
 } conn;
@@ -626,14 +637,19 @@ static int ct_equal(const char *a, const char *b) { /* constant time in the leng
     return d == 0;
 }
 
+/* The tenant a request's key names (its index; 0 when the server has no keys), or -1 when the
+ * key is missing or wrong. Every key is compared, so the time says nothing about which matched. */
 static int authorized(srv *s, struct MHD_Connection *c) {
-    if (!s->api_key) return 1;
+    if (!s->n_keys) return 0;
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    if (!h || strncasecmp(h, "Bearer ", 7)) return 0;
+    if (!h || strncasecmp(h, "Bearer ", 7)) return -1;
     h += 7;
     while (*h == ' ')
         h++;
-    return ct_equal(h, s->api_key);
+    int t = -1;
+    for (int i = 0; i < s->n_keys; i++)
+        if (ct_equal(h, s->keys[i])) t = i;
+    return t;
 }
 
 static enum MHD_Result health(srv *s, struct MHD_Connection *c) {
@@ -704,6 +720,7 @@ static enum MHD_Result submit(srv *s, struct MHD_Connection *c, conn *cn) {
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (ci) j->fd = dup(ci->connect_fd);
     j->http11 = cn->http11;
+    j->tenant = cn->tenant;
     pthread_mutex_lock(&s->mu);
     if (s->stopping || !s->ready) {
         j->refs = 1;
@@ -814,7 +831,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
                                    "use GET");
             return health(s, c);
         }
-        if (v1 && !authorized(s, c))
+        int tenant = v1 ? authorized(s, c) : 0;
+        if (tenant < 0)
             return reply_error(c, 401, "authentication_error", "invalid_api_key",
                                "missing or wrong API key (send 'Authorization: Bearer KEY')");
         if (!strcmp(url, "/v1/models") || !strcmp(url, "/models")) {
@@ -845,6 +863,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         cn = calloc(1, sizeof *cn);
         if (!cn) return MHD_NO;
         cn->api = api;
+        cn->tenant = tenant;
         cn->http11 = version && !strcmp(version, "HTTP/1.1");
         *con_cls = cn;
         return MHD_YES;
@@ -889,11 +908,22 @@ srv *srv_start(const srv_params *p, char *err, size_t err_len) {
     s->p = *p;
     /* "localhost" is 127.0.0.1, which every client tries (getaddrinfo may prefer ::1) */
     s->host = strdup(p->host && strcmp(p->host, "localhost") ? p->host : "127.0.0.1");
-    s->api_key = p->api_key && *p->api_key ? strdup(p->api_key) : NULL;
     s->model_name = strdup(p->model_name ? p->model_name : "petrel");
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->work_cv, NULL);
     snprintf(s->last_finish, sizeof s->last_finish, "none");
+    s->cache_tenant = -1;
+    if (p->n_api_keys > 0) {
+        s->keys = calloc((size_t)p->n_api_keys, sizeof *s->keys);
+        if (s->keys) s->n_keys = p->n_api_keys; /* freed by srv_stop, even in part */
+        for (int i = 0; s->keys && i < p->n_api_keys; i++)
+            if (!(s->keys[i] = strdup(p->api_keys[i] ? p->api_keys[i] : ""))) break;
+        if (!s->keys || !s->keys[p->n_api_keys - 1]) {
+            snprintf(err, err_len, "out of memory");
+            srv_stop(s);
+            return NULL;
+        }
+    }
     struct addrinfo hints = {
         .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
     struct addrinfo *ai = NULL;
@@ -961,7 +991,9 @@ void srv_stop(srv *s) {
     pthread_cond_destroy(&s->work_cv);
     pthread_mutex_destroy(&s->mu);
     free(s->host);
-    free(s->api_key);
+    for (int i = 0; s->keys && i < s->n_keys; i++)
+        free(s->keys[i]);
+    free(s->keys);
     free(s->model_name);
     free(s);
 }

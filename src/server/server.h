@@ -42,9 +42,13 @@
 #include "petrel.h"
 
 typedef struct srv_params {
-    const char *host;       /* address to bind (default 127.0.0.1) */
-    int port;               /* 0: any free port (srv_port says which) */
-    const char *api_key;    /* NULL: no key; else /v1/ needs "Authorization: Bearer KEY" */
+    const char *host;            /* address to bind (default 127.0.0.1) */
+    int port;                    /* 0: any free port (srv_port says which) */
+    const char *const *api_keys; /* n_api_keys keys; /v1/ needs "Authorization: Bearer KEY"
+                                  * with one of them; none: open. Each key is a tenant: the KV
+                                  * prefix one tenant left is not reused for another, so
+                                  * cached_tokens cannot reveal another key's prompt */
+    int n_api_keys;
     int queue;              /* requests that may wait while one generates */
     size_t max_body;        /* request body limit, bytes */
     size_t max_header;      /* request line + headers limit, bytes */
