@@ -1502,6 +1502,67 @@ static void test_serve_tenants(void) {
     srv_down(&s);
 }
 
+/* A prompt the context could never hold is refused before it is read or tokenized: a body past
+ * the cap the context implies gets 413 naming the limit; a smaller one whose text alone needs
+ * more tokens than the context holds gets 400 at once (no tokenizing). Both are timed. */
+static void test_serve_context_cap(void) {
+    tsrv s;
+    const char *extra[] = {"-c", "512", NULL};
+    if (srv_up(&s, FIX, extra)) {
+        CHECKF(0, "the server did not start (%s)", s.errfile);
+        srv_down(&s);
+        return;
+    }
+    size_t n = 15u << 20;
+    char *big = malloc(n + 64);
+    strcpy(big, "{\"prompt\":\"");
+    size_t k = strlen(big);
+    for (; k < n - 2; k++)
+        big[k] = (char)('a' + k % 23);
+    strcpy(big + k, "\"}");
+    hresp r;
+    double t0 = now_s();
+    int fd = connect_to(s.port, 10);
+    char head[256];
+    snprintf(head, sizeof head,
+             "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n", n);
+    send_all(fd, head, strlen(head));
+    send(fd, big, n, MSG_NOSIGNAL); /* may fail part way: the server answers and closes */
+    CHECK(read_resp(fd, &r) == 0 && r.status == 413);
+    double dt413 = now_s() - t0;
+    CHECK_STR_CONTAINS(r.body, "could ever hold");
+    CHECK_STR_CONTAINS(r.body, "512 tokens");
+    fprintf(stderr, "  15 MiB prompt: %d in %.3f s: %s\n", r.status, dt413, r.body);
+    hresp_free(&r);
+    close(fd);
+    /* 1 MB of text: under the byte cap, but at least 1e6 / (longest token) tokens */
+    big[1000000 + 11] = 0;
+    strcat(big, "\"}");
+    t0 = now_s();
+    CHECK(http(s.port, "POST", "/v1/completions", NULL, big, &r) == 0 && r.status == 400);
+    double dt400 = now_s() - t0;
+    CHECK_STR_CONTAINS(r.body, "context_length_exceeded");
+    CHECK_STR_CONTAINS(r.body, "context holds 512");
+    fprintf(stderr, "  1 MB prompt: %d in %.3f s: %s\n", r.status, dt400, r.body);
+    CHECKF(dt413 < 2 && dt400 < 2, "refusals took %.2f s and %.2f s", dt413, dt400);
+    hresp_free(&r);
+    /* the same in chat messages */
+    char *chat = malloc(1000100);
+    snprintf(chat, 1000100, "{\"messages\":[{\"role\":\"user\",\"content\":\"%.1000000s\"}]}",
+             big + 11);
+    CHECK(http(s.port, "POST", "/v1/chat/completions", NULL, chat, &r) == 0 && r.status == 400);
+    CHECK_STR_CONTAINS(r.body, "context_length_exceeded");
+    hresp_free(&r);
+    free(chat);
+    free(big);
+    /* and a prompt that fits is still answered */
+    CHECK(http(s.port, "POST", "/v1/completions", NULL, "{\"prompt\":\"Hello\",\"max_tokens\":2}",
+               &r) == 0 &&
+          r.status == 200);
+    hresp_free(&r);
+    srv_down(&s);
+}
+
 /* ===== Hostile clients ===== */
 
 /* A slowloris attacker: N sockets from source addresses 127.0.0.2.. (bound before connect), each
@@ -1664,6 +1725,7 @@ T_SUITE(serve) {
     T_ADD(test_serve_half_close);
     T_ADD(test_serve_api_key_empty);
     T_ADD(test_serve_tenants);
+    T_ADD(test_serve_context_cap);
     T_ADD(test_serve_shutdown_stream);
     T_ADD_TIMEOUT(test_serve_slowloris, 700);
 }

@@ -63,6 +63,9 @@ struct srv {
     char *host, *model_name;
     char **keys; /* the API keys (n_keys; none: open) */
     int n_keys;
+    size_t body_cap;  /* bytes: the largest body whose prompt the context could hold (body_limit) */
+    int n_ctx;        /* the session's context, tokens */
+    int max_piece;    /* bytes: the longest token of the vocabulary, specials rendered */
     int cache_tenant; /* whose prompt the session's KV cache holds (worker only); -1: nobody's */
     struct MHD_Daemon *d;
     int port;
@@ -563,6 +566,56 @@ static void *reaper_main(void *arg) {
     return NULL;
 }
 
+/* ===== What the context can hold ===== */
+
+/* The request body limit: --max-body, and once the model is loaded no more than a body whose
+ * prompt the context could ever hold. The context holds n_ctx tokens of at most max_piece bytes
+ * each; a JSON string spends at most 6 bytes ("\u0000") on a byte of text; 1 MiB more covers
+ * the request's structure (roles, keys, tool schemas). A body past it needs no reading, parsing
+ * or tokenizing to refuse. */
+static size_t body_limit(srv *s) {
+    pthread_mutex_lock(&s->mu);
+    size_t cap = s->ready && s->body_cap ? s->body_cap : 0;
+    pthread_mutex_unlock(&s->mu);
+    return cap && cap < s->p.max_body ? cap : s->p.max_body;
+}
+
+/* Bytes of text (not counting whitespace, which a chat template may trim) in the strings of a
+ * message's "content" (a string, or parts with "text"). */
+static size_t nonspace(const char *p, size_t len) {
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++)
+        n += p[i] != ' ' && p[i] != '\t' && p[i] != '\r' && p[i] != '\n';
+    return n;
+}
+
+static size_t text_bytes(const json_t *v) {
+    size_t n = 0;
+    if (json_is_string(v)) {
+        n = nonspace(json_string_value(v), json_string_length(v));
+    } else if (json_is_array(v)) {
+        size_t i;
+        json_t *x;
+        json_array_foreach(v, i, x) n +=
+            text_bytes(json_is_object(x) ? json_object_get(x, "text") : x);
+    }
+    return n;
+}
+
+/* A lower bound on the request's prompt in tokens, without tokenizing: every token covers at
+ * most max_piece bytes of the rendered prompt, which holds at least the text of every message's
+ * content (or the completion's prompt) minus whitespace. */
+static long prompt_floor(const srv *s, const oai_req *rq) {
+    size_t n = 0;
+    if (rq->prompt) n += nonspace(rq->prompt, strlen(rq->prompt));
+    if (json_is_array(rq->messages)) {
+        size_t i;
+        json_t *m;
+        json_array_foreach(rq->messages, i, m) n += text_bytes(json_object_get(m, "content"));
+    }
+    return s->max_piece > 0 ? (long)(n / (size_t)s->max_piece) : 0;
+}
+
 /* ===== HTTP ===== */
 
 /* Per-request state kept between the access handler's calls. */
@@ -716,6 +769,18 @@ static enum MHD_Result submit(srv *s, struct MHD_Connection *c, conn *cn) {
         pthread_mutex_unlock(&s->mu);
         return reply_error(c, 400, "invalid_request_error", "invalid_request", err);
     }
+    long floor = prompt_floor(s, &j->req);
+    if (floor > s->n_ctx) {
+        pthread_mutex_lock(&s->mu);
+        j->refs = 1;
+        job_release(j);
+        pthread_mutex_unlock(&s->mu);
+        snprintf(err, sizeof err,
+                 "the prompt is at least %ld tokens (no token is longer than %d bytes) but the "
+                 "context holds %d",
+                 floor, s->max_piece, s->n_ctx);
+        return reply_error(c, 400, "invalid_request_error", "context_length_exceeded", err);
+    }
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (ci) j->fd = dup(ci->connect_fd);
@@ -850,10 +915,17 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
             return reply_error(c, 405, "invalid_request_error", "method_not_allowed", "use POST");
         const char *cl =
             MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > s->p.max_body) {
-            char msg[160];
-            snprintf(msg, sizeof msg, "the request body is %.30s bytes; the limit is %zu", cl,
-                     s->p.max_body);
+        size_t limit = body_limit(s);
+        if (cl && strtoull(cl, NULL, 10) > limit) {
+            char msg[256];
+            if (limit < s->p.max_body)
+                snprintf(msg, sizeof msg,
+                         "the request body is %.30s bytes; the limit is %zu (what a context of %d "
+                         "tokens could ever hold)",
+                         cl, limit, s->n_ctx);
+            else
+                snprintf(msg, sizeof msg, "the request body is %.30s bytes; the limit is %zu", cl,
+                         limit);
             return reply_error(c, 413, "invalid_request_error", "request_too_large", msg);
         }
         pthread_mutex_lock(&s->mu);
@@ -869,7 +941,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         return MHD_YES;
     }
     if (*upload_size) {
-        if (cn->body.n + *upload_size > s->p.max_body)
+        if (cn->body.n + *upload_size > body_limit(s))
             return MHD_NO; /* a chunked body past the limit: close */
         if (pt_buf_append(&cn->body, upload, *upload_size)) return MHD_NO;
         *upload_size = 0;
@@ -971,7 +1043,16 @@ int srv_set_model(srv *s, const srv_model *m, char *err, size_t err_len) {
     if (pthread_create(&s->worker, NULL, worker_main, s))
         return snprintf(err, err_len, "cannot start the worker thread"), -1;
     s->worker_started = 1;
+    int max_piece = 1;
+    for (int32_t id = 0; id < pt_vocab_size(m->e); id++) {
+        size_t len = 0;
+        pt_token_piece(m->e, id, PT_DETOKENIZE_RENDER_SPECIAL, &len);
+        if ((int)len > max_piece) max_piece = (int)len;
+    }
     pthread_mutex_lock(&s->mu);
+    s->n_ctx = pt_session_n_ctx(m->s);
+    s->max_piece = max_piece;
+    s->body_cap = (size_t)s->n_ctx * (size_t)max_piece * 6 + (1u << 20);
     s->ready = 1;
     pthread_mutex_unlock(&s->mu);
     return 0;
