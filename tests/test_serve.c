@@ -1563,6 +1563,39 @@ static void test_serve_context_cap(void) {
     srv_down(&s);
 }
 
+/* `petrel inspect` prints a model's strings escaped: a general.name carrying a terminal escape
+ * (ESC [31m, BEL) shows as \x1b[31m\x07, and no control byte reaches the terminal. */
+static void test_serve_inspect_escapes(void) {
+    size_t n = 0;
+    char *d = t_read_file(t_fixture(FIX), &n);
+    const char *name = "Qwen3-30B-A3B tiny fixture";
+    char *at = d ? memmem(d, n, name, strlen(name)) : NULL;
+    if (!at) {
+        CHECKF(0, "no general.name '%s' in %s", name, FIX);
+        free(d);
+        return;
+    }
+    memcpy(at, "\x1b[31m\x07", 6); /* same length: the file stays valid */
+    char path[512];
+    snprintf(path, sizeof path, "%s/evil_name.gguf", t_tmpdir());
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(d, 1, n, f) == n);
+    if (f) fclose(f);
+    free(d);
+    static char out[65536];
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s inspect %s", bin(), path);
+    CHECK(t_run(cmd, out, sizeof out) == 0);
+    CHECK_STR_CONTAINS(out, "name            \\x1b[31m\\x0730B-A3B tiny fixture");
+    int ctl = 0;
+    for (const char *c = out; *c; c++)
+        ctl |= (unsigned char)*c < 0x20 && *c != '\n';
+    CHECKF(!ctl, "a control byte reached the output: %s", out);
+    snprintf(cmd, sizeof cmd, "%s inspect --json %s", bin(), path);
+    CHECK(t_run(cmd, out, sizeof out) == 0);
+    CHECK_STR_CONTAINS(out, "\\u001B[31m\\u0007");
+}
+
 /* ===== Hostile clients ===== */
 
 /* A slowloris attacker: N sockets from source addresses 127.0.0.2.. (bound before connect), each
@@ -1726,6 +1759,7 @@ T_SUITE(serve) {
     T_ADD(test_serve_api_key_empty);
     T_ADD(test_serve_tenants);
     T_ADD(test_serve_context_cap);
+    T_ADD(test_serve_inspect_escapes);
     T_ADD(test_serve_shutdown_stream);
     T_ADD_TIMEOUT(test_serve_slowloris, 700);
 }

@@ -9,6 +9,11 @@
  * With --ram, the memory plan the engine would make at each budget (the engine
  * opened with plan_only: the model's loader validates it, nothing is
  * allocated), or why it would refuse — which works on header-only files too.
+ *
+ * A model file is hostile input: every string it supplies (general.name, the
+ * architecture, keys, string values, refusals that quote them) is printed
+ * through esc(), so terminal escapes and control characters show as \xNN
+ * instead of acting on the reader's terminal. --json escapes them by itself.
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -20,6 +25,45 @@
 #include "petrel_tools.h"
 
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
+
+/* Length of the valid UTF-8 sequence at p[0..n) that is not a C1 control (U+0080..U+009F, which
+ * some terminals obey like ESC sequences); 0 when there is none. */
+static size_t utf8_ok(const unsigned char *p, size_t n) {
+    size_t len = p[0] >= 0xF0 && p[0] <= 0xF4 ? 4 : p[0] >= 0xE0 ? 3 : p[0] >= 0xC2 ? 2 : 0;
+    if (!len || len > n || (p[0] >= 0xF8)) return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((p[i] & 0xC0) != 0x80) return 0;
+    if (len == 2 && p[0] == 0xC2 && p[1] < 0xA0) return 0;  /* C1 */
+    if (len == 3 && p[0] == 0xE0 && p[1] < 0xA0) return 0;  /* overlong */
+    if (len == 3 && p[0] == 0xED && p[1] >= 0xA0) return 0; /* surrogate */
+    if (len == 4 && ((p[0] == 0xF0 && p[1] < 0x90) || (p[0] == 0xF4 && p[1] >= 0x90))) return 0;
+    return len;
+}
+
+/* s[0..n) made safe for a terminal into buf (always NUL-terminated, cut at cap): control
+ * characters, C1 controls, DEL, invalid UTF-8 and backslashes as \xNN / \\; the rest as is. */
+static const char *esc(const char *s, size_t n, char *buf, size_t cap) {
+    size_t o = 0;
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < n && o + 5 < cap;) {
+        size_t u = p[i] >= 0x80 ? utf8_ok(p + i, n - i) : 0;
+        if (u) {
+            if (o + u + 1 > cap) break;
+            memcpy(buf + o, p + i, u);
+            o += u, i += u;
+        } else if (p[i] < 0x20 || p[i] >= 0x7f) {
+            o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", p[i]), i++;
+        } else if (p[i] == '\\') {
+            buf[o++] = '\\', buf[o++] = '\\', i++;
+        } else {
+            buf[o++] = (char)p[i++];
+        }
+    }
+    buf[o] = 0;
+    return buf;
+}
+
+#define ESC(str, buf) esc((str), strlen(str), (buf), sizeof(buf))
 
 static const char *human(uint64_t b, char *buf, size_t cap) {
     const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -46,7 +90,8 @@ static void value_text(const pt_model *m, uint64_t i, char *buf, size_t cap) {
     switch (k.type) {
     case PT_META_STRING:
         pt_model_meta_str(m, i, -1, &str, &len);
-        snprintf(buf, cap, "\"%.*s\"%s", (int)MIN(len, 60), str, len > 60 ? "..." : "");
+        char e[256];
+        snprintf(buf, cap, "\"%s\"%s", esc(str, MIN(len, 60), e, sizeof e), len > 60 ? "..." : "");
         return;
     case PT_META_BOOL:
         snprintf(buf, cap, "%s", pt_model_meta_i64(m, i, -1, &x) == 0 && x ? "true" : "false");
@@ -169,20 +214,20 @@ static const char *expert_types_text(const pt_layer_info *L, char *buf, size_t c
 }
 
 static void print_text(const char *path, const pt_model *m, const pt_model_info *mi) {
-    char b1[32], b2[32], b3[32], line[512];
+    char b1[32], b2[32], b3[32], line[512], e1[1024], e2[1024];
     size_t al = strlen(mi->arch);
-    printf("file            %s (%s, %u file%s, GGUF v%u)\n", path,
+    printf("file            %s (%s, %u file%s, GGUF v%u)\n", ESC(path, e1),
            human(mi->file_bytes, b1, sizeof b1), mi->n_files, mi->n_files == 1 ? "" : "s",
            mi->version);
-    if (mi->name[0]) printf("name            %s\n", mi->name);
-    printf("architecture    %s\n", mi->arch);
+    if (mi->name[0]) printf("name            %s\n", ESC(mi->name, e1));
+    printf("architecture    %s\n", ESC(mi->arch, e1));
     printf("hyper-parameters\n");
     for (uint64_t i = 0; i < pt_model_n_meta(m); i++) {
         pt_meta k;
         pt_model_meta(m, i, &k);
         if (!is_arch_key(&k, mi->arch, al)) continue;
         value_text(m, i, line, sizeof line);
-        printf("  %-40.*s %s\n", (int)(k.key_len - al - 1), k.key + al + 1, line);
+        printf("  %-40s %s\n", esc(k.key + al + 1, k.key_len - al - 1, e2, sizeof e2), line);
     }
     printf("tensors         %llu, %s of data\n", (unsigned long long)mi->n_tensors,
            human(mi->tensor_bytes, b1, sizeof b1));
@@ -249,9 +294,10 @@ static void make_plans(const char *path, const double *rams, int n, int n_ctx, r
 }
 
 static void print_plans(const ram_plan *p, int n) {
+    char e[4096];
     printf("memory plans    (what petrel would do with --ram GB)\n");
     for (int i = 0; i < n; i++)
-        printf("  %6g GB  %s%s\n", p[i].ram_gb, p[i].ok ? "" : "refused: ", p[i].text);
+        printf("  %6g GB  %s%s\n", p[i].ram_gb, p[i].ok ? "" : "refused: ", ESC(p[i].text, e));
 }
 
 /* "16,32,64" into rams[]; returns how many, or -1 on a bad list. */
