@@ -6,6 +6,11 @@
  * malformed and hostile requests after which the server still answers. The
  * OpenAI mapping (oai.c, over pt_chat_parse) is also tested directly: parsed tool calls to
  * tool_calls, the streaming splitter, Responses function_call items.
+ * Hostile clients: 200 slowloris connections from 8 loopback source addresses
+ * while a normal client keeps its latency (PETREL_SLOWLORIS_SECONDS, default
+ * 15), half-closed clients, a queued client that leaves, SIGTERM mid-stream,
+ * per-key prefix reuse, empty API keys, prompts past the context refused
+ * early, and `petrel inspect` escaping a model's strings.
  * Every server is stopped (SIGTERM, then SIGKILL) before its case returns;
  * every socket has a receive timeout, so no case can hang. */
 #include <arpa/inet.h>

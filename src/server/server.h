@@ -13,7 +13,16 @@
  * carries from one request to the next. A job that cannot wait (the queue
  * is full) gets 429 at once. The worker asks before every token whether the
  * client is still connected (a non-blocking peek on a dup of its socket), so
- * a client that goes away stops its generation within one token.
+ * a client that goes away stops its generation within one token, and a queued
+ * one leaves the queue at once. End of file alone is not "gone": a client may
+ * half-close after its request; before the answer begins, an interim
+ * "102 Processing" tells the two apart (a closed socket answers it with a
+ * reset). srv_stop ends running streams with an error event, never a normal
+ * finish.
+ *
+ * Prefix reuse is per API key (tenant): a request under another key starts
+ * from an empty cache, so cached_tokens reveals nothing of another client's
+ * prompt. Without keys every client is one tenant.
  *
  * Limits on hostile input: request headers (the connection's memory pool),
  * body size (Content-Length checked before reading; a chunked body that grows
@@ -26,6 +35,9 @@
  *   - the last SRV_RESERVED_SLOTS slots go only to addresses that have no
  *     request of their own still arriving, so /health and a normal client get
  *     through while every other slot is held by slow senders.
+ *   - once the model is loaded, a body larger than any prompt the context could
+ *     hold is refused (413) before it is read, and a prompt whose text alone
+ *     needs more tokens than the context is refused (400) before tokenizing.
  * Errors are OpenAI-shaped JSON.
  * Nothing here prints except one line per generation to srv_params.log (when
  * set): status, endpoint, prompt/cached/generated tokens, prefill time and
