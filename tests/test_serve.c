@@ -1230,9 +1230,20 @@ static void test_serve_cli(void) {
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "%s serve --help", bin());
     CHECK(t_run(cmd, out, sizeof out) == 0);
-    const char *flags[] = {
-        "--host",       "--port",    "--api-key",         "--queue", "--alias", "--max-body",
-        "--max-header", "--timeout", "--max-connections", "--quiet", "--temp",  "--ctx-size"};
+    const char *flags[] = {"--host",
+                           "--port",
+                           "--api-key",
+                           "--queue",
+                           "--alias",
+                           "--max-body",
+                           "--max-header",
+                           "--timeout",
+                           "--max-connections",
+                           "--quiet",
+                           "--temp",
+                           "--ctx-size",
+                           "--request-timeout",
+                           "--max-connections-per-ip"};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
         CHECK_STR_CONTAINS(out, flags[i]);
     snprintf(cmd, sizeof cmd, "%s serve -m x --frobnicate", bin());
