@@ -56,10 +56,11 @@ typedef struct srv_model {
     pt_sampling sp;     /* defaults for fields a request leaves out */
     int fixed_seed;     /* 1: sp.seed for every request without a seed; 0: a fresh seed each */
     int thinking;       /* -1: the family's default */
-    int parse_special_in_content; /* 1: fe_turn.parse_special_in_content for every request */
-    int max_tokens;               /* default per request; -1: until EOG or the context is full */
-    const char *const *stops;     /* default stop strings for requests that give none */
+    int max_tokens;     /* default per request; -1: until EOG or the context is full */
+    const char *const *stops; /* default stop strings for requests that give none */
     int n_stops;
+    /* 1: special-token text in messages becomes the token (--parse-special-in-content) */
+    int parse_special_in_content;
 } srv_model;
 
 typedef struct srv srv;
