@@ -1,7 +1,9 @@
-/* chat_internal.h — what the chat-format files share: string views, appends
- * into a tok_bytes, the conversation accessors every renderer uses, and each
- * family's renderer and output syntax. Not for use outside src/text/chat*.c;
- * the library's interface is chat.h.
+/* chat_internal.h — what the chat-format files share: string views, the
+ * renderers' output (chat_out: the prompt, with the template's scaffolding
+ * kept apart from the request's text) and its appends, the conversation
+ * accessors every renderer uses, and each family's renderer and output
+ * syntax. Not for use outside src/text/chat*.c; the library's interface is
+ * chat.h.
  *
  *   chat.c           format detection, names, conversation checks, render entry
  *   chat_json.c      JSON written the way Jinja's tojson does
