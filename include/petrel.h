@@ -18,7 +18,9 @@
  *   engine, session       eval / sync / truncate over token ids
  *   text                  tokenize, detokenize, special ids, end of generation
  *   chat                  render a conversation (OpenAI-shaped JSON text) into a
- *                         prompt in the model's format (or one named), and parse
+ *                         prompt in the model's format (or one named), with the
+ *                         byte ranges of the conversation's own text, which the
+ *                         tokenizer keeps from becoming special tokens; parse
  *                         what the model generates into reasoning, content and
  *                         tool calls
  *   sampling, sampler     the model's published defaults, field-wise overrides
