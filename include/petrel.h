@@ -18,7 +18,9 @@
  *   engine, session       eval / sync / truncate over token ids
  *   text                  tokenize, detokenize, special ids, end of generation
  *   chat                  render a conversation (OpenAI-shaped JSON text) into a
- *                         prompt in the model's format (or one named), and parse
+ *                         prompt in the model's format (or one named), with the
+ *                         byte ranges of the conversation's own text, which the
+ *                         tokenizer keeps from becoming special tokens; parse
  *                         what the model generates into reasoning, content and
  *                         tool calls
  *   sampling, sampler     the model's published defaults, field-wise overrides
@@ -205,11 +207,25 @@ typedef struct pt_ids {
     size_t n, cap;
 } pt_ids;
 
+/* Byte ranges of a text: v[i] covers [v[i].off, v[i].off + v[i].len). Kept
+ * in increasing order, non-empty, neither overlapping nor touching (a range
+ * that would touch the last one extends it). Zero-initialise; free with
+ * pt_spans_free. pt_chat_render_spans fills one with the content of a prompt,
+ * pt_tokenize_spans reads it. */
+typedef struct pt_span {
+    size_t off, len;
+} pt_span;
+typedef struct pt_spans {
+    pt_span *v;
+    size_t n, cap;
+} pt_spans;
+
 /* Append s[0..n) to b (n may be 0: just make v a valid empty string). 0, or -1
  * out of memory (b unchanged). */
 int pt_buf_append(pt_buf *b, const char *s, size_t n);
 void pt_buf_free(pt_buf *b); /* frees v and zeroes b */
 void pt_ids_free(pt_ids *a);
+void pt_spans_free(pt_spans *s); /* frees v and zeroes s */
 
 /* CLOCK_MONOTONIC seconds: the clock of pt_gen_result's times. */
 double pt_now(void);
@@ -242,6 +258,18 @@ int pt_vocab_size(const pt_engine *e);
  * UTF-8 becomes U+FFFD first). 0, or -1 with err (no vocabulary, out of memory). */
 int pt_tokenize(const pt_engine *e, const char *text, size_t len, int flags, pt_ids *out, char *err,
                 size_t err_len);
+/* pt_tokenize, with control-token text left as text inside the byte ranges
+ * `plain` of text (NULL or empty: exactly pt_tokenize): PT_TOKENIZE_PARSE_SPECIAL
+ * makes control-token text a token only where it lies wholly outside them.
+ * USER_DEFINED tokens are recognised everywhere, as pt_tokenize always does.
+ * The text is cut only at the special tokens recognised, and what lies between
+ * two of them is encoded as one piece whichever ranges it crosses, so when the
+ * plain ranges hold no special-token text the ids are pt_tokenize's with the
+ * same flags (llama.cpp's tokenization of the whole prompt). For a chat prompt:
+ * the content ranges of pt_chat_render_spans. 0, or -1 with err (ranges out of
+ * order or past len, no vocabulary, out of memory). */
+int pt_tokenize_spans(const pt_engine *e, const char *text, size_t len, int flags,
+                      const pt_spans *plain, pt_ids *out, char *err, size_t err_len);
 /* Append the bytes of ids[0..n) to out (the pieces concatenated, no cleanup;
  * out is NUL-terminated). 0, or -1 with err (an id outside the vocabulary, no
  * vocabulary, out of memory). */
@@ -287,10 +315,26 @@ typedef struct pt_chat_opts {
 } pt_chat_opts;
 
 /* Render a conversation into out (appended, NUL-terminated). The text holds
- * the special tokens as text: tokenize it with PT_TOKENIZE_PARSE_SPECIAL only.
+ * the template's special tokens as text, and the conversation's text verbatim
+ * (as the models' Jinja templates write it), so special-token text inside a
+ * message would read as the real token if the whole prompt were tokenized with
+ * PT_TOKENIZE_PARSE_SPECIAL: a document an agent reads could forge turns. To
+ * tokenize a prompt, use pt_chat_render_spans and pt_tokenize_spans instead.
  * 0, or -1 with err (unknown format, malformed JSON or conversation). */
 int pt_chat_render(const char *format, const char *messages_json, const char *tools_json,
                    const pt_chat_opts *o, pt_buf *out, char *err, size_t err_len);
+/* pt_chat_render, and content (emptied first) receives the byte ranges of
+ * out->v that came from the conversation rather than from the template: the
+ * text of every message (system included), reasoning, tool calls' names and
+ * arguments, tool results, tool definitions. The rest is the template's
+ * scaffolding (role markers, turn ends, tool-call markup). The prompt's tokens
+ * are then pt_tokenize_spans(out, PT_TOKENIZE_PARSE_SPECIAL, content): only
+ * the scaffolding becomes special tokens; a conversation whose text holds no
+ * special-token text gets the ids pt_tokenize(PT_TOKENIZE_PARSE_SPECIAL) of
+ * the whole prompt gives (and llama.cpp's server). 0, or -1 with err. */
+int pt_chat_render_spans(const char *format, const char *messages_json, const char *tools_json,
+                         const pt_chat_opts *o, pt_buf *out, pt_spans *content, char *err,
+                         size_t err_len);
 
 /* The markup of a format that a streaming reader must recognise: the tags
  * around reasoning and the markers that open tool-call markup. 0, or -1 for

@@ -178,6 +178,7 @@ int cmd_chat(int argc, char **argv) {
         fe_turn turn = {.format = m.format,
                         .messages = msgs,
                         .thinking = think,
+                        .parse_special_in_content = o.parse_special_in_content,
                         .clear = no_reuse,
                         .parse = 1,
                         .gen = {.max_tokens = (int)o.n_gen,

@@ -260,6 +260,7 @@ static int run_text(const tcli_opts *o, const char *text, size_t len, int chat, 
         }
         json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "user", "content", fixed.v));
         turn.format = m.format, turn.messages = msgs, turn.thinking = o->think;
+        turn.parse_special_in_content = o->parse_special_in_content;
         turn.on_prefilled = show_think;
     }
     tcli_interrupted = 0;

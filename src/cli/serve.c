@@ -220,6 +220,7 @@ int cmd_serve(int argc, char **argv) {
                     .sp = m.sp,
                     .fixed_seed = (o.sp_set & PT_SAMPLING_SEED) != 0,
                     .thinking = o.think,
+                    .parse_special_in_content = o.parse_special_in_content,
                     .max_tokens = (int)o.n_gen,
                     .stops = o.stops,
                     .n_stops = o.n_stops};

@@ -217,6 +217,8 @@ int tcli_parse(const char *cmd, int argc, char **argv, int *i, tcli_opts *o) {
         o->think = 1;
     } else if (IS("--no-think")) {
         o->think = 0;
+    } else if (IS("--parse-special-in-content")) {
+        o->parse_special_in_content = 1;
     } else {
         return 0;
     }
@@ -245,6 +247,10 @@ void tcli_usage(FILE *f) {
            "  --think, --no-think     turn the model's reasoning on/off (default: the family's)\n"
            "  --chat-format NAME      glm-5, deepseek-v3, gemma-4 or qwen3 instead of the model's "
            "own\n"
+           "  --parse-special-in-content\n"
+           "                          special-token text inside messages and tool results\n"
+           "                          (<|user|>, <tool_call>, ...) becomes the token, as in\n"
+           "                          llama.cpp (default: only the chat template's markup does)\n"
            "engine:\n"
            "  -t, --threads N         threads (default: all cores)\n"
            "  -c, --ctx-size N        context positions (default " TCLI_STR(

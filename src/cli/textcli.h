@@ -27,7 +27,10 @@ typedef struct tcli_opts {
     int n_stops;
     long n_gen; /* -1: until EOG / context end */
     int think;  /* -1: the family's default */
-    int stats;  /* --stats: expert-cache details too */
+    /* --parse-special-in-content: special-token text inside messages becomes
+     * the token (fe_turn.parse_special_in_content); off: only the template's */
+    int parse_special_in_content;
+    int stats; /* --stats: expert-cache details too */
 } tcli_opts;
 
 void tcli_opts_init(tcli_opts *o);

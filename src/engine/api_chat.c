@@ -1,6 +1,8 @@
 /* api_chat.c — the public chat functions of petrel.h over text/chat.c: formats
- * by name, rendering a conversation given as JSON text, the markup a streaming
- * reader must know, and parsing generated text into pt_chat_parsed.
+ * by name, rendering a conversation given as JSON text (with the byte ranges
+ * of its content, which pt_tokenize_spans keeps from becoming special tokens),
+ * the markup a streaming reader must know, and parsing generated text into
+ * pt_chat_parsed.
  *
  * Conversations cross the public boundary as JSON text rather than jansson
  * values, so petrel.h depends on no JSON library; the cost is one parse per
@@ -63,6 +65,13 @@ static int load_array(const char *what, const char *text, json_t **out, char *er
 
 int pt_chat_render(const char *format, const char *messages_json, const char *tools_json,
                    const pt_chat_opts *o, pt_buf *out, char *err, size_t err_len) {
+    return pt_chat_render_spans(format, messages_json, tools_json, o, out, NULL, err, err_len);
+}
+
+int pt_chat_render_spans(const char *format, const char *messages_json, const char *tools_json,
+                         const pt_chat_opts *o, pt_buf *out, pt_spans *content, char *err,
+                         size_t err_len) {
+    if (content) content->n = 0;
     chat_format f = format_of(format, err, err_len);
     if (f == CHAT_NONE) return -1;
     json_t *msgs, *tools;
@@ -75,7 +84,7 @@ int pt_chat_render(const char *format, const char *messages_json, const char *to
     chat_opts co = {.add_generation_prompt = o ? o->add_generation_prompt : 1,
                     .thinking = o ? o->thinking : -1};
     pt_err pe = {{0}};
-    int rc = chat_render(f, msgs, tools, &co, out, &pe);
+    int rc = chat_render_spans(f, msgs, tools, &co, out, content, &pe);
     json_decref(msgs);
     json_decref(tools);
     if (rc) return fail(err, err_len, pe.msg);

@@ -29,6 +29,9 @@ void pt_buf_free(pt_buf *b) {
 void pt_ids_free(pt_ids *a) {
     tok_ids_free(a);
 }
+void pt_spans_free(pt_spans *s) {
+    tok_spans_free(s);
+}
 double pt_now(void) {
     return pt_now_s();
 }
@@ -81,6 +84,16 @@ int pt_tokenize(const pt_engine *e, const char *text, size_t len, int flags, pt_
     if (!v) return -1;
     pt_err pe = {{0}};
     int rc = tok_encode(v, text, len, flags, out, &pe);
+    if (rc) put_err(err, err_len, pe.msg);
+    return rc ? -1 : 0;
+}
+
+int pt_tokenize_spans(const pt_engine *e, const char *text, size_t len, int flags,
+                      const pt_spans *plain, pt_ids *out, char *err, size_t err_len) {
+    const tok_vocab *v = engine_vocab(e, err, err_len);
+    if (!v) return -1;
+    pt_err pe = {{0}};
+    int rc = tok_encode_spans(v, text, len, flags, plain, out, &pe);
     if (rc) put_err(err, err_len, pe.msg);
     return rc ? -1 : 0;
 }

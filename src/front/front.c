@@ -1,5 +1,10 @@
 /* front.c — UTF-8 repair and the chat turn shared by the CLI and the server.
- * See front.h. */
+ * See front.h.
+ *
+ * A conversation's prompt is tokenized with special tokens parsed in the
+ * template's scaffolding only: the renderer reports which byte ranges came
+ * from the conversation, and those stay text, so a message, a tool result or
+ * a document an agent reads cannot forge a turn. */
 #include "front/front.h"
 
 #include <stdint.h>
@@ -33,15 +38,19 @@ int fe_turn_run(pt_gen *g, const fe_turn *t, fe_turn_result *r, char *err, size_
         char *msgs = json_dumps(t->messages, JSON_COMPACT);
         tools = t->tools ? json_dumps(t->tools, JSON_COMPACT) : NULL;
         pt_buf rendered = {0};
+        pt_spans content = {0}; /* the conversation's text in the prompt: never special tokens */
         pt_chat_opts co = {.add_generation_prompt = 1, .thinking = t->thinking};
         if (!msgs || (t->tools && !tools))
             rc = say(err, err_len, FE_TURN_BAD_PROMPT, "out of memory");
-        else if (pt_chat_render(t->format, msgs, tools, &co, &rendered, err, err_len) ||
-                 pt_tokenize(e, rendered.v, rendered.n, PT_TOKENIZE_PARSE_SPECIAL, &r->ids, err,
-                             err_len))
+        else if (pt_chat_render_spans(t->format, msgs, tools, &co, &rendered, &content, err,
+                                      err_len) ||
+                 pt_tokenize_spans(e, rendered.v, rendered.n, PT_TOKENIZE_PARSE_SPECIAL,
+                                   t->parse_special_in_content ? NULL : &content, &r->ids, err,
+                                   err_len))
             rc = FE_TURN_BAD_PROMPT;
         free(msgs);
         pt_buf_free(&rendered);
+        pt_spans_free(&content);
         r->in_reasoning = pt_chat_opens_reasoning(t->format, t->thinking);
     } else if (pt_tokenize(e, t->text, t->text_len, PT_TOKENIZE_ADD_SPECIAL, &r->ids, err,
                            err_len)) {

@@ -33,12 +33,20 @@ enum {
 typedef struct fe_turn {
     /* The prompt: a conversation (OpenAI-shaped messages and tools, see
      * petrel.h) rendered in `format`, or, when messages is NULL, raw text
-     * tokenized with BOS/EOS as the vocabulary says. */
+     * tokenized with BOS/EOS as the vocabulary says (special-token text in it
+     * stays text). */
     const char *format; /* chat format name (a conversation only) */
     const json_t *messages;
     const json_t *tools; /* NULL: no tools offered */
     int thinking;        /* -1: the family's default */
-    const char *text;    /* raw prompt (messages NULL) */
+    /* 0 (what a turn should do): only the template's scaffolding becomes
+     * special tokens; special-token text inside messages, tool calls and tool
+     * results stays text (pt_chat_render_spans + pt_tokenize_spans). 1: the
+     * whole rendered prompt is tokenized with PT_TOKENIZE_PARSE_SPECIAL, so
+     * "<|user|>" typed in a message is that token (--parse-special-in-content:
+     * llama.cpp's behaviour, for callers who write control tokens on purpose). */
+    int parse_special_in_content;
+    const char *text; /* raw prompt (messages NULL) */
     size_t text_len;
     int clear;           /* drop the cache first (re-evaluate everything) */
     int parse;           /* split the answer into reasoning, content, tool calls */

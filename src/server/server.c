@@ -286,6 +286,7 @@ static void run_job(srv *s, job *j) {
                  .messages = chat ? rq->messages : NULL,
                  .tools = rq->tools,
                  .thinking = thinking,
+                 .parse_special_in_content = m->parse_special_in_content,
                  .text = rq->prompt,
                  .text_len = rq->prompt ? strlen(rq->prompt) : 0,
                  .parse = chat,

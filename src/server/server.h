@@ -87,6 +87,8 @@ typedef struct srv_model {
     int max_tokens;     /* default per request; -1: until EOG or the context is full */
     const char *const *stops; /* default stop strings for requests that give none */
     int n_stops;
+    /* 1: special-token text in messages becomes the token (--parse-special-in-content) */
+    int parse_special_in_content;
 } srv_model;
 
 /* Connection slots kept for addresses with no request still arriving (/health and one normal

@@ -24,12 +24,13 @@ sv chat_content_text(const json_t *c, tok_bytes *tmp) {
         json_t *it;
         json_array_foreach(c, i, it) {
             if (json_is_string(it)) {
-                if (put(tmp, json_string_value(it), json_string_length(it))) return (sv){NULL, 0};
+                if (bput(tmp, json_string_value(it), json_string_length(it))) return (sv){NULL, 0};
             } else if (json_is_object(it)) {
                 const char *ty = json_string_value(json_object_get(it, "type"));
                 json_t *t = json_object_get(it, "text");
                 if (ty && !strcmp(ty, "text") && json_is_string(t))
-                    if (put(tmp, json_string_value(t), json_string_length(t))) return (sv){NULL, 0};
+                    if (bput(tmp, json_string_value(t), json_string_length(t)))
+                        return (sv){NULL, 0};
             }
         }
         return (sv){tmp->v ? tmp->v : "", tmp->n};
@@ -204,14 +205,21 @@ int chat_prompt_opens_reasoning(chat_format f, int thinking) {
 
 int chat_render(chat_format f, const json_t *messages, const json_t *tools, const chat_opts *o,
                 tok_bytes *out, pt_err *err) {
+    return chat_render_spans(f, messages, tools, o, out, NULL, err);
+}
+
+int chat_render_spans(chat_format f, const json_t *messages, const json_t *tools,
+                      const chat_opts *o, tok_bytes *out, tok_spans *content, pt_err *err) {
+    if (content) content->n = 0;
     if (check_conversation(messages, tools, err)) return -1;
     int think = o->thinking < 0 ? chat_default_thinking(f) : o->thinking != 0;
     int gen = o->add_generation_prompt;
+    chat_out co = {.b = out, .content = content};
     switch (f) {
-    case CHAT_GLM5: return chat_render_glm5(messages, tools, gen, think, out, err);
-    case CHAT_QWEN3: return chat_render_qwen3(messages, tools, gen, think, out, err);
-    case CHAT_DEEPSEEK3: return chat_render_deepseek3(messages, gen, think, out, err);
-    case CHAT_GEMMA4: return chat_render_gemma4(messages, tools, gen, think, out, err);
+    case CHAT_GLM5: return chat_render_glm5(messages, tools, gen, think, &co, err);
+    case CHAT_QWEN3: return chat_render_qwen3(messages, tools, gen, think, &co, err);
+    case CHAT_DEEPSEEK3: return chat_render_deepseek3(messages, gen, think, &co, err);
+    case CHAT_GEMMA4: return chat_render_gemma4(messages, tools, gen, think, &co, err);
     default: return pt_errf(err, "chat: the model has no known chat format");
     }
 }

@@ -22,10 +22,14 @@
  * json.dumps: ", " and ": " separators, key order kept, UTF-8 unescaped).
  *
  * The rendered text contains the special tokens as text (BOS included where the
- * template writes it): tokenize it with TOK_PARSE_SPECIAL and without
- * TOK_ADD_SPECIAL. Content is copied verbatim, as the real templates do, so
- * text such as "<|user|>" inside a message becomes that special token when the
- * whole prompt is tokenized that way (llama.cpp behaves the same).
+ * template writes it), and the conversation's text copied verbatim, as the real
+ * templates do. Tokenizing the whole prompt with TOK_PARSE_SPECIAL (what
+ * llama.cpp does) would make text such as "<|user|>" inside a message that
+ * special token: any document an agent reads could forge turns. So the
+ * renderers record which byte ranges came from the conversation
+ * (chat_render_spans), and the prompt is tokenized with TOK_PARSE_SPECIAL
+ * outside those ranges only (tok_encode_spans, without TOK_ADD_SPECIAL). A
+ * conversation without special-token text tokenizes exactly as before.
  *
  * Nothing here prints or exits; generated text is hostile input to the parser:
  * a malformed tool call is reported in chat_parsed and left in the content.
@@ -75,6 +79,14 @@ typedef struct chat_opts {
  * arguments that are not a JSON object...) or out of memory. */
 int chat_render(chat_format f, const json_t *messages, const json_t *tools, const chat_opts *o,
                 tok_bytes *out, pt_err *err);
+/* chat_render, and content (emptied first; NULL: not recorded) receives the
+ * byte ranges of out->v that hold text taken from the conversation (message
+ * text, reasoning, tool-call names and arguments, tool results, tool
+ * definitions), in order. The rest is the template's scaffolding: what
+ * tok_encode_spans(TOK_PARSE_SPECIAL, plain = content) may read special
+ * tokens from. 0, or -1 with err as chat_render. */
+int chat_render_spans(chat_format f, const json_t *messages, const json_t *tools,
+                      const chat_opts *o, tok_bytes *out, tok_spans *content, pt_err *err);
 
 /* 1 when the generation prompt of `f` with this thinking setting leaves the
  * model inside a reasoning block (GLM-5 and DeepSeek open "<think>" in the

@@ -50,7 +50,7 @@
 /* ===== Rendering ===== */
 
 /* The text (c) and the tool calls of an assistant turn, then its end. 0 or -1. */
-static int put_tool_calls(tok_bytes *o, const json_t *tcs, sv c) {
+static int put_tool_calls(chat_out *o, const json_t *tcs, sv c) {
     size_t k;
     json_t *tc;
     json_array_foreach(tcs, k, tc) {
@@ -58,15 +58,15 @@ static int put_tool_calls(tok_bytes *o, const json_t *tcs, sv c) {
         json_t *a = json_object_get(fn, "arguments");
         if (k == 0 && (put_sv(o, c) || put_str(o, DS_CALLS_BEGIN))) return -1;
         if (put_str(o, DS_CALL_BEGIN) ||
-            put_str(o, json_string_value(json_object_get(fn, "name"))) || put_str(o, DS_SEP) ||
-            (json_is_string(a) ? put_jstr(o, a) : (a ? chat_json_dump(a, o) : put_str(o, "{}"))) ||
+            put_text_str(o, json_string_value(json_object_get(fn, "name"))) || put_str(o, DS_SEP) ||
+            (json_is_string(a) ? put_jstr(o, a) : (a ? put_json(o, a) : put_str(o, "{}"))) ||
             put_str(o, DS_CALL_END))
             return -1;
     }
     return put_str(o, DS_CALLS_END) || put_str(o, DS_EOS);
 }
 
-int chat_render_deepseek3(const json_t *msgs, int add_gen, int think, tok_bytes *o, pt_err *err) {
+int chat_render_deepseek3(const json_t *msgs, int add_gen, int think, chat_out *o, pt_err *err) {
     tok_bytes tmp = {0};
     size_t i;
     json_t *m;
@@ -160,10 +160,10 @@ static int tidy(sv *content, tok_bytes *scratch) {
         const char *x = a && (!b || a < b) ? a : b;
         size_t xl = x == a ? strlen(DS_CALLS_BEGIN) : strlen(DS_CALLS_END);
         if (!x) {
-            oom |= put(scratch, q, r.n);
+            oom |= bput(scratch, q, r.n);
             break;
         }
-        oom |= put(scratch, q, (size_t)(x - q));
+        oom |= bput(scratch, q, (size_t)(x - q));
         q = x + xl;
     }
     *content = (sv){scratch->v ? scratch->v : "", scratch->n};

@@ -42,43 +42,46 @@ static const char **sorted_keys(const json_t *obj, size_t *n) {
 }
 
 /* The template's `{{ x }}` of a scalar: Python str() (True/False/None). */
-static int put_scalar(tok_bytes *o, const json_t *v) {
+static int put_scalar(chat_out *o, const json_t *v) {
     char buf[32];
     switch (json_typeof(v)) {
     case JSON_STRING: return put_jstr(o, v);
     case JSON_INTEGER:
         snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(v));
-        return put_str(o, buf);
-    case JSON_REAL: return chat_json_real(json_real_value(v), o);
-    case JSON_TRUE: return put_str(o, "True");
-    case JSON_FALSE: return put_str(o, "False");
-    case JSON_NULL: return put_str(o, "None");
-    default: return chat_json_dump(v, o);
+        return put_text_str(o, buf);
+    case JSON_REAL: {
+        size_t from = o->b->n;
+        return chat_json_real(json_real_value(v), o->b) || chat_mark(o, from);
+    }
+    case JSON_TRUE: return put_text_str(o, "True");
+    case JSON_FALSE: return put_text_str(o, "False");
+    case JSON_NULL: return put_text_str(o, "None");
+    default: return put_json(o, v);
     }
 }
 
-static int put_arg(tok_bytes *o, const json_t *v, int escape_keys);
+static int put_arg(chat_out *o, const json_t *v, int escape_keys);
 
 /* key:value,key:value... of an object in sorted key order, keys quoted when
  * escape_keys is set. 0 or -1 (oom). */
-static int put_sorted_pairs(tok_bytes *o, const json_t *obj, int escape_keys) {
+static int put_sorted_pairs(chat_out *o, const json_t *obj, int escape_keys) {
     size_t n;
     const char **k = sorted_keys(obj, &n);
     if (!k) return -1;
     int bad = 0;
     for (size_t i = 0; i < n && !bad; i++)
         bad = (i && put(o, ",", 1)) ||
-              (escape_keys ? (put_str(o, GQ) || put_str(o, k[i]) || put_str(o, GQ))
-                           : put_str(o, k[i])) ||
+              (escape_keys ? (put_str(o, GQ) || put_text_str(o, k[i]) || put_str(o, GQ))
+                           : put_text_str(o, k[i])) ||
               put(o, ":", 1) || put_arg(o, json_object_get(obj, k[i]), escape_keys);
     free(k);
     return bad ? -1 : 0;
 }
 
 /* format_argument(argument, escape_keys) */
-static int put_arg(tok_bytes *o, const json_t *v, int escape_keys) {
+static int put_arg(chat_out *o, const json_t *v, int escape_keys) {
     if (json_is_string(v)) return put_str(o, GQ) || put_scalar(o, v) || put_str(o, GQ);
-    if (json_is_boolean(v)) return put_str(o, json_is_true(v) ? "true" : "false");
+    if (json_is_boolean(v)) return put_text_str(o, json_is_true(v) ? "true" : "false");
     if (json_is_object(v))
         return put(o, "{", 1) || put_sorted_pairs(o, v, escape_keys) || put(o, "}", 1);
     if (json_is_array(v)) {
@@ -94,7 +97,7 @@ static int put_arg(tok_bytes *o, const json_t *v, int escape_keys) {
 }
 
 /* The elements of an array as <|"|>x<|"|>,... (a `required` list). 0 or -1. */
-static int put_quoted_list(tok_bytes *o, const json_t *arr) {
+static int put_quoted_list(chat_out *o, const json_t *arr) {
     size_t r;
     json_t *rv;
     json_array_foreach(arr, r, rv) {
@@ -107,12 +110,12 @@ static int put_quoted_list(tok_bytes *o, const json_t *arr) {
 /* ===== Tool schemas ===== */
 
 /* `value['type'] | upper` for a string type ("" otherwise). */
-static int put_type_upper(tok_bytes *o, const json_t *t) {
+static int put_type_upper(chat_out *o, const json_t *t) {
     const char *s = json_string_value(t);
     if (!s) return 0;
     for (; *s; s++) {
         char c = (char)toupper((unsigned char)*s);
-        if (put(o, &c, 1)) return -1;
+        if (put_text(o, &c, 1)) return -1;
     }
     return 0;
 }
@@ -123,16 +126,16 @@ static int type_is(const json_t *t, const char *upper) {
 }
 
 /* `if add_comma %},{% else %}{% set add_comma = true %}` */
-static int comma(int *add, tok_bytes *o) {
+static int comma(int *add, chat_out *o) {
     if (*add) return put(o, ",", 1);
     *add = 1;
     return 0;
 }
 
-static int put_params(tok_bytes *o, const json_t *props);
+static int put_params(chat_out *o, const json_t *props);
 
 /* One member of an array parameter's `items` schema. 0 or -1 (oom). */
-static int put_items_member(tok_bytes *o, const char *key, const json_t *iv) {
+static int put_items_member(chat_out *o, const char *key, const json_t *iv) {
     if (!strcmp(key, "properties"))
         return put_str(o, "properties:{") || (json_is_object(iv) && put_params(o, iv)) ||
                put(o, "}", 1);
@@ -140,12 +143,12 @@ static int put_items_member(tok_bytes *o, const char *key, const json_t *iv) {
         return put_str(o, "required:[") || put_quoted_list(o, iv) || put(o, "]", 1);
     if (!strcmp(key, "type"))
         return put_str(o, "type:" GQ) || put_type_upper(o, iv) || put_str(o, GQ);
-    return put_str(o, key) || put(o, ":", 1) || put_arg(o, iv, 1);
+    return put_text_str(o, key) || put(o, ":", 1) || put_arg(o, iv, 1);
 }
 
 /* items:{...} of an array parameter: its members in sorted order, nulls left
  * out. 0 or -1 (oom). */
-static int put_items(tok_bytes *o, const json_t *items) {
+static int put_items(chat_out *o, const json_t *items) {
     if (put_str(o, "items:{")) return -1;
     size_t n;
     const char **k = sorted_keys(items, &n);
@@ -164,7 +167,7 @@ static int put_items(tok_bytes *o, const json_t *items) {
 /* The members of one parameter's schema after its description: enum, items,
  * nullable, nested properties and required, then the type. *add is the
  * template's add_comma. 0 or -1 (oom). */
-static int put_param_body(tok_bytes *o, const json_t *v, int *add) {
+static int put_param_body(chat_out *o, const json_t *v, int *add) {
     json_t *ty = json_object_get(v, "type");
     if (type_is(ty, "STRING")) {
         json_t *en = json_object_get(v, "enum");
@@ -194,7 +197,7 @@ static int put_param_body(tok_bytes *o, const json_t *v, int *add) {
 
 /* format_parameters(properties, required): NAME:{description:...,...} for
  * every property but the schema's own keywords, in sorted order. 0 or -1. */
-static int put_params(tok_bytes *o, const json_t *props) {
+static int put_params(chat_out *o, const json_t *props) {
     static const char *const standard[] = {"description", "type", "properties", "required",
                                            "nullable"};
     size_t n;
@@ -208,11 +211,11 @@ static int put_params(tok_bytes *o, const json_t *props) {
         if (std) continue;
         const json_t *v = json_object_get(props, k[i]);
         int add = 0;
-        bad = (found_first && put(o, ",", 1)) || put_str(o, k[i]) || put_str(o, ":{");
+        bad = (found_first && put(o, ",", 1)) || put_text_str(o, k[i]) || put_str(o, ":{");
         found_first = 1;
         const char *d = json_string_value(json_object_get(v, "description"));
         if (!bad && d && *d) {
-            bad = put_str(o, "description:" GQ) || put_str(o, d) || put_str(o, GQ);
+            bad = put_str(o, "description:" GQ) || put_text_str(o, d) || put_str(o, GQ);
             add = 1;
         }
         bad = bad || put_param_body(o, v, &add);
@@ -222,11 +225,12 @@ static int put_params(tok_bytes *o, const json_t *props) {
 }
 
 /* format_function_declaration(tool) */
-static int put_decl(tok_bytes *o, const json_t *tool) {
+static int put_decl(chat_out *o, const json_t *tool) {
     const json_t *fn = chat_call_fn(tool);
     const char *d = json_string_value(json_object_get(fn, "description"));
-    if (put_str(o, "declaration:") || put_str(o, json_string_value(json_object_get(fn, "name"))) ||
-        put_str(o, "{description:" GQ) || put_str(o, d ? d : "") || put_str(o, GQ))
+    if (put_str(o, "declaration:") ||
+        put_text_str(o, json_string_value(json_object_get(fn, "name"))) ||
+        put_str(o, "{description:" GQ) || put_text_str(o, d ? d : "") || put_str(o, GQ))
         return -1;
     json_t *p = json_object_get(fn, "parameters");
     if (json_is_object(p) && json_object_size(p)) {
@@ -249,7 +253,7 @@ static int put_decl(tok_bytes *o, const json_t *tool) {
 typedef enum { PREV_NONE, PREV_TOOL_CALL, PREV_TOOL_RESPONSE } gemma_prev;
 
 /* strip_thinking(text): drop every <|channel>...<channel|> block, then trim. */
-static int put_stripped_thinking(tok_bytes *o, sv text) {
+static int put_stripped_thinking(chat_out *o, sv text) {
     tok_bytes t = {0};
     const char *p = text.p, *end = text.p + text.n;
     int bad = 0;
@@ -259,7 +263,7 @@ static int put_stripped_thinking(tok_bytes *o, sv text) {
         sv part = {p, cl ? (size_t)(cl - p) : rest.n};
         const char *op = sv_find(part, "<|channel>");
         if (op) part.n = (size_t)(op - p);
-        bad = put_sv(&t, part);
+        bad = bput(&t, part.p, part.n);
         if (!cl) break;
         p = cl + 10;
     }
@@ -270,7 +274,7 @@ static int put_stripped_thinking(tok_bytes *o, sv text) {
 
 /* The system turn: thinking switch, the first message when it is a system or
  * developer message, the tool declarations. 0 or -1 (oom). */
-static int put_system(tok_bytes *o, const json_t *first, int first_sys, const json_t *tools,
+static int put_system(chat_out *o, const json_t *first, int first_sys, const json_t *tools,
                       int think, tok_bytes *tmp) {
     if (put_str(o, "<|turn>system\n")) return -1;
     if (think && put_str(o, "<|think|>\n")) return -1;
@@ -279,12 +283,10 @@ static int put_system(tok_bytes *o, const json_t *first, int first_sys, const js
     if (chat_has_tools(tools)) {
         size_t i;
         json_t *t;
+        /* the template strips each declaration: a no-op, it starts with
+         * "declaration:" and ends with "}" */
         json_array_foreach(tools, i, t) {
-            tok_bytes d = {0};
-            int bad = put_decl(&d, t) || put_str(o, "<|tool>") ||
-                      put_sv(o, sv_strip((sv){d.v ? d.v : "", d.n})) || put_str(o, "<tool|>");
-            tok_bytes_free(&d);
-            if (bad) return -1;
+            if (put_str(o, "<|tool>") || put_decl(o, t) || put_str(o, "<tool|>")) return -1;
         }
     }
     return put_str(o, "<turn|>\n");
@@ -301,14 +303,14 @@ static const char *prev_role(const json_t *msgs, size_t start, size_t i) {
 }
 
 /* Every call as <|tool_call>call:NAME{k:v,...}<tool_call|>. 0 or -1 (oom). */
-static int put_tool_calls(tok_bytes *o, const json_t *tcs) {
+static int put_tool_calls(chat_out *o, const json_t *tcs) {
     size_t k;
     json_t *tc;
     json_array_foreach(tcs, k, tc) {
         const json_t *fn = chat_call_fn(tc);
         json_t *a = json_object_get(fn, "arguments");
         if (put_str(o, "<|tool_call>call:") ||
-            put_str(o, json_string_value(json_object_get(fn, "name"))) || put(o, "{", 1))
+            put_text_str(o, json_string_value(json_object_get(fn, "name"))) || put(o, "{", 1))
             return -1;
         if (json_is_object(a) ? put_sorted_pairs(o, a, 0) : json_is_string(a) && put_jstr(o, a))
             return -1;
@@ -319,8 +321,9 @@ static int put_tool_calls(tok_bytes *o, const json_t *tcs) {
 
 /* One <|tool_response>: an object result as sorted pairs, another JSON value
  * as value:..., text (resp NULL) as a quoted value. 0 or -1 (oom). */
-static int put_tool_response(tok_bytes *o, const char *name, const json_t *resp, sv text) {
-    if (put_str(o, "<|tool_response>response:") || put_str(o, name) || put(o, "{", 1)) return -1;
+static int put_tool_response(chat_out *o, const char *name, const json_t *resp, sv text) {
+    if (put_str(o, "<|tool_response>response:") || put_text_str(o, name) || put(o, "{", 1))
+        return -1;
     if (json_is_object(resp)) {
         if (put_sorted_pairs(o, resp, 0)) return -1;
     } else if (resp) {
@@ -334,7 +337,7 @@ static int put_tool_response(tok_bytes *o, const char *name, const json_t *resp,
 /* The tool messages that follow message i (which made the calls tcs), each as
  * a response named after its call (matched by tool_call_id) or its own name.
  * *written is set when there was at least one. 0 or -1 (oom). */
-static int put_tool_responses(tok_bytes *o, const json_t *msgs, size_t i, const json_t *tcs,
+static int put_tool_responses(chat_out *o, const json_t *msgs, size_t i, const json_t *tcs,
                               tok_bytes *tmp, int *written) {
     size_t n_msgs = json_array_size(msgs);
     for (size_t k = i + 1; k < n_msgs; k++) {
@@ -363,7 +366,7 @@ static int put_tool_responses(tok_bytes *o, const json_t *msgs, size_t i, const 
 
 /* A message's text: a string, or its text parts; a model turn's thinking
  * blocks are stripped, other text trimmed. 0 or -1 (oom). */
-static int put_content(tok_bytes *o, const json_t *c, int model) {
+static int put_content(chat_out *o, const json_t *c, int model) {
     if (json_is_string(c)) {
         sv s = {json_string_value(c), json_string_length(c)};
         return model ? put_stripped_thinking(o, s) : put_sv(o, sv_strip(s));
@@ -384,7 +387,7 @@ static int put_content(tok_bytes *o, const json_t *c, int model) {
 /* Message i (not a tool message): its turn, reasoning, calls, the responses
  * that follow it, its text and the turn's end. *prev is the template's loop
  * state. 0 or -1 (oom). */
-static int put_message(tok_bytes *o, const json_t *msgs, size_t start, size_t i, long last_user,
+static int put_message(chat_out *o, const json_t *msgs, size_t start, size_t i, long last_user,
                        tok_bytes *tmp, gemma_prev *prev) {
     json_t *m = json_array_get(msgs, i);
     const char *r = chat_role(m);
@@ -399,7 +402,8 @@ static int put_message(tok_bytes *o, const json_t *msgs, size_t start, size_t i,
     if (!thinking || !*thinking)
         thinking = json_string_value(json_object_get(m, "reasoning_content"));
     if (thinking && *thinking && (long)(i - start) > last_user && has_calls)
-        if (put_str(o, "<|channel>thought\n") || put_str(o, thinking) || put_str(o, "\n<channel|>"))
+        if (put_str(o, "<|channel>thought\n") || put_text_str(o, thinking) ||
+            put_str(o, "\n<channel|>"))
             return -1;
     int responses = 0;
     if (has_calls) {
@@ -417,8 +421,8 @@ static int put_message(tok_bytes *o, const json_t *msgs, size_t start, size_t i,
     return 0;
 }
 
-int chat_render_gemma4(const json_t *msgs, const json_t *tools, int add_gen, int think,
-                       tok_bytes *o, pt_err *err) {
+int chat_render_gemma4(const json_t *msgs, const json_t *tools, int add_gen, int think, chat_out *o,
+                       pt_err *err) {
     tok_bytes tmp = {0};
     size_t n_msgs = json_array_size(msgs), start = 0;
     json_t *first = json_array_get(msgs, 0);

@@ -28,31 +28,30 @@ static const char k_tools_tail[] =
     "{arg-value-2}</arg_value>...</tool_call>";
 
 /* The system block that lists the tools, one JSON line each. 0 or -1 (oom). */
-static int put_tools(tok_bytes *o, const json_t *tools) {
+static int put_tools(chat_out *o, const json_t *tools) {
     if (put_str(o, k_tools_head)) return -1;
     size_t i;
     json_t *t;
     json_array_foreach(tools, i, t) {
-        if (chat_json_dump(t, o) || put(o, "\n", 1)) return -1;
+        if (put_json(o, t) || put(o, "\n", 1)) return -1;
     }
     return put_str(o, k_tools_tail);
 }
 
 /* One <tool_call>: string values raw, others as JSON. 0, or -1 with err set. */
-static int put_tool_call(tok_bytes *o, const json_t *tc, pt_err *err) {
+static int put_tool_call(chat_out *o, const json_t *tc, pt_err *err) {
     const json_t *fn = chat_call_fn(tc);
     json_t *owned;
     json_t *args = chat_call_args(fn, &owned, err);
     if (!args) return -1;
-    int bad =
-        put_str(o, "<tool_call>") || put_str(o, json_string_value(json_object_get(fn, "name")));
+    int bad = put_str(o, "<tool_call>") ||
+              put_text_str(o, json_string_value(json_object_get(fn, "name")));
     const char *key;
     json_t *v;
     json_object_foreach(args, key, v) {
-        bad = bad || put_str(o, "<arg_key>") || put_str(o, key) ||
+        bad = bad || put_str(o, "<arg_key>") || put_text_str(o, key) ||
               put_str(o, "</arg_key><arg_value>") ||
-              (json_is_string(v) ? put_jstr(o, v) : chat_json_dump(v, o)) ||
-              put_str(o, "</arg_value>");
+              (json_is_string(v) ? put_jstr(o, v) : put_json(o, v)) || put_str(o, "</arg_value>");
     }
     bad = bad || put_str(o, "</tool_call>");
     json_decref(owned);
@@ -61,7 +60,7 @@ static int put_tool_call(tok_bytes *o, const json_t *tc, pt_err *err) {
 
 /* An assistant turn: reasoning (kept only after the last user message), the
  * stripped answer, the tool calls. 0, or -1 with err set. */
-static int put_assistant(tok_bytes *o, const json_t *m, int after_last_user, tok_bytes *tmp,
+static int put_assistant(chat_out *o, const json_t *m, int after_last_user, tok_bytes *tmp,
                          pt_err *err) {
     sv c = chat_content_text(json_object_get(m, "content"), tmp), reasoning = {"", 0};
     json_t *rj = json_object_get(m, "reasoning_content");
@@ -89,7 +88,7 @@ oom:
 
 /* A tool message: a string joins the previous tool message's observation
  * block; a list of results opens its own. 0 or -1 (oom). */
-static int put_tool(tok_bytes *o, const json_t *msgs, size_t i) {
+static int put_tool(chat_out *o, const json_t *msgs, size_t i) {
     json_t *c = json_object_get(json_array_get(msgs, i), "content");
     if (json_is_string(c)) {
         if (i == 0 || strcmp(chat_role(json_array_get(msgs, i - 1)), "tool"))
@@ -103,14 +102,14 @@ static int put_tool(tok_bytes *o, const json_t *msgs, size_t i) {
             json_t *out = json_object_get(tr, "output");
             const json_t *x = out ? out : tr;
             if (put_str(o, "\n<tool_response>") ||
-                (json_is_string(x) ? put_jstr(o, x) : chat_json_dump(x, o)) ||
+                (json_is_string(x) ? put_jstr(o, x) : put_json(o, x)) ||
                 put_str(o, "</tool_response>"))
                 return -1;
         }
     return 0;
 }
 
-int chat_render_glm5(const json_t *msgs, const json_t *tools, int add_gen, int think, tok_bytes *o,
+int chat_render_glm5(const json_t *msgs, const json_t *tools, int add_gen, int think, chat_out *o,
                      pt_err *err) {
     tok_bytes tmp = {0};
     int rc = -1;

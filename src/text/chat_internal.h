@@ -1,7 +1,9 @@
-/* chat_internal.h — what the chat-format files share: string views, appends
- * into a tok_bytes, the conversation accessors every renderer uses, and each
- * family's renderer and output syntax. Not for use outside src/text/chat*.c;
- * the library's interface is chat.h.
+/* chat_internal.h — what the chat-format files share: string views, the
+ * renderers' output (chat_out: the prompt, with the template's scaffolding
+ * kept apart from the request's text) and its appends, the conversation
+ * accessors every renderer uses, and each family's renderer and output
+ * syntax. Not for use outside src/text/chat*.c; the library's interface is
+ * chat.h.
  *
  *   chat.c           format detection, names, conversation checks, render entry
  *   chat_json.c      JSON written the way Jinja's tojson does
@@ -66,20 +68,58 @@ static inline sv sv_from(sv s, const char *p) {
 /* A malloc'd NUL-terminated copy, or NULL (out of memory). */
 char *chat_sv_dup(sv s);
 
+/* ===== The renderers' output ===== */
+
+/* What a renderer writes into: the prompt, and the byte ranges of it that came
+ * from the conversation rather than from the template (chat_render_spans).
+ * Two kinds of append keep the two apart: put / put_str write the template's
+ * own text (its scaffolding: role markers, turn ends, tool-call markup, fixed
+ * instructions); put_text, put_sv, put_jstr, put_json, and chat_mark after a
+ * compound write, write text taken from the request (message content,
+ * reasoning, names, arguments, tool results, tool definitions) and record its
+ * range. Only scaffolding may become special tokens, so a renderer must send
+ * every byte it copies from the request through the second kind. */
+typedef struct chat_out {
+    tok_bytes *b;       /* the prompt */
+    tok_spans *content; /* the request's ranges of b, in order; NULL: not recorded */
+} chat_out;
+
 /* ===== Appends (0, or -1 on out of memory; the buffer stays NUL-terminated) ===== */
 
-static inline int put(tok_bytes *b, const char *s, size_t n) {
+/* To a plain byte buffer (scratch, JSON, parse results). */
+static inline int bput(tok_bytes *b, const char *s, size_t n) {
     return tok_bytes_append(b, s, n);
 }
-static inline int put_str(tok_bytes *b, const char *s) {
-    return put(b, s, strlen(s));
+static inline int bput_str(tok_bytes *b, const char *s) {
+    return bput(b, s, strlen(s));
 }
-static inline int put_sv(tok_bytes *b, sv s) {
-    return put(b, s.p, s.n);
+
+/* The template's text. */
+static inline int put(chat_out *o, const char *s, size_t n) {
+    return tok_bytes_append(o->b, s, n);
+}
+static inline int put_str(chat_out *o, const char *s) {
+    return put(o, s, strlen(s));
+}
+/* Record [from, end of the prompt) as the request's text (from: o->b->n before
+ * a compound write of request text). 0 or -1 (oom). */
+static inline int chat_mark(chat_out *o, size_t from) {
+    return o->content ? tok_spans_add(o->content, from, o->b->n - from) : 0;
+}
+/* The request's text. */
+static inline int put_text(chat_out *o, const char *s, size_t n) {
+    size_t from = o->b->n;
+    return tok_bytes_append(o->b, s, n) || chat_mark(o, from);
+}
+static inline int put_text_str(chat_out *o, const char *s) {
+    return put_text(o, s, strlen(s));
+}
+static inline int put_sv(chat_out *o, sv s) {
+    return put_text(o, s.p, s.n);
 }
 /* A JSON string's bytes, unquoted (may hold NULs). */
-static inline int put_jstr(tok_bytes *b, const json_t *j) {
-    return put(b, json_string_value(j), json_string_length(j));
+static inline int put_jstr(chat_out *o, const json_t *j) {
+    return put_text(o, json_string_value(j), json_string_length(j));
 }
 
 /* ===== Conversation accessors (chat.c) ===== */
@@ -105,19 +145,25 @@ void chat_split_think(sv *content, sv *reasoning);
 
 /* chat_json.c: Python's repr of a float (what Jinja writes for one). */
 int chat_json_real(double d, tok_bytes *out);
+/* JSON from the request as tojson writes it (chat_json_dump), recorded as the
+ * request's text. 0 or -1 (oom). */
+static inline int put_json(chat_out *o, const json_t *j) {
+    size_t from = o->b->n;
+    return chat_json_dump(j, o->b) || chat_mark(o, from);
+}
 
 /* ===== The families ===== */
 
 /* Render messages (checked by chat_render) with the family's template:
  * add_gen = add_generation_prompt, think = resolved thinking (0/1). 0, or -1
  * with err set ("chat: out of memory", or a malformed tool call). */
-int chat_render_glm5(const json_t *msgs, const json_t *tools, int add_gen, int think, tok_bytes *o,
+int chat_render_glm5(const json_t *msgs, const json_t *tools, int add_gen, int think, chat_out *o,
                      pt_err *err);
-int chat_render_qwen3(const json_t *msgs, const json_t *tools, int add_gen, int think, tok_bytes *o,
+int chat_render_qwen3(const json_t *msgs, const json_t *tools, int add_gen, int think, chat_out *o,
                       pt_err *err);
-int chat_render_deepseek3(const json_t *msgs, int add_gen, int think, tok_bytes *o, pt_err *err);
-int chat_render_gemma4(const json_t *msgs, const json_t *tools, int add_gen, int think,
-                       tok_bytes *o, pt_err *err);
+int chat_render_deepseek3(const json_t *msgs, int add_gen, int think, chat_out *o, pt_err *err);
+int chat_render_gemma4(const json_t *msgs, const json_t *tools, int add_gen, int think, chat_out *o,
+                       pt_err *err);
 
 /* How a family writes its output: the reasoning block and the tool calls. */
 typedef struct chat_syntax {

@@ -13,19 +13,19 @@
  * with ".0" when it looks like an integer; NaN and infinities as json.dumps. */
 int chat_json_real(double d, tok_bytes *out) {
     char buf[64];
-    if (isnan(d)) return put_str(out, "NaN");
-    if (isinf(d)) return put_str(out, d > 0 ? "Infinity" : "-Infinity");
+    if (isnan(d)) return bput_str(out, "NaN");
+    if (isinf(d)) return bput_str(out, d > 0 ? "Infinity" : "-Infinity");
     for (int prec = 1; prec <= 17; prec++) {
         snprintf(buf, sizeof buf, "%.*g", prec, d);
         if (strtod(buf, NULL) == d) break;
     }
     if (!strpbrk(buf, ".eEn")) strcat(buf, ".0");
-    return put_str(out, buf);
+    return bput_str(out, buf);
 }
 
 /* A JSON string literal with json.dumps(ensure_ascii=False)'s escapes. */
 static int dump_string(const char *s, size_t n, tok_bytes *out) {
-    if (put(out, "\"", 1)) return -1;
+    if (bput(out, "\"", 1)) return -1;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         char esc[8];
@@ -44,44 +44,44 @@ static int dump_string(const char *s, size_t n, tok_bytes *out) {
                 e = esc;
             }
         }
-        if (e ? put_str(out, e) : put(out, (const char *)&s[i], 1)) return -1;
+        if (e ? bput_str(out, e) : bput(out, (const char *)&s[i], 1)) return -1;
     }
-    return put(out, "\"", 1);
+    return bput(out, "\"", 1);
 }
 
 int chat_json_dump(const json_t *j, tok_bytes *out) {
     char buf[32];
     switch (json_typeof(j)) {
     case JSON_OBJECT: {
-        if (put(out, "{", 1)) return -1;
+        if (bput(out, "{", 1)) return -1;
         const char *k;
         json_t *v;
         int first = 1;
         json_object_foreach((json_t *)j, k, v) {
-            if ((!first && put_str(out, ", ")) || dump_string(k, strlen(k), out) ||
-                put_str(out, ": ") || chat_json_dump(v, out))
+            if ((!first && bput_str(out, ", ")) || dump_string(k, strlen(k), out) ||
+                bput_str(out, ": ") || chat_json_dump(v, out))
                 return -1;
             first = 0;
         }
-        return put(out, "}", 1);
+        return bput(out, "}", 1);
     }
     case JSON_ARRAY: {
-        if (put(out, "[", 1)) return -1;
+        if (bput(out, "[", 1)) return -1;
         size_t i;
         json_t *v;
         json_array_foreach(j, i, v) {
-            if ((i && put_str(out, ", ")) || chat_json_dump(v, out)) return -1;
+            if ((i && bput_str(out, ", ")) || chat_json_dump(v, out)) return -1;
         }
-        return put(out, "]", 1);
+        return bput(out, "]", 1);
     }
     case JSON_STRING: return dump_string(json_string_value(j), json_string_length(j), out);
     case JSON_INTEGER:
         snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(j));
-        return put_str(out, buf);
+        return bput_str(out, buf);
     case JSON_REAL: return chat_json_real(json_real_value(j), out);
-    case JSON_TRUE: return put_str(out, "true");
-    case JSON_FALSE: return put_str(out, "false");
-    case JSON_NULL: return put_str(out, "null");
+    case JSON_TRUE: return bput_str(out, "true");
+    case JSON_FALSE: return bput_str(out, "false");
+    case JSON_NULL: return bput_str(out, "null");
     }
     return -1;
 }

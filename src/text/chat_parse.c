@@ -101,7 +101,7 @@ static const char *take_call(const chat_syntax *sy, const char *b, const char *e
     if (!e || (nb && nb < e)) {
         note_bad(out, "unterminated tool call (no %s)", sy->call_close);
         const char *stop = nb ? nb : end;
-        return put(content, b, (size_t)(stop - b)) ? NULL : stop;
+        return bput(content, b, (size_t)(stop - b)) ? NULL : stop;
     }
     const char *next = e + strlen(sy->call_close);
     sv body = {bs, (size_t)(e - bs)}, name = {0};
@@ -114,7 +114,7 @@ static const char *take_call(const chat_syntax *sy, const char *b, const char *e
         json_decref(args);
     } else {
         note_bad(out, "malformed tool call: %s", why);
-        oom = put(content, b, (size_t)(next - b));
+        oom = bput(content, b, (size_t)(next - b));
     }
     free(name_owned);
     return oom ? NULL : next;
@@ -127,11 +127,11 @@ static int take_calls(const chat_syntax *sy, sv t, const json_t *tools, chat_par
     while (sy->call_open) {
         const char *b = sv_find((sv){p, (size_t)(end - p)}, sy->call_open);
         if (!b) break;
-        if (put(content, p, (size_t)(b - p))) return -1;
+        if (bput(content, p, (size_t)(b - p))) return -1;
         p = take_call(sy, b, end, tools, out, content);
         if (!p) return -1;
     }
-    return put(content, p, (size_t)(end - p));
+    return bput(content, p, (size_t)(end - p));
 }
 
 int chat_parse(chat_format f, const char *text, size_t len, int in_reasoning, const json_t *tools,

@@ -25,7 +25,7 @@ static const char k_tools_tail[] =
 
 /* The system turn: the first message's text when it is a system message, then
  * the tools when there are any. 0 or -1 (oom). */
-static int put_system(tok_bytes *o, const json_t *first, int first_sys, const json_t *tools,
+static int put_system(chat_out *o, const json_t *first, int first_sys, const json_t *tools,
                       tok_bytes *tmp) {
     if (chat_has_tools(tools)) {
         if (put_str(o, "<|im_start|>system\n")) return -1;
@@ -37,7 +37,7 @@ static int put_system(tok_bytes *o, const json_t *first, int first_sys, const js
         size_t i;
         json_t *t;
         json_array_foreach(tools, i, t) {
-            if (put(o, "\n", 1) || chat_json_dump(t, o)) return -1;
+            if (put(o, "\n", 1) || put_json(o, t)) return -1;
         }
         return put_str(o, k_tools_tail);
     }
@@ -65,18 +65,18 @@ static size_t last_query(const json_t *msgs, size_t n_msgs) {
 }
 
 /* One <tool_call> block; arguments given as a string are written as they are. */
-static int put_tool_call(tok_bytes *o, const json_t *tc) {
+static int put_tool_call(chat_out *o, const json_t *tc) {
     const json_t *fn = chat_call_fn(tc);
     json_t *a = json_object_get(fn, "arguments");
     return put_str(o, "<tool_call>\n{\"name\": \"") ||
-           put_str(o, json_string_value(json_object_get(fn, "name"))) ||
+           put_text_str(o, json_string_value(json_object_get(fn, "name"))) ||
            put_str(o, "\", \"arguments\": ") ||
-           (json_is_string(a) ? put_jstr(o, a) : (a ? chat_json_dump(a, o) : put_str(o, "{}"))) ||
+           (json_is_string(a) ? put_jstr(o, a) : (a ? put_json(o, a) : put_str(o, "{}"))) ||
            put_str(o, "}\n</tool_call>");
 }
 
 /* An assistant turn (message i of n_msgs; c its string content). 0 or -1 (oom). */
-static int put_assistant(tok_bytes *o, const json_t *m, sv c, size_t i, size_t n_msgs,
+static int put_assistant(chat_out *o, const json_t *m, sv c, size_t i, size_t n_msgs,
                          size_t query) {
     sv reasoning = {"", 0};
     json_t *rj = json_object_get(m, "reasoning_content");
@@ -101,7 +101,7 @@ static int put_assistant(tok_bytes *o, const json_t *m, sv c, size_t i, size_t n
 }
 
 /* A tool message: consecutive ones share one user turn. 0 or -1 (oom). */
-static int put_tool(tok_bytes *o, const json_t *msgs, size_t i, sv c) {
+static int put_tool(chat_out *o, const json_t *msgs, size_t i, sv c) {
     json_t *prev = i ? json_array_get(msgs, i - 1) : NULL, *next = json_array_get(msgs, i + 1);
     if ((!prev || strcmp(chat_role(prev), "tool")) && put_str(o, "<|im_start|>user")) return -1;
     if (put_str(o, "\n<tool_response>\n") || put_sv(o, c) || put_str(o, "\n</tool_response>"))
@@ -110,7 +110,7 @@ static int put_tool(tok_bytes *o, const json_t *msgs, size_t i, sv c) {
     return 0;
 }
 
-int chat_render_qwen3(const json_t *msgs, const json_t *tools, int add_gen, int think, tok_bytes *o,
+int chat_render_qwen3(const json_t *msgs, const json_t *tools, int add_gen, int think, chat_out *o,
                       pt_err *err) {
     size_t n_msgs = json_array_size(msgs), i;
     json_t *m, *first = json_array_get(msgs, 0);

@@ -195,10 +195,12 @@ typedef struct occ {
 } occ;
 
 /* tok_special.c: the special tokens to cut out of text, in llama.cpp's order.
- * Returns the accepted occurrences sorted by position in *acc (malloc'd),
- * their count, or -1 on out of memory. */
+ * With parse_special, CONTROL/UNKNOWN tokens are candidates too, except where
+ * their text would overlap a range of plain (NULL: none; checked by the
+ * caller: in order, within len). Returns the accepted occurrences sorted by
+ * position in *acc (malloc'd), their count, or -1 on out of memory. */
 long tok_special_find(const tok_vocab *v, const char *text, size_t len, int parse_special,
-                      occ **acc);
+                      const tok_spans *plain, occ **acc);
 
 typedef struct pre_def pre_def;
 /* tok_pretok.c: the pre-tokenizer named by tokenizer.ggml.pre, or NULL. */

@@ -6,7 +6,8 @@
  * The partition reproduces llama.cpp's order (longest token first, left to
  * right inside each remaining text fragment), so results match it even when
  * special texts overlap. Without TOK_PARSE_SPECIAL only USER_DEFINED tokens
- * are recognised, so user text can never forge a control token.
+ * are recognised, so user text can never forge a control token; with it, the
+ * caller's plain ranges (a chat prompt's content) are still read that way.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -172,19 +173,28 @@ static int cmp_accept(const void *a, const void *b) {
 
 /* llama.cpp's order: every allowed special token, longest first, claims its
  * non-overlapping occurrences left to right inside text that no earlier token
- * claimed. */
+ * claimed. A control token is allowed where parse_special says and no plain
+ * range overlaps it; leaving such occurrences out before the claiming is what
+ * llama.cpp's partition does for a text without them, so a plain range
+ * without special text changes nothing. */
 long tok_special_find(const tok_vocab *v, const char *text, size_t len, int parse_special,
-                      occ **acc) {
+                      const tok_spans *plain, occ **acc) {
     *acc = NULL;
     occ *all = NULL;
-    size_t n_all = 0, cap_all = 0;
+    size_t n_all = 0, cap_all = 0, r = 0; /* plain->v[r]: the first range ending after p */
+    size_t n_plain = plain ? plain->n : 0;
     for (size_t p = 0; p < len; p++) {
         unsigned char c = (unsigned char)text[p];
+        while (r < n_plain && plain->v[r].off + plain->v[r].len <= p)
+            r++;
         for (int32_t k = v->fb_start[c]; k < v->fb_start[c + 1]; k++) {
             int32_t order = v->fb_list[k];
             int32_t id = v->special[order];
-            if (!parse_special && (v->attr[id] & (TOK_ATTR_CONTROL | TOK_ATTR_UNKNOWN))) continue;
             size_t tl = v->st.len[id];
+            if (v->attr[id] & (TOK_ATTR_CONTROL | TOK_ATTR_UNKNOWN)) {
+                if (!parse_special) continue;
+                if (r < n_plain && plain->v[r].off < p + tl) continue; /* in plain text */
+            }
             if (tl > len - p || memcmp(text + p, v->st.bytes + v->st.off[id], tl) != 0) continue;
             if (pt_grow((void **)&all, &cap_all, n_all + 1, sizeof(occ))) {
                 free(all);

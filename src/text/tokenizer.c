@@ -7,7 +7,8 @@
  *   1. special-token partition: the text is cut around special-token texts the
  *      caller allows, in llama.cpp's order (longest token first, left to right
  *      inside each remaining text fragment), so results match it even when
- *      special texts overlap;
+ *      special texts overlap; tok_encode_spans allows control tokens only
+ *      outside the caller's plain ranges (a chat prompt's content);
  *   2. each remaining fragment is made valid UTF-8 the way llama.cpp reads it
  *      (a byte that does not start a well-formed sequence becomes U+FFFD);
  *   3. the pre-tokenizer's regexes split the fragment into words. Several
@@ -38,6 +39,23 @@ void tok_bytes_free(tok_bytes *b) {
     free(b->v);
     b->v = NULL;
     b->n = b->cap = 0;
+}
+
+void tok_spans_free(tok_spans *s) {
+    free(s->v);
+    s->v = NULL;
+    s->n = s->cap = 0;
+}
+
+int tok_spans_add(tok_spans *s, size_t off, size_t len) {
+    if (!len) return 0;
+    if (s->n && s->v[s->n - 1].off + s->v[s->n - 1].len == off) {
+        s->v[s->n - 1].len += len;
+        return 0;
+    }
+    if (pt_grow((void **)&s->v, &s->cap, s->n + 1, sizeof *s->v)) return -1;
+    s->v[s->n++] = (tok_span){off, len};
+    return 0;
 }
 
 int tok_ids_push(tok_ids *a, int32_t id) {
@@ -116,11 +134,26 @@ bigram tok_heap_pop(scratch *s, int spm) {
 
 int tok_encode(const tok_vocab *v, const char *text, size_t len, int flags, tok_ids *out,
                pt_err *err) {
+    return tok_encode_spans(v, text, len, flags, NULL, out, err);
+}
+
+int tok_encode_spans(const tok_vocab *v, const char *text, size_t len, int flags,
+                     const tok_spans *plain, tok_ids *out, pt_err *err) {
+    for (size_t i = 0, end = 0; plain && i < plain->n; i++) { /* in order, inside the text */
+        const tok_span *r = &plain->v[i];
+        if (r->off < end || r->off > len || r->len > len - r->off)
+            return pt_errf(err,
+                           "tokenizer: plain range %zu [%zu, +%zu) is out of order or past the "
+                           "text's %zu bytes",
+                           i, r->off, r->len, len);
+        end = r->off + r->len;
+    }
     int add_special = !!(flags & TOK_ADD_SPECIAL);
     if (add_special && v->add_bos && tok_ids_push(out, v->bos))
         return pt_errf(err, "tokenizer: out of memory");
     occ *acc = NULL;
-    long n_acc = len ? tok_special_find(v, text, len, !!(flags & TOK_PARSE_SPECIAL), &acc) : 0;
+    long n_acc =
+        len ? tok_special_find(v, text, len, !!(flags & TOK_PARSE_SPECIAL), plain, &acc) : 0;
     if (n_acc < 0) return pt_errf(err, "tokenizer: out of memory");
     scratch s = {0};
     int rc = 0;

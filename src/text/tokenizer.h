@@ -18,7 +18,8 @@
  * only when the caller passes TOK_PARSE_SPECIAL; USER_DEFINED tokens are always
  * recognised (as llama.cpp and HF tokenizers do). Without the flag, text such
  * as "<|user|>" is tokenised like any other text — user content can never
- * forge a control token.
+ * forge a control token. tok_encode_spans parses them in part of a text only:
+ * a chat prompt's scaffolding, not the conversation's text inside it.
  *
  * A tok_vocab is immutable after tok_load and may be shared by threads; every
  * call allocates its own scratch. Nothing here prints or exits.
@@ -65,8 +66,18 @@ typedef pt_ids tok_ids;
  * through tok_bytes_append keep a NUL after the last byte (not counted in n). */
 typedef pt_buf tok_bytes; /* the public pt_buf (petrel.h): one byte buffer inside and out */
 
+/* Byte ranges of a text, in order, not touching; zero-initialise, free with
+ * tok_spans_free. The public pt_spans itself (petrel.h). */
+typedef pt_span tok_span;
+typedef pt_spans tok_spans;
+
 void tok_ids_free(tok_ids *a);
 void tok_bytes_free(tok_bytes *b);
+void tok_spans_free(tok_spans *s);
+/* Add [off, off + len) after the last range (off >= the last range's end): a
+ * range that touches the last one extends it, an empty one is dropped. 0, or -1
+ * on out of memory (s unchanged). */
+int tok_spans_add(tok_spans *s, size_t off, size_t len);
 
 /* Append one id. 0, or -1 on out of memory (a unchanged). */
 int tok_ids_push(tok_ids *a, int32_t id);
@@ -87,6 +98,13 @@ void tok_free(tok_vocab *v);
  * any byte string tokenizes. */
 int tok_encode(const tok_vocab *v, const char *text, size_t len, int flags, tok_ids *out,
                pt_err *err);
+/* tok_encode, with TOK_PARSE_SPECIAL in effect only outside the ranges `plain`
+ * (NULL: none): a CONTROL/UNKNOWN token's text is cut out as the token only
+ * where it overlaps no plain range. Fragments between the tokens cut out are
+ * encoded whole, whatever ranges they cross, so plain ranges without special
+ * text change nothing. -1 with err also for ranges out of order or past len. */
+int tok_encode_spans(const tok_vocab *v, const char *text, size_t len, int flags,
+                     const tok_spans *plain, tok_ids *out, pt_err *err);
 
 /* Append the bytes of the ids to `out` (plain concatenation of the pieces; no
  * space cleanup). Returns 0, or -1 with err set for an id outside the
