@@ -169,7 +169,7 @@ build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(BUILD)/src/server/oai.o $(BUILD)/libpet
 
 fuzz-run: fuzz-build
 	@mkdir -p $(FUZZ_TARGETS:%=build/fuzz/corpus/%)
-	@cp -n tests/fixtures/tokenizer/ggml-vocab-fixture-*.gguf build/fuzz/corpus/gguf/
+	@cp -u tests/fixtures/tokenizer/ggml-vocab-fixture-*.gguf build/fuzz/corpus/gguf/
 	@for t in $(FUZZ_TARGETS); do \
 	   echo "fuzz_$$t: $(FUZZ_SECONDS) s"; \
 	   build/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) $(FUZZ_FLAGS) \
