@@ -330,8 +330,8 @@ static void list_dir(const char *dir, char *buf, size_t cap) {
 
 /* `petrel pack` onto a disk too small for the pack: exit 1 naming the file
  * and ENOSPC; no file under the final name; what was written stays under
- * NAME.partial, which the engine and `petrel verify` refuse (and a rerun with
- * room resumes). */
+ * NAME.partial (the CLI says so: it may be what fills the disk), which the
+ * engine and `petrel verify` refuse (and a rerun with room resumes). */
 static void faults_enospc_pack(void) {
     char model[512], disk[512], pack[600], partial[700], cmd[4096];
     snprintf(model, sizeof model, "%s/f.gguf", t_tmpdir());
@@ -344,6 +344,7 @@ static void faults_enospc_pack(void) {
     CHECK(t_run(cmd, out, sizeof out) == 1);
     CHECK_STR_CONTAINS(out, partial);
     CHECK_STR_CONTAINS(out, "No space left on device");
+    CHECK_STR_CONTAINS(out, "rerun `petrel pack` to resume, or delete it");
     CHECK(access(pack, F_OK) != 0);
     snprintf(cmd, sizeof cmd, "%s verify %s --pack %s", bin(), model, partial);
     CHECK(t_run(cmd, out, sizeof out) == 1);
