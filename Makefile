@@ -4,7 +4,10 @@
 #   make native          the same with -march=native -> build/native/petrel
 #   make test            install missing build deps, build, run every test
 #   make test SANITIZE=1 the same suite under ASan + UBSan (objects in build/san)
-#   make fuzz            libFuzzer run of the GGUF parser (FUZZ_SECONDS, default 60)
+#   make fuzz            libFuzzer runs of every target in tests/fuzz (FUZZ_SECONDS each, default 60):
+#                        the GGUF parser, request -> template -> tokenizer, the chat output parser,
+#                        the expert-pack reader (objects in build/fuzz, built by clang)
+#   make fuzz-ci         the same, 20 s a target, from the seed corpus in tests/fuzz/corpus (.ci/run)
 #   make bench           kernel microbenchmarks (GB/s, SIMD vs scalar), then petrel vs llama.cpp
 #                        on a synthetic glm-dsa model (bench/run.sh; set LLAMA_CPP_DIR)
 #   make bench BENCH_STREAM=1   also the streaming benchmark (bench/stream.sh: root, cgroup v1;
@@ -16,9 +19,18 @@
 CC       ?= cc
 SANITIZE ?= 0
 NATIVE   ?= 0
+FUZZ     ?= 0
 ARCH     := $(shell uname -m)
 
-ifeq ($(SANITIZE),1)
+# FUZZ=1 (set by `make fuzz`): the library built by clang with libFuzzer's
+# coverage, ASan and UBSan; clang-only warnings do not stop a fuzz run.
+ifeq ($(FUZZ),1)
+  CC     := clang
+  BUILD  := build/fuzz
+  OPT    := -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all \
+            -fno-omit-frame-pointer
+  LDSAN  := -fsanitize=address,undefined
+else ifeq ($(SANITIZE),1)
   BUILD  := build/san
   OPT    := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
   LDSAN  := -fsanitize=address,undefined
@@ -41,6 +53,9 @@ endif
 
 CFLAGS  += -std=c11 $(OPT) -Wall -Wextra -Wshadow -Wmissing-prototypes -Wstrict-prototypes -Werror -D_GNU_SOURCE -Iinclude -Isrc $(PKG_CFLAGS) -pthread -MMD -MP
 LDLIBS  += $(LDSAN) $(PKG_LIBS) -lm -pthread
+ifeq ($(FUZZ),1)
+  CFLAGS += -Wno-error
+endif
 
 # libpetrel.a is the engine (everything behind include/petrel.h); the front
 # ends are not in it: the CLI (src/cli), the server (src/server) and what the
@@ -69,7 +84,7 @@ TOOL_OBJ  := $(TOOL_SRC:%.c=$(BUILD)/%.o)
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni
 
-.PHONY: all native test fuzz bench bench-run format format-check clean deps demo build test-run
+.PHONY: all native test bench bench-run format format-check clean deps demo build test-run
 # deps runs first, then a fresh make that sees what deps installed (pkg-config
 # results above are computed when the Makefile is read).
 all: deps
@@ -132,16 +147,36 @@ test: deps
 test-run: $(BUILD)/petrel $(BUILD)/test_petrel $(BUILD)/mkmodel
 	@PETREL_BIN=$(BUILD)/petrel PETREL_MKMODEL=$(BUILD)/mkmodel $(BUILD)/test_petrel $(T)
 
+# Fuzzing: every tests/fuzz/fuzz_NAME.c is a libFuzzer target linked against the
+# library (and the server's request code) built with FUZZ=1; each runs
+# FUZZ_SECONDS from its seed corpus tests/fuzz/corpus/NAME (kept small, in the
+# repository), writing what it finds new to build/fuzz/corpus/NAME. The targets
+# read fixtures by relative path: run from the repository root.
 FUZZ_SECONDS ?= 60
+FUZZ_TARGETS := gguf request chat_parse xpack
+FUZZ_FLAGS   := -max_len=65536 -rss_limit_mb=2048 -timeout=10 -print_final_stats=1
+.PHONY: fuzz fuzz-ci fuzz-build fuzz-run
 fuzz: deps
-	@mkdir -p build/fuzz/corpus
-	clang -std=c11 -g -O1 -D_GNU_SOURCE -Iinclude -Isrc -fsanitize=fuzzer,address,undefined \
-	    -o build/fuzz/fuzz_gguf tests/fuzz/fuzz_gguf.c src/common.c src/format/gguf.c \
-	    src/format/ggml_types.c src/model/info.c
-	cp -n tests/fuzz/seeds/* build/fuzz/corpus/
-	cp -n tests/fixtures/tokenizer/ggml-vocab-fixture-*.gguf build/fuzz/corpus/
-	build/fuzz/fuzz_gguf -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=1024 -timeout=5 \
-	    build/fuzz/corpus
+	@$(MAKE) --no-print-directory FUZZ=1 fuzz-run
+
+fuzz-ci: deps
+	@$(MAKE) --no-print-directory FUZZ=1 FUZZ_SECONDS=20 fuzz-run
+
+fuzz-build: $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
+
+build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(BUILD)/src/server/oai.o $(BUILD)/libpetrel.a
+	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
+
+fuzz-run: fuzz-build
+	@mkdir -p $(FUZZ_TARGETS:%=build/fuzz/corpus/%)
+	@cp -u tests/fixtures/tokenizer/ggml-vocab-fixture-*.gguf build/fuzz/corpus/gguf/
+	@for t in $(FUZZ_TARGETS); do \
+	   echo "fuzz_$$t: $(FUZZ_SECONDS) s"; \
+	   build/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) $(FUZZ_FLAGS) \
+	       -artifact_prefix=build/fuzz/crash-$$t- build/fuzz/corpus/$$t tests/fuzz/corpus/$$t \
+	       2>build/fuzz/fuzz_$$t.log || { tail -60 build/fuzz/fuzz_$$t.log; exit 1; }; \
+	   grep -E "^stat::(number_of_executed_units|average_exec_per_sec)|^Done" build/fuzz/fuzz_$$t.log; \
+	 done
 
 BENCH_STREAM_ARCHS ?= glm-dsa gemma4
 bench: deps

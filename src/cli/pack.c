@@ -125,7 +125,20 @@ int cmd_pack(int argc, char **argv) {
     char err[1024];
     int rc = pt_pack_write(m, path, show_progress, &pr, stop_after, err, sizeof err);
     pt_model_close(m);
-    if (rc) return cli_error("%s", err);
+    if (rc) {
+        /* a failed write (a full disk...) keeps what it wrote for a resumed run; say so,
+         * since that file may be what fills the disk */
+        char partial[PATH_MAX + 16];
+        snprintf(partial, sizeof partial, "%s.partial", path);
+        int kept = access(partial, F_OK) == 0;
+        cli_error("%s", err);
+        if (kept)
+            fprintf(stderr,
+                    "petrel: %s is kept (never used as a pack): rerun `petrel pack` to resume, "
+                    "or delete it\n",
+                    partial);
+        return CLI_ERROR;
+    }
     fprintf(stderr, "petrel: wrote %s in %.1f s\n", path, now_s() - pr.t0);
     return CLI_OK;
 }

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -51,6 +52,16 @@ struct xio {
     int stop;
 };
 
+/* The test hook (see xio.h): read by reader threads, written only while no
+ * read is in flight, so a plain pointer suffices. */
+static xio_fault_fn fault_fn;
+static void *fault_user;
+
+void xio_set_fault_hook(xio_fault_fn fn, void *user) {
+    fault_fn = fn;
+    fault_user = user;
+}
+
 const char *xio_backend_name(int backend) {
     return backend == XIO_URING ? "io_uring" : backend == XIO_PREAD ? "pread" : "auto";
 }
@@ -68,6 +79,12 @@ int xio_inflight(const xio *x) {
 static int read_fully(xreq *r) {
     while (r->done < r->len) {
         ssize_t k = pread(r->fd, r->dst + r->done, r->len - r->done, (off_t)(r->off + r->done));
+        if (fault_fn) {
+            long res = fault_fn(fault_user, r->fd, r->off + r->done, r->dst + r->done,
+                                r->len - r->done, k < 0 ? -(long)errno : (long)k);
+            k = res < 0 ? -1 : (ssize_t)res;
+            if (res < 0) errno = (int)-res;
+        }
         if (k > 0) {
             r->done += (uint64_t)k;
             continue;
@@ -240,16 +257,31 @@ void xio_kick(xio *x) {
 #endif
 }
 
+/* The file behind fd for an error message: its path from /proc/self/fd (Linux),
+ * else "fd N". */
+static void fd_name(int fd, char *out, size_t cap) {
+    char link[64];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, out, cap - 1);
+    if (n > 0)
+        out[n] = 0;
+    else
+        snprintf(out, cap, "fd %d", fd);
+}
+
 static int finish(xio *x, int i, uint64_t *tag, pt_err *err) {
     xreq *r = &x->req[i];
     *tag = r->tag;
     x->free_list[x->n_free++] = i;
     x->inflight--;
-    if (r->err)
-        return pt_errf(err, "read of %llu bytes at offset %llu failed after %llu bytes: %s",
-                       (unsigned long long)r->len, (unsigned long long)r->off,
+    if (r->err) {
+        char name[1024];
+        fd_name(r->fd, name, sizeof name);
+        return pt_errf(err, "%s: read of %llu bytes at offset %llu failed after %llu bytes: %s",
+                       name, (unsigned long long)r->len, (unsigned long long)r->off,
                        (unsigned long long)r->done,
                        r->err == ENODATA ? "unexpected end of file" : strerror(r->err));
+    }
     return 0;
 }
 
@@ -267,6 +299,11 @@ int xio_wait(xio *x, uint64_t *tag, pt_err *err) {
             int res = cqe->res;
             io_uring_cqe_seen(&x->ring, cqe);
             xreq *r = &x->req[i];
+            if (fault_fn) {
+                uint64_t n = r->len - r->done; /* what uring_queue asked for */
+                if (n > (1u << 30)) n = 1u << 30;
+                res = (int)fault_fn(fault_user, r->fd, r->off + r->done, r->dst + r->done, n, res);
+            }
             if (res > 0) {
                 r->done += (uint64_t)res;
                 if (r->done < r->len) { /* short read: continue where it stopped */

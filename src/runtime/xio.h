@@ -9,6 +9,10 @@
  * reported with the tag — never silently returned as data.
  *
  * Only one thread (the engine's) submits and waits.
+ *
+ * Tests inject faults through xio_set_fault_hook (EIO, short reads, wrong
+ * bytes: tests/test_faults.c); nothing else sets it, and the library never
+ * reads the environment for it.
  */
 #ifndef PT_RUNTIME_XIO_H
 #define PT_RUNTIME_XIO_H
@@ -47,5 +51,20 @@ int xio_inflight(const xio *x);
 /* Block until one read completes; *tag receives its tag. Returns 0 when all
  * bytes were read, or -1 with err naming the failure (the tag is still set). */
 int xio_wait(xio *x, uint64_t *tag, pt_err *err);
+
+/* ===== Fault injection (tests only) =====
+ *
+ * When a hook is set, the result of every read the device completes, in both
+ * back-ends, passes through it before xio acts on it: res is the byte count
+ * the device returned (>= 0) or -errno, dst/len the bytes that read was asked
+ * to fill (the first res of them are the data), off its file offset. The hook
+ * returns the result xio should see: -EIO for an I/O error, a smaller count
+ * for a short read (xio continues from there), res unchanged after altering
+ * dst for wrong bytes. It may be called from several threads at once (the
+ * pread pool). Set or clear it only while no reader has reads in flight;
+ * NULL (the default) disables it. */
+typedef long (*xio_fault_fn)(void *user, int fd, uint64_t off, uint8_t *dst, uint64_t len,
+                             long res);
+void xio_set_fault_hook(xio_fault_fn fn, void *user);
 
 #endif

@@ -45,16 +45,21 @@ static void note_bad(chat_parsed *out, const char *fmt, const char *detail) {
     if (!out->n_bad++) snprintf(out->bad, sizeof out->bad, fmt, detail);
 }
 
-/* Append a call (name stripped, arguments compact JSON). 0 or -1 (oom). */
+/* Append a call (name stripped, arguments compact JSON). 0; 1 when the
+ * arguments cannot be written as JSON (not UTF-8): nothing is added; -1 (oom). */
 static int add_call(chat_parsed *out, sv name, json_t *args) {
     chat_tool_call *c = realloc(out->calls, (size_t)(out->n_calls + 1) * sizeof *c);
     if (!c) return -1;
     out->calls = c;
+    /* jansson refuses to write a string that is not UTF-8, and an argument value
+     * the model wrote may hold any bytes (kept as text when it is not JSON): such
+     * a call is malformed, not an out-of-memory failure (found by
+     * tests/fuzz/fuzz_chat_parse.c) */
     char *a = json_dumps(args, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    if (!a) return 1;
     char *nm = chat_sv_dup(sv_strip(name));
-    if (!a || !nm) {
+    if (!nm) {
         free(a);
-        free(nm);
         return -1;
     }
     c[out->n_calls].name = nm;
@@ -112,7 +117,9 @@ static const char *take_call(const chat_syntax *sy, const char *b, const char *e
     if (args) {
         oom = add_call(out, name, args);
         json_decref(args);
-    } else {
+        if (oom == 1) why = "arguments are not valid UTF-8";
+    }
+    if (!args || oom == 1) {
         note_bad(out, "malformed tool call: %s", why);
         oom = bput(content, b, (size_t)(next - b));
     }

@@ -9,6 +9,7 @@
 #include "format/gguf.h"
 #include "model/info.h"
 
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* Copy to an exact-size heap block so ASan catches reads past the end. */
     uint8_t *buf = malloc(size ? size : 1);
