@@ -3,18 +3,28 @@
  * expert is a single aligned read instead of three scattered ones.
  *
  * Layout (little-endian):
- *   header     magic "PTXPACK\0", u32 version (1), u32 n_layers,
+ *   header     magic "PTXPACK\0", u32 version (2), u32 n_layers,
  *              u64 source_size, u8 fingerprint[32], u64 n_records,
  *              u64 records_done, u64 sums_offset, u64 data_offset, u32 complete,
- *              u32 reserved, then per layer: u32 n_expert, u32 n_mats,
- *              u64 mat_bytes[3], u64 record_bytes, u64 first_record (48 bytes)
- *   sums       u8[16] per record: the first 16 bytes of SHA-256 of its payload
+ *              u32 reserved, u64 source_mtime_ns, u64 source_inode (of the
+ *              first file), u64 source_stat (XXH3-64 over every file's size,
+ *              mtime and inode), u64 reserved (128 bytes so far), then per
+ *              layer: u32 n_expert, u32 n_mats, u64 mat_bytes[3],
+ *              u64 record_bytes, u64 first_record (48 bytes)
+ *   sums       u64 per record: XXH3-64 of its payload, which is also the
+ *              checksum of the GGUF's bytes of that expert (the slices back to
+ *              back), so the table checks reads from either file
  *   records    layer-major, expert-minor; payload = the exact GGUF bytes of the
  *              expert's gate|up|down (or gate_up|down) slices, zero-padded to
  *              record_bytes (a multiple of 4096)
  * The fingerprint is SHA-256 over the source's file sizes and every file's
- * header (metadata and tensor directory, [0, data_offset)), so a pack never
- * serves a different model. Lossless by construction: records are copies.
+ * header (metadata and tensor directory, [0, data_offset)). At open a pack
+ * whose source size, fingerprint, modification time or inode differ from the
+ * model's is stale and not used, so re-quantised or edited weights behind an
+ * unchanged header never meet an old pack (an edit that also restores the
+ * mtime in place is caught by xpack_verify, which compares every byte). A
+ * version-1 pack (SHA-256 sums, no mtime/inode) is refused as stale.
+ * Lossless by construction: records are copies.
  *
  * Writing goes to PATH.partial; every few hundred MB the data is synced and
  * records_done (a journal) updated, so an interrupted run (even kill -9)
@@ -50,8 +60,13 @@ typedef struct xpack {
     xpack_layer *layers; /* [n_layers] */
     uint64_t n_records;
     uint64_t sums_offset, data_offset;
-    uint8_t (*sums)[16]; /* [n_records] */
+    uint64_t *sums; /* [n_records] XXH3-64 of each record's payload (= the GGUF's expert bytes) */
 } xpack;
+
+/* The checksum of expert e of layer l (layer-major record index). */
+static inline uint64_t xpack_sum(const xpack *p, int layer, int expert) {
+    return p->sums[p->layers[layer].first_record + (uint64_t)expert];
+}
 
 /* Fingerprint of a model (see above). 0, or -1 with err. */
 int xpack_fingerprint(const gguf_ctx *g, uint8_t out[32], pt_err *err);
@@ -65,7 +80,9 @@ int xpack_write(const gguf_ctx *g, const xp_layer_desc *layers, int n_layers, co
                 xpack_progress_fn progress, void *user, int64_t stop_after, pt_err *err);
 
 /* Open a pack and check it belongs to model g (magic, version, completeness,
- * fingerprint, layout, file size). NULL with err saying why it cannot be used. */
+ * source size, fingerprint, mtime and inode, layout, file size). NULL with err
+ * saying why it cannot be used ("stale pack: ..." when made from another model
+ * file, an older version of this one, or by an older petrel). */
 xpack *xpack_open(const char *path, const gguf_ctx *g, const xp_layer_desc *layers, int n_layers,
                   pt_err *err);
 void xpack_close(xpack *p);
@@ -74,7 +91,8 @@ void xpack_close(xpack *p);
 uint64_t xpack_record_offset(const xpack *p, int layer, int expert);
 
 /* Check every record: checksum of the stored bytes, and bytes equal to the
- * model's. 0 when valid, -1 with err naming the first bad record. */
+ * model's (a full read of both files). 0 when valid, -1 with err naming the
+ * first bad record. */
 int xpack_verify(const xpack *p, const gguf_ctx *g, const xp_layer_desc *layers,
                  xpack_progress_fn progress, void *user, pt_err *err);
 
