@@ -117,6 +117,32 @@ int xpack_fingerprint(const gguf_ctx *g, uint8_t out[32], pt_err *err) {
     return 0;
 }
 
+uint64_t xpack_checksum(const uint8_t *const mats[], const uint64_t bytes[], int n_mats) {
+    XXH3_state_t *h = XXH3_createState();
+    if (!h) return 0; /* out of memory: a value no record matches, so it is never trusted */
+    XXH3_64bits_reset(h);
+    for (int m = 0; m < n_mats; m++)
+        for (uint64_t at = 0; at < bytes[m]; at += XPACK_SUM_PIECE) {
+            const uint64_t n = PT_MIN(bytes[m] - at, (uint64_t)XPACK_SUM_PIECE);
+            const uint64_t v = XXH3_64bits(mats[m] + at, n);
+            XXH3_64bits_update(h, &v, 8);
+        }
+    const uint64_t sum = XXH3_64bits_digest(h);
+    XXH3_freeState(h);
+    return sum;
+}
+
+/* The checksum of a payload laid out as in a record (slices back to back). */
+static uint64_t record_checksum(const xpack_layer *L, const uint8_t *payload) {
+    const uint8_t *mats[3];
+    uint64_t off = 0;
+    for (uint32_t m = 0; m < L->n_mats; m++) {
+        mats[m] = payload + off;
+        off += L->mat_bytes[m];
+    }
+    return xpack_checksum(mats, L->mat_bytes, (int)L->n_mats);
+}
+
 /* ===== layout ===== */
 
 typedef struct layout {
@@ -277,10 +303,7 @@ int xpack_write(const gguf_ctx *g, const xp_layer_desc *d, int n_layers, const c
                 goto journal_and_out;
             }
             gather(&d[l], L, e, buf);
-            uint64_t payload = 0;
-            for (uint32_t m = 0; m < L->n_mats; m++)
-                payload += L->mat_bytes[m];
-            sums[r] = XXH3_64bits(buf, payload);
+            sums[r] = record_checksum(L, buf);
             if (pwrite_all(fd, buf, L->record_bytes, record_offset(&lo, l, e))) {
                 pt_errf(err, "%s: write failed: %s", partial, strerror(errno));
                 goto out;
@@ -470,15 +493,12 @@ int xpack_verify(const xpack *p, const gguf_ctx *g, const xp_layer_desc *d,
     uint64_t r = 0;
     for (uint32_t l = 0; l < p->n_layers && !rc; l++) {
         const xpack_layer *L = &p->layers[l];
-        uint64_t payload = 0;
-        for (uint32_t m = 0; m < L->n_mats; m++)
-            payload += L->mat_bytes[m];
         for (uint32_t e = 0; e < L->n_expert && !rc; e++, r++) {
             if (pread_all(p->fd, got, L->record_bytes, xpack_record_offset(p, (int)l, (int)e))) {
                 rc = pt_errf(err, "%s: cannot read record of layer %u expert %u", p->path, l, e);
                 break;
             }
-            const uint64_t sum = XXH3_64bits(got, payload);
+            const uint64_t sum = record_checksum(L, got);
             gather(&d[l], L, e, want);
             if (sum != p->sums[r])
                 rc = pt_errf(err, "%s: corrupt record: layer %u expert %u fails its checksum",

@@ -11,9 +11,9 @@
  *              mtime and inode), u64 reserved (128 bytes so far), then per
  *              layer: u32 n_expert, u32 n_mats, u64 mat_bytes[3],
  *              u64 record_bytes, u64 first_record (48 bytes)
- *   sums       u64 per record: XXH3-64 of its payload, which is also the
- *              checksum of the GGUF's bytes of that expert (the slices back to
- *              back), so the table checks reads from either file
+ *   sums       u64 per record: xpack_checksum of its slices, which are the
+ *              GGUF's bytes of that expert, so the table checks reads from
+ *              either file
  *   records    layer-major, expert-minor; payload = the exact GGUF bytes of the
  *              expert's gate|up|down (or gate_up|down) slices, zero-padded to
  *              record_bytes (a multiple of 4096)
@@ -38,6 +38,7 @@
 #include "format/gguf.h"
 
 #define XPACK_ALIGN 4096
+#define XPACK_SUM_PIECE (256u << 10) /* bytes of a checksum piece (see xpack_checksum) */
 
 /* The routed-expert tensors of one model layer (n_mats = 0: none). */
 typedef struct xp_layer_desc {
@@ -67,6 +68,13 @@ typedef struct xpack {
 static inline uint64_t xpack_sum(const xpack *p, int layer, int expert) {
     return p->sums[p->layers[layer].first_record + (uint64_t)expert];
 }
+
+/* The checksum of one expert: each of its n_mats slices (in order) is cut
+ * into XPACK_SUM_PIECE-byte pieces (the last one shorter), each piece hashed
+ * with XXH3-64, and the checksum is XXH3-64 over those values (u64,
+ * little-endian, in order). Pieces let the engine hash a record on all its
+ * threads; the value does not depend on how many there are. */
+uint64_t xpack_checksum(const uint8_t *const mats[], const uint64_t bytes[], int n_mats);
 
 /* Fingerprint of a model (see above). 0, or -1 with err. */
 int xpack_fingerprint(const gguf_ctx *g, uint8_t out[32], pt_err *err);
