@@ -248,8 +248,7 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
                      .pack = en->pack,
                      .sums = p->no_verify ? NULL
                              : en->pack   ? en->pack
-                                          : en->table,
-                     .pool = en->pool};
+                                          : en->table};
     if (open_usage(en, p, n_all, e)) return -1;
     cfg.usage = &en->usage;
     if (p->trace_path) {

@@ -13,8 +13,9 @@
  * slot has no room for alignment slack; the slices land back to back exactly
  * where the record's would). The checksum is defined over the slices in order
  * (xpack_checksum), so one table entry checks a record and the GGUF's
- * scattered slices alike; its pieces are hashed on the engine's thread pool
- * (xs_next runs on the engine thread, between the pool's jobs).
+ * scattered slices alike. The pieces are hashed on the engine thread: handing
+ * them to the thread pool was 2.6 times slower on a loaded 2-core machine
+ * (bench/RESULTS.md, 23:00 entry); the piece layout leaves that door open.
  */
 #include "experts.h"
 
@@ -89,11 +90,8 @@ struct xs_store {
     int direct;
     int gguf_direct; /* fds use O_DIRECT (never with a pack: they are its fallback) */
     /* the pieces of the read being checked (xpack_checksum), sized at open */
-    const uint8_t **piece; /* [max_pieces] start of each */
-    uint64_t *piece_len;   /* [max_pieces] bytes */
-    uint64_t *piece_sum;   /* [max_pieces] XXH3-64 of each */
-    int n_pieces;
-    int warned; /* the first bad read was reported on stderr */
+    uint64_t *piece_sum; /* [max_pieces] XXH3-64 of each */
+    int warned;          /* the first bad read was reported on stderr */
     uint8_t *arena;
     xs_stats st;
 };
@@ -122,8 +120,6 @@ static void lay_free(xs_lay *L) {
 void xs_close(xs_store *s) {
     if (!s) return;
     xio_close(s->io);
-    free(s->piece);
-    free(s->piece_len);
     free(s->piece_sum);
     if (s->pack_fd >= 0) close(s->pack_fd);
     for (int i = 0; i < s->n_fds; i++)
@@ -217,10 +213,8 @@ xs_store *xs_open(const gguf_ctx *g, const xs_layer_desc *layers, int n_layers,
                 n += (s->lay[l].mat_bytes[m] + XPACK_SUM_PIECE - 1) / XPACK_SUM_PIECE;
             most = PT_MAX(most, n);
         }
-        s->piece = calloc(most, sizeof *s->piece);
-        s->piece_len = calloc(most, sizeof *s->piece_len);
         s->piece_sum = calloc(most, sizeof *s->piece_sum);
-        if (!s->piece || !s->piece_len || !s->piece_sum) goto oom;
+        if (!s->piece_sum) goto oom;
     }
     uint64_t total = 0;
     for (int l = 0; l < n_layers; l++) {
@@ -395,32 +389,20 @@ static void mark_used(xs_lay *L, xs_slot *sl) {
     sl->last = L->tick;
 }
 
-static void hash_pieces(void *ctx, int ith, int nth) {
-    xs_store *s = ctx;
-    long lo, hi;
-    tp_range(s->n_pieces, ith, nth, &lo, &hi);
-    for (long k = lo; k < hi; k++)
-        s->piece_sum[k] = XXH3_64bits(s->piece[k], s->piece_len[k]);
-}
-
-/* Hash the bytes of slot i (xpack_checksum of its slices, pieces on the pool)
- * and compare with the table. 1 when they match. */
+/* Hash the bytes of slot i (xpack_checksum of its slices) and compare with
+ * the table. 1 when they match. */
 static int slot_ok(xs_store *s, int l, int i) {
     const xs_lay *L = &s->lay[l];
     const xs_slot *sl = &L->slots[i];
     const uint8_t *base = L->arena + (uint64_t)i * L->slot_bytes;
     const double t0 = pt_now_s();
-    s->n_pieces = 0;
+    size_t n = 0;
     for (int m = 0; m < L->n_mats; m++)
-        for (uint64_t at = 0; at < L->mat_bytes[m]; at += XPACK_SUM_PIECE) {
-            s->piece[s->n_pieces] = base + L->region[m] + sl->shift[m] + at;
-            s->piece_len[s->n_pieces++] = PT_MIN(L->mat_bytes[m] - at, (uint64_t)XPACK_SUM_PIECE);
-        }
-    if (s->cfg.pool && s->n_pieces > 1)
-        tp_run(s->cfg.pool, hash_pieces, s);
-    else
-        hash_pieces(s, 0, 1);
-    const uint64_t sum = XXH3_64bits(s->piece_sum, (size_t)s->n_pieces * 8);
+        for (uint64_t at = 0; at < L->mat_bytes[m]; at += XPACK_SUM_PIECE)
+            s->piece_sum[n++] =
+                XXH3_64bits(base + L->region[m] + sl->shift[m] + at,
+                            PT_MIN(L->mat_bytes[m] - at, (uint64_t)XPACK_SUM_PIECE));
+    const uint64_t sum = XXH3_64bits(s->piece_sum, n * 8);
     const int ok = sum == xpack_sum(s->cfg.sums, l, sl->expert);
     s->st.verify_s += pt_now_s() - t0;
     s->st.checked++;

@@ -37,7 +37,6 @@
 
 #include "format/gguf.h"
 #include "format/xpack.h"
-#include "runtime/threadpool.h"
 #include "runtime/usage.h"
 
 enum { XS_LRU = 0, XS_LFU = 1 };
@@ -56,7 +55,6 @@ typedef struct xs_config {
                            or a valid one kept for its table), or NULL: reads unchecked */
     usage_table *usage; /* request counts to update, or NULL */
     FILE *trace;        /* routing trace: one line "LAYER E1 E2 ..." per request, or NULL */
-    tp_pool *pool;      /* threads that hash a checked read's pieces, or NULL: this thread */
 } xs_config;
 
 typedef struct xs_stats {
