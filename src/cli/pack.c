@@ -6,8 +6,10 @@
  *
  * The pack goes to MODEL.gguf.xpack, or to the cache directory when the
  * model's folder is not writable (-o overrides); the engine looks in both
- * places. Packing resumes an interrupted run. Verify exits 0 only for a valid
- * pack; a missing, stale or corrupt one exits 1 with the reason.
+ * places. Packing resumes an interrupted run. Verify reads the pack and the
+ * model in full and exits 0 only for a valid pack; a missing, stale (another
+ * model, the model changed since: size, header, mtime, inode or bytes, or an
+ * older pack format) or corrupt one exits 1 with the reason.
  */
 #include <errno.h>
 #include <limits.h>
@@ -135,9 +137,11 @@ int cmd_verify(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             printf("usage: petrel verify MODEL.gguf [--pack PATH]\n"
-                   "  Check the model's expert pack: header, fingerprint, every record's checksum "
-                   "and\n"
-                   "  bytes. Exit 0 when valid, 1 when missing, stale or corrupt.\n");
+                   "  Check the model's expert pack: header, the model's size, header, mtime "
+                   "and inode,\n"
+                   "  every record's checksum and bytes against the model's (a full read of "
+                   "both).\n"
+                   "  Exit 0 when valid, 1 when missing, stale or corrupt.\n");
             return CLI_OK;
         } else if (!strcmp(argv[i], "--pack") && i + 1 < argc) {
             pack = argv[++i];
