@@ -128,12 +128,15 @@ static void pack_streamed_equals_resident(void) {
             CHECKF(st.expert_pack && st.misses > 0 && st.bytes_read > 0,
                    "the pack was not used (pack %d misses %llu)", st.expert_pack,
                    (unsigned long long)st.misses);
+            CHECKF(st.checked_reads > 0 && st.bad_reads == 0, "checked %llu, bad %llu",
+                   (unsigned long long)st.checked_reads, (unsigned long long)st.bad_reads);
             free(lg);
         }
-    /* --no-pack reads the GGUF */
+    /* --no-pack reads the GGUF, checked against the pack's table */
     pt_stats st;
     float *lg = logits_with(model, 2, NULL, 1, 0, &st, NULL, 0);
     CHECK(!st.expert_pack && st.misses > 0);
+    CHECK(st.checked_reads > 0 && st.bad_reads == 0);
     CHECK(ref && lg && !memcmp(ref, lg, bytes));
     free(lg);
     free(ref);
@@ -370,14 +373,26 @@ static void pack_bad_record_is_reread(void) {
                    (unsigned long long)st.fallbacks);
             free(lg);
         }
-    /* the CLI warns once and counts */
-    char cmd[2048];
+    /* generate prints the resident run's tokens, warns once and counts */
+    char cmd[2048], want[4096];
     snprintf(cmd, sizeof cmd,
-             "%s generate -m %s --expert-slots 2 --tokens 500,502,504,41 -n 4 --stats", bin(),
-             model);
+             "%s generate -m %s --mmap-experts --tokens 500,502,504,41 -n 8 --greedy 2>/dev/null",
+             bin(), model);
+    CHECK(t_run(cmd, want, sizeof want) == 0);
+    snprintf(cmd, sizeof cmd,
+             "%s generate -m %s --expert-slots 2 --tokens 500,502,504,41 -n 8 --greedy "
+             "2>/dev/null",
+             bin(), model);
+    CHECK(t_run(cmd, out, sizeof out) == 0);
+    CHECKF(!strcmp(out, want), "streamed from a corrupt pack: %s, resident: %s", out, want);
+    snprintf(cmd, sizeof cmd,
+             "%s generate -m %s --expert-slots 2 --tokens 500,502,504,41 -n 8 --greedy --stats",
+             bin(), model);
     t_run(cmd, out, sizeof out);
     CHECK_STR_CONTAINS(out, "fails its checksum");
     CHECK_STR_CONTAINS(out, "read from the GGUF instead of the pack");
+    const char *w = strstr(out, "warning");
+    CHECKF(w && !strstr(w + 1, "warning"), "warned more than once: %s", out);
     /* an old-version pack is stale, not used */
     p[8] = 1;
     CHECK(t_write_file(pack, p, len) == 0);
