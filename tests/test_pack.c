@@ -408,6 +408,46 @@ static void pack_bad_record_is_reread(void) {
     free(ref);
 }
 
+/* A model with no pack: `petrel pack --table-only` writes MODEL.gguf.xsums,
+ * which checks the GGUF's streamed reads (logits equal resident); bytes edited
+ * in place with the mtime put back fail with an error naming the tensor, and
+ * verify finds them; with the new mtime the table is stale and reported. */
+static void pack_table_checks_gguf_reads(void) {
+    char model[512], plan[1280];
+    snprintf(model, sizeof model, "%s/pt.gguf", t_tmpdir());
+    copy_fixture("glm-dsa-rq2k.gguf", model);
+    CHECK(petrel("pack %s %s", model, "--table-only") == 0);
+    CHECK(petrel("verify %s%s", model, "") == 0);
+    CHECK_STR_CONTAINS(out, ".xsums is valid (64 records)");
+    float *ref = logits_with(model, PT_EXPERTS_MMAP, NULL, 0, 0, NULL, NULL, 0);
+    pt_stats st;
+    float *lg = logits_with(model, 2, NULL, 0, 0, &st, plan, sizeof plan);
+    CHECK(!st.expert_pack && st.checked_reads > 0 && st.bad_reads == 0);
+    CHECK(ref && lg && !memcmp(ref, lg, sizeof(float) * 32 * 512));
+    free(lg);
+    free(ref);
+    struct stat before;
+    CHECK(stat(model, &before) == 0);
+    usleep(20000);
+    const char *tensor = edit_experts_in_place(model);
+    if (!tensor) return;
+    lg = logits_with(model, 2, NULL, 0, 0, &st, plan, sizeof plan);
+    CHECK_STR_CONTAINS(plan, "stale pack");
+    CHECK_STR_CONTAINS(plan, "expert reads unchecked");
+    CHECK(st.checked_reads == 0);
+    free(lg);
+    const struct timespec ts[2] = {before.st_atim, before.st_mtim};
+    CHECK(utimensat(AT_FDCWD, model, ts, 0) == 0);
+    CHECK(petrel("verify %s%s", model, "") == 1);
+    CHECK_STR_CONTAINS(out, "fails its checksum");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s generate -m %s --expert-slots 2 --tokens 500,502,504,41 -n 4",
+             bin(), model);
+    CHECK(t_run(cmd, out, sizeof out) != 0);
+    CHECK_STR_CONTAINS(out, "fails its checksum");
+    CHECK_STR_CONTAINS(out, tensor);
+}
+
 T_SUITE(pack) {
     T_ADD(pack_resume_is_byte_identical);
     T_ADD(pack_streamed_equals_resident);
@@ -415,4 +455,5 @@ T_SUITE(pack) {
     T_ADD(pack_kill9_resume);
     T_ADD(pack_changed_model_is_stale);
     T_ADD(pack_bad_record_is_reread);
+    T_ADD(pack_table_checks_gguf_reads);
 }

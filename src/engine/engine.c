@@ -187,6 +187,10 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
             en->pack = xpack_open(cand[i], en->g, en->xl, n_all, &pe);
             if (!en->pack && p->pack_path) return pt_errf(e, "%s", pe.msg);
             if (!en->pack) snprintf(note, sizeof note, "; WARNING: %s; using the GGUF", pe.msg);
+            if (en->pack && en->pack->table_only) { /* --pack named a checksum table */
+                en->table = en->pack;
+                en->pack = NULL;
+            }
             break;
         }
     }
@@ -199,6 +203,20 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
             pt_err pe = {{0}};
             if (access(cand[i], F_OK) == 0)
                 en->table = xpack_open(cand[i], en->g, en->xl, n_all, &pe);
+        }
+    }
+    /* no pack to read from or to lend its table: a checksum table of its own
+     * (MODEL.gguf.xsums, `petrel pack --table-only`); a stale one is reported */
+    if (!en->pack && !en->table && !p->no_verify && p->expert_slots != PT_EXPERTS_MMAP) {
+        char cand[2][4096];
+        const int n = xpack_table_candidates(en->g->files[0].path, p->cache_dir, cand);
+        for (int i = 0; i < n && !en->table; i++) {
+            if (access(cand[i], F_OK) != 0) continue;
+            pt_err pe = {{0}};
+            en->table = xpack_open(cand[i], en->g, en->xl, n_all, &pe);
+            if (!en->table && !note[0])
+                snprintf(note, sizeof note, "; WARNING: %s; expert reads unchecked", pe.msg);
+            break;
         }
     }
     uint64_t *slot_bytes = calloc((size_t)n_all + 1, sizeof *slot_bytes);

@@ -149,10 +149,14 @@ typedef struct layout {
     uint32_t n_layers;
     xpack_layer *layers;
     uint64_t n_records, header_bytes, sums_offset, data_offset, total_size;
+    uint64_t records_bytes; /* of all records, even in a table (progress) */
+    int table_only;
 } layout;
 
-static int make_layout(const xp_layer_desc *d, int n_layers, layout *lo, pt_err *err) {
+static int make_layout(const xp_layer_desc *d, int n_layers, int table_only, layout *lo,
+                       pt_err *err) {
     memset(lo, 0, sizeof *lo);
+    lo->table_only = table_only;
     lo->n_layers = (uint32_t)n_layers;
     lo->layers = calloc((size_t)(n_layers > 0 ? n_layers : 1), sizeof(xpack_layer));
     if (!lo->layers) return pt_errf(err, "out of memory");
@@ -174,9 +178,9 @@ static int make_layout(const xp_layer_desc *d, int n_layers, layout *lo, pt_err 
         pt_align_up(XPACK_FIXED + (uint64_t)n_layers * XPACK_LAYER_ENTRY, XPACK_ALIGN);
     lo->sums_offset = lo->header_bytes;
     lo->data_offset = pt_align_up(lo->sums_offset + lo->n_records * 8, XPACK_ALIGN);
-    lo->total_size = lo->data_offset;
     for (uint32_t l = 0; l < lo->n_layers; l++)
-        lo->total_size += lo->layers[l].record_bytes * lo->layers[l].n_expert;
+        lo->records_bytes += lo->layers[l].record_bytes * lo->layers[l].n_expert;
+    lo->total_size = lo->data_offset + (table_only ? 0 : lo->records_bytes);
     return 0;
 }
 
@@ -193,6 +197,7 @@ static void encode_header(const layout *lo, const gguf_ctx *g, const uint8_t fp[
     put64(h + 72, lo->sums_offset);
     put64(h + 80, lo->data_offset);
     put32(h + 88, complete ? 1 : 0);
+    put32(h + 92, lo->table_only ? XPACK_TABLE_ONLY : 0);
     put64(h + 96, ss->mtime_ns);
     put64(h + 104, ss->inode);
     put64(h + 112, ss->digest);
@@ -228,9 +233,10 @@ static void gather(const xp_layer_desc *d, const xpack_layer *L, uint32_t e, uin
 /* ===== writing ===== */
 
 int xpack_write(const gguf_ctx *g, const xp_layer_desc *d, int n_layers, const char *path,
-                xpack_progress_fn progress, void *user, int64_t stop_after, pt_err *err) {
+                int table_only, xpack_progress_fn progress, void *user, int64_t stop_after,
+                pt_err *err) {
     layout lo;
-    if (make_layout(d, n_layers, &lo, err)) return -1;
+    if (make_layout(d, n_layers, table_only, &lo, err)) return -1;
     uint8_t fp[32];
     source_stat ss;
     char partial[PATH_MAX];
@@ -284,7 +290,7 @@ int xpack_write(const gguf_ctx *g, const xp_layer_desc *d, int n_layers, const c
             goto out;
         }
     }
-    const uint64_t total_bytes = lo.total_size - lo.data_offset;
+    const uint64_t total_bytes = lo.records_bytes;
     uint64_t bytes_done = 0, since_journal = 0, journal_from = done;
     for (uint64_t r = 0; r < done; r++) { /* bytes already in place */
         for (uint32_t l = 0; l < lo.n_layers; l++)
@@ -304,7 +310,7 @@ int xpack_write(const gguf_ctx *g, const xp_layer_desc *d, int n_layers, const c
             }
             gather(&d[l], L, e, buf);
             sums[r] = record_checksum(L, buf);
-            if (pwrite_all(fd, buf, L->record_bytes, record_offset(&lo, l, e))) {
+            if (!lo.table_only && pwrite_all(fd, buf, L->record_bytes, record_offset(&lo, l, e))) {
                 pt_errf(err, "%s: write failed: %s", partial, strerror(errno));
                 goto out;
             }
@@ -376,7 +382,7 @@ void xpack_close(xpack *p) {
 xpack *xpack_open(const char *path, const gguf_ctx *g, const xp_layer_desc *d, int n_layers,
                   pt_err *err) {
     layout lo;
-    if (make_layout(d, n_layers, &lo, err)) return NULL;
+    if (make_layout(d, n_layers, 0, &lo, err)) return NULL;
     xpack *p = calloc(1, sizeof *p);
     uint8_t *hdr = malloc(lo.header_bytes), *want = malloc(lo.header_bytes);
     uint8_t fp[32];
@@ -392,7 +398,7 @@ xpack *xpack_open(const char *path, const gguf_ctx *g, const xp_layer_desc *d, i
     }
     p->path = strdup(path);
     struct stat st;
-    if (fstat(p->fd, &st) || pread_all(p->fd, hdr, 16, 0)) {
+    if (fstat(p->fd, &st) || pread_all(p->fd, hdr, XPACK_FIXED, 0)) {
         pt_errf(err, "%s: truncated pack (shorter than its header)", path);
         goto fail;
     }
@@ -408,6 +414,10 @@ xpack *xpack_open(const char *path, const gguf_ctx *g, const xp_layer_desc *d, i
                 "again",
                 path, get32(hdr + 8), XPACK_VERSION);
         goto fail;
+    }
+    if (get32(hdr + 92) & XPACK_TABLE_ONLY) { /* a checksum table: no records */
+        lo.table_only = p->table_only = 1;
+        lo.total_size = lo.data_offset;
     }
     if (pread_all(p->fd, hdr, lo.header_bytes, 0)) {
         pt_errf(err, "%s: truncated pack (shorter than its %llu-byte header)", path,
@@ -494,6 +504,18 @@ int xpack_verify(const xpack *p, const gguf_ctx *g, const xp_layer_desc *d,
     for (uint32_t l = 0; l < p->n_layers && !rc; l++) {
         const xpack_layer *L = &p->layers[l];
         for (uint32_t e = 0; e < L->n_expert && !rc; e++, r++) {
+            if (p->table_only) { /* the model's bytes against the table */
+                gather(&d[l], L, e, want);
+                if (record_checksum(L, want) != p->sums[r])
+                    rc = pt_errf(err,
+                                 "%s: stale checksum table: expert %u of layer %u of the model "
+                                 "fails its checksum (the model changed since the table was "
+                                 "made, or its bytes are corrupt)",
+                                 p->path, e, l);
+                done += L->record_bytes;
+                if (progress) progress(done, total, user);
+                continue;
+            }
             if (pread_all(p->fd, got, L->record_bytes, xpack_record_offset(p, (int)l, (int)e))) {
                 rc = pt_errf(err, "%s: cannot read record of layer %u expert %u", p->path, l, e);
                 break;
@@ -517,11 +539,20 @@ int xpack_verify(const xpack *p, const gguf_ctx *g, const xp_layer_desc *d,
     return rc;
 }
 
-int xpack_candidates(const char *model_path, const char *cache_dir, char out[2][4096]) {
+static int candidates(const char *model_path, const char *cache_dir, const char *ext,
+                      char out[2][4096]) {
     int n = 0;
-    snprintf(out[n++], 4096, "%s.xpack", model_path);
+    snprintf(out[n++], 4096, "%s%s", model_path, ext);
     const char *base = strrchr(model_path, '/');
     base = base ? base + 1 : model_path;
-    if (cache_dir && *cache_dir) snprintf(out[n++], 4096, "%s/%s.xpack", cache_dir, base);
+    if (cache_dir && *cache_dir) snprintf(out[n++], 4096, "%s/%s%s", cache_dir, base, ext);
     return n;
+}
+
+int xpack_candidates(const char *model_path, const char *cache_dir, char out[2][4096]) {
+    return candidates(model_path, cache_dir, ".xpack", out);
+}
+
+int xpack_table_candidates(const char *model_path, const char *cache_dir, char out[2][4096]) {
+    return candidates(model_path, cache_dir, ".xsums", out);
 }

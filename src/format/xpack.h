@@ -26,6 +26,10 @@
  * version-1 pack (SHA-256 sums, no mtime/inode) is refused as stale.
  * Lossless by construction: records are copies.
  *
+ * A checksum table (MODEL.gguf.xsums, `petrel pack --table-only`) is the same
+ * file without records: flags (the u32 at 92) has XPACK_TABLE_ONLY and the file
+ * ends at data_offset. It checks streamed reads of a model that has no pack.
+ *
  * Writing goes to PATH.partial; every few hundred MB the data is synced and
  * records_done (a journal) updated, so an interrupted run (even kill -9)
  * resumes at a record boundary; the finished file is synced and renamed.
@@ -38,6 +42,7 @@
 #include "format/gguf.h"
 
 #define XPACK_ALIGN 4096
+#define XPACK_TABLE_ONLY 1u          /* header flag: a checksum table, no records */
 #define XPACK_SUM_PIECE (256u << 10) /* bytes of a checksum piece (see xpack_checksum) */
 
 /* The routed-expert tensors of one model layer (n_mats = 0: none). */
@@ -61,6 +66,7 @@ typedef struct xpack {
     xpack_layer *layers; /* [n_layers] */
     uint64_t n_records;
     uint64_t sums_offset, data_offset;
+    int table_only; /* a checksum table: sums only, no records to read */
     uint64_t *sums; /* [n_records] XXH3-64 of each record's payload (= the GGUF's expert bytes) */
 } xpack;
 
@@ -82,10 +88,12 @@ int xpack_fingerprint(const gguf_ctx *g, uint8_t out[32], pt_err *err);
 /* Progress of pack/verify: bytes done of total. */
 typedef void (*xpack_progress_fn)(uint64_t done, uint64_t total, void *user);
 
-/* Write (or resume) the pack of model g at path. stop_after >= 0 stops after
+/* Write (or resume) the pack of model g at path; table_only: the checksum
+ * table alone (from a full read of the model). stop_after >= 0 stops after
  * that many records as if killed (tests); -1 runs to the end. 0, or -1 with err. */
 int xpack_write(const gguf_ctx *g, const xp_layer_desc *layers, int n_layers, const char *path,
-                xpack_progress_fn progress, void *user, int64_t stop_after, pt_err *err);
+                int table_only, xpack_progress_fn progress, void *user, int64_t stop_after,
+                pt_err *err);
 
 /* Open a pack and check it belongs to model g (magic, version, completeness,
  * source size, fingerprint, mtime and inode, layout, file size). NULL with err
@@ -99,7 +107,8 @@ void xpack_close(xpack *p);
 uint64_t xpack_record_offset(const xpack *p, int layer, int expert);
 
 /* Check every record: checksum of the stored bytes, and bytes equal to the
- * model's (a full read of both files). 0 when valid, -1 with err naming the
+ * model's (a full read of both files); for a table, the model's bytes against
+ * their checksums. 0 when valid, -1 with err naming the
  * first bad record. */
 int xpack_verify(const xpack *p, const gguf_ctx *g, const xp_layer_desc *layers,
                  xpack_progress_fn progress, void *user, pt_err *err);
@@ -109,5 +118,7 @@ int xpack_verify(const xpack *p, const gguf_ctx *g, const xp_layer_desc *layers,
  * $XDG_CACHE_HOME/petrel or ~/.cache/petrel). Writes up to two candidate
  * paths; returns how many. */
 int xpack_candidates(const char *model_path, const char *cache_dir, char out[2][4096]);
+/* The same places for a checksum table (MODEL.gguf.xsums). */
+int xpack_table_candidates(const char *model_path, const char *cache_dir, char out[2][4096]);
 
 #endif
