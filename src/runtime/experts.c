@@ -434,7 +434,7 @@ static int bad_read(xs_store *s, int l, int i, pt_err *err) {
     }
     /* the GGUF's own bytes fail twice: never used */
     char where[768] = "";
-    for (int m = 0, n = 0; m < L->n_mats; m++)
+    for (int m = 0, n = 0; m < L->n_mats && n >= 0 && (size_t)n < sizeof where; m++)
         n += snprintf(where + n, sizeof where - (size_t)n, "%s%s at offset %llu", m ? ", " : "",
                       L->mats[m]->name,
                       (unsigned long long)(L->mat_off[m] + (uint64_t)e * L->mat_bytes[m]));
