@@ -91,7 +91,7 @@ int cmd_pack(int argc, char **argv) {
     int table_only = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: petrel pack MODEL.gguf [-o PATH]\n"
+            printf("usage: petrel pack MODEL.gguf [-o PATH] [--table-only]\n"
                    "  Write every routed expert as one 4 KiB-aligned record into an expert pack\n"
                    "  (default MODEL.gguf.xpack, or the cache directory when that folder is "
                    "read-only).\n"
@@ -148,8 +148,9 @@ int cmd_verify(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             printf("usage: petrel verify MODEL.gguf [--pack PATH]\n"
-                   "  Check the model's expert pack: header, the model's size, header, mtime "
-                   "and inode,\n"
+                   "  Check the model's expert pack (without one, its checksum table from pack "
+                   "--table-only):\n"
+                   "  header, the model's size, header, mtime and inode,\n"
                    "  every record's checksum and bytes against the model's (a full read of "
                    "both).\n"
                    "  Exit 0 when valid, 1 when missing, stale or corrupt.\n");
