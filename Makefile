@@ -42,9 +42,9 @@ else
   OPT    := -O2 -g
 endif
 
-PKGS      := jansson libcrypto libpcre2-8 libmicrohttpd
+PKGS      := jansson libcrypto libpcre2-8 libmicrohttpd libxxhash
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -lcrypto -lpcre2-8 -lmicrohttpd)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -lcrypto -lpcre2-8 -lmicrohttpd -lxxhash)
 # io_uring (Linux): the expert reader uses it when present, a pread pool otherwise.
 ifeq ($(shell pkg-config --exists liburing 2>/dev/null && echo yes),yes)
   PKG_CFLAGS += -DPT_HAVE_URING $(shell pkg-config --cflags liburing)

@@ -74,7 +74,10 @@ typedef struct pt_engine_params {
     int io;                 /* PT_IO_*: read back-end (0: io_uring when available, else pread) */
     int buffered_io;        /* 1: read experts through the page cache instead of O_DIRECT */
     const char *pack_path;  /* expert pack to use; NULL: MODEL.gguf.xpack or the cache dir's */
-    int no_pack;            /* 1: ignore any expert pack, read experts from the GGUF */
+    int no_pack;            /* 1: ignore any expert pack, read experts from the GGUF (a valid
+                               pack's checksum table still checks the reads) */
+    int no_verify;          /* 1: do not check streamed experts against the pack's checksum
+                               table (to measure what checking costs) */
     double pin_gb;          /* cache bytes for experts pinned from usage history; 0: a quarter */
     int no_pin;             /* 1: pin nothing */
     int prefetch;           /* 1: router lookahead reads the next layer's experts early */
@@ -140,6 +143,10 @@ typedef struct pt_stats {
     double io_wait_s;                   /* time the forward pass waited for reads */
     uint64_t pinned;                    /* experts pinned from usage history */
     uint64_t prefetched, prefetch_used; /* lookahead reads issued / then requested */
+    uint64_t checked_reads;             /* expert reads checked against the pack's checksum table */
+    uint64_t bad_reads;                 /* ... that failed it: read again, never used */
+    uint64_t fallbacks; /* pack records that failed twice and were read from the GGUF */
+    double verify_s;    /* time spent hashing expert reads */
     uint64_t rss_bytes, peak_rss_bytes;
 } pt_stats;
 void pt_engine_stats(const pt_engine *e, pt_stats *st);

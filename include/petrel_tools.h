@@ -123,9 +123,18 @@ int pt_pack_candidates(const pt_model *m, const char *cache_dir, char out[2][409
 int pt_pack_write(const pt_model *m, const char *path, pt_progress_fn progress, void *user,
                   int64_t stop_after, char *err, size_t err_len);
 
-/* Check the pack at path against m: header, fingerprint, every record's
- * checksum and bytes. Returns 0 with *n_records set when valid, -1 with err
- * naming what is wrong (stale, truncated, a bad record). */
+/* A checksum table alone (MODEL.gguf.xsums: a pack without records, from a
+ * full read of the model), for checking streamed reads of a model that has no
+ * pack. Where the engine looks for it (like pt_pack_candidates), and writing
+ * it: 0, or -1 with err. pt_pack_verify checks one against the model. */
+int pt_table_candidates(const pt_model *m, const char *cache_dir, char out[2][4096]);
+int pt_table_write(const pt_model *m, const char *path, pt_progress_fn progress, void *user,
+                   char *err, size_t err_len);
+
+/* Check the pack at path against m: header, the model's size, header hash,
+ * mtime and inode, every record's checksum and bytes against the model's (a
+ * full read of both files). Returns 0 with *n_records set when valid, -1 with
+ * err naming what is wrong (stale, truncated, a bad record). */
 int pt_pack_verify(const pt_model *m, const char *path, pt_progress_fn progress, void *user,
                    uint64_t *n_records, char *err, size_t err_len);
 

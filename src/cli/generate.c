@@ -189,6 +189,11 @@ static int run_tokens(const tcli_opts *o, const char *tokens_arg, const char *du
             (unsigned long long)st.pinned, (unsigned long long)st.prefetch_used,
             (unsigned long long)st.prefetched, st.rss_bytes / 1048576.0,
             st.peak_rss_bytes / 1048576.0);
+        fprintf(stderr,
+                "petrel: expert checksums: %llu reads checked in %.4f s, %llu bad (read again, "
+                "never used), %llu read from the GGUF instead of the pack\n",
+                (unsigned long long)st.checked_reads, st.verify_s, (unsigned long long)st.bad_reads,
+                (unsigned long long)st.fallbacks);
     }
 done:
     free(out);

@@ -1,13 +1,17 @@
 /* pack.c — `petrel pack` (write an expert pack next to a model) and
  * `petrel verify` (check a pack against its model, record by record).
  *
- *   petrel pack MODEL.gguf [-o PATH]
+ *   petrel pack MODEL.gguf [-o PATH] [--table-only]
  *   petrel verify MODEL.gguf [--pack PATH]
  *
  * The pack goes to MODEL.gguf.xpack, or to the cache directory when the
  * model's folder is not writable (-o overrides); the engine looks in both
- * places. Packing resumes an interrupted run. Verify exits 0 only for a valid
- * pack; a missing, stale or corrupt one exits 1 with the reason.
+ * places. --table-only writes the checksum table alone (MODEL.gguf.xsums, a
+ * few bytes per expert) so that streamed reads of a model without a pack are
+ * checked too; verify checks a pack, or else that table. Packing resumes an interrupted run. Verify
+ * reads the pack and the model in full and exits 0 only for a valid pack; a missing, stale (another
+ * model, the model changed since: size, header, mtime, inode or bytes, or an
+ * older pack format) or corrupt one exits 1 with the reason.
  */
 #include <errno.h>
 #include <limits.h>
@@ -84,17 +88,23 @@ static pt_model *open_model(const char *path) {
 int cmd_pack(int argc, char **argv) {
     const char *model = NULL, *out = NULL;
     long long stop_after = -1;
+    int table_only = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: petrel pack MODEL.gguf [-o PATH]\n"
+            printf("usage: petrel pack MODEL.gguf [-o PATH] [--table-only]\n"
                    "  Write every routed expert as one 4 KiB-aligned record into an expert pack\n"
                    "  (default MODEL.gguf.xpack, or the cache directory when that folder is "
                    "read-only).\n"
                    "  An interrupted run resumes where it stopped.\n"
+                   "  --table-only     write only the checksum table (MODEL.gguf.xsums): "
+                   "streamed reads\n"
+                   "                   of the GGUF are then checked without a pack\n"
                    "  --stop-after K   stop after K records as if killed (for tests)\n");
             return CLI_OK;
         } else if (!strcmp(argv[i], "-o") && i + 1 < argc) {
             out = argv[++i];
+        } else if (!strcmp(argv[i], "--table-only")) {
+            table_only = 1;
         } else if (!strcmp(argv[i], "--stop-after") && i + 1 < argc) {
             stop_after = atoll(argv[++i]);
         } else if (argv[i][0] != '-' && !model) {
@@ -114,16 +124,19 @@ int cmd_pack(int argc, char **argv) {
     pt_model *m = open_model(model);
     if (!m) return CLI_ERROR;
     char cand[2][4096];
-    int nc = pt_pack_candidates(m, cli_cache_dir(), cand);
+    int nc = table_only ? pt_table_candidates(m, cli_cache_dir(), cand)
+                        : pt_pack_candidates(m, cli_cache_dir(), cand);
     const char *path = out ? out : writable_dir_of(cand[0]) || nc < 2 ? cand[0] : cand[1];
     if (!out && path == cand[1] && mkdirs(path) != 0) {
         pt_model_close(m);
         return cli_error("%s: cannot create the cache directory: %s", path, strerror(errno));
     }
-    fprintf(stderr, "petrel: packing the experts of %s into %s\n", model, path);
+    fprintf(stderr, "petrel: %s the experts of %s into %s\n",
+            table_only ? "checksumming" : "packing", model, path);
     progress pr = {"pack", now_s(), 0, isatty(2)};
     char err[1024];
-    int rc = pt_pack_write(m, path, show_progress, &pr, stop_after, err, sizeof err);
+    int rc = table_only ? pt_table_write(m, path, show_progress, &pr, err, sizeof err)
+                        : pt_pack_write(m, path, show_progress, &pr, stop_after, err, sizeof err);
     pt_model_close(m);
     if (rc) {
         /* a failed write (a full disk...) keeps what it wrote for a resumed run; say so,
@@ -148,9 +161,12 @@ int cmd_verify(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             printf("usage: petrel verify MODEL.gguf [--pack PATH]\n"
-                   "  Check the model's expert pack: header, fingerprint, every record's checksum "
-                   "and\n"
-                   "  bytes. Exit 0 when valid, 1 when missing, stale or corrupt.\n");
+                   "  Check the model's expert pack (without one, its checksum table from pack "
+                   "--table-only):\n"
+                   "  header, the model's size, header, mtime and inode,\n"
+                   "  every record's checksum and bytes against the model's (a full read of "
+                   "both).\n"
+                   "  Exit 0 when valid, 1 when missing, stale or corrupt.\n");
             return CLI_OK;
         } else if (!strcmp(argv[i], "--pack") && i + 1 < argc) {
             pack = argv[++i];
@@ -170,12 +186,17 @@ int cmd_verify(int argc, char **argv) {
     }
     pt_model *m = open_model(model);
     if (!m) return CLI_ERROR;
-    char cand[2][4096];
+    char cand[4][4096];
     int nc = pack ? 1 : pt_pack_candidates(m, cli_cache_dir(), cand);
     if (pack) snprintf(cand[0], sizeof cand[0], "%s", pack);
     const char *path = NULL;
     for (int i = 0; i < nc && !path; i++)
         if (access(cand[i], F_OK) == 0) path = cand[i];
+    if (!path && !pack) { /* no pack: the checksum table alone */
+        const int nt = pt_table_candidates(m, cli_cache_dir(), cand + nc);
+        for (int i = nc; i < nc + nt && !path; i++)
+            if (access(cand[i], F_OK) == 0) path = cand[i];
+    }
     int rc = CLI_OK;
     if (!path) {
         rc = cli_error("%s: no expert pack (looked for %s%s%s)", model, cand[0],

@@ -136,6 +136,8 @@ int tcli_parse(const char *cmd, int argc, char **argv, int *i, tcli_opts *o) {
         o->ep.pack_path = v;
     } else if (IS("--no-pack")) {
         o->ep.no_pack = 1;
+    } else if (IS("--no-verify")) {
+        o->ep.no_verify = 1;
     } else if (IS("--pin-gb")) {
         NEEDV();
         if (parse_float(v, 1e-6, 1e9, &f)) BADV();
@@ -276,6 +278,8 @@ void tcli_usage(FILE *f) {
                                "MODEL.gguf.xpack if valid)\n"
                                "  --no-pack               ignore expert packs, read experts from "
                                "the GGUF\n"
+                               "  --no-verify             do not check streamed experts against "
+                               "the pack's checksums\n"
                                "  --pin-gb GB             cache memory for hot experts pinned from "
                                "usage history\n"
                                "  --no-pin                pin nothing\n"
@@ -380,4 +384,9 @@ void tcli_print_stats(FILE *f, const tcli_model *m, const tcli_turn *t, int json
                 (unsigned long long)st.hits, (unsigned long long)st.misses, st.io_wait_s,
                 (unsigned long long)st.pinned, (unsigned long long)st.prefetch_used,
                 (unsigned long long)st.prefetched, (unsigned long long)m->sp.seed);
+    if (verbose && (st.checked_reads || st.bad_reads))
+        fprintf(f,
+                "[expert checksums: %llu reads checked in %.3f s, %llu bad, %llu from the GGUF]\n",
+                (unsigned long long)st.checked_reads, st.verify_s, (unsigned long long)st.bad_reads,
+                (unsigned long long)st.fallbacks);
 }

@@ -43,6 +43,7 @@ struct pt_engine {
     int plan_only;       /* opened for the plan only: no store, no pool, no sessions */
     xs_layer_desc *xl;   /* [n_layers] routed-expert tensors per layer */
     xpack *pack;         /* valid expert pack in use, or NULL */
+    xpack *table;        /* valid pack kept for its checksum table alone (no_pack), or NULL */
     xs_store *xs;
     int prefetch;      /* router lookahead into the next layer's experts */
     FILE *trace;       /* routing trace, or NULL */
@@ -186,6 +187,35 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
             en->pack = xpack_open(cand[i], en->g, en->xl, n_all, &pe);
             if (!en->pack && p->pack_path) return pt_errf(e, "%s", pe.msg);
             if (!en->pack) snprintf(note, sizeof note, "; WARNING: %s; using the GGUF", pe.msg);
+            if (en->pack && en->pack->table_only) { /* --pack named a checksum table */
+                en->table = en->pack;
+                en->pack = NULL;
+            }
+            break;
+        }
+    }
+    /* --no-pack: a valid pack still lends its checksum table to the GGUF reads */
+    if (p->no_pack && !p->no_verify && p->expert_slots != PT_EXPERTS_MMAP) {
+        char cand[2][4096];
+        int n = p->pack_path ? 1 : xpack_candidates(en->g->files[0].path, p->cache_dir, cand);
+        if (p->pack_path) snprintf(cand[0], sizeof cand[0], "%s", p->pack_path);
+        for (int i = 0; i < n && !en->table; i++) {
+            pt_err pe = {{0}};
+            if (access(cand[i], F_OK) == 0)
+                en->table = xpack_open(cand[i], en->g, en->xl, n_all, &pe);
+        }
+    }
+    /* no pack to read from or to lend its table: a checksum table of its own
+     * (MODEL.gguf.xsums, `petrel pack --table-only`); a stale one is reported */
+    if (!en->pack && !en->table && !p->no_verify && p->expert_slots != PT_EXPERTS_MMAP) {
+        char cand[2][4096];
+        const int n = xpack_table_candidates(en->g->files[0].path, p->cache_dir, cand);
+        for (int i = 0; i < n && !en->table; i++) {
+            if (access(cand[i], F_OK) != 0) continue;
+            pt_err pe = {{0}};
+            en->table = xpack_open(cand[i], en->g, en->xl, n_all, &pe);
+            if (!en->table && !note[0])
+                snprintf(note, sizeof note, "; WARNING: %s; expert reads unchecked", pe.msg);
             break;
         }
     }
@@ -233,7 +263,10 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
                            : p->io == PT_IO_PREAD ? XIO_PREAD
                                                   : XIO_AUTO,
                      .direct = !p->buffered_io,
-                     .pack = en->pack};
+                     .pack = en->pack,
+                     .sums = p->no_verify ? NULL
+                             : en->pack   ? en->pack
+                                          : en->table};
     if (open_usage(en, p, n_all, e)) return -1;
     cfg.usage = &en->usage;
     if (p->trace_path) {
@@ -328,6 +361,7 @@ void pt_engine_close(pt_engine *e) {
     xs_close(e->xs);
     if (e->trace) fclose(e->trace);
     xpack_close(e->pack);
+    xpack_close(e->table);
     free(e->xl);
     if (e->model) e->fam->free(e->model);
     tp_free(e->pool);
@@ -382,6 +416,10 @@ void pt_engine_stats(const pt_engine *e, pt_stats *st) {
     st->pinned = xs.pinned;
     st->prefetched = xs.prefetched;
     st->prefetch_used = xs.prefetch_used;
+    st->checked_reads = xs.checked;
+    st->bad_reads = xs.bad_reads;
+    st->fallbacks = xs.fallbacks;
+    st->verify_s = xs.verify_s;
     st->rss_bytes = mem_rss();
     st->peak_rss_bytes = mem_peak_rss();
 }

@@ -162,7 +162,23 @@ int pt_pack_write(const pt_model *m, const char *path, pt_progress_fn progress, 
     xp_layer_desc *d = NULL;
     int n = 0;
     int rc = model_expert_layers(m->g, &d, &n, &e);
-    if (rc == 0) rc = xpack_write(m->g, d, n, path, progress, user, stop_after, &e);
+    if (rc == 0) rc = xpack_write(m->g, d, n, path, 0, progress, user, stop_after, &e);
+    free(d);
+    if (rc) copy_err(&e, err, err_len);
+    return rc ? -1 : 0;
+}
+
+int pt_table_candidates(const pt_model *m, const char *cache_dir, char out[2][4096]) {
+    return xpack_table_candidates(m->g->files[0].path, cache_dir, out);
+}
+
+int pt_table_write(const pt_model *m, const char *path, pt_progress_fn progress, void *user,
+                   char *err, size_t err_len) {
+    pt_err e = {{0}};
+    xp_layer_desc *d = NULL;
+    int n = 0;
+    int rc = model_expert_layers(m->g, &d, &n, &e);
+    if (rc == 0) rc = xpack_write(m->g, d, n, path, 1, progress, user, -1, &e);
     free(d);
     if (rc) copy_err(&e, err, err_len);
     return rc ? -1 : 0;

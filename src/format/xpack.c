@@ -1,4 +1,9 @@
-/* xpack.c — writing, resuming, opening and verifying expert packs (see xpack.h). */
+/* xpack.c — writing, resuming, opening and verifying expert packs (see xpack.h).
+ *
+ * Checksums are XXH3-64 (libxxhash): the engine checks every record it reads
+ * (runtime/experts.c), so the hash must cost next to nothing beside the matmul
+ * that reads the same bytes; XXH3 runs at tens of GB/s per core. The model's
+ * fingerprint stays SHA-256 (it is computed once per open over the headers). */
 #include "xpack.h"
 
 #include <errno.h>
@@ -9,10 +14,16 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
+#if defined(__x86_64__) && defined(__has_include)
+#if __has_include(<xxh_x86dispatch.h>)
+#include <xxh_x86dispatch.h> /* XXH3 on AVX2 / AVX-512 when the CPU has them: twice SSE2's speed */
+#endif
+#endif
 
 #define XPACK_MAGIC "PTXPACK"
-#define XPACK_VERSION 1
-#define XPACK_FIXED 96 /* header bytes before the layer table */
+#define XPACK_VERSION 2
+#define XPACK_FIXED 128 /* header bytes before the layer table */
 #define XPACK_LAYER_ENTRY 48
 #define XPACK_JOURNAL_BYTES (256ull << 20) /* sync + journal every this many bytes */
 
@@ -61,11 +72,32 @@ static int pwrite_all(int fd, const void *buf, uint64_t n, uint64_t off) {
     return 0;
 }
 
-static void sha16(const uint8_t *data, uint64_t n, uint8_t out[16]) {
-    uint8_t md[32];
-    unsigned len = 0;
-    EVP_Digest(data, n, md, &len, EVP_sha256(), NULL);
-    memcpy(out, md, 16);
+/* Modification time (ns) and inode of the model's first file, and a digest of
+ * every file's size, mtime and inode: what tells a pack its model changed. */
+typedef struct source_stat {
+    uint64_t mtime_ns, inode, digest;
+} source_stat;
+
+static int get_source_stat(const gguf_ctx *g, source_stat *out, pt_err *err) {
+    XXH3_state_t *h = XXH3_createState();
+    if (!h) return pt_errf(err, "out of memory");
+    XXH3_64bits_reset(h);
+    for (uint32_t f = 0; f < g->n_files; f++) {
+        struct stat st;
+        if ((g->files[f].fd >= 0 ? fstat(g->files[f].fd, &st) : stat(g->files[f].path, &st)) != 0) {
+            XXH3_freeState(h);
+            return pt_errf(err, "%s: cannot stat: %s", g->files[f].path, strerror(errno));
+        }
+        const uint64_t v[3] = {(uint64_t)st.st_size,
+                               (uint64_t)st.st_mtim.tv_sec * 1000000000ull +
+                                   (uint64_t)st.st_mtim.tv_nsec,
+                               (uint64_t)st.st_ino};
+        if (f == 0) out->mtime_ns = v[1], out->inode = v[2];
+        XXH3_64bits_update(h, v, sizeof v);
+    }
+    out->digest = XXH3_64bits_digest(h);
+    XXH3_freeState(h);
+    return 0;
 }
 
 int xpack_fingerprint(const gguf_ctx *g, uint8_t out[32], pt_err *err) {
@@ -85,16 +117,46 @@ int xpack_fingerprint(const gguf_ctx *g, uint8_t out[32], pt_err *err) {
     return 0;
 }
 
+uint64_t xpack_checksum(const uint8_t *const mats[], const uint64_t bytes[], int n_mats) {
+    XXH3_state_t *h = XXH3_createState();
+    if (!h) return 0; /* out of memory: a value no record matches, so it is never trusted */
+    XXH3_64bits_reset(h);
+    for (int m = 0; m < n_mats; m++)
+        for (uint64_t at = 0; at < bytes[m]; at += XPACK_SUM_PIECE) {
+            const uint64_t n = PT_MIN(bytes[m] - at, (uint64_t)XPACK_SUM_PIECE);
+            const uint64_t v = XXH3_64bits(mats[m] + at, n);
+            XXH3_64bits_update(h, &v, 8);
+        }
+    const uint64_t sum = XXH3_64bits_digest(h);
+    XXH3_freeState(h);
+    return sum;
+}
+
+/* The checksum of a payload laid out as in a record (slices back to back). */
+static uint64_t record_checksum(const xpack_layer *L, const uint8_t *payload) {
+    const uint8_t *mats[3];
+    uint64_t off = 0;
+    for (uint32_t m = 0; m < L->n_mats; m++) {
+        mats[m] = payload + off;
+        off += L->mat_bytes[m];
+    }
+    return xpack_checksum(mats, L->mat_bytes, (int)L->n_mats);
+}
+
 /* ===== layout ===== */
 
 typedef struct layout {
     uint32_t n_layers;
     xpack_layer *layers;
     uint64_t n_records, header_bytes, sums_offset, data_offset, total_size;
+    uint64_t records_bytes; /* of all records, even in a table (progress) */
+    int table_only;
 } layout;
 
-static int make_layout(const xp_layer_desc *d, int n_layers, layout *lo, pt_err *err) {
+static int make_layout(const xp_layer_desc *d, int n_layers, int table_only, layout *lo,
+                       pt_err *err) {
     memset(lo, 0, sizeof *lo);
+    lo->table_only = table_only;
     lo->n_layers = (uint32_t)n_layers;
     lo->layers = calloc((size_t)(n_layers > 0 ? n_layers : 1), sizeof(xpack_layer));
     if (!lo->layers) return pt_errf(err, "out of memory");
@@ -115,15 +177,15 @@ static int make_layout(const xp_layer_desc *d, int n_layers, layout *lo, pt_err 
     lo->header_bytes =
         pt_align_up(XPACK_FIXED + (uint64_t)n_layers * XPACK_LAYER_ENTRY, XPACK_ALIGN);
     lo->sums_offset = lo->header_bytes;
-    lo->data_offset = pt_align_up(lo->sums_offset + lo->n_records * 16, XPACK_ALIGN);
-    lo->total_size = lo->data_offset;
+    lo->data_offset = pt_align_up(lo->sums_offset + lo->n_records * 8, XPACK_ALIGN);
     for (uint32_t l = 0; l < lo->n_layers; l++)
-        lo->total_size += lo->layers[l].record_bytes * lo->layers[l].n_expert;
+        lo->records_bytes += lo->layers[l].record_bytes * lo->layers[l].n_expert;
+    lo->total_size = lo->data_offset + (table_only ? 0 : lo->records_bytes);
     return 0;
 }
 
-static void encode_header(const layout *lo, const gguf_ctx *g, const uint8_t fp[32], uint64_t done,
-                          int complete, uint8_t *h) {
+static void encode_header(const layout *lo, const gguf_ctx *g, const uint8_t fp[32],
+                          const source_stat *ss, uint64_t done, int complete, uint8_t *h) {
     memset(h, 0, lo->header_bytes);
     memcpy(h, XPACK_MAGIC, 8);
     put32(h + 8, XPACK_VERSION);
@@ -135,6 +197,10 @@ static void encode_header(const layout *lo, const gguf_ctx *g, const uint8_t fp[
     put64(h + 72, lo->sums_offset);
     put64(h + 80, lo->data_offset);
     put32(h + 88, complete ? 1 : 0);
+    put32(h + 92, lo->table_only ? XPACK_TABLE_ONLY : 0);
+    put64(h + 96, ss->mtime_ns);
+    put64(h + 104, ss->inode);
+    put64(h + 112, ss->digest);
     for (uint32_t l = 0; l < lo->n_layers; l++) {
         uint8_t *e = h + XPACK_FIXED + (uint64_t)l * XPACK_LAYER_ENTRY;
         const xpack_layer *L = &lo->layers[l];
@@ -167,25 +233,28 @@ static void gather(const xp_layer_desc *d, const xpack_layer *L, uint32_t e, uin
 /* ===== writing ===== */
 
 int xpack_write(const gguf_ctx *g, const xp_layer_desc *d, int n_layers, const char *path,
-                xpack_progress_fn progress, void *user, int64_t stop_after, pt_err *err) {
+                int table_only, xpack_progress_fn progress, void *user, int64_t stop_after,
+                pt_err *err) {
     layout lo;
-    if (make_layout(d, n_layers, &lo, err)) return -1;
+    if (make_layout(d, n_layers, table_only, &lo, err)) return -1;
     uint8_t fp[32];
+    source_stat ss;
     char partial[PATH_MAX];
     int fd = -1, rc = -1;
-    uint8_t *hdr = NULL, *buf = NULL, (*sums)[16] = NULL;
+    uint8_t *hdr = NULL, *buf = NULL;
+    uint64_t *sums = NULL;
     if (lo.n_records == 0) {
         pt_errf(err, "%s: the model has no routed experts to pack", g->files[0].path);
         goto out;
     }
-    if (xpack_fingerprint(g, fp, err)) goto out;
+    if (xpack_fingerprint(g, fp, err) || get_source_stat(g, &ss, err)) goto out;
     snprintf(partial, sizeof partial, "%s.partial", path);
     hdr = calloc(1, lo.header_bytes);
     uint64_t max_rec = 0;
     for (uint32_t l = 0; l < lo.n_layers; l++)
         max_rec = PT_MAX(max_rec, lo.layers[l].record_bytes);
     buf = malloc(max_rec ? max_rec : 1);
-    sums = calloc(lo.n_records, 16);
+    sums = calloc(lo.n_records, 8);
     if (!hdr || !buf || !sums) {
         pt_errf(err, "out of memory");
         goto out;
@@ -197,9 +266,9 @@ int xpack_write(const gguf_ctx *g, const xp_layer_desc *d, int n_layers, const c
         uint8_t *old = malloc(lo.header_bytes);
         uint8_t *want = malloc(lo.header_bytes);
         if (old && want && pread_all(fd, old, lo.header_bytes, 0) == 0) {
-            encode_header(&lo, g, fp, get64(old + 64), 0, want);
+            encode_header(&lo, g, fp, &ss, get64(old + 64), 0, want);
             if (memcmp(old, want, lo.header_bytes) == 0 && get64(old + 64) <= lo.n_records &&
-                pread_all(fd, sums, get64(old + 64) * 16, lo.sums_offset) == 0)
+                pread_all(fd, sums, get64(old + 64) * 8, lo.sums_offset) == 0)
                 done = get64(old + 64);
         }
         free(old);
@@ -215,13 +284,13 @@ int xpack_write(const gguf_ctx *g, const xp_layer_desc *d, int n_layers, const c
             pt_errf(err, "%s: cannot create: %s", partial, strerror(errno));
             goto out;
         }
-        encode_header(&lo, g, fp, 0, 0, hdr);
+        encode_header(&lo, g, fp, &ss, 0, 0, hdr);
         if (pwrite_all(fd, hdr, lo.header_bytes, 0) || ftruncate(fd, (off_t)lo.data_offset)) {
             pt_errf(err, "%s: write failed: %s", partial, strerror(errno));
             goto out;
         }
     }
-    const uint64_t total_bytes = lo.total_size - lo.data_offset;
+    const uint64_t total_bytes = lo.records_bytes;
     uint64_t bytes_done = 0, since_journal = 0, journal_from = done;
     for (uint64_t r = 0; r < done; r++) { /* bytes already in place */
         for (uint32_t l = 0; l < lo.n_layers; l++)
@@ -240,11 +309,8 @@ int xpack_write(const gguf_ctx *g, const xp_layer_desc *d, int n_layers, const c
                 goto journal_and_out;
             }
             gather(&d[l], L, e, buf);
-            uint64_t payload = 0;
-            for (uint32_t m = 0; m < L->n_mats; m++)
-                payload += L->mat_bytes[m];
-            sha16(buf, payload, sums[r]);
-            if (pwrite_all(fd, buf, L->record_bytes, record_offset(&lo, l, e))) {
+            sums[r] = record_checksum(L, buf);
+            if (!lo.table_only && pwrite_all(fd, buf, L->record_bytes, record_offset(&lo, l, e))) {
                 pt_errf(err, "%s: write failed: %s", partial, strerror(errno));
                 goto out;
             }
@@ -252,12 +318,12 @@ int xpack_write(const gguf_ctx *g, const xp_layer_desc *d, int n_layers, const c
             since_journal += L->record_bytes;
             if (since_journal >= XPACK_JOURNAL_BYTES) {
                 /* records first, then the journal that vouches for them */
-                if (fdatasync(fd) || pwrite_all(fd, sums[journal_from], (r + 1 - journal_from) * 16,
-                                                lo.sums_offset + journal_from * 16)) {
+                if (fdatasync(fd) || pwrite_all(fd, &sums[journal_from], (r + 1 - journal_from) * 8,
+                                                lo.sums_offset + journal_from * 8)) {
                     pt_errf(err, "%s: sync failed: %s", partial, strerror(errno));
                     goto out;
                 }
-                encode_header(&lo, g, fp, r + 1, 0, hdr);
+                encode_header(&lo, g, fp, &ss, r + 1, 0, hdr);
                 if (fdatasync(fd) || pwrite_all(fd, hdr, lo.header_bytes, 0)) {
                     pt_errf(err, "%s: sync failed: %s", partial, strerror(errno));
                     goto out;
@@ -269,8 +335,8 @@ int xpack_write(const gguf_ctx *g, const xp_layer_desc *d, int n_layers, const c
         }
     }
     /* complete: sums, final header, sync, atomic rename */
-    encode_header(&lo, g, fp, lo.n_records, 1, hdr);
-    if (pwrite_all(fd, sums, lo.n_records * 16, lo.sums_offset) || fdatasync(fd) ||
+    encode_header(&lo, g, fp, &ss, lo.n_records, 1, hdr);
+    if (pwrite_all(fd, sums, lo.n_records * 8, lo.sums_offset) || fdatasync(fd) ||
         pwrite_all(fd, hdr, lo.header_bytes, 0) || fsync(fd)) {
         pt_errf(err, "%s: write failed: %s", partial, strerror(errno));
         goto out;
@@ -287,9 +353,9 @@ journal_and_out:
     /* the test hook leaves the file as a kill right after a journal point would */
     if (r > journal_from) {
         fdatasync(fd);
-        pwrite_all(fd, sums[journal_from], (r - journal_from) * 16,
-                   lo.sums_offset + journal_from * 16);
-        encode_header(&lo, g, fp, r, 0, hdr);
+        pwrite_all(fd, &sums[journal_from], (r - journal_from) * 8,
+                   lo.sums_offset + journal_from * 8);
+        encode_header(&lo, g, fp, &ss, r, 0, hdr);
         fdatasync(fd);
         pwrite_all(fd, hdr, lo.header_bytes, 0);
     }
@@ -316,10 +382,11 @@ void xpack_close(xpack *p) {
 xpack *xpack_open(const char *path, const gguf_ctx *g, const xp_layer_desc *d, int n_layers,
                   pt_err *err) {
     layout lo;
-    if (make_layout(d, n_layers, &lo, err)) return NULL;
+    if (make_layout(d, n_layers, 0, &lo, err)) return NULL;
     xpack *p = calloc(1, sizeof *p);
     uint8_t *hdr = malloc(lo.header_bytes), *want = malloc(lo.header_bytes);
     uint8_t fp[32];
+    source_stat ss;
     if (!p || !hdr || !want) {
         pt_errf(err, "out of memory");
         goto fail;
@@ -331,30 +398,55 @@ xpack *xpack_open(const char *path, const gguf_ctx *g, const xp_layer_desc *d, i
     }
     p->path = strdup(path);
     struct stat st;
-    if (fstat(p->fd, &st) || pread_all(p->fd, hdr, lo.header_bytes, 0)) {
+    if (fstat(p->fd, &st) || pread_all(p->fd, hdr, XPACK_FIXED, 0)) {
+        pt_errf(err, "%s: truncated pack (shorter than its header)", path);
+        goto fail;
+    }
+    if (memcmp(hdr, XPACK_MAGIC, 8) != 0) {
+        pt_errf(err, "%s: not an expert pack (bad magic)", path);
+        goto fail;
+    }
+    /* before the layout: an older pack's header is shaped differently */
+    if (get32(hdr + 8) != XPACK_VERSION) {
+        pt_errf(err,
+                "%s: stale pack: format version %u, this petrel reads version %u (checksums "
+                "checked on every read, the model's mtime and inode recorded); run `petrel pack` "
+                "again",
+                path, get32(hdr + 8), XPACK_VERSION);
+        goto fail;
+    }
+    if (get32(hdr + 92) & XPACK_TABLE_ONLY) { /* a checksum table: no records */
+        lo.table_only = p->table_only = 1;
+        lo.total_size = lo.data_offset;
+    }
+    if (pread_all(p->fd, hdr, lo.header_bytes, 0)) {
         pt_errf(err, "%s: truncated pack (shorter than its %llu-byte header)", path,
                 (unsigned long long)lo.header_bytes);
         goto fail;
     }
     p->size = (uint64_t)st.st_size;
-    if (memcmp(hdr, XPACK_MAGIC, 8) != 0) {
-        pt_errf(err, "%s: not an expert pack (bad magic)", path);
-        goto fail;
-    }
-    if (get32(hdr + 8) != XPACK_VERSION) {
-        pt_errf(err, "%s: pack version %u, expected %u", path, get32(hdr + 8), XPACK_VERSION);
-        goto fail;
-    }
     if (!get32(hdr + 88)) {
         pt_errf(err, "%s: incomplete pack (interrupted while writing)", path);
         goto fail;
     }
-    if (xpack_fingerprint(g, fp, err)) goto fail;
+    if (xpack_fingerprint(g, fp, err) || get_source_stat(g, &ss, err)) goto fail;
     if (get64(hdr + 16) != g->total_size || memcmp(hdr + 24, fp, 32) != 0) {
         pt_errf(err, "%s: stale pack: it was made from a different model file", path);
         goto fail;
     }
-    encode_header(&lo, g, fp, lo.n_records, 1, want);
+    /* same size and header: weights edited in place, or a copy of the file */
+    if (get64(hdr + 96) != ss.mtime_ns || get64(hdr + 104) != ss.inode ||
+        get64(hdr + 112) != ss.digest) {
+        pt_errf(err,
+                "%s: stale pack: %s changed since the pack was made (%s differs); run `petrel "
+                "pack` again",
+                path, g->files[0].path,
+                get64(hdr + 104) != ss.inode     ? "inode"
+                : get64(hdr + 96) != ss.mtime_ns ? "modification time"
+                                                 : "a split file's size, mtime or inode");
+        goto fail;
+    }
+    encode_header(&lo, g, fp, &ss, lo.n_records, 1, want);
     if (memcmp(hdr, want, lo.header_bytes) != 0) {
         pt_errf(err, "%s: pack layout does not match the model", path);
         goto fail;
@@ -364,8 +456,8 @@ xpack *xpack_open(const char *path, const gguf_ctx *g, const xp_layer_desc *d, i
                 (unsigned long long)p->size, (unsigned long long)lo.total_size);
         goto fail;
     }
-    p->sums = malloc(lo.n_records * 16);
-    if (!p->sums || pread_all(p->fd, p->sums, lo.n_records * 16, lo.sums_offset)) {
+    p->sums = malloc(lo.n_records * 8);
+    if (!p->sums || pread_all(p->fd, p->sums, lo.n_records * 8, lo.sums_offset)) {
         pt_errf(err, "%s: cannot read the checksum table", path);
         goto fail;
     }
@@ -411,22 +503,32 @@ int xpack_verify(const xpack *p, const gguf_ctx *g, const xp_layer_desc *d,
     uint64_t r = 0;
     for (uint32_t l = 0; l < p->n_layers && !rc; l++) {
         const xpack_layer *L = &p->layers[l];
-        uint64_t payload = 0;
-        for (uint32_t m = 0; m < L->n_mats; m++)
-            payload += L->mat_bytes[m];
         for (uint32_t e = 0; e < L->n_expert && !rc; e++, r++) {
-            uint8_t sum[16];
+            if (p->table_only) { /* the model's bytes against the table */
+                gather(&d[l], L, e, want);
+                if (record_checksum(L, want) != p->sums[r])
+                    rc = pt_errf(err,
+                                 "%s: stale checksum table: expert %u of layer %u of the model "
+                                 "fails its checksum (the model changed since the table was "
+                                 "made, or its bytes are corrupt)",
+                                 p->path, e, l);
+                done += L->record_bytes;
+                if (progress) progress(done, total, user);
+                continue;
+            }
             if (pread_all(p->fd, got, L->record_bytes, xpack_record_offset(p, (int)l, (int)e))) {
                 rc = pt_errf(err, "%s: cannot read record of layer %u expert %u", p->path, l, e);
                 break;
             }
-            sha16(got, payload, sum);
+            const uint64_t sum = record_checksum(L, got);
             gather(&d[l], L, e, want);
-            if (memcmp(sum, p->sums[r], 16) != 0)
+            if (sum != p->sums[r])
                 rc = pt_errf(err, "%s: corrupt record: layer %u expert %u fails its checksum",
                              p->path, l, e);
             else if (memcmp(got, want, L->record_bytes) != 0)
-                rc = pt_errf(err, "%s: record of layer %u expert %u differs from the model's bytes",
+                rc = pt_errf(err,
+                             "%s: stale pack: record of layer %u expert %u differs from the "
+                             "model's bytes (the model changed since the pack was made)",
                              p->path, l, e);
             done += L->record_bytes;
             if (progress) progress(done, total, user);
@@ -437,11 +539,20 @@ int xpack_verify(const xpack *p, const gguf_ctx *g, const xp_layer_desc *d,
     return rc;
 }
 
-int xpack_candidates(const char *model_path, const char *cache_dir, char out[2][4096]) {
+static int candidates(const char *model_path, const char *cache_dir, const char *ext,
+                      char out[2][4096]) {
     int n = 0;
-    snprintf(out[n++], 4096, "%s.xpack", model_path);
+    snprintf(out[n++], 4096, "%s%s", model_path, ext);
     const char *base = strrchr(model_path, '/');
     base = base ? base + 1 : model_path;
-    if (cache_dir && *cache_dir) snprintf(out[n++], 4096, "%s/%s.xpack", cache_dir, base);
+    if (cache_dir && *cache_dir) snprintf(out[n++], 4096, "%s/%s%s", cache_dir, base, ext);
     return n;
+}
+
+int xpack_candidates(const char *model_path, const char *cache_dir, char out[2][4096]) {
+    return candidates(model_path, cache_dir, ".xpack", out);
+}
+
+int xpack_table_candidates(const char *model_path, const char *cache_dir, char out[2][4096]) {
+    return candidates(model_path, cache_dir, ".xsums", out);
 }

@@ -5,6 +5,17 @@
  * (GGUF tensors are only 32-byte aligned, so the read covers the enclosing
  * 4 KiB blocks and the weights start `shift` bytes into the region). From an
  * expert pack a record is already 4 KiB aligned and contiguous: one read.
+ *
+ * Checking (experts.h): a slot is hashed when first delivered after its read,
+ * not when the read lands, so a prefetched expert nobody asks for costs no
+ * hashing. A pack record that fails is re-read; if it fails again the slot is
+ * refilled from the GGUF through descriptors opened without O_DIRECT (a pack
+ * slot has no room for alignment slack; the slices land back to back exactly
+ * where the record's would). The checksum is defined over the slices in order
+ * (xpack_checksum), so one table entry checks a record and the GGUF's
+ * scattered slices alike. The pieces are hashed on the engine thread: handing
+ * them to the thread pool was 2.6 times slower on a loaded 2-core machine
+ * (bench/RESULTS.md, 23:00 entry); the piece layout leaves that door open.
  */
 #include "experts.h"
 
@@ -15,6 +26,12 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <xxhash.h>
+#if defined(__x86_64__) && defined(__has_include)
+#if __has_include(<xxh_x86dispatch.h>)
+#include <xxh_x86dispatch.h> /* XXH3 on AVX2 / AVX-512 when the CPU has them: twice SSE2's speed */
+#endif
+#endif
 
 #include "kernels/quant.h"
 #include "runtime/xio.h"
@@ -36,16 +53,19 @@ typedef struct xs_slot {
     uint32_t shift[3]; /* start of each matrix inside its region */
     uint64_t bytes;    /* bytes requested by the load in progress */
     int failed;        /* a read of the load in progress failed */
+    int attempt;       /* 0: first read, 1: re-read after a bad checksum, 2: from the GGUF */
+    int checked;       /* the bytes passed their checksum (or there is no table) */
     double t_submit;
 } xs_slot;
 
 typedef struct xs_lay {
     int n_mats, n_expert;
-    uint64_t mat_bytes[3]; /* one expert's slice of each matrix */
-    uint64_t mat_off[3];   /* file offset of expert 0's slice */
-    int fd_idx[3];         /* index into the store's fds */
-    const uint8_t *map[3]; /* resident mode: expert 0's slice in the mapping */
-    uint64_t region[3];    /* offset of each matrix's region in a slot */
+    uint64_t mat_bytes[3];      /* one expert's slice of each matrix */
+    uint64_t mat_off[3];        /* file offset of expert 0's slice */
+    int fd_idx[3];              /* index into the store's fds */
+    const uint8_t *map[3];      /* resident mode: expert 0's slice in the mapping */
+    const gguf_tensor *mats[3]; /* for error messages */
+    uint64_t region[3];         /* offset of each matrix's region in a slot */
     uint64_t slot_bytes;
     uint8_t *arena; /* n_slots * slot_bytes */
     int n_slots;
@@ -60,6 +80,7 @@ typedef struct xs_lay {
 
 struct xs_store {
     xs_config cfg;
+    const gguf_ctx *g; /* the model (outlives the store) */
     int n_layers;
     xs_lay *lay;
     xio *io;
@@ -67,6 +88,10 @@ struct xs_store {
     int n_fds;
     int pack_fd; /* the pack, when records come from it */
     int direct;
+    int gguf_direct; /* fds use O_DIRECT (never with a pack: they are its fallback) */
+    /* the pieces of the read being checked (xpack_checksum), sized at open */
+    uint64_t *piece_sum; /* [max_pieces] XXH3-64 of each */
+    int warned;          /* the first bad read was reported on stderr */
     uint8_t *arena;
     xs_stats st;
 };
@@ -95,6 +120,7 @@ static void lay_free(xs_lay *L) {
 void xs_close(xs_store *s) {
     if (!s) return;
     xio_close(s->io);
+    free(s->piece_sum);
     if (s->pack_fd >= 0) close(s->pack_fd);
     for (int i = 0; i < s->n_fds; i++)
         if (s->fds[i] >= 0) close(s->fds[i]);
@@ -113,6 +139,7 @@ xs_store *xs_open(const gguf_ctx *g, const xs_layer_desc *layers, int n_layers,
         return NULL;
     }
     s->cfg = *cfg;
+    s->g = g;
     s->n_layers = n_layers;
     s->pack_fd = -1;
     s->lay = calloc((size_t)(n_layers > 0 ? n_layers : 1), sizeof(xs_lay));
@@ -135,6 +162,7 @@ xs_store *xs_open(const gguf_ctx *g, const xs_layer_desc *layers, int n_layers,
             L->mat_off[m] = t->file_offset;
             L->fd_idx[m] = (int)t->file;
             L->map[m] = t->data;
+            L->mats[m] = t;
         }
         if (L->n_expert > max_expert) max_expert = L->n_expert;
         L->need = calloc((size_t)L->n_expert, sizeof(int));
@@ -159,11 +187,16 @@ xs_store *xs_open(const gguf_ctx *g, const xs_layer_desc *layers, int n_layers,
             pt_errf(err, "%s: cannot open: %s", cfg->pack->path, strerror(errno));
             goto fail;
         }
-    } else {
+    }
+    /* the GGUF: the source without a pack, the fallback for a pack record that
+     * fails its checksum twice */
+    s->gguf_direct = cfg->pack ? 0 : s->direct;
+    if (!cfg->pack || cfg->sums)
         for (uint32_t f = 0; f < g->n_files; f++) {
             int fd = -1;
-            if (s->direct) fd = open(g->files[f].path, O_RDONLY | O_DIRECT | O_CLOEXEC);
-            if (fd < 0 && s->direct && f == 0) s->direct = 0; /* file system without O_DIRECT */
+            if (s->gguf_direct) fd = open(g->files[f].path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+            if (fd < 0 && s->gguf_direct && f == 0) /* file system without O_DIRECT */
+                s->gguf_direct = s->direct = 0;
             if (fd < 0) fd = open(g->files[f].path, O_RDONLY | O_CLOEXEC);
             if (fd < 0) {
                 pt_errf(err, "%s: cannot open for reading experts: %s", g->files[f].path,
@@ -172,6 +205,16 @@ xs_store *xs_open(const gguf_ctx *g, const xs_layer_desc *layers, int n_layers,
             }
             s->fds[s->n_fds++] = fd;
         }
+    if (cfg->sums) {
+        uint64_t most = 1;
+        for (int l = 0; l < n_layers; l++) {
+            uint64_t n = 0;
+            for (int m = 0; m < s->lay[l].n_mats; m++)
+                n += (s->lay[l].mat_bytes[m] + XPACK_SUM_PIECE - 1) / XPACK_SUM_PIECE;
+            most = PT_MAX(most, n);
+        }
+        s->piece_sum = calloc(most, sizeof *s->piece_sum);
+        if (!s->piece_sum) goto oom;
     }
     uint64_t total = 0;
     for (int l = 0; l < n_layers; l++) {
@@ -258,8 +301,10 @@ static int pick_victim(const xs_store *s, const xs_lay *L) {
     return best;
 }
 
-/* Start reading expert e of layer l into slot i. */
-static int load(xs_store *s, int l, int i, int e, pt_err *err) {
+/* Start reading expert e of layer l into slot i: attempt 0 from the source
+ * (the pack or the GGUF), 1 again from it after a bad checksum, 2 from the
+ * GGUF after a pack record failed twice. */
+static int load(xs_store *s, int l, int i, int e, int attempt, pt_err *err) {
     xs_lay *L = &s->lay[l];
     xs_slot *sl = &L->slots[i];
     if (sl->expert >= 0) L->where[sl->expert] = -1;
@@ -267,14 +312,15 @@ static int load(xs_store *s, int l, int i, int e, pt_err *err) {
     sl->state = SLOT_LOADING;
     sl->pending = L->n_mats;
     sl->failed = 0;
-    sl->prefetched = 0;
-    sl->pinned = 0;
+    sl->attempt = attempt;
+    sl->checked = !s->cfg.sums;
+    if (!attempt) sl->prefetched = sl->pinned = 0; /* a re-read keeps the slot's role */
     sl->bytes = 0;
     sl->t_submit = pt_now_s();
     L->where[e] = i;
     uint8_t *base = L->arena + (uint64_t)i * L->slot_bytes;
     const uint64_t tag = ((uint64_t)l << 32) | (uint64_t)i;
-    if (s->cfg.pack) { /* one aligned read of the whole record */
+    if (s->cfg.pack && attempt < 2) { /* one aligned read of the whole record */
         sl->pending = 1;
         sl->bytes = L->slot_bytes;
         for (int m = 0; m < L->n_mats; m++)
@@ -287,7 +333,7 @@ static int load(xs_store *s, int l, int i, int e, pt_err *err) {
     for (int m = 0; m < L->n_mats; m++) {
         uint64_t off = L->mat_off[m] + (uint64_t)e * L->mat_bytes[m], len = L->mat_bytes[m],
                  start = off;
-        if (s->direct) {
+        if (s->gguf_direct) {
             start = off & ~(uint64_t)(XS_ALIGN - 1);
             len = pt_align_up(off + len, XS_ALIGN) - start;
         }
@@ -330,7 +376,7 @@ int xs_begin(xs_store *s, int l, const int *experts, int n, pt_err *err) {
         if (L->where[experts[k]] >= 0) continue;
         int v = pick_victim(s, L);
         if (v < 0) break; /* the rest waits for a wave */
-        if (load(s, l, v, experts[k], err)) return -1;
+        if (load(s, l, v, experts[k], 0, err)) return -1;
     }
     xio_kick(s->io);
     return 0;
@@ -341,6 +387,71 @@ static int complete(xs_store *s, uint64_t tag, int rc, double t);
 static void mark_used(xs_lay *L, xs_slot *sl) {
     sl->freq = lfu_score(sl, L->tick) + 1.0f;
     sl->last = L->tick;
+}
+
+/* Hash the bytes of slot i (xpack_checksum of its slices) and compare with
+ * the table. 1 when they match. */
+static int slot_ok(xs_store *s, int l, int i) {
+    const xs_lay *L = &s->lay[l];
+    const xs_slot *sl = &L->slots[i];
+    const uint8_t *base = L->arena + (uint64_t)i * L->slot_bytes;
+    const double t0 = pt_now_s();
+    size_t n = 0;
+    for (int m = 0; m < L->n_mats; m++)
+        for (uint64_t at = 0; at < L->mat_bytes[m]; at += XPACK_SUM_PIECE)
+            s->piece_sum[n++] =
+                XXH3_64bits(base + L->region[m] + sl->shift[m] + at,
+                            PT_MIN(L->mat_bytes[m] - at, (uint64_t)XPACK_SUM_PIECE));
+    const uint64_t sum = XXH3_64bits(s->piece_sum, n * 8);
+    const int ok = sum == xpack_sum(s->cfg.sums, l, sl->expert);
+    s->st.verify_s += pt_now_s() - t0;
+    s->st.checked++;
+    return ok;
+}
+
+/* Expert e of layer l in slot i failed its checksum on read `attempt`: read it
+ * again (from the GGUF after a pack record's second failure), or give up with
+ * an error naming where the bytes came from. 0 when a new read is in flight. */
+static int bad_read(xs_store *s, int l, int i, pt_err *err) {
+    xs_lay *L = &s->lay[l];
+    xs_slot *sl = &L->slots[i];
+    const int e = sl->expert, attempt = sl->attempt;
+    const int from_pack = s->cfg.pack && attempt < 2;
+    s->st.bad_reads++;
+    if (!s->warned) {
+        s->warned = 1;
+        fprintf(stderr,
+                "petrel: warning: expert %d of layer %d read from %s fails its checksum; reading "
+                "it again%s (counted in the statistics as bad reads)\n",
+                e, l, from_pack ? s->cfg.pack->path : "the GGUF",
+                from_pack ? ", then from the GGUF" : "");
+    }
+    if (attempt == 0 || (attempt == 1 && s->cfg.pack)) {
+        if (attempt == 1) s->st.fallbacks++;
+        const int rc = load(s, l, i, e, attempt + 1, err);
+        xio_kick(s->io);
+        return rc;
+    }
+    /* the GGUF's own bytes fail twice: never used */
+    char where[768] = "";
+    for (int m = 0, n = 0; m < L->n_mats && n >= 0 && (size_t)n < sizeof where; m++)
+        n += snprintf(where + n, sizeof where - (size_t)n, "%s%s at offset %llu", m ? ", " : "",
+                      L->mats[m]->name,
+                      (unsigned long long)(L->mat_off[m] + (uint64_t)e * L->mat_bytes[m]));
+    L->where[e] = -1;
+    sl->expert = -1;
+    sl->state = SLOT_EMPTY;
+    while (xio_inflight(s->io)) { /* reads in flight write into slots: let them land */
+        uint64_t tag;
+        pt_err ignore;
+        int rc = xio_wait(s->io, &tag, &ignore);
+        complete(s, tag, rc, pt_now_s());
+    }
+    return pt_errf(err,
+                   "expert %d of layer %d read twice from %s fails its checksum (%s): the file "
+                   "differs from the one the checksum table %s was made from, or the storage "
+                   "returns bad data",
+                   e, l, s->g->files[L->mats[0]->file].path, where, s->cfg.sums->path);
 }
 
 int xs_next(xs_store *s, int l, int *expert, const uint8_t *mats[3], pt_err *err) {
@@ -362,6 +473,13 @@ int xs_next(xs_store *s, int l, int *expert, const uint8_t *mats[3], pt_err *err
             int e = L->need[k], i = L->where[e];
             if (i < 0 || L->slots[i].state != SLOT_READY) continue;
             xs_slot *sl = &L->slots[i];
+            if (!sl->checked) {
+                if (!slot_ok(s, l, i)) {
+                    if (bad_read(s, l, i, err)) return -1;
+                    continue; /* LOADING again: deliver others, then wait for it */
+                }
+                sl->checked = 1;
+            }
             L->delivered[k] = 1;
             L->n_delivered++;
             mark_used(L, sl);
@@ -380,7 +498,7 @@ int xs_next(xs_store *s, int l, int *expert, const uint8_t *mats[3], pt_err *err
             if (L->delivered[k] || L->where[L->need[k]] >= 0) continue;
             int v = pick_victim(s, L);
             if (v < 0) break;
-            if (load(s, l, v, L->need[k], err)) return -1;
+            if (load(s, l, v, L->need[k], 0, err)) return -1;
         }
         if (!xio_inflight(s->io))
             return pt_errf(
@@ -438,7 +556,7 @@ int xs_pin(xs_store *s, int l, const int *experts, int n, pt_err *err) {
                 if (slot < 0) slot = i;
             }
         if (free_slots < 2 || L->where[experts[k]] >= 0) continue; /* keep one slot for streaming */
-        if (load(s, l, slot, experts[k], err)) return -1;
+        if (load(s, l, slot, experts[k], 0, err)) return -1;
         L->slots[slot].pinned = 1;
         pinned++;
     }
@@ -467,7 +585,7 @@ int xs_prefetch(xs_store *s, int l, const int *experts, int n, pt_err *err) {
         if (L->where[experts[k]] >= 0) continue;
         int v = pick_victim(s, L);
         if (v < 0) break;
-        if (load(s, l, v, experts[k], err)) return -1;
+        if (load(s, l, v, experts[k], 0, err)) return -1;
         L->slots[v].prefetched = 1;
         s->st.prefetched++;
     }

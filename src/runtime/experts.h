@@ -19,6 +19,15 @@
  *
  * Replacement: LRU, or LFU with exponential decay per token (XS_LFU). Pinned
  * experts (hot ones from usage statistics) occupy slots that are never evicted.
+ *
+ * Checked reads: with a checksum table (xs_config.sums, a valid pack's), every
+ * streamed expert is hashed (XXH3-64) the first time it is delivered after a
+ * read, before anything computes with it. A bad one is never used: it is read
+ * again once; a pack record that fails twice is then read from the GGUF; bytes
+ * from the GGUF that fail twice fail the request with an error naming the
+ * tensors and offsets. Each bad read is counted (xs_stats.bad_reads) and the
+ * first one warned about on stderr. Without a table, and in resident mode
+ * (experts read through the memory map), nothing is checked.
  */
 #ifndef PT_RUNTIME_EXPERTS_H
 #define PT_RUNTIME_EXPERTS_H
@@ -42,6 +51,8 @@ typedef struct xs_config {
     int io;             /* XIO_AUTO, XIO_URING, XIO_PREAD */
     int direct;         /* 1: try O_DIRECT (page cache untouched), 0: buffered reads */
     const xpack *pack;  /* expert pack to read records from (validated), or NULL: the GGUF */
+    const xpack *sums;  /* pack whose checksum table checks every streamed read (the pack in use,
+                           or a valid one kept for its table), or NULL: reads unchecked */
     usage_table *usage; /* request counts to update, or NULL */
     FILE *trace;        /* routing trace: one line "LAYER E1 E2 ..." per request, or NULL */
 } xs_config;
@@ -55,6 +66,10 @@ typedef struct xs_stats {
     uint64_t pinned;        /* experts pinned in the cache */
     uint64_t prefetched;    /* reads issued ahead of the router */
     uint64_t prefetch_used; /* ... whose expert was then requested */
+    uint64_t bad_reads;     /* expert reads that failed their checksum (read again, never used) */
+    uint64_t fallbacks;     /* ... of which pack records then read from the GGUF */
+    uint64_t checked;       /* expert reads checked against the checksum table */
+    double verify_s;        /* time spent hashing them */
 } xs_stats;
 
 typedef struct xs_store xs_store;
@@ -83,8 +98,9 @@ int xs_prefetch(xs_store *s, int layer, const int *experts, int n, pt_err *err);
 
 /* Deliver the next requested expert: returns 1 with *expert and mats[] (data
  * of each matrix's slice, in the order of xs_layer_desc.mats) set, 0 when every
- * requested expert has been delivered, -1 on a read error (err set). mats stay
- * valid until the next xs_next/xs_begin call on this layer. */
+ * requested expert has been delivered, -1 on a read error or on bytes that
+ * fail their checksum after every retry (err set). mats stay valid until the
+ * next xs_next/xs_begin call on this layer. */
 int xs_next(xs_store *s, int layer, int *expert, const uint8_t *mats[3], pt_err *err);
 
 void xs_get_stats(const xs_store *s, xs_stats *st);
