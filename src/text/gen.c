@@ -145,7 +145,7 @@ int pt_gen_run(pt_gen *g, const pt_gen_opts *o, pt_gen_emit_fn emit, void *ud,
             r->reason = PT_GEN_LENGTH;
             break;
         }
-        if ((stop && *stop) || (o->should_stop && o->should_stop(o->should_stop_ud))) {
+        if (pt_stop_requested(stop) || (o->should_stop && o->should_stop(o->should_stop_ud))) {
             r->reason = PT_GEN_INTERRUPT;
             break;
         }
