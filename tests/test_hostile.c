@@ -125,8 +125,9 @@ static int write_padded(const char *src_name, const char *path, uint32_t alignme
 
 /* ===== Padded output rows ===== */
 
-/* Greedy text of max_tokens tokens after prompt, and whether every token the session then
- * holds is inside the vocabulary. */
+/* The text pt_gen (the loop the server runs) produces in max tokens after prompt with
+ * sampling sp, into *out (the caller frees), and in *all_in_vocab whether every token the
+ * session then holds is inside the vocabulary. 0, or -1 after reporting the failure. */
 static int gen_text(pt_engine *e, const pt_sampling *sp, const int32_t *prompt, int n, int max,
                     pt_buf *out, int *all_in_vocab) {
     char err[512] = "";
