@@ -4,6 +4,8 @@
 #   make native          the same with -march=native -> build/native/petrel
 #   make test            install missing build deps, build, run every test
 #   make test SANITIZE=1 the same suite under ASan + UBSan (objects in build/san)
+#   make test TSAN=1     the threaded suites under ThreadSanitizer (objects in build/tsan;
+#                        T="serve session" picks suites, default $(TSAN_SUITES))
 #   make fuzz            libFuzzer runs of every target in tests/fuzz (FUZZ_SECONDS each, default 60):
 #                        the GGUF parser, request -> template -> tokenizer, the chat output parser,
 #                        the expert-pack reader (objects in build/fuzz, built by clang)
@@ -18,6 +20,7 @@
 
 CC       ?= cc
 SANITIZE ?= 0
+TSAN     ?= 0
 NATIVE   ?= 0
 FUZZ     ?= 0
 ARCH     := $(shell uname -m)
@@ -34,6 +37,19 @@ else ifeq ($(SANITIZE),1)
   BUILD  := build/san
   OPT    := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
   LDSAN  := -fsanitize=address,undefined
+else ifeq ($(TSAN),1)
+  BUILD  := build/tsan
+  # -Wno-format-truncation: at -O1 with TSan's instrumentation GCC loses the bounds it sees
+  # elsewhere and flags snprintf calls into PATH_MAX buffers (engine.c) that cannot truncate.
+  OPT    := -O1 -g -fsanitize=thread -fno-omit-frame-pointer -Wno-format-truncation
+  LDSAN  := -fsanitize=thread
+  # The cases whose code crosses threads: the server (connection threads, worker), streamed
+  # expert reads (async I/O, the thread pool) on four families, packs, sessions. Not the whole
+  # suite, nor glm-dsa IQ3 or the kill -9 pack resume: minutes under TSan on CI's two cores,
+  # and no thread the cases above do not already cover.
+  TSAN_SUITES := test_serve_ stream_glm_dsa_rq2k stream_deepseek2 stream_gemma4 stream_qwen3moe \
+                 pack_resume pack_streamed pack_bad session_
+  T ?= $(TSAN_SUITES)
 else ifeq ($(NATIVE),1)
   BUILD  := build/native
   OPT    := -O2 -g -march=native

@@ -186,7 +186,8 @@ int pt_session_eval(pt_session *s, const int32_t *tokens, int n, float *logits, 
  * it holds that the cache can serve, evaluate the rest in chunks of n_batch,
  * and leave the last token's logits [n_vocab] in logits (when not NULL; a
  * sequence already held whole has its last token evaluated again for them).
- * stop (may be NULL) is read between chunks: when set, returns -2 with the
+ * stop (may be NULL; set by a signal handler, or by another thread with an
+ * atomic store) is read between chunks: when set, returns -2 with the
  * session holding a prefix of tokens. Returns the positions reused (the
  * caller's "cached tokens"), or -1 with err (empty or too long for the
  * context, a token outside the vocabulary, an engine error). */

@@ -101,6 +101,10 @@ typedef struct pt_model_info {
     uint64_t touched_per_token; /* routed bytes one token reads: top-k experts of every trunk MoE
                                    layer */
     pt_layer_info *layers;      /* [n_layers] */
+    /* Output rows (output.weight, else the tied token_embd.weight; 0 without either) and
+     * tokens of tokenizer.ggml.tokens (0 without one). Rows past the vocabulary are padding: the
+     * generation loop masks them out of sampling (petrel inspect reports them). */
+    uint64_t n_output_rows, n_vocab_tokens;
 } pt_model_info;
 
 /* Fill *out (free with pt_model_info_free). 0, or -1 with err. */

@@ -8,6 +8,7 @@
 #ifndef PT_COMMON_H
 #define PT_COMMON_H
 
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -41,6 +42,13 @@ static inline int pt_add_u64(uint64_t a, uint64_t b, uint64_t *out) {
 /* Round x up to a multiple of align (align a power of two). */
 static inline uint64_t pt_align_up(uint64_t x, uint64_t align) {
     return (x + align - 1) & ~(align - 1);
+}
+
+/* Whether a caller's stop flag (pt_session_sync, pt_gen_*: may be NULL) is set. The flag is a
+ * sig_atomic_t that a signal handler or another thread sets; the read is an atomic load so that
+ * a flag set from a thread (the server's connection side) is not a data race. */
+static inline int pt_stop_requested(const volatile sig_atomic_t *stop) {
+    return stop && __atomic_load_n(stop, __ATOMIC_RELAXED);
 }
 
 /* Zeroed scratch of n floats (at least one); sets *fail on failure so a

@@ -3,7 +3,7 @@
  * prints the summary line `N passed, N failed` (`, N skipped` when any) last;
  * exits 1 when anything failed.
  *
- *   test_petrel [SUBSTRING]      run only the cases whose name contains it
+ *   test_petrel [SUBSTRING...]   run only the cases whose name contains one of them
  *
  * Isolation. Each case runs in its own process, in its own process group, with
  * stdin from /dev/null. A crash (a signal, an abort, a sanitizer report that
@@ -442,8 +442,16 @@ static int env_timeout(void) {
     return (int)v;
 }
 
+/* Whether case `name` is selected: no filter selects every case, else a case whose name
+ * contains one of the substrings. */
+static int selected(const char *name, int n_filter, char **filter) {
+    if (n_filter == 0) return 1;
+    for (int i = 0; i < n_filter; i++)
+        if (strstr(name, filter[i])) return 1;
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    const char *filter = argc > 1 ? argv[1] : NULL;
     main_pid = getpid();
     snprintf(tmpdir, sizeof tmpdir, "/tmp/petrel-test-XXXXXX");
     if (!mkdtemp(tmpdir)) {
@@ -473,7 +481,7 @@ int main(int argc, char **argv) {
     list_fixture_dirs(&before);
     int passed = 0, failed = 0, skipped = 0;
     for (int i = 0; i < n_cases && !stop_signal; i++) {
-        if (filter && !strstr(cases[i].name, filter)) continue;
+        if (!selected(cases[i].name, argc - 1, argv + 1)) continue;
         const int limit = cases[i].timeout_s > default_limit ? cases[i].timeout_s : default_limit;
         char why[600];
         double t0 = now_s();

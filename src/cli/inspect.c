@@ -235,6 +235,10 @@ static void print_text(const char *path, const pt_model *m, const pt_model_info 
         if (mi->type_count[t])
             printf("  %-8s %6llu tensors %12s\n", pt_type_name(t),
                    (unsigned long long)mi->type_count[t], human(mi->type_bytes[t], b1, sizeof b1));
+    if (mi->n_vocab_tokens && mi->n_output_rows > mi->n_vocab_tokens)
+        printf("vocabulary      output rows %llu, vocabulary %llu: %llu padded rows masked\n",
+               (unsigned long long)mi->n_output_rows, (unsigned long long)mi->n_vocab_tokens,
+               (unsigned long long)(mi->n_output_rows - mi->n_vocab_tokens));
     double pct = mi->tensor_bytes ? 100.0 * (double)mi->routed_bytes / (double)mi->tensor_bytes : 0;
     printf("resident        %s (everything but routed experts)\n",
            human(mi->resident_bytes, b1, sizeof b1));

@@ -533,7 +533,7 @@ int pt_session_sync(pt_session *s, const int32_t *tokens, int n, float *logits,
     /* one chunk per call: a stop request (Ctrl-C, a client that left) is
      * noticed between chunks */
     for (int at = kept; at < n;) {
-        if (stop && *stop) return -2;
+        if (pt_stop_requested(stop)) return -2;
         const int m = n - at < s->n_batch ? n - at : s->n_batch;
         if (pt_session_eval(s, tokens + at, m, at + m == n ? logits : NULL, 0, NULL, err, err_len))
             return -1;

@@ -23,6 +23,11 @@
 #define GGUF_MAX_KEY_LEN 65535
 #define GGUF_MAX_NAME_LEN 1024
 #define GGUF_MAX_SPLITS 9999
+/* Tensor data is read in place (mapped) by the kernels, which load the blocks' fp16/f32
+ * fields directly: every tensor must start at a multiple of this many bytes in its file
+ * (the mapping itself is page-aligned). GGUF's default alignment (32) always satisfies it;
+ * a file written with general.alignment 1, 2 or 4 may not and is refused. */
+#define GGUF_MIN_DATA_ALIGN 8
 
 /* ===== Arena: everything the parser allocates, freed at close ===== */
 
@@ -486,6 +491,13 @@ static int check_tensor_ranges(cursor *c, gguf_ctx *ctx, gguf_file *f, gguf_tens
                            c->name, ts[i].name, (unsigned long long)ts[i].offset,
                            (unsigned long long)ts[i].nbytes, (unsigned long long)f->size,
                            (unsigned long long)f->data_offset);
+        if (start % GGUF_MIN_DATA_ALIGN)
+            return pt_errf(c->err,
+                           "%s: tensor '%s' starts at byte %llu of the file, not a multiple of %d "
+                           "(general.alignment %llu): tensor data is read in place and must be "
+                           "aligned",
+                           c->name, ts[i].name, (unsigned long long)start, GGUF_MIN_DATA_ALIGN,
+                           (unsigned long long)ctx->alignment);
         ts[i].file_offset = start;
         ts[i].data = f->map + start;
     }
@@ -501,7 +513,6 @@ static int check_tensor_ranges(cursor *c, gguf_ctx *ctx, gguf_file *f, gguf_tens
             rc = pt_errf(c->err, "%s: tensors '%s' and '%s' overlap (offsets %llu+%llu and %llu)",
                          c->name, s[i - 1]->name, s[i]->name, (unsigned long long)s[i - 1]->offset,
                          (unsigned long long)s[i - 1]->nbytes, (unsigned long long)s[i]->offset);
-    (void)ctx;
     free(s);
     return rc;
 }

@@ -58,7 +58,9 @@ int fe_turn_run(pt_gen *g, const fe_turn *t, fe_turn_result *r, char *err, size_
     }
     r->n_prompt = (int)r->ids.n;
     if (rc) goto out;
-    if (t->stop && *t->stop) { /* stopped already: leave the cache as it is */
+    /* stopped already: leave the cache as it is (an atomic read: the server's connection
+     * thread sets the flag) */
+    if (t->stop && __atomic_load_n(t->stop, __ATOMIC_RELAXED)) {
         r->n_reused = -2;
         rc = say(err, err_len, FE_TURN_CANCELLED, "interrupted");
         goto out;

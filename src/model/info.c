@@ -122,6 +122,11 @@ int model_info_get(const gguf_ctx *g, model_info *mi, pt_err *err) {
             if (b >= 0) mi->layers[b].resident_bytes += t->nbytes;
         }
     }
+    const gguf_tensor *out = gguf_find_tensor(g, "output.weight");
+    if (!out) out = gguf_find_tensor(g, "token_embd.weight");
+    if (out && out->n_dims >= 2) mi->n_output_rows = (uint64_t)out->ne[1];
+    const gguf_kv *toks = gguf_find(g, "tokenizer.ggml.tokens");
+    if (toks && toks->val.type == GGUF_ARRAY) mi->n_vocab_tokens = toks->val.arr.n;
     for (uint32_t l = 0; l < mi->n_layers; l++) {
         const mi_layer *L = &mi->layers[l];
         if (!L->n_expert) continue;

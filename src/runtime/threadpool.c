@@ -29,8 +29,11 @@ struct tp_pool {
     pthread_t *threads; /* [n-1] */
     pthread_mutex_t mu;
     pthread_cond_t wake;
-    tp_fn fn; /* current job (written before `word` is published) */
-    void *ctx;
+    /* The current job, written before `word` is published. Atomic (relaxed) because a late
+     * worker may read them while tp_run writes the next job's: its claim then fails and it
+     * never calls what it read, but a plain read would still be a data race. */
+    _Atomic(tp_fn) fn;
+    _Atomic(void *) ctx;
     _Atomic uint64_t word; /* generation << 32 | next unclaimed part */
     atomic_int done;       /* parts of the current job finished */
     atomic_int sleeping;   /* workers parked on `wake` (or about to be) */
@@ -53,8 +56,8 @@ static void run_parts(tp_pool *p, uint32_t gen) {
         uint32_t part = (uint32_t)w;
         if ((int)part >= p->n) return;
         /* the job's fn/ctx are stable while it has unclaimed parts */
-        tp_fn fn = p->fn;
-        void *ctx = p->ctx;
+        tp_fn fn = atomic_load_explicit(&p->fn, memory_order_relaxed);
+        void *ctx = atomic_load_explicit(&p->ctx, memory_order_relaxed);
         if (!atomic_compare_exchange_weak_explicit(&p->word, &w, w + 1, memory_order_acq_rel,
                                                    memory_order_relaxed))
             continue;
@@ -137,8 +140,8 @@ void tp_run(tp_pool *p, tp_fn fn, void *ctx) {
         return;
     }
     const uint32_t gen = (uint32_t)(atomic_load(&p->word) >> 32) + 1;
-    p->fn = fn;
-    p->ctx = ctx;
+    atomic_store_explicit(&p->fn, fn, memory_order_relaxed);
+    atomic_store_explicit(&p->ctx, ctx, memory_order_relaxed);
     atomic_store_explicit(&p->done, 0, memory_order_relaxed);
     atomic_store(&p->word, (uint64_t)gen << 32);
     /* spinning workers see the word; only parked ones need the (syscall) wake */

@@ -30,8 +30,10 @@ typedef struct job {
     struct srv *srv;
     int refs;
     oai_req req;
-    int fd;                     /* dup of the client's socket (to notice it leaving); -1 none */
-    volatile sig_atomic_t stop; /* set by the connection side: the client is gone */
+    int fd; /* dup of the client's socket (to notice it leaving); -1 none */
+    /* Set by the connection side (the client is gone) or srv_stop, read by the worker and
+     * between chunks by the library: only through job_stop / job_stopped (atomic). */
+    volatile sig_atomic_t stop;
     pthread_cond_t cv;
     /* srv.mu */
     int started; /* the prompt was accepted; a stream may begin */
@@ -58,6 +60,15 @@ typedef struct sconn {
     double since;           /* when receiving began, pt_now() seconds */
 } sconn;
 
+/* The cross-thread cancel flag of a job: an atomic store and load (a plain volatile access
+ * from two threads is a data race). */
+static void job_stop(job *j) {
+    __atomic_store_n(&j->stop, 1, __ATOMIC_RELAXED);
+}
+static int job_stopped(const job *j) {
+    return __atomic_load_n(&j->stop, __ATOMIC_RELAXED);
+}
+
 struct srv {
     srv_params p;
     char *host, *model_name;
@@ -72,7 +83,8 @@ struct srv {
     pthread_mutex_t mu;
     pthread_cond_t work_cv;
     job *head, *tail; /* waiting jobs */
-    int n_waiting, busy, ready, stopping;
+    int n_waiting, busy, ready;
+    int stopping; /* written under mu (atomically: should_stop reads it without mu) */
     srv_model m;
     pthread_t worker;
     int worker_started;
@@ -133,7 +145,7 @@ static void job_probe(job *j) { /* srv.mu held */
     static const char p[] = "HTTP/1.1 102 Processing\r\n\r\n";
     j->probed = 1;
     if (send(j->fd, p, sizeof p - 1, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)(sizeof p - 1))
-        j->stop = 1;
+        job_stop(j);
 }
 
 static void job_fail(job *j, int status, const char *type, const char *code,
@@ -177,9 +189,9 @@ static int on_text(void *ud, const char *p, size_t n) {
 static int should_stop(void *ud) {
     run_ctx *rc = ud;
     if (rc->split.mode == OAI_SPLIT_REASONING && !rc->split.raw) rc->n_reasoning++;
-    if (rc->j->stop || rc->s->stopping) return 1;
+    if (job_stopped(rc->j) || __atomic_load_n(&rc->s->stopping, __ATOMIC_RELAXED)) return 1;
     if (client_gone(rc->j->fd)) {
-        rc->j->stop = 1;
+        job_stop(rc->j);
         return 1;
     }
     return 0;
@@ -239,7 +251,8 @@ static int on_prefilled(void *ud, int in_reasoning) {
 
 /* 1 when the generation was interrupted by srv_stop (not by its client leaving). */
 static int res_cut_by_shutdown(srv *s, const job *j, const fe_turn_result *tr) {
-    return tr->gen.reason == PT_GEN_INTERRUPT && !j->stop && s->stopping;
+    return tr->gen.reason == PT_GEN_INTERRUPT && !job_stopped(j) &&
+           __atomic_load_n(&s->stopping, __ATOMIC_RELAXED);
 }
 
 /* Generate for one job (worker thread, srv.mu not held): one turn of
@@ -277,7 +290,7 @@ static void run_job(srv *s, job *j) {
         sp.seed = (uint64_t)(pt_now() * 1e9) ^ (s->seq << 40);
     if (pt_gen_set_sampling(m->g, &sp, err, sizeof err)) goto fail;
     /* the turn (the longest common prefix with the cache is kept) */
-    if (client_gone(j->fd)) j->stop = 1;
+    if (client_gone(j->fd)) job_stop(j);
     const char *stops[OAI_MAX_STOPS];
     for (int i = 0; i < rq->n_stops; i++)
         stops[i] = rq->stops[i];
@@ -383,11 +396,11 @@ static void run_job(srv *s, job *j) {
     s->last_completion_tokens = res->n_tokens, s->last_prompt_tokens = tr.n_prompt,
     s->last_cached_tokens = cached;
     snprintf(s->last_finish, sizeof s->last_finish, "%s",
-             j->stop                          ? "cancelled"
+             job_stopped(j)                   ? "cancelled"
              : res_cut_by_shutdown(s, j, &tr) ? "shutdown"
              : grc                            ? "error"
                    : oai_finish_reason(res->reason, parsed ? parsed->n_calls : 0));
-    if (j->stop) s->n_cancelled++;
+    if (job_stopped(j)) s->n_cancelled++;
     if (grc) {
         if (rc.streaming)
             oai_stream_error(&rc.st, err, &j->sse);
@@ -432,7 +445,7 @@ static void *worker_main(void *arg) {
         if (!s->head) s->tail = NULL;
         s->n_waiting--;
         j->queued = 0;
-        if (!j->stop) {
+        if (!job_stopped(j)) {
             s->busy = 1;
             pthread_mutex_unlock(&s->mu);
             run_job(s, j);
@@ -682,7 +695,7 @@ static void sse_free(void *cls) {
     job *j = cls;
     srv *s = j->srv;
     pthread_mutex_lock(&s->mu);
-    if (!j->done) j->stop = 1; /* the connection ended before the stream did */
+    if (!j->done) job_stop(j); /* the connection ended before the stream did */
     job_release(j);
     pthread_mutex_unlock(&s->mu);
 }
@@ -823,9 +836,9 @@ static enum MHD_Result submit(srv *s, struct MHD_Connection *c, conn *cn) {
         ts.tv_nsec += 100 * 1000000L;
         if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
         pthread_cond_timedwait(&j->cv, &s->mu, &ts);
-        if (!j->stop) job_probe(j); /* no answer has begun inside this loop */
-        if (!j->stop && client_gone(j->fd)) j->stop = 1;
-        if (j->stop && j->queued) {
+        if (!job_stopped(j)) job_probe(j); /* no answer has begun inside this loop */
+        if (!job_stopped(j) && client_gone(j->fd)) job_stop(j);
+        if (job_stopped(j) && j->queued) {
             /* its client left while it waited: it gives its place up now, not when the worker
              * reaches it */
             job **pp = &s->head;
@@ -863,7 +876,7 @@ static enum MHD_Result submit(srv *s, struct MHD_Connection *c, conn *cn) {
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sse_read, j, sse_free);
     if (!r) {
         pthread_mutex_lock(&s->mu);
-        j->stop = 1;
+        job_stop(j);
         job_release(j);
         pthread_mutex_unlock(&s->mu);
         return MHD_NO;
@@ -1066,9 +1079,9 @@ int srv_set_model(srv *s, const srv_model *m, char *err, size_t err_len) {
 void srv_stop(srv *s) {
     if (!s) return;
     pthread_mutex_lock(&s->mu);
-    s->stopping = 1;
+    __atomic_store_n(&s->stopping, 1, __ATOMIC_RELAXED);
     for (job *j = s->head; j; j = j->next)
-        j->stop = 1;
+        job_stop(j);
     pthread_cond_broadcast(&s->work_cv);
     pthread_mutex_unlock(&s->mu);
     if (s->worker_started) pthread_join(s->worker, NULL);

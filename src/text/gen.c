@@ -6,7 +6,12 @@
  * streaming detokenizer, the sampler and the stop-string matcher, all internal
  * (see petrel.h's top comment). It sits on the public session API plus those;
  * the session alone records which tokens its cache holds. Nothing allocates
- * per token (the text buffer grows geometrically); nothing prints. */
+ * per token (the text buffer grows geometrically); nothing prints.
+ *
+ * Padded vocabularies: a model's output head may have more rows than its
+ * tokenizer has tokens; those rows' logits are set to -inf before every draw,
+ * so no id outside the vocabulary is ever produced. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,6 +25,7 @@ struct pt_gen {
     sampler *smp;
     int penalty_last_n;
     int n_ctx, n_vocab;
+    int n_tok;     /* tokens in the vocabulary: ids n_tok..n_vocab-1 are padded output rows */
     float *logits; /* [n_vocab] logits after the last evaluated token */
     int have_logits;
 };
@@ -38,6 +44,7 @@ pt_gen *pt_gen_new(pt_session *s, const pt_sampling *sp, char *err, size_t err_l
     g->e = e, g->s = s, g->v = v;
     g->n_ctx = pt_session_n_ctx(s);
     g->n_vocab = pt_engine_n_vocab(e);
+    g->n_tok = tok_n_vocab(v);
     g->penalty_last_n = sp->penalty_last_n;
     if (tok_n_vocab(v) > g->n_vocab) {
         if (err && err_len)
@@ -138,10 +145,14 @@ int pt_gen_run(pt_gen *g, const pt_gen_opts *o, pt_gen_emit_fn emit, void *ud,
             r->reason = PT_GEN_LENGTH;
             break;
         }
-        if ((stop && *stop) || (o->should_stop && o->should_stop(o->should_stop_ud))) {
+        if (pt_stop_requested(stop) || (o->should_stop && o->should_stop(o->should_stop_ud))) {
             r->reason = PT_GEN_INTERRUPT;
             break;
         }
+        /* Output rows past the vocabulary (a head padded to a round size) name no token:
+         * they can never be sampled, whatever their logits. */
+        for (int i = g->n_tok; i < g->n_vocab; i++)
+            g->logits[i] = -INFINITY;
         int32_t tok = sampler_sample(g->smp, g->logits);
         g->have_logits = 0; /* the penalties modified them */
         if (!r->t_first) r->t_first = pt_now();

@@ -30,7 +30,7 @@ int32_t strtab_find(const strtab *t, const void *s, size_t n) {
     for (;;) {
         int32_t id = t->slot[i];
         if (id < 0) return -1;
-        if (t->len[id] == n && memcmp(t->bytes + t->off[id], s, n) == 0) return id;
+        if (t->len[id] == n && (n == 0 || memcmp(t->bytes + t->off[id], s, n) == 0)) return id;
         i = (i + 1) & t->mask;
     }
 }
@@ -66,8 +66,10 @@ int32_t strtab_intern(strtab *t, const void *s, size_t n, int *added) {
         pt_grow((void **)&t->len, &cap_len, need, sizeof *t->len))
         return -1;
     t->cap = cap_off; /* the same policy grew both to the same size */
-    if (pt_grow((void **)&t->bytes, &t->cap_bytes, t->n_bytes + n, 1)) return -1;
-    memcpy(t->bytes + t->n_bytes, s, n);
+    /* one spare byte: bytes is allocated even when every string so far is empty (a
+     * vocabulary may hold an empty token), so bytes + off is never arithmetic on NULL */
+    if (pt_grow((void **)&t->bytes, &t->cap_bytes, t->n_bytes + n + 1, 1)) return -1;
+    if (n) memcpy(t->bytes + t->n_bytes, s, n);
     id = t->n++;
     t->off[id] = t->n_bytes;
     t->len[id] = (uint32_t)n;
