@@ -1619,7 +1619,7 @@ static void test_serve_inspect_escapes(void) {
  * is reopened (250 ms later) until `stop`. Loopback only. */
 typedef struct loris {
     int port, n, n_addrs;
-    volatile int stop;
+    int stop; /* atomic: set by the test, read by the thread */
     long opened, closed_by_server;
 } loris;
 
@@ -1648,7 +1648,7 @@ static void *loris_main(void *arg) {
     size_t sent[256];
     for (int i = 0; i < l->n; i++)
         fd[i] = -1, reopen[i] = 0, next[i] = 0, sent[i] = 0;
-    while (!l->stop) {
+    while (!__atomic_load_n(&l->stop, __ATOMIC_RELAXED)) {
         double t = now_s();
         for (int i = 0; i < l->n; i++) {
             if (fd[i] < 0) {
@@ -1735,7 +1735,7 @@ static void test_serve_slowloris(void) {
     hresp r;
     if (!http(s.port, "GET", "/health", NULL, NULL, &r)) h = body_json(&r);
     hresp_free(&r);
-    l.stop = 1;
+    __atomic_store_n(&l.stop, 1, __ATOMIC_RELAXED);
     pthread_join(th, NULL);
     qsort(lat, (size_t)n, sizeof lat[0], cmp_double);
     fprintf(stderr,
