@@ -38,8 +38,8 @@ static const char *const k_eog_texts[] = {"<|eot_id|>",
                                           "<eos>",
                                           "<turn|>",
                                           "<|tool_response>",
-                                          "<\xef\xbd\x9c"
-                                          "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+                                          ("<\xef\xbd\x9c"
+                                           "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"),
                                           "[e~["};
 static const char *const k_fim_texts[] = {"<|fim_prefix|>",
                                           "<fim-prefix>",

@@ -42,7 +42,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     int fd = mkstemp(tmp);
     g = gguf_open(MODEL, &err);
     if (fd < 0 || !g || model_expert_layers(g, &desc, &n_layers, &err) ||
-        xpack_write(g, desc, n_layers, tmp, NULL, NULL, -1, &err)) {
+        xpack_write(g, desc, n_layers, tmp, 0, NULL, NULL, -1, &err)) {
         fprintf(stderr, "fuzz_xpack: %s (run from the repository root)\n", err.msg);
         exit(1);
     }
