@@ -395,6 +395,27 @@ static void faults_enospc_usage(void) {
     free(lg);
 }
 
+/* The model file truncated under a running command: its resident tensors are
+ * memory-mapped, so the next touch past the new end raises SIGBUS. `petrel
+ * chat` has opened the model and waits for a line; the file is cut to 8 KiB,
+ * then the line arrives: the command must stop with status 1 and one clear
+ * line, not die with "Bus error". */
+static void faults_model_truncated_under_cli(void) {
+    const char *b = getenv("PETREL_BIN");
+    char model[600], cmd[4096], msg[8192];
+    snprintf(model, sizeof model, "%s/m.gguf", t_tmpdir());
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", t_fixture("qwen3moe-rq2k.gguf"), model);
+    CHECK(t_run(cmd, msg, sizeof msg) == 0);
+    snprintf(cmd, sizeof cmd,
+             "(sleep 1.5; truncate -s 8192 '%s'; echo 'hello there') | '%s' chat -m '%s' "
+             "--no-think -n 8 "
+             "-t 1 >/dev/null",
+             model, b && *b ? b : "build/petrel", model);
+    const int rc = t_run(cmd, msg, sizeof msg);
+    CHECKF(rc == 1, "exit status %d, expected 1:\n%s", rc, msg);
+    CHECK_STR_CONTAINS(msg, "memory-mapped model file was truncated");
+}
+
 T_SUITE(faults) {
     T_ADD(faults_eio_transient_retried);
     T_ADD(faults_eio_persistent_names_file);
@@ -403,4 +424,5 @@ T_SUITE(faults) {
     T_ADD(faults_pack_truncated_while_running);
     T_ADD(faults_enospc_pack);
     T_ADD(faults_enospc_usage);
+    T_ADD(faults_model_truncated_under_cli);
 }

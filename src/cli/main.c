@@ -1,4 +1,5 @@
 /* main.c — the `petrel` command: dispatches to subcommands (see cli.h). */
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,7 +112,25 @@ const char *cli_cache_dir(void) {
     return dir;
 }
 
+/* The model's resident tensors are memory-mapped: when the file is truncated
+ * (or its disk fails) under a running command, touching a page past the new
+ * end raises SIGBUS. Say so in one line and stop with status 1 instead of
+ * dying with "Bus error". Only async-signal-safe calls here. */
+static void on_sigbus(int sig) {
+    (void)sig;
+    static const char msg[] =
+        "petrel: a memory-mapped model file was truncated or could not be read while petrel "
+        "was using it (SIGBUS); stopping. Check the file (petrel verify) and run again.\n";
+    ssize_t w = write(2, msg, sizeof msg - 1);
+    (void)w;
+    _exit(CLI_ERROR);
+}
+
 int main(int argc, char **argv) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigbus;
+    sigaction(SIGBUS, &sa, NULL);
     if (argc < 2) {
         if (CLI_DEFAULT_MODEL)
             return cmd_chat(argc, argv); /* `petrel` alone: chat on the default model */
