@@ -188,10 +188,20 @@ static void pack_bad_packs_are_refused(void) {
     CHECK(e == NULL);
     CHECK_STR_CONTAINS(err, "stale pack");
     pt_engine_close(e);
-    /* no pack at all */
+    /* no pack and no table: verify writes the checksum table, then checks it, and
+     * the engine's streamed GGUF reads are checked against it */
     unlink(pack);
-    CHECK(petrel("verify %s%s", model, "") == 1);
-    CHECK_STR_CONTAINS(out, "no expert pack");
+    CHECK(petrel("verify %s%s", model, "") == 0);
+    CHECK_STR_CONTAINS(out, "no expert pack or checksum table");
+    CHECK(petrel("verify %s%s", model, "") == 0);
+    CHECK_STR_CONTAINS(out, "is valid");
+    lg = logits_with(model, 2, NULL, 0, 0, &st, NULL, 0);
+    CHECK(!st.expert_pack && st.checked_reads > 0 && st.bad_reads == 0);
+    CHECK(ref && lg && !memcmp(ref, lg, sizeof(float) * 32 * 512));
+    free(lg);
+    /* a named pack that does not exist is an error */
+    CHECK(petrel("verify %s --pack %s", model, pack) == 1);
+    CHECK_STR_CONTAINS(out, "no such expert pack");
     free(good);
     free(ref);
 }

@@ -166,7 +166,10 @@ int cmd_verify(int argc, char **argv) {
                    "  header, the model's size, header, mtime and inode,\n"
                    "  every record's checksum and bytes against the model's (a full read of "
                    "both).\n"
-                   "  Exit 0 when valid, 1 when missing, stale or corrupt.\n");
+                   "  With neither, write the checksum table (MODEL.gguf.xsums) from a full "
+                   "read of the model,\n"
+                   "  so that streamed reads of the GGUF are checked from then on.\n"
+                   "  Exit 0 when valid (or the table was written), 1 when stale or corrupt.\n");
             return CLI_OK;
         } else if (!strcmp(argv[i], "--pack") && i + 1 < argc) {
             pack = argv[++i];
@@ -198,9 +201,28 @@ int cmd_verify(int argc, char **argv) {
             if (access(cand[i], F_OK) == 0) path = cand[i];
     }
     int rc = CLI_OK;
-    if (!path) {
-        rc = cli_error("%s: no expert pack (looked for %s%s%s)", model, cand[0],
-                       nc > 1 ? " and " : "", nc > 1 ? cand[1] : "");
+    if (!path && pack) {
+        rc = cli_error("%s: no such expert pack", pack);
+    } else if (!path) {
+        /* neither a pack nor a table: make the table from a full read of the model, so
+         * its expert reads are checked from now on */
+        char tab[2][4096];
+        const int nt = pt_table_candidates(m, cli_cache_dir(), tab);
+        const char *out = writable_dir_of(tab[0]) || nt < 2 ? tab[0] : tab[1];
+        if (out == tab[1] && mkdirs(out) != 0) {
+            rc = cli_error("%s: cannot create the cache directory: %s", out, strerror(errno));
+        } else {
+            fprintf(stderr,
+                    "petrel: no expert pack or checksum table; checksumming the experts of %s into "
+                    "%s\n",
+                    model, out);
+            progress pr = {"verify", now_s(), 0, isatty(2)};
+            char err[1024];
+            if (pt_table_write(m, out, show_progress, &pr, err, sizeof err))
+                rc = cli_error("%s", err);
+            else
+                fprintf(stderr, "petrel: wrote %s in %.1f s\n", out, now_s() - pr.t0);
+        }
     } else {
         progress pr = {"verify", now_s(), 0, isatty(2)};
         char err[1024];
