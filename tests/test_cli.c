@@ -125,9 +125,83 @@ static void cli_usage_errors(void) {
     CHECK_STR_CONTAINS(out, "petrel ");
 }
 
+/* Out-of-range and non-numeric flag values: exit 2 before the model is opened,
+ * one line that names the flag and what it accepts. */
+static void cli_flag_values(void) {
+    static const struct {
+        const char *flags, *flag;
+    } bad[] = {
+        {"-n -2", "-n"},
+        {"--max-tokens x", "--max-tokens"},
+        {"-n 5x", "-n"},
+        {"--top-p 2", "--top-p"},
+        {"--top-p 0", "--top-p"},
+        {"--top-p -0.5", "--top-p"},
+        {"--temp -1", "--temp"},
+        {"--temperature nan", "--temperature"},
+        {"--top-k -3", "--top-k"},
+        {"--top-k 1.5", "--top-k"},
+        {"--min-p -0.1", "--min-p"},
+        {"--min-p 1.5", "--min-p"},
+        {"-c 0", "-c"},
+        {"--ctx-size -5", "--ctx-size"},
+        {"-t 0", "-t"},
+        {"--threads -2", "--threads"},
+        {"-b 0", "-b"},
+        {"--repeat-penalty 0", "--repeat-penalty"},
+        {"--repeat-penalty -1", "--repeat-penalty"},
+        {"--repeat-last-n -1", "--repeat-last-n"},
+        {"--presence-penalty abc", "--presence-penalty"},
+        {"--frequency-penalty 1000", "--frequency-penalty"},
+        {"--seed -1", "--seed"},
+        {"--seed ' -5'", "--seed"},
+        {"--seed 1.5", "--seed"},
+        {"--seed 99999999999999999999999", "--seed"},
+        {"--expert-slots 0", "--expert-slots"},
+        {"--ram 0", "--ram"},
+        {"--pin-gb -1", "--pin-gb"},
+        {"--kernels fast", "--kernels"},
+        {"--expert-policy mru", "--expert-policy"},
+        {"--io aio", "--io"},
+        {"--stop ''", "--stop"},
+    };
+    const char *cmds[] = {"generate -m /no/such/model.gguf -p hi", "chat -m /no/such/model.gguf",
+                          "serve -m /no/such/model.gguf"};
+    char args[1024], want[128];
+    for (size_t c = 0; c < sizeof cmds / sizeof cmds[0]; c++)
+        for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+            snprintf(args, sizeof args, "%s %s < /dev/null", cmds[c], bad[k].flags);
+            int rc = run_stderr(args);
+            CHECKF(rc == 2, "%s: exit %d, not 2:\n%s", args, rc, out);
+            CHECKF(count_lines(out) == 1, "%s: %d lines:\n%s", args, count_lines(out), out);
+            snprintf(want, sizeof want, " for %s: expected ", bad[k].flag);
+            CHECKF(strstr(out, want) != NULL, "%s: no '%s' in:\n%s", args, want, out);
+        }
+    /* the server's own numbers too */
+    CHECK(run_stderr("serve -m /no/such/model.gguf --port 70000") == 2);
+    CHECK_STR_CONTAINS(out, "--port: expected an integer from 0 to 65535");
+    CHECK(run_stderr("serve -m /no/such/model.gguf --queue -1") == 2);
+    CHECK(count_lines(out) == 1);
+    /* the limits themselves and the documented special values still work */
+    static const char *good[] = {
+        "-n -1 --top-p 1 --top-k 0 --min-p 0 --temp 0 --seed 0",
+        "-n 0",
+        "--min-p 1 --repeat-penalty 1 --repeat-last-n 0 --seed 18446744073709551615",
+        "-t 1 -c 64 -b 1 --temp 100 --top-p 0.5 --presence-penalty -2 --frequency-penalty 0.5",
+        "--greedy -n 3 --top-k 40 --repeat-penalty 1.1 --seed +7",
+    };
+    for (size_t k = 0; k < sizeof good / sizeof good[0]; k++) {
+        snprintf(args, sizeof args, "generate -m %s -p hi -n 2 %s --quiet",
+                 t_fixture("glm-dsa-rq2k.gguf"), good[k]);
+        int rc = run(args);
+        CHECKF(rc == 0, "%s: exit %d:\n%s", args, rc, out);
+    }
+}
+
 T_SUITE(cli) {
     T_ADD(cli_inspect_text);
     T_ADD(cli_inspect_json);
     T_ADD(cli_errors_are_one_line);
     T_ADD(cli_usage_errors);
+    T_ADD(cli_flag_values);
 }

@@ -130,7 +130,10 @@ int cmd_serve(int argc, char **argv) {
                           : !strcmp(a, "--max-body") ? (1L << 40)
                                                      : (1L << 30);
                 if (!num_ok || n < lo || n > hi) {
-                    fprintf(stderr, "petrel serve: invalid value '%s' for %s\n", v, a);
+                    fprintf(stderr,
+                            "petrel serve: invalid value '%s' for %s: expected an integer from "
+                            "%ld to %ld\n",
+                            v, a, lo, hi);
                     return CLI_USAGE;
                 }
                 if (!strcmp(a, "--port"))

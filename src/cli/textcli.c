@@ -70,9 +70,10 @@ int tcli_parse(const char *cmd, int argc, char **argv, int *i, tcli_opts *o) {
         }                                                                                          \
         (*i)++;                                                                                    \
     } while (0)
-#define BADV()                                                                                     \
+/* one line naming the flag and what it accepts, exit status 2 (the caller) */
+#define BADR(range)                                                                                \
     do {                                                                                           \
-        fprintf(stderr, "petrel %s: invalid value '%s' for %s\n", cmd, v, a);                      \
+        fprintf(stderr, "petrel %s: invalid value '%s' for %s: expected %s\n", cmd, v, a, range);  \
         return -1;                                                                                 \
     } while (0)
 #define IS(x) (!strcmp(a, x))
@@ -81,16 +82,18 @@ int tcli_parse(const char *cmd, int argc, char **argv, int *i, tcli_opts *o) {
         o->model = v;
     } else if (IS("-t") || IS("--threads")) {
         NEEDV();
-        if (parse_long(v, 1, 1024, &o->threads)) BADV();
+        if (parse_long(v, 1, 1024, &o->threads))
+            BADR("an integer from 1 to 1024 (leave -t out for all cores)");
     } else if (IS("-c") || IS("--ctx-size")) {
         NEEDV();
-        if (parse_long(v, 1, 1 << 26, &o->n_ctx)) BADV();
+        if (parse_long(v, 1, 1 << 26, &o->n_ctx)) BADR("an integer from 1 to 67108864");
     } else if (IS("-b") || IS("--batch-size")) {
         NEEDV();
-        if (parse_long(v, 1, 1 << 16, &o->n_batch)) BADV();
+        if (parse_long(v, 1, 1 << 16, &o->n_batch)) BADR("an integer from 1 to 65536");
     } else if (IS("-n") || IS("--max-tokens") || IS("--n-predict")) {
         NEEDV();
-        if (parse_long(v, -1, 1 << 24, &o->n_gen)) BADV();
+        if (parse_long(v, -1, 1 << 24, &o->n_gen))
+            BADR("an integer from 0 to 16777216, or -1 (until end of generation)");
     } else if (IS("--kernels")) {
         NEEDV();
         if (!strcmp(v, "best"))
@@ -102,16 +105,16 @@ int tcli_parse(const char *cmd, int argc, char **argv, int *i, tcli_opts *o) {
         else if (!strcmp(v, "avx512"))
             o->kernels = PT_KERNELS_AVX512;
         else
-            BADV();
+            BADR("best, avx512, avx2 or scalar");
     } else if (IS("--expert-slots")) {
         NEEDV();
-        if (parse_long(v, 1, 1 << 20, &n)) BADV();
+        if (parse_long(v, 1, 1 << 20, &n)) BADR("an integer from 1 to 1048576");
         o->ep.expert_slots = (int)n;
     } else if (IS("--mmap-experts")) {
         o->ep.expert_slots = PT_EXPERTS_MMAP;
     } else if (IS("--ram")) {
         NEEDV();
-        if (parse_float(v, 1e-6, 1e9, &f)) BADV();
+        if (parse_float(v, 1e-6, 1e9, &f)) BADR("a number of GB above 0 (at most 1e9)");
         o->ep.ram_gb = f;
     } else if (IS("--expert-policy")) {
         NEEDV();
@@ -120,7 +123,7 @@ int tcli_parse(const char *cmd, int argc, char **argv, int *i, tcli_opts *o) {
         else if (!strcmp(v, "lfu"))
             o->ep.expert_policy = PT_POLICY_LFU;
         else
-            BADV();
+            BADR("lfu or lru");
     } else if (IS("--io")) {
         NEEDV();
         if (!strcmp(v, "auto"))
@@ -130,7 +133,7 @@ int tcli_parse(const char *cmd, int argc, char **argv, int *i, tcli_opts *o) {
         else if (!strcmp(v, "pread"))
             o->ep.io = PT_IO_PREAD;
         else
-            BADV();
+            BADR("auto, uring or pread");
     } else if (IS("--pack")) {
         NEEDV();
         o->ep.pack_path = v;
@@ -140,7 +143,7 @@ int tcli_parse(const char *cmd, int argc, char **argv, int *i, tcli_opts *o) {
         o->ep.no_verify = 1;
     } else if (IS("--pin-gb")) {
         NEEDV();
-        if (parse_float(v, 1e-6, 1e9, &f)) BADV();
+        if (parse_float(v, 1e-6, 1e9, &f)) BADR("a number of GB above 0 (at most 1e9)");
         o->ep.pin_gb = f;
     } else if (IS("--no-pin")) {
         o->ep.no_pin = 1;
@@ -158,49 +161,53 @@ int tcli_parse(const char *cmd, int argc, char **argv, int *i, tcli_opts *o) {
         o->sp_set |= PT_SAMPLING_TEMP;
     } else if (IS("--temp") || IS("--temperature")) {
         NEEDV();
-        if (parse_float(v, 0, 100, &o->sp.temp)) BADV();
+        if (parse_float(v, 0, 100, &o->sp.temp)) BADR("a number from 0 (greedy) to 100");
         o->sp_set |= PT_SAMPLING_TEMP;
     } else if (IS("--top-k")) {
         NEEDV();
-        if (parse_long(v, 0, 1 << 24, &n)) BADV();
+        if (parse_long(v, 0, 1 << 24, &n)) BADR("an integer from 0 (off) to 16777216");
         o->sp.top_k = (int)n;
         o->sp_set |= PT_SAMPLING_TOP_K;
     } else if (IS("--top-p")) {
         NEEDV();
-        if (parse_float(v, 1e-6, 1, &o->sp.top_p)) BADV();
+        if (parse_float(v, 1e-6, 1, &o->sp.top_p)) BADR("a number above 0, at most 1 (1 = off)");
         o->sp_set |= PT_SAMPLING_TOP_P;
     } else if (IS("--min-p")) {
         NEEDV();
-        if (parse_float(v, 0, 1, &o->sp.min_p)) BADV();
+        if (parse_float(v, 0, 1, &o->sp.min_p)) BADR("a number from 0 (off) to 1");
         o->sp_set |= PT_SAMPLING_MIN_P;
     } else if (IS("--repeat-penalty")) {
         NEEDV();
-        if (parse_float(v, 1e-3, 100, &o->sp.repeat_penalty)) BADV();
+        if (parse_float(v, 1e-3, 100, &o->sp.repeat_penalty))
+            BADR("a number from 0.001 to 100 (1 = off)");
         o->sp_set |= PT_SAMPLING_REPEAT;
     } else if (IS("--repeat-last-n")) {
         NEEDV();
-        if (parse_long(v, 0, 1 << 20, &n)) BADV();
+        if (parse_long(v, 0, 1 << 20, &n)) BADR("an integer from 0 to 1048576");
         o->sp.penalty_last_n = (int)n;
         o->sp_set |= PT_SAMPLING_LAST_N;
     } else if (IS("--presence-penalty")) {
         NEEDV();
-        if (parse_float(v, -100, 100, &o->sp.presence_penalty)) BADV();
+        if (parse_float(v, -100, 100, &o->sp.presence_penalty)) BADR("a number from -100 to 100");
         o->sp_set |= PT_SAMPLING_PRESENCE;
     } else if (IS("--frequency-penalty")) {
         NEEDV();
-        if (parse_float(v, -100, 100, &o->sp.frequency_penalty)) BADV();
+        if (parse_float(v, -100, 100, &o->sp.frequency_penalty)) BADR("a number from -100 to 100");
         o->sp_set |= PT_SAMPLING_FREQUENCY;
     } else if (IS("--seed")) {
         NEEDV();
         char *end;
         errno = 0;
         unsigned long long s = strtoull(v, &end, 10);
-        if (errno || end == v || *end || v[0] == '-') BADV();
+        /* digits (and an optional '+') only: strtoull would take " -5" as 2^64 - 5 */
+        const char *d = v[0] == '+' ? v + 1 : v;
+        if (errno || end == v || *end || *d < '0' || *d > '9')
+            BADR("an integer from 0 to 18446744073709551615");
         o->sp.seed = s;
         o->sp_set |= PT_SAMPLING_SEED;
     } else if (IS("--stop")) {
         NEEDV();
-        if (!*v) BADV();
+        if (!*v) BADR("a non-empty string");
         if (o->n_stops == TCLI_MAX_STOPS) {
             fprintf(stderr, "petrel %s: at most %d --stop strings\n", cmd, TCLI_MAX_STOPS);
             return -1;
@@ -226,7 +233,7 @@ int tcli_parse(const char *cmd, int argc, char **argv, int *i, tcli_opts *o) {
     }
 #undef IS
 #undef NEEDV
-#undef BADV
+#undef BADR
     return 1;
 }
 
