@@ -4,6 +4,7 @@
  * re-evaluates the whole conversation generates, greedy, and the reuse really
  * happened), chat driven through stdin, and bad input (invalid UTF-8, empty
  * prompt, a prompt longer than the context, unknown flags). */
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -206,9 +207,101 @@ static void test_chat_cli_bad_input(void) {
     CHECK_STR_CONTAINS(out, "--dump-logits");
 }
 
+/* The answer on stdout holds no reasoning scaffolding (<think>, </think>,
+ * Gemma's channel markers); the reasoning goes to stderr, or to --json's
+ * "reasoning" field, or nowhere with --hide-reasoning / --quiet. glm-dsa's
+ * prompt opens a <think> block, so what the fixture generates is reasoning. */
+static void test_chat_cli_reasoning_on_stderr(void) {
+    char args[8192], errf[512];
+    snprintf(errf, sizeof errf, "%s/reason_err.txt", t_tmpdir());
+    snprintf(args, sizeof args, "generate -m %s --chat -p hi -n 12 --greedy --json", model());
+    CHECK(run_io("", args, errf, out, sizeof out) == 0);
+    CHECK(!strstr(out, "<think>") && !strstr(out, "</think>"));
+    char *err = t_read_file(errf, NULL);
+    const char *brace = err ? strrchr(err, '{') : NULL;
+    json_t *j = brace ? json_loads(brace, 0, NULL) : NULL;
+    CHECKF(j, "no JSON on stderr:\n%s", err ? err : "");
+    char reasoning[4096] = "";
+    if (j) {
+        const char *r = json_string_value(json_object_get(j, "reasoning"));
+        const char *c = json_string_value(json_object_get(j, "content"));
+        CHECK(r && *r && c);
+        /* its longest printable-ASCII run: the JSON field is repaired UTF-8, the
+         * stream on stderr the model's raw bytes */
+        size_t best = 0, bl = 0;
+        for (size_t i = 0, k; r && r[i]; i += k ? k : 1) {
+            for (k = 0; r[i + k] >= 0x20 && r[i + k] < 0x7f; k++)
+                ;
+            if (k > bl) best = i, bl = k;
+        }
+        if (bl >= 4) snprintf(reasoning, sizeof reasoning, "%.*s", (int)bl, r + best);
+        /* stdout is exactly the content (and the newline that ends it) */
+        if (c)
+            CHECKF(!strncmp(out, c, strlen(c)) && !strcmp(out + strlen(c), "\n"),
+                   "stdout '%s' vs content '%s'", out, c);
+        CHECKF(*reasoning, "no readable reasoning from the fixture: '%s'", r ? r : "");
+        CHECK(!strstr(reasoning, "<think>") && !strstr(reasoning, "</think>"));
+        json_decref(j);
+    }
+    free(err);
+    /* the default: the reasoning streams to stderr, stdout has none of it */
+    snprintf(args, sizeof args, "generate -m %s --chat -p hi -n 12 --greedy", model());
+    CHECK(run_io("", args, errf, out, sizeof out) == 0);
+    CHECK(!strstr(out, "<think>") && !strstr(out, "</think>"));
+    err = t_read_file(errf, NULL);
+    if (*reasoning) CHECKF(err && strstr(err, reasoning), "no reasoning on stderr:\n%s", err);
+    if (*reasoning) CHECK(!strstr(out, reasoning));
+    free(err);
+    /* --hide-reasoning: not printed; --quiet: nothing on stderr unless --show-reasoning */
+    snprintf(args, sizeof args, "generate -m %s --chat -p hi -n 12 --greedy --hide-reasoning",
+             model());
+    CHECK(run_io("", args, errf, out, sizeof out) == 0);
+    err = t_read_file(errf, NULL);
+    if (*reasoning) CHECK(err && !strstr(err, reasoning) && strstr(err, "[prompt "));
+    free(err);
+    snprintf(args, sizeof args, "generate -m %s --chat -p hi -n 12 --greedy --quiet", model());
+    CHECK(run_io("", args, errf, out, sizeof out) == 0);
+    err = t_read_file(errf, NULL);
+    CHECKF(err && !*err, "--quiet printed:\n%s", err);
+    free(err);
+    snprintf(args, sizeof args,
+             "generate -m %s --chat -p hi -n 12 --greedy --quiet --show-reasoning", model());
+    CHECK(run_io("", args, errf, out, sizeof out) == 0);
+    err = t_read_file(errf, NULL);
+    if (*reasoning) CHECK(err && strstr(err, reasoning) && !strstr(err, "[prompt "));
+    free(err);
+    /* the flags are for --chat */
+    snprintf(args, sizeof args, "generate -m %s -p hi --show-reasoning", model());
+    CHECK(run_io("", args, NULL, out, sizeof out) == 2);
+    /* chat: the same split, turn after turn */
+    snprintf(args, sizeof args, "chat -m %s -n 12 --greedy", model());
+    CHECK(run_io("hi\\nhello\\n", args, errf, out, sizeof out) == 0);
+    CHECK(!strstr(out, "<think>") && !strstr(out, "</think>"));
+    err = t_read_file(errf, NULL);
+    if (*reasoning) CHECKF(err && strstr(err, reasoning), "no reasoning on stderr:\n%s", err);
+    free(err);
+    snprintf(args, sizeof args, "chat -m %s -n 12 --greedy --hide-reasoning", model());
+    CHECK(run_io("hi\\n", args, errf, out, sizeof out) == 0);
+    err = t_read_file(errf, NULL);
+    if (*reasoning) CHECK(err && !strstr(err, reasoning));
+    free(err);
+    /* the other families: no scaffolding on stdout either */
+    const char *others[] = {"qwen3moe-mxfp4.gguf", "gemma4-rq2k.gguf", "deepseek2-q4_k_m.gguf"};
+    for (size_t k = 0; k < sizeof others / sizeof others[0]; k++) {
+        if (!t_need(others[k])) continue;
+        snprintf(args, sizeof args, "generate -m %s --chat --think -p hi -n 24 --greedy --quiet",
+                 t_fixture(others[k]));
+        CHECK(run_io("", args, NULL, out, sizeof out) == 0);
+        CHECKF(!strstr(out, "<think>") && !strstr(out, "</think>") && !strstr(out, "<|channel>") &&
+                   !strstr(out, "<channel|>"),
+               "%s: scaffolding on stdout:\n%s", others[k], out);
+    }
+}
+
 T_SUITE(chat_cli) {
     T_ADD(test_chat_cli_kv_reuse_invariant);
     T_ADD(test_chat_cli_commands);
     T_ADD(test_chat_cli_generate_text);
     T_ADD(test_chat_cli_bad_input);
+    T_ADD(test_chat_cli_reasoning_on_stderr);
 }

@@ -13,7 +13,8 @@
  * Lines come from stdin with fgets-style reading (no line-editing library:
  * the terminal's own editing applies), so the command works in pipes too;
  * --no-kv-reuse clears the cache before each turn (to test that reuse changes
- * nothing).
+ * nothing). The answer streams to stdout without the reasoning's tags; the
+ * reasoning goes to stderr (dimmed on a terminal) unless --hide-reasoning.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -29,25 +30,13 @@ static void chat_usage(FILE *f) {
             "  -m, --model FILE        GGUF model (default: %s)\n"
             "  --system TEXT           system message\n"
             "  --no-kv-reuse           re-evaluate the whole conversation every turn (for tests)\n"
+            "  --hide-reasoning        do not print the model's reasoning (default: on stderr,\n"
+            "                          dimmed on a terminal; stdout holds only the answers)\n"
+            "  --show-reasoning        print it (the default)\n"
             "commands during the chat: /clear  /exit  /stats  /system TEXT  /think on|off\n"
             "Ctrl-C stops the current answer; Ctrl-D exits.\n",
             CLI_DEFAULT_MODEL ? CLI_DEFAULT_MODEL : "none yet");
     tcli_usage(f);
-}
-
-static int emit_stdout(void *ud, const char *s, size_t n) {
-    (void)ud;
-    if (fwrite(s, 1, n, stdout) != n) return -1;
-    fflush(stdout);
-    return 0;
-}
-
-/* The prompt opened a reasoning block: show its tag, as the model's own text
- * would have. */
-static int show_think(void *ud, int in_reasoning) {
-    (void)ud;
-    if (in_reasoning) emit_stdout(NULL, "<think>", 7);
-    return 0;
 }
 
 /* Read one line (without its newline) into *buf. 1: a line; 0: end of input;
@@ -79,7 +68,7 @@ int cmd_chat(int argc, char **argv) {
     tcli_opts o;
     tcli_opts_init(&o);
     const char *system_arg = NULL;
-    int no_reuse = 0;
+    int no_reuse = 0, show_reasoning = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -93,6 +82,8 @@ int cmd_chat(int argc, char **argv) {
             system_arg = argv[++i];
         } else if (!strcmp(a, "--no-kv-reuse")) {
             no_reuse = 1;
+        } else if (!strcmp(a, "--show-reasoning") || !strcmp(a, "--hide-reasoning")) {
+            show_reasoning = a[2] == 's';
         } else {
             int r = tcli_parse("chat", argc, argv, &i, &o);
             if (r < 0) return CLI_USAGE;
@@ -127,6 +118,8 @@ int cmd_chat(int argc, char **argv) {
     size_t cap = 0;
     int rc = CLI_OK;
     tcli_turn last = {0};
+    tcli_answer ans; /* the answer on stdout, the reasoning on stderr */
+    tcli_answer_init(&ans, m.format, show_reasoning);
     fprintf(stderr, "petrel: chatting with %s (%s format, context %d); /exit or Ctrl-D to quit\n",
             pt_engine_arch(m.e), m.format, pt_session_n_ctx(m.s));
     tcli_sigint(1);
@@ -151,7 +144,7 @@ int cmd_chat(int argc, char **argv) {
                 pt_gen_clear(m.g);
                 fprintf(stderr, "[conversation cleared]\n");
             } else if (!strcmp(line, "/stats")) {
-                tcli_print_stats(stderr, &m, &last, 0, 1);
+                tcli_print_stats(stderr, &m, &last, 0, 1, NULL);
             } else if (!strncmp(line, "/system", 7) && (line[7] == ' ' || !line[7])) {
                 const char *t = line[7] ? line + 8 : "";
                 if (pt_utf8_repair(t, strlen(t), &sys) < 0) break;
@@ -185,8 +178,10 @@ int cmd_chat(int argc, char **argv) {
                                 .stops = o.stops,
                                 .n_stops = o.n_stops,
                                 .decode_flags = PT_DETOKENIZE_RENDER_SPECIAL},
-                        .emit = emit_stdout,
-                        .on_prefilled = show_think,
+                        .emit = tcli_answer_emit,
+                        .emit_ud = &ans,
+                        .on_prefilled = tcli_answer_prefilled,
+                        .ud = &ans,
                         .stop = &tcli_interrupted};
         char err[512];
         int trc = fe_turn_run(m.g, &turn, &res, err, sizeof err);
@@ -207,6 +202,7 @@ int cmd_chat(int argc, char **argv) {
                 fprintf(stderr, "petrel: %s\n", err);
             continue;
         }
+        tcli_answer_finish(&ans);
         if (trc == FE_TURN_GEN_FAILED) {
             rc = cli_error("%s", err);
             break;
@@ -217,7 +213,7 @@ int cmd_chat(int argc, char **argv) {
         t.n_gen = res.gen.n_tokens, t.t_first = res.gen.t_first, t.t_end = res.gen.t_end,
         t.reason = res.gen.reason;
         last = t;
-        tcli_print_stats(stderr, &m, &t, 0, 0);
+        tcli_print_stats(stderr, &m, &t, 0, 0, NULL);
         if (trc) { /* the answer could not be kept (out of memory) */
             rc = cli_error("out of memory");
             break;
@@ -234,6 +230,7 @@ int cmd_chat(int argc, char **argv) {
     tcli_sigint(0);
     if (interactive && rc == CLI_OK) fputc('\n', stderr);
     free(line);
+    tcli_answer_free(&ans);
     json_decref(msgs);
     fe_turn_result_free(&res);
     pt_buf_free(&fixed);

@@ -5,7 +5,9 @@
  *
  * Text mode: TEXT (or -f FILE, or stdin) is completed as is, with BOS as the
  * vocabulary says, or wrapped in the model's chat template with --chat; the
- * text streams to stdout as it is produced, statistics go to stderr.
+ * text streams to stdout as it is produced, statistics go to stderr. With
+ * --chat, stdout gets only the answer; the reasoning (its tags and channel
+ * markers never printed) goes to stderr unless hidden.
  *
  * Token mode (the reference runs of shared/tools/check_ref.py depend on it):
  * The ids are fed verbatim (no BOS added); exactly N tokens are generated (no
@@ -33,8 +35,13 @@ static void generate_usage(FILE *f) {
            "  -f, --file FILE         read the prompt from FILE ('-' or no -p/-f/--tokens: stdin)\n"
            "  --chat                  wrap the prompt in the model's chat template as a user turn\n"
            "  --system TEXT           system message for --chat\n"
-           "  --quiet                 no statistics on stderr\n"
-           "  --json                  statistics as one JSON object on stderr\n"
+           "  --quiet                 no statistics (and no reasoning) on stderr\n"
+           "  --json                  statistics as one JSON object on stderr (with --chat: the\n"
+           "                          answer's \"content\" and \"reasoning\" too)\n"
+           "  --show-reasoning        with --chat: the model's reasoning on stderr (dimmed on a\n"
+           "                          terminal; the default unless --quiet or --json); stdout\n"
+           "                          holds only the answer\n"
+           "  --hide-reasoning        with --chat: do not print the reasoning\n"
            "  --tokens LIST           prompt token ids, comma-separated, fed verbatim (no BOS); "
            "prints\n"
            "                          the ids of exactly N greedy tokens (-n, default 16; EOS does "
@@ -213,21 +220,15 @@ static int emit_stdout(void *ud, const char *s, size_t n) {
     return 0;
 }
 
-/* The chat prompt opened a reasoning block: show its tag, as the model's own
- * text would have. */
-static int show_think(void *ud, int in_reasoning) {
-    (void)ud;
-    if (in_reasoning) emit_stdout(NULL, "<think>", 7);
-    return 0;
-}
-
+/* show_reasoning: with --chat, print the reasoning on stderr. */
 static int run_text(const tcli_opts *o, const char *text, size_t len, int chat, const char *system,
-                    int quiet, int json) {
+                    int quiet, int json, int show_reasoning) {
     tcli_model m;
     tcli_turn t = {0};
     pt_buf fixed = {0};
     fe_turn_result res = {0};
     json_t *msgs = NULL;
+    tcli_answer ans = {0};
     char err[512];
     int rc = CLI_OK;
     if (len == 0) {
@@ -266,7 +267,11 @@ static int run_text(const tcli_opts *o, const char *text, size_t len, int chat, 
         json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "user", "content", fixed.v));
         turn.format = m.format, turn.messages = msgs, turn.thinking = o->think;
         turn.parse_special_in_content = o->parse_special_in_content;
-        turn.on_prefilled = show_think;
+        /* the answer on stdout, the reasoning on stderr (or nowhere) */
+        tcli_answer_init(&ans, m.format, show_reasoning);
+        turn.emit = tcli_answer_emit, turn.emit_ud = &ans;
+        turn.on_prefilled = tcli_answer_prefilled, turn.ud = &ans;
+        turn.parse = 1;
     }
     tcli_interrupted = 0;
     tcli_sigint(1);
@@ -278,20 +283,21 @@ static int run_text(const tcli_opts *o, const char *text, size_t len, int chat, 
         goto done;
     }
     tcli_sigint(0);
-    const pt_buf *out = &res.gen.text;
+    const pt_buf *out = chat ? tcli_answer_finish(&ans) : &res.gen.text;
     if (!isatty(fileno(stdout)) || out->n == 0 || out->v[out->n - 1] != '\n') fputc('\n', stdout);
     if (fflush(stdout) != 0) rc = cli_error("cannot write output");
     t.n_gen = res.gen.n_tokens, t.t_first = res.gen.t_first, t.t_end = res.gen.t_end,
     t.reason = res.gen.reason;
     if (json)
-        tcli_print_stats(stderr, &m, &t, 1, 0);
+        tcli_print_stats(stderr, &m, &t, 1, 0, chat && res.have_parsed ? &res.parsed : NULL);
     else if (!quiet)
-        tcli_print_stats(stderr, &m, &t, 0, o->stats);
+        tcli_print_stats(stderr, &m, &t, 0, o->stats, NULL);
     goto done;
 oom:
     rc = cli_error("out of memory");
 done:
     tcli_sigint(0);
+    tcli_answer_free(&ans);
     json_decref(msgs);
     fe_turn_result_free(&res);
     pt_buf_free(&fixed);
@@ -303,7 +309,7 @@ int cmd_generate(int argc, char **argv) {
     tcli_opts o;
     tcli_opts_init(&o);
     const char *tokens_arg = NULL, *dump = NULL, *prompt = NULL, *file = NULL, *system = NULL;
-    int chat = 0, quiet = 0, json = 0;
+    int chat = 0, quiet = 0, json = 0, reasoning = -1; /* -1: shown unless --quiet/--json */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -334,6 +340,10 @@ int cmd_generate(int argc, char **argv) {
             quiet = 1;
         } else if (!strcmp(a, "--json")) {
             json = 1;
+        } else if (!strcmp(a, "--show-reasoning")) {
+            reasoning = 1;
+        } else if (!strcmp(a, "--hide-reasoning")) {
+            reasoning = 0;
         } else {
             int r = tcli_parse("generate", argc, argv, &i, &o);
             if (r < 0) return CLI_USAGE;
@@ -368,15 +378,20 @@ int cmd_generate(int argc, char **argv) {
         fprintf(stderr, "petrel generate: --system needs --chat\n");
         return CLI_USAGE;
     }
+    if (reasoning >= 0 && !chat) {
+        fprintf(stderr, "petrel generate: --show-reasoning/--hide-reasoning need --chat\n");
+        return CLI_USAGE;
+    }
+    if (reasoning < 0) reasoning = !quiet && !json;
     if (o.n_ctx == 0) o.n_ctx = PT_DEFAULT_CTX;
-    if (prompt) return run_text(&o, prompt, strlen(prompt), chat, system, quiet, json);
+    if (prompt) return run_text(&o, prompt, strlen(prompt), chat, system, quiet, json, reasoning);
     FILE *f = !file || !strcmp(file, "-") ? stdin : fopen(file, "rb");
     if (!f) return cli_error("%s: %s", file, strerror(errno));
     size_t len = 0;
     char *text = cli_read_all(f, &len);
     if (f != stdin) fclose(f);
     if (!text) return cli_error("%s: cannot read the prompt", file ? file : "stdin");
-    int rc = run_text(&o, text, len, chat, system, quiet, json);
+    int rc = run_text(&o, text, len, chat, system, quiet, json, reasoning);
     free(text);
     return rc;
 }

@@ -351,7 +351,68 @@ const char *tcli_reason_name(int r) {
     }
 }
 
-void tcli_print_stats(FILE *f, const tcli_model *m, const tcli_turn *t, int json, int verbose) {
+/* ===== A chat answer as it streams ===== */
+
+void tcli_answer_init(tcli_answer *a, const char *format, int show) {
+    memset(a, 0, sizeof *a);
+    a->format = format;
+    a->show = show;
+    a->dim = isatty(fileno(stderr));
+    oai_split_init(&a->split, format, 0, 0, 0);
+}
+
+int tcli_answer_prefilled(void *ud, int in_reasoning) {
+    tcli_answer *a = ud;
+    /* a new turn: what the last one left is dropped, the prompt says where we start */
+    oai_split_free(&a->split);
+    oai_split_init(&a->split, a->format, in_reasoning, 0, 0);
+    a->in_reasoning = 0;
+    return 0;
+}
+
+/* End the reasoning's line on stderr (and its dimming). */
+static void end_reasoning(tcli_answer *a) {
+    if (!a->in_reasoning) return;
+    if (a->dim) fputs("\033[0m", stderr);
+    if (!a->reasoning_nl) fputc('\n', stderr);
+    fflush(stderr);
+    a->in_reasoning = 0;
+}
+
+static int answer_delta(void *ud, int kind, const char *s, size_t n) {
+    tcli_answer *a = ud;
+    if (kind == OAI_REASONING) {
+        if (!a->show) return 0;
+        if (!a->in_reasoning && a->dim) fputs("\033[2m", stderr);
+        a->in_reasoning = 1;
+        fwrite(s, 1, n, stderr);
+        a->reasoning_nl = s[n - 1] == '\n';
+        fflush(stderr);
+        return 0;
+    }
+    end_reasoning(a);
+    if (fwrite(s, 1, n, stdout) != n) return -1;
+    fflush(stdout);
+    return 0;
+}
+
+int tcli_answer_emit(void *ud, const char *s, size_t n) {
+    tcli_answer *a = ud;
+    return oai_split_push(&a->split, s, n, 0, answer_delta, a);
+}
+
+const pt_buf *tcli_answer_finish(tcli_answer *a) {
+    oai_split_push(&a->split, "", 0, 1, answer_delta, a);
+    end_reasoning(a);
+    return &a->split.content;
+}
+
+void tcli_answer_free(tcli_answer *a) {
+    oai_split_free(&a->split);
+}
+
+void tcli_print_stats(FILE *f, const tcli_model *m, const tcli_turn *t, int json, int verbose,
+                      const pt_chat_parsed *answer) {
     pt_stats st;
     pt_engine_stats(m->e, &st);
     uint64_t req = st.hits + st.misses;
@@ -361,6 +422,21 @@ void tcli_print_stats(FILE *f, const tcli_model *m, const tcli_turn *t, int json
     double dec_s = t->t_first && t->t_end > t->t_first ? t->t_end - t->t_first : 0;
     double tps = t->n_gen > 1 && dec_s > 0 ? (t->n_gen - 1) / dec_s : 0;
     if (json) {
+        /* the answer split, each part in its own field (JSON-escaped) */
+        char *fields = NULL;
+        if (answer) {
+            json_t *o =
+                json_pack("{s:s, s:s}", "content", answer->content, "reasoning", answer->reasoning);
+            char *d = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+            json_decref(o);
+            if (d && strlen(d) > 2) { /* "{...}" -> ", ..." */
+                d[strlen(d) - 1] = 0;
+                d[0] = ' ';
+                fields = d;
+            } else {
+                free(d);
+            }
+        }
         fprintf(
             f,
             "{\"prompt_tokens\": %d, \"reused_tokens\": %d, \"prefill_s\": %.4f, \"ttft_s\": %.4f, "
@@ -368,11 +444,13 @@ void tcli_print_stats(FILE *f, const tcli_model *m, const tcli_turn *t, int json
             "\"cache_hit_rate\": %.4f, "
             "\"expert_hits\": %llu, \"expert_misses\": %llu, \"gb_read\": %.6f, \"io_wait_s\": "
             "%.4f, "
-            "\"rss_mb\": %.1f, \"peak_rss_mb\": %.1f, \"seed\": %llu}\n",
+            "\"rss_mb\": %.1f, \"peak_rss_mb\": %.1f, \"seed\": %llu%s%s}\n",
             t->n_prompt, t->n_reused, prefill_s, ttft, t->n_gen, tps, tcli_reason_name(t->reason),
             hit / 100, (unsigned long long)st.hits, (unsigned long long)st.misses,
             st.bytes_read / 1e9, st.io_wait_s, st.rss_bytes / 1048576.0,
-            st.peak_rss_bytes / 1048576.0, (unsigned long long)m->sp.seed);
+            st.peak_rss_bytes / 1048576.0, (unsigned long long)m->sp.seed, fields ? "," : "",
+            fields ? fields : "");
+        free(fields);
         return;
     }
     fprintf(f,

@@ -1,8 +1,10 @@
 /* textcli.h — what `petrel generate` (text mode), `petrel chat` and `petrel
  * serve` share: the engine and sampling flags, opening a model (its
  * vocabulary, chat format and sampling defaults come with the engine), the
- * per-turn statistics line, and the SIGINT flag. Public API only (petrel.h),
- * plus the front ends' shared turn (front/front.h). */
+ * per-turn statistics line, the SIGINT flag, and how a chat answer is shown
+ * (the answer on stdout, the reasoning on stderr). Public API (petrel.h), the
+ * front ends' shared turn (front/front.h) and the server's streaming splitter
+ * (server/oai.h: the one place that knows how a family's reasoning tags stream). */
 #ifndef PT_TEXTCLI_H
 #define PT_TEXTCLI_H
 
@@ -11,6 +13,7 @@
 
 #include "front/front.h"
 #include "petrel.h"
+#include "server/oai.h"
 
 #define TCLI_MAX_STOPS 32
 
@@ -59,7 +62,34 @@ typedef struct tcli_turn {
     double t_start, t_prefilled, t_first, t_end;
     int reason;
 } tcli_turn;
-void tcli_print_stats(FILE *f, const tcli_model *m, const tcli_turn *t, int json, int verbose);
+/* answer (may be NULL): with json, its content and reasoning as fields too. */
+void tcli_print_stats(FILE *f, const tcli_model *m, const tcli_turn *t, int json, int verbose,
+                      const pt_chat_parsed *answer);
+
+/* ===== A chat answer as it streams =====
+ * The answer (content) goes to stdout, exactly what the model answered: no
+ * reasoning tags, no channel markers. The reasoning goes to stderr when shown
+ * (dimmed when stderr is a terminal, so the two read apart on one screen),
+ * ended by a newline before anything else is printed there. */
+typedef struct tcli_answer {
+    oai_split split;    /* the family's markup, held back until it can be told apart */
+    const char *format; /* chat format */
+    int show;           /* reasoning to stderr */
+    int dim;            /* stderr is a terminal */
+    int in_reasoning;   /* reasoning printed and its line not ended yet */
+    int reasoning_nl;   /* the last reasoning byte printed was '\n' */
+} tcli_answer;
+
+/* show: print the reasoning on stderr. */
+void tcli_answer_init(tcli_answer *a, const char *format, int show);
+/* fe_turn.on_prefilled (ud: the tcli_answer): starts the answer's split. */
+int tcli_answer_prefilled(void *ud, int in_reasoning);
+/* fe_turn.emit (ud: the tcli_answer). */
+int tcli_answer_emit(void *ud, const char *s, size_t n);
+/* The end of generation: what was held back is printed, the reasoning line
+ * ended. Returns the content printed on stdout (valid until the next turn). */
+const pt_buf *tcli_answer_finish(tcli_answer *a);
+void tcli_answer_free(tcli_answer *a);
 
 /* Set by SIGINT while installed; tcli_sigint(1) installs (no SA_RESTART, so a
  * blocked read returns), tcli_sigint(0) restores the default. */
