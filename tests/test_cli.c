@@ -177,6 +177,21 @@ static void cli_flag_values(void) {
             snprintf(want, sizeof want, " for %s: expected ", bad[k].flag);
             CHECKF(strstr(out, want) != NULL, "%s: no '%s' in:\n%s", args, want, out);
         }
+    /* flags that contradict each other: exit 2, one line naming both */
+    static const char *contra[][2] = {
+        {"--greedy --temp 0.7", "--greedy and --temp above 0"},
+        {"--temp 1 --greedy", "--greedy and --temp above 0"},
+        {"--expert-slots 4 --mmap-experts", "--expert-slots and --mmap-experts"},
+        {"--no-pack --pack x.xpack", "--pack and --no-pack"},
+        {"--pin-gb 1 --no-pin", "--pin-gb and --no-pin"},
+    };
+    for (size_t c = 0; c < sizeof cmds / sizeof cmds[0]; c++)
+        for (size_t k = 0; k < sizeof contra / sizeof contra[0]; k++) {
+            snprintf(args, sizeof args, "%s %s < /dev/null", cmds[c], contra[k][0]);
+            int rc = run_stderr(args);
+            CHECKF(rc == 2 && count_lines(out) == 1 && strstr(out, contra[k][1]),
+                   "%s: exit %d:\n%s", args, rc, out);
+        }
     /* the server's own numbers too */
     CHECK(run_stderr("serve -m /no/such/model.gguf --port 70000") == 2);
     CHECK_STR_CONTAINS(out, "--port: expected an integer from 0 to 65535");
@@ -189,6 +204,8 @@ static void cli_flag_values(void) {
         "--min-p 1 --repeat-penalty 1 --repeat-last-n 0 --seed 18446744073709551615",
         "-t 1 -c 64 -b 1 --temp 100 --top-p 0.5 --presence-penalty -2 --frequency-penalty 0.5",
         "--greedy -n 3 --top-k 40 --repeat-penalty 1.1 --seed +7",
+        "--greedy --temp 0 --mmap-experts --no-pin --no-pack",
+        "--expert-slots 4 --pin-gb 0.001",
     };
     for (size_t k = 0; k < sizeof good / sizeof good[0]; k++) {
         snprintf(args, sizeof args, "generate -m %s -p hi -n 2 %s --quiet",

@@ -57,6 +57,41 @@ static int parse_float(const char *s, double lo, double hi, float *out) {
     return 0;
 }
 
+enum {
+    TCLI_GIVEN_GREEDY = 1u << 0,
+    TCLI_GIVEN_TEMP = 1u << 1, /* a temperature above 0 */
+    TCLI_GIVEN_SLOTS = 1u << 2,
+    TCLI_GIVEN_MMAP = 1u << 3,
+    TCLI_GIVEN_PACK = 1u << 4,
+    TCLI_GIVEN_NO_PACK = 1u << 5,
+    TCLI_GIVEN_PIN = 1u << 6,
+    TCLI_GIVEN_NO_PIN = 1u << 7,
+};
+
+/* The exclusive pairs: a bit, the other one, and how to say it. */
+static const struct {
+    unsigned a, b;
+    const char *what;
+} tcli_exclusive[] = {
+    {TCLI_GIVEN_GREEDY, TCLI_GIVEN_TEMP, "--greedy and --temp above 0"},
+    {TCLI_GIVEN_SLOTS, TCLI_GIVEN_MMAP, "--expert-slots and --mmap-experts"},
+    {TCLI_GIVEN_PACK, TCLI_GIVEN_NO_PACK, "--pack and --no-pack"},
+    {TCLI_GIVEN_PIN, TCLI_GIVEN_NO_PIN, "--pin-gb and --no-pin"},
+};
+
+/* Record that a flag of an exclusive pair was given: 0, or -1 (message printed)
+ * when the other one was given too. */
+static int given(const char *cmd, tcli_opts *o, unsigned bit) {
+    o->given |= bit;
+    for (size_t k = 0; k < sizeof tcli_exclusive / sizeof tcli_exclusive[0]; k++)
+        if ((o->given & tcli_exclusive[k].a) && (o->given & tcli_exclusive[k].b)) {
+            fprintf(stderr, "petrel %s: %s contradict each other: give one\n", cmd,
+                    tcli_exclusive[k].what);
+            return -1;
+        }
+    return 0;
+}
+
 int tcli_parse(const char *cmd, int argc, char **argv, int *i, tcli_opts *o) {
     const char *a = argv[*i];
     const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
@@ -110,8 +145,10 @@ int tcli_parse(const char *cmd, int argc, char **argv, int *i, tcli_opts *o) {
         NEEDV();
         if (parse_long(v, 1, 1 << 20, &n)) BADR("an integer from 1 to 1048576");
         o->ep.expert_slots = (int)n;
+        if (given(cmd, o, TCLI_GIVEN_SLOTS)) return -1;
     } else if (IS("--mmap-experts")) {
         o->ep.expert_slots = PT_EXPERTS_MMAP;
+        if (given(cmd, o, TCLI_GIVEN_MMAP)) return -1;
     } else if (IS("--ram")) {
         NEEDV();
         if (parse_float(v, 1e-6, 1e9, &f)) BADR("a number of GB above 0 (at most 1e9)");
@@ -137,16 +174,20 @@ int tcli_parse(const char *cmd, int argc, char **argv, int *i, tcli_opts *o) {
     } else if (IS("--pack")) {
         NEEDV();
         o->ep.pack_path = v;
+        if (given(cmd, o, TCLI_GIVEN_PACK)) return -1;
     } else if (IS("--no-pack")) {
         o->ep.no_pack = 1;
+        if (given(cmd, o, TCLI_GIVEN_NO_PACK)) return -1;
     } else if (IS("--no-verify")) {
         o->ep.no_verify = 1;
     } else if (IS("--pin-gb")) {
         NEEDV();
         if (parse_float(v, 1e-6, 1e9, &f)) BADR("a number of GB above 0 (at most 1e9)");
         o->ep.pin_gb = f;
+        if (given(cmd, o, TCLI_GIVEN_PIN)) return -1;
     } else if (IS("--no-pin")) {
         o->ep.no_pin = 1;
+        if (given(cmd, o, TCLI_GIVEN_NO_PIN)) return -1;
     } else if (IS("--prefetch")) {
         o->ep.prefetch = 1;
     } else if (IS("--trace")) {
@@ -159,10 +200,12 @@ int tcli_parse(const char *cmd, int argc, char **argv, int *i, tcli_opts *o) {
     } else if (IS("--greedy")) {
         o->sp.temp = 0;
         o->sp_set |= PT_SAMPLING_TEMP;
+        if (given(cmd, o, TCLI_GIVEN_GREEDY)) return -1;
     } else if (IS("--temp") || IS("--temperature")) {
         NEEDV();
         if (parse_float(v, 0, 100, &o->sp.temp)) BADR("a number from 0 (greedy) to 100");
         o->sp_set |= PT_SAMPLING_TEMP;
+        if (o->sp.temp > 0 && given(cmd, o, TCLI_GIVEN_TEMP)) return -1;
     } else if (IS("--top-k")) {
         NEEDV();
         if (parse_long(v, 0, 1 << 24, &n)) BADR("an integer from 0 (off) to 16777216");

@@ -34,6 +34,10 @@ typedef struct tcli_opts {
      * the token (fe_turn.parse_special_in_content); off: only the template's */
     int parse_special_in_content;
     int stats; /* --stats: expert-cache details too */
+    /* the flags of each exclusive pair given so far (TCLI_GIVEN_* bits): one of
+     * --greedy / --temp T>0, --expert-slots / --mmap-experts, --pack / --no-pack,
+     * --pin-gb / --no-pin; both is a usage error, not "the last one wins" */
+    unsigned given;
 } tcli_opts;
 
 void tcli_opts_init(tcli_opts *o);
