@@ -278,12 +278,14 @@ static int run_text(const tcli_opts *o, const char *text, size_t len, int chat, 
     int trc = fe_turn_run(m.g, &turn, &res, err, sizeof err);
     t.n_prompt = res.n_prompt, t.n_reused = res.n_reused, t.t_start = res.t_start,
     t.t_prefilled = res.t_prefilled;
+    /* what the split held back is printed and the reasoning's line ended, even
+     * before an error line */
+    const pt_buf *out = chat ? tcli_answer_finish(&ans) : &res.gen.text;
     if (trc) {
         rc = cli_error("%s", err);
         goto done;
     }
     tcli_sigint(0);
-    const pt_buf *out = chat ? tcli_answer_finish(&ans) : &res.gen.text;
     if (!isatty(fileno(stdout)) || out->n == 0 || out->v[out->n - 1] != '\n') fputc('\n', stdout);
     if (fflush(stdout) != 0) rc = cli_error("cannot write output");
     t.n_gen = res.gen.n_tokens, t.t_first = res.gen.t_first, t.t_end = res.gen.t_end,
