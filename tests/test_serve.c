@@ -903,6 +903,91 @@ static void test_serve_request_parsing(void) {
     pt_buf_free(&u);
 }
 
+/* OpenAI's own validation of messages and tools: each refusal is a 400 whose
+ * message and error.param name the field. */
+static void test_serve_validation(void) {
+    oai_req r;
+    char err[512];
+    struct {
+        int api;
+        const char *body, *param;
+    } bad[] = {
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\"}]}", "messages[0].content"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":null}]}", "messages[0].content"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"system\",\"content\":\"s\"},{\"role\":\"user\"}]}",
+         "messages[1].content"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"assistant\"}]}",
+         "messages[1].content"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"assistant\",\"tool_"
+         "calls\":[]}]}",
+         "messages[1].content"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"tool\",\"content\":\"ok\"}]}",
+         "messages[0].tool_call_id"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":\"auto\"}",
+         "tool_choice"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\","
+         "\"function\":{\"parameters\":{}}}]}",
+         "tools[0].function.name"},
+        {OAI_RESPONSES, "{\"input\":\"x\",\"tools\":[{\"type\":\"function\",\"parameters\":{}}]}",
+         "tools[0].name"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"wizard\",\"content\":\"x\"}]}", "messages[0].role"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"function\",\"content\":\"x\"}]}",
+         "messages[0].role"},
+        {OAI_RESPONSES, "{\"input\":[{\"role\":\"user\"}]}", "input[0].content"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memset(err, 0, sizeof err);
+        CHECKF(oai_parse_request(bad[i].api, bad[i].body, strlen(bad[i].body), &r, err,
+                                 sizeof err) == -1,
+               "accepted %s", bad[i].body);
+        CHECKF(!strcmp(r.err_param, bad[i].param), "%s: param '%s', expected '%s'", bad[i].body,
+               r.err_param, bad[i].param);
+        CHECKF(strstr(err, bad[i].param) ||
+                   strstr(err, strrchr(bad[i].param, '.') ? strrchr(bad[i].param, '.') + 1
+                                                          : bad[i].param),
+               "%s: '%s' does not name %s", bad[i].body, err, bad[i].param);
+    }
+    /* what OpenAI accepts stays accepted: an assistant message with tool_calls or a refusal and
+     * no content, a tool message with its id, tool_choice with tools */
+    const char *good[] = {
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"assistant\",\"content\":"
+        "null,"
+        "\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"f\","
+        "\"arguments\":\"{}\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"ok\"}],"
+        "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"tool_choice\":"
+        "\"auto\"}",
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"assistant\",\"refusal\":"
+        "\"no\"},{\"role\":\"developer\",\"content\":\"\"}]}",
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        CHECKF(oai_parse_request(OAI_CHAT, good[i], strlen(good[i]), &r, err, sizeof err) == 0,
+               "%s: %s", good[i], err);
+        oai_req_free(&r);
+    }
+    /* over HTTP, error.param carries the field */
+    tsrv s;
+    if (srv_up(&s, FIX, NULL)) {
+        CHECKF(0, "the server did not start (%s)", s.errfile);
+        srv_down(&s);
+        return;
+    }
+    hresp h;
+    CHECK(http(s.port, "POST", "/v1/chat/completions", NULL, "{\"messages\":[{\"role\":\"user\"}]}",
+               &h) == 0 &&
+          h.status == 400);
+    json_t *j = body_json(&h);
+    CHECKF(jstr(j, "error.param") && !strcmp(jstr(j, "error.param"), "messages[0].content"),
+           "body %s", h.body);
+    CHECK(jstr(j, "error.type") && !strcmp(jstr(j, "error.type"), "invalid_request_error"));
+    json_decref(j);
+    hresp_free(&h);
+    srv_down(&s);
+}
+
 static void test_serve_api_key(void) {
     tsrv s;
     const char *extra[] = {"--api-key", "sekrit", NULL};
@@ -1757,6 +1842,7 @@ static void test_serve_slowloris(void) {
 
 T_SUITE(serve) {
     T_ADD(test_serve_request_parsing);
+    T_ADD(test_serve_validation);
     T_ADD(test_serve_tool_mapping);
     T_ADD(test_serve_cli);
     T_ADD(test_serve_loading);

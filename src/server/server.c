@@ -152,7 +152,7 @@ static void job_fail(job *j, int status, const char *type, const char *code,
                      const char *msg) { /* srv.mu held */
     free(j->body);
     j->status = status;
-    j->body = oai_error_body(type, code, msg);
+    j->body = oai_error_body(type, code, NULL, msg);
 }
 
 /* ===== The worker ===== */
@@ -656,9 +656,18 @@ static enum MHD_Result reply(struct MHD_Connection *c, int status, const char *b
     return ret;
 }
 
+/* param: the request field the error names (error.param), or NULL. */
+static enum MHD_Result reply_error_at(struct MHD_Connection *c, int status, const char *type,
+                                      const char *code, const char *param, const char *msg) {
+    char *b = oai_error_body(type, code, param, msg);
+    enum MHD_Result r = reply(c, status, b);
+    free(b);
+    return r;
+}
+
 static enum MHD_Result reply_error(struct MHD_Connection *c, int status, const char *type,
                                    const char *code, const char *msg) {
-    char *b = oai_error_body(type, code, msg);
+    char *b = oai_error_body(type, code, NULL, msg);
     enum MHD_Result r = reply(c, status, b);
     free(b);
     return r;
@@ -781,11 +790,13 @@ static enum MHD_Result submit(srv *s, struct MHD_Connection *c, conn *cn) {
     pthread_cond_init(&j->cv, NULL);
     if (oai_parse_request(cn->api, cn->body.v ? cn->body.v : "", cn->body.n, &j->req, err,
                           sizeof err)) {
+        char param[OAI_PARAM_MAX];
+        memcpy(param, j->req.err_param, sizeof param);
         pthread_mutex_lock(&s->mu);
         j->refs = 1;
         job_release(j);
         pthread_mutex_unlock(&s->mu);
-        return reply_error(c, 400, "invalid_request_error", "invalid_request", err);
+        return reply_error_at(c, 400, "invalid_request_error", "invalid_request", param, err);
     }
     long floor = prompt_floor(s, &j->req);
     if (floor > s->n_ctx) {
