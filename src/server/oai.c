@@ -360,7 +360,54 @@ static int responses_input(const json_t *body, json_t *msgs, errbuf *err) {
     return 0;
 }
 
+/* logit_bias: {"token id": bias in [-100, 100]} (chat, completions). A key is a
+ * token id written as OpenAI's clients write it (decimal digits, no sign, no
+ * leading zero), so two keys never name one token. */
+static int read_bias(const json_t *o, oai_req *r, errbuf *err) {
+    const json_t *lb = json_object_get(o, "logit_bias");
+    if (!lb || json_is_null(lb)) return 0;
+    if (!json_is_object(lb))
+        return bad_at(err, "logit_bias", "'logit_bias' must be an object of token id -> bias");
+    size_t n = json_object_size(lb);
+    if (!n) return 0;
+    r->bias = calloc(n, sizeof *r->bias);
+    if (!r->bias) return bad(err, "out of memory");
+    const char *key;
+    const json_t *v;
+    int i = 0;
+    json_object_foreach((json_t *)lb, key, v) {
+        size_t kl = strlen(key);
+        int digits = kl > 0 && kl <= 10 && (key[0] != '0' || kl == 1);
+        for (size_t k = 0; digits && k < kl; k++)
+            digits = key[k] >= '0' && key[k] <= '9';
+        long long id = digits ? strtoll(key, NULL, 10) : -1;
+        if (id < 0 || id > INT32_MAX)
+            return bad_at(err, "logit_bias", "'logit_bias' key '%s' is not a token id", key);
+        if (!json_is_number(v) || !(json_number_value(v) >= -100 && json_number_value(v) <= 100))
+            return bad_at(err, "logit_bias",
+                          "'logit_bias' for token %lld must be a number in [-100, 100]", id);
+        r->bias[i].token = (int32_t)id;
+        r->bias[i].bias = (float)json_number_value(v);
+        i++;
+    }
+    r->sp.logit_bias = r->bias;
+    r->sp.n_logit_bias = i;
+    r->sp_set |= PT_SAMPLING_LOGIT_BIAS;
+    return 0;
+}
+
+int oai_bias_check(const oai_req *r, int n_vocab, char *err, size_t err_len) {
+    for (int i = 0; i < r->sp.n_logit_bias; i++)
+        if (r->bias[i].token >= n_vocab)
+            return snprintf(err, err_len,
+                            "'logit_bias' names token %d; the vocabulary's ids are 0 to %d",
+                            (int)r->bias[i].token, n_vocab - 1),
+                   -1;
+    return 0;
+}
+
 void oai_req_free(oai_req *r) {
+    free(r->bias);
     json_decref(r->messages);
     json_decref(r->tools);
     free(r->prompt);
@@ -421,6 +468,7 @@ int oai_parse_request(int api, const char *body, size_t len, oai_req *r, char *e
     if ((b = opt_int(j, "seed", INT64_MIN, INT64_MAX, &n, err)) < 0) goto out;
     if (b) r->sp.seed = (uint64_t)n, r->sp_set |= PT_SAMPLING_SEED;
     if (opt_int(j, "n", 1, 1, &n, err) < 0) goto out;
+    if (api != OAI_RESPONSES && read_bias(j, r, err)) goto out;
     const char *mt = api == OAI_RESPONSES ? "max_output_tokens" : "max_tokens";
     if ((b = opt_int(j, mt, 1, 1 << 24, &n, err)) < 0) goto out;
     if (b) r->max_tokens = (int)n;
