@@ -386,6 +386,12 @@ void pt_chat_parsed_free(pt_chat_parsed *p);
  * top-p -> min-p -> draw, from a xoshiro256** stream seeded with splitmix64(seed)
  * (the same seed, logits and history give the same tokens everywhere). */
 
+/* One entry of a logit bias: added to the token's logit before sampling. */
+typedef struct pt_logit_bias {
+    int32_t token; /* a token id, < the sampler's n_vocab */
+    float bias;    /* in [-100, 100]; -100 bans the token (its logit becomes -inf) */
+} pt_logit_bias;
+
 typedef struct pt_sampling {
     float temp;              /* <= 0: greedy */
     int top_k;               /* 0: off */
@@ -396,6 +402,12 @@ typedef struct pt_sampling {
     float presence_penalty;  /* 0: off */
     int penalty_last_n;      /* history window of the penalties (default 64) */
     uint64_t seed;
+    /* [n_logit_bias] biases applied to the logits before the whole chain (penalties, greedy or
+     * temperature...), as OpenAI's and llama.cpp's logit_bias; entries for one token add up (a
+     * -100 among them bans it). Borrowed: pt_sampler_new / pt_gen_new / pt_gen_set_sampling copy
+     * it, so it need only live across that call. */
+    const pt_logit_bias *logit_bias;
+    int n_logit_bias;
 } pt_sampling;
 
 /* Fields of pt_sampling, as bits: which ones a user or a request set. */
@@ -409,6 +421,7 @@ enum {
     PT_SAMPLING_PRESENCE = 1 << 6,
     PT_SAMPLING_LAST_N = 1 << 7,
     PT_SAMPLING_SEED = 1 << 8,
+    PT_SAMPLING_LOGIT_BIAS = 1 << 9, /* logit_bias and n_logit_bias */
 };
 
 /* petrel's defaults: temp 0.7, top-p 0.95, top-k and min-p off, no penalties

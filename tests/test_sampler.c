@@ -162,6 +162,48 @@ static void test_sampler_penalties(void) {
     CHECK(sampler_new(&p, 4, &err) == NULL);
 }
 
+/* logit_bias comes before the chain: -100 bans even the greedy pick, +100 forces
+ * a token under temperature; out-of-range entries are refused at sampler_new. */
+static void test_sampler_logit_bias(void) {
+    const float l[5] = {0.1f, 2.0f, -1.0f, 1.5f, 1.9f};
+    pt_logit_bias ban[] = {{1, -100}}, force[] = {{2, 100}}, shift[] = {{4, 0.5f}, {4, -0.2f}};
+    sampler_params p;
+    sampler_params_default(&p);
+    p.temp = 0;
+    pt_err err = {{0}};
+    float c[5];
+    p.logit_bias = ban, p.n_logit_bias = 1;
+    sampler *s = sampler_new(&p, 5, &err);
+    CHECKF(s != NULL, "%s", err.msg);
+    if (!s) return;
+    ban[0].token = 0; /* the sampler keeps its own copy */
+    memcpy(c, l, sizeof c);
+    CHECK(sampler_sample(s, c) == 4 && c[1] == -INFINITY);
+    sampler_free(s);
+    p.logit_bias = shift, p.n_logit_bias = 2; /* entries add up: 1.9 + 0.3 > 2.0 */
+    s = sampler_new(&p, 5, &err);
+    memcpy(c, l, sizeof c);
+    CHECK(s && sampler_sample(s, c) == 4);
+    sampler_free(s);
+    p.temp = 1.0f, p.top_p = 1.0f, p.seed = 7;
+    p.logit_bias = force, p.n_logit_bias = 1;
+    s = sampler_new(&p, 5, &err);
+    int counts[5] = {0};
+    if (s) draw(s, l, 5, 2000, counts);
+    CHECKF(counts[2] == 2000, "forced token drawn %d of 2000 times", counts[2]);
+    sampler_free(s);
+    pt_logit_bias bad_id[] = {{5, 1}}, bad_neg[] = {{-1, 1}}, bad_val[] = {{0, 100.5f}},
+                  bad_nan[] = {{0, NAN}};
+    const pt_logit_bias *bads[] = {bad_id, bad_neg, bad_val, bad_nan};
+    for (int i = 0; i < 4; i++) {
+        p.logit_bias = bads[i], p.n_logit_bias = 1;
+        err.msg[0] = 0;
+        s = sampler_new(&p, 5, &err);
+        CHECKF(s == NULL && strstr(err.msg, "logit bias"), "case %d: %s", i, err.msg);
+        sampler_free(s);
+    }
+}
+
 static void test_sampler_stop_strings(void) {
     const char *stops[] = {"\nUser:", "###"};
     size_t hold;
@@ -187,4 +229,5 @@ T_SUITE(sampler) {
     T_ADD(test_sampler_seed);
     T_ADD(test_sampler_penalties);
     T_ADD(test_sampler_stop_strings);
+    T_ADD(test_sampler_logit_bias);
 }

@@ -903,6 +903,185 @@ static void test_serve_request_parsing(void) {
     pt_buf_free(&u);
 }
 
+/* OpenAI's own validation of messages and tools: each refusal is a 400 whose
+ * message and error.param name the field. */
+static void test_serve_validation(void) {
+    oai_req r;
+    char err[512];
+    struct {
+        int api;
+        const char *body, *param;
+    } bad[] = {
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\"}]}", "messages[0].content"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":null}]}", "messages[0].content"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"system\",\"content\":\"s\"},{\"role\":\"user\"}]}",
+         "messages[1].content"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"assistant\"}]}",
+         "messages[1].content"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"assistant\",\"tool_"
+         "calls\":[]}]}",
+         "messages[1].content"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"tool\",\"content\":\"ok\"}]}",
+         "messages[0].tool_call_id"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":\"auto\"}",
+         "tool_choice"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\","
+         "\"function\":{\"parameters\":{}}}]}",
+         "tools[0].function.name"},
+        {OAI_RESPONSES, "{\"input\":\"x\",\"tools\":[{\"type\":\"function\",\"parameters\":{}}]}",
+         "tools[0].name"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"wizard\",\"content\":\"x\"}]}", "messages[0].role"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"function\",\"content\":\"x\"}]}",
+         "messages[0].role"},
+        {OAI_RESPONSES, "{\"input\":[{\"role\":\"user\"}]}", "input[0].content"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memset(err, 0, sizeof err);
+        CHECKF(oai_parse_request(bad[i].api, bad[i].body, strlen(bad[i].body), &r, err,
+                                 sizeof err) == -1,
+               "accepted %s", bad[i].body);
+        CHECKF(!strcmp(r.err_param, bad[i].param), "%s: param '%s', expected '%s'", bad[i].body,
+               r.err_param, bad[i].param);
+        CHECKF(strstr(err, bad[i].param) ||
+                   strstr(err, strrchr(bad[i].param, '.') ? strrchr(bad[i].param, '.') + 1
+                                                          : bad[i].param),
+               "%s: '%s' does not name %s", bad[i].body, err, bad[i].param);
+    }
+    /* what OpenAI accepts stays accepted: an assistant message with tool_calls or a refusal and
+     * no content, a tool message with its id, tool_choice with tools */
+    const char *good[] = {
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"assistant\",\"content\":"
+        "null,"
+        "\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"f\","
+        "\"arguments\":\"{}\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"ok\"}],"
+        "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"tool_choice\":"
+        "\"auto\"}",
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"assistant\",\"refusal\":"
+        "\"no\"},{\"role\":\"developer\",\"content\":\"\"}]}",
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        CHECKF(oai_parse_request(OAI_CHAT, good[i], strlen(good[i]), &r, err, sizeof err) == 0,
+               "%s: %s", good[i], err);
+        oai_req_free(&r);
+    }
+    /* over HTTP, error.param carries the field */
+    tsrv s;
+    if (srv_up(&s, FIX, NULL)) {
+        CHECKF(0, "the server did not start (%s)", s.errfile);
+        srv_down(&s);
+        return;
+    }
+    hresp h;
+    CHECK(http(s.port, "POST", "/v1/chat/completions", NULL, "{\"messages\":[{\"role\":\"user\"}]}",
+               &h) == 0 &&
+          h.status == 400);
+    json_t *j = body_json(&h);
+    CHECKF(jstr(j, "error.param") && !strcmp(jstr(j, "error.param"), "messages[0].content"),
+           "body %s", h.body);
+    CHECK(jstr(j, "error.type") && !strcmp(jstr(j, "error.type"), "invalid_request_error"));
+    json_decref(j);
+    hresp_free(&h);
+    srv_down(&s);
+}
+
+/* The text of a greedy one-token completion of prompt, with an optional
+ * logit_bias object; NULL unless the answer is a 200. Caller frees. */
+static char *complete1(int port, const char *prompt, const char *bias) {
+    char req[512];
+    snprintf(req, sizeof req, "{\"prompt\":\"%s\",\"max_tokens\":1,\"temperature\":0%s%s}", prompt,
+             bias ? ",\"logit_bias\":" : "", bias ? bias : "");
+    hresp r;
+    char *text = NULL;
+    if (http(port, "POST", "/v1/completions", NULL, req, &r) == 0 && r.status == 200) {
+        json_t *j = body_json(&r);
+        const char *t = jstr(j, "choices.0.text");
+        text = t ? strdup(t) : NULL;
+        json_decref(j);
+    }
+    CHECKF(text != NULL, "%s: status %d %s", req, r.status, r.body ? r.body : "");
+    hresp_free(&r);
+    return text;
+}
+
+/* logit_bias, over HTTP, with greedy decoding: -100 on the greedy token changes
+ * the answer, +100 on a token makes it the answer; malformed maps, values out
+ * of [-100, 100] and ids outside the vocabulary are 400s naming logit_bias. */
+static void test_serve_logit_bias(void) {
+    char err[512];
+    pt_engine_params ep = {.model_path = t_fixture(FIX), .vocab_only = 1};
+    pt_engine *e = pt_engine_open(&ep, err, sizeof err);
+    CHECKF(e != NULL, "%s", err);
+    if (!e) return;
+    tsrv s;
+    if (srv_up(&s, FIX, NULL)) {
+        CHECKF(0, "the server did not start (%s)", s.errfile);
+        srv_down(&s);
+        pt_engine_close(e);
+        return;
+    }
+    const char *prompt = "The capital of France is";
+    char *plain = complete1(s.port, prompt, NULL);
+    pt_ids ids = {0};
+    if (plain && plain[0] && !pt_tokenize(e, plain, strlen(plain), 0, &ids, err, sizeof err) &&
+        ids.n >= 1) {
+        char bias[64];
+        snprintf(bias, sizeof bias, "{\"%d\":-100}", (int)ids.v[0]);
+        char *banned = complete1(s.port, prompt, bias);
+        CHECKF(banned && strcmp(banned, plain), "banned token %d ('%s') still answered '%s'",
+               (int)ids.v[0], plain, banned ? banned : "");
+        free(banned);
+    } else {
+        CHECKF(0, "the greedy answer '%s' gave no token", plain ? plain : "");
+    }
+    /* +100 forces a token the model would not pick */
+    ids.n = 0;
+    CHECK(pt_tokenize(e, " zebra", 6, 0, &ids, err, sizeof err) == 0 && ids.n >= 1);
+    if (ids.n >= 1) {
+        size_t len = 0;
+        const char *piece = pt_token_piece(e, ids.v[0], 0, &len);
+        char bias[64], want[64];
+        snprintf(bias, sizeof bias, "{\"%d\":100}", (int)ids.v[0]);
+        snprintf(want, sizeof want, "%.*s", (int)len, piece ? piece : "");
+        char *forced = complete1(s.port, prompt, bias);
+        CHECKF(forced && !strcmp(forced, want) && strcmp(forced, plain ? plain : ""),
+               "forced '%s', answered '%s'", want, forced ? forced : "");
+        free(forced);
+    }
+    pt_ids_free(&ids);
+    free(plain);
+    /* the 400s, on both endpoints that take logit_bias */
+    char huge[64];
+    snprintf(huge, sizeof huge, "{\"%d\":1}", pt_vocab_size(e));
+    const char *bad[] = {
+        "[1]",         "{\"abc\":1}",    "{\"-1\":1}",    "{\"05\":1}",          "{\"1.5\":1}",
+        "{\"3\":101}", "{\"3\":-100.5}", "{\"3\":\"x\"}", "{\"99999999999\":1}", huge};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        for (int chat = 0; chat < 2; chat++) {
+            char req[256];
+            snprintf(req, sizeof req,
+                     chat ? "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":"
+                            "1,\"logit_bias\":%s}"
+                          : "{\"prompt\":\"hi\",\"max_tokens\":1,\"logit_bias\":%s}",
+                     bad[i]);
+            hresp r;
+            CHECK(http(s.port, "POST", chat ? "/v1/chat/completions" : "/v1/completions", NULL, req,
+                       &r) == 0);
+            json_t *j = body_json(&r);
+            CHECKF(r.status == 400 && jstr(j, "error.param") &&
+                       !strcmp(jstr(j, "error.param"), "logit_bias") &&
+                       strstr(jstr(j, "error.message"), "logit_bias"),
+                   "%s: %d %s", req, r.status, r.body ? r.body : "");
+            json_decref(j);
+            hresp_free(&r);
+        }
+    srv_down(&s);
+    pt_engine_close(e);
+}
+
 static void test_serve_api_key(void) {
     tsrv s;
     const char *extra[] = {"--api-key", "sekrit", NULL};
@@ -1757,6 +1936,8 @@ static void test_serve_slowloris(void) {
 
 T_SUITE(serve) {
     T_ADD(test_serve_request_parsing);
+    T_ADD(test_serve_validation);
+    T_ADD(test_serve_logit_bias);
     T_ADD(test_serve_tool_mapping);
     T_ADD(test_serve_cli);
     T_ADD(test_serve_loading);

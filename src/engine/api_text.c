@@ -163,6 +163,8 @@ void pt_sampling_override(pt_sampling *p, const pt_sampling *with, unsigned fiel
     if (fields & PT_SAMPLING_PRESENCE) p->presence_penalty = with->presence_penalty;
     if (fields & PT_SAMPLING_LAST_N) p->penalty_last_n = with->penalty_last_n;
     if (fields & PT_SAMPLING_SEED) p->seed = with->seed;
+    if (fields & PT_SAMPLING_LOGIT_BIAS)
+        p->logit_bias = with->logit_bias, p->n_logit_bias = with->n_logit_bias;
 }
 
 /* The public sampler is the internal one (sampler.h names it pt_sampler). */

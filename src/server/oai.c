@@ -29,11 +29,11 @@ static int sse(pt_buf *out, const char *type, json_t *j) {
     return rc;
 }
 
-char *oai_error_body(const char *type, const char *code, const char *message) {
+char *oai_error_body(const char *type, const char *code, const char *param, const char *message) {
     pt_buf m = {0};
     if (pt_utf8_repair(message, strlen(message), &m) < 0) return NULL;
-    json_t *j = json_pack("{s:{s:s, s:s, s:n, s:s?}}", "error", "message", m.v, "type", type,
-                          "param", "code", code);
+    json_t *j = json_pack("{s:{s:s, s:s, s:s?, s:s?}}", "error", "message", m.v, "type", type,
+                          "param", param && *param ? param : NULL, "code", code);
     pt_buf_free(&m);
     char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
@@ -42,14 +42,30 @@ char *oai_error_body(const char *type, const char *code, const char *message) {
 
 /* ===== Requests ===== */
 
-/* Where a request's error goes: the caller's buffer. */
+/* Where a request's error goes: the caller's buffer, and the field it names
+ * (OpenAI's error.param; empty when the error is not about one field). */
 typedef struct errbuf {
     char *s;
     size_t n;
+    char param[OAI_PARAM_MAX];
 } errbuf;
 
 static int bad(errbuf *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int bad(errbuf *err, const char *fmt, ...) {
+    if (!err->s || !err->n) return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->s, err->n, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* bad() for an error about one field: param is its path ("messages[0].content"),
+ * which becomes error.param. */
+static int bad_at(errbuf *err, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int bad_at(errbuf *err, const char *param, const char *fmt, ...) {
+    snprintf(err->param, sizeof err->param, "%s", param);
     if (!err->s || !err->n) return -1;
     va_list ap;
     va_start(ap, fmt);
@@ -118,19 +134,45 @@ static int content_text(const json_t *c, const char *where, pt_buf *out, errbuf 
 }
 
 /* Check one chat message and return the normalised copy chat_render takes
- * (developer -> system, content as a string). NULL with err. */
-static json_t *norm_message(const json_t *m, size_t i, errbuf *err) {
-    char where[48];
-    snprintf(where, sizeof where, "messages[%zu]", i);
-    if (!json_is_object(m)) return bad(err, "%s must be an object", where), NULL;
+ * (developer -> system, content as a string). NULL with err. As OpenAI
+ * validates: every message has content but an assistant message that carries
+ * tool_calls or a refusal, and a tool message names its tool_call_id; `list`
+ * is the array's name in the request ("messages", "input"), for error.param. */
+static json_t *norm_message(const json_t *m, const char *list, size_t i, errbuf *err) {
+    char where[48], field[OAI_PARAM_MAX];
+    snprintf(where, sizeof where, "%s[%zu]", list, i);
+    if (!json_is_object(m)) return bad_at(err, where, "%s must be an object", where), NULL;
     const char *role = json_string_value(json_object_get(m, "role"));
-    if (!role) return bad(err, "%s: 'role' is missing or not a string", where), NULL;
+    snprintf(field, sizeof field, "%s.role", where);
+    if (!role) return bad_at(err, field, "%s: 'role' is missing or not a string", where), NULL;
     if (!strcmp(role, "developer")) role = "system";
     if (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant") &&
         strcmp(role, "tool"))
-        return bad(err, "%s: unknown role '%s' (system, developer, user, assistant, tool)", where,
-                   role),
+        return bad_at(err, field,
+                      "%s: unknown role '%s' (system, developer, user, assistant, tool)", where,
+                      role),
                NULL;
+    const json_t *tc = json_object_get(m, "tool_calls");
+    const json_t *refusal = json_object_get(m, "refusal");
+    const json_t *content = json_object_get(m, "content");
+    int may_omit = !strcmp(role, "assistant") &&
+                   ((json_is_array(tc) && json_array_size(tc)) || json_is_string(refusal));
+    if ((!content || json_is_null(content)) && !may_omit) {
+        snprintf(field, sizeof field, "%s.content", where);
+        return bad_at(err, field,
+                      "%s.content is missing: a %s message needs content (only an assistant "
+                      "message with tool_calls or a refusal may omit it)",
+                      where, role),
+               NULL;
+    }
+    const json_t *id = json_object_get(m, "tool_call_id");
+    if (!strcmp(role, "tool") && !json_is_string(id)) {
+        snprintf(field, sizeof field, "%s.tool_call_id", where);
+        return bad_at(err, field,
+                      "%s.tool_call_id is missing: a tool message names the call it answers",
+                      where),
+               NULL;
+    }
     pt_buf c = {0};
     if (content_text(json_object_get(m, "content"), where, &c, err)) {
         pt_buf_free(&c);
@@ -142,7 +184,6 @@ static json_t *norm_message(const json_t *m, size_t i, errbuf *err) {
     const json_t *rc = json_object_get(m, "reasoning_content");
     if (!rc) rc = json_object_get(m, "reasoning");
     if (json_is_string(rc)) json_object_set(o, "reasoning_content", (json_t *)rc);
-    const json_t *tc = json_object_get(m, "tool_calls");
     if (tc && !json_is_null(tc)) {
         if (!json_is_array(tc)) {
             json_decref(o);
@@ -159,7 +200,6 @@ static json_t *norm_message(const json_t *m, size_t i, errbuf *err) {
         }
         json_object_set(o, "tool_calls", (json_t *)tc);
     }
-    const json_t *id = json_object_get(m, "tool_call_id");
     if (json_is_string(id)) json_object_set(o, "tool_call_id", (json_t *)id);
     const json_t *nm = json_object_get(m, "name");
     if (json_is_string(nm)) json_object_set(o, "name", (json_t *)nm);
@@ -172,6 +212,10 @@ static int read_tools(const json_t *tools, const json_t *choice, int flat, json_
                       errbuf *err) {
     *out = NULL;
     const char *only = NULL;
+    /* Chat Completions refuses a tool_choice without tools, as OpenAI does (Responses clients,
+     * Codex among them, may send tool_choice on its own). */
+    if (!flat && choice && !json_is_null(choice) && (!tools || json_is_null(tools)))
+        return bad_at(err, "tool_choice", "'tool_choice' is only allowed when 'tools' is given");
     if (choice && !json_is_null(choice)) {
         if (json_is_string(choice)) {
             const char *c = json_string_value(choice);
@@ -203,8 +247,14 @@ static int read_tools(const json_t *tools, const json_t *choice, int flat, json_
         const json_t *fn = flat ? tool : json_object_get(tool, "function");
         const char *name = json_string_value(json_object_get(fn, "name"));
         const json_t *params = json_object_get(fn, "parameters");
-        if (!json_is_object(fn) || !name || !*name ||
-            (params && !json_is_null(params) && !json_is_object(params))) {
+        if (!name || !*name) {
+            char field[OAI_PARAM_MAX];
+            snprintf(field, sizeof field, flat ? "tools[%zu].name" : "tools[%zu].function.name", i);
+            json_decref(t);
+            return bad_at(err, field, "%s is missing: a function tool needs a non-empty name",
+                          field);
+        }
+        if (!json_is_object(fn) || (params && !json_is_null(params) && !json_is_object(params))) {
             json_decref(t);
             return bad(err, "tools[%zu]: a function needs a 'name' string and 'parameters' object",
                        i);
@@ -257,7 +307,7 @@ static int responses_input(const json_t *body, json_t *msgs, errbuf *err) {
             json_array_size(msgs) ? json_array_get(msgs, json_array_size(msgs) - 1) : NULL;
         const char *last_role = last ? json_string_value(json_object_get(last, "role")) : NULL;
         if (!strcmp(ty, "message")) {
-            json_t *m = norm_message(it, i, err);
+            json_t *m = norm_message(it, "input", i, err);
             if (!m) return -1;
             if (pending_reasoning && !strcmp(role, "assistant"))
                 json_object_set_new(m, "reasoning_content", json_string(pending_reasoning));
@@ -310,7 +360,54 @@ static int responses_input(const json_t *body, json_t *msgs, errbuf *err) {
     return 0;
 }
 
+/* logit_bias: {"token id": bias in [-100, 100]} (chat, completions). A key is a
+ * token id written as OpenAI's clients write it (decimal digits, no sign, no
+ * leading zero), so two keys never name one token. */
+static int read_bias(const json_t *o, oai_req *r, errbuf *err) {
+    const json_t *lb = json_object_get(o, "logit_bias");
+    if (!lb || json_is_null(lb)) return 0;
+    if (!json_is_object(lb))
+        return bad_at(err, "logit_bias", "'logit_bias' must be an object of token id -> bias");
+    size_t n = json_object_size(lb);
+    if (!n) return 0;
+    r->bias = calloc(n, sizeof *r->bias);
+    if (!r->bias) return bad(err, "out of memory");
+    const char *key;
+    const json_t *v;
+    int i = 0;
+    json_object_foreach((json_t *)lb, key, v) {
+        size_t kl = strlen(key);
+        int digits = kl > 0 && kl <= 10 && (key[0] != '0' || kl == 1);
+        for (size_t k = 0; digits && k < kl; k++)
+            digits = key[k] >= '0' && key[k] <= '9';
+        long long id = digits ? strtoll(key, NULL, 10) : -1;
+        if (id < 0 || id > INT32_MAX)
+            return bad_at(err, "logit_bias", "'logit_bias' key '%s' is not a token id", key);
+        if (!json_is_number(v) || !(json_number_value(v) >= -100 && json_number_value(v) <= 100))
+            return bad_at(err, "logit_bias",
+                          "'logit_bias' for token %lld must be a number in [-100, 100]", id);
+        r->bias[i].token = (int32_t)id;
+        r->bias[i].bias = (float)json_number_value(v);
+        i++;
+    }
+    r->sp.logit_bias = r->bias;
+    r->sp.n_logit_bias = i;
+    r->sp_set |= PT_SAMPLING_LOGIT_BIAS;
+    return 0;
+}
+
+int oai_bias_check(const oai_req *r, int n_vocab, char *err, size_t err_len) {
+    for (int i = 0; i < r->sp.n_logit_bias; i++)
+        if (r->bias[i].token >= n_vocab)
+            return snprintf(err, err_len,
+                            "'logit_bias' names token %d; the vocabulary's ids are 0 to %d",
+                            (int)r->bias[i].token, n_vocab - 1),
+                   -1;
+    return 0;
+}
+
 void oai_req_free(oai_req *r) {
+    free(r->bias);
     json_decref(r->messages);
     json_decref(r->tools);
     free(r->prompt);
@@ -321,7 +418,7 @@ void oai_req_free(oai_req *r) {
 
 int oai_parse_request(int api, const char *body, size_t len, oai_req *r, char *err_s,
                       size_t err_len) {
-    errbuf eb = {err_s, err_len}, *err = &eb;
+    errbuf eb = {err_s, err_len, ""}, *err = &eb;
     memset(r, 0, sizeof *r);
     r->api = api;
     r->max_tokens = -1;
@@ -371,6 +468,7 @@ int oai_parse_request(int api, const char *body, size_t len, oai_req *r, char *e
     if ((b = opt_int(j, "seed", INT64_MIN, INT64_MAX, &n, err)) < 0) goto out;
     if (b) r->sp.seed = (uint64_t)n, r->sp_set |= PT_SAMPLING_SEED;
     if (opt_int(j, "n", 1, 1, &n, err) < 0) goto out;
+    if (api != OAI_RESPONSES && read_bias(j, r, err)) goto out;
     const char *mt = api == OAI_RESPONSES ? "max_output_tokens" : "max_tokens";
     if ((b = opt_int(j, mt, 1, 1 << 24, &n, err)) < 0) goto out;
     if (b) r->max_tokens = (int)n;
@@ -448,7 +546,7 @@ int oai_parse_request(int api, const char *body, size_t len, oai_req *r, char *e
             size_t i;
             const json_t *m;
             json_array_foreach(ms, i, m) {
-                json_t *nm = norm_message(m, i, err);
+                json_t *nm = norm_message(m, "messages", i, err);
                 if (!nm) goto out;
                 json_array_append_new(r->messages, nm);
             }
@@ -468,6 +566,7 @@ out:
     json_decref(j);
     if (rc) {
         oai_req_free(r);
+        memcpy(r->err_param, eb.param, sizeof r->err_param);
     }
     return rc;
 }

@@ -24,30 +24,40 @@
 enum { OAI_CHAT = 1, OAI_COMPLETIONS, OAI_RESPONSES };
 
 #define OAI_MAX_STOPS 16
+#define OAI_PARAM_MAX 96 /* the longest error.param (a field's path) kept */
 
 typedef struct oai_req {
-    int api;           /* OAI_* */
-    int stream;        /* reply as server-sent events */
-    int include_usage; /* chat stream: a last chunk with usage (stream_options.include_usage) */
-    json_t *messages;  /* chat / responses: chat-shaped messages for pt_chat_render (owned) */
-    json_t *tools;     /* NULL or chat-shaped tools for pt_chat_render (owned) */
-    char *prompt;      /* completions: the text (owned, NUL-terminated) */
-    int max_tokens;    /* -1: until end of generation or the context is full */
-    pt_sampling sp;    /* only the fields named in sp_set are meaningful */
-    unsigned sp_set;   /* PT_SAMPLING_* bits: the fields the request set (pt_sampling_override) */
+    int api;             /* OAI_* */
+    int stream;          /* reply as server-sent events */
+    int include_usage;   /* chat stream: a last chunk with usage (stream_options.include_usage) */
+    json_t *messages;    /* chat / responses: chat-shaped messages for pt_chat_render (owned) */
+    json_t *tools;       /* NULL or chat-shaped tools for pt_chat_render (owned) */
+    char *prompt;        /* completions: the text (owned, NUL-terminated) */
+    int max_tokens;      /* -1: until end of generation or the context is full */
+    pt_sampling sp;      /* only the fields named in sp_set are meaningful */
+    unsigned sp_set;     /* PT_SAMPLING_* bits: the fields the request set (pt_sampling_override) */
+    pt_logit_bias *bias; /* [sp.n_logit_bias] logit_bias (owned; sp.logit_bias points here); ids
+                            are checked against the vocabulary by the caller (oai_bias_check) */
     char *stops[OAI_MAX_STOPS]; /* owned */
     int n_stops;
-    int thinking; /* -1: the server's default */
+    int thinking;                  /* -1: the server's default */
+    char err_param[OAI_PARAM_MAX]; /* after a failed parse: the field the error names, or "" */
 } oai_req;
 
 /* Read a request body of `api`. 0, or -1 with a message for a 400 in err
  * (malformed JSON, a field of the wrong type or out of range, a missing
- * field). The request is emptied on failure; free with oai_req_free. */
+ * field). The request is emptied on failure, but for err_param (the path of
+ * the field the error names, "messages[0].content", for error.param); free
+ * with oai_req_free. */
 int oai_parse_request(int api, const char *body, size_t len, oai_req *r, char *err, size_t err_len);
 void oai_req_free(oai_req *r);
+/* logit_bias ids against a vocabulary of n_vocab tokens: 0, or -1 with a
+ * message for a 400 naming logit_bias (the parser knows no vocabulary). */
+int oai_bias_check(const oai_req *r, int n_vocab, char *err, size_t err_len);
 
-/* {"error": {"message", "type", "param": null, "code"}} as a malloc'd string. */
-char *oai_error_body(const char *type, const char *code, const char *message);
+/* {"error": {"message", "type", "param", "code"}} as a malloc'd string;
+ * param and code are null when NULL (param also when ""). */
+char *oai_error_body(const char *type, const char *code, const char *param, const char *message);
 
 /* ===== Splitting generated text as it streams ===== */
 

@@ -77,6 +77,7 @@ struct srv {
     size_t body_cap;  /* bytes: the largest body whose prompt the context could hold (body_limit) */
     int n_ctx;        /* the session's context, tokens */
     int max_piece;    /* bytes: the longest token of the vocabulary, specials rendered */
+    int n_vocab;      /* tokens in the vocabulary (the ids logit_bias may name) */
     int cache_tenant; /* whose prompt the session's KV cache holds (worker only); -1: nobody's */
     struct MHD_Daemon *d;
     int port;
@@ -152,7 +153,7 @@ static void job_fail(job *j, int status, const char *type, const char *code,
                      const char *msg) { /* srv.mu held */
     free(j->body);
     j->status = status;
-    j->body = oai_error_body(type, code, msg);
+    j->body = oai_error_body(type, code, NULL, msg);
 }
 
 /* ===== The worker ===== */
@@ -656,9 +657,18 @@ static enum MHD_Result reply(struct MHD_Connection *c, int status, const char *b
     return ret;
 }
 
+/* param: the request field the error names (error.param), or NULL. */
+static enum MHD_Result reply_error_at(struct MHD_Connection *c, int status, const char *type,
+                                      const char *code, const char *param, const char *msg) {
+    char *b = oai_error_body(type, code, param, msg);
+    enum MHD_Result r = reply(c, status, b);
+    free(b);
+    return r;
+}
+
 static enum MHD_Result reply_error(struct MHD_Connection *c, int status, const char *type,
                                    const char *code, const char *msg) {
-    char *b = oai_error_body(type, code, msg);
+    char *b = oai_error_body(type, code, NULL, msg);
     enum MHD_Result r = reply(c, status, b);
     free(b);
     return r;
@@ -781,11 +791,21 @@ static enum MHD_Result submit(srv *s, struct MHD_Connection *c, conn *cn) {
     pthread_cond_init(&j->cv, NULL);
     if (oai_parse_request(cn->api, cn->body.v ? cn->body.v : "", cn->body.n, &j->req, err,
                           sizeof err)) {
+        char param[OAI_PARAM_MAX];
+        memcpy(param, j->req.err_param, sizeof param);
         pthread_mutex_lock(&s->mu);
         j->refs = 1;
         job_release(j);
         pthread_mutex_unlock(&s->mu);
-        return reply_error(c, 400, "invalid_request_error", "invalid_request", err);
+        return reply_error_at(c, 400, "invalid_request_error", "invalid_request", param, err);
+    }
+    if (oai_bias_check(&j->req, s->n_vocab, err, sizeof err)) {
+        pthread_mutex_lock(&s->mu);
+        j->refs = 1;
+        job_release(j);
+        pthread_mutex_unlock(&s->mu);
+        return reply_error_at(c, 400, "invalid_request_error", "invalid_request", "logit_bias",
+                              err);
     }
     long floor = prompt_floor(s, &j->req);
     if (floor > s->n_ctx) {
@@ -1070,6 +1090,7 @@ int srv_set_model(srv *s, const srv_model *m, char *err, size_t err_len) {
     pthread_mutex_lock(&s->mu);
     s->n_ctx = pt_session_n_ctx(m->s);
     s->max_piece = max_piece;
+    s->n_vocab = pt_vocab_size(m->e);
     s->body_cap = (size_t)s->n_ctx * (size_t)max_piece * 6 + (1u << 20);
     s->ready = 1;
     pthread_mutex_unlock(&s->mu);

@@ -10,12 +10,13 @@
 struct pt_sampler {
     sampler_params p;
     int n_vocab;
-    uint64_t rng[4];  /* xoshiro256** state */
-    int32_t *hist;    /* [penalty_last_n] ring of accepted tokens */
-    int n_hist, head; /* tokens in the ring, next slot */
-    uint32_t *count;  /* [n_vocab] occurrences of each token in the ring */
-    int32_t *idx;     /* [n_vocab] candidate ids (scratch) */
-    float *val;       /* [n_vocab] candidate logits, then probabilities (scratch) */
+    uint64_t rng[4];     /* xoshiro256** state */
+    int32_t *hist;       /* [penalty_last_n] ring of accepted tokens */
+    int n_hist, head;    /* tokens in the ring, next slot */
+    uint32_t *count;     /* [n_vocab] occurrences of each token in the ring */
+    int32_t *idx;        /* [n_vocab] candidate ids (scratch) */
+    float *val;          /* [n_vocab] candidate logits, then probabilities (scratch) */
+    pt_logit_bias *bias; /* [p.n_logit_bias] the sampler's own copy (p.logit_bias points here) */
 };
 
 void sampler_params_default(sampler_params *p) {
@@ -93,9 +94,32 @@ sampler *sampler_new(const sampler_params *p, int n_vocab, pt_err *err) {
         return pt_errf(err, "sampler: penalty window %d is outside [0, 1048576]",
                        p->penalty_last_n),
                NULL;
+    if (p->n_logit_bias < 0 || (p->n_logit_bias && !p->logit_bias))
+        return pt_errf(err, "sampler: %d logit biases", p->n_logit_bias), NULL;
+    for (int i = 0; i < p->n_logit_bias; i++) {
+        const pt_logit_bias *b = &p->logit_bias[i];
+        if (b->token < 0 || b->token >= n_vocab)
+            return pt_errf(err, "sampler: logit bias for token %d; ids are in [0, %d)", b->token,
+                           n_vocab),
+                   NULL;
+        if (!(b->bias >= -100 && b->bias <= 100))
+            return pt_errf(err, "sampler: logit bias %g for token %d is outside [-100, 100]",
+                           b->bias, b->token),
+                   NULL;
+    }
     sampler *s = calloc(1, sizeof *s);
     if (!s) return pt_errf(err, "sampler: out of memory"), NULL;
     s->p = *p;
+    if (p->n_logit_bias) {
+        s->bias = malloc((size_t)p->n_logit_bias * sizeof *s->bias);
+        if (!s->bias) {
+            free(s);
+            return pt_errf(err, "sampler: out of memory for %d logit biases", p->n_logit_bias),
+                   NULL;
+        }
+        memcpy(s->bias, p->logit_bias, (size_t)p->n_logit_bias * sizeof *s->bias);
+    }
+    s->p.logit_bias = s->bias;
     s->n_vocab = n_vocab;
     s->hist = malloc((size_t)(p->penalty_last_n ? p->penalty_last_n : 1) * sizeof *s->hist);
     s->count = calloc((size_t)n_vocab, sizeof *s->count);
@@ -117,6 +141,7 @@ void sampler_free(sampler *s) {
     free(s->count);
     free(s->idx);
     free(s->val);
+    free(s->bias);
     free(s);
 }
 
@@ -204,9 +229,20 @@ static int top_sorted(int32_t *idx, float *val, int n, int k) {
     return k;
 }
 
+/* The logit bias comes first, as in llama.cpp's chain: what the penalties and the
+ * truncations see is the biased distribution. -100 is a ban (-inf, never drawn, and
+ * never the greedy pick while any token is left), not merely a large negative shift. */
+static void apply_bias(const sampler *s, float *logits) {
+    for (int i = 0; i < s->p.n_logit_bias; i++) {
+        const pt_logit_bias *b = &s->bias[i];
+        logits[b->token] = b->bias <= -100 ? -INFINITY : logits[b->token] + b->bias;
+    }
+}
+
 int32_t sampler_sample(sampler *s, float *logits) {
     const sampler_params *p = &s->p;
     const int n_vocab = s->n_vocab;
+    apply_bias(s, logits);
     apply_penalties(s, logits);
     if (p->temp <= 0) {
         int32_t best = 0;

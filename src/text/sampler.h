@@ -1,8 +1,8 @@
 /* sampler.h — choosing the next token from logits, and stop strings.
  *
  * The chain, in this order (Hugging Face / OpenAI semantics):
- *   penalties (repetition, frequency, presence, over the last `penalty_last_n`
- *   accepted tokens) -> greedy if temp <= 0 -> temperature -> top-k -> top-p
+ *   logit bias (-100: a ban) -> penalties (repetition, frequency, presence, over the last
+ * `penalty_last_n` accepted tokens) -> greedy if temp <= 0 -> temperature -> top-k -> top-p
  *   -> min-p -> draw.
  * Repetition divides a positive logit and multiplies a negative one by the
  * penalty (llama.cpp / CTRL); frequency subtracts count * f; presence
