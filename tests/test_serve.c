@@ -1438,10 +1438,6 @@ static void test_serve_cli(void) {
     CHECK_STR_CONTAINS(out, "petrel: ");
 }
 
-/* The official `openai` npm client against the server (tests/serve/openai_client.mjs).
- * Set-up: `npm ci` in tests/serve when its node_modules lacks the client (Node 20+ and
- * the npm registry needed once). A missing node/npm or a failed install is a FAILURE
- * with the reason, not a silent pass; PETREL_SKIP_NODE=1 skips the case visibly. */
 /* The server as a shell user meets it: curl, non-streaming and streaming. */
 static void test_serve_curl(void) {
     static char out[65536];
@@ -1500,19 +1496,23 @@ static void test_serve_curl(void) {
     srv_down(&s);
 }
 
-static void test_serve_openai_node(void) {
+/* The `openai` npm package in tests/serve: `npm ci` there when its node_modules lacks it
+ * (Node 20+ and the npm registry needed once). 0 ready; otherwise the case is failed with
+ * the reason (a missing node/npm or a failed install is a FAILURE, not a silent pass) or,
+ * with PETREL_SKIP_NODE=1, skipped visibly, and -1 is returned. */
+static int node_openai_ready(void) {
     const char *skip = getenv("PETREL_SKIP_NODE");
     if (skip && *skip && strcmp(skip, "0")) {
         t_skip("PETREL_SKIP_NODE is set");
-        return;
+        return -1;
     }
     static char out[65536];
     if (t_run("node -e 'process.exit(+process.versions.node.split(\".\")[0] >= 20 ? 0 : 1)'", out,
               sizeof out)) {
         CHECKF(0,
-               "the openai npm client test needs Node 20+ and npm (or set PETREL_SKIP_NODE=1): %s",
+               "the openai npm client tests need Node 20+ and npm (or set PETREL_SKIP_NODE=1): %s",
                out);
-        return;
+        return -1;
     }
     if (t_run("test -f tests/serve/node_modules/openai/package.json", NULL, 0)) {
         /* flock: two test runs at once (e.g. the sanitizer pass) must not install over each other
@@ -1528,9 +1528,16 @@ static void test_serve_openai_node(void) {
                    "once, or set "
                    "PETREL_SKIP_NODE=1): %s",
                    rc, out);
-            return;
+            return -1;
         }
     }
+    return 0;
+}
+
+/* The official `openai` npm client against the server (tests/serve/openai_client.mjs). */
+static void test_serve_openai_node(void) {
+    static char out[65536];
+    if (node_openai_ready()) return;
     tsrv s;
     if (srv_up(&s, FIX, NULL)) {
         CHECKF(0, "the server did not start (%s)", s.errfile);
@@ -1544,6 +1551,252 @@ static void test_serve_openai_node(void) {
     CHECKF(rc == 0, "openai client (exit %d): %s", rc, out);
     CHECK_STR_CONTAINS(out, "checks passed");
     srv_down(&s);
+}
+
+/* Issue 14's contract: every request field that the pinned openai package's types list
+ * (tests/serve/fields.mjs walks its .d.ts files) has a row in the README's request-field
+ * table, and a live server does what that row says: "used" and "ignored" fields are
+ * answered 200, "refused" ones 400 with error.param naming the field (and 200 when null).
+ * Each field is sent with a sample value below (merged into a minimal request); a field the
+ * types gain in a new version fails here until it is classified and given a sample. */
+static const struct {
+    const char *field, *apis; /* apis: any of "c" chat, "p" completions, "r" responses */
+    const char *sample;       /* JSON object merged into the request */
+    const char *bad;          /* NULL, or a value of a used field that is a 400 naming it */
+    const char *bad_param;
+} FIELD_SAMPLES[] = {
+    {"model", "cpr", "{\"model\":\"gpt-4o\"}", NULL, NULL},
+    {"messages", "c", "{\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}]}", NULL, NULL},
+    {"prompt", "p", "{\"prompt\":\"Hello\"}", NULL, NULL},
+    {"prompt", "r", "{\"prompt\":{\"id\":\"pmpt_1\"}}", NULL, NULL},
+    {"input", "r", "{\"input\":\"Hello\"}", NULL, NULL},
+    {"instructions", "r", "{\"instructions\":\"Be brief.\"}", NULL, NULL},
+    {"stream", "cpr", "{\"stream\":true}", NULL, NULL},
+    {"stream_options", "cpr", "{\"stream\":true,\"stream_options\":{\"include_usage\":true}}", NULL,
+     NULL},
+    {"temperature", "cpr", "{\"temperature\":0.5}", "{\"temperature\":-1}", "temperature"},
+    {"top_p", "cpr", "{\"top_p\":0.9}", "{\"top_p\":2}", "top_p"},
+    {"presence_penalty", "cp", "{\"presence_penalty\":0.5}", NULL, NULL},
+    {"frequency_penalty", "cp", "{\"frequency_penalty\":0.5}", NULL, NULL},
+    {"seed", "cp", "{\"seed\":7}", NULL, NULL},
+    {"logit_bias", "cp", "{\"logit_bias\":{\"1\":5}}", "{\"logit_bias\":{\"1\":101}}",
+     "logit_bias"},
+    {"stop", "cp", "{\"stop\":[\"\\n\\n\"]}", NULL, NULL},
+    {"max_tokens", "cp", "{\"max_tokens\":3}", "{\"max_tokens\":0}", "max_tokens"},
+    {"max_completion_tokens", "c", "{\"max_completion_tokens\":3}", NULL, NULL},
+    {"max_output_tokens", "r", "{\"max_output_tokens\":3}", NULL, NULL},
+    {"n", "cp", "{\"n\":1}", "{\"n\":2}", "n"},
+    {"best_of", "p", "{\"best_of\":1}", "{\"best_of\":2}", "best_of"},
+    {"tools", "c",
+     "{\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":"
+     "\"object\",\"properties\":{}}}}]}",
+     NULL, NULL},
+    {"tools", "r",
+     "{\"tools\":[{\"type\":\"function\",\"name\":\"f\",\"parameters\":{\"type\":\"object\","
+     "\"properties\":{}}}]}",
+     NULL, NULL},
+    {"tool_choice", "c",
+     "{\"tool_choice\":\"auto\",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":"
+     "\"f\"}}]}",
+     NULL, NULL},
+    {"tool_choice", "r", "{\"tool_choice\":\"auto\"}", NULL, NULL},
+    {"parallel_tool_calls", "cr", "{\"parallel_tool_calls\":false}", NULL, NULL},
+    {"reasoning_effort", "c", "{\"reasoning_effort\":\"low\"}", NULL, NULL},
+    {"reasoning", "r", "{\"reasoning\":{\"effort\":\"low\",\"summary\":\"auto\"}}", NULL, NULL},
+    {"modalities", "c", "{\"modalities\":[\"text\"]}", "{\"modalities\":[\"text\",\"audio\"]}",
+     "modalities"},
+    {"response_format", "c", "{\"response_format\":{\"type\":\"text\"}}",
+     "{\"response_format\":{\"type\":\"json_object\"}}", "response_format"},
+    {"text", "r", "{\"text\":{\"format\":{\"type\":\"text\"},\"verbosity\":\"low\"}}",
+     "{\"text\":{\"format\":{\"type\":\"json_schema\",\"name\":\"x\",\"schema\":{}}}}",
+     "text.format"},
+    {"truncation", "r", "{\"truncation\":\"disabled\"}", "{\"truncation\":\"auto\"}", "truncation"},
+    {"include", "r", "{\"include\":[\"reasoning.encrypted_content\"]}",
+     "{\"include\":[\"message.output_text.logprobs\"]}", "include"},
+    {"user", "cpr", "{\"user\":\"u1\"}", NULL, NULL},
+    {"safety_identifier", "cpr", "{\"safety_identifier\":\"s1\"}", NULL, NULL},
+    {"metadata", "cr", "{\"metadata\":{\"k\":\"v\"}}", NULL, NULL},
+    {"store", "cr", "{\"store\":true}", NULL, NULL},
+    {"service_tier", "cr", "{\"service_tier\":\"auto\"}", NULL, NULL},
+    {"prompt_cache_key", "cr", "{\"prompt_cache_key\":\"k1\"}", NULL, NULL},
+    {"prompt_cache_retention", "cr", "{\"prompt_cache_retention\":\"24h\"}", NULL, NULL},
+    {"verbosity", "c", "{\"verbosity\":\"low\"}", NULL, NULL},
+    {"prediction", "c", "{\"prediction\":{\"type\":\"content\",\"content\":\"Hi\"}}", NULL, NULL},
+    {"context_management", "r",
+     "{\"context_management\":[{\"type\":\"compaction\",\"compact_threshold\":1000}]}", NULL, NULL},
+    {"audio", "c", "{\"audio\":{\"voice\":\"alloy\",\"format\":\"wav\"}}", NULL, NULL},
+    {"function_call", "c", "{\"function_call\":\"auto\"}", NULL, NULL},
+    {"functions", "c", "{\"functions\":[{\"name\":\"f\"}]}", NULL, NULL},
+    {"logprobs", "c", "{\"logprobs\":true}", NULL, NULL},
+    {"logprobs", "p", "{\"logprobs\":2}", NULL, NULL},
+    {"top_logprobs", "c", "{\"top_logprobs\":2}", NULL, NULL},
+    {"web_search_options", "c", "{\"web_search_options\":{\"search_context_size\":\"low\"}}", NULL,
+     NULL},
+    {"echo", "p", "{\"echo\":true}", NULL, NULL},
+    {"suffix", "p", "{\"suffix\":\"end\"}", NULL, NULL},
+    {"background", "r", "{\"background\":true}", NULL, NULL},
+    {"conversation", "r", "{\"conversation\":\"conv_1\"}", NULL, NULL},
+    {"previous_response_id", "r", "{\"previous_response_id\":\"resp_1\"}", NULL, NULL},
+    {"top_k", "cpr", "{\"top_k\":5}", NULL, NULL},
+    {"min_p", "cpr", "{\"min_p\":0.1}", NULL, NULL},
+    {"repeat_penalty", "cpr", "{\"repeat_penalty\":1.1}", NULL, NULL},
+    {"chat_template_kwargs", "cr", "{\"chat_template_kwargs\":{\"enable_thinking\":false}}", NULL,
+     NULL},
+    {"think", "cr", "{\"think\":false}", NULL, NULL},
+    {"client_metadata", "r", "{\"client_metadata\":{\"a\":\"b\"}}", NULL, NULL},
+};
+
+/* The README's request-field table: {"field api" -> "used" | "refused" | "ignored"}, api one
+ * of chat, completions, responses. NULL when the table is missing. */
+static json_t *readme_field_table(void) {
+    char *md = t_read_file("README.md", NULL);
+    const char *at = md ? strstr(md, "**Request fields.**") : NULL;
+    const char *head = at ? strstr(at, "\n| field |") : NULL;
+    if (!head) {
+        free(md);
+        return NULL;
+    }
+    json_t *t = json_object();
+    for (const char *l = strchr(head + 1, '\n'); l && l[1] == '|'; l = strchr(l + 1, '\n')) {
+        char row[1024];
+        const char *e = strchr(l + 1, '\n');
+        snprintf(row, sizeof row, "%.*s", (int)(e ? e - l - 1 : (long)strlen(l + 1)), l + 1);
+        char *cols[4] = {0}, *save = NULL;
+        char *c = strtok_r(row, "|", &save);
+        for (int i = 0; c && i < 4; i++, c = strtok_r(NULL, "|", &save))
+            cols[i] = c;
+        if (!cols[2] || strstr(cols[0], "---")) continue;
+        char outcome[16] = "";
+        sscanf(cols[2], " %15s", outcome);
+        /* every `name` in the first column, times every endpoint in the second */
+        for (char *f = strchr(cols[0], '`'); f; f = strchr(f, '`')) {
+            char *fe = strchr(f + 1, '`');
+            if (!fe) break;
+            char key[128];
+            const char *apis[] = {"chat", "completions", "responses"};
+            for (int a = 0; a < 3; a++) {
+                if (!strstr(cols[1], apis[a])) continue;
+                snprintf(key, sizeof key, "%.*s %s", (int)(fe - f - 1), f + 1, apis[a]);
+                json_object_set_new(t, key, json_string(outcome));
+            }
+            f = fe + 1;
+        }
+    }
+    free(md);
+    return t;
+}
+
+static void test_serve_request_fields(void) {
+    static char out[65536];
+    if (node_openai_ready()) return;
+    CHECK(t_run("timeout 60 node tests/serve/fields.mjs", out, sizeof out) == 0);
+    json_t *types = json_loads(out, 0, NULL);
+    CHECKF(types && !strcmp(jstr(types, "version") ? jstr(types, "version") : "", "6.30.1"),
+           "fields.mjs: %s", out);
+    json_t *table = readme_field_table();
+    CHECKF(table && json_object_size(table) > 50, "the README's request-field table: %zu rows",
+           table ? json_object_size(table) : 0);
+    if (!types || !table) {
+        json_decref(types);
+        json_decref(table);
+        return;
+    }
+    /* every field of the types is in the table */
+    const char *apis[] = {"chat", "completions", "responses"};
+    int n_types = 0;
+    for (int a = 0; a < 3; a++) {
+        size_t i;
+        json_t *f;
+        json_array_foreach(json_object_get(types, apis[a]), i, f) {
+            char key[128];
+            snprintf(key, sizeof key, "%s %s", json_string_value(f), apis[a]);
+            CHECKF(json_object_get(table, key) != NULL,
+                   "'%s' (%s) is in the openai types but not in the README's request-field table",
+                   json_string_value(f), apis[a]);
+            n_types++;
+        }
+    }
+    CHECK(n_types > 70);
+    /* every row does on a live server what it says */
+    tsrv s;
+    if (srv_up(&s, FIX, NULL)) {
+        CHECKF(0, "the server did not start (%s)", s.errfile);
+        srv_down(&s);
+        json_decref(types);
+        json_decref(table);
+        return;
+    }
+    const char *paths[] = {"/v1/chat/completions", "/v1/completions", "/v1/responses"};
+    const char *bases[] = {
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":2}",
+        "{\"prompt\":\"Hi\",\"max_tokens\":2}", "{\"input\":\"Hi\",\"max_output_tokens\":2}"};
+    const char *key;
+    json_t *v;
+    int n_sent = 0;
+    json_object_foreach(table, key, v) {
+        char field[128], api[16];
+        if (sscanf(key, "%127s %15s", field, api) != 2) continue;
+        int a = !strcmp(api, "chat") ? 0 : !strcmp(api, "completions") ? 1 : 2;
+        const char *outcome = json_string_value(v);
+        size_t k = 0, n = sizeof FIELD_SAMPLES / sizeof FIELD_SAMPLES[0];
+        while (k < n &&
+               !(!strcmp(FIELD_SAMPLES[k].field, field) && strchr(FIELD_SAMPLES[k].apis, "cpr"[a])))
+            k++;
+        CHECKF(k < n, "no sample value for '%s' (%s) in the test", field, api);
+        CHECKF(!strcmp(outcome, "used") || !strcmp(outcome, "ignored") ||
+                   !strcmp(outcome, "refused"),
+               "README: '%s' (%s) is '%s'; expected used, ignored or refused", field, api, outcome);
+        if (k == n) continue;
+        int refused = !strcmp(outcome, "refused");
+        for (int variant = 0; variant < 3; variant++) {
+            json_t *body = json_loads(bases[a], 0, NULL);
+            const char *add = variant == 1 ? FIELD_SAMPLES[k].bad : FIELD_SAMPLES[k].sample;
+            if (variant == 1 && !add) continue;
+            if (variant == 2 && !refused) continue;
+            json_t *extra = json_loads(add, 0, NULL);
+            CHECKF(extra != NULL, "sample for %s: %s", field, add);
+            json_object_update(body, extra);
+            if (variant == 2) json_object_set_new(body, field, json_null());
+            char *req = json_dumps(body, JSON_COMPACT);
+            hresp r;
+            int ok = http(s.port, "POST", paths[a], NULL, req, &r) == 0;
+            int want = (variant == 0 && refused) || variant == 1 ? 400 : 200;
+            const char *param = variant == 1 ? FIELD_SAMPLES[k].bad_param : field;
+            json_t *j = ok && want == 400 ? json_loads(r.body, 0, NULL) : NULL;
+            const char *got_param = j ? jstr(j, "error.param") : NULL;
+            CHECKF(ok && r.status == want &&
+                       (want == 200 || (got_param && !strcmp(got_param, param))),
+                   "%s %s (README: %s): %d %s", paths[a], req, outcome, ok ? r.status : -1,
+                   ok && r.body ? r.body : "");
+            n_sent++;
+            json_decref(j);
+            free(req);
+            hresp_free(&r);
+            json_decref(extra);
+            json_decref(body);
+        }
+    }
+    CHECK(n_sent > 80);
+    /* a field in no row is ignored and named in the log line */
+    hresp r;
+    CHECK(http(s.port, "POST", paths[0], NULL,
+               "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":2,"
+               "\"max_token\":5,\"mirostat\":2}",
+               &r) == 0 &&
+          r.status == 200);
+    hresp_free(&r);
+    char *log = NULL;
+    for (int i = 0; i < 100; i++) {
+        free(log);
+        log = t_read_file(s.errfile, NULL);
+        if (log && strstr(log, "ignored unknown fields")) break;
+        usleep(20 * 1000);
+    }
+    CHECK_STR_CONTAINS(log, "; ignored unknown fields: max_token, mirostat\n");
+    free(log);
+    srv_down(&s);
+    json_decref(types);
+    json_decref(table);
 }
 
 /* A client that half-closes after its request (shutdown(SHUT_WR), as `nc -N` and some proxies
@@ -1952,6 +2205,7 @@ T_SUITE(serve) {
     T_ADD(test_serve_malformed);
     T_ADD(test_serve_curl);
     T_ADD(test_serve_openai_node);
+    T_ADD(test_serve_request_fields);
     T_ADD(test_serve_half_close);
     T_ADD(test_serve_api_key_empty);
     T_ADD(test_serve_tenants);

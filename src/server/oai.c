@@ -2,6 +2,7 @@
  * splitter, and reply / stream-event JSON. See oai.h. */
 #include "server/oai.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -79,10 +80,10 @@ static int opt_num(const json_t *o, const char *key, double lo, double hi, doubl
                    errbuf *err) {
     const json_t *v = json_object_get(o, key);
     if (!v || json_is_null(v)) return 0;
-    if (!json_is_number(v)) return bad(err, "'%s' must be a number", key);
+    if (!json_is_number(v)) return bad_at(err, key, "'%s' must be a number", key);
     double d = json_number_value(v);
     if (!(d >= lo && d <= hi))
-        return bad(err, "'%s' is %g; expected a value in [%g, %g]", key, d, lo, hi);
+        return bad_at(err, key, "'%s' is %g; expected a value in [%g, %g]", key, d, lo, hi);
     *out = d;
     return 1;
 }
@@ -91,10 +92,11 @@ static int opt_int(const json_t *o, const char *key, long long lo, long long hi,
                    errbuf *err) {
     const json_t *v = json_object_get(o, key);
     if (!v || json_is_null(v)) return 0;
-    if (!json_is_integer(v)) return bad(err, "'%s' must be an integer", key);
+    if (!json_is_integer(v)) return bad_at(err, key, "'%s' must be an integer", key);
     long long d = json_integer_value(v);
     if (d < lo || d > hi)
-        return bad(err, "'%s' is %lld; expected an integer in [%lld, %lld]", key, d, lo, hi);
+        return bad_at(err, key, "'%s' is %lld; expected an integer in [%lld, %lld]", key, d, lo,
+                      hi);
     *out = d;
     return 1;
 }
@@ -102,7 +104,7 @@ static int opt_int(const json_t *o, const char *key, long long lo, long long hi,
 static int opt_bool(const json_t *o, const char *key, int *out, errbuf *err) {
     const json_t *v = json_object_get(o, key);
     if (!v || json_is_null(v)) return 0;
-    if (!json_is_boolean(v)) return bad(err, "'%s' must be true or false", key);
+    if (!json_is_boolean(v)) return bad_at(err, key, "'%s' must be true or false", key);
     *out = json_is_true(v);
     return 1;
 }
@@ -416,6 +418,169 @@ void oai_req_free(oai_req *r) {
     memset(r, 0, sizeof *r);
 }
 
+/* ===== Which request fields mean what =====
+ *
+ * Every top-level field of the three endpoints as the openai SDK's types list
+ * them, and the extensions petrel reads. `refused` names why petrel cannot do
+ * what the field asks: such a field is a 400 naming it unless it is absent or
+ * says "off" (null, false, 0, "" or []). The others are read below, or
+ * accepted and ignored for the reason the README's request-field table gives.
+ * A field in no row is ignored and named in the server's log line. Fields
+ * refused only for some values (n, best_of, modalities, response_format,
+ * text.format, include, truncation) are checked where they are read. */
+enum { F_CHAT = 1u << OAI_CHAT, F_COMP = 1u << OAI_COMPLETIONS, F_RESP = 1u << OAI_RESPONSES };
+#define F_ALL (F_CHAT | F_COMP | F_RESP)
+static const struct {
+    const char *name;
+    unsigned apis;
+    const char *refused;
+} FIELDS[] = {
+    {"model", F_ALL, NULL},
+    {"messages", F_CHAT, NULL},
+    {"prompt", F_COMP, NULL},
+    {"prompt", F_RESP, "stored prompt templates are OpenAI's; send the input itself"},
+    {"input", F_RESP, NULL},
+    {"instructions", F_RESP, NULL},
+    {"stream", F_ALL, NULL},
+    {"stream_options", F_ALL, NULL},
+    {"temperature", F_ALL, NULL},
+    {"top_p", F_ALL, NULL},
+    {"top_k", F_ALL, NULL},
+    {"min_p", F_ALL, NULL},
+    {"repeat_penalty", F_ALL, NULL},
+    {"presence_penalty", F_CHAT | F_COMP, NULL},
+    {"frequency_penalty", F_CHAT | F_COMP, NULL},
+    {"seed", F_CHAT | F_COMP, NULL},
+    {"logit_bias", F_CHAT | F_COMP, NULL},
+    {"stop", F_CHAT | F_COMP, NULL},
+    {"n", F_CHAT | F_COMP, NULL},
+    {"best_of", F_COMP, NULL},
+    {"max_tokens", F_CHAT | F_COMP, NULL},
+    {"max_completion_tokens", F_CHAT, NULL},
+    {"max_output_tokens", F_RESP, NULL},
+    {"tools", F_CHAT | F_RESP, NULL},
+    {"tool_choice", F_CHAT | F_RESP, NULL},
+    {"parallel_tool_calls", F_CHAT | F_RESP, NULL},
+    {"reasoning_effort", F_CHAT, NULL},
+    {"reasoning", F_RESP, NULL},
+    {"chat_template_kwargs", F_CHAT | F_RESP, NULL},
+    {"think", F_CHAT | F_RESP, NULL},
+    {"modalities", F_CHAT, NULL},
+    {"response_format", F_CHAT, NULL},
+    {"text", F_RESP, NULL},
+    {"include", F_RESP, NULL},
+    {"truncation", F_RESP, NULL},
+    {"user", F_ALL, NULL},
+    {"metadata", F_CHAT | F_RESP, NULL},
+    {"safety_identifier", F_CHAT | F_RESP, NULL},
+    {"service_tier", F_CHAT | F_RESP, NULL},
+    {"store", F_CHAT | F_RESP, NULL},
+    {"prompt_cache_key", F_CHAT | F_RESP, NULL},
+    {"prompt_cache_retention", F_CHAT | F_RESP, NULL},
+    {"verbosity", F_CHAT, NULL},
+    {"prediction", F_CHAT, NULL},
+    {"context_management", F_RESP, NULL},
+    {"client_metadata", F_RESP, NULL},
+    {"audio", F_CHAT, "petrel generates text only"},
+    {"function_call", F_CHAT, "the deprecated functions API; use 'tool_choice'"},
+    {"functions", F_CHAT, "the deprecated functions API; use 'tools'"},
+    {"logprobs", F_CHAT | F_COMP, "log probabilities are not returned"},
+    {"top_logprobs", F_CHAT, "log probabilities are not returned"},
+    {"web_search_options", F_CHAT, "petrel has no web search"},
+    {"echo", F_COMP, "the prompt is not echoed"},
+    {"suffix", F_COMP, "no fill-in-the-middle template is applied"},
+    {"background", F_RESP, "responses run in the foreground only"},
+    {"conversation", F_RESP, "petrel stores no conversations; send the whole input"},
+    {"previous_response_id", F_RESP, "petrel stores no responses; send the whole input"},
+};
+
+static int is_off(const json_t *v) {
+    return json_is_null(v) || json_is_false(v) ||
+           (json_is_number(v) && json_number_value(v) == 0) ||
+           (json_is_string(v) && !json_string_length(v)) ||
+           (json_is_array(v) && !json_array_size(v));
+}
+
+/* A field name as it may appear in a log line: letters, digits, _ . - only. */
+static void add_ignored(oai_req *r, const char *key) {
+    size_t n = strlen(r->ignored), cap = sizeof r->ignored;
+    if (n + 6 >= cap) return;
+    if (n) r->ignored[n++] = ',', r->ignored[n++] = ' ';
+    for (const char *c = key; *c && n + 4 < cap; c++)
+        r->ignored[n++] = (isalnum((unsigned char)*c) || strchr("_.-", *c)) ? *c : '?';
+    if (n + 4 >= cap) memcpy(r->ignored + n, "...", 3), n += 3;
+    r->ignored[n] = 0;
+}
+
+/* The table's verdict on each top-level field of body j. */
+static int check_fields(const json_t *j, int api, oai_req *r, errbuf *err) {
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)j, key, v) {
+        size_t i = 0, n = sizeof FIELDS / sizeof FIELDS[0];
+        while (i < n && !(FIELDS[i].apis & (1u << api) && !strcmp(FIELDS[i].name, key)))
+            i++;
+        if (i == n)
+            add_ignored(r, key);
+        else if (FIELDS[i].refused && !is_off(v))
+            return bad_at(err, key, "'%s' is not supported: %s", key, FIELDS[i].refused);
+    }
+    return 0;
+}
+
+/* The values of otherwise-honoured fields that petrel cannot honour. */
+static int check_values(const json_t *j, int api, errbuf *err) {
+    long long n;
+    if (api == OAI_COMPLETIONS && opt_int(j, "best_of", 1, 1, &n, err) < 0) return -1;
+    const json_t *mod = json_object_get(j, "modalities");
+    if (mod && !json_is_null(mod)) {
+        size_t i;
+        const json_t *m;
+        if (!json_is_array(mod)) return bad_at(err, "modalities", "'modalities' must be an array");
+        json_array_foreach(mod, i, m) {
+            if (!json_is_string(m) || strcmp(json_string_value(m), "text"))
+                return bad_at(err, "modalities", "'modalities' may only hold \"text\"");
+        }
+    }
+    const json_t *fmt = json_object_get(j, "response_format");
+    const char *where = "response_format";
+    if (api == OAI_RESPONSES) {
+        const json_t *text = json_object_get(j, "text");
+        if (text && !json_is_null(text) && !json_is_object(text))
+            return bad_at(err, "text", "'text' must be an object");
+        fmt = json_object_get(text, "format");
+        where = "text.format";
+    }
+    if (fmt && !json_is_null(fmt)) {
+        const char *ty = json_string_value(json_object_get(fmt, "type"));
+        if (!ty) return bad_at(err, where, "'%s' must be an object with a 'type'", where);
+        if (strcmp(ty, "text"))
+            return bad_at(err, where,
+                          "'%s' type '%s' is not supported: output is not constrained to JSON; "
+                          "only type 'text'",
+                          where, ty);
+    }
+    const json_t *inc = json_object_get(j, "include");
+    if (api == OAI_RESPONSES && inc && !json_is_null(inc)) {
+        size_t i;
+        const json_t *s;
+        if (!json_is_array(inc)) return bad_at(err, "include", "'include' must be an array");
+        json_array_foreach(inc, i, s) {
+            if (!json_is_string(s)) return bad_at(err, "include", "'include' holds strings");
+            if (strstr(json_string_value(s), "logprobs"))
+                return bad_at(err, "include", "'include' %s is not supported: %s",
+                              json_string_value(s), "log probabilities are not returned");
+        }
+    }
+    const char *tr = json_string_value(json_object_get(j, "truncation"));
+    if (api == OAI_RESPONSES && tr && strcmp(tr, "disabled"))
+        return bad_at(err, "truncation",
+                      "'truncation' '%s' is not supported: petrel never drops input; a prompt "
+                      "longer than the context is a 400 (as with \"disabled\")",
+                      tr);
+    return 0;
+}
+
 int oai_parse_request(int api, const char *body, size_t len, oai_req *r, char *err_s,
                       size_t err_len) {
     errbuf eb = {err_s, err_len, ""}, *err = &eb;
@@ -435,6 +600,11 @@ int oai_parse_request(int api, const char *body, size_t len, oai_req *r, char *e
     if (!json_is_object(j)) {
         bad(err, "the body must be a JSON object");
         goto out;
+    }
+    if (check_fields(j, api, r, err) || check_values(j, api, err)) goto out;
+    if (api != OAI_COMPLETIONS) {
+        if (opt_bool(j, "parallel_tool_calls", &b, err) < 0) goto out;
+        r->one_tool_call = json_is_false(json_object_get(j, "parallel_tool_calls"));
     }
     const json_t *model = json_object_get(j, "model");
     if (model && !json_is_string(model) && !json_is_null(model)) {

@@ -41,6 +41,8 @@ typedef struct oai_req {
     char *stops[OAI_MAX_STOPS]; /* owned */
     int n_stops;
     int thinking;                  /* -1: the server's default */
+    int one_tool_call;             /* parallel_tool_calls false: return the first call only */
+    char ignored[128];             /* fields no table row names, for the log ("" none) */
     char err_param[OAI_PARAM_MAX]; /* after a failed parse: the field the error names, or "" */
 } oai_req;
 

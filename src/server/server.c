@@ -222,10 +222,11 @@ static void log_job(srv *s, const job *j, int status, int n_prompt, int cached,
         if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
     fprintf(s->p.log,
             "petrel: %d POST %s%s: prompt %d tokens (%d cached), prefill %.3f s, %d generated, "
-            "%.2f tok/s, %s\n",
+            "%.2f tok/s, %s%s%s\n",
             status, path, j->req.stream ? " (stream)" : "", n_prompt, cached > 0 ? cached : 0,
             t_prefilled > t_start ? t_prefilled - t_start : 0.0, res ? res->n_tokens : 0,
-            dec > 0 ? (res->n_tokens - 1) / dec : 0.0, why);
+            dec > 0 ? (res->n_tokens - 1) / dec : 0.0, why,
+            j->req.ignored[0] ? "; ignored unknown fields: " : "", j->req.ignored);
     fflush(s->p.log);
 }
 
@@ -361,6 +362,11 @@ static void run_job(srv *s, job *j) {
         for (int i = 0; i < parsed->n_calls; i++)
             free(parsed->calls[i].name), free(parsed->calls[i].arguments);
         parsed->n_calls = 0;
+    }
+    /* parallel_tool_calls false: the first call alone is the answer */
+    while (parsed && rq->one_tool_call && parsed->n_calls > 1) {
+        parsed->n_calls--;
+        free(parsed->calls[parsed->n_calls].name), free(parsed->calls[parsed->n_calls].arguments);
     }
     const pt_gen_result *res = &tr.gen;
     oai_result r = {.id = id,
