@@ -121,8 +121,9 @@ void pt_engine_close(pt_engine *e);
 
 int pt_engine_n_vocab(const pt_engine *e); /* logits per row (vocab_only: the vocabulary's size) */
 int pt_engine_n_embd(const pt_engine *e);  /* hidden state width (0 for vocab_only) */
-int pt_engine_n_threads(const pt_engine *e); /* 0 for a plan_only engine */
-int pt_engine_has_mtp(const pt_engine *e);   /* 1: pt_session_mtp works */
+int pt_engine_n_ctx_train(const pt_engine *e); /* the model's training context (0: unknown) */
+int pt_engine_n_threads(const pt_engine *e);   /* 0 for a plan_only engine */
+int pt_engine_has_mtp(const pt_engine *e);     /* 1: pt_session_mtp works */
 const char *
 pt_engine_arch(const pt_engine *e); /* general.architecture ("" when a vocab_only file has none) */
 

@@ -871,7 +871,7 @@ static void test_serve_request_parsing(void) {
         {"{\"messages\":[1]}", "messages[0]"},
         {"{\"messages\":[{\"role\":\"wizard\",\"content\":\"x\"}]}", "unknown role"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":5}]}", "'content'"},
-        {"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}",
+        {"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"video_url\"}]}]}",
          "not supported"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"temperature\":\"hot\"}",
          "'temperature'"},
@@ -1168,6 +1168,7 @@ static void test_serve_queue_429(void) {
                &r) == 0 &&
           r.status == 429);
     CHECK_STR_CONTAINS(r.body, "rate_limit_exceeded");
+    CHECK_STR_CONTAINS(r.raw, "\r\nRetry-After: "); /* seconds, from the queue's average */
     CHECK_STR_CONTAINS(r.body, "\"error\":{\"message\"");
     hresp_free(&r);
     close(a);
@@ -1303,8 +1304,10 @@ static void test_serve_malformed(void) {
         big[0] = '{', big[n - 1] = '}', big[n] = 0;
         int fd = connect_to(s.port, 10);
         char head[256];
-        snprintf(head, sizeof head,
-                 "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n", n);
+        snprintf(
+            head, sizeof head,
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %zu\r\n\r\n",
+            n);
         send_all(fd, head, strlen(head));
         send(fd, big, n, MSG_NOSIGNAL); /* may fail part way: the server answers and closes */
         CHECK(read_resp(fd, &r) == 0 && r.status == 413);
@@ -1316,8 +1319,8 @@ static void test_serve_malformed(void) {
     /* a chunked body that grows past the limit: the connection is closed */
     {
         int fd = connect_to(s.port, 10);
-        const char *h =
-            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+        const char *h = "POST /v1/chat/completions HTTP/1.1\r\nHost: "
+                        "127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n";
         send_all(fd, h, strlen(h));
         char chunk[8200];
         snprintf(chunk, sizeof chunk, "1f40\r\n");
@@ -1376,7 +1379,7 @@ static void test_serve_malformed(void) {
         slow[i] = connect_to(s.port, 10);
         const char *part = i % 2 ? "POST /v1/chat/completions HTTP/1.1\r\nHost: "
                                    "x\r\nContent-Length: 100\r\n\r\n{\"mess"
-                                 : "GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+                                 : "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
         send_all(slow[i], part, strlen(part));
     }
     double t0 = now_s();
@@ -1799,6 +1802,136 @@ static void test_serve_request_fields(void) {
     json_decref(table);
 }
 
+/* A raw request with the Host and other header lines given (send_req always names 127.0.0.1). */
+static int http_raw(int port, const char *head, hresp *r) {
+    memset(r, 0, sizeof *r);
+    int fd = connect_to(port, 30);
+    if (fd < 0) return -1;
+    int rc = send_all(fd, head, strlen(head)) ? -1 : read_resp(fd, r);
+    close(fd);
+    return rc;
+}
+
+/* Browsers and clients (issue 17 point 6): CORS for allowed origins (preflight 204, the origin
+ * echoed), 403 for others; the Host must name the server (DNS rebinding); the key guards every
+ * route but /health, in either header; /v1/models tells the context. */
+static void test_serve_browsers(void) {
+    tsrv s;
+    const char *extra[] = {"--api-key",    "k1",        "--cors", "https://app.example",
+                           "--allow-host", "mybox.lan", NULL};
+    if (srv_up(&s, FIX, extra)) {
+        CHECKF(0, "the server did not start (%s)", s.errfile);
+        srv_down(&s);
+        return;
+    }
+    hresp r;
+    /* a preflight from a page on this machine: 204, the headers it asked for allowed */
+    CHECK(http(s.port, "OPTIONS", "/v1/chat/completions",
+               "Origin: http://localhost:5173\r\nAccess-Control-Request-Method: POST\r\n"
+               "Access-Control-Request-Headers: authorization, content-type, x-stainless-os\r\n",
+               NULL, &r) == 0 &&
+          r.status == 204);
+    CHECK_STR_CONTAINS(r.raw, "Access-Control-Allow-Origin: http://localhost:5173\r\n");
+    CHECK_STR_CONTAINS(r.raw,
+                       "Access-Control-Allow-Headers: authorization, content-type, x-stainless-os");
+    CHECK_STR_CONTAINS(r.raw, "Access-Control-Allow-Methods: GET, POST, DELETE, OPTIONS");
+    hresp_free(&r);
+    /* another site: refused, preflight or not */
+    CHECK(http(s.port, "OPTIONS", "/v1/chat/completions", "Origin: https://evil.example\r\n", NULL,
+               &r) == 0 &&
+          r.status == 403);
+    CHECK_STR_CONTAINS(r.body, "origin_not_allowed");
+    CHECK(!strstr(r.raw, "Access-Control-Allow-Origin"));
+    hresp_free(&r);
+    const char *chat = "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":2}";
+    CHECK(http(s.port, "POST", "/v1/chat/completions",
+               "Origin: https://evil.example\r\nAuthorization: Bearer k1\r\n", chat, &r) == 0 &&
+          r.status == 403);
+    hresp_free(&r);
+    /* a --cors origin, the key in X-Api-Key */
+    CHECK(http(s.port, "POST", "/v1/chat/completions",
+               "Origin: https://app.example\r\nX-Api-Key: k1\r\n", chat, &r) == 0 &&
+          r.status == 200);
+    CHECK_STR_CONTAINS(r.raw, "Access-Control-Allow-Origin: https://app.example\r\n");
+    hresp_free(&r);
+    /* the key guards /models as it does /v1/models */
+    CHECK(http(s.port, "GET", "/models", NULL, NULL, &r) == 0 && r.status == 401);
+    hresp_free(&r);
+    CHECK(http(s.port, "GET", "/models", "X-Api-Key: k1\r\n", NULL, &r) == 0 && r.status == 200);
+    hresp_free(&r);
+    CHECK(http(s.port, "GET", "/v1/models", "Authorization: Bearer k1\r\n", NULL, &r) == 0 &&
+          r.status == 200);
+    json_t *j = body_json(&r);
+    CHECKF(jint(j, "data.0.meta.n_ctx") > 0 && jint(j, "data.0.meta.n_vocab") > 0 &&
+               jint(j, "data.0.meta.n_ctx_train") > 0,
+           "models: %s", r.body);
+    json_decref(j);
+    hresp_free(&r);
+    CHECK(http(s.port, "GET", "/health", NULL, NULL, &r) == 0 && r.status == 200);
+    hresp_free(&r);
+    /* Host: a DNS name the server was not told about is refused; addresses, localhost and
+     * --allow-host names are served */
+    const struct {
+        const char *host;
+        int status;
+    } hosts[] = {{"evil.example", 403},   {"evil.example:8080", 403}, {"mybox.lan:8080", 200},
+                 {"MyBox.lan", 200},      {"192.168.1.5:8080", 200},  {"[fe80::1]:8080", 200},
+                 {"localhost:8080", 200}, {"app.localhost", 200}};
+    for (size_t i = 0; i < sizeof hosts / sizeof hosts[0]; i++) {
+        char head[256];
+        snprintf(head, sizeof head, "GET /health HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n",
+                 hosts[i].host);
+        CHECKF(http_raw(s.port, head, &r) == 0 && r.status == hosts[i].status,
+               "Host %s: %d (want %d) %s", hosts[i].host, r.status, hosts[i].status,
+               r.body ? r.body : "");
+        if (hosts[i].status == 403) CHECK_STR_CONTAINS(r.body, "--allow-host");
+        hresp_free(&r);
+    }
+    srv_down(&s);
+}
+
+/* Images (issue 17 point 3): the models are text-only, so an image part becomes a placeholder
+ * and the request is served (with a warning header), never a 400 that would fail every later
+ * turn of a client that resends its history (Codex). */
+static void test_serve_images(void) {
+    char err[512];
+    oai_req q;
+    const char *body = "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":"
+                       "\"What is this? \"},{\"type\":\"image_url\",\"image_url\":{\"url\":"
+                       "\"data:image/png;base64,iVBORw0KGgo=\"}}]}],\"max_tokens\":3}";
+    CHECK(oai_parse_request(OAI_CHAT, body, strlen(body), &q, err, sizeof err) == 0);
+    const char *c = json_string_value(json_object_get(json_array_get(q.messages, 0), "content"));
+    CHECK_STR_CONTAINS(c, "What is this? [image omitted: this model reads text only]");
+    CHECK(q.n_omitted == 1);
+    oai_req_free(&q);
+    tsrv s;
+    if (srv_up(&s, FIX, NULL)) {
+        CHECKF(0, "the server did not start (%s)", s.errfile);
+        srv_down(&s);
+        return;
+    }
+    hresp r;
+    CHECK(http(s.port, "POST", "/v1/chat/completions", NULL, body, &r) == 0 && r.status == 200);
+    CHECK_STR_CONTAINS(r.raw, "X-Petrel-Warning: 1 image/audio/file part replaced");
+    hresp_free(&r);
+    /* a Codex-shaped history: the image turn, the answer, and the next turn */
+    const char *turn2 =
+        "{\"model\":\"m\",\"instructions\":\"You are a coding agent.\",\"stream\":true,"
+        "\"max_output_tokens\":4,\"input\":[{\"type\":\"message\",\"role\":\"user\",\"content\":["
+        "{\"type\":\"input_text\",\"text\":\"Describe the screenshot\"},{\"type\":"
+        "\"input_image\",\"image_url\":\"data:image/png;base64,iVBORw0KGgo=\"}]},{\"type\":"
+        "\"message\",\"role\":\"assistant\",\"content\":[{\"type\":\"output_text\",\"text\":\"I "
+        "cannot see it.\"}]},{\"type\":\"message\",\"role\":\"user\",\"content\":[{\"type\":"
+        "\"input_text\",\"text\":\"Then list the files\"}]}]}";
+    CHECK(http(s.port, "POST", "/v1/responses", NULL, turn2, &r) == 0 && r.status == 200);
+    CHECK_STR_CONTAINS(r.raw, "X-Petrel-Warning: ");
+    CHECKF(r.body && (strstr(r.body, "event: response.completed") ||
+                      strstr(r.body, "event: response.incomplete")),
+           "%s", r.body);
+    hresp_free(&r);
+    srv_down(&s);
+}
+
 /* A client that half-closes after its request (shutdown(SHUT_WR), as `nc -N` and some proxies
  * do) gets its whole answer, streamed or not; one that closes altogether while it waits in the
  * queue gives its place up at once. */
@@ -1973,7 +2106,7 @@ static void test_serve_context_cap(void) {
     int fd = connect_to(s.port, 10);
     char head[256];
     snprintf(head, sizeof head,
-             "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n", n);
+             "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %zu\r\n\r\n", n);
     send_all(fd, head, strlen(head));
     send(fd, big, n, MSG_NOSIGNAL); /* may fail part way: the server answers and closes */
     CHECK(read_resp(fd, &r) == 0 && r.status == 413);
@@ -2076,7 +2209,7 @@ static void *loris_main(void *arg) {
     loris *l = arg;
     int fd[256];
     double next[256], reopen[256];
-    const char *head = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+    const char *head = "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
     size_t sent[256];
     for (int i = 0; i < l->n; i++)
         fd[i] = -1, reopen[i] = 0, next[i] = 0, sent[i] = 0;
@@ -2206,6 +2339,8 @@ T_SUITE(serve) {
     T_ADD(test_serve_curl);
     T_ADD(test_serve_openai_node);
     T_ADD(test_serve_request_fields);
+    T_ADD(test_serve_browsers);
+    T_ADD(test_serve_images);
     T_ADD(test_serve_half_close);
     T_ADD(test_serve_api_key_empty);
     T_ADD(test_serve_tenants);

@@ -50,6 +50,11 @@ static void serve_usage(FILE *f) {
         "  --max-connections-per-ip N  simultaneous connections from one address (default 8)\n"
         "  --request-timeout S     a request (line, headers, body) must arrive within S seconds\n"
         "                          (default 10); slower senders are disconnected\n"
+        "  --cors ORIGIN           let a web page at ORIGIN (e.g. https://app.example) call the\n"
+        "                          API from a browser (repeatable; '*': any). Always allowed: the\n"
+        "                          server's own origin and http://localhost|127.0.0.1|[::1]:*\n"
+        "  --allow-host NAME       a DNS name this server may be reached by (repeatable); IP\n"
+        "                          addresses, localhost and this machine's name always work\n"
         "  --quiet                 no line per request on stderr (status, tokens, prefill, tok/s)\n"
         "Sampling flags set the defaults a request's own fields override; -n sets the default\n"
         "max_tokens; --think/--no-think the default for requests that do not say.\n");
@@ -78,8 +83,8 @@ int cmd_serve(int argc, char **argv) {
                     .request_timeout_s = 10,
                     .max_conns_per_ip = 8,
                     .log = stderr};
-    const char *keys[64];
-    int n_keys = 0;
+    const char *keys[64], *cors[64], *hosts[64];
+    int n_keys = 0, n_cors = 0, n_hosts = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -97,7 +102,8 @@ int cmd_serve(int argc, char **argv) {
                      !strcmp(a, "--queue") || !strcmp(a, "--alias") || !strcmp(a, "--max-body") ||
                      !strcmp(a, "--max-header") || !strcmp(a, "--timeout") ||
                      !strcmp(a, "--max-connections") || !strcmp(a, "--max-connections-per-ip") ||
-                     !strcmp(a, "--request-timeout");
+                     !strcmp(a, "--request-timeout") || !strcmp(a, "--cors") ||
+                     !strcmp(a, "--allow-host");
         if (valued) {
             if (!v) {
                 fprintf(stderr, "petrel serve: %s needs a value\n", a);
@@ -122,6 +128,33 @@ int cmd_serve(int argc, char **argv) {
                     return CLI_USAGE;
                 }
                 keys[n_keys++] = v;
+            } else if (!strcmp(a, "--cors") || !strcmp(a, "--allow-host")) {
+                int is_cors = !strcmp(a, "--cors");
+                const char **list = is_cors ? cors : hosts;
+                int *n_list = is_cors ? &n_cors : &n_hosts;
+                /* an origin is scheme://host[:port] with no path; a host name has no scheme */
+                int ok = *v && strlen(v) < 256 && !strpbrk(v, " \t\r\n,");
+                if (ok && is_cors && strcmp(v, "*")) {
+                    const char *h = strstr(v, "://");
+                    ok = h && h > v && h[3] && !strchr(h + 3, '/');
+                } else if (ok && !is_cors) {
+                    ok = !strchr(v, '/') && !strchr(v, ':');
+                }
+                if (!ok) {
+                    fprintf(stderr,
+                            is_cors
+                                ? "petrel serve: invalid value '%s' for --cors: expected an "
+                                  "origin such as https://app.example or http://host:3000, or *\n"
+                                : "petrel serve: invalid value '%s' for --allow-host: expected "
+                                  "a host name such as mybox.lan\n",
+                            v);
+                    return CLI_USAGE;
+                }
+                if (*n_list == 64) {
+                    fprintf(stderr, "petrel serve: at most 64 %s\n", a);
+                    return CLI_USAGE;
+                }
+                list[(*n_list)++] = v;
             } else if (!strcmp(a, "--alias"))
                 p.model_name = v;
             else {
@@ -198,6 +231,8 @@ int cmd_serve(int argc, char **argv) {
 
     char err[512];
     p.api_keys = keys, p.n_api_keys = n_keys;
+    p.cors = cors, p.n_cors = n_cors;
+    p.allow_hosts = hosts, p.n_allow_hosts = n_hosts;
     if (!loopback(p.host) && !n_keys)
         fprintf(
             stderr,

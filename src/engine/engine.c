@@ -380,6 +380,9 @@ int pt_engine_n_vocab(const pt_engine *e) {
 int pt_engine_n_embd(const pt_engine *e) {
     return e->desc.n_embd;
 }
+int pt_engine_n_ctx_train(const pt_engine *e) {
+    return e->desc.n_ctx_train;
+}
 int pt_engine_n_threads(const pt_engine *e) {
     return e->pool ? tp_size(e->pool) : 0;
 }

@@ -49,6 +49,7 @@ typedef struct errbuf {
     char *s;
     size_t n;
     char param[OAI_PARAM_MAX];
+    int omitted; /* image / audio / file parts replaced by a placeholder so far */
 } errbuf;
 
 static int bad(errbuf *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -109,7 +110,21 @@ static int opt_bool(const json_t *o, const char *key, int *out, errbuf *err) {
     return 1;
 }
 
-/* Text of a content value: a string, null, or an array of text parts. */
+/* What stands in for a part the model cannot read (NULL: a part type nobody sends). Replacing
+ * it, rather than refusing the request, keeps a client that resends its whole history (Codex
+ * after `--image` or its view_image tool) working on every later turn. */
+static const char *omitted_part(const char *ty) {
+    if (!strcmp(ty, "image_url") || !strcmp(ty, "input_image") || !strcmp(ty, "image"))
+        return "[image omitted: this model reads text only]";
+    if (!strcmp(ty, "input_audio") || !strcmp(ty, "audio"))
+        return "[audio omitted: this model reads text only]";
+    if (!strcmp(ty, "file") || !strcmp(ty, "input_file"))
+        return "[file omitted: this model reads text only]";
+    return NULL;
+}
+
+/* Text of a content value: a string, null, or an array of text parts (image, audio and file
+ * parts become a placeholder, counted in err->omitted). */
 static int content_text(const json_t *c, const char *where, pt_buf *out, errbuf *err) {
     out->n = 0;
     if (pt_buf_append(out, "", 0)) return bad(err, "out of memory");
@@ -125,8 +140,16 @@ static int content_text(const json_t *c, const char *where, pt_buf *out, errbuf 
         const json_t *t = json_object_get(part, "text");
         if (!json_is_object(part) || !ty)
             return bad(err, "%s: content part %zu has no 'type'", where, i);
-        if (strcmp(ty, "text") && strcmp(ty, "input_text") && strcmp(ty, "output_text"))
-            return bad(err, "%s: content part type '%s' is not supported (text only)", where, ty);
+        const char *instead = omitted_part(ty);
+        if (instead) {
+            err->omitted++;
+            if (pt_buf_append(out, instead, strlen(instead))) return bad(err, "out of memory");
+            continue;
+        }
+        if (strcmp(ty, "text") && strcmp(ty, "input_text") && strcmp(ty, "output_text") &&
+            strcmp(ty, "refusal"))
+            return bad(err, "%s: content part type '%s' is not supported", where, ty);
+        if (!strcmp(ty, "refusal")) t = json_object_get(part, "refusal");
         if (!json_is_string(t))
             return bad(err, "%s: content part %zu has no 'text' string", where, i);
         if (pt_buf_append(out, json_string_value(t), json_string_length(t)))
@@ -583,7 +606,7 @@ static int check_values(const json_t *j, int api, errbuf *err) {
 
 int oai_parse_request(int api, const char *body, size_t len, oai_req *r, char *err_s,
                       size_t err_len) {
-    errbuf eb = {err_s, err_len, ""}, *err = &eb;
+    errbuf eb = {err_s, err_len, "", 0}, *err = &eb;
     memset(r, 0, sizeof *r);
     r->api = api;
     r->max_tokens = -1;
@@ -731,6 +754,7 @@ int oai_parse_request(int api, const char *body, size_t len, oai_req *r, char *e
                        api == OAI_RESPONSES, &r->tools, err))
             goto out;
     }
+    r->n_omitted = eb.omitted;
     rc = 0;
 out:
     json_decref(j);

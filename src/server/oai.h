@@ -40,8 +40,9 @@ typedef struct oai_req {
                             are checked against the vocabulary by the caller (oai_bias_check) */
     char *stops[OAI_MAX_STOPS]; /* owned */
     int n_stops;
-    int thinking;                  /* -1: the server's default */
-    int one_tool_call;             /* parallel_tool_calls false: return the first call only */
+    int thinking;      /* -1: the server's default */
+    int one_tool_call; /* parallel_tool_calls false: return the first call only */
+    int n_omitted; /* image / audio / file parts the model cannot read, replaced by a placeholder */
     char ignored[128];             /* fields no table row names, for the log ("" none) */
     char err_param[OAI_PARAM_MAX]; /* after a failed parse: the field the error names, or "" */
 } oai_req;

@@ -3,6 +3,7 @@
 #include "server/server.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -58,6 +60,7 @@ typedef struct sconn {
     int receiving;          /* a request (or the next on a kept-alive connection) is arriving */
     int reaped;             /* shut down for missing its deadline */
     double since;           /* when receiving began, pt_now() seconds */
+    int allow_origin;       /* the current request's Origin is allowed: replies name it (CORS) */
 } sconn;
 
 /* The cross-thread cancel flag of a job: an atomic store and load (a plain volatile access
@@ -100,6 +103,7 @@ struct srv {
     unsigned long long n_requests, n_cancelled, n_rejected, tokens_generated;
     int last_completion_tokens, last_prompt_tokens, last_cached_tokens;
     char last_finish[16];
+    double job_seconds; /* a request's time in the worker, a moving average (Retry-After) */
 };
 
 static void job_release(job *j) { /* srv.mu held */
@@ -222,11 +226,12 @@ static void log_job(srv *s, const job *j, int status, int n_prompt, int cached,
         if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
     fprintf(s->p.log,
             "petrel: %d POST %s%s: prompt %d tokens (%d cached), prefill %.3f s, %d generated, "
-            "%.2f tok/s, %s%s%s\n",
+            "%.2f tok/s, %s%s%s%s\n",
             status, path, j->req.stream ? " (stream)" : "", n_prompt, cached > 0 ? cached : 0,
             t_prefilled > t_start ? t_prefilled - t_start : 0.0, res ? res->n_tokens : 0,
             dec > 0 ? (res->n_tokens - 1) / dec : 0.0, why,
-            j->req.ignored[0] ? "; ignored unknown fields: " : "", j->req.ignored);
+            j->req.ignored[0] ? "; ignored unknown fields: " : "", j->req.ignored,
+            j->req.n_omitted ? "; image/audio/file parts replaced by a placeholder" : "");
     fflush(s->p.log);
 }
 
@@ -455,8 +460,11 @@ static void *worker_main(void *arg) {
         if (!job_stopped(j)) {
             s->busy = 1;
             pthread_mutex_unlock(&s->mu);
+            double t0 = pt_now();
             run_job(s, j);
+            double dt = pt_now() - t0;
             pthread_mutex_lock(&s->mu);
+            s->job_seconds = s->job_seconds > 0 ? 0.75 * s->job_seconds + 0.25 * dt : dt;
             s->busy = 0;
         } else {
             s->n_cancelled++; /* its client left while it waited */
@@ -652,15 +660,39 @@ typedef struct conn {
     int too_big;
 } conn;
 
-static enum MHD_Result reply(struct MHD_Connection *c, int status, const char *body) {
+static sconn *conn_of(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+/* A reply to an allowed Origin names it (the browser lets the page read it). */
+static void add_cors(struct MHD_Connection *c, struct MHD_Response *r) {
+    const sconn *k = conn_of(c);
+    const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    if (!k || !k->allow_origin || !origin) return;
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", origin);
+    MHD_add_response_header(r, "Vary", "Origin");
+    MHD_add_response_header(r, "Access-Control-Expose-Headers", "Retry-After, X-Petrel-Warning");
+}
+
+/* A JSON reply; hname/hval: one more header, or NULL. */
+static enum MHD_Result reply_h(struct MHD_Connection *c, int status, const char *body,
+                               const char *hname, const char *hval) {
     const char *b = body ? body : "{}";
     struct MHD_Response *r =
         MHD_create_response_from_buffer(strlen(b), (void *)b, MHD_RESPMEM_MUST_COPY);
     if (!r) return MHD_NO;
     MHD_add_response_header(r, "Content-Type", "application/json");
+    if (hname && hval) MHD_add_response_header(r, hname, hval);
+    add_cors(c, r);
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
     return ret;
+}
+
+static enum MHD_Result reply(struct MHD_Connection *c, int status, const char *body) {
+    return reply_h(c, status, body, NULL, NULL);
 }
 
 /* param: the request field the error names (error.param), or NULL. */
@@ -674,10 +706,7 @@ static enum MHD_Result reply_error_at(struct MHD_Connection *c, int status, cons
 
 static enum MHD_Result reply_error(struct MHD_Connection *c, int status, const char *type,
                                    const char *code, const char *msg) {
-    char *b = oai_error_body(type, code, NULL, msg);
-    enum MHD_Result r = reply(c, status, b);
-    free(b);
-    return r;
+    return reply_error_at(c, status, type, code, NULL, msg);
 }
 
 /* Stream reader: hand over what the worker produced, waiting for more. */
@@ -724,13 +753,16 @@ static int ct_equal(const char *a, const char *b) { /* constant time in the leng
     return d == 0;
 }
 
-/* The tenant a request's key names (its index; 0 when the server has no keys), or -1 when the
- * key is missing or wrong. Every key is compared, so the time says nothing about which matched. */
+/* The tenant a request's key ("Authorization: Bearer KEY" or "X-Api-Key: KEY") names (its index;
+ * 0 when the server has no keys), or -1 when the key is missing or wrong. Every key is compared, so
+ * the time says nothing about which matched. */
 static int authorized(srv *s, struct MHD_Connection *c) {
     if (!s->n_keys) return 0;
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    if (!h || strncasecmp(h, "Bearer ", 7)) return -1;
-    h += 7;
+    if (h && !strncasecmp(h, "Bearer ", 7))
+        h += 7;
+    else if (!(h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Api-Key")))
+        return -1;
     while (*h == ' ')
         h++;
     int t = -1;
@@ -760,10 +792,19 @@ static enum MHD_Result health(srv *s, struct MHD_Connection *c) {
     return r;
 }
 
+/* The one model, with a "meta" block as llama.cpp's server gives (its context among it). */
 static enum MHD_Result models(srv *s, struct MHD_Connection *c) {
-    json_t *j =
-        json_pack("{s:s, s:[{s:s, s:s, s:I, s:s}]}", "object", "list", "data", "id", s->model_name,
-                  "object", "model", "created", (json_int_t)time(NULL), "owned_by", "petrel");
+    pthread_mutex_lock(&s->mu);
+    json_t *meta =
+        s->ready ? json_pack("{s:i, s:i, s:i, s:i, s:s, s:s}", "n_ctx", s->n_ctx, "n_ctx_train",
+                             pt_engine_n_ctx_train(s->m.e), "n_vocab", s->n_vocab, "n_embd",
+                             pt_engine_n_embd(s->m.e), "arch", pt_engine_arch(s->m.e),
+                             "chat_format", s->m.format ? s->m.format : "none")
+                 : json_null();
+    pthread_mutex_unlock(&s->mu);
+    json_t *j = json_pack("{s:s, s:[{s:s, s:s, s:I, s:s, s:o}]}", "object", "list", "data", "id",
+                          s->model_name, "object", "model", "created", (json_int_t)time(NULL),
+                          "owned_by", "petrel", "meta", meta);
     char *b = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     enum MHD_Result r = reply(c, 200, b);
@@ -778,12 +819,93 @@ static enum MHD_Result add_header_size(void *cls, enum MHD_ValueKind kind, const
     return MHD_YES;
 }
 
+/* ===== Who may call: Host (DNS rebinding) and Origin (browsers) ===== */
+
+/* The Host header names this server: an IP literal (a rebinding attack needs a DNS name),
+ * localhost, the bound host, this machine's name, or a --allow-host name. No Host at all
+ * (HTTP/1.0) is not a browser. */
+static int host_ok(const srv *s, const char *h) {
+    if (!h || *h == '[') return 1; /* none, or an IPv6 literal */
+    char name[256];
+    size_t n = strcspn(h, ":");
+    if (n == 0 || n >= sizeof name) return 0;
+    for (size_t i = 0; i < n; i++)
+        name[i] = (char)tolower((unsigned char)h[i]);
+    name[n] = 0;
+    struct in_addr a4;
+    if (inet_pton(AF_INET, name, &a4) == 1) return 1;
+    if (!strcmp(name, "localhost") || (n > 10 && !strcmp(name + n - 10, ".localhost"))) return 1;
+    if (!strcasecmp(name, s->host) || (s->p.host && !strcasecmp(name, s->p.host))) return 1;
+    char me[256];
+    if (!gethostname(me, sizeof me)) {
+        me[sizeof me - 1] = 0;
+        size_t m = strlen(me);
+        if (!strcasecmp(name, me) ||
+            (n == m + 6 && !strncasecmp(name, me, m) && !strcmp(name + m, ".local")))
+            return 1;
+    }
+    for (int i = 0; i < s->p.n_allow_hosts; i++)
+        if (!strcasecmp(name, s->p.allow_hosts[i])) return 1;
+    return 0;
+}
+
+/* A browser page at `origin` may call: the server's own origin, a page served from this
+ * machine (http://localhost, 127.0.0.1, [::1], any port) or a --cors origin ("*": any). */
+static int origin_ok(const srv *s, const char *origin, const char *host) {
+    for (int i = 0; i < s->p.n_cors; i++)
+        if (!strcmp(s->p.cors[i], "*") || !strcasecmp(s->p.cors[i], origin)) return 1;
+    if (host && !strncasecmp(origin, "http://", 7) && !strcasecmp(origin + 7, host)) return 1;
+    const char *local[] = {"http://localhost", "http://127.0.0.1", "http://[::1]"};
+    for (int i = 0; i < 3; i++) {
+        size_t n = strlen(local[i]);
+        if (strncasecmp(origin, local[i], n)) continue;
+        const char *p = origin + n;
+        if (!*p) return 1;
+        if (*p++ != ':' || !*p) continue;
+        while (*p >= '0' && *p <= '9')
+            p++;
+        if (!*p) return 1;
+    }
+    return 0;
+}
+
+/* A CORS preflight (OPTIONS) from an allowed origin: 204 naming what may follow. */
+static enum MHD_Result preflight(struct MHD_Connection *c) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    const char *want =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Headers");
+    /* echo the headers the page asks for (the SDKs add their own x-stainless-* ones), if they
+     * are plain header names */
+    int plain = want && strlen(want) < 2048;
+    for (const char *p = want; plain && *p; p++)
+        plain = isalnum((unsigned char)*p) || strchr("-_, ", *p);
+    MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
+    MHD_add_response_header(r, "Access-Control-Allow-Headers",
+                            plain ? want : "Authorization, Content-Type, X-Api-Key");
+    MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+    add_cors(c, r);
+    enum MHD_Result ret = MHD_queue_response(c, 204, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
 static int api_of(const char *url) {
     if (!strncmp(url, "/v1/", 4)) url += 3;
     if (!strcmp(url, "/chat/completions")) return OAI_CHAT;
     if (!strcmp(url, "/completions")) return OAI_COMPLETIONS;
     if (!strcmp(url, "/responses")) return OAI_RESPONSES;
     return 0;
+}
+
+/* The X-Petrel-Warning header's text for parts replaced by a placeholder ("" when none). */
+static void omitted_warning(const oai_req *rq, char *out, size_t cap) {
+    out[0] = 0;
+    if (rq->n_omitted > 0)
+        snprintf(out, cap,
+                 "%d image/audio/file part%s replaced by a placeholder: this model reads "
+                 "text only",
+                 rq->n_omitted, rq->n_omitted > 1 ? "s" : "");
 }
 
 /* A complete request body: parse, queue, wait, answer. */
@@ -841,9 +963,17 @@ static enum MHD_Result submit(srv *s, struct MHD_Connection *c, conn *cn) {
         s->n_rejected++;
         j->refs = 1;
         job_release(j);
+        /* when a place may be free: the requests ahead times their average time */
+        double wait = s->job_seconds * (s->busy + s->n_waiting);
+        char retry[32];
+        snprintf(retry, sizeof retry, "%ld", wait < 1 ? 1L : wait > 3600 ? 3600L : (long)wait + 1);
         pthread_mutex_unlock(&s->mu);
-        return reply_error(c, 429, "rate_limit_error", "rate_limit_exceeded",
-                           "the server is busy: too many requests are waiting; retry later");
+        char *b = oai_error_body("rate_limit_error", "rate_limit_exceeded", NULL,
+                                 "the server is busy: too many requests are waiting; retry after "
+                                 "the Retry-After header's seconds");
+        enum MHD_Result r = reply_h(c, 429, b, "Retry-After", retry);
+        free(b);
+        return r;
     }
     s->n_requests++;
     j->refs = 2; /* this connection and the worker */
@@ -888,10 +1018,13 @@ static enum MHD_Result submit(srv *s, struct MHD_Connection *c, conn *cn) {
         int status = j->status ? j->status : 503;
         char *body = j->body;
         j->body = NULL;
+        char warn[128];
+        omitted_warning(&j->req, warn, sizeof warn);
         job_release(j);
         pthread_mutex_unlock(&s->mu);
         enum MHD_Result r =
-            body ? reply(c, status == 499 ? 400 : status, body)
+            body ? reply_h(c, status == 499 ? 400 : status, body, "X-Petrel-Warning",
+                           warn[0] ? warn : NULL)
                  : reply_error(c, 503, "server_error", NULL, "the server is shutting down");
         free(body);
         return r;
@@ -909,6 +1042,10 @@ static enum MHD_Result submit(srv *s, struct MHD_Connection *c, conn *cn) {
     }
     MHD_add_response_header(r, "Content-Type", "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
+    char warn[128];
+    omitted_warning(&j->req, warn, sizeof warn);
+    if (warn[0]) MHD_add_response_header(r, "X-Petrel-Warning", warn);
+    add_cors(c, r);
     enum MHD_Result ret = MHD_queue_response(c, 200, r);
     MHD_destroy_response(r);
     return ret;
@@ -933,17 +1070,41 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         int is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD"),
             is_post = !strcmp(method, "POST");
         int api = api_of(url);
-        int v1 = !strncmp(url, "/v1/", 4) || api;
+        sconn *k = conn_of(c);
+        if (k) k->allow_origin = 0;
+        const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
+        if (!host_ok(s, host)) {
+            char msg[400];
+            snprintf(msg, sizeof msg,
+                     "this server does not answer to the Host '%.100s' (protection against DNS "
+                     "rebinding); reach it by its address or start it with --allow-host NAME",
+                     host);
+            return reply_error(c, 403, "invalid_request_error", "host_not_allowed", msg);
+        }
+        const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+        if (origin) {
+            if (!origin_ok(s, origin, host)) {
+                char msg[400];
+                snprintf(msg, sizeof msg,
+                         "a page at '%.100s' may not call this server; start it with --cors "
+                         "ORIGIN to allow one",
+                         origin);
+                return reply_error(c, 403, "invalid_request_error", "origin_not_allowed", msg);
+            }
+            if (k) k->allow_origin = 1;
+        }
+        if (!strcmp(method, "OPTIONS")) return preflight(c);
         if (!strcmp(url, "/health") || !strcmp(url, "/v1/health")) {
             if (!is_get)
                 return reply_error(c, 405, "invalid_request_error", "method_not_allowed",
                                    "use GET");
             return health(s, c);
         }
-        int tenant = v1 ? authorized(s, c) : 0;
+        int tenant = authorized(s, c); /* every route but /health needs the key */
         if (tenant < 0)
             return reply_error(c, 401, "authentication_error", "invalid_api_key",
-                               "missing or wrong API key (send 'Authorization: Bearer KEY')");
+                               "missing or wrong API key (send 'Authorization: Bearer KEY' or "
+                               "'X-Api-Key: KEY')");
         if (!strcmp(url, "/v1/models") || !strcmp(url, "/models")) {
             if (!is_get)
                 return reply_error(c, 405, "invalid_request_error", "method_not_allowed",

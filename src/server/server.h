@@ -71,7 +71,17 @@ typedef struct srv_params {
                              * answer); else the connection is closed. <= 0: 10 */
     int max_conns_per_ip;   /* simultaneous connections from one client address; <= 0: 8 */
     const char *model_name; /* the id /v1/models and replies show */
-    FILE *log;              /* a line per generation request; NULL: none */
+    /* Browsers: origins allowed to call the API besides the server's own and http://localhost:*,
+     * http://127.0.0.1:*, http://[::1]:* ("*": any). A request whose Origin is not allowed is
+     * refused (403); allowed ones get Access-Control-Allow-Origin, preflights 204. */
+    const char *const *cors;
+    int n_cors;
+    /* Host names the server may be reached by besides IP literals, localhost, this machine's
+     * hostname and the bound host: a request naming another Host is refused (403), so a page
+     * whose DNS name is rebound to this address cannot use it. */
+    const char *const *allow_hosts;
+    int n_allow_hosts;
+    FILE *log; /* a line per generation request; NULL: none */
 } srv_params;
 
 /* What the worker generates with; everything stays the caller's and must
