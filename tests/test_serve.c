@@ -1763,12 +1763,16 @@ static void test_serve_request_fields(void) {
             char *req = json_dumps(body, JSON_COMPACT);
             hresp r;
             int ok = http(s.port, "POST", paths[a], NULL, req, &r) == 0;
-            int want = (variant == 0 && refused) || variant == 1 ? 400 : 200;
+            /* the sample previous_response_id names no kept response: OpenAI's 404 (a kept one is
+             * continued in test_serve_stored_responses) */
+            int want = (variant == 0 && refused) || variant == 1                ? 400
+                       : variant == 0 && !strcmp(field, "previous_response_id") ? 404
+                                                                                : 200;
             const char *param = variant == 1 ? FIELD_SAMPLES[k].bad_param : field;
             json_t *j = ok && want == 400 ? json_loads(r.body, 0, NULL) : NULL;
             const char *got_param = j ? jstr(j, "error.param") : NULL;
             CHECKF(ok && r.status == want &&
-                       (want == 200 || (got_param && !strcmp(got_param, param))),
+                       (want != 400 || (got_param && !strcmp(got_param, param))),
                    "%s %s (README: %s): %d %s", paths[a], req, outcome, ok ? r.status : -1,
                    ok && r.body ? r.body : "");
             n_sent++;
@@ -1929,6 +1933,105 @@ static void test_serve_images(void) {
                       strstr(r.body, "event: response.incomplete")),
            "%s", r.body);
     hresp_free(&r);
+    srv_down(&s);
+}
+
+/* Stored responses (issue 17 point 4): a kept response is read back by GET, continued by
+ * previous_response_id exactly as if the client had resent the history (same prompt tokens; the
+ * earlier instructions are not carried over), deleted by DELETE; store:false keeps nothing; an
+ * unknown id and another key's id are OpenAI's 404. */
+static void test_serve_stored_responses(void) {
+    tsrv s;
+    const char *extra[] = {"--api-key", "ka", "--api-key", "kb", NULL};
+    if (srv_up(&s, FIX, extra)) {
+        CHECKF(0, "the server did not start (%s)", s.errfile);
+        srv_down(&s);
+        return;
+    }
+    const char *ka = "Authorization: Bearer ka\r\n", *kb = "Authorization: Bearer kb\r\n";
+    hresp r;
+    CHECK(http(s.port, "POST", "/v1/responses", ka,
+               "{\"instructions\":\"Be terse.\",\"input\":\"My name is Ada.\","
+               "\"max_output_tokens\":3,\"temperature\":0}",
+               &r) == 0 &&
+          r.status == 200);
+    json_t *r1 = body_json(&r);
+    hresp_free(&r);
+    const char *id1 = jstr(r1, "id");
+    CHECKF(id1 && json_is_true(json_object_get(r1, "store")), "first: %s",
+           r1 ? json_dumps(r1, 0) : "");
+    if (!id1) {
+        json_decref(r1);
+        srv_down(&s);
+        return;
+    }
+    char path[256];
+    snprintf(path, sizeof path, "/v1/responses/%s", id1);
+    CHECK(http(s.port, "GET", path, ka, NULL, &r) == 0 && r.status == 200);
+    json_t *got = body_json(&r);
+    CHECK(json_equal(got, r1));
+    json_decref(got);
+    hresp_free(&r);
+    /* another key cannot see it */
+    CHECK(http(s.port, "GET", path, kb, NULL, &r) == 0 && r.status == 404);
+    hresp_free(&r);
+    /* continued by id ... */
+    char req[1024];
+    snprintf(req, sizeof req,
+             "{\"previous_response_id\":\"%s\",\"input\":\"What is my name?\","
+             "\"max_output_tokens\":2,\"temperature\":0}",
+             id1);
+    CHECK(http(s.port, "POST", "/v1/responses", ka, req, &r) == 0 && r.status == 200);
+    json_t *r2 = body_json(&r);
+    hresp_free(&r);
+    CHECK(jstr(r2, "previous_response_id") && !strcmp(jstr(r2, "previous_response_id"), id1));
+    /* ... is the same prompt as the history sent whole (the output items fed back) */
+    json_t *whole =
+        json_pack("{s:[{s:s, s:s}], s:i, s:f, s:b}", "input", "role", "user", "content",
+                  "My name is Ada.", "max_output_tokens", 2, "temperature", 0.0, "store", 0);
+    json_t *in = json_object_get(whole, "input");
+    json_array_extend(in, json_object_get(r1, "output"));
+    json_array_append_new(in,
+                          json_pack("{s:s, s:s}", "role", "user", "content", "What is my name?"));
+    char *wb = json_dumps(whole, JSON_COMPACT);
+    CHECK(http(s.port, "POST", "/v1/responses", ka, wb, &r) == 0 && r.status == 200);
+    json_t *r3 = body_json(&r);
+    hresp_free(&r);
+    CHECKF(jint(r2, "usage.input_tokens") > jint(r1, "usage.input_tokens") &&
+               jint(r2, "usage.input_tokens") == jint(r3, "usage.input_tokens"),
+           "input tokens: first %ld, by id %ld, whole history %ld", jint(r1, "usage.input_tokens"),
+           jint(r2, "usage.input_tokens"), jint(r3, "usage.input_tokens"));
+    /* store:false keeps nothing */
+    snprintf(path, sizeof path, "/v1/responses/%s", jstr(r3, "id") ? jstr(r3, "id") : "x");
+    CHECK(http(s.port, "GET", path, ka, NULL, &r) == 0 && r.status == 404);
+    hresp_free(&r);
+    /* an unknown id: 404 naming the field */
+    CHECK(http(s.port, "POST", "/v1/responses", ka,
+               "{\"previous_response_id\":\"resp_nope\",\"input\":\"x\"}", &r) == 0 &&
+          r.status == 404);
+    json_t *e = body_json(&r);
+    CHECK(jstr(e, "error.param") && !strcmp(jstr(e, "error.param"), "previous_response_id"));
+    CHECK_STR_CONTAINS(r.body, "previous_response_not_found");
+    json_decref(e);
+    hresp_free(&r);
+    /* ... and another key's id is unknown to this one */
+    snprintf(req, sizeof req, "{\"previous_response_id\":\"%s\",\"input\":\"x\"}", id1);
+    CHECK(http(s.port, "POST", "/v1/responses", kb, req, &r) == 0 && r.status == 404);
+    hresp_free(&r);
+    /* DELETE, then it is gone */
+    snprintf(path, sizeof path, "/v1/responses/%s", id1);
+    CHECK(http(s.port, "DELETE", path, kb, NULL, &r) == 0 && r.status == 404);
+    hresp_free(&r);
+    CHECK(http(s.port, "DELETE", path, ka, NULL, &r) == 0 && r.status == 200);
+    CHECK_STR_CONTAINS(r.body, "\"deleted\":true");
+    hresp_free(&r);
+    CHECK(http(s.port, "GET", path, ka, NULL, &r) == 0 && r.status == 404);
+    hresp_free(&r);
+    free(wb);
+    json_decref(whole);
+    json_decref(r1);
+    json_decref(r2);
+    json_decref(r3);
     srv_down(&s);
 }
 
@@ -2341,6 +2444,7 @@ T_SUITE(serve) {
     T_ADD(test_serve_request_fields);
     T_ADD(test_serve_browsers);
     T_ADD(test_serve_images);
+    T_ADD(test_serve_stored_responses);
     T_ADD(test_serve_half_close);
     T_ADD(test_serve_api_key_empty);
     T_ADD(test_serve_tenants);

@@ -436,6 +436,7 @@ void oai_req_free(oai_req *r) {
     json_decref(r->messages);
     json_decref(r->tools);
     free(r->prompt);
+    free(r->prev_id);
     for (int i = 0; i < r->n_stops; i++)
         free(r->stops[i]);
     memset(r, 0, sizeof *r);
@@ -463,6 +464,7 @@ static const struct {
     {"prompt", F_COMP, NULL},
     {"prompt", F_RESP, "stored prompt templates are OpenAI's; send the input itself"},
     {"input", F_RESP, NULL},
+    {"previous_response_id", F_RESP, NULL},
     {"instructions", F_RESP, NULL},
     {"stream", F_ALL, NULL},
     {"stream_options", F_ALL, NULL},
@@ -513,8 +515,7 @@ static const struct {
     {"echo", F_COMP, "the prompt is not echoed"},
     {"suffix", F_COMP, "no fill-in-the-middle template is applied"},
     {"background", F_RESP, "responses run in the foreground only"},
-    {"conversation", F_RESP, "petrel stores no conversations; send the whole input"},
-    {"previous_response_id", F_RESP, "petrel stores no responses; send the whole input"},
+    {"conversation", F_RESP, "conversation objects are not kept; use previous_response_id"},
 };
 
 static int is_off(const json_t *v) {
@@ -743,8 +744,24 @@ int oai_parse_request(int api, const char *body, size_t len, oai_req *r, char *e
                 if (!nm) goto out;
                 json_array_append_new(r->messages, nm);
             }
-        } else if (responses_input(j, r->messages, err)) {
-            goto out;
+        } else {
+            if (responses_input(j, r->messages, err)) goto out;
+            r->n_instr = json_is_string(json_object_get(j, "instructions"));
+            const json_t *prev = json_object_get(j, "previous_response_id");
+            if (prev && !json_is_null(prev)) {
+                if (!json_is_string(prev) || !json_string_length(prev) ||
+                    json_string_length(prev) > 128) {
+                    bad_at(err, "previous_response_id",
+                           "'previous_response_id' must be a response id string");
+                    goto out;
+                }
+                if (!(r->prev_id = strdup(json_string_value(prev)))) {
+                    bad(err, "out of memory");
+                    goto out;
+                }
+            }
+            r->store = 1; /* OpenAI's default */
+            if (opt_bool(j, "store", &r->store, err) < 0) goto out;
         }
         if (!json_array_size(r->messages)) {
             bad(err, "the conversation is empty");
@@ -945,6 +962,10 @@ static json_t *response_object(const oai_result *r, const char *status, json_t *
     json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:s, s:o, s:n}", "id", r->id, "object", "response",
                           "created_at", (json_int_t)r->created, "status", status, "model", r->model,
                           "output", output ? output : json_array(), "error");
+    json_object_set_new(o, "previous_response_id",
+                        r->previous_response_id ? json_string(r->previous_response_id)
+                                                : json_null());
+    json_object_set_new(o, "store", json_boolean(r->store));
     if (!strcmp(status, "incomplete"))
         json_object_set_new(o, "incomplete_details",
                             json_pack("{s:s}", "reason", "max_output_tokens"));
@@ -952,6 +973,23 @@ static json_t *response_object(const oai_result *r, const char *status, json_t *
         json_object_set_new(o, "incomplete_details", json_null());
     json_object_set_new(o, "usage", with_usage ? usage_json(OAI_RESPONSES, r) : json_null());
     return o;
+}
+
+json_t *oai_response_turn(const oai_result *r) {
+    const pt_chat_parsed *p = r->parsed;
+    json_t *m = json_pack("{s:s, s:s}", "role", "assistant", "content", p->content);
+    if (m && p->reasoning[0])
+        json_object_set_new(m, "reasoning_content", json_string(p->reasoning));
+    json_t *calls = m && p->n_calls ? json_array() : NULL;
+    for (int i = 0; calls && i < p->n_calls; i++) {
+        char cid[96];
+        snprintf(cid, sizeof cid, "call_%s_%d", r->id + 5, i); /* as responses_items names it */
+        json_array_append_new(calls, json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", cid, "type",
+                                               "function", "function", "name", p->calls[i].name,
+                                               "arguments", p->calls[i].arguments));
+    }
+    if (calls) json_object_set_new(m, "tool_calls", calls);
+    return m;
 }
 
 char *oai_reply(int api, const oai_result *r) {

@@ -43,6 +43,10 @@ typedef struct oai_req {
     int thinking;      /* -1: the server's default */
     int one_tool_call; /* parallel_tool_calls false: return the first call only */
     int n_omitted; /* image / audio / file parts the model cannot read, replaced by a placeholder */
+    /* responses: */
+    char *prev_id; /* previous_response_id (owned), or NULL: the caller splices its conversation */
+    int store;     /* keep this response (store, default true) */
+    int n_instr;   /* 1: messages[0] is the instructions (not carried to a later turn) */
     char ignored[128];             /* fields no table row names, for the log ("" none) */
     char err_param[OAI_PARAM_MAX]; /* after a failed parse: the field the error names, or "" */
 } oai_req;
@@ -105,7 +109,13 @@ typedef struct oai_result {
     const char *text; /* completions: the text (UTF-8) */
     int reason;       /* PT_GEN_* */
     int prompt_tokens, cached_tokens, completion_tokens, reasoning_tokens;
+    const char *previous_response_id; /* responses: echoed; NULL: none */
+    int store;                        /* responses: whether it is kept */
 } oai_result;
+
+/* responses: this answer as the chat-shaped assistant message a later turn renders (content,
+ * reasoning_content, tool_calls with the call ids the output items carry). */
+json_t *oai_response_turn(const oai_result *r);
 
 /* The OpenAI tool_calls array for parsed calls: [{id, type:"function",
  * function:{name, arguments}}] with arguments a JSON string; ids are

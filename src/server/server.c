@@ -21,6 +21,7 @@
 
 #include "front/front.h"
 #include "server/oai.h"
+#include "server/store.h"
 
 /* ===== Jobs ===== */
 
@@ -104,6 +105,7 @@ struct srv {
     int last_completion_tokens, last_prompt_tokens, last_cached_tokens;
     char last_finish[16];
     double job_seconds; /* a request's time in the worker, a moving average (Retry-After) */
+    rstore *store;      /* kept Responses API responses */
 };
 
 static void job_release(job *j) { /* srv.mu held */
@@ -233,6 +235,23 @@ static void log_job(srv *s, const job *j, int status, int n_prompt, int cached,
             j->req.ignored[0] ? "; ignored unknown fields: " : "", j->req.ignored,
             j->req.n_omitted ? "; image/audio/file parts replaced by a placeholder" : "");
     fflush(s->p.log);
+}
+
+/* Keep a finished response for previous_response_id and GET /v1/responses/{id}: its object and
+ * the conversation it ends (the input without the instructions, then this answer). */
+static void keep_response(srv *s, const job *j, const oai_result *r) {
+    const oai_req *rq = &j->req;
+    char *body = oai_reply(OAI_RESPONSES, r);
+    json_t *conv = json_array();
+    for (size_t i = (size_t)rq->n_instr; conv && i < json_array_size(rq->messages); i++)
+        json_array_append(conv, json_array_get(rq->messages, i));
+    json_t *turn = conv ? oai_response_turn(r) : NULL;
+    if (!body || !turn)
+        json_decref(turn);
+    else if (!json_array_append_new(conv, turn)) /* takes turn, even when it fails */
+        rstore_put(s->store, r->id, j->tenant, body, conv);
+    json_decref(conv);
+    free(body);
 }
 
 /* The prompt is in the cache: set up the splitter and, for a stream, send its
@@ -384,7 +403,9 @@ static void run_job(srv *s, job *j) {
                     .cached_tokens = cached,
                     .completion_tokens = res->n_tokens,
                     .reasoning_tokens =
-                        rc.n_reasoning < res->n_tokens ? rc.n_reasoning : res->n_tokens};
+                        rc.n_reasoning < res->n_tokens ? rc.n_reasoning : res->n_tokens,
+                    .previous_response_id = rq->prev_id,
+                    .store = rq->store};
     /* a stream shows the content the final parse has beyond what was streamed (a malformed tool
      * call) */
     if (grc == 0 && rc.streaming && parsed && tools) {
@@ -425,6 +446,7 @@ static void run_job(srv *s, job *j) {
         j->body = oai_reply(rq->api, &r);
         if (!j->body) job_fail(j, 500, "server_error", NULL, "out of memory");
     }
+    if (!grc && rq->api == OAI_RESPONSES && rq->store && parsed) keep_response(s, j, &r);
     char finish[sizeof s->last_finish];
     snprintf(finish, sizeof finish, "%s", s->last_finish);
     pthread_mutex_unlock(&s->mu);
@@ -819,6 +841,31 @@ static enum MHD_Result add_header_size(void *cls, enum MHD_ValueKind kind, const
     return MHD_YES;
 }
 
+/* GET or DELETE /v1/responses/{id}: a kept response of this tenant, or OpenAI's 404. */
+static enum MHD_Result stored_response(srv *s, struct MHD_Connection *c, const char *method,
+                                       const char *id, int tenant) {
+    int get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), del = !strcmp(method, "DELETE");
+    if (!get && !del)
+        return reply_error(c, 405, "invalid_request_error", "method_not_allowed",
+                           "use GET or DELETE");
+    char *body = NULL;
+    int found =
+        get ? !rstore_get(s->store, id, tenant, &body, NULL) : !rstore_delete(s->store, id, tenant);
+    if (!found) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "No response found with id '%.128s'.", id);
+        return reply_error(c, 404, "invalid_request_error", "not_found", msg);
+    }
+    if (del) {
+        json_t *j = json_pack("{s:s, s:s, s:b}", "id", id, "object", "response", "deleted", 1);
+        body = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        json_decref(j);
+    }
+    enum MHD_Result r = reply(c, 200, body);
+    free(body);
+    return r;
+}
+
 /* ===== Who may call: Host (DNS rebinding) and Origin (browsers) ===== */
 
 /* The Host header names this server: an IP literal (a rebinding attack needs a DNS name),
@@ -934,6 +981,31 @@ static enum MHD_Result submit(srv *s, struct MHD_Connection *c, conn *cn) {
         pthread_mutex_unlock(&s->mu);
         return reply_error_at(c, 400, "invalid_request_error", "invalid_request", "logit_bias",
                               err);
+    }
+    if (j->req.prev_id) {
+        /* previous_response_id: that turn's conversation goes between this request's
+         * instructions (instructions are not carried over, as at OpenAI) and its input */
+        json_t *prev = NULL;
+        if (rstore_get(s->store, j->req.prev_id, cn->tenant, NULL, &prev)) {
+            snprintf(err, sizeof err, "Previous response with id '%.128s' not found.",
+                     j->req.prev_id);
+            pthread_mutex_lock(&s->mu);
+            j->refs = 1;
+            job_release(j);
+            pthread_mutex_unlock(&s->mu);
+            return reply_error_at(c, 404, "invalid_request_error", "previous_response_not_found",
+                                  "previous_response_id", err);
+        }
+        json_t *msgs = json_array();
+        for (size_t i = 0; i < json_array_size(j->req.messages); i++) {
+            if (i == (size_t)j->req.n_instr) json_array_extend(msgs, prev);
+            json_array_append(msgs, json_array_get(j->req.messages, i));
+        }
+        if (json_array_size(j->req.messages) <= (size_t)j->req.n_instr)
+            json_array_extend(msgs, prev);
+        json_decref(prev);
+        json_decref(j->req.messages);
+        j->req.messages = msgs;
     }
     long floor = prompt_floor(s, &j->req);
     if (floor > s->n_ctx) {
@@ -1111,6 +1183,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
                                    "use GET");
             return models(s, c);
         }
+        const char *rid = !strncmp(url, "/v1/responses/", 14) ? url + 14
+                          : !strncmp(url, "/responses/", 11)  ? url + 11
+                                                              : NULL;
+        if (rid) return stored_response(s, c, method, rid, tenant);
         if (!api) {
             char msg[256];
             snprintf(msg, sizeof msg, "unknown endpoint %.100s %.100s", method, url);
@@ -1190,6 +1266,12 @@ srv *srv_start(const srv_params *p, char *err, size_t err_len) {
     pthread_cond_init(&s->work_cv, NULL);
     snprintf(s->last_finish, sizeof s->last_finish, "none");
     s->cache_tenant = -1;
+    s->store = rstore_new(512, 256u << 20);
+    if (!s->store) {
+        snprintf(err, err_len, "out of memory");
+        srv_stop(s);
+        return NULL;
+    }
     if (p->n_api_keys > 0) {
         s->keys = calloc((size_t)p->n_api_keys, sizeof *s->keys);
         if (s->keys) s->n_keys = p->n_api_keys; /* freed by srv_stop, even in part */
@@ -1282,5 +1364,6 @@ void srv_stop(srv *s) {
         free(s->keys[i]);
     free(s->keys);
     free(s->model_name);
+    rstore_free(s->store);
     free(s);
 }

@@ -6,6 +6,7 @@
  *   POST /v1/chat/completions  streaming (SSE) or not; tools; reasoning separated
  *   POST /v1/completions       raw text completion
  *   POST /v1/responses         the Responses API as Codex uses it
+ *   GET|DELETE /v1/responses/{id}  a kept response (store.h)
  *
  * Threads: libmicrohttpd runs one thread per connection (bounded); they parse
  * and check requests, then hand a job to the single worker thread that owns
