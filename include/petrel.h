@@ -354,6 +354,11 @@ typedef struct pt_chat_markers {
     int n_tool_calls;
 } pt_chat_markers;
 int pt_chat_markers_of(const char *format, pt_chat_markers *m);
+/* show[0..n): 1 for each control token that is the format's reply markup (reasoning tags,
+ * tool-call markup: what pt_chat_parse reads), 0 for every other token; for
+ * pt_gen_opts.show_control, so that turn headers and other control tokens a model may emit
+ * never reach a reply's text. Returns how many are marked, or -1 (no vocabulary, no format). */
+int pt_chat_markup_tokens(const pt_engine *e, const char *format, unsigned char *show, int n);
 
 typedef struct pt_tool_call {
     char *name;      /* NUL-terminated */
@@ -480,7 +485,11 @@ typedef struct pt_gen_opts {
     const char *const *stops; /* stop strings matched on the decoded text */
     int n_stops;
     int decode_flags; /* PT_DETOKENIZE_RENDER_SPECIAL to show control tokens such as </think> */
-    int ignore_eog;   /* 1: end-of-generation tokens do not stop (benchmarks) */
+    /* With PT_DETOKENIZE_RENDER_SPECIAL: when set ([vocab], pt_chat_markup_tokens), only the
+     * control tokens marked here are written; the others decode to nothing. Stop strings never
+     * match across a written control token's text. */
+    const unsigned char *show_control;
+    int ignore_eog; /* 1: end-of-generation tokens do not stop (benchmarks) */
     /* Asked before each token is sampled (may be NULL); non-zero stops the run
      * as PT_GEN_INTERRUPT (the server notices a client that went away). */
     int (*should_stop)(void *ud);

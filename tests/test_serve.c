@@ -2035,6 +2035,104 @@ static void test_serve_stored_responses(void) {
     srv_down(&s);
 }
 
+/* The id of a special token's text in a fixture's vocabulary, or -1. */
+static int special_id(const char *fixture, const char *text) {
+    char err[256];
+    pt_engine_params ep = {.model_path = t_fixture(fixture), .vocab_only = 1};
+    pt_engine *e = pt_engine_open(&ep, err, sizeof err);
+    pt_ids ids = {0};
+    int id = -1;
+    if (e &&
+        !pt_tokenize(e, text, strlen(text), PT_TOKENIZE_PARSE_SPECIAL, &ids, err, sizeof err) &&
+        ids.n == 1)
+        id = (int)ids.v[0];
+    pt_ids_free(&ids);
+    pt_engine_close(e);
+    return id;
+}
+
+/* Clean text (issue 17 point 7): a control token that is not the format's reply markup (a turn
+ * header the model emits) never reaches content; a stop string never matches inside a control
+ * token's text; reasoning_tokens counts nothing for a reasoning block closed at once. */
+static void test_serve_clean_text(void) {
+    int im_start = special_id(FIX, "<|im_start|>"), think = special_id(FIX, "<think>");
+    int glm_close = special_id("glm-dsa-rq2k.gguf", "</think>");
+    int glm_assistant = special_id("glm-dsa-rq2k.gguf", "<|assistant|>");
+    CHECKF(im_start >= 0 && think >= 0 && glm_close >= 0 && glm_assistant >= 0, "ids %d %d %d %d",
+           im_start, think, glm_close, glm_assistant);
+    tsrv s;
+    if (srv_up(&s, FIX, NULL)) {
+        CHECKF(0, "the server did not start (%s)", s.errfile);
+        srv_down(&s);
+        return;
+    }
+    char req[512];
+    hresp r;
+    /* a forced turn header: counted as generated, never shown */
+    snprintf(req, sizeof req,
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":3,"
+             "\"logit_bias\":{\"%d\":100}}",
+             im_start);
+    CHECK(http(s.port, "POST", "/v1/chat/completions", NULL, req, &r) == 0 && r.status == 200);
+    json_t *j = body_json(&r);
+    CHECKF(jstr(j, "choices.0.message.content") &&
+               !strstr(jstr(j, "choices.0.message.content"), "<|im_start|>") &&
+               jint(j, "usage.completion_tokens") == 3,
+           "%s", r.body);
+    json_decref(j);
+    hresp_free(&r);
+    /* the stream too */
+    snprintf(req, sizeof req,
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":3,"
+             "\"stream\":true,\"logit_bias\":{\"%d\":100}}",
+             im_start);
+    CHECK(http(s.port, "POST", "/v1/chat/completions", NULL, req, &r) == 0 && r.status == 200);
+    CHECKF(r.body && !strstr(r.body, "im_start"), "%s", r.body);
+    hresp_free(&r);
+    /* a stop string that a shown control token's text contains does not stop */
+    snprintf(req, sizeof req,
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":3,"
+             "\"stop\":[\"<th\"],\"logit_bias\":{\"%d\":100}}",
+             think);
+    CHECK(http(s.port, "POST", "/v1/chat/completions", NULL, req, &r) == 0 && r.status == 200);
+    j = body_json(&r);
+    CHECKF(jstr(j, "choices.0.finish_reason") &&
+               !strcmp(jstr(j, "choices.0.finish_reason"), "length"),
+           "%s", r.body);
+    json_decref(j);
+    hresp_free(&r);
+    srv_down(&s);
+    /* GLM opens the reasoning block in the prompt; closing it at once is no reasoning */
+    if (srv_up(&s, "glm-dsa-rq2k.gguf", NULL)) {
+        CHECKF(0, "the server did not start (%s)", s.errfile);
+        srv_down(&s);
+        return;
+    }
+    snprintf(req, sizeof req,
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":1,"
+             "\"chat_template_kwargs\":{\"enable_thinking\":true},\"logit_bias\":{\"%d\":100}}",
+             glm_close);
+    CHECK(http(s.port, "POST", "/v1/chat/completions", NULL, req, &r) == 0 && r.status == 200);
+    j = body_json(&r);
+    CHECKF(jint(j, "usage.completion_tokens") == 1 &&
+               jint(j, "usage.completion_tokens_details.reasoning_tokens") == 0,
+           "%s", r.body);
+    json_decref(j);
+    hresp_free(&r);
+    /* GLM's turn header, forced after the answer began: not in content, streamed or not */
+    for (int stream = 0; stream < 2; stream++) {
+        snprintf(req, sizeof req,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":3,"
+                 "\"stream\":%s,\"chat_template_kwargs\":{\"enable_thinking\":false},"
+                 "\"logit_bias\":{\"%d\":100}}",
+                 stream ? "true" : "false", glm_assistant);
+        CHECK(http(s.port, "POST", "/v1/chat/completions", NULL, req, &r) == 0 && r.status == 200);
+        CHECKF(r.body && !strstr(r.body, "assistant|>"), "%s", r.body);
+        hresp_free(&r);
+    }
+    srv_down(&s);
+}
+
 /* A client that half-closes after its request (shutdown(SHUT_WR), as `nc -N` and some proxies
  * do) gets its whole answer, streamed or not; one that closes altogether while it waits in the
  * queue gives its place up at once. */
@@ -2445,6 +2543,7 @@ T_SUITE(serve) {
     T_ADD(test_serve_browsers);
     T_ADD(test_serve_images);
     T_ADD(test_serve_stored_responses);
+    T_ADD(test_serve_clean_text);
     T_ADD(test_serve_half_close);
     T_ADD(test_serve_api_key_empty);
     T_ADD(test_serve_tenants);

@@ -243,7 +243,8 @@ static int run_text(const tcli_opts *o, const char *text, size_t len, int chat, 
                     .gen = {.max_tokens = (int)o->n_gen,
                             .stops = o->stops,
                             .n_stops = o->n_stops,
-                            .decode_flags = chat ? PT_DETOKENIZE_RENDER_SPECIAL : 0}};
+                            .decode_flags = chat ? PT_DETOKENIZE_RENDER_SPECIAL : 0,
+                            .show_control = chat ? m.markup : NULL}};
     if (chat) {
         if (!pt_chat_format_known(m.format)) {
             rc = cli_error("%s: no known chat format for this model (use generate without --chat)",

@@ -373,10 +373,17 @@ int tcli_open(const tcli_opts *o, tcli_model *m, int quiet) {
         tcli_close(m);
         return cli_error("%s", err);
     }
+    int n_vocab = pt_vocab_size(m->e);
+    if (pt_chat_format_known(m->format) && (m->markup = malloc((size_t)n_vocab)) &&
+        pt_chat_markup_tokens(m->e, m->format, m->markup, n_vocab) < 0) {
+        free(m->markup);
+        m->markup = NULL;
+    }
     return 0;
 }
 
 void tcli_close(tcli_model *m) {
+    free(m->markup);
     pt_gen_free(m->g);
     pt_session_free(m->s);
     pt_engine_close(m->e);

@@ -51,8 +51,10 @@ typedef struct tcli_model {
     pt_engine *e;
     pt_session *s;
     pt_gen *g;
-    const char *format; /* chat format in effect ("none": raw text only) */
-    pt_sampling sp;     /* in effect: the model's defaults, then the user's flags */
+    const char *format;    /* chat format in effect ("none": raw text only) */
+    pt_sampling sp;        /* in effect: the model's defaults, then the user's flags */
+    unsigned char *markup; /* [vocab] the control tokens a chat reply shows
+                              (pt_gen_opts.show_control); NULL without a chat format */
 } tcli_model;
 
 /* Open engine (with its vocabulary), session (n_ctx default 4096, capped by the

@@ -118,6 +118,25 @@ int pt_chat_markers_of(const char *format, pt_chat_markers *m) {
     return 0;
 }
 
+int pt_chat_markup_tokens(const pt_engine *e, const char *format, unsigned char *show, int n) {
+    const tok_vocab *v = engine_vocab(e, NULL, 0);
+    chat_format f = chat_format_from_name(format);
+    if (!v || f == CHAT_NONE) return -1;
+    const char *markup[16];
+    int n_markup = chat_reply_markup(f, markup, 16);
+    int marked = 0;
+    for (int32_t id = 0; id < n; id++) {
+        show[id] = 0;
+        if (id >= tok_n_vocab(v) || !(tok_attr(v, id) & TOK_ATTR_CONTROL)) continue;
+        size_t len = 0;
+        const char *p = pt_token_piece(e, id, PT_DETOKENIZE_RENDER_SPECIAL, &len);
+        for (int k = 0; p && k < n_markup; k++)
+            if (len == strlen(markup[k]) && !memcmp(p, markup[k], len)) show[id] = 1;
+        marked += show[id];
+    }
+    return marked;
+}
+
 int pt_chat_parse(const char *format, const char *text, size_t len, int in_reasoning,
                   const char *tools_json, pt_chat_parsed *out, char *err, size_t err_len) {
     memset(out, 0, sizeof *out);

@@ -104,8 +104,9 @@ struct srv {
     unsigned long long n_requests, n_cancelled, n_rejected, tokens_generated;
     int last_completion_tokens, last_prompt_tokens, last_cached_tokens;
     char last_finish[16];
-    double job_seconds; /* a request's time in the worker, a moving average (Retry-After) */
-    rstore *store;      /* kept Responses API responses */
+    double job_seconds;    /* a request's time in the worker, a moving average (Retry-After) */
+    rstore *store;         /* kept Responses API responses */
+    unsigned char *markup; /* [vocab] control tokens a chat reply shows (pt_chat_markup_tokens) */
 };
 
 static void job_release(job *j) { /* srv.mu held */
@@ -333,6 +334,7 @@ static void run_job(srv *s, job *j) {
                          .stops = rq->n_stops ? stops : m->stops,
                          .n_stops = rq->n_stops ? rq->n_stops : m->n_stops,
                          .decode_flags = chat ? PT_DETOKENIZE_RENDER_SPECIAL : 0,
+                         .show_control = chat ? s->markup : NULL,
                          .should_stop = should_stop,
                          .should_stop_ud = &rc},
                  .emit = on_text,
@@ -402,8 +404,11 @@ static void run_job(srv *s, job *j) {
                     .prompt_tokens = tr.n_prompt,
                     .cached_tokens = cached,
                     .completion_tokens = res->n_tokens,
-                    .reasoning_tokens =
-                        rc.n_reasoning < res->n_tokens ? rc.n_reasoning : res->n_tokens,
+                    /* tokens sampled inside the reasoning block; none when it held no text
+                     * (a block the model closed at once) */
+                    .reasoning_tokens = !parsed || !parsed->reasoning[0] ? 0
+                                        : rc.n_reasoning < res->n_tokens ? rc.n_reasoning
+                                                                         : res->n_tokens,
                     .previous_response_id = rq->prev_id,
                     .store = rq->store};
     /* a stream shows the content the final parse has beyond what was streamed (a malformed tool
@@ -1336,7 +1341,13 @@ int srv_set_model(srv *s, const srv_model *m, char *err, size_t err_len) {
         pt_token_piece(m->e, id, PT_DETOKENIZE_RENDER_SPECIAL, &len);
         if ((int)len > max_piece) max_piece = (int)len;
     }
+    unsigned char *markup = malloc((size_t)pt_vocab_size(m->e) + 1);
+    if (markup && pt_chat_markup_tokens(m->e, m->format, markup, pt_vocab_size(m->e)) < 0) {
+        free(markup); /* no chat format: completions only */
+        markup = NULL;
+    }
     pthread_mutex_lock(&s->mu);
+    s->markup = markup;
     s->n_ctx = pt_session_n_ctx(m->s);
     s->max_piece = max_piece;
     s->n_vocab = pt_vocab_size(m->e);
@@ -1365,5 +1376,6 @@ void srv_stop(srv *s) {
     free(s->keys);
     free(s->model_name);
     rstore_free(s->store);
+    free(s->markup);
     free(s);
 }

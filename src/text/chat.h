@@ -63,6 +63,9 @@ chat_format chat_detect_gguf(const gguf_ctx *g);
 const char *
 chat_format_name(chat_format f); /* "glm-5", "deepseek-v3", "gemma-4", "qwen3", "none" */
 chat_format chat_format_from_name(const char *name); /* CHAT_NONE when unknown */
+/* The format's reply markup (reasoning and tool-call markers, and the other markup its
+ * parser reads), NULL-terminated, into out[cap]; returns the count. */
+int chat_reply_markup(chat_format f, const char **out, int cap);
 
 /* Whether the family thinks by default (enable_thinking unset): GLM-5 and
  * Qwen3 yes, DeepSeek-V3.1 and Gemma 4 no — what their templates do. */

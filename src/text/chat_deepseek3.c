@@ -170,6 +170,8 @@ static int tidy(sv *content, tok_bytes *scratch) {
     return oom ? -1 : 0;
 }
 
+static const char *const k_markup[] = {DS_CALLS_BEGIN, DS_CALLS_END, DS_SEP, NULL};
+
 const chat_syntax chat_deepseek3_syntax = {
     .think_open = "<think>",
     .think_close = "</think>",
@@ -177,4 +179,5 @@ const chat_syntax chat_deepseek3_syntax = {
     .call_close = DS_CALL_END,
     .parse_call = parse_call,
     .tidy = tidy,
+    .markup = k_markup,
 };

@@ -598,6 +598,8 @@ static int tidy(sv *content, tok_bytes *scratch) {
     return 0;
 }
 
+static const char *const k_markup[] = {GQ, "<|tool_response>", NULL};
+
 const chat_syntax chat_gemma4_syntax = {
     .think_open = "<|channel>",
     .think_close = "<channel|>",
@@ -606,4 +608,5 @@ const chat_syntax chat_gemma4_syntax = {
     .call_close = "<tool_call|>",
     .parse_call = parse_call,
     .tidy = tidy,
+    .markup = k_markup,
 };

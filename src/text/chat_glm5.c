@@ -215,10 +215,14 @@ bad:
     return NULL;
 }
 
+static const char *const k_markup[] = {"<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>",
+                                       NULL};
+
 const chat_syntax chat_glm5_syntax = {
     .think_open = "<think>",
     .think_close = "</think>",
     .call_open = "<tool_call>",
     .call_close = "</tool_call>",
     .parse_call = parse_call,
+    .markup = k_markup,
 };

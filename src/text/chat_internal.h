@@ -179,6 +179,9 @@ typedef struct chat_syntax {
     /* Tidy the content left once the calls are cut out (wrapper tokens, a
      * trailing stop marker); may write into scratch. 0 or -1 (out of memory). */
     int (*tidy)(sv *content, tok_bytes *scratch);
+    /* Other markup the model writes in its answer and the parser reads (NULL-terminated;
+     * may be NULL): with the markers above, the control tokens a reply may show. */
+    const char *const *markup;
 } chat_syntax;
 
 extern const chat_syntax chat_glm5_syntax;

@@ -32,6 +32,18 @@ static const chat_syntax *syntax_of(chat_format f) {
     }
 }
 
+int chat_reply_markup(chat_format f, const char **out, int cap) {
+    const chat_syntax *sy = syntax_of(f);
+    const char *fixed[] = {sy->think_open, sy->think_close, sy->call_open, sy->call_close};
+    int n = 0;
+    for (int i = 0; i < 4 && n + 1 < cap; i++)
+        if (fixed[i]) out[n++] = fixed[i];
+    for (int i = 0; sy->markup && sy->markup[i] && n + 1 < cap; i++)
+        out[n++] = sy->markup[i];
+    out[n] = NULL;
+    return n;
+}
+
 char *chat_sv_dup(sv s) {
     char *p = malloc(s.n + 1);
     if (!p) return NULL;

@@ -137,7 +137,7 @@ int pt_gen_run(pt_gen *g, const pt_gen_opts *o, pt_gen_emit_fn emit, void *ud,
     for (int i = n_held > g->penalty_last_n ? n_held - g->penalty_last_n : 0; i < n_held; i++)
         sampler_accept(g->smp, held[i]);
     tok_stream st = {0};
-    size_t emitted = 0;
+    size_t emitted = 0, floor = 0; /* floor: the end of the last control token's text */
     pt_err pe = {{0}};
     int rc = 0;
     for (;;) {
@@ -162,12 +162,21 @@ int pt_gen_run(pt_gen *g, const pt_gen_opts *o, pt_gen_emit_fn emit, void *ud,
         }
         sampler_accept(g->smp, tok);
         r->n_tokens++;
-        if (push_token(g->v, &st, tok, o->decode_flags, &r->text, &pe)) {
+        int flags = o->decode_flags;
+        int control =
+            (flags & PT_DETOKENIZE_RENDER_SPECIAL) && (tok_attr(g->v, tok) & TOK_ATTR_CONTROL);
+        if (control && o->show_control && !o->show_control[tok])
+            flags &= ~PT_DETOKENIZE_RENDER_SPECIAL, control = 0;
+        if (push_token(g->v, &st, tok, flags, &r->text, &pe)) {
             rc = fail(err, err_len, pe.msg);
             break;
         }
-        size_t hold = 0;
-        long at = stop_find(o->stops, o->n_stops, r->text.v, r->text.n, emitted, &hold);
+        /* stop strings are matched on the text after the last written control token */
+        if (control) floor = r->text.n;
+        size_t hold = 0, from = emitted > floor ? emitted - floor : 0;
+        long at =
+            stop_find(o->stops, o->n_stops, r->text.v + floor, r->text.n - floor, from, &hold);
+        if (at >= 0) at += (long)floor;
         if (at >= 0) {
             emit_upto(emit, ud, &r->text, &emitted, (size_t)at);
             r->text.n = (size_t)at;
