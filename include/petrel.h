@@ -460,6 +460,13 @@ int32_t pt_sampler_sample(pt_sampler *s, float *logits);
 
 typedef struct pt_gen pt_gen;
 
+/* A token and its log-probability (pt_gen_opts.on_logprob). */
+typedef struct pt_logprob {
+    int32_t id;
+    float logprob;
+} pt_logprob;
+#define PT_MAX_TOP_LOGPROBS 20
+
 /* The session (and its engine, whose vocabulary decodes) stays the caller's;
  * the sampler is made from sp. NULL with err (no vocabulary, a vocabulary
  * larger than the model's output, a bad parameter). */
@@ -494,6 +501,14 @@ typedef struct pt_gen_opts {
      * as PT_GEN_INTERRUPT (the server notices a client that went away). */
     int (*should_stop)(void *ud);
     void *should_stop_ud;
+    /* Log-probabilities (may be NULL): called for each sampled token, before its text is
+     * emitted, with its log-probability under the model's own distribution (the log-softmax
+     * of the logits, before biases, penalties, temperature and truncation: what OpenAI and
+     * llama.cpp's server report) and the n_top_logprobs most likely tokens, most likely first
+     * (at most PT_MAX_TOP_LOGPROBS). */
+    void (*on_logprob)(void *ud, const pt_logprob *sampled, const pt_logprob *top, int n_top);
+    void *on_logprob_ud;
+    int n_top_logprobs;
 } pt_gen_opts;
 
 typedef struct pt_gen_result {

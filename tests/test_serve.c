@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -1630,12 +1631,13 @@ static const struct {
     {"audio", "c", "{\"audio\":{\"voice\":\"alloy\",\"format\":\"wav\"}}", NULL, NULL},
     {"function_call", "c", "{\"function_call\":\"auto\"}", NULL, NULL},
     {"functions", "c", "{\"functions\":[{\"name\":\"f\"}]}", NULL, NULL},
-    {"logprobs", "c", "{\"logprobs\":true}", NULL, NULL},
-    {"logprobs", "p", "{\"logprobs\":2}", NULL, NULL},
-    {"top_logprobs", "c", "{\"top_logprobs\":2}", NULL, NULL},
+    {"logprobs", "c", "{\"logprobs\":true}", "{\"logprobs\":1}", "logprobs"},
+    {"logprobs", "p", "{\"logprobs\":2}", "{\"logprobs\":6}", "logprobs"},
+    {"top_logprobs", "c", "{\"logprobs\":true,\"top_logprobs\":2}", "{\"top_logprobs\":2}",
+     "top_logprobs"},
     {"web_search_options", "c", "{\"web_search_options\":{\"search_context_size\":\"low\"}}", NULL,
      NULL},
-    {"echo", "p", "{\"echo\":true}", NULL, NULL},
+    {"echo", "p", "{\"echo\":true}", "{\"echo\":true,\"logprobs\":1}", "echo"},
     {"suffix", "p", "{\"suffix\":\"end\"}", NULL, NULL},
     {"background", "r", "{\"background\":true}", NULL, NULL},
     {"conversation", "r", "{\"conversation\":\"conv_1\"}", NULL, NULL},
@@ -2133,6 +2135,131 @@ static void test_serve_clean_text(void) {
     srv_down(&s);
 }
 
+/* Logprobs and echo (issue 17 point 5): each token's log-probability is the log-softmax of the
+ * model's logits for that position (checked against the library run directly: the first
+ * token's logprob and alternatives), alternatives most likely first, greedy picks the most
+ * likely; chat's content entries, completions' legacy arrays, streamed chunks carry the same;
+ * echo puts the prompt first. */
+static void test_serve_logprobs(void) {
+    char err[512];
+    const char *prompt = "The capital of France is";
+    /* the reference: the model's distribution after the prompt */
+    pt_engine_params ep = {.model_path = t_fixture(FIX), .usage_dir = t_usage_dir()};
+    pt_engine *e = pt_engine_open(&ep, err, sizeof err);
+    CHECKF(e != NULL, "%s", err);
+    if (!e) return;
+    pt_session *ss = pt_session_new(e, NULL, err, sizeof err);
+    pt_ids ids = {0};
+    int nv = pt_engine_n_vocab(e), nt = pt_vocab_size(e);
+    float *lg = malloc((size_t)nv * sizeof *lg);
+    CHECK(ss && lg &&
+          !pt_tokenize(e, prompt, strlen(prompt), PT_TOKENIZE_ADD_SPECIAL, &ids, err, sizeof err) &&
+          pt_session_sync(ss, ids.v, (int)ids.n, lg, NULL, err, sizeof err) >= 0);
+    int best = 0;
+    double mx = -INFINITY, sum = 0;
+    for (int i = 0; i < nt; i++)
+        if (lg[i] > mx) mx = lg[i], best = i;
+    for (int i = 0; i < nt; i++)
+        sum += exp((double)lg[i] - mx);
+    double want = -log(sum); /* the greedy token's logprob */
+    tsrv s;
+    if (srv_up(&s, FIX, NULL)) {
+        CHECKF(0, "the server did not start (%s)", s.errfile);
+        srv_down(&s);
+        goto out;
+    }
+    char req[512];
+    hresp r;
+    snprintf(req, sizeof req,
+             "{\"prompt\":\"%s\",\"max_tokens\":4,\"temperature\":0,\"logprobs\":3}", prompt);
+    CHECK(http(s.port, "POST", "/v1/completions", NULL, req, &r) == 0 && r.status == 200);
+    json_t *j = body_json(&r);
+    json_t *lp = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "logprobs");
+    json_t *tl = json_object_get(lp, "token_logprobs");
+    CHECKF(json_array_size(tl) == 4 && json_array_size(json_object_get(lp, "tokens")) == 4 &&
+               json_array_size(json_object_get(lp, "top_logprobs")) == 4 &&
+               json_array_size(json_object_get(lp, "text_offset")) == 4,
+           "%s", r.body);
+    double got = json_number_value(json_array_get(tl, 0));
+    CHECKF(fabs(got - want) < 1e-4, "first token logprob %g, the library's %g", got, want);
+    /* the tokens are the text */
+    pt_buf cat = {0};
+    size_t i;
+    json_t *t;
+    json_array_foreach(json_object_get(lp, "tokens"), i, t)
+        pt_buf_append(&cat, json_string_value(t), json_string_length(t));
+    const char *text = jstr(j, "choices.0.text");
+    CHECKF(text && cat.v && !strcmp(cat.v, text), "tokens '%s' text '%s'", cat.v, text);
+    pt_buf_free(&cat);
+    json_decref(j);
+    hresp_free(&r);
+    /* chat: entries with bytes and alternatives, most likely first; greedy picks the first */
+    CHECK(http(s.port, "POST", "/v1/chat/completions", NULL,
+               "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":4,"
+               "\"temperature\":0,\"logprobs\":true,\"top_logprobs\":3}",
+               &r) == 0 &&
+          r.status == 200);
+    j = body_json(&r);
+    json_t *content = json_object_get(
+        json_object_get(json_array_get(json_object_get(j, "choices"), 0), "logprobs"), "content");
+    CHECKF(json_array_size(content) == 4, "%s", r.body);
+    json_array_foreach(content, i, t) {
+        json_t *top = json_object_get(t, "top_logprobs");
+        double lp0 = json_number_value(json_object_get(t, "logprob"));
+        CHECK(json_array_size(top) == 3 && json_is_array(json_object_get(t, "bytes")) && lp0 <= 0);
+        double prev = 0, mass = 0;
+        for (size_t k = 0; k < json_array_size(top); k++) {
+            double x = json_number_value(json_object_get(json_array_get(top, k), "logprob"));
+            CHECK(x <= prev + 1e-9);
+            prev = x, mass += exp(x);
+        }
+        CHECK(mass <= 1 + 1e-5);
+        CHECKF(fabs(json_number_value(json_object_get(json_array_get(top, 0), "logprob")) - lp0) <
+                   1e-6,
+               "greedy token %zu is not the most likely: %s", i, r.body);
+    }
+    json_decref(j);
+    hresp_free(&r);
+    /* streamed: the chunks carry as many entries as tokens */
+    CHECK(http(s.port, "POST", "/v1/chat/completions", NULL,
+               "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":5,"
+               "\"stream\":true,\"logprobs\":true}",
+               &r) == 0 &&
+          r.status == 200);
+    int done = 0, n_entries = 0;
+    json_t *ev = sse_events(r.body, &done);
+    json_array_foreach(ev, i, t) {
+        json_t *c = json_object_get(
+            json_object_get(json_array_get(json_object_get(t, "choices"), 0), "logprobs"),
+            "content");
+        n_entries += (int)json_array_size(c);
+    }
+    CHECKF(n_entries == 5 && done, "%d entries in the stream: %s", n_entries, r.body);
+    json_decref(ev);
+    hresp_free(&r);
+    /* echo: the prompt first */
+    snprintf(req, sizeof req, "{\"prompt\":\"%s\",\"max_tokens\":2,\"echo\":true}", prompt);
+    CHECK(http(s.port, "POST", "/v1/completions", NULL, req, &r) == 0 && r.status == 200);
+    j = body_json(&r);
+    text = jstr(j, "choices.0.text");
+    CHECKF(text && !strncmp(text, prompt, strlen(prompt)) && strlen(text) > strlen(prompt),
+           "echo: %s", r.body);
+    json_decref(j);
+    hresp_free(&r);
+    snprintf(req, sizeof req, "{\"prompt\":\"%s\",\"max_tokens\":2,\"echo\":true,\"stream\":true}",
+             prompt);
+    CHECK(http(s.port, "POST", "/v1/completions", NULL, req, &r) == 0 && r.status == 200);
+    CHECK_STR_CONTAINS(r.body, "\"text\":\"The capital of France is\"");
+    hresp_free(&r);
+    srv_down(&s);
+out:
+    (void)best;
+    free(lg);
+    pt_ids_free(&ids);
+    pt_session_free(ss);
+    pt_engine_close(e);
+}
+
 /* A client that half-closes after its request (shutdown(SHUT_WR), as `nc -N` and some proxies
  * do) gets its whole answer, streamed or not; one that closes altogether while it waits in the
  * queue gives its place up at once. */
@@ -2544,6 +2671,7 @@ T_SUITE(serve) {
     T_ADD(test_serve_images);
     T_ADD(test_serve_stored_responses);
     T_ADD(test_serve_clean_text);
+    T_ADD(test_serve_logprobs);
     T_ADD(test_serve_half_close);
     T_ADD(test_serve_api_key_empty);
     T_ADD(test_serve_tenants);

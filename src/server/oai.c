@@ -476,6 +476,9 @@ static const struct {
     {"presence_penalty", F_CHAT | F_COMP, NULL},
     {"frequency_penalty", F_CHAT | F_COMP, NULL},
     {"seed", F_CHAT | F_COMP, NULL},
+    {"logprobs", F_CHAT | F_COMP, NULL},
+    {"top_logprobs", F_CHAT, NULL},
+    {"echo", F_COMP, NULL},
     {"logit_bias", F_CHAT | F_COMP, NULL},
     {"stop", F_CHAT | F_COMP, NULL},
     {"n", F_CHAT | F_COMP, NULL},
@@ -509,10 +512,7 @@ static const struct {
     {"audio", F_CHAT, "petrel generates text only"},
     {"function_call", F_CHAT, "the deprecated functions API; use 'tool_choice'"},
     {"functions", F_CHAT, "the deprecated functions API; use 'tools'"},
-    {"logprobs", F_CHAT | F_COMP, "log probabilities are not returned"},
-    {"top_logprobs", F_CHAT, "log probabilities are not returned"},
     {"web_search_options", F_CHAT, "petrel has no web search"},
-    {"echo", F_COMP, "the prompt is not echoed"},
     {"suffix", F_COMP, "no fill-in-the-middle template is applied"},
     {"background", F_RESP, "responses run in the foreground only"},
     {"conversation", F_RESP, "conversation objects are not kept; use previous_response_id"},
@@ -663,6 +663,25 @@ int oai_parse_request(int api, const char *body, size_t len, oai_req *r, char *e
     if (b) r->sp.seed = (uint64_t)n, r->sp_set |= PT_SAMPLING_SEED;
     if (opt_int(j, "n", 1, 1, &n, err) < 0) goto out;
     if (api != OAI_RESPONSES && read_bias(j, r, err)) goto out;
+    if (api == OAI_CHAT) {
+        if (opt_bool(j, "logprobs", &r->logprobs, err) < 0) goto out;
+        if ((b = opt_int(j, "top_logprobs", 0, PT_MAX_TOP_LOGPROBS, &n, err)) < 0) goto out;
+        if (b && n > 0 && !r->logprobs) {
+            bad_at(err, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
+            goto out;
+        }
+        if (b) r->top_logprobs = (int)n;
+    } else if (api == OAI_COMPLETIONS) {
+        /* logprobs N: each token's log-probability and the N most likely (OpenAI: at most 5) */
+        if ((b = opt_int(j, "logprobs", 0, 5, &n, err)) < 0) goto out;
+        if (b) r->logprobs = 1, r->top_logprobs = (int)n;
+        if (opt_bool(j, "echo", &r->echo, err) < 0) goto out;
+        if (r->echo && r->logprobs) {
+            bad_at(err, "echo",
+                   "'echo' with 'logprobs' (the prompt's log-probabilities) is not supported");
+            goto out;
+        }
+    }
     const char *mt = api == OAI_RESPONSES ? "max_output_tokens" : "max_tokens";
     if ((b = opt_int(j, mt, 1, 1 << 24, &n, err)) < 0) goto out;
     if (b) r->max_tokens = (int)n;
@@ -975,6 +994,56 @@ static json_t *response_object(const oai_result *r, const char *status, json_t *
     return o;
 }
 
+/* {token, logprob, bytes} of one token. */
+static json_t *lp_item(const pt_engine *e, int flags, const pt_logprob *t) {
+    size_t n = 0;
+    const char *p = pt_token_piece(e, t->id, flags, &n);
+    pt_buf s = {0};
+    if (pt_utf8_repair(p ? p : "", p ? n : 0, &s) < 0) return NULL;
+    json_t *bytes = json_array();
+    for (size_t i = 0; p && i < n; i++)
+        json_array_append_new(bytes, json_integer((unsigned char)p[i]));
+    json_t *o = json_pack("{s:s%, s:f, s:o}", "token", s.v ? s.v : "", s.n, "logprob",
+                          (double)t->logprob, "bytes", bytes);
+    pt_buf_free(&s);
+    return o;
+}
+
+json_t *oai_logprob_entry(const pt_engine *e, int flags, const pt_logprob *sampled,
+                          const pt_logprob *top, int n_top) {
+    json_t *o = lp_item(e, flags, sampled);
+    json_t *alts = json_array();
+    for (int i = 0; o && alts && i < n_top; i++)
+        json_array_append_new(alts, lp_item(e, flags, &top[i]));
+    if (o) json_object_set_new(o, "top_logprobs", alts);
+    return o;
+}
+
+/* Completions' legacy shape of entries: {tokens, token_logprobs, top_logprobs, text_offset},
+ * offsets counted from `offset` in bytes; *end: the offset after the last token. */
+static json_t *legacy_logprobs(const json_t *entries, size_t offset, size_t *end) {
+    json_t *toks = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
+    size_t i;
+    const json_t *x;
+    json_array_foreach(entries, i, x) {
+        json_array_append(toks, json_object_get(x, "token"));
+        json_array_append(lps, json_object_get(x, "logprob"));
+        json_t *m = json_object();
+        size_t k;
+        const json_t *a;
+        json_array_foreach(json_object_get(x, "top_logprobs"), k, a) {
+            const char *t = json_string_value(json_object_get(a, "token"));
+            if (t && !json_object_get(m, t)) json_object_set(m, t, json_object_get(a, "logprob"));
+        }
+        json_array_append_new(tops, m);
+        json_array_append_new(offs, json_integer((json_int_t)offset));
+        offset += json_array_size(json_object_get(x, "bytes"));
+    }
+    if (end) *end = offset;
+    return json_pack("{s:o, s:o, s:o, s:o}", "tokens", toks, "token_logprobs", lps, "top_logprobs",
+                     tops, "text_offset", offs);
+}
+
 json_t *oai_response_turn(const oai_result *r) {
     const pt_chat_parsed *p = r->parsed;
     json_t *m = json_pack("{s:s, s:s}", "role", "assistant", "content", p->content);
@@ -995,10 +1064,12 @@ json_t *oai_response_turn(const oai_result *r) {
 char *oai_reply(int api, const oai_result *r) {
     json_t *j = NULL;
     if (api == OAI_COMPLETIONS) {
-        j = json_pack("{s:s, s:s, s:I, s:s, s:[{s:s, s:i, s:n, s:s}], s:o}", "id", r->id, "object",
+        j = json_pack("{s:s, s:s, s:I, s:s, s:[{s:s, s:i, s:o, s:s}], s:o}", "id", r->id, "object",
                       "text_completion", "created", (json_int_t)r->created, "model", r->model,
-                      "choices", "text", r->text, "index", 0, "logprobs", "finish_reason",
-                      oai_finish_reason(r->reason, 0), "usage", usage_json(api, r));
+                      "choices", "text", r->text, "index", 0, "logprobs",
+                      r->logprobs ? legacy_logprobs(r->logprobs, 0, NULL) : json_null(),
+                      "finish_reason", oai_finish_reason(r->reason, 0), "usage",
+                      usage_json(api, r));
     } else if (api == OAI_CHAT) {
         const pt_chat_parsed *p = r->parsed;
         json_t *calls = oai_tool_calls(p, r->id + 9);
@@ -1008,9 +1079,11 @@ char *oai_reply(int api, const oai_result *r) {
         if (p->reasoning[0])
             json_object_set_new(msg, "reasoning_content", json_string(p->reasoning));
         if (calls) json_object_set_new(msg, "tool_calls", calls);
-        j = json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:o, s:n, s:s}], s:o}", "id", r->id, "object",
+        json_t *lp =
+            r->logprobs ? json_pack("{s:O, s:n}", "content", r->logprobs, "refusal") : json_null();
+        j = json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:o, s:o, s:s}], s:o}", "id", r->id, "object",
                       "chat.completion", "created", (json_int_t)r->created, "model", r->model,
-                      "choices", "index", 0, "message", msg, "logprobs", "finish_reason",
+                      "choices", "index", 0, "message", msg, "logprobs", lp, "finish_reason",
                       oai_finish_reason(r->reason, p->n_calls), "usage", usage_json(api, r));
     } else {
         int incomplete = r->reason == PT_GEN_LENGTH || r->reason == PT_GEN_CONTEXT;
@@ -1023,9 +1096,18 @@ char *oai_reply(int api, const oai_result *r) {
 
 /* ===== Streams ===== */
 
-static json_t *chat_chunk(const oai_stream *st, json_t *delta, const char *finish) {
+/* A chunk of a chat / completions stream; it carries the logprob entries that are waiting. */
+static json_t *chat_chunk(oai_stream *st, json_t *delta, const char *finish) {
     const char *obj = st->api == OAI_COMPLETIONS ? "text_completion" : "chat.completion.chunk";
     json_t *choice = json_pack("{s:i, s:n}", "index", 0, "logprobs");
+    if (st->lp && json_array_size(st->lp)) {
+        json_object_set_new(choice, "logprobs",
+                            st->api == OAI_COMPLETIONS
+                                ? legacy_logprobs(st->lp, st->lp_offset, &st->lp_offset)
+                                : json_pack("{s:O, s:n}", "content", st->lp, "refusal"));
+        json_decref(st->lp); /* the chunk holds its entries; later ones start a new array */
+        st->lp = json_array();
+    }
     if (st->api == OAI_COMPLETIONS) {
         json_t *t = json_object_get(delta, "text");
         json_object_set_new(choice, "text", t ? json_incref(t) : json_string(""));
@@ -1229,5 +1311,6 @@ int oai_stream_error(oai_stream *st, const char *message, pt_buf *out) {
 void oai_stream_free(oai_stream *st) {
     pt_buf_free(&st->item_text);
     json_decref(st->output);
+    json_decref(st->lp);
     memset(st, 0, sizeof *st);
 }

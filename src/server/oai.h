@@ -47,6 +47,10 @@ typedef struct oai_req {
     char *prev_id; /* previous_response_id (owned), or NULL: the caller splices its conversation */
     int store;     /* keep this response (store, default true) */
     int n_instr;   /* 1: messages[0] is the instructions (not carried to a later turn) */
+    /* chat / completions: */
+    int logprobs;                  /* report each token's log-probability */
+    int top_logprobs;              /* ... and this many alternatives (0..PT_MAX_TOP_LOGPROBS) */
+    int echo;                      /* completions: the prompt precedes the completion in the text */
     char ignored[128];             /* fields no table row names, for the log ("" none) */
     char err_param[OAI_PARAM_MAX]; /* after a failed parse: the field the error names, or "" */
 } oai_req;
@@ -111,7 +115,15 @@ typedef struct oai_result {
     int prompt_tokens, cached_tokens, completion_tokens, reasoning_tokens;
     const char *previous_response_id; /* responses: echoed; NULL: none */
     int store;                        /* responses: whether it is kept */
+    const json_t *logprobs; /* chat / completions: every token's oai_logprob_entry, or NULL */
 } oai_result;
+
+/* A generated token's log-probability as chat completions report it: {token, logprob, bytes,
+ * top_logprobs: [{token, logprob, bytes}]}, the texts decoded from e with flags
+ * (PT_DETOKENIZE_*; a piece that is not whole UTF-8 gets U+FFFD in token, its exact bytes in
+ * bytes). Completions show the same entries in their legacy shape. */
+json_t *oai_logprob_entry(const pt_engine *e, int flags, const pt_logprob *sampled,
+                          const pt_logprob *top, int n_top);
 
 /* responses: this answer as the chat-shaped assistant message a later turn renders (content,
  * reasoning_content, tool_calls with the call ids the output items carry). */
@@ -140,6 +152,8 @@ typedef struct oai_stream {
     char item_id[64];
     pt_buf item_text; /* responses: the open item's text so far */
     json_t *output;   /* responses: finished output items */
+    json_t *lp;       /* chat / completions: logprob entries the next chunk carries (or NULL) */
+    size_t lp_offset; /* completions: text bytes before the next chunk (text_offset) */
 } oai_stream;
 
 /* Events that open the stream (chat: the role chunk; responses:

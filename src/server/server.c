@@ -176,6 +176,7 @@ typedef struct run_ctx {
     int failed;
     const char *id; /* the reply's id */
     long created;
+    json_t *lp; /* logprobs: every token's entry (oai_logprob_entry), or NULL */
 } run_ctx;
 
 static int on_delta(void *ud, int kind, const char *p, size_t n) {
@@ -187,6 +188,22 @@ static int on_delta(void *ud, int kind, const char *p, size_t n) {
     pthread_cond_broadcast(&rc->j->cv);
     pthread_mutex_unlock(&rc->s->mu);
     return r;
+}
+
+/* A sampled token's log-probability: kept for the reply and, in a stream, for the next chunk
+ * (its text follows). Control tokens show as "" (their text is not the reply's). */
+static void on_logprob(void *ud, const pt_logprob *sampled, const pt_logprob *top, int n_top) {
+    run_ctx *rc = ud;
+    json_t *e = oai_logprob_entry(rc->s->m.e, 0, sampled, top, n_top);
+    if (!e) return;
+    json_array_append(rc->lp, e);
+    if (rc->streaming) {
+        pthread_mutex_lock(&rc->s->mu);
+        if (!rc->st.lp) rc->st.lp = json_array();
+        json_array_append(rc->st.lp, e);
+        pthread_mutex_unlock(&rc->s->mu);
+    }
+    json_decref(e);
 }
 
 static int on_text(void *ud, const char *p, size_t n) {
@@ -270,6 +287,10 @@ static int on_prefilled(void *ud, int in_reasoning) {
         if (oai_stream_begin(&rc->st, j->req.api, rc->id, s->model_name, rc->created,
                              j->req.include_usage, &j->sse))
             rc->failed = 1;
+        /* echo: the prompt comes first, as text the stream has already produced */
+        if (j->req.echo && j->req.prompt &&
+            oai_stream_delta(&rc->st, OAI_CONTENT, j->req.prompt, strlen(j->req.prompt), &j->sse))
+            rc->failed = 1;
     }
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&s->mu);
@@ -290,7 +311,8 @@ static void run_job(srv *s, job *j) {
     oai_req *rq = &j->req;
     char err[512] = "";
     fe_turn_result tr = {0};
-    run_ctx rc = {.s = s, .j = j};
+    run_ctx rc = {.s = s, .j = j, .lp = rq->logprobs ? json_array() : NULL};
+    pt_buf echoed = {0};
     char id[64];
     const char *prefix = rq->api == OAI_CHAT          ? "chatcmpl-"
                          : rq->api == OAI_COMPLETIONS ? "cmpl-"
@@ -336,7 +358,10 @@ static void run_job(srv *s, job *j) {
                          .decode_flags = chat ? PT_DETOKENIZE_RENDER_SPECIAL : 0,
                          .show_control = chat ? s->markup : NULL,
                          .should_stop = should_stop,
-                         .should_stop_ud = &rc},
+                         .should_stop_ud = &rc,
+                         .on_logprob = rq->logprobs ? on_logprob : NULL,
+                         .on_logprob_ud = &rc,
+                         .n_top_logprobs = rq->top_logprobs},
                  .emit = on_text,
                  .emit_ud = &rc,
                  .on_prefilled = on_prefilled,
@@ -400,6 +425,7 @@ static void run_job(srv *s, job *j) {
                     .created = created,
                     .parsed = parsed,
                     .text = tr.text.v ? tr.text.v : "",
+                    .logprobs = rc.lp,
                     .reason = res->reason,
                     .prompt_tokens = tr.n_prompt,
                     .cached_tokens = cached,
@@ -413,6 +439,14 @@ static void run_job(srv *s, job *j) {
                     .store = rq->store};
     /* a stream shows the content the final parse has beyond what was streamed (a malformed tool
      * call) */
+    /* echo (completions): the prompt, then what was generated */
+    if (rq->echo && rq->prompt && !rc.streaming) {
+        if (pt_buf_append(&echoed, rq->prompt, strlen(rq->prompt)) ||
+            pt_buf_append(&echoed, r.text, strlen(r.text)))
+            grc = -1, snprintf(err, sizeof err, "out of memory");
+        else
+            r.text = echoed.v;
+    }
     if (grc == 0 && rc.streaming && parsed && tools) {
         pt_buf sent = {0};
         if (pt_utf8_repair(rc.split.content.v ? rc.split.content.v : "", rc.split.content.n,
@@ -469,6 +503,8 @@ out:
     oai_split_free(&rc.split);
     oai_stream_free(&rc.st);
     pt_buf_free(&rc.fix);
+    pt_buf_free(&echoed);
+    json_decref(rc.lp);
     fe_turn_result_free(&tr);
 }
 

@@ -28,6 +28,7 @@ struct pt_gen {
     int n_tok;     /* tokens in the vocabulary: ids n_tok..n_vocab-1 are padded output rows */
     float *logits; /* [n_vocab] logits after the last evaluated token */
     int have_logits;
+    float *raw; /* [n_vocab] the logits before sampling changes them (logprobs only) */
 };
 
 static int fail(char *err, size_t err_len, const char *msg) {
@@ -68,6 +69,7 @@ void pt_gen_free(pt_gen *g) {
     if (!g) return;
     sampler_free(g->smp);
     free(g->logits);
+    free(g->raw);
     free(g);
 }
 
@@ -116,6 +118,35 @@ static int push_token(const tok_vocab *v, tok_stream *st, int32_t tok, int flags
     return rc;
 }
 
+/* Before sampling: keep the logits and find their log-sum-exp and the k most likely tokens
+ * (top[0..k), most likely first; ties by lower id). -1 when out of memory. */
+static int logprob_prepare(pt_gen *g, int k, pt_logprob *top, int *n_top, double *lse) {
+    if (!g->raw && !(g->raw = malloc((size_t)g->n_vocab * sizeof *g->raw))) return -1;
+    memcpy(g->raw, g->logits, (size_t)g->n_vocab * sizeof *g->raw);
+    float mx = -INFINITY;
+    for (int i = 0; i < g->n_tok; i++)
+        if (g->raw[i] > mx) mx = g->raw[i];
+    double sum = 0;
+    for (int i = 0; i < g->n_tok; i++)
+        sum += exp((double)g->raw[i] - mx);
+    *lse = mx + log(sum);
+    int n = 0;
+    for (int i = 0; i < g->n_tok && k > 0; i++) {
+        float x = g->raw[i];
+        if (n == k && !(x > top[n - 1].logprob)) continue;
+        int j = n < k ? n++ : n - 1; /* insert, dropping the last when full */
+        while (j > 0 && top[j - 1].logprob < x) {
+            top[j] = top[j - 1];
+            j--;
+        }
+        top[j] = (pt_logprob){i, x};
+    }
+    for (int i = 0; i < n; i++)
+        top[i].logprob = (float)(top[i].logprob - *lse);
+    *n_top = n;
+    return 0;
+}
+
 static int flush_stream(tok_stream *st, pt_buf *text, pt_err *e) {
     tok_bytes b = {text->v, text->n, text->cap};
     int rc = tok_stream_flush(st, &b, e);
@@ -153,6 +184,16 @@ int pt_gen_run(pt_gen *g, const pt_gen_opts *o, pt_gen_emit_fn emit, void *ud,
          * they can never be sampled, whatever their logits. */
         for (int i = g->n_tok; i < g->n_vocab; i++)
             g->logits[i] = -INFINITY;
+        pt_logprob top[PT_MAX_TOP_LOGPROBS];
+        int n_top = 0;
+        double lse = 0;
+        int k = o->n_top_logprobs < 0                     ? 0
+                : o->n_top_logprobs > PT_MAX_TOP_LOGPROBS ? PT_MAX_TOP_LOGPROBS
+                                                          : o->n_top_logprobs;
+        if (o->on_logprob && logprob_prepare(g, k, top, &n_top, &lse)) {
+            rc = fail(err, err_len, "out of memory");
+            break;
+        }
         int32_t tok = sampler_sample(g->smp, g->logits);
         g->have_logits = 0; /* the penalties modified them */
         if (!r->t_first) r->t_first = pt_now();
@@ -162,6 +203,10 @@ int pt_gen_run(pt_gen *g, const pt_gen_opts *o, pt_gen_emit_fn emit, void *ud,
         }
         sampler_accept(g->smp, tok);
         r->n_tokens++;
+        if (o->on_logprob) {
+            pt_logprob s = {tok, (float)(g->raw[tok] - lse)};
+            o->on_logprob(o->on_logprob_ud, &s, top, n_top);
+        }
         int flags = o->decode_flags;
         int control =
             (flags & PT_DETOKENIZE_RENDER_SPECIAL) && (tok_attr(g->v, tok) & TOK_ATTR_CONTROL);
