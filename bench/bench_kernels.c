@@ -172,6 +172,34 @@ int main(int argc, char **argv) {
             fflush(stdout);
         }
     }
+
+    /* The types whose matmul kernel is the panel order (qt_mm_dot_upto: the
+     * engine's one arithmetic per type, used for a decode step too) against
+     * their single-row vec_dot order, best ISA each. */
+    printf("\nmatmul order of the panel types vs their single-row order, one activation row, "
+           "best ISA: GB/s\n");
+    printf("%-8s %-7s %12s %12s %9s\n", "type", "weights", "single-row", "panel", "ratio");
+    for (uint32_t type = 0; type < QT_COUNT; type++) {
+        const qt_traits *t = qt_get(type);
+        if (!t || t->act_type < 0 || !qt_has_panel(type) || (only && strcmp(only, t->name) != 0))
+            continue;
+        uint64_t rb64;
+        if (qt_row_bytes(type, NCOLS, &rb64)) continue;
+        qr_fill_acts(&r, x, NCOLS);
+        qt_quantize_act_ref((uint32_t)t->act_type, x, act, NCOLS);
+        for (int s = 0; s < 2; s++) {
+            const int64_t rows = (int64_t)(sizes[s] / rb64) > 0 ? (int64_t)(sizes[s] / rb64) : 1;
+            qr_fill_weights(&r, type, w, rows * NCOLS);
+            const pass4 one = {qt_dot_upto(type, -1), NULL, 0},
+                        panel = {qt_mm_dot_upto(type, -1), NULL, 0};
+            const double g1 = measure(&one, w, (size_t)rb64, rows, act, out, 0);
+            const double gp = measure(&panel, w, (size_t)rb64, rows, act, out, 0);
+            sink += out[0];
+            printf("%-8s %-7s %12.2f %12.2f %9.2f\n", t->name, s ? "64 MB" : "1 MB", g1, gp,
+                   gp / g1);
+            fflush(stdout);
+        }
+    }
     free(w);
     free(x);
     free(act);

@@ -39,23 +39,23 @@ static void ops_dot_f32_order(void) {
 static void ops_wsum_lanes(void) {
     const int d = 1;
     uint64_t used;
-    float acc[NN_WSUM_LANES_MAX], out16, out64;
+    float acc[64], out16, out64;
     const float third = 1.0f / 3.0f, minus1 = -1.0f, three = 3.0f;
     /* fused: fma(1/3, 3, -1) = 2^-25 exactly; unfused: round(1/3 * 3) = 1, - 1 = 0 */
-    nn_wsum_begin(acc, NN_WSUM_LANES_BATCH, d, &used);
-    nn_wsum_add(acc, NN_WSUM_LANES_BATCH, d, 0, 1.0f, &minus1, &used);
-    nn_wsum_add(acc, NN_WSUM_LANES_BATCH, d, 16, third, &three, &used);
-    nn_wsum_end(acc, NN_WSUM_LANES_BATCH, d, &out16, used);
-    nn_wsum_begin(acc, NN_WSUM_LANES_ONE, d, &used);
-    nn_wsum_add(acc, NN_WSUM_LANES_ONE, d, 0, 1.0f, &minus1, &used);
-    nn_wsum_add(acc, NN_WSUM_LANES_ONE, d, 16, third, &three, &used);
-    nn_wsum_end(acc, NN_WSUM_LANES_ONE, d, &out64, used);
+    nn_wsum_begin(acc, NN_WSUM_LANES, d, &used);
+    nn_wsum_add(acc, NN_WSUM_LANES, d, 0, 1.0f, &minus1, &used);
+    nn_wsum_add(acc, NN_WSUM_LANES, d, 16, third, &three, &used);
+    nn_wsum_end(acc, NN_WSUM_LANES, d, &out16, used);
+    nn_wsum_begin(acc, 64, d, &used);
+    nn_wsum_add(acc, 64, d, 0, 1.0f, &minus1, &used);
+    nn_wsum_add(acc, 64, d, 16, third, &three, &used);
+    nn_wsum_end(acc, 64, d, &out64, used);
     CHECKF(out16 == ldexpf(1.0f, -25) && out64 == 0.0f, "16 lanes %g, 64 lanes %g", out16, out64);
-    CHECK(nn_wsum_lanes(1) == NN_WSUM_LANES_ONE && nn_wsum_lanes(2) == NN_WSUM_LANES_BATCH);
+    CHECK(NN_WSUM_LANES == 16); /* the attention's one order (tinyBLAS's) */
 
     /* 16 keys, each in its own lane in both orders: identical */
     enum { D = 40 };
-    float rows[16][D], p[16], acc2[NN_WSUM_LANES_MAX * D], o16[D], o64[D];
+    float rows[16][D], p[16], acc2[64 * D], o16[D], o64[D];
     uint32_t s = 7;
     for (int k = 0; k < 16; k++) {
         s = s * 1664525u + 1013904223u;
@@ -65,7 +65,7 @@ static void ops_wsum_lanes(void) {
             rows[k][i] = (float)((int32_t)s >> 8) / 8388608.0f;
         }
     }
-    const int lanes[2] = {NN_WSUM_LANES_BATCH, NN_WSUM_LANES_ONE};
+    const int lanes[2] = {NN_WSUM_LANES, 64};
     float *outs[2] = {o16, o64};
     for (int v = 0; v < 2; v++) {
         nn_wsum_begin(acc2, lanes[v], D, &used);

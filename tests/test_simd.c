@@ -147,7 +147,7 @@ static void simd_scalar_level_is_ref(void) {
 static void simd_panel_matches_ref(void) {
     const int top = qt_isa_detect();
     for (uint32_t type = 0; type < QT_COUNT; type++) {
-        if (!qt_panel_min_rows(type)) {
+        if (!qt_has_panel(type)) {
             for (int isa = QT_ISA_SCALAR; isa <= QT_ISA_AVX512; isa++)
                 CHECKF(qt_dot_panel_impl(type, isa) == NULL,
                        "%s has a panel kernel but no panel order", qt_name(type));

@@ -186,6 +186,17 @@ qt_dot4_fn qt_dot4_upto(uint32_t type, int max_isa) {
     return NULL;
 }
 
+/* ===== The matmul kernels (quant.h) ===== */
+
+qt_dot_fn qt_mm_dot_upto(uint32_t type, int max_isa) {
+    return qt_has_panel(type) ? qt_dot_panel_upto(type, max_isa) : qt_dot_upto(type, max_isa);
+}
+
+qt_dot4_fn qt_mm_dot4_upto(uint32_t type, int max_isa) {
+    /* the four-row kernels are in the ordinary order; no panel type has one */
+    return qt_has_panel(type) ? NULL : qt_dot4_upto(type, max_isa);
+}
+
 /* ===== F32 kernels in ggml's lane order ===== */
 
 static const qt_f32_kernels f32_scalar = {qt_f32_dot_ref, qt_f32_axpy_ref, qt_f32_dot2_ref};

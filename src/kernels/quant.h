@@ -80,33 +80,39 @@ qt_dot4_fn qt_dot4_impl(uint32_t type, int isa);
 /* The four-row kernel of the level qt_dot_upto(type, max_isa) picks, or NULL. */
 qt_dot4_fn qt_dot4_upto(uint32_t type, int max_isa);
 
-/* Panel order. For the 256-weight IQ types (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS,
- * IQ2_S, IQ3_XXS, IQ3_S, IQ4_XS) llama.cpp's CPU backend computes a batched
- * matmul (8 or more activation rows, output rows a multiple of 8) with its IQ
- * panel gemm, whose rounding differs from its single-row vec_dot: per block the
- * exact integer sum(iscale * q * y), then acc = fma((float)isum, dfac * d8, acc)
- * (dfac: the block scale times the type's constant 1/8, 1/4 or 1). One ulp
- * there can flip a later activation rounding, so a matmul that wants to
- * reproduce llama.cpp's prompt pass uses this order in that case.
- * qt_dot_panel_ref is the reference; NULL / 0 for other types. */
-int qt_panel_min_rows(uint32_t type); /* 0: no batched order for the type */
-/* 1 when a matmul of n_rows activation rows and n_out outputs takes the
- * batched order in llama.cpp: IQ types as above; IQ4_NL goes through
- * llamafile's tinyBLAS from 2 rows on: one 8-lane float accumulator over all
- * blocks (fma(dw * dy, int lanes)), one horizontal sum at the end, where its
- * single-row vec_dot alternates two accumulators; F32 likewise from 2 rows on
- * (one 16-float lane vector per output, folded pairwise), where one row goes
- * through ggml_vec_dot_f32 (qt_f32_dot_ref's 64-lane order, F32's ordinary
- * kernel). (Q8_0 and Q4_0 use one accumulator in both paths, so their
- * ordinary kernels already match.) routed: the weights of a routed expert,
- * which llama.cpp multiplies in mul_mat_id: it has the IQ panel gemm (8 or
- * more rows for that expert) but never tinyBLAS, so F32 and IQ4_NL keep their
- * single-row order there. */
-int qt_use_panel(uint32_t type, int64_t n_rows, int64_t n_out, int routed);
+/* Panel order. llama.cpp's CPU backend computes a batched matmul of some types
+ * in another float order than its single-row vec_dot:
+ *   - the 256-weight IQ types (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS,
+ *     IQ3_S, IQ4_XS), through its IQ panel gemm: per block the exact integer
+ *     sum(iscale * q * y), then acc = fma((float)isum, dfac * d8, acc) (dfac:
+ *     the block scale times the type's constant 1/8, 1/4 or 1);
+ *   - IQ4_NL, through llamafile's tinyBLAS: one 8-lane float accumulator over
+ *     all blocks (fma(dw * dy, int lanes)), one horizontal sum at the end,
+ *     where vec_dot alternates two accumulators;
+ *   - F32, through tinyBLAS: one 16-float lane vector per output, folded
+ *     pairwise, where vec_dot uses qt_f32_dot_ref's 64 lanes.
+ * (Q8_0 and Q4_0 use one accumulator in both paths, so their ordinary kernels
+ * are both.) qt_dot_panel_ref is the reference; NULL for other types. */
+int qt_has_panel(uint32_t type); /* 1: the type has a panel order */
 float qt_dot_panel_ref(uint32_t type, const void *w, const void *a, int64_t n);
 qt_dot_fn qt_dot_panel_impl(uint32_t type, int isa);
 /* The fastest panel kernel at ISA level max_isa or below (max_isa < 0: any). */
 qt_dot_fn qt_dot_panel_upto(uint32_t type, int max_isa);
+
+/* ===== The matmul kernels: one arithmetic per type =====
+ * What the engine's matmuls (nn/matmul.c) use for a weight row of `type`, at
+ * ISA level max_isa or below: the panel order where the type has one, else
+ * the ordinary kernel; and a four-row kernel bit-identical to that one (NULL:
+ * none, rows go one at a time). The choice is a function of the type alone,
+ * never of how many activation rows a matmul has nor of which tensor the row
+ * belongs to: that is what makes a position's logits independent of the batch
+ * it was evaluated in (ARCHITECTURE.md, "One arithmetic"). llama.cpp switches
+ * order with the row count; petrel takes its batched order for every row:
+ * the order of the prompt pass the fixture references were made with, which
+ * kept every fixture closer to them than the single-row order did
+ * (ARCHITECTURE.md gives the figures). */
+qt_dot_fn qt_mm_dot_upto(uint32_t type, int max_isa);
+qt_dot4_fn qt_mm_dot4_upto(uint32_t type, int max_isa);
 
 /* SIMD tables, filled by dot_avx2.c / dot_avx512.c (NULL entries: none). */
 qt_dot_fn qt_dot_avx2(uint32_t type);

@@ -464,9 +464,11 @@ static float lattice_dot_panel(const lattice_type *t, const uint8_t *w, const bl
 }
 
 /* IQ1: the weights are d/8 * ls * (8q ± 1), so the whole block is one integer
- * 8 * sum(ls q y) + sum(ls ± y) against d/8. */
-static float iq1_dot_panel(unpack_fn unpack, size_t bytes, const uint8_t *w, const block_q8_K *a,
-                           int64_t nb) {
+ * 8 * sum(ls q y) + sum(ls ± y) against d/8. Integer sums are exact in any
+ * order, so IQ1_S (one delta sign per 16 weights) takes its sum(± y) from the
+ * Q8_K block sums, as the single-row dot does. */
+static float iq1_dot_panel(unpack_fn unpack, size_t bytes, int use_bsums, const uint8_t *w,
+                           const block_q8_K *a, int64_t nb) {
     iq_unpacked u;
     float sumf = 0.0f;
     for (int64_t i = 0; i < nb; i++, w += bytes) {
@@ -474,16 +476,20 @@ static float iq1_dot_panel(unpack_fn unpack, size_t bytes, const uint8_t *w, con
         const int8_t *q8 = a[i].qs;
         int32_t isum = 0;
         for (int k = 0; k < 16; k++) {
-            int32_t s = 0;
-            for (int h = 0; h < 2; h++) {
-                int32_t s8 = 0, sq = 0;
-                for (int j = 0; j < 8; j++) {
-                    sq += u.q[16 * k + 8 * h + j] * q8[16 * k + 8 * h + j];
-                    s8 += q8[16 * k + 8 * h + j];
+            int32_t sq = 0, sd = 0;
+            for (int j = 0; j < 16; j++)
+                sq += u.q[16 * k + j] * q8[16 * k + j];
+            if (use_bsums) {
+                sd = u.dsign[2 * k] * a[i].bsums[k];
+            } else {
+                for (int h = 0; h < 2; h++) {
+                    int32_t s8 = 0;
+                    for (int j = 0; j < 8; j++)
+                        s8 += q8[16 * k + 8 * h + j];
+                    sd += u.dsign[2 * k + h] * s8;
                 }
-                s += 8 * sq + u.dsign[2 * k + h] * s8;
             }
-            isum += u.ls[k] * s;
+            isum += u.ls[k] * (8 * sq + sd);
         }
         sumf = fmaf((float)isum, (u.d * IQ1_DELTA) * a[i].d, sumf);
     }
@@ -508,8 +514,8 @@ float iq_dot_panel(uint32_t type, const void *w, const void *a, int64_t n) {
     const lattice_type *lt = lattice_for(type);
     if (lt) return lattice_dot_panel(lt, w, a, n / QK_K);
     switch (type) {
-    case QT_IQ1_S: return iq1_dot_panel(unpack_iq1_s, sizeof(block_iq1_s), w, a, n / QK_K);
-    case QT_IQ1_M: return iq1_dot_panel(unpack_iq1_m, sizeof(block_iq1_m), w, a, n / QK_K);
+    case QT_IQ1_S: return iq1_dot_panel(unpack_iq1_s, sizeof(block_iq1_s), 1, w, a, n / QK_K);
+    case QT_IQ1_M: return iq1_dot_panel(unpack_iq1_m, sizeof(block_iq1_m), 0, w, a, n / QK_K);
     case QT_IQ4_XS: return iq4_xs_dot_panel(w, a, n / QK_K);
     default: return 0.0f;
     }

@@ -393,8 +393,9 @@ void qt_quantize_act_ref(uint32_t act_type, const float *x, void *dst, int64_t n
 
 /* ===== Dot products ===== */
 
-/* F32: llama.cpp's single-row order, ggml_vec_dot_f32 (qt_f32_dot_ref); a
- * batch goes through tinyBLAS instead (f32_panel below). F16/BF16: float
+/* F32: llama.cpp's single-row order, ggml_vec_dot_f32 (qt_f32_dot_ref); its
+ * batches go through tinyBLAS instead (f32_panel below, which is what the
+ * engine's matmuls use for F32 rows, see qt_mm_dot_upto). F16/BF16: float
  * products summed sequentially in float (llama.cpp accumulates these in float
  * lanes too, grouped differently). */
 static float dot_f32(const float *w, const float *a, int64_t n) {
@@ -685,15 +686,8 @@ float qt_dot_ref(uint32_t type, const void *w, const void *a, int64_t n) {
     }
 }
 
-int qt_panel_min_rows(uint32_t type) {
-    if (type == QT_IQ4_NL || type == QT_F32) return 2;
-    return iq_has_panel(type) ? 8 : 0;
-}
-
-int qt_use_panel(uint32_t type, int64_t n_rows, int64_t n_out, int routed) {
-    const int min = qt_panel_min_rows(type);
-    if (routed && min < 8) return 0; /* tinyBLAS types */
-    return min && n_rows >= min && (min < 8 || n_out % 8 == 0);
+int qt_has_panel(uint32_t type) {
+    return type == QT_IQ4_NL || type == QT_F32 || iq_has_panel(type);
 }
 
 /* tinyBLAS order for IQ4_NL against Q8_0: 8 float lanes, lane l accumulating
@@ -741,7 +735,7 @@ static float f32_panel(const float *x, const float *y, int64_t n) {
 }
 
 float qt_dot_panel_ref(uint32_t type, const void *w, const void *a, int64_t n) {
-    PT_ASSERT(qt_panel_min_rows(type) && n >= 0);
+    PT_ASSERT(qt_has_panel(type) && n >= 0);
     if (type == QT_IQ4_NL) return iq4_nl_panel(w, a, n / QK4_NL);
     if (type == QT_F32) return f32_panel(w, a, n);
     PT_ASSERT(n % QK_K == 0);

@@ -405,7 +405,7 @@ static int g4_expert(void *st, int layer, int e, const uint8_t *const mats[3], f
     (void)err;
     const int E = s->m->hp.n_embd;
     const gemma4_expert_w w = gemma4_expert(s->m, layer, e, mats);
-    const nn_ffn f = {&s->c->mm, s->g, s->u, 1};
+    const nn_ffn f = {&s->c->mm, s->g, s->u};
     nn_geglu_fused(&f, &w.gate_up, s->m->hp.n_ff_exp, &w.down, x, n, x, E);
     for (size_t i = 0; i < (size_t)n * E; i++)
         x[i] *= w.scale;
@@ -448,7 +448,7 @@ static int g4_block(void *st, int layer, int T, int pos0, pt_err *err) {
     /* dense MLP -> a, normed with post_ffw_norm_1 */
     for (int t = 0; t < T; t++)
         nn_rms_norm(s->h + (size_t)t * E, ly->ffn_norm, eps, E, c->xn + (size_t)t * E);
-    const nn_ffn f = {&c->mm, s->g, s->u, 0};
+    const nn_ffn f = {&c->mm, s->g, s->u};
     nn_geglu(&f, &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down, c->xn, T, s->a, E);
     for (int t = 0; t < T; t++)
         nn_rms_norm(s->a + (size_t)t * E, ly->post_ffw_norm_1, eps, E, s->a + (size_t)t * E);

@@ -429,8 +429,8 @@ static void *glm_state_new(const void *model, fam_ctx *c, pt_err *err) {
     return s;
 }
 
-static nn_ffn ffn(glm_state *s, int routed) {
-    return (nn_ffn){&s->c->mm, s->g, s->u, routed};
+static nn_ffn ffn(glm_state *s) {
+    return (nn_ffn){&s->c->mm, s->g, s->u};
 }
 
 /* One routed expert on x[n] in place: SwiGLU with the slices in mats[]. */
@@ -442,7 +442,7 @@ static int glm_expert(void *st, int layer, int e, const uint8_t *const mats[3], 
     (void)err;
     const mm_weight g = ld_slice_at(ly->gate_exps, mats[0]), u = ld_slice_at(ly->up_exps, mats[1]),
                     dn = ld_slice_at(ly->down_exps, mats[2]);
-    const nn_ffn f = ffn(s, 1);
+    const nn_ffn f = ffn(s);
     nn_swiglu(&f, &g, &u, &dn, x, n, x, s->m->hp.n_embd);
     return 0;
 }
@@ -452,7 +452,7 @@ static int glm_shared(void *st, int layer, int T, pt_err *err) {
     glm_state *s = st;
     const glm_layer *ly = &s->m->layers[layer];
     (void)err;
-    const nn_ffn f = ffn(s, 0);
+    const nn_ffn f = ffn(s);
     nn_swiglu(&f, &ly->gate_sh, &ly->up_sh, &ly->down_sh, s->c->xn, T, s->sh, s->m->hp.n_embd);
     return 0;
 }
@@ -479,7 +479,7 @@ static int glm_run_block(glm_state *s, int layer, int T, int pos0, int use_dsa, 
             for (size_t i = 0; i < (size_t)T * E; i++)
                 s->out[i] += s->sh[i];
     } else {
-        const nn_ffn f = ffn(s, 0);
+        const nn_ffn f = ffn(s);
         nn_swiglu(&f, &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down, c->xn, T, s->out, E);
     }
     for (size_t i = 0; i < (size_t)T * E; i++)

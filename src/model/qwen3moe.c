@@ -255,7 +255,7 @@ static int q3_expert(void *st, int layer, int e, const uint8_t *const mats[3], f
     (void)e;
     (void)err;
     const qwen3moe_expert_w w = qwen3moe_expert(s->m, layer, mats);
-    const nn_ffn f = {&s->c->mm, s->g, s->u, 1};
+    const nn_ffn f = {&s->c->mm, s->g, s->u};
     nn_swiglu(&f, &w.gate, &w.up, &w.down, x, n, x, s->m->hp.n_embd);
     return 0;
 }

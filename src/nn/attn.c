@@ -11,7 +11,7 @@
 
 int64_t nn_attn_stride(int64_t max_keys, int head_dim) {
     /* a softmax row from a 16-aligned position, then the weighted-sum lanes */
-    return ((max_keys + 15) & ~(int64_t)15) + 16 + (int64_t)NN_WSUM_LANES_MAX * head_dim;
+    return ((max_keys + 15) & ~(int64_t)15) + 16 + (int64_t)NN_WSUM_LANES * head_dim;
 }
 
 /* One query row t, head h. The softmax row starts at a position that is a
@@ -34,7 +34,7 @@ static void attend_one(const nn_attn *a, int t, int h, float *sc, float *acc) {
     if (p <= pos)
         sc[p - base] = nn_dot_f32(q, a->k + (size_t)(p % a->cap) * kvd + (size_t)kh * D, D);
     nn_softmax(sc, n_pad, a->scale);
-    const int lanes = nn_wsum_lanes(a->T);
+    const int lanes = NN_WSUM_LANES; /* for one query row too: see nn_wsum_add */
     uint64_t used;
     nn_wsum_begin(acc, lanes, D, &used);
     for (p = lo; p <= pos; p++)
@@ -49,7 +49,7 @@ static void attend_one(const nn_attn *a, int t, int h, float *sc, float *acc) {
 static void attn_worker(void *arg, int ith, int nth) {
     const nn_attn *a = arg;
     float *sc = a->scores + (size_t)ith * a->scores_stride;
-    float *acc = sc + (a->scores_stride - (int64_t)NN_WSUM_LANES_MAX * a->head_dim);
+    float *acc = sc + (a->scores_stride - (int64_t)NN_WSUM_LANES * a->head_dim);
     for (long i = ith; i < (long)a->T * a->n_head; i += nth)
         attend_one(a, (int)(i / a->n_head), (int)(i % a->n_head), sc, acc);
 }

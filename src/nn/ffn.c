@@ -17,7 +17,7 @@ float nn_gelu_f16(float x) {
 }
 
 static void run(const nn_ffn *f, const mm_weight *w, const float *x, int T, float *y, int64_t ldy) {
-    (f->routed ? mm_run_routed : mm_run)(f->mm, w, x, T, y, ldy);
+    mm_run(f->mm, w, x, T, y, ldy);
 }
 
 void nn_swiglu(const nn_ffn *f, const mm_weight *gate, const mm_weight *up, const mm_weight *down,

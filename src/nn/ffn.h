@@ -2,8 +2,8 @@
  * DeepSeek, Qwen3) and GeGLU with llama.cpp's fp16-table GELU (Gemma 4),
  * for dense FFNs, shared experts and routed experts alike.
  *
- * out[T][n_out] = down(act(gate(x)) * up(x)). A routed expert's weights go
- * through mm_run_routed (llama.cpp's mul_mat_id order), the others mm_run.
+ * out[T][n_out] = down(act(gate(x)) * up(x)). Every projection is one mm_run,
+ * the same arithmetic for a routed expert's rows as for a dense FFN's.
  * g and u are the caller's scratch, [T][width] each (GeGLU with a fused
  * gate|up projection: g is [T][2 width]).
  */
@@ -15,7 +15,6 @@
 typedef struct nn_ffn {
     mm_ctx *mm;
     float *g, *u; /* scratch, see above */
-    int routed;   /* 1: the weights are a routed expert's */
 } nn_ffn;
 
 /* GELU (tanh form) as llama.cpp's CPU backend evaluates it: through a table

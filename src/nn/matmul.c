@@ -87,8 +87,7 @@ static void act_worker(void *arg, int ith, int nth) {
         qt_quantize_act_ref(j->type, j->x + t * j->n_in, j->act + (uint64_t)t * j->arb, j->n_in);
 }
 
-static void run(mm_ctx *c, const mm_weight *w, const float *x, int n_rows, float *y, int64_t ldy,
-                int routed) {
+void mm_run(mm_ctx *c, const mm_weight *w, const float *x, int n_rows, float *y, int64_t ldy) {
     const qt_traits *tr = qt_get(w->type);
     PT_ASSERT(tr && tr->act_type >= 0);
     uint64_t arb;
@@ -99,32 +98,16 @@ static void run(mm_ctx *c, const mm_weight *w, const float *x, int n_rows, float
         tp_run(c->pool, act_worker, &aj);
     else
         act_worker(&aj, 0, 1);
-    /* llama.cpp computes batched matmuls of some types in another float order
-     * than its single-row dot (IQ panel gemm, tinyBLAS); one ulp there can flip
-     * a later activation rounding, so follow it (see qt_use_panel) */
-    qt_dot_fn dot = NULL;
-    qt_dot4_fn dot4 = NULL;
-    if (qt_use_panel(w->type, n_rows, w->n_out, routed))
-        dot = qt_dot_panel_upto(w->type, c->max_isa);
-    if (!dot) {
-        dot = qt_dot_upto(w->type, c->max_isa);
-        if (n_rows >= 4) dot4 = qt_dot4_upto(w->type, c->max_isa);
-    }
+    /* one kernel per weight type, whatever n_rows is (qt_mm_dot_upto): a row's
+     * outputs are the same bits in a batch of any size */
+    qt_dot_fn dot = qt_mm_dot_upto(w->type, c->max_isa);
+    qt_dot4_fn dot4 = n_rows >= 4 ? qt_mm_dot4_upto(w->type, c->max_isa) : NULL;
     mm_job j = {w, c->act, arb, n_rows, y, ldy, dot, dot4};
     /* small jobs are not worth waking the workers for */
     if ((uint64_t)w->n_out * w->row_bytes * (uint64_t)n_rows < 32768)
         mm_worker(&j, 0, 1);
     else
         tp_run(c->pool, mm_worker, &j);
-}
-
-void mm_run(mm_ctx *c, const mm_weight *w, const float *x, int n_rows, float *y, int64_t ldy) {
-    run(c, w, x, n_rows, y, ldy, 0);
-}
-
-void mm_run_routed(mm_ctx *c, const mm_weight *w, const float *x, int n_rows, float *y,
-                   int64_t ldy) {
-    run(c, w, x, n_rows, y, ldy, 1);
 }
 
 void mm_get_row(const mm_weight *w, int64_t r, float *out) {

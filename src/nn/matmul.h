@@ -3,9 +3,11 @@
  * Activations are first converted to the weight type's act_type (Q8_K, Q8_0,
  * ... see kernels/quant.h) exactly as llama.cpp's CPU backend does, then each
  * output element is one dot product of a weight row with one converted
- * activation row. Work is split across the thread pool by weight rows, so the
- * result is identical for any thread count. Nothing is allocated per call: the
- * conversion buffer belongs to the mm_ctx, sized at creation.
+ * activation row, by the one kernel of the weight type (qt_mm_dot_upto), so
+ * an output row is the same bits whatever n_rows is: identical in a batch of
+ * any size, a routed expert's group of rows or alone. Work is split across the
+ * thread pool by weight rows, so the result is identical for any thread count. Nothing is allocated
+ * per call: the conversion buffer belongs to the mm_ctx, sized at creation.
  */
 #ifndef PT_NN_MATMUL_H
 #define PT_NN_MATMUL_H
@@ -36,12 +38,6 @@ void mm_ctx_free(mm_ctx *c);
 /* y[t][o] = sum_i W[o][i] * x[t][i] for t < n_rows; x rows are n_in apart,
  * y rows are ldy apart (ldy >= n_out). */
 void mm_run(mm_ctx *c, const mm_weight *w, const float *x, int n_rows, float *y, int64_t ldy);
-
-/* mm_run for the weights of a routed expert, whose batched rounding order in
- * llama.cpp (mul_mat_id) differs from a dense matmul's for some types (see
- * qt_use_panel). */
-void mm_run_routed(mm_ctx *c, const mm_weight *w, const float *x, int n_rows, float *y,
-                   int64_t ldy);
 
 /* Dequantise row r of W into out[n_in] (embedding lookup). */
 void mm_get_row(const mm_weight *w, int64_t r, float *out);

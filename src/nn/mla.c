@@ -8,10 +8,9 @@
 
 #include "common.h"
 
-/* Each thread holds score rows and 64 sum lanes for MLA_ALLOC_HEADS heads (at
- * a batch's 16 lanes, four times as many heads), and a unit of work takes at
- * most MLA_MAX_GROUP heads. */
-#define MLA_ALLOC_HEADS 2
+/* Each thread holds score rows and NN_WSUM_LANES sum lanes for MLA_ALLOC_HEADS
+ * heads, and a unit of work takes at most MLA_MAX_GROUP heads. */
+#define MLA_ALLOC_HEADS 8
 #define MLA_MAX_GROUP 16
 
 int64_t nn_mla_max_in(const nn_mla_dims *d) {
@@ -47,9 +46,9 @@ int nn_mla_init(nn_mla *a, const nn_mla_dims *d, tp_pool *pool, mm_ctx *mm, int 
     const size_t NT = (size_t)tp_size(pool);
     a->mla_heads = d->n_head < MLA_ALLOC_HEADS ? d->n_head : MLA_ALLOC_HEADS;
     a->n_scores = ((size_t)n_ctx + 15) & ~(size_t)15;
-    a->score_rows = (size_t)a->mla_heads * (NN_WSUM_LANES_MAX / NN_WSUM_LANES_BATCH);
+    a->score_rows = (size_t)a->mla_heads;
     a->scores = pt_falloc(NT * a->score_rows * a->n_scores, &fail);
-    a->wacc = pt_falloc(NT * (size_t)a->mla_heads * NN_WSUM_LANES_MAX * (size_t)d->kv_lora, &fail);
+    a->wacc = pt_falloc(NT * (size_t)a->mla_heads * NN_WSUM_LANES * (size_t)d->kv_lora, &fail);
     a->cs = pt_falloc((size_t)d->qk_rope, &fail);
     a->sel = calloc(B * topk, sizeof(int));
     a->n_sel = calloc(B, sizeof(int));
@@ -148,8 +147,7 @@ static void dsa_select(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, in
 /* Scores over [latent | rope key], softmax, weighted latent sum of each
  * (query row, head) pair, each in ggml's rounding order (ops.c); the softmax
  * row is padded to 16 with masked keys like llama.cpp's KV window, and the
- * lane count of the sum depends on the chunk's row count as llama.cpp's
- * kernel choice does.
+ * sum takes NN_WSUM_LANES lanes whatever the chunk's row count.
  *
  * Every head reads the same cache rows (the latent is shared), so a unit of
  * work is one query row and a group of heads, and the keys go in blocks of
@@ -176,7 +174,7 @@ static void mla_worker(void *arg, int ith, int nth) {
     const int H = hp->n_head, KVL = hp->kv_lora, KVD = s->kv_dim, G = a->G,
               n_groups = (H + G - 1) / G;
     float *scores = s->scores + (size_t)ith * s->score_rows * s->n_scores;
-    float *wacc = s->wacc + (size_t)ith * s->mla_heads * NN_WSUM_LANES_MAX * (size_t)KVL;
+    float *wacc = s->wacc + (size_t)ith * s->mla_heads * NN_WSUM_LANES * (size_t)KVL;
     uint64_t used[MLA_MAX_GROUP];
     for (int u = ith; u < a->T * n_groups; u += nth) {
         const int t = u / n_groups, h0 = (u % n_groups) * G, g = H - h0 < G ? H - h0 : G;
@@ -274,10 +272,11 @@ void nn_mla_forward(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, int p
                    (size_t)KVL * sizeof(float));
     }
     if (use_dsa && ly->has_idx) dsa_select(s, ly, xn, T, pos0, idx_keys);
-    /* heads per unit: what the allocated sum lanes hold at this lane count, but
-     * for a single row the heads are split across the threads */
-    const int lanes = nn_wsum_lanes(T);
-    int G = s->mla_heads * (NN_WSUM_LANES_MAX / lanes);
+    /* heads per unit: what the allocated sum lanes hold, but for a single row
+     * the heads are split across the threads (a head's bits do not depend on
+     * its group) */
+    const int lanes = NN_WSUM_LANES;
+    int G = s->mla_heads;
     if (G > MLA_MAX_GROUP) G = MLA_MAX_GROUP;
     if (G > hp->n_head) G = hp->n_head;
     const int nt = tp_size(s->pool);

@@ -75,10 +75,10 @@ typedef struct nn_mla {
     float *vout;       /* [B][v_head] */
     float *o;          /* [B][H * v_head] */
     float *scores;     /* [n_threads][score_rows][n_scores] softmax rows (attention, indexer) */
-    float *wacc;       /* [n_threads][mla_heads * NN_WSUM_LANES_MAX][kv_lora] weighted-sum lanes */
+    float *wacc;       /* [n_threads][mla_heads * NN_WSUM_LANES][kv_lora] weighted-sum lanes */
     size_t n_scores;   /* n_ctx rounded up to 16 */
-    int mla_heads;     /* heads whose 64 sum lanes each thread has */
-    size_t score_rows; /* score rows per thread: mla_heads * (64 / 16) */
+    int mla_heads;     /* heads whose NN_WSUM_LANES sum lanes each thread has */
+    size_t score_rows; /* score rows per thread: mla_heads */
     float *cs;         /* [qk_rope] rope table */
     int *sel;          /* [B][top_k] key selection of the last full DSA layer */
     int *n_sel;        /* [B] */

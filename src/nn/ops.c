@@ -130,10 +130,14 @@ void nn_rope_apply(const nn_rope *r, const float *cs, float *x) {
  *     16 whose lanes are folded pairwise, chunk sums added in double;
  *   - weighted sum of values: mul_mat of the transposed values with the
  *     probabilities: llamafile's tinyBLAS for two or more query rows (16 lanes,
- *     key j into lane j % 16), ggml_vec_dot_f32 for one row (64 lanes). The
- *     reduction runs over llama.cpp's whole KV window (a multiple of 256
- *     cells); cells outside the causal/sparse mask carry probability 0 and add
- *     nothing, so a key's lane is its cell index, i.e. its position.
+ *     key j into lane j % 16), ggml_vec_dot_f32 for one row (64 lanes).
+ *     petrel takes the 16 lanes for every row, one alone too, so that a
+ *     row's output does not depend on its batch (ARCHITECTURE.md, "One
+ *     arithmetic"); a decode step thus differs from llama.cpp's by float
+ *     rounding. The reduction runs over llama.cpp's whole KV window (a
+ *     multiple of 256 cells); cells outside the causal/sparse mask carry
+ *     probability 0 and add nothing, so a key's lane is its cell index, i.e.
+ *     its position.
  * "Folded pairwise" is a halving tree, lane l += lane l + w for w = L/2 .. 1,
  * which is what _mm512_reduce_add_ps and GGML_F32x16_REDUCE compute. The dot
  * and the fused multiply-add of a row run on the F32 kernels of
@@ -147,10 +151,6 @@ float nn_dot_f32(const float *x, const float *y, int n) {
 }
 void nn_dot2_f32(const float *x, const float *y0, const float *y1, int n, float *out) {
     qt_f32_best()->dot2(x, y0, y1, n, out);
-}
-
-int nn_wsum_lanes(int n_rows) {
-    return n_rows >= 2 ? NN_WSUM_LANES_BATCH : NN_WSUM_LANES_ONE;
 }
 
 /* Lanes are zeroed on first touch and untouched lanes skipped in the fold (a

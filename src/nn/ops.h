@@ -53,13 +53,14 @@ float nn_dot_f32(const float *x, const float *y, int n);
 void nn_dot2_f32(const float *x, const float *y0, const float *y1, int n, float *out);
 
 /* Weighted sum of value rows in the order of llama.cpp's probability x value
- * product: out[d] = sum over keys of p * row[d], key k accumulated into lane
- * k % lanes with fused multiply-adds, lanes folded pairwise at the end.
- * acc is scratch [lanes][d]. nn_wsum_lanes(n_rows) gives the lane count for a
- * batch of n_rows query rows (llama.cpp takes tinyBLAS from two rows on,
- * ggml_vec_dot_f32 for one). */
-enum { NN_WSUM_LANES_BATCH = 16, NN_WSUM_LANES_ONE = 64, NN_WSUM_LANES_MAX = 64 };
-int nn_wsum_lanes(int n_rows);
+ * product for a batch of query rows (tinyBLAS): out[d] = sum over keys of
+ * p * row[d], key k accumulated into lane k % lanes with fused multiply-adds,
+ * lanes folded pairwise at the end. acc is scratch [lanes][d]. The attention
+ * uses NN_WSUM_LANES for every query row, one alone too (llama.cpp's single
+ * row takes ggml_vec_dot_f32's 64 lanes instead): a row's output must not
+ * depend on how many rows share its batch. Other lane counts (a power of two,
+ * at most 64) serve the tests. */
+enum { NN_WSUM_LANES = 16 };
 /* `used` tracks the lanes touched (lanes <= 64), so only those are zeroed and folded. */
 void nn_wsum_begin(float *acc, int lanes, int d, uint64_t *used);
 void nn_wsum_add(float *acc, int lanes, int d, int64_t key, float p, const float *row,
