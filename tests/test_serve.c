@@ -1500,10 +1500,10 @@ static void test_serve_curl(void) {
     srv_down(&s);
 }
 
-/* The `openai` npm package in tests/serve: `npm ci` there when its node_modules lacks it
- * (Node 20+ and the npm registry needed once). 0 ready; otherwise the case is failed with
- * the reason (a missing node/npm or a failed install is a FAILURE, not a silent pass) or,
- * with PETREL_SKIP_NODE=1, skipped visibly, and -1 is returned. */
+/* The pinned clients in tests/serve (the openai SDK, the AI SDK, the Codex CLI): `npm ci` there
+ * when its node_modules lacks one (Node 20+ and the npm registry needed once). 0 ready; otherwise
+ * the case is failed with the reason (a missing node/npm or a failed install is a FAILURE, not a
+ * silent pass) or, with PETREL_SKIP_NODE=1, skipped visibly, and -1 is returned. */
 static int node_openai_ready(void) {
     const char *skip = getenv("PETREL_SKIP_NODE");
     if (skip && *skip && strcmp(skip, "0")) {
@@ -1518,14 +1518,18 @@ static int node_openai_ready(void) {
                out);
         return -1;
     }
-    if (t_run("test -f tests/serve/node_modules/openai/package.json", NULL, 0)) {
+    const char *have = "cd tests/serve/node_modules && test -f openai/package.json && test -f "
+                       "ai/package.json && test -f @ai-sdk/openai-compatible/package.json && "
+                       "test -f @openai/codex/package.json";
+    if (t_run(have, NULL, 0)) {
         /* flock: two test runs at once (e.g. the sanitizer pass) must not install over each other
          */
-        int rc = t_run("cd tests/serve && if command -v flock >/dev/null; then L='flock "
-                       ".npm.lock'; else L=; fi; "
-                       "test -f node_modules/openai/package.json || timeout 300 $L npm ci "
-                       "--no-audit --no-fund",
-                       out, sizeof out);
+        int rc =
+            t_run("cd tests/serve && if command -v flock >/dev/null; then L='flock "
+                  ".npm.lock'; else L=; fi; "
+                  "(test -f node_modules/@openai/codex/package.json && test -f "
+                  "node_modules/ai/package.json) || timeout 300 $L npm ci --no-audit --no-fund",
+                  out, sizeof out);
         if (rc) {
             CHECKF(0,
                    "npm ci in tests/serve failed (exit %d; the npm registry must be reachable "
@@ -2260,6 +2264,71 @@ out:
     pt_engine_close(e);
 }
 
+/* The Vercel AI SDK (`ai` + `@ai-sdk/openai-compatible`, tests/serve/aisdk_client.mjs). */
+static void test_serve_aisdk(void) {
+    static char out[65536];
+    if (node_openai_ready()) return;
+    tsrv s;
+    if (srv_up(&s, FIX, NULL)) {
+        CHECKF(0, "the server did not start (%s)", s.errfile);
+        srv_down(&s);
+        return;
+    }
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "timeout 120 node tests/serve/aisdk_client.mjs http://127.0.0.1:%d/v1", s.port);
+    int rc = t_run(cmd, out, sizeof out);
+    CHECKF(rc == 0, "AI SDK client (exit %d): %s", rc, out);
+    CHECK_STR_CONTAINS(out, "checks passed");
+    srv_down(&s);
+}
+
+/* A Codex CLI turn (`codex exec`, the pinned @openai/codex) against the demo model with the
+ * configuration of examples/codex/ pointed at this server: read-only sandbox, no approvals.
+ * Codex's first request is ~12,000 tokens of instructions and tool schemas, past the demo's
+ * context, so the server runs with -c 32768. The turn must complete and its answer print. */
+static void test_serve_codex_exec(void) {
+    static char out[65536];
+    if (node_openai_ready()) return;
+    tsrv s;
+    const char *extra[] = {"-c", "32768", NULL};
+    char demo[4096];
+    snprintf(demo, sizeof demo, "%s/models/petrel-demo-glm.gguf",
+             getenv("PWD") ? getenv("PWD") : ".");
+    if (srv_up(&s, demo, extra)) {
+        CHECKF(0, "the server did not start (%s)", s.errfile);
+        srv_down(&s);
+        return;
+    }
+    char home[512], work[512], cmd[2048];
+    snprintf(home, sizeof home, "%s/codex-home", t_tmpdir());
+    snprintf(work, sizeof work, "%s/codex-work", t_tmpdir());
+    mkdir(home, 0700);
+    mkdir(work, 0700);
+    /* examples/codex/config.toml with this server's port */
+    snprintf(cmd, sizeof cmd,
+             "sed 's#http://127.0.0.1:8080/v1#http://127.0.0.1:%d/v1#' examples/codex/config.toml "
+             "> %s/config.toml && grep -q '127.0.0.1:%d' %s/config.toml",
+             s.port, home, s.port, home);
+    CHECK(t_run(cmd, out, sizeof out) == 0);
+    snprintf(cmd, sizeof cmd,
+             "cd %s && CODEX_HOME=%s timeout 240 %s/tests/serve/node_modules/.bin/codex exec "
+             "--skip-git-repo-check -s read-only 'Say hello' </dev/null",
+             work, home, getenv("PWD") ? getenv("PWD") : ".");
+    double t0 = now_s();
+    int rc = t_run(cmd, out, sizeof out);
+    CHECKF(rc == 0, "codex exec (exit %d): %s", rc, out);
+    CHECK_STR_CONTAINS(out, "provider: petrel");
+    CHECK_STR_CONTAINS(out, "tokens used");
+    char *log = t_read_file(s.errfile, NULL);
+    CHECK_STR_CONTAINS(log, "petrel: 200 POST /v1/responses (stream): prompt ");
+    /* the answer as Codex printed it (the line after "codex") */
+    const char *a = strstr(out, "\ncodex\n");
+    printf("  codex exec: %.1f s; answer: %.120s\n", now_s() - t0, a ? a + 7 : "(none)");
+    free(log);
+    srv_down(&s);
+}
+
 /* A client that half-closes after its request (shutdown(SHUT_WR), as `nc -N` and some proxies
  * do) gets its whole answer, streamed or not; one that closes altogether while it waits in the
  * queue gives its place up at once. */
@@ -2672,6 +2741,8 @@ T_SUITE(serve) {
     T_ADD(test_serve_stored_responses);
     T_ADD(test_serve_clean_text);
     T_ADD(test_serve_logprobs);
+    T_ADD(test_serve_aisdk);
+    T_ADD_TIMEOUT(test_serve_codex_exec, 400);
     T_ADD(test_serve_half_close);
     T_ADD(test_serve_api_key_empty);
     T_ADD(test_serve_tenants);
