@@ -229,16 +229,18 @@ static void pull_split_parts(void) {
     hub_down(&h);
 }
 
-/* The CDN cuts the connection twice in the middle of the file: the download goes on from where
- * it stopped, with range requests, and the result is identical. */
+/* The CDN answers 503 once, then cuts the connection twice in the middle of the file: the
+ * download goes on from where it stopped, with range requests, and the result is identical. */
 static void pull_resumes_after_cut(void) {
     hub h;
     if (hub_up(&h)) return;
     repo_file(&h, "acme/cut", "m-Q2_K.gguf", 2000000, 30);
-    repo_config(&h, "acme/cut", "{\"cut\": 500000, \"cuts\": 2}");
+    /* a 503 first, then two cuts */
+    repo_config(&h, "acme/cut", "{\"cut\": 500000, \"cuts\": 3, \"errors\": 1}");
     int rc = pet(&h, NULL, "pull acme/cut");
     CHECKF(rc == 0, "pull: %d %s", rc, out);
-    CHECK_STR_CONTAINS(out, "transfer stopped at");
+    CHECK_STR_CONTAINS(out, "transfer stopped at 0 B of 1.9 MiB (HTTP 503)");
+    CHECK_STR_CONTAINS(out, "transfer stopped at 488.3 KiB of 1.9 MiB");
     CHECK(same_as_served(&h, "acme/cut", "m-Q2_K.gguf"));
     CHECK(!exists(h.cache, "acme/cut", "m-Q2_K.gguf", ".part"));
     char *log = hub_log(&h);
@@ -335,6 +337,10 @@ static void pull_errors_explained(void) {
     CHECK(pet(&h, NULL, "pull acme/nothing-here") == 1);
     CHECK_STR_CONTAINS(out, "acme/nothing-here: no such repository");
     CHECK_STR_CONTAINS(out, "(404)");
+    CHECK_STR_CONTAINS(out, "no GGUF repository on"); /* the search found nothing similar */
+    repo_file(&h, "acme/Tiny-GGUF", "t-Q4_K_M.gguf", 1000, 67);
+    CHECK(pet(&h, NULL, "pull someone/tiny") == 1);
+    CHECK_STR_CONTAINS(out, "whose name contains 'tiny':\n  acme/Tiny-GGUF\n");
 
     repo_file(&h, "acme/two", "t-Q4_K_S.gguf", 1000, 61);
     repo_file(&h, "acme/two", "t-IQ2_XXS-00001-of-00002.gguf", 1000, 62);
@@ -456,6 +462,51 @@ static void pull_hf_flag(void) {
     CHECK_STR_CONTAINS(out, "cannot list the repository's files");
 }
 
+/* On a terminal (a pty from script(1)): the progress bar, redrawn in place with bytes, rate and
+ * ETA; a retry's line clears it first; then the offer to pack, answered yes, writes the pack.
+ * Without a terminal: no question, the command to run instead; --pack packs without asking. */
+static void pull_terminal_and_pack(void) {
+    hub h;
+    if (hub_up(&h)) return;
+    size_t n = 0;
+    char *demo = t_read_file("models/petrel-demo-glm.gguf", &n);
+    CHECK(demo != NULL);
+    if (!demo) return hub_down(&h);
+    char p[4096], xpack[4096];
+    snprintf(p, sizeof p, "%s/repos/acme/demo-GGUF/petrel-demo-Q8_0.gguf", h.root);
+    CHECK(put(p, demo, n) == 0);
+    snprintf(p, sizeof p, "%s/repos/acme/demo2-GGUF/petrel-demo-Q8_0.gguf", h.root);
+    CHECK(put(p, demo, n) == 0);
+    free(demo);
+    repo_config(&h, "acme/demo-GGUF", "{\"rate\": 8000000, \"errors\": 1}");
+    snprintf(xpack, sizeof xpack, "%s/acme/demo-GGUF/petrel-demo-Q8_0.gguf.xpack", h.cache);
+    if (t_run("command -v script", NULL, 0) == 0) {
+        char cmd[8000];
+        snprintf(cmd, sizeof cmd,
+                 "printf 'y\\n' | %s script -qec '%s pull acme/demo-GGUF' /dev/null", h.env, bin());
+        int rc = t_run(cmd, out, sizeof out);
+        CHECKF(rc == 0, "pull on a pty: %d %s", rc, out);
+        CHECK_STR_CONTAINS(out, "\r\033[K[####");
+        CHECK_STR_CONTAINS(out, " / 12.0 MiB  ");
+        CHECK_STR_CONTAINS(out, "/s  ETA 0:00:0");
+        CHECK_STR_CONTAINS(out, "\r\033[Kpetrel: petrel-demo-Q8_0.gguf: transfer stopped");
+        CHECK_STR_CONTAINS(out, "write the expert pack now");
+        CHECK(access(xpack, F_OK) == 0);
+        CHECK(same_as_served(&h, "acme/demo-GGUF", "petrel-demo-Q8_0.gguf"));
+    }
+    snprintf(xpack, sizeof xpack, "%s/acme/demo2-GGUF/petrel-demo-Q8_0.gguf.xpack", h.cache);
+    CHECK(pet(&h, NULL, "pull acme/demo2-GGUF") == 0);
+    CHECK(!strstr(out, "\033[K"));
+    CHECK(!strstr(out, "write the expert pack now"));
+    CHECK_STR_CONTAINS(out, "pack them once: petrel pack ");
+    CHECK(access(xpack, F_OK) != 0);
+    CHECK(pet(&h, NULL, "pull acme/demo2-GGUF --pack") == 0);
+    CHECK_STR_CONTAINS(out, "already in the cache");
+    CHECK(access(xpack, F_OK) == 0);
+    CHECK(pet(&h, NULL, "pull acme/demo2-GGUF --pack --no-pack") == 2);
+    hub_down(&h);
+}
+
 /* `petrel --version` names the kernels and features; the demo model is the default of the
  * commands that take -m. */
 static void cli_version_and_defaults(void) {
@@ -487,5 +538,6 @@ T_SUITE(pull) {
     T_ADD(pull_errors_explained);
     T_ADD(pull_interrupt_resumes);
     T_ADD(pull_hf_flag);
+    T_ADD(pull_terminal_and_pack);
     T_ADD(cli_version_and_defaults);
 }

@@ -27,7 +27,7 @@
  *     after re-hashing the bytes it holds; never restarted from zero silently: a server that
  *     ignores the range, or a .part longer than the file, is said on stderr before starting over.
  *   - a dropped connection is retried from where it stopped (6 tries in a row without progress,
- *     backing off from 0.5 s to 16 s).
+ *     waiting 0.5 s, then twice as long each time).
  *   - the free disk space is checked before the first byte, with the numbers.
  * Parts download in parallel (-j, default 4 files at a time).
  */
@@ -454,6 +454,44 @@ static int hex_ok(const char *s, size_t n) {
     return 1;
 }
 
+/* After a 404 for the repository: the Hub's model search (GET /api/models?search=NAME
+ * &filter=gguf&limit=10) for repositories whose name contains NAME, listed on stderr. */
+static void suggest_repos(const hub_ctx *hc) {
+    const char *name = strchr(hc->spec.repo, '/') + 1;
+    char url[2048];
+    snprintf(url, sizeof url, "%s/api/models?search=%s&filter=gguf&limit=10", hc->endpoint, name);
+    membuf b = {0};
+    struct curl_slist *h;
+    CURL *c = easy_new(hc, url, &h);
+    if (!c) return;
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, mem_write);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    CURLcode rc = curl_easy_perform(c);
+    long status = 0;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_cleanup(c);
+    curl_slist_free_all(h);
+    json_t *a = rc == CURLE_OK && status == 200 && b.v ? json_loads(b.v, 0, NULL) : NULL;
+    free(b.v);
+    size_t i, shown = 0;
+    json_t *e;
+    json_array_foreach(a, i, e) {
+        const char *id = json_string_value(json_object_get(e, "id"));
+        if (!id) id = json_string_value(json_object_get(e, "modelId"));
+        if (!id || !strchr(id, '/') || !name_ok(id, strcspn(id, "/")) ||
+            !name_ok(strchr(id, '/') + 1, strlen(strchr(id, '/') + 1)))
+            continue; /* hostile or odd: not printed */
+        if (!shown++)
+            fprintf(stderr, "petrel: GGUF repositories on %s whose name contains '%s':\n",
+                    hc->endpoint, name);
+        fprintf(stderr, "  %s\n", id);
+    }
+    if (json_is_array(a) && !shown)
+        fprintf(stderr, "petrel: no GGUF repository on %s has '%s' in its name\n", hc->endpoint,
+                name);
+    json_decref(a);
+}
+
 /* Add the GGUF models of one page of the listing (a JSON array) to files. 0, or -1 printed. */
 static int parse_listing(const hub_ctx *hc, const char *text, hub_file *files, int *n) {
     json_error_t je;
@@ -533,6 +571,8 @@ static int fetch_listing(const hub_ctx *hc, hub_file *files) {
         if (status != 200) {
             free(b.v);
             explain_status(hc, status, b.xerr, NULL);
+            if (status == 404 || (status == 401 && !strcmp(b.xerr, "RepoNotFound")))
+                suggest_repos(hc);
             return -1;
         }
         int bad = parse_listing(hc, b.v ? b.v : "", files, &n);
@@ -550,6 +590,13 @@ static int fetch_listing(const hub_ctx *hc, hub_file *files) {
 /* ===== Downloading one file ===== */
 
 static volatile sig_atomic_t pull_interrupted;
+static int pull_tty; /* the progress bar is drawn on stderr: set before the workers start */
+
+/* Before a line on stderr while the bar may be drawn: clear the bar's line (it is redrawn at
+ * the next tick), so that the line does not start in the middle of it. */
+static void clear_bar(void) {
+    if (pull_tty) fputs("\r\033[K", stderr);
+}
 
 static void on_sigint(int sig) {
     (void)sig;
@@ -664,6 +711,7 @@ static void job_fail(job *j, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(m, sizeof m, fmt, ap);
     va_end(ap);
+    clear_bar();
     cli_error("%s: %s", j->f->path, m);
     j->state = JOB_FAILED;
 }
@@ -750,12 +798,14 @@ static void job_run(job *j) {
         return job_fail(j, "cannot read %s: %s", j->part, strerror(errno));
     j->have = st.st_size;
     if (j->have > f->size) {
+        clear_bar();
         fprintf(stderr,
                 "petrel: %s holds %s, more than the file's %s: it is not a part of this file; "
                 "starting it over from zero\n",
                 j->part, fmt_bytes((double)j->have), fmt_bytes((double)f->size));
         if (job_restart(j)) return job_fail(j, "cannot truncate %s: %s", j->part, strerror(errno));
     } else if (j->have > 0) {
+        clear_bar();
         fprintf(stderr, "petrel: resuming %s at %s of %s (checking the bytes already there)\n",
                 f->path, fmt_bytes((double)j->have), fmt_bytes((double)f->size));
         if (hash_existing(j)) return job_fail(j, "cannot read %s: %s", j->part, strerror(errno));
@@ -787,6 +837,7 @@ static void job_run(job *j) {
             return job_fail(j, "cannot write %s: %s", j->part, strerror(j->write_failed));
         if (j->have == f->size) break;
         if (j->status == 401 || j->status == 403 || j->status == 404) {
+            clear_bar();
             explain_status(j->hc, j->status, j->xerr, f->path);
             j->state = JOB_FAILED;
             return;
@@ -800,6 +851,7 @@ static void job_run(job *j) {
                             j->dest);
         if (before > 0 && (rc == CURLE_RANGE_ERROR || j->status == 200)) {
             /* said, never silent: the range was ignored, so only a restart can go on */
+            clear_bar();
             fprintf(stderr,
                     "petrel: %s: the server ignored the request to resume at %s and sent the "
                     "whole file; starting it over from zero\n",
@@ -824,6 +876,7 @@ static void job_run(job *j) {
                             fails, why, fmt_bytes((double)j->have), fmt_bytes((double)f->size),
                             j->part);
         double wait = 0.5 * (double)(1 << (fails - 1));
+        clear_bar();
         fprintf(stderr, "petrel: %s: transfer stopped at %s of %s (%s); resuming in %.1f s\n",
                 f->path, fmt_bytes((double)j->have), fmt_bytes((double)f->size), why, wait);
         nap(wait);
@@ -1021,6 +1074,7 @@ static int pull(const char *spec, const pull_opts *po, char *path, size_t cap) {
                 base += jobs[k].f->size;
             else
                 q[nq++] = &jobs[k];
+        pull_tty = !po->quiet && isatty(2);
         pool w = {q, nq, 0, 0, base, PTHREAD_MUTEX_INITIALIZER};
         pthread_t th[16];
         int started = 0, nw = po->jobs < nq ? po->jobs : nq;
@@ -1028,7 +1082,7 @@ static int pull(const char *spec, const pull_opts *po, char *path, size_t cap) {
             if (pthread_create(&th[started], NULL, worker, &w) != 0) break;
         if (!started) worker(&w);
         double t0 = now_s();
-        int step = -1, tty = isatty(2);
+        int step = -1, tty = pull_tty;
         int64_t start = progress_bytes(&w, 1);
         for (;;) {
             pthread_mutex_lock(&w.mu);

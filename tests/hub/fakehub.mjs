@@ -4,6 +4,7 @@
 // (entries {type, oid, size, path, lfs: {oid: sha256, size, pointerSize}}, paginated by a
 // `Link: <...>; rel="next"` header), and the file route GET /{repo}/resolve/main/{path}, which
 // answers 302 to a signed URL on a second host (the CDN) with X-Linked-Size / X-Linked-Etag.
+// The model search, GET /api/models?search=TEXT&filter=gguf&limit=N, lists repositories by id.
 // Errors carry X-Error-Code (RepoNotFound, EntryNotFound, GatedRepo) as the Hub's do.
 //
 // Usage: node fakehub.mjs ROOT
@@ -17,6 +18,7 @@
 //   {"size": {"PATH": N}}     the listing says PATH has N bytes
 //   {"rate": B}               the CDN sends B bytes a second (in 10 chunks a second)
 //   {"norange": true}         the CDN ignores Range headers (200, the whole file)
+//   {"errors": K}             the CDN answers 503 to the first K requests of each file
 //   {"page": N}               the listing gives N entries a page
 // The two ports go to stdout as one JSON line {"api": P, "cdn": P}; every request is appended to
 // ROOT/log.txt as "HOST METHOD PATH range=RANGE auth=yes|no status=S".
@@ -147,6 +149,23 @@ function resolve(req, res, owner, name, file) {
 const api = http.createServer((req, res) => {
   const url = new URL(req.url, `http://${req.headers.host}`);
   const parts = url.pathname.split("/").slice(1).map(decodeURIComponent);
+  // /api/models?search=TEXT&filter=gguf&limit=N: the repositories whose id contains TEXT
+  if (req.method === "GET" && url.pathname === "/api/models") {
+    const q = (url.searchParams.get("search") || "").toLowerCase();
+    const limit = Number(url.searchParams.get("limit") || 1000), found = [];
+    for (const owner of fs.readdirSync(repos).sort())
+      if (fs.statSync(path.join(repos, owner)).isDirectory())
+        for (const name of fs.readdirSync(path.join(repos, owner)).sort()) {
+          const id = `${owner}/${name}`;
+          if (fs.statSync(path.join(repos, owner, name)).isDirectory() &&
+              id.toLowerCase().includes(q) && found.length < limit)
+            found.push({ _id: createHash("sha1").update(id).digest("hex").slice(0, 24), id,
+                         modelId: id, tags: ["gguf"] });
+        }
+    log("api", req, 200);
+    res.writeHead(200, { "Content-Type": "application/json" });
+    return res.end(JSON.stringify(found));
+  }
   // /api/models/OWNER/NAME/tree/main
   if (req.method === "GET" && parts[0] === "api" && parts[1] === "models" && parts.length === 6 &&
       parts[4] === "tree" && parts[5] === "main")
@@ -185,6 +204,7 @@ const cdn = http.createServer((req, res) => {
   }
   const key = `${repo}/${file}`, seen = served.get(key) || 0;
   served.set(key, seen + 1);
+  if (seen < (cfg.errors || 0)) return fail("cdn", req, res, 503, null, "SlowDown");
   const cutAt = cfg.cut !== undefined && seen < (cfg.cuts || 1) ? cfg.cut : -1;
   const body = data.subarray(start, end + 1);
   const h = { "Content-Length": String(body.length), "Accept-Ranges": "bytes",
