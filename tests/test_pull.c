@@ -375,7 +375,8 @@ static void pull_errors_explained(void) {
     hub_down(&h);
 }
 
-/* Ctrl-C in the middle of a slow download: status 130, the bytes kept in the .part (nothing
+/* A second pull of a file being downloaded is refused (the .part's lock). Ctrl-C in the middle
+ * of a slow download: status 130, the bytes kept in the .part (nothing
  * under the final name); the next pull resumes from there with a range request. */
 static void pull_interrupt_resumes(void) {
     hub h;
@@ -399,6 +400,9 @@ static void pull_interrupt_resumes(void) {
     while (now_s() - t0 < 20 && !(stat(part, &st) == 0 && st.st_size >= 400000))
         usleep(20 * 1000);
     CHECKF(stat(part, &st) == 0 && st.st_size >= 400000, "no progress");
+    /* a second petrel on the same file is refused, the first one goes on */
+    CHECK(pet(&h, NULL, "pull acme/slow") == 1);
+    CHECK_STR_CONTAINS(out, "is being downloaded by another petrel");
     kill(pid, SIGINT);
     int ws;
     waitpid(pid, &ws, 0);

@@ -13,7 +13,8 @@ have_all() {
     pkg-config --exists libcrypto || return 1
     pkg-config --exists libmicrohttpd || return 1
     pkg-config --exists libxxhash || return 1 # expert-record checksums (format/xpack.c)
-    pkg-config --exists libcurl || return 1   # petrel pull and -hf (cli/pull.c)
+    # petrel pull and -hf (cli/pull.c); macOS has libcurl (curl-config) without a .pc file
+    pkg-config --exists libcurl || command -v curl-config >/dev/null 2>&1 || return 1
     # io_uring is Linux-only; elsewhere the pread pool is used
     if [ "$(uname -s)" = Linux ]; then pkg-config --exists liburing || return 1; fi
     return 0

@@ -174,6 +174,8 @@ static void split_parse(hub_file *f) {
     /* -00001-of-00003.gguf: 20 bytes */
     if (n < 20 + 1) return;
     const char *s = p + n - 20;
+    for (int d = 0; d < 5; d++) /* exactly five digits each, no sign or space */
+        if (s[1 + d] < '0' || s[1 + d] > '9' || s[10 + d] < '0' || s[10 + d] > '9') return;
     int i, k, used = 0;
     if (sscanf(s, "-%5d-of-%5d.gguf%n", &i, &k, &used) == 2 && used == 20 && i >= 1 && k >= 1 &&
         i <= k) {
@@ -726,13 +728,18 @@ static int job_restart(job *j) {
     return hash_init(j);
 }
 
-/* Hash the bytes already in the .part (a resumed download). 0 or -1 (errno). */
+/* Hash the bytes already in the .part (a resumed download). 0, 1 when interrupted (Ctrl-C),
+ * or -1 (errno). */
 static int hash_existing(job *j) {
     static const size_t chunk = 4 << 20;
     char *buf = malloc(chunk);
     if (!buf) return -1;
     int64_t off = 0;
     while (off < j->have) {
+        if (interrupted()) {
+            free(buf);
+            return 1;
+        }
         size_t want = j->have - off < (int64_t)chunk ? (size_t)(j->have - off) : chunk;
         ssize_t r = pread(j->fd, buf, want, off);
         if (r < 0 && errno == EINTR) continue;
@@ -794,6 +801,13 @@ static void job_run(job *j) {
         return job_fail(j, "%s is being downloaded by another petrel (it holds the lock on %s)",
                         j->dest, j->part);
     struct stat st;
+    if (stat(j->dest, &st) == 0 && st.st_size == f->size) {
+        /* another petrel finished it while this one was planning */
+        unlink(j->part);
+        j->have = f->size;
+        j->state = JOB_DONE;
+        return;
+    }
     if (fstat(j->fd, &st) != 0 || hash_init(j) != 0)
         return job_fail(j, "cannot read %s: %s", j->part, strerror(errno));
     j->have = st.st_size;
@@ -808,7 +822,12 @@ static void job_run(job *j) {
         clear_bar();
         fprintf(stderr, "petrel: resuming %s at %s of %s (checking the bytes already there)\n",
                 f->path, fmt_bytes((double)j->have), fmt_bytes((double)f->size));
-        if (hash_existing(j)) return job_fail(j, "cannot read %s: %s", j->part, strerror(errno));
+        int hr = hash_existing(j);
+        if (hr < 0) return job_fail(j, "cannot read %s: %s", j->part, strerror(errno));
+        if (hr > 0) {
+            j->state = JOB_INTERRUPTED;
+            return;
+        }
     }
     j->start = j->have;
     char url[4096];
