@@ -67,6 +67,11 @@ ifeq ($(shell pkg-config --exists liburing 2>/dev/null && echo yes),yes)
   PKG_LIBS   += $(shell pkg-config --libs liburing)
 endif
 
+# libcurl: `petrel pull` and -hf (src/cli/pull.c) only; linked into the petrel binary alone.
+CURL_CFLAGS := $(shell pkg-config --cflags libcurl 2>/dev/null)
+CURL_LIBS   := $(shell pkg-config --libs libcurl 2>/dev/null || echo -lcurl)
+PKG_CFLAGS  += $(CURL_CFLAGS)
+
 CFLAGS  += -std=c11 $(OPT) -Wall -Wextra -Wshadow -Wmissing-prototypes -Wstrict-prototypes -Werror -D_GNU_SOURCE -Iinclude -Isrc $(PKG_CFLAGS) -pthread -MMD -MP
 LDLIBS  += $(LDSAN) $(PKG_LIBS) -lm -pthread
 ifeq ($(FUZZ),1)
@@ -119,7 +124,7 @@ $(BUILD)/libpetrel.a: $(LIB_OBJ)
 	$(AR) rcs $@ $^
 
 $(BUILD)/petrel: $(CLI_OBJ) $(FRONT_OBJ) $(BUILD)/libpetrel.a
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(CURL_LIBS)
 
 $(BUILD)/test_petrel: $(TEST_OBJ) $(FRONT_OBJ) $(BUILD)/libpetrel.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)

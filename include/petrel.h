@@ -57,6 +57,11 @@
 /* The library version, "MAJOR.MINOR.PATCH". */
 const char *pt_version(void);
 
+/* What this build of the library holds and what this CPU lets it use, one line per item
+ * ("kernels: scalar avx2 avx512-vnni (this CPU: avx512-vnni)", "expert reads: io_uring
+ * O_DIRECT, pread pool", ...), for `petrel --version`. A static string. */
+const char *pt_build_info(void);
+
 typedef struct pt_engine pt_engine;
 typedef struct pt_session pt_session;
 

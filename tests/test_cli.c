@@ -113,7 +113,9 @@ static void cli_usage_errors(void) {
     /* `petrel` alone chats with the shipped default model (EOF on stdin ends it) */
     CHECK(run("< /dev/null") == 0);
     CHECK_STR_CONTAINS(out, "chatting with glm-dsa");
-    CHECK(run("inspect") == 2);
+    CHECK(run("inspect") == 0); /* the default model, as for every command that takes -m */
+    CHECK_STR_CONTAINS(out, "glm-dsa");
+    CHECK(run("inspect --json x.gguf y.gguf") == 2);
     CHECK_STR_CONTAINS(out, "usage: petrel inspect");
     CHECK(run("inspect --bogus x.gguf") == 2);
     CHECK(run("frobnicate") == 2);

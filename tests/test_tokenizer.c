@@ -412,7 +412,8 @@ static void cli_tokenize(void) {
 static void cli_tokenize_errors(void) {
     char args[4096], m[512];
     snprintf(m, sizeof m, "%s", t_fixture("tokenizer/ggml-vocab-fixture-glm-dsa.gguf"));
-    CHECK(run("tokenize -p hi") == 2);                /* no model */
+    snprintf(args, sizeof args, "PETREL_MODEL=/no/such.gguf %s tokenize -p hi", bin());
+    CHECK(t_run(args, out, sizeof out) == 1);         /* no -m: the default model (here missing) */
     snprintf(args, sizeof args, "tokenize -m %s", m); /* no text */
     CHECK(run(args) == 2);
     snprintf(args, sizeof args, "tokenize -m %s -p hi --bogus", m);

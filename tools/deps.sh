@@ -3,8 +3,8 @@
 # Debian/Ubuntu as root: installs them with apt-get. macOS: with Homebrew.
 # Otherwise: prints the package names and fails. Cheap when all is present.
 set -e
-DEB_PKGS="pkg-config libjansson-dev libssl-dev liburing-dev libpcre2-dev libmicrohttpd-dev libxxhash-dev"
-BREW_PKGS="pkg-config jansson openssl@3 pcre2 libmicrohttpd xxhash"
+DEB_PKGS="pkg-config libjansson-dev libssl-dev liburing-dev libpcre2-dev libmicrohttpd-dev libxxhash-dev libcurl4-openssl-dev"
+BREW_PKGS="pkg-config jansson openssl@3 pcre2 libmicrohttpd xxhash curl"
 
 have_all() {
     command -v pkg-config >/dev/null 2>&1 || return 1
@@ -13,6 +13,8 @@ have_all() {
     pkg-config --exists libcrypto || return 1
     pkg-config --exists libmicrohttpd || return 1
     pkg-config --exists libxxhash || return 1 # expert-record checksums (format/xpack.c)
+    # petrel pull and -hf (cli/pull.c); macOS has libcurl (curl-config) without a .pc file
+    pkg-config --exists libcurl || command -v curl-config >/dev/null 2>&1 || return 1
     # io_uring is Linux-only; elsewhere the pread pool is used
     if [ "$(uname -s)" = Linux ]; then pkg-config --exists liburing || return 1; fi
     return 0

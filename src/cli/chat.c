@@ -94,11 +94,10 @@ int cmd_chat(int argc, char **argv) {
             }
         }
     }
-    if (!o.model) o.model = CLI_DEFAULT_MODEL;
-    if (!o.model) {
-        fprintf(stderr, "petrel chat: -m MODEL is required\n");
-        chat_usage(stderr);
-        return CLI_USAGE;
+    int mrc = tcli_resolve_model(&o, "chat");
+    if (mrc) {
+        if (mrc == CLI_USAGE && !o.hf) chat_usage(stderr);
+        return mrc;
     }
     if (o.n_ctx == 0) o.n_ctx = PT_DEFAULT_CTX;
     tcli_model m;

@@ -31,6 +31,8 @@ int cmd_serve(int argc, char **argv);
 int cmd_pack(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_pull(int argc, char **argv);
+int cmd_list(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 
 /* Read a whole stream (a prompt from -f or stdin, ids for detokenize) into a

@@ -29,7 +29,8 @@
 static void generate_usage(FILE *f) {
     fprintf(
         f, "usage: petrel generate -m MODEL.gguf (-p TEXT | -f FILE | --tokens IDS) [options]\n"
-           "  -m, --model FILE        GGUF model (any part of a split model)\n"
+           "  -m, --model FILE        GGUF model (any part of a split model; default: the demo\n"
+           "                          model)\n"
            "  -p, --prompt TEXT       prompt text, taken verbatim (raw completion; BOS as the "
            "model says)\n"
            "  -f, --file FILE         read the prompt from FILE ('-' or no -p/-f/--tokens: stdin)\n"
@@ -357,23 +358,15 @@ int cmd_generate(int argc, char **argv) {
             }
         }
     }
-    if (!o.model) {
-        fprintf(stderr, "petrel generate: -m MODEL is required\n");
-        generate_usage(stderr);
-        return CLI_USAGE;
-    }
     if ((tokens_arg != NULL) + (prompt != NULL) + (file != NULL) > 1) {
         fprintf(stderr, "petrel generate: give one of -p, -f and --tokens\n");
         return CLI_USAGE;
     }
-    if (tokens_arg) {
-        if (chat || system) {
-            fprintf(stderr, "petrel generate: --chat/--system need a text prompt (-p or -f)\n");
-            return CLI_USAGE;
-        }
-        return run_tokens(&o, tokens_arg, dump);
+    if (tokens_arg && (chat || system)) {
+        fprintf(stderr, "petrel generate: --chat/--system need a text prompt (-p or -f)\n");
+        return CLI_USAGE;
     }
-    if (dump) {
+    if (dump && !tokens_arg) {
         fprintf(stderr, "petrel generate: --dump-logits needs --tokens\n");
         return CLI_USAGE;
     }
@@ -385,6 +378,12 @@ int cmd_generate(int argc, char **argv) {
         fprintf(stderr, "petrel generate: --show-reasoning/--hide-reasoning need --chat\n");
         return CLI_USAGE;
     }
+    int mrc = tcli_resolve_model(&o, "generate");
+    if (mrc) {
+        if (mrc == CLI_USAGE && !o.hf) generate_usage(stderr);
+        return mrc;
+    }
+    if (tokens_arg) return run_tokens(&o, tokens_arg, dump);
     if (reasoning < 0) reasoning = !quiet && !json;
     if (o.n_ctx == 0) o.n_ctx = PT_DEFAULT_CTX;
     if (prompt) return run_text(&o, prompt, strlen(prompt), chat, system, quiet, json, reasoning);

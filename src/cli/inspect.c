@@ -443,6 +443,7 @@ int cmd_inspect(int argc, char **argv) {
         } else
             path = argv[i];
     }
+    if (!path) path = CLI_DEFAULT_MODEL;
     if (!path) {
         inspect_usage(stderr);
         return CLI_USAGE;

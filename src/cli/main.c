@@ -1,4 +1,8 @@
 /* main.c — the `petrel` command: dispatches to subcommands (see cli.h). */
+#include <curl/curl.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include <openssl/crypto.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -60,6 +64,8 @@ static void usage(FILE *f) {
         "  inspect MODEL.gguf [--json]   architecture, tensor types, resident vs expert bytes\n"
         "  pack MODEL.gguf [-o PATH]     write the expert pack (one aligned record per expert)\n"
         "  verify MODEL.gguf             check the expert pack against the model\n"
+        "  pull OWNER/NAME[:QUANT]       download a GGUF model from the Hugging Face Hub\n"
+        "  list                          the models in petrel's cache, with their sizes\n"
         "  tokenize -m MODEL -p TEXT     print the token ids of TEXT (or -f FILE)\n"
         "  detokenize -m MODEL --ids IDS print the text of token ids\n"
         "  help                          this text\n"
@@ -126,6 +132,19 @@ static void on_sigbus(int sig) {
     _exit(CLI_ERROR);
 }
 
+/* `petrel --version`: the version, the library's kernels and read back-ends, and the
+ * front ends' libraries (the versions linked at run time). */
+static void print_version(void) {
+    printf("petrel %s\n%s", pt_version(), pt_build_info());
+    const curl_version_info_data *cv = curl_version_info(CURLVERSION_NOW);
+    printf("features: chat, generate, serve (libmicrohttpd %s), pull and -hf (libcurl %s, %s), "
+           "JSON (jansson %s), SHA-256 (%s)\n",
+           MHD_get_version(), cv->version, cv->ssl_version ? cv->ssl_version : "no TLS",
+           jansson_version_str(), OpenSSL_version(OPENSSL_VERSION));
+    const char *m = CLI_DEFAULT_MODEL;
+    printf("default model: %s\n", m ? m : "none found (models/petrel-demo-glm.gguf)");
+}
+
 int main(int argc, char **argv) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -147,13 +166,15 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "pack")) return cmd_pack(argc - 1, argv + 1);
     if (!strcmp(cmd, "verify")) return cmd_verify(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
+    if (!strcmp(cmd, "pull")) return cmd_pull(argc - 1, argv + 1);
+    if (!strcmp(cmd, "list")) return cmd_list(argc - 1, argv + 1);
     if (!strcmp(cmd, "detokenize")) return cmd_detokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
         usage(stdout);
         return CLI_OK;
     }
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
-        printf("petrel %s\n", pt_version());
+        print_version();
         return CLI_OK;
     }
     fprintf(stderr, "petrel: unknown command '%s'\n\n", cmd);

@@ -205,11 +205,10 @@ int cmd_serve(int argc, char **argv) {
         }
         if (k) keys[n_keys++] = k;
     }
-    if (!o.model) o.model = CLI_DEFAULT_MODEL;
-    if (!o.model) {
-        fprintf(stderr, "petrel serve: -m MODEL is required\n");
-        serve_usage(stderr);
-        return CLI_USAGE;
+    int mrc = tcli_resolve_model(&o, "serve");
+    if (mrc) {
+        if (mrc == CLI_USAGE && !o.hf) serve_usage(stderr);
+        return mrc;
     }
     if (o.n_ctx == 0) o.n_ctx = PT_DEFAULT_CTX;
     /* the model id: the file name without directory and .gguf */

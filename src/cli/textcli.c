@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "hub.h"
 
 #define TCLI_STR_(x) #x
 #define TCLI_STR(x) TCLI_STR_(x) /* a number macro as a string literal */
@@ -115,6 +116,9 @@ int tcli_parse(const char *cmd, int argc, char **argv, int *i, tcli_opts *o) {
     if (IS("-m") || IS("--model")) {
         NEEDV();
         o->model = v;
+    } else if (IS("-hf") || IS("--hf-repo")) {
+        NEEDV();
+        o->hf = v;
     } else if (IS("-t") || IS("--threads")) {
         NEEDV();
         if (parse_long(v, 1, 1024, &o->threads))
@@ -280,7 +284,31 @@ int tcli_parse(const char *cmd, int argc, char **argv, int *i, tcli_opts *o) {
     return 1;
 }
 
+int tcli_resolve_model(tcli_opts *o, const char *cmd) {
+    if (o->hf && o->model) {
+        fprintf(stderr, "petrel %s: -m and -hf contradict each other: give one\n", cmd);
+        return CLI_USAGE;
+    }
+    if (o->hf) {
+        int rc = hub_model_path(o->hf, o->hf_path, sizeof o->hf_path);
+        if (rc == CLI_OK) o->model = o->hf_path;
+        return rc;
+    }
+    if (!o->model) o->model = CLI_DEFAULT_MODEL;
+    if (!o->model) {
+        fprintf(stderr, "petrel %s: -m MODEL is required\n", cmd);
+        return CLI_USAGE;
+    }
+    return 0;
+}
+
 void tcli_usage(FILE *f) {
+    fprintf(f,
+            "model (default: the demo model, %s):\n"
+            "  -hf, --hf-repo OWNER/NAME[:QUANT]\n"
+            "                          a GGUF model of the Hugging Face Hub, from petrel's cache,\n"
+            "                          pulled into it first when missing (see petrel pull)\n",
+            CLI_DEFAULT_MODEL ? CLI_DEFAULT_MODEL : "not found");
     fprintf(
         f, "sampling (defaults: the model's published values, else --temp 0.7 --top-p 0.95):\n"
            "  --temp T                temperature; 0 = greedy\n"

@@ -18,7 +18,9 @@
 #define TCLI_MAX_STOPS 32
 
 typedef struct tcli_opts {
-    const char *model;
+    const char *model;         /* -m, or set by tcli_resolve_model */
+    const char *hf;            /* -hf OWNER/NAME[:QUANT]: a model of the Hugging Face Hub */
+    char hf_path[4096 + 1100]; /* where -hf's model is in the cache */
     pt_engine_params ep;
     long threads, n_ctx, n_batch;
     int kernels;
@@ -44,6 +46,10 @@ void tcli_opts_init(tcli_opts *o);
 /* Try to consume argv[*i] (and its value) as a model/engine/sampling flag.
  * 1: consumed; 0: not one of these; -1: bad value (message printed). */
 int tcli_parse(const char *cmd, int argc, char **argv, int *i, tcli_opts *o);
+/* The model to open, once the flags are parsed: -hf's (taken from the cache, pulled into it
+ * first when missing: src/cli/hub.h), else -m's, else the demo model (CLI_DEFAULT_MODEL).
+ * 0, or the exit status with the message printed (-m with -hf, no model: CLI_USAGE). */
+int tcli_resolve_model(tcli_opts *o, const char *cmd);
 /* The help lines for those flags. */
 void tcli_usage(FILE *f);
 

@@ -22,7 +22,8 @@
 
 static void tokenize_usage(FILE *f) {
     fprintf(f, "usage: petrel tokenize -m MODEL.gguf (-p TEXT | -f FILE) [options]\n"
-               "  -m, --model FILE     GGUF with a vocabulary (a vocab-only file is enough)\n"
+               "  -m, --model FILE     GGUF with a vocabulary (a vocab-only file is enough;\n"
+               "                       default: the demo model)\n"
                "  -p, --prompt TEXT    text to tokenize, taken verbatim\n"
                "  -f, --file FILE      read the text from FILE ('-' = stdin), verbatim\n"
                "  --add-special        add BOS/EOS as the vocabulary's metadata says\n"
@@ -33,7 +34,8 @@ static void tokenize_usage(FILE *f) {
 
 static void detokenize_usage(FILE *f) {
     fprintf(f, "usage: petrel detokenize -m MODEL.gguf [--ids ID,ID,...] [options]\n"
-               "  -m, --model FILE     GGUF with a vocabulary (a vocab-only file is enough)\n"
+               "  -m, --model FILE     GGUF with a vocabulary (a vocab-only file is enough;\n"
+               "                       default: the demo model)\n"
                "  --ids LIST           token ids separated by commas or spaces; without it the\n"
                "                       ids are read from stdin\n"
                "  --skip-special       omit control tokens (<|user|>, <eos>, ...) from the text\n"
@@ -82,6 +84,7 @@ int cmd_tokenize(int argc, char **argv) {
             return CLI_USAGE;
         }
     }
+    if (!model) model = CLI_DEFAULT_MODEL;
     if (!model || (!text && !file) || (text && file)) {
         fprintf(stderr, "petrel tokenize: %s\n",
                 !model ? "-m MODEL is required" : "give exactly one of -p TEXT or -f FILE");
@@ -174,6 +177,7 @@ int cmd_detokenize(int argc, char **argv) {
             return CLI_USAGE;
         }
     }
+    if (!model) model = CLI_DEFAULT_MODEL;
     if (!model) {
         fprintf(stderr, "petrel detokenize: -m MODEL is required\n");
         detokenize_usage(stderr);

@@ -1,0 +1,1381 @@
+/* pull.c — `petrel pull REPO[:QUANT]` and `petrel list`: GGUF models from the Hugging Face
+ * Hub into petrel's model cache (layout in hub.h), as llama.cpp's `-hf` names them.
+ *
+ *   petrel pull OWNER/NAME[:QUANT] [--pack|--no-pack] [-j N]
+ *   petrel list
+ *
+ * What the Hub is asked (its public API): the repository's files,
+ *   GET {HF_ENDPOINT}/api/models/OWNER/NAME/tree/main?recursive=true
+ * (JSON entries {type, path, size, oid, lfs: {oid = SHA-256, size}}, further pages named by a
+ * `Link: <URL>; rel="next"` header), then each file, GET
+ * {HF_ENDPOINT}/OWNER/NAME/resolve/main/PATH, which answers 302 to a signed URL on a CDN host.
+ * HF_TOKEN goes to the Hub as "Authorization: Bearer", never to the CDN (libcurl drops a custom
+ * Authorization header on a redirect to another host; the signed URL is its own authorisation).
+ *
+ * Choosing files: QUANT is matched case-insensitively against the files' paths, bounded by
+ * separators (Q4_K matches "x-Q4_K.gguf", not "x-Q4_K_M.gguf"); a split model's parts
+ * NAME-0000i-of-0000N.gguf are one model and all are fetched; mmproj files are left out.
+ * Without QUANT: Q4_K_M when there is one, else the only model. No match, or several: the
+ * error lists what the repository has.
+ *
+ * Safety, the invariants the tests check (tests/test_pull.c):
+ *   - bytes go to PATH.part (locked with flock against a second petrel) and are hashed as they
+ *     are written; the file is renamed to PATH, after fsync, only when its size and SHA-256 are
+ *     the listed ones. A wrong checksum deletes the .part (its bytes cannot be trusted, so
+ *     resuming it would fail again) and says so.
+ *   - a .part left by a cut connection, a crash or Ctrl-C is resumed with a range request,
+ *     after re-hashing the bytes it holds; never restarted from zero silently: a server that
+ *     ignores the range, or a .part longer than the file, is said on stderr before starting over.
+ *   - a dropped connection is retried from where it stopped (6 tries in a row without progress,
+ *     waiting 0.5 s, then twice as long each time).
+ *   - the free disk space is checked before the first byte, with the numbers.
+ * Parts download in parallel (-j, default 4 files at a time).
+ */
+#include <curl/curl.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "hub.h"
+#include "petrel.h"
+
+#define HUB_DEFAULT_ENDPOINT "https://huggingface.co"
+#define HUB_MAX_LISTING (64L << 20) /* bytes of one page of the file listing */
+#define HUB_MAX_PAGES 100
+#define HUB_MAX_FILES 4096
+#define HUB_MAX_PATH 1024 /* bytes of a path inside a repository */
+#define HUB_TRIES 6       /* tries in a row without progress before giving up on a file */
+#define HUB_EXIT_INTERRUPTED 130
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* "1.23 GiB": b bytes in a static ring of buffers (several per printf). */
+static const char *fmt_bytes(double b) {
+    static _Thread_local char ring[8][32];
+    static _Thread_local int k;
+    char *s = ring[k++ & 7];
+    if (b >= 1024.0 * 1024 * 1024)
+        snprintf(s, 32, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+    else if (b >= 1024.0 * 1024)
+        snprintf(s, 32, "%.1f MiB", b / (1024.0 * 1024));
+    else if (b >= 1024.0)
+        snprintf(s, 32, "%.1f KiB", b / 1024.0);
+    else
+        snprintf(s, 32, "%.0f B", b);
+    return s;
+}
+
+/* ===== The cache ===== */
+
+int hub_models_dir(char *out, size_t cap) {
+    const char *env = getenv("PETREL_CACHE"), *xdg = getenv("XDG_CACHE_HOME"),
+               *home = getenv("HOME");
+    int n;
+    if (env && *env)
+        n = snprintf(out, cap, "%s", env);
+    else if (xdg && *xdg)
+        n = snprintf(out, cap, "%s/petrel/models", xdg);
+    else if (home && *home)
+        n = snprintf(out, cap, "%s/.cache/petrel/models", home);
+    else
+        return -1;
+    return n > 0 && (size_t)n < cap ? 0 : -1;
+}
+
+/* mkdir -p of the folder that holds path (the last component is a file). 0 or -1 (errno). */
+static int mkdirs_for(const char *path) {
+    char d[PATH_MAX];
+    if (snprintf(d, sizeof d, "%s", path) >= (int)sizeof d) return errno = ENAMETOOLONG, -1;
+    char *slash = strrchr(d, '/');
+    if (!slash || slash == d) return 0;
+    *slash = 0;
+    for (char *p = d + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(d, 0755) != 0 && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    return mkdir(d, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* ===== REPO[:QUANT] ===== */
+
+typedef struct hub_spec {
+    char repo[200]; /* OWNER/NAME */
+    char quant[100];
+} hub_spec;
+
+static int name_ok(const char *s, size_t n) {
+    if (n == 0 || n > 96 || (n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.'))
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+              (s[i] >= '0' && s[i] <= '9') || s[i] == '-' || s[i] == '_' || s[i] == '.'))
+            return 0;
+    return 1;
+}
+
+/* 0, or -1 with a message printed (a usage error). */
+static int spec_parse(const char *s, hub_spec *sp) {
+    memset(sp, 0, sizeof *sp);
+    const char *colon = strchr(s, ':'), *slash = strchr(s, '/');
+    size_t rlen = colon ? (size_t)(colon - s) : strlen(s);
+    if (!slash || slash > s + rlen || !name_ok(s, (size_t)(slash - s)) ||
+        !name_ok(slash + 1, rlen - (size_t)(slash - s) - 1) ||
+        (colon && !name_ok(colon + 1, strlen(colon + 1)))) {
+        fprintf(stderr,
+                "petrel: '%s' is not a model on the Hub: expected OWNER/NAME[:QUANT], e.g. "
+                "ggml-org/gemma-3-1b-it-GGUF:Q4_K_M (letters, digits, '-', '_', '.')\n",
+                s);
+        return -1;
+    }
+    memcpy(sp->repo, s, rlen);
+    if (colon) snprintf(sp->quant, sizeof sp->quant, "%s", colon + 1);
+    return 0;
+}
+
+/* ===== File names: split parts, quants ===== */
+
+typedef struct hub_file {
+    char *path;        /* in the repository, "/"-separated, checked by path_ok */
+    int64_t size;      /* bytes */
+    char sha256[65];   /* lfs.oid, lowercase hex; "" when the file is not in LFS */
+    char git_sha1[41]; /* oid: the git blob hash, checked when there is no sha256 */
+    int part, n_parts; /* NAME-0000i-of-0000N.gguf: i and N; 0, 0 when not split */
+    size_t key_len;    /* bytes of path that name the model (the split suffix cut) */
+} hub_file;
+
+/* Set part, n_parts and key_len of f from its name. */
+static void split_parse(hub_file *f) {
+    const char *p = f->path;
+    size_t n = strlen(p);
+    f->part = f->n_parts = 0;
+    f->key_len = n > 5 ? n - 5 : n; /* without ".gguf" */
+    /* -00001-of-00003.gguf: 20 bytes */
+    if (n < 20 + 1) return;
+    const char *s = p + n - 20;
+    for (int d = 0; d < 5; d++) /* exactly five digits each, no sign or space */
+        if (s[1 + d] < '0' || s[1 + d] > '9' || s[10 + d] < '0' || s[10 + d] > '9') return;
+    int i, k, used = 0;
+    if (sscanf(s, "-%5d-of-%5d.gguf%n", &i, &k, &used) == 2 && used == 20 && i >= 1 && k >= 1 &&
+        i <= k) {
+        f->part = i, f->n_parts = k;
+        f->key_len = n - 20;
+    }
+}
+
+/* The quant a file's name ends with ("x-Q4_K_M.gguf": Q4_K_M; "x-UD-Q2_K_XL-00001-of-00002.gguf":
+ * UD-Q2_K_XL), for lists and suggestions. */
+static void quant_label(const hub_file *f, char *out, size_t cap) {
+    const char *p = f->path, *end = p + f->key_len, *s = end;
+    while (s > p && s[-1] != '-' && s[-1] != '.' && s[-1] != '/')
+        s--;
+    /* Unsloth's dynamic quants: UD-Q4_K_XL is one label */
+    if (s - p >= 4 && s[-1] == '-' && !strncasecmp(s - 3, "UD", 2) &&
+        (s - 3 == p || s[-4] == '-' || s[-4] == '/' || s[-4] == '.'))
+        s -= 3;
+    snprintf(out, cap, "%.*s", (int)(end - s), s);
+}
+
+static int is_sep(char c) {
+    return c == '-' || c == '.' || c == '/' || c == '_';
+}
+
+/* Does QUANT appear in the file's model name, bounded: before it the start or - . / _, after it
+ * the end of the name or - . / (so Q4_K does not match Q4_K_M)? Case-insensitive. */
+static int quant_match(const hub_file *f, const char *quant) {
+    size_t q = strlen(quant), n = f->key_len;
+    for (size_t i = 0; i + q <= n; i++) {
+        if (strncasecmp(f->path + i, quant, q)) continue;
+        if (i > 0 && !is_sep(f->path[i - 1])) continue;
+        if (i + q < n && (!is_sep(f->path[i + q]) || f->path[i + q] == '_')) continue;
+        return 1;
+    }
+    return 0;
+}
+
+static int is_gguf_model(const char *path) {
+    size_t n = strlen(path);
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    return n > 5 && !strcasecmp(path + n - 5, ".gguf") && !strcasestr(base, "mmproj");
+}
+
+/* A path from the listing (hostile): relative, no empty, "." or ".." component, printable
+ * ASCII without backslashes, short. */
+static int path_ok(const char *p) {
+    size_t n = strlen(p);
+    if (n == 0 || n >= HUB_MAX_PATH || p[0] == '/') return 0;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)p[i] < 0x20 || (unsigned char)p[i] > 0x7e || p[i] == '\\') return 0;
+    const char *c = p;
+    for (;;) {
+        const char *e = strchr(c, '/');
+        size_t l = e ? (size_t)(e - c) : strlen(c);
+        if (l == 0 || (l == 1 && c[0] == '.') || (l == 2 && c[0] == '.' && c[1] == '.')) return 0;
+        if (!e) break;
+        c = e + 1;
+    }
+    return 1;
+}
+
+static int same_model(const hub_file *a, const hub_file *b) {
+    return a->key_len == b->key_len && !memcmp(a->path, b->path, a->key_len);
+}
+
+/* Print the models of files[0..n) (one line each: its quant label, size and parts) to stderr. */
+static void list_models(const char *repo, const hub_file *files, int n) {
+    for (int i = 0; i < n; i++) {
+        int first = 1;
+        for (int j = 0; j < i && first; j++)
+            first = !same_model(&files[j], &files[i]);
+        if (!first) continue;
+        int64_t bytes = 0;
+        int parts = 0;
+        for (int j = i; j < n; j++)
+            if (same_model(&files[j], &files[i])) bytes += files[j].size, parts++;
+        char label[128];
+        quant_label(&files[i], label, sizeof label);
+        fprintf(stderr, "  %s:%-14s %10s  %.*s%s", repo, label, fmt_bytes((double)bytes),
+                (int)files[i].key_len, files[i].path, files[i].n_parts ? "" : ".gguf");
+        if (files[i].n_parts) fprintf(stderr, " (%d of %d parts)", parts, files[i].n_parts);
+        fputc('\n', stderr);
+    }
+}
+
+/* Choose the model among files[0..n) (the repository's GGUF models): its files' indices into
+ * pick (parts in order), their count returned; -1 with the error printed (what exists listed)
+ * when nothing or several match, or parts are missing. `where` says what was searched. */
+static int select_model(const char *repo, const char *quant, const hub_file *files, int n,
+                        int *pick, const char *where, int quiet) {
+    int cand = -1, ambiguous = 0;
+    const char *want = *quant ? quant : "Q4_K_M";
+    /* the first match, and whether another model matches too; an exact label beats a
+     * bounded match (Q4_K_M picks "x-Q4_K_M" over "x-UD-Q4_K_M") */
+    for (int pass = 0; pass < 2 && cand < 0; pass++)
+        for (int i = 0; i < n; i++) {
+            char label[128];
+            quant_label(&files[i], label, sizeof label);
+            if (pass == 0 ? strcasecmp(label, want) != 0 : !quant_match(&files[i], want)) continue;
+            if (cand < 0)
+                cand = i;
+            else if (!same_model(&files[cand], &files[i]))
+                ambiguous = 1;
+        }
+    if (cand < 0 && !*quant && n > 0) { /* no Q4_K_M: the only model, if there is one */
+        cand = 0;
+        for (int i = 1; i < n; i++)
+            if (!same_model(&files[0], &files[i])) ambiguous = 1;
+    }
+    if (cand < 0 || ambiguous) {
+        if (quiet) return -1;
+        if (n == 0)
+            fprintf(stderr, "petrel: %s has no GGUF model %s\n", repo, where);
+        else if (cand < 0)
+            fprintf(stderr, "petrel: %s has no model matching '%s' %s; it has:\n", repo, want,
+                    where);
+        else
+            fprintf(stderr, "petrel: %s has several models %s%s%s; say which with %s:QUANT:\n",
+                    repo, *quant ? "matching '" : "", quant, *quant ? "'" : where, repo);
+        list_models(repo, files, n);
+        return -1;
+    }
+    int np = 0, nparts = files[cand].n_parts ? files[cand].n_parts : 1;
+    for (int p = 1; p <= nparts; p++) {
+        int found = -1;
+        for (int i = 0; i < n && found < 0; i++)
+            if (same_model(&files[i], &files[cand]) &&
+                (files[cand].n_parts ? files[i].part == p && files[i].n_parts == nparts : 1))
+                found = i;
+        if (found < 0) {
+            if (!quiet)
+                fprintf(stderr, "petrel: %s: part %d of %d of %.*s is missing %s\n", repo, p,
+                        nparts, (int)files[cand].key_len, files[cand].path, where);
+            return -1;
+        }
+        pick[np++] = found;
+    }
+    return np;
+}
+
+/* ===== HTTP ===== */
+
+typedef struct hub_ctx {
+    char endpoint[1024]; /* no trailing slash */
+    const char *token;   /* HF_TOKEN or NULL */
+    char models[PATH_MAX];
+    hub_spec spec;
+} hub_ctx;
+
+typedef struct membuf {
+    char *v;
+    size_t n, cap;
+    char next[2048]; /* the Link header's rel="next" URL */
+    char xerr[64];   /* X-Error-Code */
+} membuf;
+
+static size_t mem_write(char *p, size_t sz, size_t nm, void *u) {
+    membuf *b = u;
+    size_t n = sz * nm;
+    if (b->n + n + 1 > (size_t)HUB_MAX_LISTING) return 0;
+    if (b->n + n + 1 > b->cap) {
+        size_t c = b->cap ? b->cap : 65536;
+        while (c < b->n + n + 1)
+            c *= 2;
+        char *v = realloc(b->v, c);
+        if (!v) return 0;
+        b->v = v, b->cap = c;
+    }
+    memcpy(b->v + b->n, p, n);
+    b->n += n;
+    b->v[b->n] = 0;
+    return n;
+}
+
+/* Copy header `name`'s value (trimmed) into out when line is that header. */
+static int header_value(const char *line, size_t n, const char *name, char *out, size_t cap) {
+    size_t k = strlen(name);
+    if (n <= k || strncasecmp(line, name, k) || line[k] != ':') return 0;
+    const char *v = line + k + 1, *e = line + n;
+    while (v < e && (*v == ' ' || *v == '\t'))
+        v++;
+    while (e > v && (e[-1] == '\r' || e[-1] == '\n' || e[-1] == ' '))
+        e--;
+    snprintf(out, cap, "%.*s", (int)(e - v), v);
+    return 1;
+}
+
+static size_t mem_header(char *p, size_t sz, size_t nm, void *u) {
+    membuf *b = u;
+    size_t n = sz * nm;
+    char v[2048];
+    if (header_value(p, n, "X-Error-Code", b->xerr, sizeof b->xerr)) return n;
+    if (header_value(p, n, "Link", v, sizeof v)) {
+        /* <URL>; rel="next" (possibly among others, comma-separated) */
+        for (char *s = strchr(v, '<'); s; s = strchr(s + 1, '<')) {
+            char *e = strchr(s, '>');
+            if (!e) break;
+            if (strstr(e, "rel=\"next\"") &&
+                (!strchr(e, ',') || strstr(e, "rel=\"next\"") < strchr(e, ','))) {
+                snprintf(b->next, sizeof b->next, "%.*s", (int)(e - s - 1), s + 1);
+                break;
+            }
+        }
+    }
+    return n;
+}
+
+/* An easy handle for url with petrel's defaults; *hdrs holds the Authorization header (the Hub
+ * only: libcurl does not send custom auth headers to another host after a redirect). */
+static CURL *easy_new(const hub_ctx *hc, const char *url, struct curl_slist **hdrs) {
+    CURL *c = curl_easy_init();
+    if (!c) return NULL;
+    *hdrs = NULL;
+    if (hc->token) {
+        char h[4200];
+        snprintf(h, sizeof h, "Authorization: Bearer %s", hc->token);
+        *hdrs = curl_slist_append(NULL, h);
+    }
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, *hdrs);
+    curl_easy_setopt(c, CURLOPT_USERAGENT, "petrel/" PETREL_VERSION);
+    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(c, CURLOPT_MAXREDIRS, 10L);
+#if LIBCURL_VERSION_NUM >= 0x075500 /* 7.85: the string form; the bit mask is deprecated */
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+#else
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+    curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 30L);
+    /* a stalled transfer (under 1 KiB/s for a minute) is a failed try, retried */
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
+    return c;
+}
+
+/* An error status of the Hub in words: what it means for this repository and what to do. */
+static void explain_status(const hub_ctx *hc, long status, const char *xerr, const char *file) {
+    const char *repo = hc->spec.repo;
+    if (status == 401 && !strcmp(xerr, "RepoNotFound"))
+        status = 404; /* the Hub answers 401 for a repository it will not admit exists */
+    if (status == 401) {
+        if (hc->token)
+            cli_error("%s: %s refused HF_TOKEN (401): the token is invalid or expired; make a "
+                      "new one at https://huggingface.co/settings/tokens",
+                      repo, hc->endpoint);
+        else
+            cli_error("%s is gated or private (401): it needs a Hugging Face token; set HF_TOKEN "
+                      "to a token (https://huggingface.co/settings/tokens) of an account that "
+                      "was granted access at %s/%s",
+                      repo, hc->endpoint, repo);
+    } else if (status == 403) {
+        cli_error("%s: access refused (403): the account of HF_TOKEN has not been granted this "
+                  "repository; accept its conditions at %s/%s, or use a token with read access",
+                  repo, hc->endpoint, repo);
+    } else if (status == 404 && file && strcmp(xerr, "RepoNotFound")) {
+        cli_error("%s: %s is not in the repository any more (404): run `petrel pull %s` again to "
+                  "list what it has",
+                  repo, file, repo);
+    } else if (status == 404) {
+        cli_error("%s: no such repository on %s (404)%s", repo, hc->endpoint,
+                  hc->token ? "" : " (a private one needs HF_TOKEN)");
+    } else {
+        cli_error("%s: %s answered HTTP %ld%s%s", repo, hc->endpoint, status, file ? " for " : "",
+                  file ? file : "");
+    }
+}
+
+static int hex_ok(const char *s, size_t n) {
+    if (strlen(s) != n) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return 0;
+    return 1;
+}
+
+/* After a 404 for the repository: the Hub's model search (GET /api/models?search=NAME
+ * &filter=gguf&limit=10) for repositories whose name contains NAME, listed on stderr. */
+static void suggest_repos(const hub_ctx *hc) {
+    const char *name = strchr(hc->spec.repo, '/') + 1;
+    char url[2048];
+    snprintf(url, sizeof url, "%s/api/models?search=%s&filter=gguf&limit=10", hc->endpoint, name);
+    membuf b = {0};
+    struct curl_slist *h;
+    CURL *c = easy_new(hc, url, &h);
+    if (!c) return;
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, mem_write);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    CURLcode rc = curl_easy_perform(c);
+    long status = 0;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_cleanup(c);
+    curl_slist_free_all(h);
+    json_t *a = rc == CURLE_OK && status == 200 && b.v ? json_loads(b.v, 0, NULL) : NULL;
+    free(b.v);
+    size_t i, shown = 0;
+    json_t *e;
+    json_array_foreach(a, i, e) {
+        const char *id = json_string_value(json_object_get(e, "id"));
+        if (!id) id = json_string_value(json_object_get(e, "modelId"));
+        if (!id || !strchr(id, '/') || !name_ok(id, strcspn(id, "/")) ||
+            !name_ok(strchr(id, '/') + 1, strlen(strchr(id, '/') + 1)))
+            continue; /* hostile or odd: not printed */
+        if (!shown++)
+            fprintf(stderr, "petrel: GGUF repositories on %s whose name contains '%s':\n",
+                    hc->endpoint, name);
+        fprintf(stderr, "  %s\n", id);
+    }
+    if (json_is_array(a) && !shown)
+        fprintf(stderr, "petrel: no GGUF repository on %s has '%s' in its name\n", hc->endpoint,
+                name);
+    json_decref(a);
+}
+
+/* Add the GGUF models of one page of the listing (a JSON array) to files. 0, or -1 printed. */
+static int parse_listing(const hub_ctx *hc, const char *text, hub_file *files, int *n) {
+    json_error_t je;
+    json_t *a = json_loads(text, 0, &je);
+    if (!json_is_array(a)) {
+        json_decref(a);
+        return cli_error("%s: the file listing from %s is not a JSON array (%s)", hc->spec.repo,
+                         hc->endpoint, je.text),
+               -1;
+    }
+    size_t i;
+    json_t *e;
+    json_array_foreach(a, i, e) {
+        const char *type = json_string_value(json_object_get(e, "type"));
+        const char *path = json_string_value(json_object_get(e, "path"));
+        if (!type || strcmp(type, "file") || !path || !is_gguf_model(path)) continue;
+        if (!path_ok(path)) {
+            fprintf(stderr, "petrel: %s: skipping a file with an unusable path in the listing\n",
+                    hc->spec.repo);
+            continue;
+        }
+        if (*n >= HUB_MAX_FILES) break;
+        hub_file f = {0};
+        json_t *lfs = json_object_get(e, "lfs");
+        json_t *size = json_object_get(lfs ? lfs : e, "size");
+        const char *sha = json_string_value(json_object_get(lfs, "oid"));
+        const char *oid = json_string_value(json_object_get(e, "oid"));
+        if (!json_is_integer(size) || json_integer_value(size) < 0 ||
+            (lfs ? !sha || !hex_ok(sha, 64) : !oid || !hex_ok(oid, 40))) {
+            fprintf(stderr,
+                    "petrel: %s: %s has no usable size or checksum in the listing; skipping it\n",
+                    hc->spec.repo, path);
+            continue;
+        }
+        f.size = json_integer_value(size);
+        if (lfs)
+            memcpy(f.sha256, sha, 64);
+        else
+            memcpy(f.git_sha1, oid, 40);
+        f.path = strdup(path);
+        if (!f.path) break;
+        split_parse(&f);
+        files[(*n)++] = f;
+    }
+    json_decref(a);
+    return 0;
+}
+
+/* The repository's GGUF files from the Hub (every page). Returns their count, or -1 printed. */
+static int fetch_listing(const hub_ctx *hc, hub_file *files) {
+    char url[4096];
+    snprintf(url, sizeof url, "%s/api/models/%s/tree/main?recursive=true", hc->endpoint,
+             hc->spec.repo);
+    int n = 0;
+    for (int page = 0; page < HUB_MAX_PAGES; page++) {
+        membuf b = {0};
+        struct curl_slist *h;
+        CURL *c = easy_new(hc, url, &h);
+        if (!c) return cli_error("out of memory"), -1;
+        char cerr[CURL_ERROR_SIZE] = "";
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, mem_write);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+        curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, mem_header);
+        curl_easy_setopt(c, CURLOPT_HEADERDATA, &b);
+        curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
+        CURLcode rc = curl_easy_perform(c);
+        long status = 0;
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+        curl_easy_cleanup(c);
+        curl_slist_free_all(h);
+        if (rc != CURLE_OK) {
+            free(b.v);
+            cli_error("%s: cannot list the repository's files at %s: %s", hc->spec.repo, url,
+                      *cerr ? cerr : curl_easy_strerror(rc));
+            return -1;
+        }
+        if (status != 200) {
+            free(b.v);
+            explain_status(hc, status, b.xerr, NULL);
+            if (status == 404 || (status == 401 && !strcmp(b.xerr, "RepoNotFound")))
+                suggest_repos(hc);
+            return -1;
+        }
+        int bad = parse_listing(hc, b.v ? b.v : "", files, &n);
+        free(b.v);
+        if (bad) return -1;
+        /* the next page, only on the same endpoint */
+        size_t el = strlen(hc->endpoint);
+        if (!*b.next || strncmp(b.next, hc->endpoint, el) || (b.next[el] && b.next[el] != '/'))
+            return n;
+        snprintf(url, sizeof url, "%s", b.next);
+    }
+    return n;
+}
+
+/* ===== Downloading one file ===== */
+
+static volatile sig_atomic_t pull_interrupted;
+static int pull_tty; /* the progress bar is drawn on stderr: set before the workers start */
+
+/* Before a line on stderr while the bar may be drawn: clear the bar's line (it is redrawn at
+ * the next tick), so that the line does not start in the middle of it. */
+static void clear_bar(void) {
+    if (pull_tty) fputs("\r\033[K", stderr);
+}
+
+static void on_sigint(int sig) {
+    (void)sig;
+    pull_interrupted = 1;
+}
+
+static int interrupted(void) {
+    return __atomic_load_n(&pull_interrupted, __ATOMIC_RELAXED) != 0;
+}
+
+enum { JOB_TODO, JOB_DONE, JOB_FAILED, JOB_INTERRUPTED };
+
+typedef struct job {
+    const hub_ctx *hc;
+    const hub_file *f;
+    char dest[PATH_MAX];
+    char part[PATH_MAX + 8];
+    int64_t have;  /* bytes in .part, hashed; written by the worker, read by the progress */
+    int64_t start; /* bytes that were there when this run began */
+    int fd;
+    EVP_MD_CTX *md;
+    int state;
+    /* the try in flight */
+    long status;        /* HTTP status of the last response (redirects included) */
+    int body_ok;        /* the final response is the file's bytes, from offset `have` */
+    int write_failed;   /* errno of a failed write, 0 */
+    int too_long;       /* the server sent more bytes than the listed size */
+    char xerr[64];      /* X-Error-Code */
+    int64_t range_from; /* the Content-Range start of a 206, -1 */
+} job;
+
+static int hash_init(job *j) {
+    j->md = EVP_MD_CTX_new();
+    if (!j->md) return -1;
+    if (*j->f->sha256) return EVP_DigestInit_ex(j->md, EVP_sha256(), NULL) == 1 ? 0 : -1;
+    /* not in LFS: the git blob hash, SHA-1 of "blob SIZE\0" then the bytes */
+    char hdr[48];
+    int n = snprintf(hdr, sizeof hdr, "blob %lld", (long long)j->f->size);
+    return EVP_DigestInit_ex(j->md, EVP_sha1(), NULL) == 1 &&
+                   EVP_DigestUpdate(j->md, hdr, (size_t)n + 1) == 1
+               ? 0
+               : -1;
+}
+
+static size_t job_header(char *p, size_t sz, size_t nm, void *u) {
+    job *j = u;
+    size_t n = sz * nm;
+    char v[256];
+    if (n >= 5 && !strncmp(p, "HTTP/", 5)) { /* a new response (after a redirect too) */
+        const char *sp = memchr(p, ' ', n);
+        j->status = sp ? strtol(sp + 1, NULL, 10) : 0;
+        j->range_from = -1;
+        j->xerr[0] = 0;
+    } else if (header_value(p, n, "X-Error-Code", j->xerr, sizeof j->xerr)) {
+    } else if (header_value(p, n, "Content-Range", v, sizeof v)) {
+        long long a, b, t;
+        if (sscanf(v, "bytes %lld-%lld/%lld", &a, &b, &t) == 3) {
+            j->range_from = a;
+            if (t != j->f->size) j->range_from = -2; /* another file than the listed one */
+        }
+    }
+    return n;
+}
+
+static size_t job_write(char *p, size_t sz, size_t nm, void *u) {
+    job *j = u;
+    size_t n = sz * nm;
+    if (!j->body_ok) {
+        /* the first bytes of the body: are they the file's, from where the .part ends? */
+        if (j->status == 200 && j->have == 0)
+            j->body_ok = 1;
+        else if (j->status == 206 && j->range_from == j->have)
+            j->body_ok = 1;
+        else
+            return 0; /* an error page, or bytes from elsewhere: not written */
+    }
+    if (j->have + (int64_t)n > j->f->size) { /* more than the listed size */
+        j->too_long = 1;
+        return 0;
+    }
+    for (size_t off = 0; off < n;) {
+        ssize_t w = pwrite(j->fd, p + off, n - off, j->have + (int64_t)off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            j->write_failed = w < 0 ? errno : EIO;
+            return 0;
+        }
+        off += (size_t)w;
+    }
+    EVP_DigestUpdate(j->md, p, n);
+    __atomic_store_n(&j->have, j->have + (int64_t)n, __ATOMIC_RELAXED);
+    return n;
+}
+
+static int job_progress(void *u, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un) {
+    (void)u, (void)dt, (void)dn, (void)ut, (void)un;
+    return interrupted(); /* nonzero aborts the transfer: Ctrl-C */
+}
+
+/* Sleep s seconds unless interrupted. */
+static void nap(double s) {
+    for (double t = 0; t < s && !interrupted(); t += 0.1) {
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void job_fail(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void job_fail(job *j, const char *fmt, ...) {
+    va_list ap;
+    char m[1024];
+    va_start(ap, fmt);
+    vsnprintf(m, sizeof m, fmt, ap);
+    va_end(ap);
+    clear_bar();
+    cli_error("%s: %s", j->f->path, m);
+    j->state = JOB_FAILED;
+}
+
+/* Start the .part over from zero (its bytes are not a prefix of the file). */
+static int job_restart(job *j) {
+    if (ftruncate(j->fd, 0) != 0) return -1;
+    j->have = 0;
+    j->start = 0;
+    EVP_MD_CTX_free(j->md);
+    j->md = NULL;
+    return hash_init(j);
+}
+
+/* Hash the bytes already in the .part (a resumed download). 0, 1 when interrupted (Ctrl-C),
+ * or -1 (errno). */
+static int hash_existing(job *j) {
+    static const size_t chunk = 4 << 20;
+    char *buf = malloc(chunk);
+    if (!buf) return -1;
+    int64_t off = 0;
+    while (off < j->have) {
+        if (interrupted()) {
+            free(buf);
+            return 1;
+        }
+        size_t want = j->have - off < (int64_t)chunk ? (size_t)(j->have - off) : chunk;
+        ssize_t r = pread(j->fd, buf, want, off);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            free(buf);
+            if (r == 0) errno = EIO;
+            return -1;
+        }
+        EVP_DigestUpdate(j->md, buf, (size_t)r);
+        off += r;
+    }
+    free(buf);
+    return 0;
+}
+
+static int fsync_dir_of(const char *path) {
+    char d[PATH_MAX];
+    snprintf(d, sizeof d, "%s", path);
+    char *s = strrchr(d, '/');
+    if (s) *s = 0;
+    int fd = open(s ? d : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    int r = fsync(fd);
+    close(fd);
+    return r;
+}
+
+/* The bytes are all there: check them, then give them the final name. */
+static void job_finish(job *j) {
+    unsigned char d[EVP_MAX_MD_SIZE];
+    unsigned dn = 0;
+    char hex[2 * EVP_MAX_MD_SIZE + 1];
+    EVP_DigestFinal_ex(j->md, d, &dn);
+    for (unsigned i = 0; i < dn; i++)
+        snprintf(hex + 2 * i, 3, "%02x", d[i]);
+    const char *want = *j->f->sha256 ? j->f->sha256 : j->f->git_sha1;
+    if (strcmp(hex, want)) {
+        unlink(j->part);
+        job_fail(j,
+                 "checksum mismatch: the Hub lists %s %s, the %s downloaded hash to %s; "
+                 "deleted them (nothing was saved under %s); run the command again to download "
+                 "it anew",
+                 *j->f->sha256 ? "SHA-256" : "git SHA-1", want, fmt_bytes((double)j->have), hex,
+                 j->dest);
+        return;
+    }
+    if (fsync(j->fd) != 0 || rename(j->part, j->dest) != 0 || fsync_dir_of(j->dest) != 0) {
+        job_fail(j, "cannot save %s: %s", j->dest, strerror(errno));
+        return;
+    }
+    j->state = JOB_DONE;
+}
+
+static void job_run(job *j) {
+    const hub_file *f = j->f;
+    j->fd = open(j->part, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (j->fd < 0) return job_fail(j, "cannot open %s: %s", j->part, strerror(errno));
+    if (flock(j->fd, LOCK_EX | LOCK_NB) != 0)
+        return job_fail(j, "%s is being downloaded by another petrel (it holds the lock on %s)",
+                        j->dest, j->part);
+    struct stat st;
+    if (stat(j->dest, &st) == 0 && st.st_size == f->size) {
+        /* another petrel finished it while this one was planning */
+        unlink(j->part);
+        j->have = f->size;
+        j->state = JOB_DONE;
+        return;
+    }
+    if (fstat(j->fd, &st) != 0 || hash_init(j) != 0)
+        return job_fail(j, "cannot read %s: %s", j->part, strerror(errno));
+    j->have = st.st_size;
+    if (j->have > f->size) {
+        clear_bar();
+        fprintf(stderr,
+                "petrel: %s holds %s, more than the file's %s: it is not a part of this file; "
+                "starting it over from zero\n",
+                j->part, fmt_bytes((double)j->have), fmt_bytes((double)f->size));
+        if (job_restart(j)) return job_fail(j, "cannot truncate %s: %s", j->part, strerror(errno));
+    } else if (j->have > 0) {
+        clear_bar();
+        fprintf(stderr, "petrel: resuming %s at %s of %s (checking the bytes already there)\n",
+                f->path, fmt_bytes((double)j->have), fmt_bytes((double)f->size));
+        int hr = hash_existing(j);
+        if (hr < 0) return job_fail(j, "cannot read %s: %s", j->part, strerror(errno));
+        if (hr > 0) {
+            j->state = JOB_INTERRUPTED;
+            return;
+        }
+    }
+    j->start = j->have;
+    char url[4096];
+    snprintf(url, sizeof url, "%s/%s/resolve/main/%s", j->hc->endpoint, j->hc->spec.repo, f->path);
+    int fails = 0;
+    while (j->have < f->size && !interrupted()) {
+        struct curl_slist *h;
+        CURL *c = easy_new(j->hc, url, &h);
+        if (!c) return job_fail(j, "out of memory");
+        char cerr[CURL_ERROR_SIZE] = "";
+        int64_t before = j->have;
+        j->status = 0, j->body_ok = 0, j->write_failed = 0, j->too_long = 0, j->range_from = -1;
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, job_write);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, j);
+        curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, job_header);
+        curl_easy_setopt(c, CURLOPT_HEADERDATA, j);
+        curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, job_progress);
+        curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+        curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
+        if (j->have > 0) curl_easy_setopt(c, CURLOPT_RESUME_FROM_LARGE, (curl_off_t)j->have);
+        CURLcode rc = curl_easy_perform(c);
+        curl_easy_cleanup(c);
+        curl_slist_free_all(h);
+        if (interrupted()) break;
+        if (j->write_failed)
+            return job_fail(j, "cannot write %s: %s", j->part, strerror(j->write_failed));
+        if (j->have == f->size) break;
+        if (j->status == 401 || j->status == 403 || j->status == 404) {
+            clear_bar();
+            explain_status(j->hc, j->status, j->xerr, f->path);
+            j->state = JOB_FAILED;
+            return;
+        }
+        if (j->status == 416 || j->range_from == -2 || j->too_long ||
+            (j->status == 200 && rc == CURLE_OK && before == 0))
+            return job_fail(j,
+                            "the server's file is not the %s one the listing names (HTTP %ld, "
+                            "%s received); nothing was saved under %s",
+                            fmt_bytes((double)f->size), j->status, fmt_bytes((double)j->have),
+                            j->dest);
+        if (before > 0 && (rc == CURLE_RANGE_ERROR || j->status == 200)) {
+            /* said, never silent: the range was ignored, so only a restart can go on */
+            clear_bar();
+            fprintf(stderr,
+                    "petrel: %s: the server ignored the request to resume at %s and sent the "
+                    "whole file; starting it over from zero\n",
+                    f->path, fmt_bytes((double)before));
+            if (job_restart(j))
+                return job_fail(j, "cannot truncate %s: %s", j->part, strerror(errno));
+            continue;
+        }
+        fails = j->have > before ? 1 : fails + 1;
+        char why[CURL_ERROR_SIZE + 32];
+        if (j->status >= 400 || (j->status > 0 && j->status < 200))
+            snprintf(why, sizeof why, "HTTP %ld", j->status);
+        else
+            snprintf(why, sizeof why, "%s",
+                     *cerr            ? cerr
+                     : rc != CURLE_OK ? curl_easy_strerror(rc)
+                                      : "the connection closed early");
+        if (fails >= HUB_TRIES)
+            return job_fail(j,
+                            "giving up after %d tries in a row without progress (%s); "
+                            "%s of %s kept in %s: run the command again to resume",
+                            fails, why, fmt_bytes((double)j->have), fmt_bytes((double)f->size),
+                            j->part);
+        double wait = 0.5 * (double)(1 << (fails - 1));
+        clear_bar();
+        fprintf(stderr, "petrel: %s: transfer stopped at %s of %s (%s); resuming in %.1f s\n",
+                f->path, fmt_bytes((double)j->have), fmt_bytes((double)f->size), why, wait);
+        nap(wait);
+    }
+    if (j->have < f->size) { /* interrupted: the .part stays for the next run */
+        fsync(j->fd);
+        j->state = JOB_INTERRUPTED;
+        return;
+    }
+    job_finish(j);
+}
+
+/* ===== Many files at once, and the progress line ===== */
+
+typedef struct pool {
+    job **q;      /* the files to download */
+    int n, next;  /* how many; the next one a worker takes */
+    int done;     /* finished (done, failed or interrupted), under mu */
+    int64_t base; /* bytes of the model's files that were complete already */
+    pthread_mutex_t mu;
+} pool;
+
+/* Bytes of the model there now (start: when each job began). */
+static int64_t progress_bytes(pool *p, int start) {
+    int64_t b = p->base;
+    for (int i = 0; i < p->n; i++)
+        b += start ? __atomic_load_n(&p->q[i]->start, __ATOMIC_RELAXED)
+                   : __atomic_load_n(&p->q[i]->have, __ATOMIC_RELAXED);
+    return b;
+}
+
+static void *worker(void *u) {
+    pool *p = u;
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        int i = p->next < p->n ? p->next++ : -1;
+        pthread_mutex_unlock(&p->mu);
+        if (i < 0) return NULL;
+        job *j = p->q[i];
+        job_run(j);
+        if (j->fd >= 0) close(j->fd); /* releases the flock */
+        j->fd = -1;
+        EVP_MD_CTX_free(j->md);
+        j->md = NULL;
+        pthread_mutex_lock(&p->mu);
+        p->done++;
+        pthread_mutex_unlock(&p->mu);
+    }
+}
+
+/* One progress report. On a terminal, a bar redrawn in place; otherwise a line at every 10%. */
+static void show_progress(pool *p, int64_t total, int64_t start, double t0, int tty, int *step,
+                          int final) {
+    int64_t have = progress_bytes(p, 0);
+    double dt = now_s() - t0, rate = dt > 0.2 ? (double)(have - start) / dt : 0;
+    double pct = total > 0 ? 100.0 * (double)have / (double)total : 100.0;
+    char eta[32] = "--:--";
+    if (rate > 0 && have < total) {
+        long s = (long)((double)(total - have) / rate);
+        snprintf(eta, sizeof eta, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+    }
+    if (tty) {
+        char bar[31];
+        int fill = (int)(pct * 30 / 100);
+        for (int i = 0; i < 30; i++)
+            bar[i] = i < fill ? '#' : '.';
+        bar[30] = 0;
+        fprintf(stderr, "\r\033[K[%s] %5.1f%%  %s / %s  %s/s  ETA %s", bar, pct,
+                fmt_bytes((double)have), fmt_bytes((double)total), fmt_bytes(rate), eta);
+        if (final) fputc('\n', stderr);
+    } else if ((int)(pct / 10) > *step || final) {
+        *step = (int)(pct / 10);
+        fprintf(stderr, "petrel: pull %3.0f%%: %s of %s, %s/s, ETA %s\n", pct,
+                fmt_bytes((double)have), fmt_bytes((double)total), fmt_bytes(rate), eta);
+    }
+    fflush(stderr);
+}
+
+/* Free space of the file system that holds path (or its nearest existing folder). */
+static int64_t free_bytes(const char *path) {
+    char d[PATH_MAX];
+    snprintf(d, sizeof d, "%s", path);
+    struct statvfs sv;
+    while (statvfs(d, &sv) != 0) {
+        char *s = strrchr(d, '/');
+        if (!s || s == d) return -1;
+        *s = 0;
+    }
+    return (int64_t)sv.f_bavail * (int64_t)sv.f_frsize;
+}
+
+typedef struct pull_opts {
+    int jobs;  /* files at a time */
+    int quiet; /* no progress */
+} pull_opts;
+
+/* Pull spec into the cache; the model's first file into path. CLI_OK, CLI_ERROR, CLI_USAGE or
+ * HUB_EXIT_INTERRUPTED, everything said on stderr. */
+static int pull(const char *spec, const pull_opts *po, char *path, size_t cap) {
+    hub_ctx hc;
+    memset(&hc, 0, sizeof hc);
+    if (spec_parse(spec, &hc.spec)) return CLI_USAGE;
+    if (hub_models_dir(hc.models, sizeof hc.models))
+        return cli_error("no folder for the model cache: set PETREL_CACHE, XDG_CACHE_HOME or "
+                         "HOME");
+    const char *ep = getenv("HF_ENDPOINT");
+    snprintf(hc.endpoint, sizeof hc.endpoint, "%s", ep && *ep ? ep : HUB_DEFAULT_ENDPOINT);
+    for (size_t l = strlen(hc.endpoint); l > 0 && hc.endpoint[l - 1] == '/'; l--)
+        hc.endpoint[l - 1] = 0;
+    const char *tok = getenv("HF_TOKEN");
+    hc.token = tok && *tok ? tok : NULL;
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+        return cli_error("cannot initialise libcurl");
+
+    hub_file *files = calloc(HUB_MAX_FILES, sizeof *files);
+    job *jobs = NULL;
+    int rc = CLI_ERROR, n = -1;
+    if (!files) {
+        cli_error("out of memory");
+        goto out;
+    }
+    fprintf(stderr, "petrel: listing %s on %s\n", hc.spec.repo, hc.endpoint);
+    n = fetch_listing(&hc, files);
+    if (n < 0) goto out;
+    int pick[HUB_MAX_FILES];
+    char where[1200];
+    snprintf(where, sizeof where, "on %s", hc.endpoint);
+    int np = select_model(hc.spec.repo, hc.spec.quant, files, n, pick, where, 0);
+    if (np < 0) goto out;
+
+    jobs = calloc((size_t)np, sizeof *jobs);
+    if (!jobs) {
+        cli_error("out of memory");
+        goto out;
+    }
+    int64_t total = 0, have = 0, need = 0;
+    int todo = 0;
+    for (int k = 0; k < np; k++) {
+        job *j = &jobs[k];
+        j->hc = &hc, j->f = &files[pick[k]], j->fd = -1;
+        if (snprintf(j->dest, sizeof j->dest, "%s/%s/%s", hc.models, hc.spec.repo, j->f->path) >=
+            (int)sizeof j->dest) {
+            cli_error("%s/%s/%s: path too long", hc.models, hc.spec.repo, j->f->path);
+            goto out;
+        }
+        snprintf(j->part, sizeof j->part, "%s.part", j->dest);
+        total += j->f->size;
+        struct stat st;
+        if (stat(j->dest, &st) == 0 && st.st_size == j->f->size) {
+            j->state = JOB_DONE; /* saved under its final name only after its check */
+            j->have = j->start = j->f->size;
+            have += j->f->size;
+            continue;
+        }
+        todo++;
+        int64_t part = stat(j->part, &st) == 0 && st.st_size <= j->f->size ? st.st_size : 0;
+        have += part;
+        need += j->f->size - part;
+        j->have = j->start = part;
+        if (mkdirs_for(j->dest) != 0) {
+            cli_error("cannot create the folder of %s: %s", j->dest, strerror(errno));
+            goto out;
+        }
+    }
+    char label[128];
+    quant_label(&files[pick[0]], label, sizeof label);
+    if (!todo) {
+        fprintf(stderr, "petrel: %s:%s is already in the cache (%s, %d file%s)\n", hc.spec.repo,
+                label, fmt_bytes((double)total), np, np > 1 ? "s" : "");
+    } else {
+        int64_t fb = free_bytes(jobs[0].dest);
+        if (fb >= 0 && fb < need) {
+            cli_error("not enough disk space in %s/%s: the download needs %s more (%s in all, %s "
+                      "already here) but %s is free",
+                      hc.models, hc.spec.repo, fmt_bytes((double)need), fmt_bytes((double)total),
+                      fmt_bytes((double)have), fmt_bytes((double)fb));
+            goto out;
+        }
+        fprintf(stderr, "petrel: pulling %s:%s: %d file%s, %s (%s already here) into %s/%s\n",
+                hc.spec.repo, label, np, np > 1 ? "s" : "", fmt_bytes((double)total),
+                fmt_bytes((double)have), hc.models, hc.spec.repo);
+        /* Ctrl-C: stop the transfers, keep the .part files */
+        struct sigaction sa, old_int, old_term;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_sigint;
+        sigemptyset(&sa.sa_mask);
+        pull_interrupted = 0;
+        sigaction(SIGINT, &sa, &old_int);
+        sigaction(SIGTERM, &sa, &old_term);
+        job *q[HUB_MAX_FILES];
+        int64_t base = 0; /* bytes of the files already complete */
+        int nq = 0;
+        for (int k = 0; k < np; k++)
+            if (jobs[k].state == JOB_DONE)
+                base += jobs[k].f->size;
+            else
+                q[nq++] = &jobs[k];
+        pull_tty = !po->quiet && isatty(2);
+        pool w = {q, nq, 0, 0, base, PTHREAD_MUTEX_INITIALIZER};
+        pthread_t th[16];
+        int started = 0, nw = po->jobs < nq ? po->jobs : nq;
+        for (; started < nw && started < 16; started++)
+            if (pthread_create(&th[started], NULL, worker, &w) != 0) break;
+        if (!started) worker(&w);
+        double t0 = now_s();
+        int step = -1, tty = pull_tty;
+        int64_t start = progress_bytes(&w, 1);
+        for (;;) {
+            pthread_mutex_lock(&w.mu);
+            int d = w.done;
+            pthread_mutex_unlock(&w.mu);
+            if (d == nq) break;
+            if (!po->quiet) show_progress(&w, total, start, t0, tty, &step, 0);
+            struct timespec ts = {0, tty ? 200 * 1000 * 1000 : 250 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        for (int k = 0; k < started; k++)
+            pthread_join(th[k], NULL);
+        if (!po->quiet) show_progress(&w, total, start, t0, tty, &step, 1);
+        sigaction(SIGINT, &old_int, NULL);
+        sigaction(SIGTERM, &old_term, NULL);
+        int failed = 0, intr = 0;
+        int64_t got = 0;
+        for (int k = 0; k < nq; k++) {
+            failed += q[k]->state == JOB_FAILED;
+            intr += q[k]->state == JOB_INTERRUPTED;
+            got += q[k]->have - q[k]->start;
+        }
+        double dt = now_s() - t0;
+        if (failed) goto out;
+        if (intr) {
+            cli_error("interrupted: what was downloaded is kept in the .part files under %s/%s; "
+                      "run `petrel pull %s` again to resume",
+                      hc.models, hc.spec.repo, spec);
+            rc = HUB_EXIT_INTERRUPTED;
+            goto out;
+        }
+        fprintf(stderr, "petrel: downloaded %s in %.1f s (%s/s); every file's %s checked\n",
+                fmt_bytes((double)got), dt, fmt_bytes(dt > 0 ? (double)got / dt : 0),
+                *files[pick[0]].sha256 ? "SHA-256" : "checksum");
+    }
+    snprintf(path, cap, "%s", jobs[0].dest);
+    rc = CLI_OK;
+out:
+    if (files)
+        for (int i = 0; i < (n > 0 ? n : 0); i++)
+            free(files[i].path);
+    free(files);
+    free(jobs);
+    curl_global_cleanup();
+    return rc;
+}
+
+/* ===== What the cache holds ===== */
+
+/* The files under dir (recursively; rel is their path below the repository folder) into
+ * files: complete GGUF models, and with parts set, .part files as well (size: bytes there). */
+static void scan_repo(const char *dir, const char *rel, hub_file *files, int *n, int parts) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d)) && *n < HUB_MAX_FILES) {
+        if (e->d_name[0] == '.') continue;
+        char full[PATH_MAX], r[PATH_MAX];
+        snprintf(full, sizeof full, "%s/%s", dir, e->d_name);
+        snprintf(r, sizeof r, "%s%s%s", rel, *rel ? "/" : "", e->d_name);
+        struct stat st;
+        if (stat(full, &st) != 0) continue;
+        if (S_ISDIR(st.st_mode)) {
+            scan_repo(full, r, files, n, parts);
+            continue;
+        }
+        size_t l = strlen(r);
+        int is_part = l > 5 && !strcmp(r + l - 5, ".part");
+        if (is_part) {
+            if (!parts) continue;
+            r[l - 5] = 0;
+        }
+        if (!S_ISREG(st.st_mode) || !is_gguf_model(r)) continue;
+        hub_file f = {0};
+        f.path = strdup(r);
+        if (!f.path) break;
+        f.size = st.st_size;
+        split_parse(&f);
+        f.sha256[0] = is_part ? 'p' : 0; /* marks a .part: no checksum is known here */
+        files[(*n)++] = f;
+    }
+    closedir(d);
+}
+
+static int cmp_file(const void *a, const void *b) {
+    return strcmp(((const hub_file *)a)->path, ((const hub_file *)b)->path);
+}
+
+int hub_model_path(const char *spec, char *path, size_t cap) {
+    hub_spec sp;
+    char models[PATH_MAX], dir[PATH_MAX + 256];
+    if (spec_parse(spec, &sp)) return CLI_USAGE;
+    if (hub_models_dir(models, sizeof models) == 0) {
+        snprintf(dir, sizeof dir, "%s/%s", models, sp.repo);
+        hub_file *files = calloc(HUB_MAX_FILES, sizeof *files);
+        if (!files) return cli_error("out of memory");
+        int n = 0, pick[64];
+        scan_repo(dir, "", files, &n, 0);
+        qsort(files, (size_t)n, sizeof *files, cmp_file);
+        int np = n ? select_model(sp.repo, sp.quant, files, n, pick, "in the cache", 1) : -1;
+        /* a split model of more than 64 parts is not looked up here; pull checks it */
+        if (np > 0 && np <= 64) snprintf(path, cap, "%s/%s", dir, files[pick[0]].path);
+        for (int i = 0; i < n; i++)
+            free(files[i].path);
+        free(files);
+        if (np > 0 && np <= 64) return CLI_OK;
+    }
+    fprintf(stderr, "petrel: %s is not in the model cache yet: pulling it\n", spec);
+    pull_opts po = {4, 0};
+    int rc = pull(spec, &po, path, cap);
+    if (rc == CLI_OK)
+        fprintf(stderr,
+                "petrel: to stream its experts faster and checked, pack them once: "
+                "petrel pack %s\n",
+                path);
+    return rc;
+}
+
+int cmd_list(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            printf("usage: petrel list\n"
+                   "  The models in petrel's cache (see `petrel pull`), with their sizes;\n"
+                   "  incomplete downloads are marked (`petrel pull` resumes them).\n");
+            return CLI_OK;
+        }
+        fprintf(stderr, "petrel list: unexpected argument '%s'\nusage: petrel list\n", argv[i]);
+        return CLI_USAGE;
+    }
+    char models[PATH_MAX];
+    if (hub_models_dir(models, sizeof models))
+        return cli_error("no folder for the model cache: set PETREL_CACHE, XDG_CACHE_HOME or "
+                         "HOME");
+    hub_file *files = calloc(HUB_MAX_FILES, sizeof *files);
+    if (!files) return cli_error("out of memory");
+    int n_models = 0;
+    int64_t all = 0;
+    DIR *od = opendir(models);
+    struct dirent *oe;
+    while (od && (oe = readdir(od))) {
+        if (oe->d_name[0] == '.') continue;
+        char odir[PATH_MAX + 256];
+        snprintf(odir, sizeof odir, "%s/%s", models, oe->d_name);
+        DIR *rd = opendir(odir);
+        struct dirent *re;
+        while (rd && (re = readdir(rd))) {
+            if (re->d_name[0] == '.') continue;
+            char rdir[PATH_MAX + 512], repo[600];
+            snprintf(rdir, sizeof rdir, "%s/%s", odir, re->d_name);
+            snprintf(repo, sizeof repo, "%s/%s", oe->d_name, re->d_name);
+            int n = 0;
+            scan_repo(rdir, "", files, &n, 1);
+            qsort(files, (size_t)n, sizeof *files, cmp_file);
+            for (int i = 0; i < n; i++) {
+                int first = 1;
+                for (int j = 0; j < i && first; j++)
+                    first = !same_model(&files[j], &files[i]);
+                if (!first) continue;
+                int64_t bytes = 0;
+                int parts = 0, partial = 0, np = files[i].n_parts ? files[i].n_parts : 1;
+                const char *path0 = NULL;
+                for (int j = i; j < n; j++)
+                    if (same_model(&files[j], &files[i])) {
+                        bytes += files[j].size;
+                        partial += files[j].sha256[0] == 'p';
+                        parts += files[j].sha256[0] != 'p';
+                        if (!path0 && files[j].sha256[0] != 'p' && files[j].part <= 1)
+                            path0 = files[j].path;
+                    }
+                char label[128], spec[800];
+                quant_label(&files[i], label, sizeof label);
+                snprintf(spec, sizeof spec, "%s:%s", repo, label);
+                all += bytes;
+                n_models++;
+                if (parts == np && !partial)
+                    printf("%-50s %10s  %s/%s%s\n", spec, fmt_bytes((double)bytes), rdir, path0,
+                           np > 1 ? " (split)" : "");
+                else
+                    printf("%-50s %10s  incomplete: %d of %d file%s complete; `petrel pull %s` "
+                           "resumes it\n",
+                           spec, fmt_bytes((double)bytes), parts, np, np > 1 ? "s" : "", spec);
+            }
+            for (int i = 0; i < n; i++)
+                free(files[i].path);
+        }
+        if (rd) closedir(rd);
+    }
+    if (od) closedir(od);
+    free(files);
+    if (!n_models)
+        fprintf(stderr, "petrel: no models in %s (`petrel pull OWNER/NAME:QUANT` adds one)\n",
+                models);
+    else
+        fprintf(stderr, "petrel: %d model%s, %s in %s\n", n_models, n_models > 1 ? "s" : "",
+                fmt_bytes((double)all), models);
+    return CLI_OK;
+}
+
+static void pull_usage(FILE *f) {
+    fprintf(f,
+            "usage: petrel pull OWNER/NAME[:QUANT] [--pack | --no-pack] [-j N]\n"
+            "  Download a GGUF model from the Hugging Face Hub into petrel's cache and print its\n"
+            "  path. QUANT (e.g. Q4_K_M) is matched case-insensitively against the file names;\n"
+            "  every part of a split model is fetched. Resumable: run it again after a cut or\n"
+            "  Ctrl-C. Every file is checked against the SHA-256 the Hub lists for it.\n"
+            "  --pack        write the expert pack after the download (petrel pack)\n"
+            "  --no-pack     do not offer to\n"
+            "  -j N          files downloaded at a time (1 to 16, default 4)\n"
+            "environment: HF_TOKEN (gated or private repositories), HF_ENDPOINT (a mirror,\n"
+            "default %s), PETREL_CACHE (the cache folder)\n",
+            HUB_DEFAULT_ENDPOINT);
+}
+
+int cmd_pull(int argc, char **argv) {
+    const char *spec = NULL;
+    int pack = -1;
+    pull_opts po = {4, 0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            pull_usage(stdout);
+            return CLI_OK;
+        } else if (!strcmp(a, "--pack") || !strcmp(a, "--no-pack")) {
+            if (pack >= 0 && pack != (a[2] == 'p')) {
+                fprintf(stderr, "petrel pull: --pack and --no-pack contradict each other: give "
+                                "one\n");
+                return CLI_USAGE;
+            }
+            pack = a[2] == 'p';
+        } else if (!strcmp(a, "-j") || !strcmp(a, "--jobs")) {
+            char *end;
+            long v = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : 0;
+            if (i + 1 >= argc || *end || v < 1 || v > 16) {
+                fprintf(stderr,
+                        "petrel pull: invalid value '%s' for %s: expected an integer "
+                        "from 1 to 16\n",
+                        i + 1 < argc ? argv[i + 1] : "", a);
+                return CLI_USAGE;
+            }
+            po.jobs = (int)v;
+            i++;
+        } else if (a[0] != '-' && !spec) {
+            spec = a;
+        } else {
+            fprintf(stderr, "petrel pull: unexpected argument '%s'\n", a);
+            pull_usage(stderr);
+            return CLI_USAGE;
+        }
+    }
+    if (!spec) {
+        pull_usage(stderr);
+        return CLI_USAGE;
+    }
+    char path[PATH_MAX + 1100];
+    int rc = pull(spec, &po, path, sizeof path);
+    if (rc != CLI_OK) return rc;
+    printf("%s\n", path);
+    fflush(stdout);
+    char xpack[sizeof path + 8];
+    snprintf(xpack, sizeof xpack, "%s.xpack", path);
+    if (pack == 0 || (pack < 0 && access(xpack, F_OK) == 0)) return CLI_OK;
+    if (pack < 0 && isatty(0) && isatty(2)) {
+        fprintf(stderr, "petrel: write the expert pack now (faster, checked expert reads when the "
+                        "model is larger than memory; as large as the experts)? [y/N] ");
+        char ans[16] = "";
+        if (fgets(ans, sizeof ans, stdin)) pack = ans[0] == 'y' || ans[0] == 'Y';
+    }
+    if (pack <= 0) {
+        fprintf(stderr,
+                "petrel: to stream its experts faster and checked, pack them once: "
+                "petrel pack %s\n",
+                path);
+        return CLI_OK;
+    }
+    char *pargv[] = {"pack", path, NULL};
+    return cmd_pack(2, pargv);
+}
