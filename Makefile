@@ -95,7 +95,7 @@ TOOL_SRC  := tools/mkmodel.c tools/belady.c
 
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/%.o)
-FRONT_OBJ := $(FRONT_SRC:%.c=$(BUILD)/%.o)
+FRONT_OBJ := $(FRONT_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/webui.o
 TEST_OBJ  := $(TEST_SRC:%.c=$(BUILD)/%.o)
 BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/%.o)
 TOOL_OBJ  := $(TOOL_SRC:%.c=$(BUILD)/%.o)
@@ -118,6 +118,21 @@ native:
 
 deps:
 	@sh tools/deps.sh
+
+# The web chat (src/server/web/) as byte arrays in the binary: tools/embed.c, run on the
+# build machine (HOSTCC), writes build/gen/webui.c.
+WEB_ASSETS := src/server/web/index.html src/server/web/app.js src/server/web/app.css
+HOSTCC ?= cc
+$(BUILD)/embed: tools/embed.c
+	@mkdir -p $(@D)
+	$(HOSTCC) -std=c11 -O1 -Wall -Wextra -Werror -o $@ $<
+
+$(BUILD)/gen/webui.c: $(BUILD)/embed $(WEB_ASSETS)
+	@mkdir -p $(@D)
+	$(BUILD)/embed $@ $(WEB_ASSETS)
+
+$(BUILD)/gen/webui.o: $(BUILD)/gen/webui.c
+	$(CC) $(CFLAGS) -Wno-overlength-strings -c -o $@ $<
 
 $(BUILD)/libpetrel.a: $(LIB_OBJ)
 	@mkdir -p $(@D)

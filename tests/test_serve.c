@@ -1520,16 +1520,17 @@ static int node_openai_ready(void) {
     }
     const char *have = "cd tests/serve/node_modules && test -f openai/package.json && test -f "
                        "ai/package.json && test -f @ai-sdk/openai-compatible/package.json && "
-                       "test -f @openai/codex/package.json";
+                       "test -f @openai/codex/package.json && test -f puppeteer-core/package.json";
     if (t_run(have, NULL, 0)) {
         /* flock: two test runs at once (e.g. the sanitizer pass) must not install over each other
          */
-        int rc =
-            t_run("cd tests/serve && if command -v flock >/dev/null; then L='flock "
-                  ".npm.lock'; else L=; fi; "
-                  "(test -f node_modules/@openai/codex/package.json && test -f "
-                  "node_modules/ai/package.json) || timeout 300 $L npm ci --no-audit --no-fund",
-                  out, sizeof out);
+        int rc = t_run(
+            "cd tests/serve && if command -v flock >/dev/null; then L='flock "
+            ".npm.lock'; else L=; fi; "
+            "(test -f node_modules/@openai/codex/package.json && test -f "
+            "node_modules/ai/package.json && test -f node_modules/puppeteer-core/package.json) "
+            "|| timeout 300 $L npm ci --no-audit --no-fund",
+            out, sizeof out);
         if (rc) {
             CHECKF(0,
                    "npm ci in tests/serve failed (exit %d; the npm registry must be reachable "
@@ -2329,6 +2330,63 @@ static void test_serve_codex_exec(void) {
     srv_down(&s);
 }
 
+/* The web chat at / in headless Chromium (tests/serve/web_client.mjs, puppeteer-core with
+ * Debian's chromium): two turns on the demo model (experts streamed, so the statistics line has
+ * the cache), stop, a reload keeps the conversation, HTML in a reply stays text, and a server
+ * with --api-key makes the page ask for the key. Screenshots go to build/test-artifacts/web/. */
+static void test_serve_web_chat(void) {
+    static char out[65536];
+    const char *skip = getenv("PETREL_SKIP_BROWSER");
+    if (skip && *skip && strcmp(skip, "0")) {
+        t_skip("PETREL_SKIP_BROWSER is set");
+        return;
+    }
+    if (node_openai_ready()) return;
+    const char *chromium = getenv("CHROMIUM") ? getenv("CHROMIUM") : "/usr/bin/chromium";
+    if (access(chromium, X_OK)) {
+        CHECKF(0,
+               "the web chat test needs Chromium at %s (Debian: apt-get install chromium; or set "
+               "CHROMIUM=PATH, or PETREL_SKIP_BROWSER=1)",
+               chromium);
+        return;
+    }
+    char demo[4096];
+    snprintf(demo, sizeof demo, "%s/models/petrel-demo-glm.gguf",
+             getenv("PWD") ? getenv("PWD") : ".");
+    tsrv s, k;
+    const char *extra[] = {"--expert-slots", "8", NULL};
+    const char *keyed[] = {"--api-key", "web-key", NULL};
+    int bad = srv_up(&s, demo, extra);
+    bad = srv_up(&k, demo, keyed) || bad;
+    if (bad) {
+        CHECKF(0, "a server did not start (%s, %s)", s.errfile, k.errfile);
+        srv_down(&s);
+        srv_down(&k);
+        return;
+    }
+    /* the page itself: served without the key, with a strict Content-Security-Policy */
+    hresp r;
+    CHECK(http(k.port, "GET", "/", NULL, NULL, &r) == 0 && r.status == 200);
+    CHECK_STR_CONTAINS(r.raw, "Content-Security-Policy: default-src 'none'; script-src 'self'");
+    CHECK_STR_CONTAINS(r.body, "<script src=\"app.js\"></script>");
+    hresp_free(&r);
+    CHECK(http(k.port, "GET", "/app.js", NULL, NULL, &r) == 0 && r.status == 200);
+    CHECK_STR_CONTAINS(r.raw, "Content-Type: text/javascript");
+    hresp_free(&r);
+    char dir[512], cmd[2048];
+    snprintf(dir, sizeof dir, "%s/build/test-artifacts/web", getenv("PWD") ? getenv("PWD") : ".");
+    snprintf(cmd, sizeof cmd,
+             "CHROMIUM=%s timeout 300 node tests/serve/web_client.mjs http://127.0.0.1:%d %s "
+             "http://127.0.0.1:%d web-key",
+             chromium, s.port, dir, k.port);
+    int rc = t_run(cmd, out, sizeof out);
+    CHECKF(rc == 0, "web chat (exit %d): %s", rc, out);
+    CHECK_STR_CONTAINS(out, "checks passed");
+    printf("  web chat: screenshots in %s\n", dir);
+    srv_down(&s);
+    srv_down(&k);
+}
+
 /* A client that half-closes after its request (shutdown(SHUT_WR), as `nc -N` and some proxies
  * do) gets its whole answer, streamed or not; one that closes altogether while it waits in the
  * queue gives its place up at once. */
@@ -2743,6 +2801,7 @@ T_SUITE(serve) {
     T_ADD(test_serve_logprobs);
     T_ADD(test_serve_aisdk);
     T_ADD_TIMEOUT(test_serve_codex_exec, 400);
+    T_ADD_TIMEOUT(test_serve_web_chat, 400);
     T_ADD(test_serve_half_close);
     T_ADD(test_serve_api_key_empty);
     T_ADD(test_serve_tenants);

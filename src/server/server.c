@@ -22,6 +22,7 @@
 #include "front/front.h"
 #include "server/oai.h"
 #include "server/store.h"
+#include "server/webui.h"
 
 /* ===== Jobs ===== */
 
@@ -104,6 +105,8 @@ struct srv {
     unsigned long long n_requests, n_cancelled, n_rejected, tokens_generated;
     int last_completion_tokens, last_prompt_tokens, last_cached_tokens;
     char last_finish[16];
+    uint64_t last_expert_requests, last_expert_hits, last_bytes_read; /* the last request's */
+    double last_prefill_s, last_decode_tok_s;
     double job_seconds;    /* a request's time in the worker, a moving average (Retry-After) */
     rstore *store;         /* kept Responses API responses */
     unsigned char *markup; /* [vocab] control tokens a chat reply shows (pt_chat_markup_tokens) */
@@ -326,6 +329,8 @@ static void run_job(srv *s, job *j) {
     int status = 400;
     const char *etype = "invalid_request_error";
     double t_start = pt_now();
+    pt_stats st0;
+    pt_engine_stats(m->e, &st0);
     int chat = rq->api != OAI_COMPLETIONS;
 
     if (chat && !pt_chat_format_known(m->format)) {
@@ -467,6 +472,15 @@ static void run_job(srv *s, job *j) {
     s->tokens_generated += (unsigned long long)res->n_tokens;
     s->last_completion_tokens = res->n_tokens, s->last_prompt_tokens = tr.n_prompt,
     s->last_cached_tokens = cached;
+    pt_stats st1;
+    pt_engine_stats(m->e, &st1);
+    s->last_expert_hits = st1.hits - st0.hits;
+    s->last_expert_requests = st1.hits + st1.misses - st0.hits - st0.misses;
+    s->last_bytes_read = st1.bytes_read - st0.bytes_read;
+    s->last_prefill_s = tr.t_prefilled > t_start ? tr.t_prefilled - t_start : 0;
+    s->last_decode_tok_s = res->n_tokens > 1 && res->t_end > res->t_first
+                               ? (res->n_tokens - 1) / (res->t_end - res->t_first)
+                               : 0;
     snprintf(s->last_finish, sizeof s->last_finish, "%s",
              job_stopped(j)                   ? "cancelled"
              : res_cut_by_shutdown(s, j, &tr) ? "shutdown"
@@ -837,15 +851,18 @@ static int authorized(srv *s, struct MHD_Connection *c) {
 static enum MHD_Result health(srv *s, struct MHD_Connection *c) {
     pthread_mutex_lock(&s->mu);
     json_t *j = json_pack(
-        "{s:s, s:s, s:b, s:i, s:I, s:I, s:I, s:I, s:{s:i, s:I, s:I}, s:{s:i, s:i, s:i, "
-        "s:s}}",
-        "status", s->ready ? "ok" : "loading", "model", s->model_name, "busy", s->busy, "waiting",
-        s->n_waiting, "requests", (json_int_t)s->n_requests, "cancelled",
+        "{s:s, s:s, s:i, s:b, s:i, s:I, s:I, s:I, s:I, s:{s:i, s:I, s:I}, s:{s:i, s:i, s:i, "
+        "s:s, s:I, s:I, s:I, s:f, s:f}}",
+        "status", s->ready ? "ok" : "loading", "model", s->model_name, "n_ctx", s->n_ctx, "busy",
+        s->busy, "waiting", s->n_waiting, "requests", (json_int_t)s->n_requests, "cancelled",
         (json_int_t)s->n_cancelled, "rejected", (json_int_t)s->n_rejected, "tokens_generated",
         (json_int_t)s->tokens_generated, "connections", "open", s->n_conns, "timed_out",
         (json_int_t)s->n_timed_out, "refused", (json_int_t)s->n_refused, "last", "prompt_tokens",
         s->last_prompt_tokens, "cached_tokens", s->last_cached_tokens, "completion_tokens",
-        s->last_completion_tokens, "finish_reason", s->last_finish);
+        s->last_completion_tokens, "finish_reason", s->last_finish, "expert_requests",
+        (json_int_t)s->last_expert_requests, "expert_hits", (json_int_t)s->last_expert_hits,
+        "bytes_read", (json_int_t)s->last_bytes_read, "prefill_s", s->last_prefill_s,
+        "decode_tok_s", s->last_decode_tok_s);
     int ready = s->ready;
     pthread_mutex_unlock(&s->mu);
     char *b = j ? json_dumps(j, JSON_COMPACT) : NULL;
@@ -905,6 +922,33 @@ static enum MHD_Result stored_response(srv *s, struct MHD_Connection *c, const c
     enum MHD_Result r = reply(c, 200, body);
     free(body);
     return r;
+}
+
+/* The web chat's files (webui.h): / is index.html. Served without the API key (the page asks
+ * for it); a Content-Security-Policy allows no inline script and no other origin, so even
+ * model text that slipped past the page's escaping could not run. NULL path: not a file. */
+static const webui_asset *web_asset(const char *url) {
+    if (!strcmp(url, "/")) url = "/index.html";
+    for (const webui_asset *a = webui_assets; a->path; a++)
+        if (!strcmp(a->path, url)) return a;
+    return NULL;
+}
+
+static enum MHD_Result web_reply(struct MHD_Connection *c, const webui_asset *a) {
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(a->len, (void *)a->data, MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", a->type);
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+    MHD_add_response_header(r, "Content-Security-Policy",
+                            "default-src 'none'; script-src 'self'; style-src 'self'; "
+                            "connect-src 'self'; img-src 'self' data:; base-uri 'none'; "
+                            "form-action 'self'; frame-ancestors 'none'");
+    enum MHD_Result ret = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    return ret;
 }
 
 /* ===== Who may call: Host (DNS rebinding) and Origin (browsers) ===== */
@@ -1207,6 +1251,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
             if (k) k->allow_origin = 1;
         }
         if (!strcmp(method, "OPTIONS")) return preflight(c);
+        const webui_asset *asset = is_get ? web_asset(url) : NULL;
+        if (asset) return web_reply(c, asset);
         if (!strcmp(url, "/health") || !strcmp(url, "/v1/health")) {
             if (!is_get)
                 return reply_error(c, 405, "invalid_request_error", "method_not_allowed",
