@@ -1543,8 +1543,9 @@ static int node_openai_ready(void) {
     return 0;
 }
 
-/* The official `openai` npm client against the server (tests/serve/openai_client.mjs). */
-static void test_serve_openai_node(void) {
+/* A node client script of tests/serve run against a server on the fixture: it must exit 0 and
+ * end with its "N checks passed" line. */
+static void node_client(const char *script, const char *what) {
     static char out[65536];
     if (node_openai_ready()) return;
     tsrv s;
@@ -1554,12 +1555,17 @@ static void test_serve_openai_node(void) {
         return;
     }
     char cmd[512];
-    snprintf(cmd, sizeof cmd,
-             "timeout 120 node tests/serve/openai_client.mjs http://127.0.0.1:%d/v1", s.port);
+    snprintf(cmd, sizeof cmd, "timeout 120 node tests/serve/%s http://127.0.0.1:%d/v1", script,
+             s.port);
     int rc = t_run(cmd, out, sizeof out);
-    CHECKF(rc == 0, "openai client (exit %d): %s", rc, out);
+    CHECKF(rc == 0, "%s (exit %d): %s", what, rc, out);
     CHECK_STR_CONTAINS(out, "checks passed");
     srv_down(&s);
+}
+
+/* The official `openai` npm client against the server (tests/serve/openai_client.mjs). */
+static void test_serve_openai_node(void) {
+    node_client("openai_client.mjs", "openai client");
 }
 
 /* Issue 14's contract: every request field that the pinned openai package's types list
@@ -2267,21 +2273,7 @@ out:
 
 /* The Vercel AI SDK (`ai` + `@ai-sdk/openai-compatible`, tests/serve/aisdk_client.mjs). */
 static void test_serve_aisdk(void) {
-    static char out[65536];
-    if (node_openai_ready()) return;
-    tsrv s;
-    if (srv_up(&s, FIX, NULL)) {
-        CHECKF(0, "the server did not start (%s)", s.errfile);
-        srv_down(&s);
-        return;
-    }
-    char cmd[512];
-    snprintf(cmd, sizeof cmd,
-             "timeout 120 node tests/serve/aisdk_client.mjs http://127.0.0.1:%d/v1", s.port);
-    int rc = t_run(cmd, out, sizeof out);
-    CHECKF(rc == 0, "AI SDK client (exit %d): %s", rc, out);
-    CHECK_STR_CONTAINS(out, "checks passed");
-    srv_down(&s);
+    node_client("aisdk_client.mjs", "AI SDK client");
 }
 
 /* A Codex CLI turn (`codex exec`, the pinned @openai/codex) against the demo model with the
