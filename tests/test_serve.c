@@ -2271,6 +2271,66 @@ out:
     pt_engine_close(e);
 }
 
+/* Logprobs against llama.cpp's server on the same model and request (tests/data/logprobs/):
+ * the same greedy tokens, the same most likely alternative at each, the sampled tokens'
+ * log-probabilities within 0.05 (the engines' float rounding differs). */
+static void test_serve_logprobs_llama(void) {
+    json_t *ref = json_load_file("tests/data/logprobs/llama-server-completions.json", 0, NULL);
+    CHECKF(ref != NULL, "tests/data/logprobs/llama-server-completions.json is missing");
+    if (!ref) return;
+    char demo[4096];
+    snprintf(demo, sizeof demo, "%s/models/petrel-demo-glm.gguf",
+             getenv("PWD") ? getenv("PWD") : ".");
+    tsrv s;
+    if (srv_up(&s, demo, NULL)) {
+        CHECKF(0, "the server did not start (%s)", s.errfile);
+        srv_down(&s);
+        json_decref(ref);
+        return;
+    }
+    hresp r;
+    CHECK(http(s.port, "POST", "/v1/completions", NULL,
+               "{\"prompt\":\"In the beginning God created\",\"max_tokens\":6,\"temperature\":0,"
+               "\"logprobs\":3}",
+               &r) == 0 &&
+          r.status == 200);
+    json_t *j = body_json(&r);
+    json_t *lp = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "logprobs");
+    json_t *want = json_object_get(
+        json_object_get(json_array_get(json_object_get(ref, "choices"), 0), "logprobs"), "content");
+    CHECKF(json_array_size(want) == 6 && json_array_size(json_object_get(lp, "tokens")) == 6, "%s",
+           r.body);
+    double worst = 0;
+    for (size_t i = 0; i < json_array_size(want); i++) {
+        json_t *w = json_array_get(want, i);
+        const char *tok = json_string_value(json_array_get(json_object_get(lp, "tokens"), i));
+        double ours = json_number_value(json_array_get(json_object_get(lp, "token_logprobs"), i));
+        double theirs = json_number_value(json_object_get(w, "logprob"));
+        CHECKF(tok && !strcmp(tok, json_string_value(json_object_get(w, "token"))),
+               "token %zu: petrel '%s', llama.cpp '%s'", i, tok ? tok : "",
+               json_string_value(json_object_get(w, "token")));
+        CHECKF(fabs(ours - theirs) < 0.05, "token %zu: logprob %g vs llama.cpp %g", i, ours,
+               theirs);
+        if (fabs(ours - theirs) > worst) worst = fabs(ours - theirs);
+        /* the most likely alternative: the first of llama.cpp's, the largest of petrel's map */
+        const char *best = NULL, *key;
+        double bv = -INFINITY;
+        json_t *v;
+        json_object_foreach(json_array_get(json_object_get(lp, "top_logprobs"), i), key, v) {
+            if (json_number_value(v) > bv) bv = json_number_value(v), best = key;
+        }
+        const char *top0 = json_string_value(
+            json_object_get(json_array_get(json_object_get(w, "top_logprobs"), 0), "token"));
+        CHECKF(best && top0 && !strcmp(best, top0), "token %zu: most likely '%s' vs '%s'", i,
+               best ? best : "", top0 ? top0 : "");
+    }
+    printf("  logprobs vs llama-server: 6 tokens equal, max |logprob diff| %.4f\n", worst);
+    json_decref(j);
+    json_decref(ref);
+    hresp_free(&r);
+    srv_down(&s);
+}
+
 /* The Vercel AI SDK (`ai` + `@ai-sdk/openai-compatible`, tests/serve/aisdk_client.mjs). */
 static void test_serve_aisdk(void) {
     node_client("aisdk_client.mjs", "AI SDK client");
@@ -2791,6 +2851,7 @@ T_SUITE(serve) {
     T_ADD(test_serve_stored_responses);
     T_ADD(test_serve_clean_text);
     T_ADD(test_serve_logprobs);
+    T_ADD(test_serve_logprobs_llama);
     T_ADD(test_serve_aisdk);
     T_ADD_TIMEOUT(test_serve_codex_exec, 400);
     T_ADD_TIMEOUT(test_serve_web_chat, 400);
