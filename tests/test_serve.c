@@ -2425,12 +2425,21 @@ static void test_serve_web_chat(void) {
     CHECK(http(k.port, "GET", "/app.js", NULL, NULL, &r) == 0 && r.status == 200);
     CHECK_STR_CONTAINS(r.raw, "Content-Type: text/javascript");
     hresp_free(&r);
-    char dir[512], cmd[2048];
+    char dir[512], cmd[8192];
     snprintf(dir, sizeof dir, "%s/build/test-artifacts/web", getenv("PWD") ? getenv("PWD") : ".");
+    /* the demo's end-of-turn tokens, banned for the answer the test stops */
+    char eog[128] = "";
     snprintf(cmd, sizeof cmd,
-             "CHROMIUM=%s timeout 300 node tests/serve/web_client.mjs http://127.0.0.1:%d %s "
-             "http://127.0.0.1:%d web-key",
-             chromium, s.port, dir, k.port);
+             "%s tokenize -m %s --parse-special -p '<|user|><|observation|><|endoftext|>' | tr ' ' "
+             "','",
+             bin(), demo);
+    CHECK(t_run(cmd, eog, sizeof eog) == 0 && strlen(eog) > 4);
+    eog[strcspn(eog, "\n")] = 0;
+    snprintf(
+        cmd, sizeof cmd,
+        "NO_EOG=%s CHROMIUM=%s timeout 300 node tests/serve/web_client.mjs http://127.0.0.1:%d "
+        "%s http://127.0.0.1:%d web-key",
+        eog, chromium, s.port, dir, k.port);
     int rc = t_run(cmd, out, sizeof out);
     CHECKF(rc == 0, "web chat (exit %d): %s", rc, out);
     CHECK_STR_CONTAINS(out, "checks passed");

@@ -2,7 +2,7 @@
 // Chromium through puppeteer-core: a two-turn conversation, the stop button, the statistics
 // line, conversations kept across a reload, model output that tries to inject HTML, and (with
 // a second server that has --api-key) the key prompt. Saves screenshots into OUT_DIR.
-// Usage: node web_client.mjs BASE_URL OUT_DIR [KEYED_BASE_URL KEY]
+// Usage: [NO_EOG=id,id] node web_client.mjs BASE_URL OUT_DIR [KEYED_BASE_URL KEY]
 // Prints one line per check; exits 1 on the first failure. Run by tests/test_serve.c.
 import puppeteer from "puppeteer-core";
 import fs from "node:fs";
@@ -67,7 +67,21 @@ await page.reload({ waitUntil: "load" });
 await page.waitForFunction(() => document.querySelectorAll(".msg").length >= 4, { timeout: 10000 });
 check((await page.$$eval(".msg", (a) => a.length)) === 4, "the conversation is kept across a reload");
 
-// stop: a long answer, stopped once it streams
+// stop: a long answer (the model's end-of-turn tokens banned, ids in NO_EOG, so it cannot end
+// on its own before the click), stopped once it streams
+const noEog = (process.env.NO_EOG || "").split(",").filter(Boolean);
+if (noEog.length) {
+  await page.setRequestInterception(true);
+  const ban = (req) => {
+    if (!req.url().endsWith("/v1/chat/completions") || req.method() !== "POST") return req.continue();
+    const body = JSON.parse(req.postData());
+    body.logit_bias = Object.fromEntries(noEog.map((id) => [id, -100]));
+    req.continue({ postData: JSON.stringify(body) });
+  };
+  page.on("request", ban);
+  page.once("close", () => page.off("request", ban));
+  globalThis.__ban = ban;
+}
 await page.evaluate(() => { document.getElementById("max_tokens").value = "4000"; });
 await page.type("#input", "Tell me everything");
 await page.keyboard.press("Enter");
@@ -87,6 +101,10 @@ for (let i = 0; i < 50 && fin !== "cancelled"; i++) {
 }
 check(fin === "cancelled", `the server stopped generating (${fin})`);
 await page.screenshot({ path: `${outDir}/stopped.png` });
+if (globalThis.__ban) {
+  page.off("request", globalThis.__ban);
+  await page.setRequestInterception(false);
+}
 
 // model output is untrusted: a reply with HTML is shown as text, nothing runs
 await page.setRequestInterception(true);
