@@ -131,6 +131,10 @@ $(BUILD)/bench_petrel: $(BENCH_OBJ) $(BUILD)/libpetrel.a
 $(BUILD)/bench_tokenizer: $(BUILD)/tools/bench_tokenizer.o $(BUILD)/libpetrel.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+# Constrained decoding's cost per token (tools/bench_grammar.c), run by `make bench`.
+$(BUILD)/bench_grammar: $(BUILD)/tools/bench_grammar.o $(BUILD)/libpetrel.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
 # Synthetic-model generator (tools/mkmodel.c): writes the glm-dsa GGUF `make bench` runs, and
 # header-only real shapes (`--shape glm-5.2 --header-only`) for memory plans (tests/test_plan.c).
 $(BUILD)/mkmodel: $(BUILD)/tools/mkmodel.o $(BUILD)/libpetrel.a
@@ -199,9 +203,10 @@ bench: deps
 	@$(MAKE) --no-print-directory bench-run
 
 bench-run: $(BUILD)/bench_petrel $(BUILD)/petrel $(BUILD)/mkmodel $(BUILD)/belady $(BUILD)/bench_tokenizer \
-           $(BUILD)/ioprobe
+           $(BUILD)/ioprobe $(BUILD)/bench_grammar
 	$(BUILD)/bench_petrel
 	$(BUILD)/bench_tokenizer
+	$(BUILD)/bench_grammar $(BENCH_GRAMMAR_MODELS)
 	@BUILD=$(BUILD) sh bench/run.sh
 	@BUILD=$(BUILD) sh bench/serve.sh
 	@if [ "$(BENCH_STREAM)" = 1 ]; then \
@@ -220,7 +225,7 @@ clean:
 	rm -rf build
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(FRONT_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BENCH_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) \
-         $(BUILD)/tools/bench_tokenizer.d
+         $(BUILD)/tools/bench_tokenizer.d $(BUILD)/tools/bench_grammar.d
 
 # The README's "run" command: an interactive chat (stdin) on a shipped fixture model until
 # issue 8 ships a demo model (tiny random weights: the answers are gibberish, the machinery is

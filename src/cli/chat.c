@@ -236,5 +236,6 @@ int cmd_chat(int argc, char **argv) {
     pt_buf_free(&fixed);
     pt_buf_free(&sys);
     tcli_close(&m);
+    tcli_opts_free(&o);
     return rc;
 }

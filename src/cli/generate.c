@@ -290,6 +290,10 @@ static int run_text(const tcli_opts *o, const char *text, size_t len, int chat, 
     if (fflush(stdout) != 0) rc = cli_error("cannot write output");
     t.n_gen = res.gen.n_tokens, t.t_first = res.gen.t_first, t.t_end = res.gen.t_end,
     t.reason = res.gen.reason;
+    if (o->grammar && !res.gen.grammar_done && !quiet)
+        fprintf(stderr,
+                "petrel generate: the output stopped (%s) before the end of the %s grammar\n",
+                tcli_reason_name(res.gen.reason), o->grammar_flag);
     if (json)
         tcli_print_stats(stderr, &m, &t, 1, 0, chat && res.have_parsed ? &res.parsed : NULL);
     else if (!quiet)
@@ -370,6 +374,11 @@ int cmd_generate(int argc, char **argv) {
             fprintf(stderr, "petrel generate: --chat/--system need a text prompt (-p or -f)\n");
             return CLI_USAGE;
         }
+        if (o.grammar) {
+            fprintf(stderr, "petrel generate: %s needs a text prompt (-p or -f)\n", o.grammar_flag);
+            tcli_opts_free(&o);
+            return CLI_USAGE;
+        }
         return run_tokens(&o, tokens_arg, dump);
     }
     if (dump) {
@@ -386,14 +395,25 @@ int cmd_generate(int argc, char **argv) {
     }
     if (reasoning < 0) reasoning = !quiet && !json;
     if (o.n_ctx == 0) o.n_ctx = PT_DEFAULT_CTX;
-    if (prompt) return run_text(&o, prompt, strlen(prompt), chat, system, quiet, json, reasoning);
+    if (prompt) {
+        int rc = run_text(&o, prompt, strlen(prompt), chat, system, quiet, json, reasoning);
+        tcli_opts_free(&o);
+        return rc;
+    }
     FILE *f = !file || !strcmp(file, "-") ? stdin : fopen(file, "rb");
-    if (!f) return cli_error("%s: %s", file, strerror(errno));
+    if (!f) {
+        tcli_opts_free(&o);
+        return cli_error("%s: %s", file, strerror(errno));
+    }
     size_t len = 0;
     char *text = cli_read_all(f, &len);
     if (f != stdin) fclose(f);
-    if (!text) return cli_error("%s: cannot read the prompt", file ? file : "stdin");
+    if (!text) {
+        tcli_opts_free(&o);
+        return cli_error("%s: cannot read the prompt", file ? file : "stdin");
+    }
     int rc = run_text(&o, text, len, chat, system, quiet, json, reasoning);
     free(text);
+    tcli_opts_free(&o);
     return rc;
 }
