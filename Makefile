@@ -8,7 +8,8 @@
 #                        T="serve session" picks suites, default $(TSAN_SUITES))
 #   make fuzz            libFuzzer runs of every target in tests/fuzz (FUZZ_SECONDS each, default 60):
 #                        the GGUF parser, request -> template -> tokenizer, the chat output parser,
-#                        the expert-pack reader (objects in build/fuzz, built by clang)
+#                        the expert-pack reader, GBNF and JSON Schema -> GBNF and the grammar matcher
+#                        (objects in build/fuzz, built by clang)
 #   make fuzz-ci         the same, 20 s a target, from the seed corpus in tests/fuzz/corpus (.ci/run)
 #   make bench           kernel microbenchmarks (GB/s, SIMD vs scalar), then petrel vs llama.cpp
 #                        on a synthetic glm-dsa model (bench/run.sh; set LLAMA_CPP_DIR)
@@ -173,7 +174,7 @@ test-run: $(BUILD)/petrel $(BUILD)/test_petrel $(BUILD)/mkmodel
 # repository), writing what it finds new to build/fuzz/corpus/NAME. The targets
 # read fixtures by relative path: run from the repository root.
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := gguf request chat_parse xpack
+FUZZ_TARGETS := gguf request chat_parse xpack grammar
 FUZZ_FLAGS   := -max_len=65536 -rss_limit_mb=2048 -timeout=10 -print_final_stats=1
 .PHONY: fuzz fuzz-ci fuzz-build fuzz-run
 fuzz: deps

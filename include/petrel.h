@@ -424,6 +424,15 @@ int pt_grammar_match(const pt_grammar *g, const char *text, size_t len);
 int pt_json_schema_to_gbnf(const char *schema_json, pt_buf *out, char *err, size_t err_len);
 #define PT_JSON_OBJECT_SCHEMA "{\"type\":\"object\"}"
 
+/* A GBNF (appended to out) for a chat reply that is a JSON text valid against schema_json
+ * (response_format json_schema / json_object, Responses text.format): in a chat format's frame,
+ * the reasoning it allows comes first — the rest of the block when in_reasoning (see
+ * pt_chat_opens_reasoning), else an optional whole one — then the JSON, so pt_chat_parse puts
+ * the JSON in content. format "none" (or unknown): the JSON alone, as pt_json_schema_to_gbnf.
+ * 0, or -1 with err (not JSON, an unsupported keyword named). */
+int pt_chat_json_grammar(const char *format, const char *schema_json, int in_reasoning, pt_buf *out,
+                         char *err, size_t err_len);
+
 /* A GBNF (appended to out) for a reply made of tool calls only, in a chat format's syntax
  * ("glm-5", "qwen3", "deepseek-v3", "gemma-4"): the calls' markup, each call naming one of the
  * tools of tools_json (an OpenAI tools array: [{type:"function", function:{name, parameters}}])
@@ -563,8 +572,9 @@ typedef struct pt_gen_result {
                     invalid UTF-8); reused across runs, the caller frees */
     /* With a grammar (pt_sampling.grammar): 1 when the text is a whole sentence of it. Reason
      * PT_GEN_EOG then means the grammar ended (EOG is allowed nowhere else); PT_GEN_LENGTH,
-     * CONTEXT, STOP_STRING or INTERRUPT mean it was cut and grammar_done is 0 unless the cut
-     * happened to fall where the grammar could end. 0 without a grammar. */
+     * CONTEXT or INTERRUPT mean it was cut and grammar_done is 0 unless the cut happened to
+     * fall where the grammar could end; after PT_GEN_STOP_STRING it is 0. 0 without a
+     * grammar. */
     int grammar_done;
 } pt_gen_result;
 

@@ -142,6 +142,32 @@ static void test_grammar_match(void) {
     gram_free(g);
 }
 
+/* Past MAX_STATES the matcher's tables are rebuilt from the current stacks (grammar.c): a
+ * grammar that meets a new state at every character (a counted repetition) still matches. */
+static void test_grammar_rebuild(void) {
+    pt_err e = {{0}};
+    gram *g = parse("root ::= \"x\"{0,10000} \"y\"{0,10000} \"z\"", &e);
+    CHECKF(g, "%s", e.msg);
+    if (!g) return;
+    gram_match *m = gram_match_new(g, NULL, &e);
+    char *t = malloc(20001);
+    memset(t, 'x', 10000);
+    memset(t + 10000, 'y', 10000);
+    t[20000] = 'z';
+    int ok = 1;
+    for (int i = 0; i < 20001 && ok; i++)
+        ok = !gram_match_text(m, t + i, 1);
+    CHECK(ok && gram_match_can_end(m));
+    CHECK(gram_match_text(m, "z", 1) == -1);
+    gram_match_reset(m);
+    CHECK(!gram_match_text(m, "xyz", 3) && gram_match_can_end(m));
+    gram_match_reset(m);
+    CHECK(gram_match_text(m, t, 10001) == 0 && !gram_match_can_end(m)); /* 10000 x then a y */
+    free(t);
+    gram_match_free(m);
+    gram_free(g);
+}
+
 /* Hostile grammars end with an error or a grammar, quickly, never a crash. */
 static void test_grammar_hostile(void) {
     pt_err e = {{0}};
@@ -690,6 +716,82 @@ static void tools_case(const char *format, const char *vocab_file, int parallel,
     pt_engine_close(e);
 }
 
+/* pt_chat_json_grammar: the reply, parsed, has the JSON as its content. */
+static void test_grammar_chat_json(void) {
+    const char *path = t_need("tokenizer/ggml-vocab-fixture-qwen3moe.gguf");
+    if (!path) return;
+    pt_engine_params ep = {.model_path = path, .vocab_only = 1};
+    char err[512] = "";
+    pt_engine *e = pt_engine_open(&ep, err, sizeof err);
+    CHECKF(e, "%s", err);
+    if (!e) return;
+    pt_buf gb = {0};
+    CHECKF(!pt_chat_json_grammar("qwen3", k_small_schema, 0, &gb, err, sizeof err), "%s", err);
+    pt_grammar *g = pt_grammar_new(e, gb.v, gb.n, err, sizeof err);
+    CHECKF(g, "%s\n%s", err, gb.v);
+    json_t *sj = json_loads(k_small_schema, 0, NULL);
+    const int nv = pt_engine_n_vocab(e);
+    float *logits = malloc((size_t)nv * sizeof *logits);
+    uint64_t x = 99;
+    int ended = 0;
+    pt_buf text = {0};
+    for (int run = 0; g && run < 60; run++) {
+        pt_sampling sp;
+        pt_sampling_default(&sp);
+        sp.temp = 1.0f, sp.top_p = 1.0f, sp.grammar = g, sp.seed = (uint64_t)run;
+        pt_sampler *smp = pt_sampler_new(&sp, nv, err, sizeof err);
+        text.n = 0;
+        int done = 0;
+        for (int step = 0; smp && step < 200 && !done; step++) {
+            for (int t = 0; t < nv; t++) {
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                logits[t] = (float)(x % 1000) / 250.0f + (pt_token_is_eog(e, t) ? 6 : 0);
+            }
+            int32_t tok = pt_sampler_sample(smp, logits);
+            if (tok < 0) break;
+            if (pt_token_is_eog(e, tok)) {
+                done = 1;
+                break;
+            }
+            pt_sampler_accept(smp, tok);
+            size_t n;
+            const char *p = pt_token_piece(e, tok, PT_DETOKENIZE_RENDER_SPECIAL, &n);
+            pt_buf_append(&text, p, n);
+        }
+        pt_sampler_free(smp);
+        if (!done) continue;
+        ended++;
+        pt_chat_parsed out = {0};
+        CHECK(
+            !pt_chat_parse("qwen3", text.v ? text.v : "", text.n, 0, NULL, &out, err, sizeof err));
+        json_t *v = json_loads(out.content ? out.content : "", 0, NULL);
+        char why[128] = "";
+        CHECKF(v && validate(v, sj, sj, why, sizeof why), "content '%s' (%s) of: %s", out.content,
+               why, text.v);
+        json_decref(v);
+        pt_chat_parsed_free(&out);
+    }
+    fprintf(stderr, "  qwen3 JSON replies: %d of 60 ended, all valid\n", ended);
+    CHECK(ended >= 5);
+    /* a reasoning block the prompt opened comes first */
+    pt_buf b2 = {0};
+    CHECK(!pt_chat_json_grammar("glm-5", "{\"type\":\"integer\"}", 1, &b2, err, sizeof err));
+    pt_grammar *g2 = pt_grammar_new(NULL, b2.v, b2.n, err, sizeof err);
+    CHECK(g2 && pt_grammar_match(g2, "hmm</think>\n42", 14));
+    CHECK(g2 && !pt_grammar_match(g2, "42", 2));
+    CHECK(pt_chat_json_grammar("qwen3", "{\"type\":\"string\",\"format\":\"uri\"}", 0, &b2, err,
+                               sizeof err) == -1 &&
+          strstr(err, "'format'"));
+    pt_grammar_free(g2);
+    pt_buf_free(&b2);
+    pt_buf_free(&text);
+    free(logits);
+    json_decref(sj);
+    pt_grammar_free(g);
+    pt_buf_free(&gb);
+    pt_engine_close(e);
+}
+
 static void test_grammar_tools(void) {
     tools_case("qwen3", "tokenizer/ggml-vocab-fixture-qwen3moe.gguf", 1, NULL, 0);
     tools_case("glm-5", "tokenizer/ggml-vocab-glm4.gguf", 1, NULL, 0);
@@ -719,7 +821,69 @@ static void test_grammar_tools(void) {
     pt_buf_free(&b);
 }
 
+/* ===== The command line ===== */
+
+static int run_cli(const char *args, char *out, size_t cap) {
+    const char *b = getenv("PETREL_BIN");
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s %s", b && *b ? b : "build/petrel", args);
+    return t_run(cmd, out, cap);
+}
+
+static void test_grammar_cli(void) {
+    static char out[1 << 16];
+    const char *m = "-m " DEMO_MODEL;
+    char a[2048];
+    static const struct {
+        const char *args, *want1, *want2;
+    } bad[] = {
+        {"-p x --grammar 'root ::= foo'", "--grammar", "undefined rule 'foo'"},
+        {"-p x --grammar 'root ::= \"a'", "--grammar", "line 1, column 10"},
+        {"-p x -j '{\"type\":\"string\",\"pattern\":\"a\"}'", "-j", "'pattern'"},
+        {"-p x --json-schema '{'", "--json-schema", "not JSON"},
+        {"-p x --grammar-file /nonexistent/g.gbnf", "--grammar-file", "No such file"},
+        {"-p x --json-schema-file /nonexistent/s.json", "--json-schema-file", "No such file"},
+        {"-p x --grammar 'root ::= \"a\"' -j '{}'", "--grammar and -j", "contradict"},
+        {"--tokens 1,2 --grammar 'root ::= \"a\"'", "--grammar", "text prompt"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(a, sizeof a, "generate %s %s 2>&1", m, bad[i].args);
+        int rc = run_cli(a, out, sizeof out);
+        CHECKF(rc == 2, "%s: exit %d: %s", bad[i].args, rc, out);
+        CHECKF(strstr(out, bad[i].want1) && strstr(out, bad[i].want2), "%s: %s", bad[i].args, out);
+    }
+    snprintf(a, sizeof a, "chat %s --grammar 'root ::= nope' </dev/null 2>&1", m);
+    CHECK(run_cli(a, out, sizeof out) == 2 && strstr(out, "undefined rule 'nope'"));
+    snprintf(a, sizeof a, "serve %s --grammar 'root ::= \"a\"' 2>&1", m);
+    CHECK(run_cli(a, out, sizeof out) == 2); /* the server takes grammars per request */
+    /* a grammar decides the whole answer; the end of generation follows it */
+    for (int seed = 1; seed <= 5; seed++) {
+        snprintf(a, sizeof a,
+                 "generate %s -p 'Answer:' --grammar 'root ::= (\"yes\" | \"no\")' -n 8 --seed %d "
+                 "--quiet 2>/dev/null",
+                 m, seed);
+        CHECK(run_cli(a, out, sizeof out) == 0);
+        CHECKF(!strcmp(out, "yes\n") || !strcmp(out, "no\n"), "seed %d: '%s'", seed, out);
+    }
+    snprintf(a, sizeof a,
+             "generate %s -p 'Color:' -j '{\"enum\":[\"red\",\"green\"]}' -n 32 --seed 2 "
+             "--quiet 2>/dev/null",
+             m);
+    CHECK(run_cli(a, out, sizeof out) == 0);
+    json_t *v = json_loads(out, JSON_DECODE_ANY, NULL);
+    CHECKF(json_is_string(v) &&
+               (!strcmp(json_string_value(v), "red") || !strcmp(json_string_value(v), "green")),
+           "'%s'", out);
+    json_decref(v);
+    /* a cut output says so */
+    snprintf(a, sizeof a, "generate %s -p x --grammar 'root ::= \"a\"{5}' -n 2 2>&1 >/dev/null", m);
+    CHECK(run_cli(a, out, sizeof out) == 0);
+    CHECKF(strstr(out, "stopped (length) before the end of the --grammar grammar"), "%s", out);
+}
+
 T_SUITE(grammar) {
+    T_ADD(test_grammar_rebuild);
+    T_ADD(test_grammar_cli);
     T_ADD(test_grammar_parse_errors);
     T_ADD(test_grammar_match);
     T_ADD(test_grammar_hostile);
@@ -728,4 +892,5 @@ T_SUITE(grammar) {
     T_ADD(test_grammar_sampled_demo);
     T_ADD(test_grammar_sampled_fixture);
     T_ADD(test_grammar_tools);
+    T_ADD(test_grammar_chat_json);
 }

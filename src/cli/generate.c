@@ -311,9 +311,8 @@ done:
     return rc;
 }
 
-int cmd_generate(int argc, char **argv) {
-    tcli_opts o;
-    tcli_opts_init(&o);
+/* The command on options cmd_generate owns (and frees, whatever the way out). */
+static int generate_with(tcli_opts *opts, int argc, char **argv) {
     const char *tokens_arg = NULL, *dump = NULL, *prompt = NULL, *file = NULL, *system = NULL;
     int chat = 0, quiet = 0, json = 0, reasoning = -1; /* -1: shown unless --quiet/--json */
     for (int i = 1; i < argc; i++) {
@@ -351,7 +350,7 @@ int cmd_generate(int argc, char **argv) {
         } else if (!strcmp(a, "--hide-reasoning")) {
             reasoning = 0;
         } else {
-            int r = tcli_parse("generate", argc, argv, &i, &o);
+            int r = tcli_parse("generate", argc, argv, &i, opts);
             if (r < 0) return CLI_USAGE;
             if (r == 0) {
                 fprintf(stderr, "petrel generate: unknown option '%s'\n", a);
@@ -360,7 +359,7 @@ int cmd_generate(int argc, char **argv) {
             }
         }
     }
-    if (!o.model) {
+    if (!opts->model) {
         fprintf(stderr, "petrel generate: -m MODEL is required\n");
         generate_usage(stderr);
         return CLI_USAGE;
@@ -374,12 +373,12 @@ int cmd_generate(int argc, char **argv) {
             fprintf(stderr, "petrel generate: --chat/--system need a text prompt (-p or -f)\n");
             return CLI_USAGE;
         }
-        if (o.grammar) {
-            fprintf(stderr, "petrel generate: %s needs a text prompt (-p or -f)\n", o.grammar_flag);
-            tcli_opts_free(&o);
+        if (opts->grammar) {
+            fprintf(stderr, "petrel generate: %s needs a text prompt (-p or -f)\n",
+                    opts->grammar_flag);
             return CLI_USAGE;
         }
-        return run_tokens(&o, tokens_arg, dump);
+        return run_tokens(opts, tokens_arg, dump);
     }
     if (dump) {
         fprintf(stderr, "petrel generate: --dump-logits needs --tokens\n");
@@ -394,26 +393,30 @@ int cmd_generate(int argc, char **argv) {
         return CLI_USAGE;
     }
     if (reasoning < 0) reasoning = !quiet && !json;
-    if (o.n_ctx == 0) o.n_ctx = PT_DEFAULT_CTX;
+    if (opts->n_ctx == 0) opts->n_ctx = PT_DEFAULT_CTX;
     if (prompt) {
-        int rc = run_text(&o, prompt, strlen(prompt), chat, system, quiet, json, reasoning);
-        tcli_opts_free(&o);
+        int rc = run_text(opts, prompt, strlen(prompt), chat, system, quiet, json, reasoning);
         return rc;
     }
     FILE *f = !file || !strcmp(file, "-") ? stdin : fopen(file, "rb");
     if (!f) {
-        tcli_opts_free(&o);
         return cli_error("%s: %s", file, strerror(errno));
     }
     size_t len = 0;
     char *text = cli_read_all(f, &len);
     if (f != stdin) fclose(f);
     if (!text) {
-        tcli_opts_free(&o);
         return cli_error("%s: cannot read the prompt", file ? file : "stdin");
     }
-    int rc = run_text(&o, text, len, chat, system, quiet, json, reasoning);
+    int rc = run_text(opts, text, len, chat, system, quiet, json, reasoning);
     free(text);
+    return rc;
+}
+
+int cmd_generate(int argc, char **argv) {
+    tcli_opts o;
+    tcli_opts_init(&o);
+    int rc = generate_with(&o, argc, argv);
     tcli_opts_free(&o);
     return rc;
 }

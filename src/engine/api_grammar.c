@@ -93,3 +93,21 @@ int pt_chat_tool_grammar(const char *format, const char *tools_json, const char 
     if (rc) put_err(err, err_len, pe.msg);
     return rc;
 }
+
+int pt_chat_json_grammar(const char *format, const char *schema_json, int in_reasoning, pt_buf *out,
+                         char *err, size_t err_len) {
+    pt_err pe = {{0}};
+    json_error_t je;
+    json_t *schema = json_loads(schema_json ? schema_json : "", 0, &je);
+    if (!schema) {
+        if (err && err_len)
+            snprintf(err, err_len, "json schema: not JSON: %s (line %d, column %d)", je.text,
+                     je.line, je.column);
+        return -1;
+    }
+    int rc = chat_json_grammar(chat_format_from_name(format ? format : ""), schema, in_reasoning,
+                               out, &pe);
+    json_decref(schema);
+    if (rc) put_err(err, err_len, pe.msg);
+    return rc;
+}

@@ -12,6 +12,9 @@
  *                V raw text for string-typed parameters (no '<'), JSON otherwise
  *   gemma-4      <|tool_call>call:NAME{K:V,...}<tool_call|>, values in Gemma's syntax
  *
+ * chat_json_grammar is the same frame around a JSON Schema's grammar (response_format): the
+ * reasoning the format allows, then the JSON.
+ *
  * ARGS is the JSON of the tool's parameters schema (text/gram_schema.c). The calls may follow a
  * reasoning block: the rest of the one the prompt opened, or an optional whole one. Reasoning
  * text is any text without the closing marker: a rule per state of the marker's KMP automaton
@@ -144,7 +147,7 @@ static int put_glm_args(tok_bytes *b, const char *pre, const json_t *params, pt_
         for (size_t r = 0; r < json_array_size(req); r++)
             is_req |= json_is_string(json_array_get(req, r)) &&
                       !strcmp(json_string_value(json_array_get(req, r)), k);
-        char nm[96], line[160];
+        char nm[200], line[320];
         snprintf(nm, sizeof nm, "%sp%zu-", pre, i);
         const char *ty = json_string_value(json_object_get(v, "type"));
         if (ty && !strcmp(ty, "string")) {
@@ -253,13 +256,38 @@ static int put_call(chat_format f, tok_bytes *b, const char *pre, const json_t *
     return rc;
 }
 
+static const chat_syntax *syntax_of(chat_format f) {
+    return f == CHAT_GLM5        ? &chat_glm5_syntax
+           : f == CHAT_QWEN3     ? &chat_qwen3_syntax
+           : f == CHAT_DEEPSEEK3 ? &chat_deepseek3_syntax
+           : f == CHAT_GEMMA4    ? &chat_gemma4_syntax
+                                 : NULL;
+}
+
+/* root ::= the reasoning the format allows, then `body`. */
+static int put_root(tok_bytes *out, const chat_syntax *sy, int in_reasoning, pt_err *err) {
+    int rc = put_until(out, "think", sy->think_close, err);
+    rc = rc || gput(out, "ws ::= [ \\n]{0,4}\n", err);
+    if (in_reasoning) return rc || gput(out, "root ::= think0 ws body\n", err);
+    rc = rc || gput(out, "root ::= (", err) || put_lit(out, sy->think_open, err) ||
+         gput(out, " ", err);
+    if (sy->think_label) rc = rc || put_lit(out, sy->think_label, err) || gput(out, "? ", err);
+    return rc || gput(out, "think0 ws)? body\n", err);
+}
+
+int chat_json_grammar(chat_format f, const json_t *schema, int in_reasoning, tok_bytes *out,
+                      pt_err *err) {
+    const chat_syntax *sy = syntax_of(f);
+    if (!sy) return gram_from_json_schema_value(schema, GRAM_JSON, "", out, err);
+    return gram_from_json_schema_value(schema, GRAM_JSON, "json-", out, err) ||
+                   gput(out, "body ::= json-root\n", err) || put_root(out, sy, in_reasoning, err)
+               ? -1
+               : 0;
+}
+
 int chat_tool_grammar(chat_format f, const json_t *tools, const char *name, int parallel,
                       int in_reasoning, tok_bytes *out, pt_err *err) {
-    const chat_syntax *sy = f == CHAT_GLM5        ? &chat_glm5_syntax
-                            : f == CHAT_QWEN3     ? &chat_qwen3_syntax
-                            : f == CHAT_DEEPSEEK3 ? &chat_deepseek3_syntax
-                            : f == CHAT_GEMMA4    ? &chat_gemma4_syntax
-                                                  : NULL;
+    const chat_syntax *sy = syntax_of(f);
     if (!sy) return pt_errf(err, "tool grammar: unknown chat format");
     tok_bytes any = {0};
     int rc = 0, n = 0;
@@ -287,16 +315,7 @@ int chat_tool_grammar(chat_format f, const json_t *tools, const char *name, int 
              gput(out, " calls ", err) || put_lit(out, DSG_CALLS_END, err) || gput(out, "\n", err);
     else
         rc = rc || gput(out, "body ::= calls\n", err);
-    rc = rc || put_until(out, "think", sy->think_close, err);
-    rc = rc || gput(out, "ws ::= [ \\n]{0,4}\n", err);
-    if (in_reasoning)
-        rc = rc || gput(out, "root ::= think0 ws body\n", err);
-    else {
-        rc = rc || gput(out, "root ::= (", err) || put_lit(out, sy->think_open, err) ||
-             gput(out, " ", err);
-        if (sy->think_label) rc = rc || put_lit(out, sy->think_label, err) || gput(out, "? ", err);
-        rc = rc || gput(out, "think0 ws)? body\n", err);
-    }
+    rc = rc || put_root(out, sy, in_reasoning, err);
     tok_bytes_free(&any);
     return rc ? -1 : 0;
 }

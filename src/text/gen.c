@@ -209,7 +209,8 @@ int pt_gen_run(pt_gen *g, const pt_gen_opts *o, pt_gen_emit_fn emit, void *ud,
     }
     /* the text is NUL-terminated like every pt_buf (a stop string cut it) */
     if (rc == 0 && pt_buf_append(&r->text, "", 0)) rc = fail(err, err_len, "out of memory");
-    r->grammar_done = sampler_grammar_done(g->smp);
+    /* a stop string cut the text before tokens the grammar has already followed */
+    r->grammar_done = r->reason != PT_GEN_STOP_STRING && sampler_grammar_done(g->smp);
     r->t_end = pt_now();
     return rc;
 }

@@ -1038,7 +1038,7 @@ static int32_t expand_finish(gram_match *m) {
     }
     m->suni[s] = (uint8_t)uni;
     m->shi[s] = UNKNOWN;
-    memcpy(m->leaves + m->n_leaves, m->tmp, (size_t)n * sizeof *m->tmp);
+    if (n) memcpy(m->leaves + m->n_leaves, m->tmp, (size_t)n * sizeof *m->tmp);
     m->n_leaves += (size_t)n;
     m->sslot[h] = s;
     return s;
