@@ -11,8 +11,9 @@
 #                        the expert-pack reader, GBNF and JSON Schema -> GBNF and the grammar matcher
 #                        (objects in build/fuzz, built by clang)
 #   make fuzz-ci         the same, 20 s a target, from the seed corpus in tests/fuzz/corpus (.ci/run)
-#   make bench           kernel microbenchmarks (GB/s, SIMD vs scalar), then petrel vs llama.cpp
-#                        on a synthetic glm-dsa model (bench/run.sh; set LLAMA_CPP_DIR)
+#   make bench           kernel microbenchmarks (GB/s, SIMD vs scalar), tokenizer and grammar
+#                        (constrained decoding) costs, then petrel vs llama.cpp on a synthetic
+#                        glm-dsa model (bench/run.sh; set LLAMA_CPP_DIR)
 #   make bench BENCH_STREAM=1   also the streaming benchmark (bench/stream.sh: root, cgroup v1;
 #                        a 16.8 GiB glm-dsa and a 14.3 GiB Gemma-4-shaped model under a 4 GiB
 #                        limit; 10-15 min each, +4 min to make a model and its pack;

@@ -23,6 +23,8 @@
  *                         tokenizer keeps from becoming special tokens; parse
  *                         what the model generates into reasoning, content and
  *                         tool calls
+ *   grammar               constrained decoding: GBNF, JSON Schema and tool-call
+ *                         grammars the sampler follows
  *   sampling, sampler     the model's published defaults, field-wise overrides
  *   generation (pt_gen)   prefill with prefix reuse, then sample, stream UTF-8
  *                         safely, stop at stop strings, EOG, length, context
@@ -444,13 +446,21 @@ int pt_chat_json_grammar(const char *format, const char *schema_json, int in_rea
  *   in_reasoning: what pt_chat_opens_reasoning says for the prompt: 1, the text starts inside the
  *              reasoning block, which must be closed before the calls; 0, an optional reasoning
  *              block may precede them.
- * Reasoning text cannot hold the closing marker (it would close the block); GLM-5 string values
- * and Gemma 4 strings cannot hold '<'. Generate with PT_DETOKENIZE_RENDER_SPECIAL and parse with
- * pt_chat_parse. tool_choice "none" needs no grammar: leave the tools out of the prompt, or ban
- * the formats' call markers with logit_bias. 0, or -1 with err (unknown format, malformed tools,
- * no such tool, an unsupported schema keyword naming the tool). */
+ * Reasoning text cannot hold the closing marker (it would close the block); argument strings
+ * cannot hold a raw '<' (JSON formats write it \u003c; GLM-5 string values and Gemma 4 strings
+ * have no escape for it), so no argument can spell a call marker. Generate with
+ * PT_DETOKENIZE_RENDER_SPECIAL and parse with pt_chat_parse (which then finds n_calls >= 1 and
+ * n_bad 0). 0, or -1 with err (unknown format, malformed tools, no such tool, an unsupported schema
+ * keyword naming the tool). */
 int pt_chat_tool_grammar(const char *format, const char *tools_json, const char *tool_name,
                          int parallel, int in_reasoning, pt_buf *out, char *err, size_t err_len);
+
+/* A GBNF (appended to out) for a reply without tool calls (tool_choice "none" with tools in the
+ * prompt): the reasoning the format allows (as pt_chat_json_grammar), then any text that does
+ * not hold the format's call-opening marker, so pt_chat_parse finds no call in it. 0, or -1 with
+ * err (unknown format). */
+int pt_chat_no_tool_grammar(const char *format, int in_reasoning, pt_buf *out, char *err,
+                            size_t err_len);
 
 /* One entry of a logit bias: added to the token's logit before sampling. */
 typedef struct pt_logit_bias {

@@ -111,3 +111,12 @@ int pt_chat_json_grammar(const char *format, const char *schema_json, int in_rea
     if (rc) put_err(err, err_len, pe.msg);
     return rc;
 }
+
+int pt_chat_no_tool_grammar(const char *format, int in_reasoning, pt_buf *out, char *err,
+                            size_t err_len) {
+    pt_err pe = {{0}};
+    int rc =
+        chat_no_tool_grammar(chat_format_from_name(format ? format : ""), in_reasoning, out, &pe);
+    if (rc) put_err(err, err_len, pe.msg);
+    return rc;
+}

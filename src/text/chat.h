@@ -121,6 +121,9 @@ void chat_parsed_free(chat_parsed *p);
  * whole one. 0, or -1 with err. See pt_chat_tool_grammar (petrel.h). */
 int chat_tool_grammar(chat_format f, const json_t *tools, const char *name, int parallel,
                       int in_reasoning, tok_bytes *out, pt_err *err);
+/* Append a GBNF for a reply of f without tool calls: the reasoning as above, then any text not
+ * holding the format's call marker. 0, or -1 with err. See pt_chat_no_tool_grammar. */
+int chat_no_tool_grammar(chat_format f, int in_reasoning, tok_bytes *out, pt_err *err);
 /* Append a GBNF for a reply of f that is a JSON text valid against schema, after the rest of
  * the reasoning block when in_reasoning, else after an optional whole one (CHAT_NONE: the JSON
  * alone). 0, or -1 with err. See pt_chat_json_grammar. */

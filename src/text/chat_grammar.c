@@ -12,6 +12,9 @@
  *                V raw text for string-typed parameters (no '<'), JSON otherwise
  *   gemma-4      <|tool_call>call:NAME{K:V,...}<tool_call|>, values in Gemma's syntax
  *
+ * chat_no_tool_grammar (tool_choice "none") is the same frame around any text that does not
+ * hold the format's call marker, so nothing in the reply parses as a call.
+ *
  * chat_json_grammar is the same frame around a JSON Schema's grammar (response_format): the
  * reasoning the format allows, then the JSON.
  *
@@ -68,52 +71,74 @@ static void put_cp_escaped(char *o, size_t cap, uint32_t cp) {
         snprintf(o, cap, "\\U%08X", cp);
 }
 
-/* Rules NAME0..NAME{n-1}: any text not holding marker, then the marker. */
-static int put_until(tok_bytes *b, const char *name, const char *marker, pt_err *err) {
-    uint32_t cp[64];
-    int n = 0;
-    for (size_t i = 0, len = strlen(marker); i < len && n < 64;) {
-        uint32_t c;
-        int k = utf8_decode_lenient((const unsigned char *)marker + i, len - i, &c);
-        if (k <= 0) return pt_errf(err, "tool grammar: a marker is not UTF-8");
-        cp[n++] = c;
-        i += (size_t)k;
+/* Rules NAME0..: any text holding none of markers[0..n_markers), then (unless forbid) the one
+ * marker; with forbid the text may end anywhere. The rules are the states of the markers'
+ * matching automaton: a state is the longest suffix of the text so far that begins a marker, so
+ * each rule reads one character and goes on in constant depth. */
+static int put_until(tok_bytes *b, const char *name, const char *const *markers, int n_markers,
+                     int forbid, pt_err *err) {
+    enum { MAXC = 64, MAXM = 4 };
+    uint32_t cp[MAXM][MAXC];
+    int len[MAXM];
+    for (int m = 0; m < n_markers && m < MAXM; m++) {
+        len[m] = 0;
+        for (size_t i = 0, n = strlen(markers[m]); i < n && len[m] < MAXC;) {
+            uint32_t c;
+            int k = utf8_decode_lenient((const unsigned char *)markers[m] + i, n - i, &c);
+            if (k <= 0) return pt_errf(err, "tool grammar: a marker is not UTF-8");
+            cp[m][len[m]++] = c;
+            i += (size_t)k;
+        }
     }
+    /* the states: every proper prefix of a marker, as (marker, length), distinct texts only */
+    int sm[MAXM * MAXC], sl[MAXM * MAXC], ns = 0;
+    for (int m = 0; m < n_markers; m++)
+        for (int l = 0; l < len[m]; l++) {
+            int dup = 0;
+            for (int q = 0; q < ns && !dup; q++)
+                dup = sl[q] == l && !memcmp(cp[sm[q]], cp[m], (size_t)l * sizeof(uint32_t));
+            if (!dup) sm[ns] = m, sl[ns] = l, ns++;
+        }
     char line[256], esc[16];
-    for (int st = 0; st < n; st++) {
+    uint32_t w[MAXC + 1];
+    for (int st = 0; st < ns; st++) {
         snprintf(line, sizeof line, "%s%d ::= ", name, st);
         if (gput(b, line, err)) return -1;
-        if (st == 0 && (put_lit(b, marker, err) || gput(b, " | ", err))) return -1;
-        /* the next state after each distinct character of the marker */
-        for (int i = 0; i < n; i++) {
-            int dup = 0;
-            for (int j = 0; j < i; j++)
-                dup |= cp[j] == cp[i];
-            if (dup) continue;
-            int next = 0; /* the longest prefix of marker that ends marker[0..st) + cp[i] */
-            for (int k = st + 1; k >= 1; k--) {
-                int ok = 1;
-                for (int q = 0; q < k && ok; q++) {
-                    uint32_t c = q == k - 1 ? cp[i] : cp[st + 1 - k + q];
-                    ok = c == cp[q];
-                }
-                if (ok) {
-                    next = k;
-                    break;
-                }
+        if (forbid && gput(b, "\"\" | ", err)) return -1;
+        if (!forbid && st == 0 && (put_lit(b, markers[0], err) || gput(b, " | ", err))) return -1;
+        /* each distinct character of the markers: the state after it, or the end */
+        for (int m = 0; m < n_markers; m++)
+            for (int i = 0; i < len[m]; i++) {
+                int dup = 0;
+                for (int m2 = 0; m2 <= m && !dup; m2++)
+                    for (int j = 0; j < (m2 == m ? i : len[m2]) && !dup; j++)
+                        dup = cp[m2][j] == cp[m][i];
+                if (dup) continue;
+                const int wl = sl[st] + 1;
+                memcpy(w, cp[sm[st]], (size_t)sl[st] * sizeof *w);
+                w[wl - 1] = cp[m][i];
+                int hit = 0, next = 0;
+                for (int q = 0; q < n_markers && !hit; q++) /* a marker ends here */
+                    hit =
+                        len[q] <= wl && !memcmp(w + wl - len[q], cp[q], (size_t)len[q] * sizeof *w);
+                for (int q = 0; q < ns && !hit; q++) /* the longest suffix that is a state */
+                    if (sl[q] > sl[next] && sl[q] <= wl &&
+                        !memcmp(w + wl - sl[q], cp[sm[q]], (size_t)sl[q] * sizeof *w))
+                        next = q;
+                put_cp_escaped(esc, sizeof esc, cp[m][i]);
+                if (hit && forbid) continue;
+                if (hit)
+                    snprintf(line, sizeof line, "[%s] | ", esc);
+                else
+                    snprintf(line, sizeof line, "[%s] %s%d | ", esc, name, next);
+                if (gput(b, line, err)) return -1;
             }
-            put_cp_escaped(esc, sizeof esc, cp[i]);
-            if (next == n)
-                snprintf(line, sizeof line, "[%s] | ", esc);
-            else
-                snprintf(line, sizeof line, "[%s] %s%d | ", esc, name, next);
-            if (gput(b, line, err)) return -1;
-        }
         if (gput(b, "[^", err)) return -1;
-        for (int i = 0; i < n; i++) {
-            put_cp_escaped(esc, sizeof esc, cp[i]);
-            if (gput(b, esc, err)) return -1;
-        }
+        for (int m = 0; m < n_markers; m++)
+            for (int i = 0; i < len[m]; i++) {
+                put_cp_escaped(esc, sizeof esc, cp[m][i]);
+                if (gput(b, esc, err)) return -1;
+            }
         snprintf(line, sizeof line, "] %s0\n", name);
         if (gput(b, line, err)) return -1;
     }
@@ -266,7 +291,7 @@ static const chat_syntax *syntax_of(chat_format f) {
 
 /* root ::= the reasoning the format allows, then `body`. */
 static int put_root(tok_bytes *out, const chat_syntax *sy, int in_reasoning, pt_err *err) {
-    int rc = put_until(out, "think", sy->think_close, err);
+    int rc = put_until(out, "think", &sy->think_close, 1, 0, err);
     rc = rc || gput(out, "ws ::= [ \\n]{0,4}\n", err);
     if (in_reasoning) return rc || gput(out, "root ::= think0 ws body\n", err);
     rc = rc || gput(out, "root ::= (", err) || put_lit(out, sy->think_open, err) ||
@@ -281,6 +306,18 @@ int chat_json_grammar(chat_format f, const json_t *schema, int in_reasoning, tok
     if (!sy) return gram_from_json_schema_value(schema, GRAM_JSON, "", out, err);
     return gram_from_json_schema_value(schema, GRAM_JSON, "json-", out, err) ||
                    gput(out, "body ::= json-root\n", err) || put_root(out, sy, in_reasoning, err)
+               ? -1
+               : 0;
+}
+
+int chat_no_tool_grammar(chat_format f, int in_reasoning, tok_bytes *out, pt_err *err) {
+    const chat_syntax *sy = syntax_of(f);
+    if (!sy) return pt_errf(err, "tool grammar: unknown chat format");
+    /* the call marker, and DeepSeek's wrapper of the calls (a streaming reader holds text back
+     * at either: pt_chat_markers_of) */
+    const char *forbidden[2] = {sy->call_open, DSG_CALLS_BEGIN};
+    return put_until(out, "free", forbidden, f == CHAT_DEEPSEEK3 ? 2 : 1, 1, err) ||
+                   gput(out, "body ::= free0\n", err) || put_root(out, sy, in_reasoning, err)
                ? -1
                : 0;
 }
