@@ -8,10 +8,12 @@
 #                        T="serve session" picks suites, default $(TSAN_SUITES))
 #   make fuzz            libFuzzer runs of every target in tests/fuzz (FUZZ_SECONDS each, default 60):
 #                        the GGUF parser, request -> template -> tokenizer, the chat output parser,
-#                        the expert-pack reader (objects in build/fuzz, built by clang)
+#                        the expert-pack reader, GBNF and JSON Schema -> GBNF and the grammar matcher
+#                        (objects in build/fuzz, built by clang)
 #   make fuzz-ci         the same, 20 s a target, from the seed corpus in tests/fuzz/corpus (.ci/run)
-#   make bench           kernel microbenchmarks (GB/s, SIMD vs scalar), then petrel vs llama.cpp
-#                        on a synthetic glm-dsa model (bench/run.sh; set LLAMA_CPP_DIR)
+#   make bench           kernel microbenchmarks (GB/s, SIMD vs scalar), tokenizer and grammar
+#                        (constrained decoding) costs, then petrel vs llama.cpp on a synthetic
+#                        glm-dsa model (bench/run.sh; set LLAMA_CPP_DIR)
 #   make bench BENCH_STREAM=1   also the streaming benchmark (bench/stream.sh: root, cgroup v1;
 #                        a 16.8 GiB glm-dsa and a 14.3 GiB Gemma-4-shaped model under a 4 GiB
 #                        limit; 10-15 min each, +4 min to make a model and its pack;
@@ -151,6 +153,10 @@ $(BUILD)/bench_petrel: $(BENCH_OBJ) $(BUILD)/libpetrel.a
 $(BUILD)/bench_tokenizer: $(BUILD)/tools/bench_tokenizer.o $(BUILD)/libpetrel.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+# Constrained decoding's cost per token (tools/bench_grammar.c), run by `make bench`.
+$(BUILD)/bench_grammar: $(BUILD)/tools/bench_grammar.o $(BUILD)/libpetrel.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
 # Synthetic-model generator (tools/mkmodel.c): writes the glm-dsa GGUF `make bench` runs, and
 # header-only real shapes (`--shape glm-5.2 --header-only`) for memory plans (tests/test_plan.c).
 $(BUILD)/mkmodel: $(BUILD)/tools/mkmodel.o $(BUILD)/libpetrel.a
@@ -189,7 +195,7 @@ test-run: $(BUILD)/petrel $(BUILD)/test_petrel $(BUILD)/mkmodel
 # repository), writing what it finds new to build/fuzz/corpus/NAME. The targets
 # read fixtures by relative path: run from the repository root.
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := gguf request chat_parse xpack
+FUZZ_TARGETS := gguf request chat_parse xpack grammar
 FUZZ_FLAGS   := -max_len=65536 -rss_limit_mb=2048 -timeout=10 -print_final_stats=1
 .PHONY: fuzz fuzz-ci fuzz-build fuzz-run
 fuzz: deps
@@ -219,9 +225,10 @@ bench: deps
 	@$(MAKE) --no-print-directory bench-run
 
 bench-run: $(BUILD)/bench_petrel $(BUILD)/petrel $(BUILD)/mkmodel $(BUILD)/belady $(BUILD)/bench_tokenizer \
-           $(BUILD)/ioprobe
+           $(BUILD)/ioprobe $(BUILD)/bench_grammar
 	$(BUILD)/bench_petrel
 	$(BUILD)/bench_tokenizer
+	$(BUILD)/bench_grammar $(BENCH_GRAMMAR_MODELS)
 	@BUILD=$(BUILD) sh bench/run.sh
 	@BUILD=$(BUILD) sh bench/serve.sh
 	@if [ "$(BENCH_STREAM)" = 1 ]; then \
@@ -240,7 +247,7 @@ clean:
 	rm -rf build
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(FRONT_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BENCH_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) \
-         $(BUILD)/tools/bench_tokenizer.d
+         $(BUILD)/tools/bench_tokenizer.d $(BUILD)/tools/bench_grammar.d
 
 # The README's "run" command: an interactive chat (stdin) on a shipped fixture model until
 # issue 8 ships a demo model (tiny random weights: the answers are gibberish, the machinery is

@@ -23,6 +23,8 @@
  *                         tokenizer keeps from becoming special tokens; parse
  *                         what the model generates into reasoning, content and
  *                         tool calls
+ *   grammar               constrained decoding: GBNF, JSON Schema and tool-call
+ *                         grammars the sampler follows
  *   sampling, sampler     the model's published defaults, field-wise overrides
  *   generation (pt_gen)   prefill with prefix reuse, then sample, stream UTF-8
  *                         safely, stop at stop strings, EOG, length, context
@@ -397,6 +399,80 @@ void pt_chat_parsed_free(pt_chat_parsed *p);
  * top-p -> min-p -> draw, from a xoshiro256** stream seeded with splitmix64(seed)
  * (the same seed, logits and history give the same tokens everywhere). */
 
+/* ===== Constrained decoding =====
+ * A grammar restricts what the sampler may draw to the sentences of a GBNF grammar (llama.cpp's
+ * syntax: `name ::= ...` rules from `root`, "literals", [classes] with ranges and ^negation, `.`,
+ * ( groups ), `|`, `* + ?`, {m}, {m,}, {m,n}, # comments). Before the chain (after the logit
+ * bias) every token whose text the grammar rejects at this point gets -inf; end-of-generation
+ * tokens are allowed only where the grammar can end, and are then the only tokens left when it
+ * cannot go on. Control tokens (chat markup) are allowed only where the grammar accepts their
+ * rendered text and that text appears inside one of its literals (a tool-call grammar's
+ * markers): generate with PT_DETOKENIZE_RENDER_SPECIAL so the text holds them. */
+
+typedef struct pt_grammar pt_grammar;
+
+/* Compile GBNF text[0..len) for e's vocabulary (e may be NULL: the grammar is only checked and
+ * cannot drive a sampler). The vocabulary's token trie is built on first use and kept by the
+ * engine. Immutable: any number of samplers may share it, from any thread; it must outlive
+ * them. NULL with err "grammar: line L, column C: what" (syntax, undefined rule, no root, left
+ * recursion, too large) or the engine's vocabulary error. */
+pt_grammar *pt_grammar_new(const pt_engine *e, const char *gbnf, size_t len, char *err,
+                           size_t err_len);
+/* pt_grammar_new of pt_json_schema_to_gbnf(schema_json). */
+pt_grammar *pt_grammar_from_json_schema(const pt_engine *e, const char *schema_json, char *err,
+                                        size_t err_len);
+void pt_grammar_free(pt_grammar *g); /* NULL ok */
+/* 1 when text[0..len) is a whole sentence of g (for tests and checks; no vocabulary needed). */
+int pt_grammar_match(const pt_grammar *g, const char *text, size_t len);
+
+/* The GBNF (appended to out) whose sentences are the JSON texts valid against a JSON Schema
+ * (JSON text): the subset llama.cpp's json-schema-to-grammar covers — type (string, number,
+ * integer, boolean, null, object, array, or a list), properties, required,
+ * additionalProperties, items, minItems, maxItems, minLength, maxLength, enum, const, anyOf,
+ * oneOf (generated as anyOf), $ref to #/$defs/NAME or #/definitions/NAME; annotations (title,
+ * description, default, examples, $schema, $id, $comment, deprecated, readOnly, writeOnly)
+ * ignored. Other keywords: -1 with err naming the keyword and where it is. Where a schema lists
+ * properties only those are generated, in its order. PT_JSON_OBJECT_SCHEMA gives any JSON object
+ * (response_format json_object). 0, or -1 with err. */
+int pt_json_schema_to_gbnf(const char *schema_json, pt_buf *out, char *err, size_t err_len);
+#define PT_JSON_OBJECT_SCHEMA "{\"type\":\"object\"}"
+
+/* A GBNF (appended to out) for a chat reply that is a JSON text valid against schema_json
+ * (response_format json_schema / json_object, Responses text.format): in a chat format's frame,
+ * the reasoning it allows comes first — the rest of the block when in_reasoning (see
+ * pt_chat_opens_reasoning), else an optional whole one — then the JSON, so pt_chat_parse puts
+ * the JSON in content. format "none" (or unknown): the JSON alone, as pt_json_schema_to_gbnf.
+ * 0, or -1 with err (not JSON, an unsupported keyword named). */
+int pt_chat_json_grammar(const char *format, const char *schema_json, int in_reasoning, pt_buf *out,
+                         char *err, size_t err_len);
+
+/* A GBNF (appended to out) for a reply made of tool calls only, in a chat format's syntax
+ * ("glm-5", "qwen3", "deepseek-v3", "gemma-4"): the calls' markup, each call naming one of the
+ * tools of tools_json (an OpenAI tools array: [{type:"function", function:{name, parameters}}])
+ * with arguments valid against that tool's parameters schema (the pt_json_schema_to_gbnf subset;
+ * for GLM-5 string-typed arguments are raw text, for Gemma 4 values are in its own syntax).
+ *   tool_name: NULL, any tool of the list (tool_choice "required"); else only that one (a named
+ *              tool_choice; it must be in the list).
+ *   parallel:  1, one or more calls; 0, exactly one (parallel_tool_calls false).
+ *   in_reasoning: what pt_chat_opens_reasoning says for the prompt: 1, the text starts inside the
+ *              reasoning block, which must be closed before the calls; 0, an optional reasoning
+ *              block may precede them.
+ * Reasoning text cannot hold the closing marker (it would close the block); argument strings
+ * cannot hold a raw '<' (JSON formats write it \u003c; GLM-5 string values and Gemma 4 strings
+ * have no escape for it), so no argument can spell a call marker. Generate with
+ * PT_DETOKENIZE_RENDER_SPECIAL and parse with pt_chat_parse (which then finds n_calls >= 1 and
+ * n_bad 0). 0, or -1 with err (unknown format, malformed tools, no such tool, an unsupported schema
+ * keyword naming the tool). */
+int pt_chat_tool_grammar(const char *format, const char *tools_json, const char *tool_name,
+                         int parallel, int in_reasoning, pt_buf *out, char *err, size_t err_len);
+
+/* A GBNF (appended to out) for a reply without tool calls (tool_choice "none" with tools in the
+ * prompt): the reasoning the format allows (as pt_chat_json_grammar), then any text that does
+ * not hold the format's call-opening marker, so pt_chat_parse finds no call in it. 0, or -1 with
+ * err (unknown format). */
+int pt_chat_no_tool_grammar(const char *format, int in_reasoning, pt_buf *out, char *err,
+                            size_t err_len);
+
 /* One entry of a logit bias: added to the token's logit before sampling. */
 typedef struct pt_logit_bias {
     int32_t token; /* a token id, < the sampler's n_vocab */
@@ -419,6 +495,10 @@ typedef struct pt_sampling {
      * it, so it need only live across that call. */
     const pt_logit_bias *logit_bias;
     int n_logit_bias;
+    /* NULL, or the grammar every drawn token must follow (borrowed: it must outlive the sampler;
+     * it needs an engine's vocabulary, see pt_grammar_new). The sampler keeps its own position in
+     * it: pt_sampler_accept advances it, pt_sampler_reset goes back to the start. */
+    const pt_grammar *grammar;
 } pt_sampling;
 
 /* Fields of pt_sampling, as bits: which ones a user or a request set. */
@@ -433,6 +513,7 @@ enum {
     PT_SAMPLING_LAST_N = 1 << 7,
     PT_SAMPLING_SEED = 1 << 8,
     PT_SAMPLING_LOGIT_BIAS = 1 << 9, /* logit_bias and n_logit_bias */
+    PT_SAMPLING_GRAMMAR = 1 << 10,
 };
 
 /* petrel's defaults: temp 0.7, top-p 0.95, top-k and min-p off, no penalties
@@ -451,11 +532,17 @@ typedef struct pt_sampler pt_sampler;
  * allocates. NULL with err for a parameter out of range or no memory. */
 pt_sampler *pt_sampler_new(const pt_sampling *p, int n_vocab, char *err, size_t err_len);
 void pt_sampler_free(pt_sampler *s);
-void pt_sampler_reset(pt_sampler *s);               /* forget the penalty history */
-void pt_sampler_accept(pt_sampler *s, int32_t tok); /* record a token in the history */
-/* Pick a token from logits[n_vocab] (modified in place by the penalties); does
- * not accept it. */
+/* Forget the penalty history; a grammar goes back to its start. */
+void pt_sampler_reset(pt_sampler *s);
+/* Record a generated token in the history and advance the grammar over it. 0; -1 when the
+ * grammar does not allow the token (it is recorded, the grammar's position is unchanged). */
+int pt_sampler_accept(pt_sampler *s, int32_t tok);
+/* Pick a token from logits[n_vocab] (modified in place by the bias, the grammar's mask and the
+ * penalties); does not accept it. -1 only with a grammar that no token of the vocabulary can
+ * continue (or out of memory while masking). */
 int32_t pt_sampler_sample(pt_sampler *s, float *logits);
+/* 1 when the sampler has a grammar and what it accepted is a whole sentence of it. */
+int pt_sampler_grammar_done(const pt_sampler *s);
 
 /* ===== Generation =====
  * pt_gen_prefill brings the session to a token prompt (pt_session_sync: only
@@ -523,6 +610,12 @@ typedef struct pt_gen_result {
     double t_end;
     pt_buf text; /* every byte generated, cut before a stop string (raw: may be
                     invalid UTF-8); reused across runs, the caller frees */
+    /* With a grammar (pt_sampling.grammar): 1 when the text is a whole sentence of it. Reason
+     * PT_GEN_EOG then means the grammar ended (EOG is allowed nowhere else); PT_GEN_LENGTH,
+     * CONTEXT or INTERRUPT mean it was cut and grammar_done is 0 unless the cut happened to
+     * fall where the grammar could end; after PT_GEN_STOP_STRING it is 0. 0 without a
+     * grammar. */
+    int grammar_done;
 } pt_gen_result;
 
 /* Streamed text; return non-zero to stop (as PT_GEN_INTERRUPT). */

@@ -64,9 +64,8 @@ static json_t *new_conversation(const char *system) {
     return m;
 }
 
-int cmd_chat(int argc, char **argv) {
-    tcli_opts o;
-    tcli_opts_init(&o);
+/* The command on options cmd_chat owns (and frees, whatever the way out). */
+static int chat_with(tcli_opts *opts, int argc, char **argv) {
     const char *system_arg = NULL;
     int no_reuse = 0, show_reasoning = 1;
     for (int i = 1; i < argc; i++) {
@@ -85,7 +84,7 @@ int cmd_chat(int argc, char **argv) {
         } else if (!strcmp(a, "--show-reasoning") || !strcmp(a, "--hide-reasoning")) {
             show_reasoning = a[2] == 's';
         } else {
-            int r = tcli_parse("chat", argc, argv, &i, &o);
+            int r = tcli_parse("chat", argc, argv, &i, opts);
             if (r < 0) return CLI_USAGE;
             if (r == 0) {
                 fprintf(stderr, "petrel chat: unknown option '%s'\n", a);
@@ -94,20 +93,20 @@ int cmd_chat(int argc, char **argv) {
             }
         }
     }
-    int mrc = tcli_resolve_model(&o, "chat");
+    int mrc = tcli_resolve_model(opts, "chat");
     if (mrc) {
-        if (mrc == CLI_USAGE && !o.hf) chat_usage(stderr);
+        if (mrc == CLI_USAGE && !opts->hf) chat_usage(stderr);
         return mrc;
     }
-    if (o.n_ctx == 0) o.n_ctx = PT_DEFAULT_CTX;
+    if (opts->n_ctx == 0) opts->n_ctx = PT_DEFAULT_CTX;
     tcli_model m;
-    if (tcli_open(&o, &m, 0)) return CLI_ERROR;
+    if (tcli_open(opts, &m, 0)) return CLI_ERROR;
     if (!pt_chat_format_known(m.format)) {
         tcli_close(&m);
-        return cli_error("%s: no known chat format for this model", o.model);
+        return cli_error("%s: no known chat format for this model", opts->model);
     }
     int interactive = isatty(fileno(stdin));
-    int think = o.think;
+    int think = opts->think;
     pt_buf sys = {0}, fixed = {0};
     if (system_arg && pt_utf8_repair(system_arg, strlen(system_arg), &sys) < 0)
         return cli_error("out of memory");
@@ -170,12 +169,12 @@ int cmd_chat(int argc, char **argv) {
         fe_turn turn = {.format = m.format,
                         .messages = msgs,
                         .thinking = think,
-                        .parse_special_in_content = o.parse_special_in_content,
+                        .parse_special_in_content = opts->parse_special_in_content,
                         .clear = no_reuse,
                         .parse = 1,
-                        .gen = {.max_tokens = (int)o.n_gen,
-                                .stops = o.stops,
-                                .n_stops = o.n_stops,
+                        .gen = {.max_tokens = (int)opts->n_gen,
+                                .stops = opts->stops,
+                                .n_stops = opts->n_stops,
                                 .decode_flags = PT_DETOKENIZE_RENDER_SPECIAL,
                                 .show_control = m.markup},
                         .emit = tcli_answer_emit,
@@ -236,5 +235,13 @@ int cmd_chat(int argc, char **argv) {
     pt_buf_free(&fixed);
     pt_buf_free(&sys);
     tcli_close(&m);
+    return rc;
+}
+
+int cmd_chat(int argc, char **argv) {
+    tcli_opts o;
+    tcli_opts_init(&o);
+    int rc = chat_with(&o, argc, argv);
+    tcli_opts_free(&o);
     return rc;
 }

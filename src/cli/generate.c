@@ -292,6 +292,10 @@ static int run_text(const tcli_opts *o, const char *text, size_t len, int chat, 
     if (fflush(stdout) != 0) rc = cli_error("cannot write output");
     t.n_gen = res.gen.n_tokens, t.t_first = res.gen.t_first, t.t_end = res.gen.t_end,
     t.reason = res.gen.reason;
+    if (o->grammar && !res.gen.grammar_done && !quiet)
+        fprintf(stderr,
+                "petrel generate: the output stopped (%s) before the end of the %s grammar\n",
+                tcli_reason_name(res.gen.reason), o->grammar_flag);
     if (json)
         tcli_print_stats(stderr, &m, &t, 1, 0, chat && res.have_parsed ? &res.parsed : NULL);
     else if (!quiet)
@@ -309,9 +313,8 @@ done:
     return rc;
 }
 
-int cmd_generate(int argc, char **argv) {
-    tcli_opts o;
-    tcli_opts_init(&o);
+/* The command on options cmd_generate owns (and frees, whatever the way out). */
+static int generate_with(tcli_opts *opts, int argc, char **argv) {
     const char *tokens_arg = NULL, *dump = NULL, *prompt = NULL, *file = NULL, *system = NULL;
     int chat = 0, quiet = 0, json = 0, reasoning = -1; /* -1: shown unless --quiet/--json */
     for (int i = 1; i < argc; i++) {
@@ -349,7 +352,7 @@ int cmd_generate(int argc, char **argv) {
         } else if (!strcmp(a, "--hide-reasoning")) {
             reasoning = 0;
         } else {
-            int r = tcli_parse("generate", argc, argv, &i, &o);
+            int r = tcli_parse("generate", argc, argv, &i, opts);
             if (r < 0) return CLI_USAGE;
             if (r == 0) {
                 fprintf(stderr, "petrel generate: unknown option '%s'\n", a);
@@ -366,6 +369,10 @@ int cmd_generate(int argc, char **argv) {
         fprintf(stderr, "petrel generate: --chat/--system need a text prompt (-p or -f)\n");
         return CLI_USAGE;
     }
+    if (tokens_arg && opts->grammar) {
+        fprintf(stderr, "petrel generate: %s needs a text prompt (-p or -f)\n", opts->grammar_flag);
+        return CLI_USAGE;
+    }
     if (dump && !tokens_arg) {
         fprintf(stderr, "petrel generate: --dump-logits needs --tokens\n");
         return CLI_USAGE;
@@ -378,22 +385,37 @@ int cmd_generate(int argc, char **argv) {
         fprintf(stderr, "petrel generate: --show-reasoning/--hide-reasoning need --chat\n");
         return CLI_USAGE;
     }
-    int mrc = tcli_resolve_model(&o, "generate");
+    int mrc = tcli_resolve_model(opts, "generate");
     if (mrc) {
-        if (mrc == CLI_USAGE && !o.hf) generate_usage(stderr);
+        if (mrc == CLI_USAGE && !opts->hf) generate_usage(stderr);
         return mrc;
     }
-    if (tokens_arg) return run_tokens(&o, tokens_arg, dump);
+    if (tokens_arg) return run_tokens(opts, tokens_arg, dump);
     if (reasoning < 0) reasoning = !quiet && !json;
-    if (o.n_ctx == 0) o.n_ctx = PT_DEFAULT_CTX;
-    if (prompt) return run_text(&o, prompt, strlen(prompt), chat, system, quiet, json, reasoning);
+    if (opts->n_ctx == 0) opts->n_ctx = PT_DEFAULT_CTX;
+    if (prompt) {
+        int rc = run_text(opts, prompt, strlen(prompt), chat, system, quiet, json, reasoning);
+        return rc;
+    }
     FILE *f = !file || !strcmp(file, "-") ? stdin : fopen(file, "rb");
-    if (!f) return cli_error("%s: %s", file, strerror(errno));
+    if (!f) {
+        return cli_error("%s: %s", file, strerror(errno));
+    }
     size_t len = 0;
     char *text = cli_read_all(f, &len);
     if (f != stdin) fclose(f);
-    if (!text) return cli_error("%s: cannot read the prompt", file ? file : "stdin");
-    int rc = run_text(&o, text, len, chat, system, quiet, json, reasoning);
+    if (!text) {
+        return cli_error("%s: cannot read the prompt", file ? file : "stdin");
+    }
+    int rc = run_text(opts, text, len, chat, system, quiet, json, reasoning);
     free(text);
+    return rc;
+}
+
+int cmd_generate(int argc, char **argv) {
+    tcli_opts o;
+    tcli_opts_init(&o);
+    int rc = generate_with(&o, argc, argv);
+    tcli_opts_free(&o);
     return rc;
 }

@@ -40,6 +40,86 @@ void tcli_opts_init(tcli_opts *o) {
     o->think = -1;
 }
 
+void tcli_opts_free(tcli_opts *o) {
+    free(o->grammar);
+    o->grammar = NULL;
+}
+
+/* Read a whole file (NUL-terminated, malloc'd); NULL on failure (errno set). */
+static char *read_text_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (n + 65536 + 1 > cap) {
+            cap = cap ? cap * 2 : 65536 * 2;
+            char *b = cap > (64u << 20) ? NULL : realloc(buf, cap);
+            if (!b) {
+                free(buf);
+                fclose(f);
+                errno = EFBIG;
+                return NULL;
+            }
+            buf = b;
+        }
+        size_t r = fread(buf + n, 1, 65536, f);
+        n += r;
+        if (r < 65536) break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        errno = EIO;
+        return NULL;
+    }
+    buf[n] = 0;
+    return buf;
+}
+
+/* The grammar flags: --grammar GBNF, --grammar-file FILE, -j/--json-schema SCHEMA,
+ * --json-schema-file FILE (llama.cpp's names). The grammar is checked here (syntax, schema
+ * subset), so a bad one is a usage error naming the flag; one of the four at most. */
+static int grammar_flag(const char *cmd, const char *a, const char *v, tcli_opts *o) {
+    if (o->grammar) {
+        fprintf(stderr, "petrel %s: %s and %s contradict each other: give one grammar\n", cmd,
+                o->grammar_flag, a);
+        return -1;
+    }
+    const int file = !strcmp(a, "--grammar-file") || !strcmp(a, "--json-schema-file");
+    const int schema =
+        !strcmp(a, "-j") || !strcmp(a, "--json-schema") || !strcmp(a, "--json-schema-file");
+    char *text = file ? read_text_file(v) : strdup(v);
+    if (!text) {
+        fprintf(stderr, "petrel %s: invalid value '%s' for %s: %s\n", cmd, v, a,
+                file ? strerror(errno) : "out of memory");
+        return -1;
+    }
+    char err[512] = "";
+    if (schema) {
+        pt_buf b = {0};
+        int rc = pt_json_schema_to_gbnf(text, &b, err, sizeof err);
+        free(text);
+        if (rc) {
+            pt_buf_free(&b);
+            fprintf(stderr, "petrel %s: invalid value for %s: %s\n", cmd, a, err);
+            return -1;
+        }
+        text = b.v; /* the buffer's bytes are malloc'd and NUL-terminated */
+    }
+    pt_grammar *g = pt_grammar_new(NULL, text, strlen(text), err, sizeof err);
+    if (!g) {
+        fprintf(stderr, "petrel %s: invalid value for %s: %s\n", cmd, a, err);
+        free(text);
+        return -1;
+    }
+    pt_grammar_free(g);
+    o->grammar = text;
+    o->grammar_flag = a;
+    return 0;
+}
+
 static int parse_long(const char *s, long lo, long hi, long *out) {
     char *end;
     errno = 0;
@@ -275,6 +355,11 @@ int tcli_parse(const char *cmd, int argc, char **argv, int *i, tcli_opts *o) {
         o->think = 0;
     } else if (IS("--parse-special-in-content")) {
         o->parse_special_in_content = 1;
+    } else if ((IS("--grammar") || IS("--grammar-file") || IS("-j") || IS("--json-schema") ||
+                IS("--json-schema-file")) &&
+               (!strcmp(cmd, "generate") || !strcmp(cmd, "chat"))) {
+        NEEDV();
+        if (grammar_flag(cmd, a, v, o)) return -1;
     } else {
         return 0;
     }
@@ -327,6 +412,12 @@ void tcli_usage(FILE *f) {
            "  --think, --no-think     turn the model's reasoning on/off (default: the family's)\n"
            "  --chat-format NAME      glm-5, deepseek-v3, gemma-4 or qwen3 instead of the model's "
            "own\n"
+           "  --grammar GBNF          (generate, chat) constrain the output to a GBNF grammar\n"
+           "                          (llama.cpp's syntax, start rule root)\n"
+           "  --grammar-file FILE     (generate, chat) the grammar from FILE\n"
+           "  -j, --json-schema JSON  (generate, chat) constrain the output to JSON valid against\n"
+           "                          the schema (the subset README.md lists)\n"
+           "  --json-schema-file FILE (generate, chat) the schema from FILE\n"
            "  --parse-special-in-content\n"
            "                          special-token text inside messages and tool results\n"
            "                          (<|user|>, <tool_call>, ...) becomes the token, as in\n"
@@ -389,6 +480,14 @@ int tcli_open(const tcli_opts *o, tcli_model *m, int quiet) {
     pt_sampling_override(&m->sp, &o->sp, o->sp_set);
     if (!(o->sp_set & PT_SAMPLING_SEED))
         m->sp.seed = (uint64_t)(pt_now() * 1e9) ^ ((uint64_t)getpid() << 32);
+    if (o->grammar) {
+        m->grammar = pt_grammar_new(m->e, o->grammar, strlen(o->grammar), err, sizeof err);
+        if (!m->grammar) {
+            tcli_close(m);
+            return cli_error("%s", err);
+        }
+        m->sp.grammar = m->grammar;
+    }
     if (!quiet) fprintf(stderr, "petrel: %s\n", pt_engine_plan(m->e));
     pt_session_params sp = {.n_ctx = (int)o->n_ctx, .n_batch = (int)o->n_batch};
     m->s = pt_session_new(m->e, &sp, err, sizeof err);
@@ -413,6 +512,7 @@ int tcli_open(const tcli_opts *o, tcli_model *m, int quiet) {
 void tcli_close(tcli_model *m) {
     free(m->markup);
     pt_gen_free(m->g);
+    pt_grammar_free(m->grammar);
     pt_session_free(m->s);
     pt_engine_close(m->e);
     memset(m, 0, sizeof *m);

@@ -40,9 +40,15 @@ typedef struct tcli_opts {
      * --greedy / --temp T>0, --expert-slots / --mmap-experts, --pack / --no-pack,
      * --pin-gb / --no-pin; both is a usage error, not "the last one wins" */
     unsigned given;
+    /* constrained decoding (generate and chat only): the GBNF text of --grammar /
+     * --grammar-file, or made from -j/--json-schema / --json-schema-file (checked when parsed);
+     * malloc'd, freed by tcli_opts_free */
+    char *grammar;
+    const char *grammar_flag; /* the flag it came from, for messages */
 } tcli_opts;
 
 void tcli_opts_init(tcli_opts *o);
+void tcli_opts_free(tcli_opts *o);
 /* Try to consume argv[*i] (and its value) as a model/engine/sampling flag.
  * 1: consumed; 0: not one of these; -1: bad value (message printed). */
 int tcli_parse(const char *cmd, int argc, char **argv, int *i, tcli_opts *o);
@@ -61,6 +67,7 @@ typedef struct tcli_model {
     pt_sampling sp;        /* in effect: the model's defaults, then the user's flags */
     unsigned char *markup; /* [vocab] the control tokens a chat reply shows
                               (pt_gen_opts.show_control); NULL without a chat format */
+    pt_grammar *grammar;   /* the options' grammar compiled for the engine (sp.grammar), or NULL */
 } tcli_model;
 
 /* Open engine (with its vocabulary), session (n_ctx default 4096, capped by the

@@ -12,6 +12,7 @@
 
 #include "common.h"
 #include "engine/api_text.h"
+#include "text/grammar.h"
 #include "text/utf8.h"
 
 static_assert((int)PT_TOKENIZE_ADD_SPECIAL == (int)TOK_ADD_SPECIAL, "tokenize flags");
@@ -53,9 +54,12 @@ void engine_text_load(engine_text *t, const gguf_ctx *g) {
     t->fmt = chat_detect_gguf(g);
     sampler_params_default(&t->sp);
     sampler_params_from_gguf(&t->sp, g);
+    pthread_mutex_init(&t->gv_lock, NULL);
 }
 
 void engine_text_free(engine_text *t) {
+    gram_vocab_free(t->gv);
+    pthread_mutex_destroy(&t->gv_lock);
     tok_free(t->vocab);
     memset(t, 0, sizeof *t);
 }
@@ -65,6 +69,21 @@ const tok_vocab *engine_vocab(const pt_engine *e, char *err, size_t err_len) {
     if (!t->vocab)
         put_err(err, err_len, t->vocab_err[0] ? t->vocab_err : "the model has no vocabulary");
     return t->vocab;
+}
+
+const struct gram_vocab *engine_gram_vocab(const pt_engine *e, char *err, size_t err_len) {
+    engine_text *t = (engine_text *)engine_text_of(e); /* the lazily built trie is the one
+                                                          mutable part, behind its lock */
+    if (!engine_vocab(e, err, err_len)) return NULL;
+    pthread_mutex_lock(&t->gv_lock);
+    if (!t->gv) {
+        pt_err pe = {{0}};
+        t->gv = gram_vocab_new(t->vocab, &pe);
+        if (!t->gv) put_err(err, err_len, pe.msg);
+    }
+    gram_vocab *gv = t->gv;
+    pthread_mutex_unlock(&t->gv_lock);
+    return gv;
 }
 
 int pt_engine_has_vocab(const pt_engine *e, char *err, size_t err_len) {
@@ -165,6 +184,7 @@ void pt_sampling_override(pt_sampling *p, const pt_sampling *with, unsigned fiel
     if (fields & PT_SAMPLING_SEED) p->seed = with->seed;
     if (fields & PT_SAMPLING_LOGIT_BIAS)
         p->logit_bias = with->logit_bias, p->n_logit_bias = with->n_logit_bias;
+    if (fields & PT_SAMPLING_GRAMMAR) p->grammar = with->grammar;
 }
 
 /* The public sampler is the internal one (sampler.h names it pt_sampler). */
@@ -181,8 +201,11 @@ void pt_sampler_free(pt_sampler *s) {
 void pt_sampler_reset(pt_sampler *s) {
     sampler_reset(s);
 }
-void pt_sampler_accept(pt_sampler *s, int32_t tok) {
-    sampler_accept(s, tok);
+int pt_sampler_accept(pt_sampler *s, int32_t tok) {
+    return sampler_accept(s, tok);
+}
+int pt_sampler_grammar_done(const pt_sampler *s) {
+    return sampler_grammar_done(s);
 }
 int32_t pt_sampler_sample(pt_sampler *s, float *logits) {
     return sampler_sample(s, logits);

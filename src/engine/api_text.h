@@ -7,6 +7,8 @@
 #ifndef PT_API_TEXT_H
 #define PT_API_TEXT_H
 
+#include <pthread.h>
+
 #include "format/gguf.h"
 #include "petrel.h"
 #include "text/chat.h"
@@ -18,7 +20,14 @@ typedef struct engine_text {
     char vocab_err[512];
     chat_format fmt;   /* detected from the GGUF; CHAT_NONE when unknown */
     sampler_params sp; /* petrel's defaults overridden by general.sampling.* */
+    /* The vocabulary's token trie for grammars (text/grammar.h): built by the first
+     * pt_grammar_new, under gv_lock, then read-only. */
+    struct gram_vocab *gv;
+    pthread_mutex_t gv_lock;
 } engine_text;
+
+/* The token trie of the engine's vocabulary, built on first use; NULL with err. */
+const struct gram_vocab *engine_gram_vocab(const pt_engine *e, char *err, size_t err_len);
 
 /* Fill t from g. Never fails: a missing or malformed vocabulary is recorded
  * in vocab_err (a model opened for token ids does not need one). */

@@ -115,4 +115,22 @@ int chat_parse(chat_format f, const char *text, size_t len, int in_reasoning, co
                chat_parsed *out, pt_err *err);
 void chat_parsed_free(chat_parsed *p);
 
+/* ===== Tool-call grammars (chat_grammar.c) ===== */
+
+/* Append to out a GBNF whose sentences are replies of tool calls only in f's syntax: calls of
+ * the tools (an OpenAI tools array) — only the one called `name` when not NULL — with
+ * arguments valid against each one's parameters schema; one call, or one or more when
+ * parallel; after the rest of the reasoning block when in_reasoning, else after an optional
+ * whole one. 0, or -1 with err. See pt_chat_tool_grammar (petrel.h). */
+int chat_tool_grammar(chat_format f, const json_t *tools, const char *name, int parallel,
+                      int in_reasoning, tok_bytes *out, pt_err *err);
+/* Append a GBNF for a reply of f without tool calls: the reasoning as above, then any text not
+ * holding the format's call marker. 0, or -1 with err. See pt_chat_no_tool_grammar. */
+int chat_no_tool_grammar(chat_format f, int in_reasoning, tok_bytes *out, pt_err *err);
+/* Append a GBNF for a reply of f that is a JSON text valid against schema, after the rest of
+ * the reasoning block when in_reasoning, else after an optional whole one (CHAT_NONE: the JSON
+ * alone). 0, or -1 with err. See pt_chat_json_grammar. */
+int chat_json_grammar(chat_format f, const json_t *schema, int in_reasoning, tok_bytes *out,
+                      pt_err *err);
+
 #endif

@@ -8,6 +8,10 @@
  * the session alone records which tokens its cache holds. Nothing allocates
  * per token (the text buffer grows geometrically); nothing prints.
  *
+ * With a grammar (pt_sampling.grammar) the sampler masks every draw and follows the accepted
+ * tokens; its position restarts with each run (sampler_reset), and the prompt's tokens only
+ * feed the penalties (sampler_note), never the grammar.
+ *
  * Padded vocabularies: a model's output head may have more rows than its
  * tokenizer has tokens; those rows' logits are set to -inf before every draw,
  * so no id outside the vocabulary is ever produced. */
@@ -166,7 +170,7 @@ int pt_gen_run(pt_gen *g, const pt_gen_opts *o, pt_gen_emit_fn emit, void *ud,
     const int32_t *held = pt_session_tokens(g->s);
     const int n_held = pt_session_n_past(g->s);
     for (int i = n_held > g->penalty_last_n ? n_held - g->penalty_last_n : 0; i < n_held; i++)
-        sampler_accept(g->smp, held[i]);
+        sampler_note(g->smp, held[i]);
     tok_stream st = {0};
     size_t emitted = 0, floor = 0; /* floor: the end of the last control token's text */
     pt_err pe = {{0}};
@@ -196,6 +200,11 @@ int pt_gen_run(pt_gen *g, const pt_gen_opts *o, pt_gen_emit_fn emit, void *ud,
         }
         int32_t tok = sampler_sample(g->smp, g->logits);
         g->have_logits = 0; /* the penalties modified them */
+        if (tok < 0) {
+            rc = fail(err, err_len,
+                      "grammar: no token of the vocabulary can continue the grammar here");
+            break;
+        }
         if (!r->t_first) r->t_first = pt_now();
         if (!o->ignore_eog && tok_is_eog(g->v, tok)) {
             r->reason = PT_GEN_EOG;
@@ -254,6 +263,8 @@ int pt_gen_run(pt_gen *g, const pt_gen_opts *o, pt_gen_emit_fn emit, void *ud,
     }
     /* the text is NUL-terminated like every pt_buf (a stop string cut it) */
     if (rc == 0 && pt_buf_append(&r->text, "", 0)) rc = fail(err, err_len, "out of memory");
+    /* a stop string cut the text before tokens the grammar has already followed */
+    r->grammar_done = r->reason != PT_GEN_STOP_STRING && sampler_grammar_done(g->smp);
     r->t_end = pt_now();
     return rc;
 }

@@ -7,16 +7,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text/grammar.h"
+
 struct pt_sampler {
     sampler_params p;
     int n_vocab;
-    uint64_t rng[4];     /* xoshiro256** state */
-    int32_t *hist;       /* [penalty_last_n] ring of accepted tokens */
-    int n_hist, head;    /* tokens in the ring, next slot */
-    uint32_t *count;     /* [n_vocab] occurrences of each token in the ring */
-    int32_t *idx;        /* [n_vocab] candidate ids (scratch) */
-    float *val;          /* [n_vocab] candidate logits, then probabilities (scratch) */
-    pt_logit_bias *bias; /* [p.n_logit_bias] the sampler's own copy (p.logit_bias points here) */
+    uint64_t rng[4];      /* xoshiro256** state */
+    int32_t *hist;        /* [penalty_last_n] ring of accepted tokens */
+    int n_hist, head;     /* tokens in the ring, next slot */
+    uint32_t *count;      /* [n_vocab] occurrences of each token in the ring */
+    int32_t *idx;         /* [n_vocab] candidate ids (scratch) */
+    float *val;           /* [n_vocab] candidate logits, then probabilities (scratch) */
+    pt_logit_bias *bias;  /* [p.n_logit_bias] the sampler's own copy (p.logit_bias points here) */
+    gram_match *gm;       /* the position in p.grammar (NULL: none) */
+    int32_t gram_n_vocab; /* tokens the grammar's masks cover; ids past them are never drawn */
 };
 
 void sampler_params_default(sampler_params *p) {
@@ -121,6 +125,27 @@ sampler *sampler_new(const sampler_params *p, int n_vocab, pt_err *err) {
     }
     s->p.logit_bias = s->bias;
     s->n_vocab = n_vocab;
+    if (p->grammar) {
+        const gram *g = grammar_gram(p->grammar);
+        const gram_vocab *gv = grammar_vocab(p->grammar);
+        if (!gv) {
+            sampler_free(s);
+            return pt_errf(err, "sampler: the grammar was made without an engine's vocabulary"),
+                   NULL;
+        }
+        if (gram_vocab_n_vocab(gv) > n_vocab) {
+            sampler_free(s);
+            return pt_errf(err, "sampler: the grammar's vocabulary is larger than %d logits",
+                           n_vocab),
+                   NULL;
+        }
+        s->gm = gram_match_new(g, gv, err);
+        if (!s->gm) {
+            sampler_free(s);
+            return NULL;
+        }
+        s->gram_n_vocab = gram_vocab_n_vocab(gv);
+    }
     s->hist = malloc((size_t)(p->penalty_last_n ? p->penalty_last_n : 1) * sizeof *s->hist);
     s->count = calloc((size_t)n_vocab, sizeof *s->count);
     s->idx = malloc((size_t)n_vocab * sizeof *s->idx);
@@ -142,6 +167,7 @@ void sampler_free(sampler *s) {
     free(s->idx);
     free(s->val);
     free(s->bias);
+    gram_match_free(s->gm);
     free(s);
 }
 
@@ -151,9 +177,19 @@ void sampler_reset(sampler *s) {
         s->count[s->hist[k]] = 0;
     }
     s->n_hist = s->head = 0;
+    if (s->gm) gram_match_reset(s->gm);
 }
 
-void sampler_accept(sampler *s, int32_t tok) {
+int sampler_accept(sampler *s, int32_t tok) {
+    sampler_note(s, tok);
+    return s->gm ? gram_match_token(s->gm, tok) : 0;
+}
+
+int sampler_grammar_done(const sampler *s) {
+    return s->gm && gram_match_can_end(s->gm);
+}
+
+void sampler_note(sampler *s, int32_t tok) {
     int n = s->p.penalty_last_n;
     if (n == 0 || tok < 0 || tok >= s->n_vocab) return;
     if (s->n_hist == n)
@@ -239,16 +275,44 @@ static void apply_bias(const sampler *s, float *logits) {
     }
 }
 
+/* The grammar's mask: every token it does not allow now gets -inf. Returns the first allowed
+ * token (the draw when the bias banned all the allowed ones), or -1 when none is allowed. */
+static int32_t apply_grammar(sampler *s, float *logits) {
+    int n_allowed = 0;
+    const uint64_t *mask = gram_match_mask(s->gm, &n_allowed);
+    if (!mask || !n_allowed) return -1;
+    int32_t first = -1;
+    const int32_t nv = s->gram_n_vocab;
+    for (int32_t w = 0; w * 64 < nv; w++) {
+        uint64_t bits = mask[w];
+        int32_t base = w * 64, end = base + 64 < nv ? base + 64 : nv;
+        if (!bits) {
+            for (int32_t t = base; t < end; t++)
+                logits[t] = -INFINITY;
+            continue;
+        }
+        if (first < 0) first = base + __builtin_ctzll(bits);
+        if (bits == ~0ull && end - base == 64) continue;
+        for (int32_t t = base; t < end; t++)
+            if (!(bits >> (t - base) & 1)) logits[t] = -INFINITY;
+    }
+    for (int32_t t = nv; t < s->n_vocab; t++)
+        logits[t] = -INFINITY;
+    return first;
+}
+
 int32_t sampler_sample(sampler *s, float *logits) {
     const sampler_params *p = &s->p;
     const int n_vocab = s->n_vocab;
     apply_bias(s, logits);
+    int32_t fallback = 0;
+    if (s->gm && (fallback = apply_grammar(s, logits)) < 0) return -1;
     apply_penalties(s, logits);
     if (p->temp <= 0) {
         int32_t best = 0;
         for (int32_t i = 1; i < n_vocab; i++)
             if (logits[i] > logits[best]) best = i;
-        return best;
+        return logits[best] == -INFINITY ? fallback : best;
     }
     int n = 0;
     for (int32_t i = 0; i < n_vocab; i++) {
@@ -257,7 +321,7 @@ int32_t sampler_sample(sampler *s, float *logits) {
         s->val[n] = logits[i] / p->temp;
         n++;
     }
-    if (n == 0) return 0;
+    if (n == 0) return fallback;
     /* top-k (or a full sort when top-p/min-p need the order) */
     int k = p->top_k > 0 && p->top_k < n ? p->top_k : n;
     n = top_sorted(s->idx, s->val, n, k);

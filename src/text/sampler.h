@@ -1,8 +1,9 @@
 /* sampler.h — choosing the next token from logits, and stop strings.
  *
  * The chain, in this order (Hugging Face / OpenAI semantics):
- *   logit bias (-100: a ban) -> penalties (repetition, frequency, presence, over the last
- * `penalty_last_n` accepted tokens) -> greedy if temp <= 0 -> temperature -> top-k -> top-p
+ *   logit bias (-100: a ban) -> the grammar's mask (text/grammar.h) -> penalties (repetition,
+ * frequency, presence, over the last `penalty_last_n` accepted tokens) -> greedy if temp <= 0 ->
+ * temperature -> top-k -> top-p
  *   -> min-p -> draw.
  * Repetition divides a positive logit and multiplies a negative one by the
  * penalty (llama.cpp / CTRL); frequency subtracts count * f; presence
@@ -44,11 +45,23 @@ sampler *sampler_new(const sampler_params *p, int n_vocab, pt_err *err);
 void sampler_free(sampler *s);
 /* Forget the history (penalties); the random stream continues. */
 void sampler_reset(sampler *s);
-/* Record a token (prompt or generated) in the penalty history. */
-void sampler_accept(sampler *s, int32_t tok);
-/* Pick a token from logits[n_vocab] (modified in place by the penalties).
- * Returns the id. Does not accept it. */
+/* Record a generated token in the penalty history and advance the grammar (when there is
+ * one) over it: 0, or -1 when the grammar does not allow it (its position is unchanged). */
+int sampler_accept(sampler *s, int32_t tok);
+/* Record a token in the penalty history only (the prompt's tokens). */
+void sampler_note(sampler *s, int32_t tok);
+/* Pick a token from logits[n_vocab] (modified in place by the bias, the grammar's mask and
+ * the penalties). Returns the id; -1 when a grammar allows no token (stuck, or out of memory).
+ * Does not accept it. */
 int32_t sampler_sample(sampler *s, float *logits);
+/* 1 when there is a grammar and what was accepted is a whole sentence of it. */
+int sampler_grammar_done(const sampler *s);
+
+/* The pieces of a public pt_grammar (src/engine/api_grammar.c). */
+struct gram;
+struct gram_vocab;
+const struct gram *grammar_gram(const pt_grammar *g);
+const struct gram_vocab *grammar_vocab(const pt_grammar *g);
 
 /* ===== Stop strings ===== */
 
