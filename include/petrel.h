@@ -439,10 +439,10 @@ int pt_json_schema_to_gbnf(const char *schema_json, pt_buf *out, char *err, size
 
 /* A GBNF (appended to out) for a chat reply that is a JSON text valid against schema_json
  * (response_format json_schema / json_object, Responses text.format): in a chat format's frame,
- * the reasoning it allows comes first — the rest of the block when in_reasoning (see
- * pt_chat_opens_reasoning), else an optional whole one — then the JSON, so pt_chat_parse puts
- * the JSON in content. format "none" (or unknown): the JSON alone, as pt_json_schema_to_gbnf.
- * 0, or -1 with err (not JSON, an unsupported keyword named). */
+ * the reasoning it allows comes first — the rest of the block when in_reasoning is 1 (see
+ * pt_chat_opens_reasoning), an optional whole one when 0, none when -1 (thinking is off) — then
+ * the JSON, so pt_chat_parse puts the JSON in content. format "none" (or unknown): the JSON alone,
+ * as pt_json_schema_to_gbnf. 0, or -1 with err (not JSON, an unsupported keyword named). */
 int pt_chat_json_grammar(const char *format, const char *schema_json, int in_reasoning, pt_buf *out,
                          char *err, size_t err_len);
 
@@ -456,7 +456,7 @@ int pt_chat_json_grammar(const char *format, const char *schema_json, int in_rea
  *   parallel:  1, one or more calls; 0, exactly one (parallel_tool_calls false).
  *   in_reasoning: what pt_chat_opens_reasoning says for the prompt: 1, the text starts inside the
  *              reasoning block, which must be closed before the calls; 0, an optional reasoning
- *              block may precede them.
+ *              block may precede them; -1, none may (thinking is off).
  * Reasoning text cannot hold the closing marker (it would close the block); argument strings
  * cannot hold a raw '<' (JSON formats write it \u003c; GLM-5 string values and Gemma 4 strings
  * have no escape for it), so no argument can spell a call marker. Generate with

@@ -1621,9 +1621,10 @@ static const struct {
     {"modalities", "c", "{\"modalities\":[\"text\"]}", "{\"modalities\":[\"text\",\"audio\"]}",
      "modalities"},
     {"response_format", "c", "{\"response_format\":{\"type\":\"text\"}}",
-     "{\"response_format\":{\"type\":\"json_object\"}}", "response_format"},
+     "{\"response_format\":{\"type\":\"yaml\"}}", "response_format"},
     {"text", "r", "{\"text\":{\"format\":{\"type\":\"text\"},\"verbosity\":\"low\"}}",
-     "{\"text\":{\"format\":{\"type\":\"json_schema\",\"name\":\"x\",\"schema\":{}}}}",
+     "{\"text\":{\"format\":{\"type\":\"json_schema\",\"name\":\"x\",\"schema\":{"
+     "\"type\":\"string\",\"pattern\":\"a+\"}}}}",
      "text.format"},
     {"truncation", "r", "{\"truncation\":\"disabled\"}", "{\"truncation\":\"auto\"}", "truncation"},
     {"include", "r", "{\"include\":[\"reasoning.encrypted_content\"]}",

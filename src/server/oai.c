@@ -233,8 +233,9 @@ static json_t *norm_message(const json_t *m, const char *list, size_t i, errbuf 
 
 /* Check a chat-shaped tools array ({type:"function", function:{name,...}})
  * and apply tool_choice. *out: the tools to render (NULL: none). */
-static int read_tools(const json_t *tools, const json_t *choice, int flat, json_t **out,
+static int read_tools(const json_t *tools, const json_t *choice, int flat, oai_req *r,
                       errbuf *err) {
+    json_t **out = &r->tools;
     *out = NULL;
     const char *only = NULL;
     /* Chat Completions refuses a tool_choice without tools, as OpenAI does (Responses clients,
@@ -244,14 +245,20 @@ static int read_tools(const json_t *tools, const json_t *choice, int flat, json_
     if (choice && !json_is_null(choice)) {
         if (json_is_string(choice)) {
             const char *c = json_string_value(choice);
-            if (!strcmp(c, "none")) return 0;
-            if (strcmp(c, "auto") && strcmp(c, "required"))
-                return bad(err, "'tool_choice' must be none, auto, required or a function");
+            if (!strcmp(c, "none"))
+                r->tool_mode = OAI_TOOLS_NONE;
+            else if (!strcmp(c, "required"))
+                r->tool_mode = OAI_TOOLS_REQUIRED;
+            else if (strcmp(c, "auto"))
+                return bad_at(err, "tool_choice",
+                              "'tool_choice' must be none, auto, required or a function");
         } else if (json_is_object(choice)) {
             const json_t *fn = json_object_get(choice, "function");
             only = json_string_value(fn ? json_object_get(fn, "name")
                                         : json_object_get(choice, "name"));
-            if (!only) return bad(err, "'tool_choice' names no function");
+            if (!only) return bad_at(err, "tool_choice", "'tool_choice' names no function");
+            r->tool_mode = OAI_TOOLS_REQUIRED;
+            if (!(r->tool_name = strdup(only))) return bad(err, "out of memory");
         } else {
             return bad(err, "'tool_choice' must be a string or an object");
         }
@@ -437,6 +444,8 @@ void oai_req_free(oai_req *r) {
     json_decref(r->tools);
     free(r->prompt);
     free(r->prev_id);
+    free(r->json_schema);
+    free(r->tool_name);
     for (int i = 0; i < r->n_stops; i++)
         free(r->stops[i]);
     memset(r, 0, sizeof *r);
@@ -553,7 +562,7 @@ static int check_fields(const json_t *j, int api, oai_req *r, errbuf *err) {
 }
 
 /* The values of otherwise-honoured fields that petrel cannot honour. */
-static int check_values(const json_t *j, int api, errbuf *err) {
+static int check_values(const json_t *j, int api, oai_req *r, errbuf *err) {
     long long n;
     if (api == OAI_COMPLETIONS && opt_int(j, "best_of", 1, 1, &n, err) < 0) return -1;
     const json_t *mod = json_object_get(j, "modalities");
@@ -576,13 +585,28 @@ static int check_values(const json_t *j, int api, errbuf *err) {
         where = "text.format";
     }
     if (fmt && !json_is_null(fmt)) {
+        /* json_object / json_schema: the reply is constrained to it (the caller compiles
+         * r->json_schema into a grammar) */
         const char *ty = json_string_value(json_object_get(fmt, "type"));
         if (!ty) return bad_at(err, where, "'%s' must be an object with a 'type'", where);
-        if (strcmp(ty, "text"))
-            return bad_at(err, where,
-                          "'%s' type '%s' is not supported: output is not constrained to JSON; "
-                          "only type 'text'",
+        const json_t *schema = NULL;
+        if (!strcmp(ty, "json_schema")) {
+            /* chat: {"type":"json_schema","json_schema":{"name","schema","strict"}};
+             * responses: {"type":"json_schema","name","schema","strict"} */
+            const json_t *js = api == OAI_RESPONSES ? fmt : json_object_get(fmt, "json_schema");
+            schema = json_object_get(js, "schema");
+            if (!json_is_object(schema))
+                return bad_at(err, where, "'%s' json_schema needs a 'schema' object", where);
+        } else if (strcmp(ty, "json_object") && strcmp(ty, "text")) {
+            return bad_at(err, where, "'%s' type '%s': expected text, json_object or json_schema",
                           where, ty);
+        }
+        if (strcmp(ty, "text")) {
+            r->json_schema =
+                schema ? json_dumps(schema, JSON_COMPACT) : strdup(PT_JSON_OBJECT_SCHEMA);
+            if (!r->json_schema) return bad(err, "out of memory");
+            snprintf(r->format_param, sizeof r->format_param, "%s", where);
+        }
     }
     const json_t *inc = json_object_get(j, "include");
     if (api == OAI_RESPONSES && inc && !json_is_null(inc)) {
@@ -625,7 +649,7 @@ int oai_parse_request(int api, const char *body, size_t len, oai_req *r, char *e
         bad(err, "the body must be a JSON object");
         goto out;
     }
-    if (check_fields(j, api, r, err) || check_values(j, api, err)) goto out;
+    if (check_fields(j, api, r, err) || check_values(j, api, r, err)) goto out;
     if (api != OAI_COMPLETIONS) {
         if (opt_bool(j, "parallel_tool_calls", &b, err) < 0) goto out;
         r->one_tool_call = json_is_false(json_object_get(j, "parallel_tool_calls"));
@@ -787,8 +811,16 @@ int oai_parse_request(int api, const char *body, size_t len, oai_req *r, char *e
             goto out;
         }
         if (read_tools(json_object_get(j, "tools"), json_object_get(j, "tool_choice"),
-                       api == OAI_RESPONSES, &r->tools, err))
+                       api == OAI_RESPONSES, r, err))
             goto out;
+        /* no tools (none offered, or only built-in ones): nothing to constrain */
+        if (!r->tools) r->tool_mode = OAI_TOOLS_AUTO;
+        if (r->tool_mode == OAI_TOOLS_REQUIRED && r->json_schema) {
+            bad_at(err, "tool_choice",
+                   "'tool_choice' forcing a call cannot be combined with a JSON response format");
+            goto out;
+        }
+        if (r->json_schema) r->tool_mode = OAI_TOOLS_AUTO; /* the JSON grammar holds no calls */
     }
     r->n_omitted = eb.omitted;
     rc = 0;

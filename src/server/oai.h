@@ -22,6 +22,7 @@
 #include "petrel.h"
 
 enum { OAI_CHAT = 1, OAI_COMPLETIONS, OAI_RESPONSES };
+enum { OAI_TOOLS_AUTO = 0, OAI_TOOLS_NONE, OAI_TOOLS_REQUIRED };
 
 #define OAI_MAX_STOPS 16
 #define OAI_PARAM_MAX 96 /* the longest error.param (a field's path) kept */
@@ -48,10 +49,15 @@ typedef struct oai_req {
     int store;     /* keep this response (store, default true) */
     int n_instr;   /* 1: messages[0] is the instructions (not carried to a later turn) */
     /* chat / completions: */
-    int logprobs;                  /* report each token's log-probability */
-    int top_logprobs;              /* ... and this many alternatives (0..PT_MAX_TOP_LOGPROBS) */
-    int echo;                      /* completions: the prompt precedes the completion in the text */
-    char ignored[128];             /* fields no table row names, for the log ("" none) */
+    int logprobs;     /* report each token's log-probability */
+    int top_logprobs; /* ... and this many alternatives (0..PT_MAX_TOP_LOGPROBS) */
+    int echo;         /* completions: the prompt precedes the completion in the text */
+    /* Constraints the caller compiles into a grammar (pt_chat_json_grammar / tool grammars): */
+    char *json_schema;     /* response_format / text.format json_*: the schema (owned), or NULL */
+    char format_param[16]; /* ... the field that asked for it, for a 400 ("text.format") */
+    int tool_mode;         /* OAI_TOOLS_AUTO, _NONE (tools given, calls forbidden), _REQUIRED */
+    char *tool_name;       /* tool_choice naming one function (owned; tool_mode REQUIRED) */
+    char ignored[128];     /* fields no table row names, for the log ("" none) */
     char err_param[OAI_PARAM_MAX]; /* after a failed parse: the field the error names, or "" */
 } oai_req;
 

@@ -42,14 +42,15 @@ typedef struct job {
     /* srv.mu */
     int started; /* the prompt was accepted; a stream may begin */
     int done;
-    int queued;      /* in the queue (the worker has not taken it) */
-    int http11;      /* the request was HTTP/1.1: an interim 1xx may be sent */
-    int probed;      /* "102 Processing" was sent after the client's end of file */
-    int tenant;      /* the API key's index (0 without keys) */
-    int status;      /* when done before starting or not streaming: HTTP status */
-    char *body;      /* ... and its JSON body */
-    pt_buf sse;      /* stream bytes produced */
-    size_t sse_sent; /* ... and handed to libmicrohttpd */
+    int queued;          /* in the queue (the worker has not taken it) */
+    int http11;          /* the request was HTTP/1.1: an interim 1xx may be sent */
+    int probed;          /* "102 Processing" was sent after the client's end of file */
+    int tenant;          /* the API key's index (0 without keys) */
+    int status;          /* when done before starting or not streaming: HTTP status */
+    char *body;          /* ... and its JSON body */
+    pt_grammar *grammar; /* the request's output constraint (JSON format, tool choice), or NULL */
+    pt_buf sse;          /* stream bytes produced */
+    size_t sse_sent;     /* ... and handed to libmicrohttpd */
 } job;
 
 /* One TCP connection, tracked from accept to close (srv.mu) so slow senders can be cut off and
@@ -116,6 +117,7 @@ static void job_release(job *j) { /* srv.mu held */
     if (--j->refs > 0) return;
     if (j->fd >= 0) close(j->fd);
     oai_req_free(&j->req);
+    pt_grammar_free(j->grammar);
     free(j->body);
     pt_buf_free(&j->sse);
     pthread_cond_destroy(&j->cv);
@@ -340,6 +342,7 @@ static void run_job(srv *s, job *j) {
     /* sampling: the server's defaults, then the request's fields */
     pt_sampling sp = m->sp;
     pt_sampling_override(&sp, &rq->sp, rq->sp_set);
+    sp.grammar = j->grammar;
     if (!(rq->sp_set & PT_SAMPLING_SEED) && !m->fixed_seed)
         sp.seed = (uint64_t)(pt_now() * 1e9) ^ (s->seq << 40);
     if (pt_gen_set_sampling(m->g, &sp, err, sizeof err)) goto fail;
@@ -514,6 +517,11 @@ fail:
     pthread_mutex_unlock(&s->mu);
     log_job(s, j, status, tr.n_prompt, 0, NULL, t_start, tr.t_prefilled, err);
 out:
+    if (j->grammar) {
+        /* the sampler borrows the job's grammar, which goes with the job */
+        pt_sampling plain = m->sp;
+        pt_gen_set_sampling(m->g, &plain, NULL, 0);
+    }
     oai_split_free(&rc.split);
     oai_stream_free(&rc.st);
     pt_buf_free(&rc.fix);
@@ -1030,6 +1038,34 @@ static int api_of(const char *url) {
     return 0;
 }
 
+/* The grammar a request's output must follow: its JSON response format (the reasoning the chat
+ * format allows, then the JSON), or its tool choice (required / a named function: tool calls in
+ * the format's syntax with valid arguments, one when parallel_tool_calls is false; none: text
+ * that cannot hold a call). Compiled here, before the request queues, so that a schema petrel
+ * cannot follow is a 400 naming the field. 0, or -1 with err. */
+static int request_grammar(srv *s, const oai_req *rq, pt_grammar **out, char *err, size_t n) {
+    int thinking = rq->thinking >= 0 ? rq->thinking : s->m.thinking;
+    if (thinking < 0) thinking = pt_chat_default_thinking(s->m.format);
+    /* thinking off: no reasoning block before the JSON or the calls */
+    int in_reasoning = thinking ? pt_chat_opens_reasoning(s->m.format, thinking) : -1;
+    pt_buf g = {0};
+    int rc;
+    if (rq->json_schema) {
+        rc = pt_chat_json_grammar(s->m.format, rq->json_schema, in_reasoning, &g, err, n);
+    } else if (rq->tool_mode == OAI_TOOLS_REQUIRED) {
+        char *tools = json_dumps(rq->tools, JSON_COMPACT);
+        rc = tools ? pt_chat_tool_grammar(s->m.format, tools, rq->tool_name, !rq->one_tool_call,
+                                          in_reasoning, &g, err, n)
+                   : -1;
+        free(tools);
+    } else {
+        rc = pt_chat_no_tool_grammar(s->m.format, in_reasoning, &g, err, n);
+    }
+    if (!rc && !(*out = pt_grammar_new(s->m.e, g.v ? g.v : "", g.n, err, n))) rc = -1;
+    pt_buf_free(&g);
+    return rc;
+}
+
 /* The X-Petrel-Warning header's text for parts replaced by a placeholder ("" when none). */
 static void omitted_warning(const oai_req *rq, char *out, size_t cap) {
     out[0] = 0;
@@ -1066,6 +1102,17 @@ static enum MHD_Result submit(srv *s, struct MHD_Connection *c, conn *cn) {
         pthread_mutex_unlock(&s->mu);
         return reply_error_at(c, 400, "invalid_request_error", "invalid_request", "logit_bias",
                               err);
+    }
+    if ((j->req.json_schema || j->req.tool_mode != OAI_TOOLS_AUTO) &&
+        request_grammar(s, &j->req, &j->grammar, err, sizeof err)) {
+        const char *param = j->req.json_schema ? j->req.format_param : "tool_choice";
+        char p[OAI_PARAM_MAX];
+        snprintf(p, sizeof p, "%s", param);
+        pthread_mutex_lock(&s->mu);
+        j->refs = 1;
+        job_release(j);
+        pthread_mutex_unlock(&s->mu);
+        return reply_error_at(c, 400, "invalid_request_error", "invalid_request", p, err);
     }
     if (j->req.prev_id) {
         /* previous_response_id: that turn's conversation goes between this request's

@@ -293,6 +293,7 @@ static const chat_syntax *syntax_of(chat_format f) {
 static int put_root(tok_bytes *out, const chat_syntax *sy, int in_reasoning, pt_err *err) {
     int rc = put_until(out, "think", &sy->think_close, 1, 0, err);
     rc = rc || gput(out, "ws ::= [ \\n]{0,4}\n", err);
+    if (in_reasoning < 0) return rc || gput(out, "root ::= ws body\n", err); /* thinking off */
     if (in_reasoning) return rc || gput(out, "root ::= think0 ws body\n", err);
     rc = rc || gput(out, "root ::= (", err) || put_lit(out, sy->think_open, err) ||
          gput(out, " ", err);

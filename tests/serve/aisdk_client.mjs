@@ -1,10 +1,12 @@
 // aisdk_client.mjs — drives a running `petrel serve` with the Vercel AI SDK (`ai` +
 // `@ai-sdk/openai-compatible`), as apps built on it do: generateText, streamText (with usage
-// and the finish reason), a multi-turn conversation, and errors surfacing as the SDK's typed
-// APICallError.
+// and the finish reason), a multi-turn conversation, structured output (Output.object), forced
+// tool calls (toolChoice required and a named tool, generated and streamed), and errors surfacing
+// as the SDK's typed APICallError.
 // Usage: node aisdk_client.mjs BASE_URL   (e.g. http://127.0.0.1:8080/v1)
 // Prints one line per check; exits 1 on the first failure. Run by tests/test_serve.c.
-import { generateText, streamText, APICallError } from "ai";
+import { generateText, streamText, APICallError, Output, tool } from "ai";
+import { z } from "zod";
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
 
 const baseURL = process.argv[2];
@@ -12,7 +14,9 @@ if (!baseURL) {
   console.error("usage: node aisdk_client.mjs BASE_URL");
   process.exit(2);
 }
-const petrel = createOpenAICompatible({ name: "petrel", baseURL, apiKey: "not-needed", includeUsage: true });
+const petrel = createOpenAICompatible({
+  name: "petrel", baseURL, apiKey: "not-needed", includeUsage: true, supportsStructuredOutputs: true,
+});
 const model = petrel.chatModel("any");
 
 let n = 0;
@@ -51,6 +55,32 @@ const c = await generateText({
   ],
 });
 check(typeof c.text === "string" && c.usage.inputTokens > g.usage.inputTokens, "multi-turn messages");
+
+// structured output and forced tools; thinking off (the random test model would reason away
+// the budget), passed as a provider option the SDK puts in the request body
+const noThink = { petrel: { chat_template_kwargs: { enable_thinking: false } } };
+const o = await generateText({
+  model, prompt: "Describe an item", maxOutputTokens: 400, maxRetries: 0, providerOptions: noThink,
+  output: Output.object({ schema: z.object({ ok: z.boolean(), color: z.enum(["red", "green"]), name: z.string().max(8) }) }),
+});
+check(o.output && typeof o.output.ok === "boolean" && ["red", "green"].includes(o.output.color),
+      `Output.object gives the schema's object (${JSON.stringify(o.output)})`);
+const tools = {
+  get_weather: tool({ description: "Weather of a city", inputSchema: z.object({ city: z.string().max(12) }) }),
+  get_time: tool({ description: "The time", inputSchema: z.object({}) }),
+};
+const t1 = await generateText({
+  model, prompt: "Weather in Paris?", maxOutputTokens: 400, maxRetries: 0, providerOptions: noThink, tools,
+  toolChoice: { type: "tool", toolName: "get_weather" },
+});
+check(t1.toolCalls.length >= 1 && t1.toolCalls[0].toolName === "get_weather" && typeof t1.toolCalls[0].input.city === "string",
+      `a named toolChoice returns that call (${JSON.stringify(t1.toolCalls[0] && t1.toolCalls[0].input)})`);
+const t2 = streamText({
+  model, prompt: "What now?", maxOutputTokens: 400, maxRetries: 0, providerOptions: noThink, tools, toolChoice: "required",
+});
+const calls = await t2.toolCalls;
+check(calls.length >= 1 && ["get_weather", "get_time"].includes(calls[0].toolName),
+      `toolChoice "required", streamed (${calls.map((c) => c.toolName)})`);
 
 // an invalid request becomes the SDK's typed error with the server's message
 let caught = null;
