@@ -61,12 +61,12 @@ check(typeof c.text === "string" && c.usage.inputTokens > g.usage.inputTokens, "
 const noThink = { petrel: { chat_template_kwargs: { enable_thinking: false } } };
 const o = await generateText({
   model, prompt: "Describe an item", maxOutputTokens: 400, maxRetries: 0, providerOptions: noThink,
-  output: Output.object({ schema: z.object({ ok: z.boolean(), color: z.enum(["red", "green"]), name: z.string().max(8) }) }),
+  output: Output.object({ schema: z.object({ ok: z.boolean(), color: z.enum(["red", "green"]), size: z.enum(["S", "L"]) }) }),
 });
 check(o.output && typeof o.output.ok === "boolean" && ["red", "green"].includes(o.output.color),
       `Output.object gives the schema's object (${JSON.stringify(o.output)})`);
 const tools = {
-  get_weather: tool({ description: "Weather of a city", inputSchema: z.object({ city: z.string().max(12) }) }),
+  get_weather: tool({ description: "Weather of a city", inputSchema: z.object({ city: z.enum(["Paris", "Rome"]) }) }),
   get_time: tool({ description: "The time", inputSchema: z.object({}) }),
 };
 const t1 = await generateText({
