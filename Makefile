@@ -151,6 +151,11 @@ $(BUILD)/bench_petrel: $(BENCH_OBJ) $(BUILD)/libpetrel.a
 $(BUILD)/bench_tokenizer: $(BUILD)/tools/bench_tokenizer.o $(BUILD)/libpetrel.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+# Drafting with the MTP head: ceiling (replayed drafts), cost of failure, real acceptance
+# (tools/bench_spec.c), run by `make bench` through bench/spec.sh.
+$(BUILD)/bench_spec: $(BUILD)/tools/bench_spec.o $(BUILD)/libpetrel.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
 # Synthetic-model generator (tools/mkmodel.c): writes the glm-dsa GGUF `make bench` runs, and
 # header-only real shapes (`--shape glm-5.2 --header-only`) for memory plans (tests/test_plan.c).
 $(BUILD)/mkmodel: $(BUILD)/tools/mkmodel.o $(BUILD)/libpetrel.a
@@ -219,11 +224,12 @@ bench: deps
 	@$(MAKE) --no-print-directory bench-run
 
 bench-run: $(BUILD)/bench_petrel $(BUILD)/petrel $(BUILD)/mkmodel $(BUILD)/belady $(BUILD)/bench_tokenizer \
-           $(BUILD)/ioprobe
+           $(BUILD)/ioprobe $(BUILD)/bench_spec
 	$(BUILD)/bench_petrel
 	$(BUILD)/bench_tokenizer
 	@BUILD=$(BUILD) sh bench/run.sh
 	@BUILD=$(BUILD) sh bench/serve.sh
+	@BUILD=$(BUILD) sh bench/spec.sh
 	@if [ "$(BENCH_STREAM)" = 1 ]; then \
 	   for a in $(BENCH_STREAM_ARCHS); do BUILD=$(BUILD) STREAM_ARCH=$$a sh bench/stream.sh || exit 1; done; \
 	 else echo "make bench: streaming benchmark skipped (BENCH_STREAM=1 runs bench/stream.sh, root, ~1 h)"; fi
