@@ -157,6 +157,11 @@ $(BUILD)/bench_tokenizer: $(BUILD)/tools/bench_tokenizer.o $(BUILD)/libpetrel.a
 $(BUILD)/bench_grammar: $(BUILD)/tools/bench_grammar.o $(BUILD)/libpetrel.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+# Drafting with the MTP head: ceiling (replayed drafts), cost of failure, real acceptance
+# (tools/bench_spec.c), run by `make bench` through bench/spec.sh.
+$(BUILD)/bench_spec: $(BUILD)/tools/bench_spec.o $(BUILD)/libpetrel.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
 # Synthetic-model generator (tools/mkmodel.c): writes the glm-dsa GGUF `make bench` runs, and
 # header-only real shapes (`--shape glm-5.2 --header-only`) for memory plans (tests/test_plan.c).
 $(BUILD)/mkmodel: $(BUILD)/tools/mkmodel.o $(BUILD)/libpetrel.a
@@ -225,12 +230,13 @@ bench: deps
 	@$(MAKE) --no-print-directory bench-run
 
 bench-run: $(BUILD)/bench_petrel $(BUILD)/petrel $(BUILD)/mkmodel $(BUILD)/belady $(BUILD)/bench_tokenizer \
-           $(BUILD)/ioprobe $(BUILD)/bench_grammar
+           $(BUILD)/ioprobe $(BUILD)/bench_grammar $(BUILD)/bench_spec
 	$(BUILD)/bench_petrel
 	$(BUILD)/bench_tokenizer
 	$(BUILD)/bench_grammar $(BENCH_GRAMMAR_MODELS)
 	@BUILD=$(BUILD) sh bench/run.sh
 	@BUILD=$(BUILD) sh bench/serve.sh
+	@BUILD=$(BUILD) sh bench/spec.sh
 	@if [ "$(BENCH_STREAM)" = 1 ]; then \
 	   for a in $(BENCH_STREAM_ARCHS); do BUILD=$(BUILD) STREAM_ARCH=$$a sh bench/stream.sh || exit 1; done; \
 	 else echo "make bench: streaming benchmark skipped (BENCH_STREAM=1 runs bench/stream.sh, root, ~1 h)"; fi
@@ -247,7 +253,7 @@ clean:
 	rm -rf build
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(FRONT_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BENCH_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) \
-         $(BUILD)/tools/bench_tokenizer.d $(BUILD)/tools/bench_grammar.d
+         $(BUILD)/tools/bench_tokenizer.d $(BUILD)/tools/bench_grammar.d $(BUILD)/tools/bench_spec.d
 
 # The README's "run" command: an interactive chat (stdin) on a shipped fixture model until
 # issue 8 ships a demo model (tiny random weights: the answers are gibberish, the machinery is

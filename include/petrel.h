@@ -206,6 +206,19 @@ int pt_session_sync(pt_session *s, const int32_t *tokens, int n, float *logits,
  * hidden_prev[i] being the trunk state of the position before. 0, or -1 with err. */
 int pt_session_mtp(pt_session *s, const int32_t *tokens, const float *hidden_prev, int n,
                    float *logits, char *err, size_t err_len);
+/* pt_session_mtp, and: logits may be NULL (only the MTP cache advances: no vocabulary-wide
+ * head is computed), or with last_only [n_vocab] for the last row; hidden_out NULL or
+ * [n][n_embd], the MTP block's state after its shared-head norm (what a chained draft feeds
+ * back as the next row's hidden_prev). MTP position j is made from trunk position j's hidden
+ * state and token j+1; the MTP cache appends at pt_session_mtp_n_past. 0, or -1 with err. */
+int pt_session_mtp_ex(pt_session *s, const int32_t *tokens, const float *hidden_prev, int n,
+                      float *logits, int last_only, float *hidden_out, char *err, size_t err_len);
+/* Positions the MTP head's cache holds (0 without one). pt_session_truncate(s, n) cuts it to
+ * at most n - 1 (position n - 1 saw token n, which is gone). */
+int pt_session_mtp_n_past(const pt_session *s);
+/* Keep at most n MTP positions (drafts chained past the trunk are taken back); returns the
+ * positions held. */
+int pt_session_mtp_keep(pt_session *s, int n);
 
 /* ===== Buffers ===== */
 
@@ -620,6 +633,40 @@ typedef struct pt_gen_result {
 
 /* Streamed text; return non-zero to stop (as PT_GEN_INTERRUPT). */
 typedef int (*pt_gen_emit_fn)(void *ud, const char *s, size_t n);
+
+/* ===== Drafting (speculative decoding with the model's MTP head) =====
+ * With a draft length n > 0, pt_gen_run has the model's NextN/MTP head draft n tokens after
+ * each sampled one and verifies them in one forward pass over n + 1 positions; the tokens
+ * are still drawn one by one by the whole sampling chain from the model's own logits for
+ * their position (bit-identical to a one-token decode), so the output is the same with and
+ * without drafting, token for token, at any temperature and seed. Drafting backs off by
+ * itself while it costs more per token than plain decoding. */
+#define PT_MAX_DRAFT 16
+
+typedef struct pt_draft_stats {
+    int n_draft;       /* draft length in effect (0: off) */
+    uint64_t verify;   /* verify passes (forwards over 1 + drafts positions) */
+    uint64_t plain;    /* one-token forwards (backed off, or no room for drafts) */
+    uint64_t drafted;  /* tokens drafted */
+    uint64_t accepted; /* drafts the sampled token matched */
+    uint64_t tokens;   /* tokens whose logits these forwards gave */
+    uint64_t backoffs; /* times drafting backed off */
+} pt_draft_stats;
+
+/* Draft n tokens per verify pass (0: off). Returns the length in effect (n clamped to
+ * PT_MAX_DRAFT and to what the context allows), or -1 with err: n > 0 on a model without an
+ * MTP head (the message names the model), out of memory. Keeps the cache. */
+int pt_gen_set_draft(pt_gen *g, int n, char *err, size_t err_len);
+/* The draft length in effect (0: off). */
+int pt_gen_draft(const pt_gen *g);
+/* Drafting's counters for the last pt_gen_run (zeroes when drafting is off). */
+void pt_gen_draft_stats(const pt_gen *g, pt_draft_stats *st);
+/* Tests and benchmarks only: draft from ids[n] (the generated tokens of an earlier run,
+ * index 0 the first) instead of the MTP head: the mechanism's ceiling. n = 0: the MTP head.
+ * 0, or -1 (drafting off, out of memory). */
+int pt_gen_set_draft_replay(pt_gen *g, const int32_t *ids, int n);
+/* Tests and benchmarks only: 0 = draft on every token, never back off; 1 (default) adaptive. */
+void pt_gen_set_draft_adaptive(pt_gen *g, int on);
 
 /* Sample and stream after pt_gen_prefill. Bytes that might begin a stop string
  * are held back until they cannot; a character split across tokens is never

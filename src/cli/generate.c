@@ -127,6 +127,14 @@ static int run_tokens(const tcli_opts *o, const char *tokens_arg, const char *du
         free(prompt);
         return cli_error("%s", err);
     }
+    int rc0;
+    if (o->draft > 0 && !pt_engine_has_mtp(e)) { /* token mode decodes one token per forward */
+        rc0 = cli_error("--draft %ld: the model %s (%s) has no NextN/MTP head to draft with",
+                        o->draft, model ? model : "", pt_engine_arch(e));
+        pt_engine_close(e);
+        free(prompt);
+        return rc0;
+    }
     fprintf(stderr, "petrel: %s\n", pt_engine_plan(e));
     const int nv = pt_engine_n_vocab(e);
     pt_session_params sp = {.n_ctx = n_ctx ? (int)n_ctx : n_prompt + (int)n_gen + 1,

@@ -38,6 +38,7 @@ void tcli_opts_init(tcli_opts *o) {
     pt_sampling_default(&o->sp);
     o->n_gen = -1;
     o->think = -1;
+    o->draft = -1;
 }
 
 void tcli_opts_free(tcli_opts *o) {
@@ -281,6 +282,10 @@ int tcli_parse(const char *cmd, int argc, char **argv, int *i, tcli_opts *o) {
         o->ep.buffered_io = 1;
     } else if (IS("--stats")) {
         o->stats = 1;
+    } else if (IS("--draft")) {
+        NEEDV();
+        if (parse_long(v, 0, 1 << 20, &o->draft))
+            BADR("an integer from 0 (no drafting) up; the MTP head drafts N tokens per forward");
     } else if (IS("--greedy")) {
         o->sp.temp = 0;
         o->sp_set |= PT_SAMPLING_TEMP;
@@ -418,46 +423,69 @@ void tcli_usage(FILE *f) {
            "  -j, --json-schema JSON  (generate, chat) constrain the output to JSON valid against\n"
            "                          the schema (the subset README.md lists)\n"
            "  --json-schema-file FILE (generate, chat) the schema from FILE\n"
-           "  --parse-special-in-content\n"
-           "                          special-token text inside messages and tool results\n"
-           "                          (<|user|>, <tool_call>, ...) becomes the token, as in\n"
-           "                          llama.cpp (default: only the chat template's markup does)\n"
-           "engine:\n"
-           "  -t, --threads N         threads (default: all cores)\n"
-           "  -c, --ctx-size N        context positions (default " TCLI_STR(
-               PT_DEFAULT_CTX) ", at most the model's)\n"
-                               "  -b, --batch-size N      prompt rows per forward chunk (default "
-                               "256; a streamed expert is\n"
-                               "                          read once per chunk that routes to it)\n"
-                               "  --kernels K             best (default), avx512, avx2 or scalar "
-                               "dot-product kernels\n"
-                               "  --ram GB                memory budget (default: available memory "
-                               "and cgroup limit)\n"
-                               "  --expert-slots N        stream routed experts through N cache "
-                               "slots per MoE layer\n"
-                               "  --mmap-experts          read experts through the memory map (no "
-                               "cache of our own)\n"
-                               "  --expert-policy P       cache replacement: lfu (default, with "
-                               "decay) or lru\n"
-                               "  --io B                  expert reads: auto (default), uring or "
-                               "pread\n"
-                               "  --buffered-io           read experts through the page cache "
-                               "instead of O_DIRECT\n"
-                               "  --pack PATH             expert pack to read from (default: "
-                               "MODEL.gguf.xpack if valid)\n"
-                               "  --no-pack               ignore expert packs, read experts from "
-                               "the GGUF\n"
-                               "  --no-verify             do not check streamed experts against "
-                               "the pack's checksums\n"
-                               "  --pin-gb GB             cache memory for hot experts pinned from "
-                               "usage history\n"
-                               "  --no-pin                pin nothing\n"
-                               "  --prefetch              read the next layer's likely experts "
-                               "ahead (router lookahead)\n"
-                               "  --trace FILE            write the routing trace (one line per "
-                               "layer request)\n"
-                               "  --stats                 print expert-cache details with the "
-                               "statistics\n");
+           "  --draft N               draft N tokens per forward with the model's MTP head and\n"
+           "                          verify them in one pass (default " TCLI_STR(
+               TCLI_DEFAULT_DRAFT) " when the model has one; 0 = off;\n"
+                                   "                          lossless: the output is the same)\n"
+                                   "  --parse-special-in-content\n"
+                                   "                          special-token text inside messages "
+                                   "and tool results\n"
+                                   "                          (<|user|>, <tool_call>, ...) becomes "
+                                   "the token, as in\n"
+                                   "                          llama.cpp (default: only the chat "
+                                   "template's markup does)\n"
+                                   "engine:\n"
+                                   "  -t, --threads N         threads (default: all cores)\n"
+                                   "  -c, --ctx-size N        context positions (default " TCLI_STR(
+                                       PT_DEFAULT_CTX) ", at most the model's)\n"
+                                                       "  -b, --batch-size N      prompt rows per "
+                                                       "forward chunk (default "
+                                                       "256; a streamed expert is\n"
+                                                       "                          read once per "
+                                                       "chunk that routes to it)\n"
+                                                       "  --kernels K             best (default), "
+                                                       "avx512, avx2 or scalar "
+                                                       "dot-product kernels\n"
+                                                       "  --ram GB                memory budget "
+                                                       "(default: available memory "
+                                                       "and cgroup limit)\n"
+                                                       "  --expert-slots N        stream routed "
+                                                       "experts through N cache "
+                                                       "slots per MoE layer\n"
+                                                       "  --mmap-experts          read experts "
+                                                       "through the memory map (no "
+                                                       "cache of our own)\n"
+                                                       "  --expert-policy P       cache "
+                                                       "replacement: lfu (default, with "
+                                                       "decay) or lru\n"
+                                                       "  --io B                  expert reads: "
+                                                       "auto (default), uring or "
+                                                       "pread\n"
+                                                       "  --buffered-io           read experts "
+                                                       "through the page cache "
+                                                       "instead of O_DIRECT\n"
+                                                       "  --pack PATH             expert pack to "
+                                                       "read from (default: "
+                                                       "MODEL.gguf.xpack if valid)\n"
+                                                       "  --no-pack               ignore expert "
+                                                       "packs, read experts from "
+                                                       "the GGUF\n"
+                                                       "  --no-verify             do not check "
+                                                       "streamed experts against "
+                                                       "the pack's checksums\n"
+                                                       "  --pin-gb GB             cache memory for "
+                                                       "hot experts pinned from "
+                                                       "usage history\n"
+                                                       "  --no-pin                pin nothing\n"
+                                                       "  --prefetch              read the next "
+                                                       "layer's likely experts "
+                                                       "ahead (router lookahead)\n"
+                                                       "  --trace FILE            write the "
+                                                       "routing trace (one line per "
+                                                       "layer request)\n"
+                                                       "  --stats                 print "
+                                                       "expert-cache details with the "
+                                                       "statistics\n");
 }
 
 int tcli_open(const tcli_opts *o, tcli_model *m, int quiet) {
@@ -500,6 +528,26 @@ int tcli_open(const tcli_opts *o, tcli_model *m, int quiet) {
         tcli_close(m);
         return cli_error("%s", err);
     }
+    if (o->draft > 0 && !pt_engine_has_mtp(m->e)) {
+        const int rc = cli_error(
+            "--draft %ld: the model %s (%s) has no NextN/MTP head to draft with", o->draft,
+            o->model ? o->model : "", pt_engine_arch(m->e) ? pt_engine_arch(m->e) : "");
+        tcli_close(m);
+        return rc;
+    }
+    const int want = o->draft >= 0             ? (int)o->draft
+                     : pt_engine_has_mtp(m->e) ? TCLI_DEFAULT_DRAFT
+                                               : 0;
+    const int got = pt_gen_set_draft(m->g, want, err, sizeof err);
+    if (got < 0) {
+        tcli_close(m);
+        return cli_error("%s", err);
+    }
+    if (got != want)
+        fprintf(stderr,
+                "petrel: warning: --draft %d clamped to %d (at most %d, and the context of %d "
+                "positions needs room for the drafts)\n",
+                want, got, PT_MAX_DRAFT, pt_session_n_ctx(m->s));
     int n_vocab = pt_vocab_size(m->e);
     if (pt_chat_format_known(m->format) && (m->markup = malloc((size_t)n_vocab)) &&
         pt_chat_markup_tokens(m->e, m->format, m->markup, n_vocab) < 0) {
@@ -599,6 +647,15 @@ void tcli_print_stats(FILE *f, const tcli_model *m, const tcli_turn *t, int json
     double ttft = t->t_first ? t->t_first - t->t_start : 0;
     double dec_s = t->t_first && t->t_end > t->t_first ? t->t_end - t->t_first : 0;
     double tps = t->n_gen > 1 && dec_s > 0 ? (t->n_gen - 1) / dec_s : 0;
+    pt_draft_stats ds;
+    pt_gen_draft_stats(m->g, &ds);
+    const uint64_t fwd = ds.verify + ds.plain;
+    const double acc = ds.drafted ? (double)ds.accepted / (double)ds.drafted : 0;
+    const double tpf = fwd ? (double)ds.tokens / (double)fwd : 0;
+    char dline[160] = "";
+    if (ds.n_draft)
+        snprintf(dline, sizeof dline, " | draft %d: %.1f%% accepted, %.2f tok/forward", ds.n_draft,
+                 100 * acc, tpf);
     if (json) {
         /* the answer split, each part in its own field (JSON-escaped) */
         char *fields = NULL;
@@ -622,21 +679,23 @@ void tcli_print_stats(FILE *f, const tcli_model *m, const tcli_turn *t, int json
             "\"cache_hit_rate\": %.4f, "
             "\"expert_hits\": %llu, \"expert_misses\": %llu, \"gb_read\": %.6f, \"io_wait_s\": "
             "%.4f, "
-            "\"rss_mb\": %.1f, \"peak_rss_mb\": %.1f, \"seed\": %llu%s%s}\n",
+            "\"rss_mb\": %.1f, \"peak_rss_mb\": %.1f, \"draft\": %d, \"draft_accept\": %.4f, "
+            "\"tokens_per_forward\": %.3f, \"draft_backoffs\": %llu, \"seed\": %llu%s%s}\n",
             t->n_prompt, t->n_reused, prefill_s, ttft, t->n_gen, tps, tcli_reason_name(t->reason),
             hit / 100, (unsigned long long)st.hits, (unsigned long long)st.misses,
             st.bytes_read / 1e9, st.io_wait_s, st.rss_bytes / 1048576.0,
-            st.peak_rss_bytes / 1048576.0, (unsigned long long)m->sp.seed, fields ? "," : "",
-            fields ? fields : "");
+            st.peak_rss_bytes / 1048576.0, ds.n_draft, acc, tpf, (unsigned long long)ds.backoffs,
+            (unsigned long long)m->sp.seed, fields ? "," : "", fields ? fields : "");
         free(fields);
         return;
     }
     fprintf(f,
             "[prompt %d tokens (%d reused) in %.2f s, TTFT %.2f s | %d tokens, %.2f tok/s, %s | "
             "experts %.1f%% "
-            "hit, %.2f GB read | RSS %.0f MB, peak %.0f MB]\n",
+            "hit, %.2f GB read | RSS %.0f MB, peak %.0f MB%s]\n",
             t->n_prompt, t->n_reused, prefill_s, ttft, t->n_gen, tps, tcli_reason_name(t->reason),
-            hit, st.bytes_read / 1e9, st.rss_bytes / 1048576.0, st.peak_rss_bytes / 1048576.0);
+            hit, st.bytes_read / 1e9, st.rss_bytes / 1048576.0, st.peak_rss_bytes / 1048576.0,
+            dline);
     if (verbose)
         fprintf(f,
                 "[experts %s (%d slots/layer, %s%s%s): %llu hits, %llu misses, I/O wait %.3f s, "

@@ -16,6 +16,8 @@
 #include "server/oai.h"
 
 #define TCLI_MAX_STOPS 32
+/* Draft length when the model has an MTP head and --draft is not given. */
+#define TCLI_DEFAULT_DRAFT 3
 
 typedef struct tcli_opts {
     const char *model;         /* -m, or set by tcli_resolve_model */
@@ -35,7 +37,9 @@ typedef struct tcli_opts {
     /* --parse-special-in-content: special-token text inside messages becomes
      * the token (fe_turn.parse_special_in_content); off: only the template's */
     int parse_special_in_content;
-    int stats; /* --stats: expert-cache details too */
+    int stats;  /* --stats: expert-cache details too */
+    long draft; /* --draft N: MTP draft length; -1: TCLI_DEFAULT_DRAFT when the model has an MTP
+                   head */
     /* the flags of each exclusive pair given so far (TCLI_GIVEN_* bits): one of
      * --greedy / --temp T>0, --expert-slots / --mmap-experts, --pack / --no-pack,
      * --pin-gb / --no-pin; both is a usage error, not "the last one wins" */

@@ -243,8 +243,13 @@ int dec_eval(dec *x, const int32_t *tokens, int n, float *logits, int all_rows, 
 }
 
 int dec_mtp(dec *x, const int32_t *tokens, const float *hidden_prev, int n, float *logits,
-            pt_err *err) {
+            int last_only, float *hidden_out, pt_err *err) {
     if (!x->ops->mtp || !x->d.has_mtp) return pt_errf(err, "this model has no NextN/MTP block");
     if (check_tokens(x, tokens, n, 0, err)) return -1;
-    return x->ops->mtp(x->st, tokens, hidden_prev, n, logits, err);
+    return x->ops->mtp(x->st, tokens, hidden_prev, n, logits, last_only, hidden_out, err);
+}
+
+int dec_mtp_keep(dec *x, int n) {
+    if (!x->ops->mtp_keep || !x->d.has_mtp) return 0;
+    return x->ops->mtp_keep(x->st, n < 0 ? 0 : n);
 }

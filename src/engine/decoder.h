@@ -49,8 +49,10 @@ int dec_truncate(dec *x, int n);
 int dec_eval(dec *x, const int32_t *tokens, int n, float *logits, int all_rows, float *hidden,
              pt_err *err);
 
-/* NextN/MTP draft logits [n][n_vocab] (see pt_session_mtp). 0, or -1 with err. */
+/* NextN/MTP draft logits (see pt_session_mtp_ex). 0, or -1 with err. */
 int dec_mtp(dec *x, const int32_t *tokens, const float *hidden_prev, int n, float *logits,
-            pt_err *err);
+            int last_only, float *hidden_out, pt_err *err);
+/* Keep at most n MTP positions; returns the positions held (0 without an MTP head). */
+int dec_mtp_keep(dec *x, int n);
 
 #endif

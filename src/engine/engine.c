@@ -7,6 +7,7 @@
  * chat format, sampling defaults) is read from the same open GGUF here and served by api_text.c,
  * api_chat.c and text/gen.c. */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -545,13 +546,27 @@ int pt_session_sync(pt_session *s, const int32_t *tokens, int n, float *logits,
     return kept;
 }
 
-int pt_session_mtp(pt_session *s, const int32_t *tokens, const float *hidden_prev, int n,
-                   float *logits, char *err, size_t err_len) {
+int pt_session_mtp_ex(pt_session *s, const int32_t *tokens, const float *hidden_prev, int n,
+                      float *logits, int last_only, float *hidden_out, char *err, size_t err_len) {
     pt_err e = {{0}};
     if (!s->e->desc.has_mtp) pt_errf(&e, "this model (%s) has no NextN/MTP block", s->e->arch);
-    if (!s->e->desc.has_mtp || dec_mtp(s->dec, tokens, hidden_prev, n, logits, &e)) {
+    if (!s->e->desc.has_mtp ||
+        dec_mtp(s->dec, tokens, hidden_prev, n, logits, last_only, hidden_out, &e)) {
         copy_err(&e, err, err_len);
         return -1;
     }
     return 0;
+}
+
+int pt_session_mtp(pt_session *s, const int32_t *tokens, const float *hidden_prev, int n,
+                   float *logits, char *err, size_t err_len) {
+    return pt_session_mtp_ex(s, tokens, hidden_prev, n, logits, 0, NULL, err, err_len);
+}
+
+int pt_session_mtp_n_past(const pt_session *s) {
+    return dec_mtp_keep(s->dec, INT_MAX);
+}
+
+int pt_session_mtp_keep(pt_session *s, int n) {
+    return dec_mtp_keep(s->dec, n);
 }

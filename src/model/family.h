@@ -99,9 +99,13 @@ typedef struct fam_ops {
     /* Rows the router of layer `next` would read, from the current layer's
      * state (router lookahead); may be NULL when the family has no lookahead. */
     const float *(*lookahead_input)(void *st, int next, int T);
-    /* NextN/MTP draft logits (see pt_session_mtp); NULL when none. */
+    /* NextN/MTP draft logits (see pt_session_mtp_ex: logits NULL, or [n][n_vocab], or the
+     * last row's [n_vocab] when last_only; hidden_out NULL or [n][n_embd]); NULL when none. */
     int (*mtp)(void *st, const int32_t *tokens, const float *hidden_prev, int n, float *logits,
-               pt_err *err);
+               int last_only, float *hidden_out, pt_err *err);
+    /* Keep at most n MTP positions; returns the positions the MTP cache holds (n = INT_MAX
+     * asks without cutting). NULL when the family has no MTP head. */
+    int (*mtp_keep)(void *st, int n);
     /* The decoder cut the trunk to n positions (NULL: nothing to do). */
     void (*truncated)(void *st, int n);
 } fam_ops;

@@ -499,8 +499,17 @@ static void glm_truncated(void *st, int n) {
     if (s->mtp_past > n - 1) s->mtp_past = n > 0 ? n - 1 : 0;
 }
 
+static int glm_mtp_keep(void *st, int n) {
+    glm_state *s = st;
+    if (s->mtp_past > n) s->mtp_past = n;
+    return s->mtp_past;
+}
+
+/* Rows whose logits nobody asked for skip the shared head (a vocabulary-wide matmul): the
+ * MTP cache over a prompt needs only the block. hidden_out: the shared-head-normed state,
+ * which a chained draft feeds back as the next row's hidden_prev. */
 static int glm_mtp(void *st, const int32_t *tokens, const float *hidden_prev, int n, float *logits,
-                   pt_err *err) {
+                   int last_only, float *hidden_out, pt_err *err) {
     glm_state *s = st;
     fam_ctx *c = s->c;
     const glm_hparams *hp = &s->m->hp;
@@ -520,11 +529,17 @@ static int glm_mtp(void *st, const int32_t *tokens, const float *hidden_prev, in
         }
         mm_run(&c->mm, &ly->eh_proj, s->cat, T, c->x, E);
         if (glm_run_block(s, layer, T, s->mtp_past, 0, err)) return -1;
+        s->mtp_past += T;
+        if (!logits && !hidden_out) continue;
         for (int t = 0; t < T; t++)
             nn_rms_norm(c->x + (size_t)t * E, ly->shared_head_norm, hp->rms_eps, E,
                         c->xn + (size_t)t * E);
-        mm_run(&c->mm, &ly->shared_head, c->xn, T, logits + (size_t)c0 * hp->n_vocab, hp->n_vocab);
-        s->mtp_past += T;
+        if (hidden_out) memcpy(hidden_out + (size_t)c0 * E, c->xn, (size_t)T * E * sizeof(float));
+        if (logits && !last_only)
+            mm_run(&c->mm, &ly->shared_head, c->xn, T, logits + (size_t)c0 * hp->n_vocab,
+                   hp->n_vocab);
+        else if (logits && c0 + T == n)
+            mm_run(&c->mm, &ly->shared_head, c->xn + (size_t)(T - 1) * E, 1, logits, hp->n_vocab);
     }
     return 0;
 }
@@ -617,4 +632,5 @@ const fam_ops glm_dsa_family = {.name = "glm-dsa",
                                 .route = glm_route,
                                 .lookahead_input = glm_lookahead_input,
                                 .mtp = glm_mtp,
+                                .mtp_keep = glm_mtp_keep,
                                 .truncated = glm_truncated};

@@ -249,12 +249,20 @@ static void log_job(srv *s, const job *j, int status, int n_prompt, int cached,
     snprintf(why, sizeof why, "%s", finish);
     for (char *c = why; *c; c++)
         if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
+    /* drafting with the MTP head: acceptance, tokens per forward, draft length */
+    char draft[128] = "";
+    pt_draft_stats ds;
+    pt_gen_draft_stats(s->m.g, &ds);
+    if (res && ds.n_draft && ds.verify + ds.plain)
+        snprintf(draft, sizeof draft, " (draft %d: %.1f%% accepted, %.2f tok/forward)", ds.n_draft,
+                 ds.drafted ? 100.0 * (double)ds.accepted / (double)ds.drafted : 0.0,
+                 (double)ds.tokens / (double)(ds.verify + ds.plain));
     fprintf(s->p.log,
             "petrel: %d POST %s%s: prompt %d tokens (%d cached), prefill %.3f s, %d generated, "
-            "%.2f tok/s, %s%s%s%s\n",
+            "%.2f tok/s%s, %s%s%s%s\n",
             status, path, j->req.stream ? " (stream)" : "", n_prompt, cached > 0 ? cached : 0,
             t_prefilled > t_start ? t_prefilled - t_start : 0.0, res ? res->n_tokens : 0,
-            dec > 0 ? (res->n_tokens - 1) / dec : 0.0, why,
+            dec > 0 ? (res->n_tokens - 1) / dec : 0.0, draft, why,
             j->req.ignored[0] ? "; ignored unknown fields: " : "", j->req.ignored,
             j->req.n_omitted ? "; image/audio/file parts replaced by a placeholder" : "");
     fflush(s->p.log);

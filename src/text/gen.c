@@ -21,6 +21,7 @@
 
 #include "common.h"
 #include "engine/api_text.h"
+#include "text/spec.h"
 
 struct pt_gen {
     pt_engine *e;
@@ -33,6 +34,7 @@ struct pt_gen {
     float *logits; /* [n_vocab] logits after the last evaluated token */
     int have_logits;
     float *raw; /* [n_vocab] the logits before sampling changes them (logprobs only) */
+    spec *spec; /* drafting with the MTP head (spec.c); NULL: off */
 };
 
 static int fail(char *err, size_t err_len, const char *msg) {
@@ -72,6 +74,7 @@ pt_gen *pt_gen_new(pt_session *s, const pt_sampling *sp, char *err, size_t err_l
 void pt_gen_free(pt_gen *g) {
     if (!g) return;
     sampler_free(g->smp);
+    spec_free(g->spec);
     free(g->logits);
     free(g->raw);
     free(g);
@@ -93,13 +96,46 @@ int pt_gen_set_sampling(pt_gen *g, const pt_sampling *sp, char *err, size_t err_
 
 void pt_gen_clear(pt_gen *g) {
     pt_session_truncate(g->s, 0);
+    if (g->spec) spec_clear(g->spec);
     g->have_logits = 0;
+}
+
+int pt_gen_set_draft(pt_gen *g, int n, char *err, size_t err_len) {
+    if (n < 0) n = 0;
+    if (n > PT_MAX_DRAFT) n = PT_MAX_DRAFT;
+    if (n > g->n_ctx - 2) n = g->n_ctx - 2 > 0 ? g->n_ctx - 2 : 0;
+    if (n == (g->spec ? spec_n_draft(g->spec) : 0)) return n;
+    spec *sp = NULL;
+    if (n > 0 && !(sp = spec_new(g->s, n, g->n_tok, err, err_len))) return -1;
+    spec_free(g->spec);
+    g->spec = sp;
+    return n;
+}
+
+int pt_gen_draft(const pt_gen *g) {
+    return g->spec ? spec_n_draft(g->spec) : 0;
+}
+
+void pt_gen_draft_stats(const pt_gen *g, pt_draft_stats *st) {
+    if (g->spec)
+        spec_stats(g->spec, st);
+    else
+        memset(st, 0, sizeof *st);
+}
+
+void pt_gen_set_draft_adaptive(pt_gen *g, int on) {
+    if (g->spec) spec_set_adaptive(g->spec, on);
+}
+
+int pt_gen_set_draft_replay(pt_gen *g, const int32_t *ids, int n) {
+    return g->spec ? spec_set_replay(g->spec, ids, n) : -1;
 }
 
 int pt_gen_prefill(pt_gen *g, const int32_t *ids, int n, const volatile sig_atomic_t *stop,
                    char *err, size_t err_len) {
     g->have_logits = 0;
-    const int reused = pt_session_sync(g->s, ids, n, g->logits, stop, err, err_len);
+    const int reused = g->spec ? spec_prefill(g->spec, ids, n, g->logits, stop, err, err_len)
+                               : pt_session_sync(g->s, ids, n, g->logits, stop, err, err_len);
     g->have_logits = reused >= 0;
     return reused;
 }
@@ -171,6 +207,7 @@ int pt_gen_run(pt_gen *g, const pt_gen_opts *o, pt_gen_emit_fn emit, void *ud,
     const int n_held = pt_session_n_past(g->s);
     for (int i = n_held > g->penalty_last_n ? n_held - g->penalty_last_n : 0; i < n_held; i++)
         sampler_note(g->smp, held[i]);
+    if (g->spec) spec_begin(g->spec);
     tok_stream st = {0};
     size_t emitted = 0, floor = 0; /* floor: the end of the last control token's text */
     pt_err pe = {{0}};
@@ -249,12 +286,14 @@ int pt_gen_run(pt_gen *g, const pt_gen_opts *o, pt_gen_emit_fn emit, void *ud,
             r->reason = PT_GEN_CONTEXT;
             break;
         }
-        if (pt_session_eval(g->s, &tok, 1, g->logits, 0, NULL, err, err_len)) {
+        if (g->spec ? spec_next(g->spec, tok, g->logits, err, err_len)
+                    : pt_session_eval(g->s, &tok, 1, g->logits, 0, NULL, err, err_len)) {
             rc = -1;
             break;
         }
         g->have_logits = 1;
     }
+    if (g->spec) spec_end(g->spec); /* drafts past the last token handed out leave the cache */
     if (rc == 0 && r->reason != PT_GEN_STOP_STRING) {
         if (flush_stream(&st, &r->text, &pe))
             rc = fail(err, err_len, pe.msg);
