@@ -190,6 +190,8 @@ static void usage(FILE *f) {
         "  --dense N         leading dense layers [1]\n"
         "  --q-lora N / --kv-lora N   LoRA ranks [768 / 512]\n"
         "  --idx-top-k N     DSA indexer top-k [2048]\n"
+        "  --idx-heads N / --idx-dim N   DSA indexer heads and head dims [32 / 128]\n"
+        "  --qk-nope N / --qk-rope N / --v-head N   MLA head dims [192 / 64 / 256]\n"
         "gemma4 only:\n"
         "  --kv-heads N / --head-dim N            sliding-window layers [8 / 256]\n"
         "  --kv-heads-full N / --head-dim-full N  full-attention layers [2 / 512]\n"
@@ -292,6 +294,11 @@ static int parse_opts(int argc, char **argv, mk_opts *o) {
                 {"--q-lora", offsetof(mk_opts, q_lora)},
                 {"--kv-lora", offsetof(mk_opts, kv_lora)},
                 {"--idx-top-k", offsetof(mk_opts, idx_top_k)},
+                {"--idx-heads", offsetof(mk_opts, idx_head)},
+                {"--idx-dim", offsetof(mk_opts, idx_dim)},
+                {"--qk-nope", offsetof(mk_opts, qk_nope)},
+                {"--qk-rope", offsetof(mk_opts, qk_rope)},
+                {"--v-head", offsetof(mk_opts, v_head)},
                 {"--vocab", offsetof(mk_opts, n_vocab)},
                 {"--kv-heads", offsetof(mk_opts, n_head_kv)},
                 {"--kv-heads-full", offsetof(mk_opts, n_head_kv_full)},

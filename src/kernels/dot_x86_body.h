@@ -364,6 +364,13 @@ static inline __m128i k4_scales_mins(const uint8_t *s) {
 }
 
 /* Mins term of Q4_K/Q5_K: sum_k min[k] * (bsum[2k] + bsum[2k+1]) in 8 lanes. */
+/* The eight int32 lanes' sum (exact). */
+static inline int32_t k5_isum(__m256i v) {
+    int32_t l[8];
+    _mm256_storeu_si256((__m256i *)l, v);
+    return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+}
+
 static inline __m256i k4_mins_dot(__m128i scmn, const int16_t *bsums) {
     const __m128i dup = _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
     return _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_shuffle_epi8(scmn, dup)), loadu256(bsums));
@@ -420,11 +427,13 @@ static float dot_q5_K(const void *w, const void *a, int64_t n) {
     const int64_t nb = n / QK_K;
     const __m256i m4 = _mm256_set1_epi8(0x0f), b4 = _mm256_set1_epi8(0x10);
     __m256 acc = _mm256_setzero_ps();
+    float summs = 0.0f;
     for (int64_t i = 0; i < nb; i++) {
         const __m128i scmn = k4_scales_mins(x[i].scales);
+        /* the mins term as ggml's x86 Q5_K: one float, fused multiply-add of the
+         * block's integer total (not in the vector lanes as Q4_K does) */
         const __m256i pm = k4_mins_dot(scmn, y[i].bsums);
-        acc =
-            _mm256_fmadd_ps(_mm256_set1_ps(-y[i].d * f16(x[i].dmin)), _mm256_cvtepi32_ps(pm), acc);
+        summs = fmaf(-y[i].d * f16(x[i].dmin), (float)k5_isum(pm), summs);
         const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scmn));
         const __m256i qh = loadu256(x[i].qh);
         __m256i sumi = _mm256_setzero_si256();
@@ -445,7 +454,7 @@ static float dot_q5_K(const void *w, const void *a, int64_t n) {
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * f16(x[i].d)), _mm256_cvtepi32_ps(sumi), acc);
     }
-    return hsum_ps(acc);
+    return hsum_ps(acc) + summs;
 }
 
 /* Q6_K. Half h (0,1) uses ql[64h..64h+63] and qh[32h..32h+31]; for l = 0..31:
@@ -920,6 +929,7 @@ static void dot4_q5_K(const void *w, const void *a, uint64_t as, int64_t n, floa
     ROWS4(block_q8_K, a, as, y);
     const __m256i m4 = _mm256_set1_epi8(0x0f), b4 = _mm256_set1_epi8(0x10);
     __m256 acc[NR4];
+    float summs[NR4] = {0};
     for (int r = 0; r < NR4; r++)
         acc[r] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
@@ -929,8 +939,7 @@ static void dot4_q5_K(const void *w, const void *a, uint64_t as, int64_t n, floa
 #pragma GCC unroll 4
         for (int r = 0; r < NR4; r++) {
             const __m256i pm = k4_mins_dot(scmn, y[r][i].bsums);
-            acc[r] =
-                _mm256_fmadd_ps(_mm256_set1_ps(-y[r][i].d * dmin), _mm256_cvtepi32_ps(pm), acc[r]);
+            summs[r] = fmaf(-y[r][i].d * dmin, (float)k5_isum(pm), summs[r]);
             sumi[r] = _mm256_setzero_si256();
         }
         const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scmn));
@@ -952,7 +961,7 @@ static void dot4_q5_K(const void *w, const void *a, uint64_t as, int64_t n, floa
         block_end4(acc, sumi, y, i, d);
     }
     for (int r = 0; r < NR4; r++)
-        out[r] = hsum_ps(acc[r]);
+        out[r] = hsum_ps(acc[r]) + summs[r];
 }
 
 static void dot4_q4_K(const void *w, const void *a, uint64_t as, int64_t n, float *out) {

@@ -431,17 +431,29 @@ static float dot_q4_0(const block_q4_0 *x, const block_q8_0 *y, int64_t nb) {
 
 /* Q4_1/Q5_1: the min term uses the activation block's s = d*sum(q), which is
  * why their activations are Q8_1. */
+/* Q4_1 / Q5_1 in the order of ggml's x86 (AVX2) vec_dot, which llama.cpp's CPU
+ * backend uses for every row count (no batched kernel takes these types): the
+ * integer products of weights 4l..4l+3 summed into lane l of 8, each lane
+ * fused-multiply-added with d_x * d_y per block, the lanes folded as
+ * hsum_float_8; the offsets m * s accumulated apart by fused multiply-adds in
+ * one float (the compiler contracts ggml's `summs += m * s`) and added last. */
+static float q1_fold8(const float *a) {
+    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+}
+
 static float dot_q4_1(const block_q4_1 *x, const block_q8_1 *y, int64_t nb) {
-    float sumf = 0.0f;
+    float acc[8] = {0}, summs = 0.0f;
     for (int64_t i = 0; i < nb; i++) {
-        int sumi = 0;
-        for (int j = 0; j < 16; j++) {
-            sumi += (x[i].qs[j] & 0x0f) * y[i].qs[j];
-            sumi += (x[i].qs[j] >> 4) * y[i].qs[j + 16];
+        summs = fmaf(f16(x[i].m), f16(y[i].s), summs);
+        const float dd = f16(x[i].d) * f16(y[i].d);
+        for (int l = 0; l < 8; l++) {
+            int sumi = 0;
+            for (int b = 4 * l; b < 4 * l + 4; b++)
+                sumi += (b < 16 ? x[i].qs[b] & 0x0f : x[i].qs[b - 16] >> 4) * y[i].qs[b];
+            acc[l] = fmaf((float)sumi, dd, acc[l]);
         }
-        sumf += (f16(x[i].d) * f16(y[i].d)) * sumi + f16(x[i].m) * f16(y[i].s);
     }
-    return sumf;
+    return q1_fold8(acc) + summs;
 }
 
 static float dot_q5_0(const block_q5_0 *x, const block_q8_0 *y, int64_t nb) {
@@ -460,18 +472,21 @@ static float dot_q5_0(const block_q5_0 *x, const block_q8_0 *y, int64_t nb) {
 }
 
 static float dot_q5_1(const block_q5_1 *x, const block_q8_1 *y, int64_t nb) {
-    float sumf = 0.0f;
+    float acc[8] = {0}, summs = 0.0f;
     for (int64_t i = 0; i < nb; i++) {
+        summs = fmaf(f16(x[i].m), f16(y[i].s), summs);
         const uint32_t qh = load_u32le(x[i].qh);
-        int sumi = 0;
-        for (int j = 0; j < 16; j++) {
-            int h0 = (qh >> j) & 1, h1 = (qh >> (j + 16)) & 1;
-            sumi += ((x[i].qs[j] & 0x0f) | h0 << 4) * y[i].qs[j];
-            sumi += ((x[i].qs[j] >> 4) | h1 << 4) * y[i].qs[j + 16];
+        const float dd = f16(x[i].d) * f16(y[i].d);
+        for (int l = 0; l < 8; l++) {
+            int sumi = 0;
+            for (int b = 4 * l; b < 4 * l + 4; b++) {
+                const int lo = b < 16 ? x[i].qs[b] & 0x0f : x[i].qs[b - 16] >> 4;
+                sumi += (lo | (int)((qh >> b) & 1) << 4) * y[i].qs[b];
+            }
+            acc[l] = fmaf((float)sumi, dd, acc[l]);
         }
-        sumf += (f16(x[i].d) * f16(y[i].d)) * sumi + f16(x[i].m) * f16(y[i].s);
     }
-    return sumf;
+    return q1_fold8(acc) + summs;
 }
 
 static float dot_q8_0(const block_q8_0 *x, const block_q8_0 *y, int64_t nb) {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "kernels/quant.h"
 
 /* Each thread holds score rows and NN_WSUM_LANES sum lanes for MLA_ALLOC_HEADS
  * heads, and a unit of work takes at most MLA_MAX_GROUP heads. */
@@ -19,6 +20,21 @@ int64_t nn_mla_max_in(const nn_mla_dims *d) {
     for (size_t i = 0; i < PT_ARRAY_LEN(cand); i++)
         if (cand[i] > m) m = cand[i];
     return m;
+}
+
+/* The indexer's Walsh-Hadamard rotation h[n][n] (n a power of two), as
+ * llama.cpp builds it: h[0][0] = 1/sqrt(n) (a float square root, divided in
+ * double), then doubled by [[h, h], [h, -h]]. Orthonormal and symmetric. */
+static void idx_hadamard(float *h, int n) {
+    h[0] = (float)(1.0 / (double)sqrtf((float)n));
+    for (int s = 1; s < n; s *= 2)
+        for (int i = 0; i < s; i++)
+            for (int j = 0; j < s; j++) {
+                const float v = h[(size_t)i * n + j];
+                h[(size_t)(i + s) * n + j] = v;
+                h[(size_t)i * n + j + s] = v;
+                h[(size_t)(i + s) * n + j + s] = -v;
+            }
 }
 
 int nn_mla_init(nn_mla *a, const nn_mla_dims *d, tp_pool *pool, mm_ctx *mm, int n_ctx,
@@ -56,12 +72,19 @@ int nn_mla_init(nn_mla *a, const nn_mla_dims *d, tp_pool *pool, mm_ctx *mm, int 
     a->iq = pt_falloc(B * (size_t)d->idx_n_head * (size_t)d->idx_head_dim, &fail);
     a->ik = pt_falloc(B * (size_t)d->idx_head_dim, &fail);
     a->iw = pt_falloc(B * (size_t)d->idx_n_head, &fail);
+    const int D = d->idx_head_dim;
+    if (d->idx_top_k > 0 && D >= 64 && (D & (D - 1)) == 0) {
+        a->irot = pt_falloc((size_t)D * (size_t)D, &fail);
+        a->itmp = pt_falloc((size_t)D, &fail);
+        if (a->irot) idx_hadamard(a->irot, D);
+    }
     return fail ? -1 : 0;
 }
 
 void nn_mla_free(nn_mla *a) {
-    float *bufs[] = {a->qa,   a->q, a->kva,    a->qfull, a->qnope, a->qabs, a->ctx, a->ctxh,
-                     a->vout, a->o, a->scores, a->wacc,  a->cs,    a->iq,   a->ik,  a->iw};
+    float *bufs[] = {a->qa,  a->q,    a->kva,  a->qfull, a->qnope,  a->qabs,
+                     a->ctx, a->ctxh, a->vout, a->o,     a->scores, a->wacc,
+                     a->cs,  a->iq,   a->ik,   a->iw,    a->irot,   a->itmp};
     for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++)
         free(bufs[i]);
     free(a->sel);
@@ -77,6 +100,61 @@ void nn_mla_free(nn_mla *a) {
  * dims of query and key rotated like the MLA rope. */
 /* The indexer's scores and top-k of query rows ith, ith + nth, ... (later rows
  * see more keys; striding balances them), each thread in its own score row. */
+/* The indexer's top-k as a set, with llama.cpp's tie-breaking. The key set
+ * is what matters (attention masks the others out), and at a tie on the cut
+ * (keys whose heads all score <= 0 tie at exactly 0, common in short
+ * contexts) the set depends on the selection algorithm: ggml's CPU top-k is
+ * C++'s std::partial_sort of the indices 0..n-1 under "score greater", which
+ * in GNU libstdc++ (the library llama.cpp's Linux builds use) is a heap
+ * selection: a heap of the first k indices whose root is the worst score,
+ * each later index replacing the root when it scores strictly higher, the
+ * heap sifted the library's way. idx_heap_* below reproduce that sifting
+ * (written from the algorithm, libstdc++'s __adjust_heap / __push_heap), so
+ * the same keys survive a tie. */
+static int idx_worse(const float *x, int a, int b) {
+    return x[a] > x[b];
+}
+
+static void idx_heap_push(int *h, const float *x, long hole, long top, int v) {
+    long parent = (hole - 1) / 2;
+    while (hole > top && idx_worse(x, h[parent], v)) {
+        h[hole] = h[parent];
+        hole = parent;
+        parent = (hole - 1) / 2;
+    }
+    h[hole] = v;
+}
+
+static void idx_heap_adjust(int *h, const float *x, long hole, long len, int v) {
+    const long top = hole;
+    long child = hole;
+    while (child < (len - 1) / 2) {
+        child = 2 * (child + 1);
+        if (idx_worse(x, h[child], h[child - 1])) child--;
+        h[hole] = h[child];
+        hole = child;
+    }
+    if ((len & 1) == 0 && child == (len - 2) / 2) {
+        child = 2 * (child + 1);
+        h[hole] = h[child - 1];
+        hole = child - 1;
+    }
+    idx_heap_push(h, x, hole, top, v);
+}
+
+/* idx[0..k) = the selected keys of x[0..n) (k <= n), in heap order. */
+static void idx_top_k(const float *x, int n, int k, int *idx) {
+    for (int j = 0; j < k; j++)
+        idx[j] = j;
+    if (k >= 2)
+        for (long parent = (k - 2) / 2;; parent--) {
+            idx_heap_adjust(idx, x, parent, k, idx[parent]);
+            if (parent == 0) break;
+        }
+    for (int i = k; i < n; i++)
+        if (k > 0 && x[i] > x[idx[0]]) idx_heap_adjust(idx, x, 0, k, i);
+}
+
 typedef struct idx_job {
     nn_mla *s;
     int T, pos0;
@@ -113,9 +191,26 @@ static void idx_worker(void *arg, int ith, int nth) {
             scores[j] = sc;
         }
         const int k = n_keys < TOPK ? n_keys : TOPK;
-        nn_top_k(scores, n_keys, k, s->sel + (size_t)t * TOPK);
+        idx_top_k(scores, n_keys, k, s->sel + (size_t)t * TOPK);
         s->n_sel[t] = k;
     }
+}
+
+/* x = H x in place, each output one dot product of a rotation row with x in
+ * the order llama.cpp multiplies its rotation into the indexer's queries and
+ * keys: an F32 matmul whose columns are the heads of a token (queries) or one
+ * key. With two columns or more that is tinyBLAS (petrel's F32 matmul kernel),
+ * with one (keys; queries of a one-head indexer) ggml's vec_dot_f32
+ * (nn_dot_f32): a function of the head count, not of the batch. The rotation
+ * is orthogonal, so it moves the scores by rounding only, but at a near tie
+ * of the top-k cut that rounding picks the key. */
+static void idx_rotate(nn_mla *s, float *x, int D, int columns) {
+    if (!s->irot) return;
+    const qt_dot_fn dot = qt_mm_dot_upto(QT_F32, s->mm->max_isa);
+    for (int i = 0; i < D; i++)
+        s->itmp[i] = columns >= 2 ? dot(s->irot + (size_t)i * D, x, D)
+                                  : nn_dot_f32(s->irot + (size_t)i * D, x, D);
+    memcpy(x, s->itmp, (size_t)D * sizeof(float));
 }
 
 static void dsa_select(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, int pos0,
@@ -132,9 +227,12 @@ static void dsa_select(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, in
         float *k = s->ik + (size_t)t * D;
         nn_layer_norm(k, ly->idx_k_norm_w, ly->idx_k_norm_b, 0.0f, D, k);
         nn_rope_apply(&rope, s->cs, k);
+        idx_rotate(s, k, D, 1);
         memcpy(cache + (size_t)(pos0 + t) * D, k, (size_t)D * sizeof(float));
-        for (int h = 0; h < NH; h++)
+        for (int h = 0; h < NH; h++) {
             nn_rope_apply(&rope, s->cs, s->iq + ((size_t)t * NH + h) * D);
+            idx_rotate(s, s->iq + ((size_t)t * NH + h) * D, D, NH);
+        }
         for (int h = 0; h < NH; h++)
             s->iw[(size_t)t * NH + h] *= wscale;
     }

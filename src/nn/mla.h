@@ -85,6 +85,9 @@ typedef struct nn_mla {
     float *iq;         /* [B][idx_heads][idx_dim] */
     float *ik;         /* [B][idx_dim] */
     float *iw;         /* [B][idx_heads] */
+    float *irot; /* [idx_dim][idx_dim] Walsh-Hadamard rotation (NULL: idx_dim not a power of two >=
+                    64) */
+    float *itmp; /* [idx_dim] one rotated vector */
 } nn_mla;
 
 /* Allocate the scratch for n_ctx positions and max_batch rows. 0, or -1 (out

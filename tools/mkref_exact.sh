@@ -1,0 +1,76 @@
+#!/bin/sh
+# mkref_exact.sh — makes tests/data/exact (long-prompt llama.cpp references for
+# tests/test_exact.c; what is there and the file format: tests/data/exact/README.md).
+#
+#   LLAMA_CPP_BIN=/path/to/llama.cpp/build/bin tools/mkref_exact.sh [glm|fixtures|all]
+#
+# LLAMA_CPP_BIN: an existing llama.cpp build's bin folder (libllama.so, llama-quantize,
+# llama-imatrix); LLAMA_CPP_SRC: its source tree for llama.h (default: $LLAMA_CPP_BIN/../..).
+# tools/llama_ref.c, a small client of llama.h, is compiled against it into a temporary
+# folder. Nothing of llama.cpp is built or kept. Without LLAMA_CPP_BIN: says so, exits 0.
+# Needs build/mkmodel (make build/mkmodel) and, for the fixtures part, ../shared/fixtures.
+set -eu
+BIN=${LLAMA_CPP_BIN:-}
+if [ -z "$BIN" ] || [ ! -f "$BIN/libllama.so" ]; then
+    echo "mkref_exact: SKIPPED — set LLAMA_CPP_BIN to a llama.cpp build's bin folder" >&2
+    exit 0
+fi
+SRC=${LLAMA_CPP_SRC:-$BIN/../..}
+WHAT=${1:-all}
+OUT=tests/data/exact
+FX=${PETREL_FIXTURES:-../shared/fixtures}
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+mkdir -p "$OUT"
+cc -O2 -o "$W/llama_ref" tools/llama_ref.c -I"$SRC/include" -I"$SRC/ggml/include" \
+    -L"$BIN" -lllama -lggml -lggml-base -Wl,-rpath,"$BIN"
+
+# ref NAME MODEL N_PROMPT STRIDE F16 SEED: N_PROMPT byte tokens from SEED in one batch,
+# 24 greedy tokens one by one; every STRIDE-th row in full (f16 or f32), all rows' top 5
+ref() {
+    "$W/llama_ref" "$2" "$OUT/$1" "$3" 24 "$4" "$5" "$6" > "$W/log" 2>&1 ||
+        { tail -20 "$W/log"; exit 1; }
+    echo "made $OUT/$1 ($(wc -c < "$OUT/$1") bytes)"
+}
+
+# The glm-dsa model: build/mkmodel, seed 7 (the fixtures use other seeds), F32; the test
+# writes it again from the same arguments. Quantised by llama-quantize to the named mixes.
+GLM="--embd 256 --layers 3 --dense 1 --ff 512 --experts 4 --used 2 --ff-exp 256 --heads 4"
+GLM="$GLM --q-lora 128 --kv-lora 128 --qk-nope 64 --qk-rope 32 --v-head 64 --idx-heads 4"
+GLM="$GLM --idx-dim 64 --idx-top-k 16 --vocab 512 --attn-type f32 --expert-type f32"
+GLM="$GLM --embd-type f32 --seed 7"
+
+QUANTS=${QUANTS:-Q3_K_M Q5_K_M Q4_0 IQ4_XS Q2_K_S}
+if [ "$WHAT" = glm ] || [ "$WHAT" = all ]; then
+    build/mkmodel -o "$W/glm-f32.gguf" -t 1 $GLM > /dev/null
+    if [ -z "${SKIP_F32:-}" ]; then
+        ref glm-f32.p2k.ref "$W/glm-f32.gguf" 2000 8 0 21
+        ref glm-f32.p8k.ref "$W/glm-f32.gguf" 8000 8 0 22
+    fi
+    # importance matrix for Q2_K_S (llama-quantize refuses it without one): this README
+    # and ARCHITECTURE.md as calibration text
+    cat README.md ARCHITECTURE.md > "$W/calib.txt"
+    "$BIN/llama-imatrix" -m "$W/glm-f32.gguf" -f "$W/calib.txt" -o "$W/imatrix.gguf" -c 256 --chunks 16 \
+        -t 2 --no-ppl > "$W/log" 2>&1 || { tail -20 "$W/log"; exit 1; }
+    for q in $QUANTS; do
+        lq=$(echo $q | tr 'A-Z' 'a-z')
+        im=""
+        # the MTP block (blk.3) is not run by llama-imatrix, so it has no importance data:
+        # Q4_K there, as llama-quantize refuses Q2_K without it
+        [ $q = Q2_K_S ] && im="--imatrix $W/imatrix.gguf --tensor-type blk\.3\.=q4_k"
+        "$BIN/llama-quantize" $im "$W/glm-f32.gguf" "$OUT/glm-$lq.gguf" $q 2 > "$W/log" 2>&1 ||
+            { tail -20 "$W/log"; exit 1; }
+        ref glm-$lq.p2k.ref "$OUT/glm-$lq.gguf" 2000 16 1 23
+        ref glm-$lq.p8k.ref "$OUT/glm-$lq.gguf" 8000 32 1 24
+    done
+fi
+
+if [ "$WHAT" = fixtures ] || [ "$WHAT" = all ]; then
+    # the shipped fixtures at long prompts (the models are in tests/fixtures or ../shared)
+    ref fx-glm-dsa-f32.p8k.ref "$FX/glm-dsa-f32.gguf" 8000 8 0 31
+    ref fx-gemma4-f32.p8k.ref "$FX/gemma4-f32.gguf" 8000 16 0 32
+    for m in glm-dsa-rq2k glm-dsa-iq2 glm-dsa-iq3 deepseek2-q8_0 deepseek2-q4_k_m deepseek2-rq2k \
+        gemma4-q4_k_m gemma4-rq2k qwen3moe-q4_k_m qwen3moe-rq2k qwen3moe-mxfp4; do
+        ref fx-$m.p2k.ref "$FX/$m.gguf" 2000 16 1 33
+    done
+fi
