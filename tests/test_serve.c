@@ -1294,6 +1294,8 @@ static void test_serve_malformed(void) {
         strcpy(big + k, "\"}");
         CHECK(http(s.port, "POST", "/v1/completions", NULL, big, &r) == 0 && r.status == 400);
         CHECK_STR_CONTAINS(r.body, "context holds");
+        CHECK_STR_CONTAINS(r.body, "\"code\":\"context_length_exceeded\"");
+        CHECK_STR_CONTAINS(r.body, "the prompt is ");
         hresp_free(&r);
         free(big);
     }

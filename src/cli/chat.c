@@ -99,7 +99,6 @@ int cmd_chat(int argc, char **argv) {
         if (mrc == CLI_USAGE && !o.hf) chat_usage(stderr);
         return mrc;
     }
-    if (o.n_ctx == 0) o.n_ctx = PT_DEFAULT_CTX;
     tcli_model m;
     if (tcli_open(&o, &m, 0)) return CLI_ERROR;
     if (!pt_chat_format_known(m.format)) {

@@ -385,7 +385,6 @@ int cmd_generate(int argc, char **argv) {
     }
     if (tokens_arg) return run_tokens(&o, tokens_arg, dump);
     if (reasoning < 0) reasoning = !quiet && !json;
-    if (o.n_ctx == 0) o.n_ctx = PT_DEFAULT_CTX;
     if (prompt) return run_text(&o, prompt, strlen(prompt), chat, system, quiet, json, reasoning);
     FILE *f = !file || !strcmp(file, "-") ? stdin : fopen(file, "rb");
     if (!f) return cli_error("%s: %s", file, strerror(errno));

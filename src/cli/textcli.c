@@ -126,6 +126,11 @@ int tcli_parse(const char *cmd, int argc, char **argv, int *i, tcli_opts *o) {
     } else if (IS("-c") || IS("--ctx-size")) {
         NEEDV();
         if (parse_long(v, 1, 1 << 26, &o->n_ctx)) BADR("an integer from 1 to 67108864");
+    } else if (IS("-ctk") || IS("--cache-type-k") || IS("-ctv") || IS("--cache-type-v")) {
+        NEEDV();
+        const int t = pt_kv_type_parse(v);
+        if (t < 0) BADR("f32, f16, bf16, q8_0 or q4_0");
+        *(IS("-ctk") || IS("--cache-type-k") ? &o->ep.cache_type_k : &o->ep.cache_type_v) = t;
     } else if (IS("-b") || IS("--batch-size")) {
         NEEDV();
         if (parse_long(v, 1, 1 << 16, &o->n_batch)) BADR("an integer from 1 to 65536");
@@ -333,40 +338,44 @@ void tcli_usage(FILE *f) {
            "                          llama.cpp (default: only the chat template's markup does)\n"
            "engine:\n"
            "  -t, --threads N         threads (default: all cores)\n"
-           "  -c, --ctx-size N        context positions (default " TCLI_STR(
-               PT_DEFAULT_CTX) ", at most the model's)\n"
-                               "  -b, --batch-size N      prompt rows per forward chunk (default "
-                               "256; a streamed expert is\n"
-                               "                          read once per chunk that routes to it)\n"
-                               "  --kernels K             best (default), avx512, avx2 or scalar "
-                               "dot-product kernels\n"
-                               "  --ram GB                memory budget (default: available memory "
-                               "and cgroup limit)\n"
-                               "  --expert-slots N        stream routed experts through N cache "
-                               "slots per MoE layer\n"
-                               "  --mmap-experts          read experts through the memory map (no "
-                               "cache of our own)\n"
-                               "  --expert-policy P       cache replacement: lfu (default, with "
-                               "decay) or lru\n"
-                               "  --io B                  expert reads: auto (default), uring or "
-                               "pread\n"
-                               "  --buffered-io           read experts through the page cache "
-                               "instead of O_DIRECT\n"
-                               "  --pack PATH             expert pack to read from (default: "
-                               "MODEL.gguf.xpack if valid)\n"
-                               "  --no-pack               ignore expert packs, read experts from "
-                               "the GGUF\n"
-                               "  --no-verify             do not check streamed experts against "
-                               "the pack's checksums\n"
-                               "  --pin-gb GB             cache memory for hot experts pinned from "
-                               "usage history\n"
-                               "  --no-pin                pin nothing\n"
-                               "  --prefetch              read the next layer's likely experts "
-                               "ahead (router lookahead)\n"
-                               "  --trace FILE            write the routing trace (one line per "
-                               "layer request)\n"
-                               "  --stats                 print expert-cache details with the "
-                               "statistics\n");
+           "  -c, --ctx-size N        context positions (default: the model's training\n"
+           "                          context, within the KV cache's share of --ram; the\n"
+           "                          cache is paid for as positions are used)\n"
+           "  -ctk, --cache-type-k T  KV cache type of keys: f32, f16 (default), bf16, q8_0,\n"
+           "                          q4_0 (MLA models: the latent and rope key)\n"
+           "  -ctv, --cache-type-v T  KV cache type of values (same types; unused by MLA)\n"
+           "  -b, --batch-size N      prompt rows per forward chunk (default "
+           "256; a streamed expert is\n"
+           "                          read once per chunk that routes to it)\n"
+           "  --kernels K             best (default), avx512, avx2 or scalar "
+           "dot-product kernels\n"
+           "  --ram GB                memory budget (default: available memory "
+           "and cgroup limit)\n"
+           "  --expert-slots N        stream routed experts through N cache "
+           "slots per MoE layer\n"
+           "  --mmap-experts          read experts through the memory map (no "
+           "cache of our own)\n"
+           "  --expert-policy P       cache replacement: lfu (default, with "
+           "decay) or lru\n"
+           "  --io B                  expert reads: auto (default), uring or "
+           "pread\n"
+           "  --buffered-io           read experts through the page cache "
+           "instead of O_DIRECT\n"
+           "  --pack PATH             expert pack to read from (default: "
+           "MODEL.gguf.xpack if valid)\n"
+           "  --no-pack               ignore expert packs, read experts from "
+           "the GGUF\n"
+           "  --no-verify             do not check streamed experts against "
+           "the pack's checksums\n"
+           "  --pin-gb GB             cache memory for hot experts pinned from "
+           "usage history\n"
+           "  --no-pin                pin nothing\n"
+           "  --prefetch              read the next layer's likely experts "
+           "ahead (router lookahead)\n"
+           "  --trace FILE            write the routing trace (one line per "
+           "layer request)\n"
+           "  --stats                 print expert-cache details with the "
+           "statistics\n");
 }
 
 int tcli_open(const tcli_opts *o, tcli_model *m, int quiet) {
