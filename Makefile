@@ -107,7 +107,7 @@ TOOL_OBJ  := $(TOOL_SRC:%.c=$(BUILD)/%.o)
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni
 
-.PHONY: all native test bench bench-run format format-check clean deps demo build test-run
+.PHONY: all native test bench bench-run format format-check clean deps demo build test-run test-full
 # deps runs first, then a fresh make that sees what deps installed (pkg-config
 # results above are computed when the Makefile is read).
 all: deps
@@ -193,6 +193,11 @@ test: deps
 
 test-run: $(BUILD)/petrel $(BUILD)/test_petrel $(BUILD)/mkmodel
 	@PETREL_BIN=$(BUILD)/petrel PETREL_MKMODEL=$(BUILD)/mkmodel $(BUILD)/test_petrel $(T)
+
+# The long checks: the 12,000-token agent request on every fixture family (minutes each).
+test-full: $(BUILD)/petrel $(BUILD)/test_petrel $(BUILD)/mkmodel
+	@PETREL_TEST_FULL=1 PETREL_BIN=$(BUILD)/petrel PETREL_MKMODEL=$(BUILD)/mkmodel \
+		$(BUILD)/test_petrel test_serve_agent_12k
 
 # Fuzzing: every tests/fuzz/fuzz_NAME.c is a libFuzzer target linked against the
 # library (and the server's request code) built with FUZZ=1; each runs

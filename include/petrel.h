@@ -52,8 +52,9 @@
 
 #define PETREL_VERSION "0.1.0"
 
-/* Context positions a session holds, and the memory plan budgets a KV cache
- * for, when the caller does not say (capped by the model's training context). */
+/* Context positions when neither the caller nor the model says: by default
+ * the memory plan budgets the model's training context (capped by the KV
+ * cache's share of the memory budget), and sessions take the plan's context. */
 #define PT_DEFAULT_CTX 4096
 
 /* The library version, "MAJOR.MINOR.PATCH". */
@@ -102,15 +103,28 @@ typedef struct pt_engine_params {
      * architecture, a vocab-only GGUF will do; tensors are never read). Such an
      * engine tokenizes and renders but pt_session_new refuses it. */
     int vocab_only;
-    /* Positions the memory plan budgets the KV cache for; 0: PT_DEFAULT_CTX
-     * (capped by the model's training context). Front ends pass the session
-     * context they will ask for, so the expert cache leaves room for it. */
+    /* Positions the memory plan budgets the KV cache for; 0: the model's
+     * training context (PT_DEFAULT_CTX when unknown), capped by what the KV
+     * cache's share of the budget holds (see runtime/plan.h). Front ends pass
+     * the session context they will ask for, so the expert cache leaves room
+     * for it. */
     int n_ctx;
     /* 1: open the model and compute the memory plan only (pt_engine_plan):
      * no expert cache, no thread pool, no usage statistics read or written;
      * pt_session_new refuses. For `petrel inspect --ram`. */
     int plan_only;
+    /* KV cache element types (PT_KV_*), as llama.cpp's --cache-type-k/-v:
+     * 0 is f16, llama.cpp's default. MLA models (glm-dsa, deepseek2) cache
+     * the latent and the rope key in the K type and have no V cache. */
+    int cache_type_k, cache_type_v;
 } pt_engine_params;
+
+/* KV cache element types. PT_KV_DEFAULT is f16. */
+enum { PT_KV_DEFAULT = 0, PT_KV_F32, PT_KV_F16, PT_KV_BF16, PT_KV_Q8_0, PT_KV_Q4_0 };
+/* "f32", "f16", "bf16", "q8_0", "q4_0" (llama.cpp's names); "?" for others. */
+const char *pt_kv_type_name(int t);
+/* The PT_KV_* of a name (case-insensitive), or -1. */
+int pt_kv_type_parse(const char *name);
 
 enum { PT_EXPERTS_MMAP = -1 };
 enum { PT_POLICY_DEFAULT = 0, PT_POLICY_LRU = 1, PT_POLICY_LFU = 2 };
@@ -129,6 +143,7 @@ void pt_engine_close(pt_engine *e);
 int pt_engine_n_vocab(const pt_engine *e); /* logits per row (vocab_only: the vocabulary's size) */
 int pt_engine_n_embd(const pt_engine *e);  /* hidden state width (0 for vocab_only) */
 int pt_engine_n_ctx_train(const pt_engine *e); /* the model's training context (0: unknown) */
+int pt_engine_n_ctx(const pt_engine *e);       /* the plan's context: a session's default */
 int pt_engine_n_threads(const pt_engine *e);   /* 0 for a plan_only engine */
 int pt_engine_has_mtp(const pt_engine *e);     /* 1: pt_session_mtp works */
 const char *
@@ -160,8 +175,8 @@ typedef struct pt_stats {
 void pt_engine_stats(const pt_engine *e, pt_stats *st);
 
 typedef struct pt_session_params {
-    int n_ctx;   /* positions the KV cache holds; 0: PT_DEFAULT_CTX (capped by the model's training
-                    context) */
+    int n_ctx;   /* positions the KV cache holds; 0: the engine's planned context
+                    (pt_engine_n_ctx). The cache is paid for as positions are written. */
     int n_batch; /* rows evaluated per forward chunk; 0: 256 */
 } pt_session_params;
 
@@ -172,6 +187,9 @@ pt_engine *pt_session_engine(const pt_session *s);
 
 int pt_session_n_ctx(const pt_session *s);
 int pt_session_n_batch(const pt_session *s);
+/* Bytes of the session's KV cache backed by memory now: it grows with the
+ * positions written (pages of a reservation for the whole context). */
+uint64_t pt_session_kv_bytes(const pt_session *s);
 /* Positions the session holds; pt_session_tokens gives their token ids, [n_past],
  * valid until the next call that changes the session. The session is the only
  * record of what its cache holds: callers keep no mirror of it. */

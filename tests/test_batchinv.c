@@ -31,12 +31,16 @@ typedef struct bi_seq {
     float *ref; /* [n][nv]: one batch */
 } bi_seq;
 
+static int bi_kv = PT_KV_DEFAULT; /* the KV cache type of every engine opened */
+
 static pt_engine *bi_open(const char *model, int slots, char *err, size_t len) {
     pt_engine_params ep = {.model_path = t_fixture(model),
                            .n_threads = 2,
                            .expert_slots = slots,
                            .no_pin = 1,
-                           .usage_dir = t_usage_dir()};
+                           .usage_dir = t_usage_dir(),
+                           .cache_type_k = bi_kv,
+                           .cache_type_v = bi_kv};
     return pt_engine_open(&ep, err, len);
 }
 
@@ -207,7 +211,22 @@ BATCHINV_TEST(batchinv_qwen3moe_q4_k_m, "qwen3moe-q4_k_m")
 BATCHINV_TEST(batchinv_qwen3moe_rq2k, "qwen3moe-rq2k")
 BATCHINV_TEST(batchinv_qwen3moe_mxfp4, "qwen3moe-mxfp4")
 
+/* The cases above run the default KV type (f16); every other type, on one
+ * model of each family. */
+static void batchinv_kv_types(void) {
+    static const char *const models[] = {"glm-dsa-rq2k", "deepseek2-rq2k", "gemma4-rq2k",
+                                         "qwen3moe-rq2k"};
+    static const int types[] = {PT_KV_F32, PT_KV_BF16, PT_KV_Q8_0, PT_KV_Q4_0};
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+        for (size_t m = 0; m < sizeof models / sizeof models[0]; m++) {
+            bi_kv = types[t];
+            check_batch_invariance(models[m]);
+        }
+    bi_kv = PT_KV_DEFAULT;
+}
+
 T_SUITE(batchinv) {
+    T_ADD_TIMEOUT(batchinv_kv_types, 600);
     T_ADD(batchinv_glm_dsa_f32);
     T_ADD(batchinv_glm_dsa_rq2k);
     T_ADD(batchinv_glm_dsa_iq2);

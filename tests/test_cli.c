@@ -201,7 +201,8 @@ static void cli_flag_values(void) {
     CHECK(count_lines(out) == 1);
     /* the limits themselves and the documented special values still work */
     static const char *good[] = {
-        "-n -1 --top-p 1 --top-k 0 --min-p 0 --temp 0 --seed 0",
+        "-n -1 -c 256 --top-p 1 --top-k 0 --min-p 0 --temp 0 --seed 0", /* -n -1: to a full context
+                                                                         */
         "-n 0",
         "--min-p 1 --repeat-penalty 1 --repeat-last-n 0 --seed 18446744073709551615",
         "-t 1 -c 64 -b 1 --temp 100 --top-p 0.5 --presence-penalty -2 --frequency-penalty 0.5",

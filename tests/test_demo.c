@@ -97,7 +97,9 @@ static int demo_eval(int expert_slots, const int32_t *toks, int n, float *logits
     pt_engine_params ep = {.model_path = DEMO_MODEL,
                            .n_threads = 2,
                            .expert_slots = expert_slots,
-                           .usage_dir = t_usage_dir()};
+                           .usage_dir = t_usage_dir(),
+                           .cache_type_k = PT_KV_F32, /* the reference rows keep float K/V */
+                           .cache_type_v = PT_KV_F32};
     pt_engine *e = pt_engine_open(&ep, err, sizeof err);
     CHECKF(e, "%s", err);
     if (!e) return -1;

@@ -59,7 +59,12 @@ static void check_fixture(const char *name) {
     char model[256], err[512];
     snprintf(model, sizeof model, "%s",
              t_fixture(json_string_value(json_object_get(ref, "model_file"))));
-    pt_engine_params ep = {.model_path = model, .n_threads = 2, .usage_dir = t_usage_dir()};
+    /* the references were made with an F32 KV cache (test_kvtypes.c covers the others) */
+    pt_engine_params ep = {.model_path = model,
+                           .n_threads = 2,
+                           .usage_dir = t_usage_dir(),
+                           .cache_type_k = PT_KV_F32,
+                           .cache_type_v = PT_KV_F32};
     pt_engine *e = pt_engine_open(&ep, err, sizeof err);
     CHECKF(e, "%s: %s", name, err);
     if (!e) {

@@ -233,10 +233,12 @@ static int read_resp(int fd, hresp *r) {
     return 0;
 }
 
+static double http_timeout = 30; /* seconds a request may wait for its answer */
+
 static int http(int port, const char *method, const char *path, const char *extra, const char *body,
                 hresp *r) {
     memset(r, 0, sizeof *r);
-    int fd = connect_to(port, 30);
+    int fd = connect_to(port, http_timeout);
     if (fd < 0) return -1;
     int rc = send_req(fd, method, path, extra, body) ? -1 : read_resp(fd, r);
     close(fd);
@@ -1294,6 +1296,8 @@ static void test_serve_malformed(void) {
         strcpy(big + k, "\"}");
         CHECK(http(s.port, "POST", "/v1/completions", NULL, big, &r) == 0 && r.status == 400);
         CHECK_STR_CONTAINS(r.body, "context holds");
+        CHECK_STR_CONTAINS(r.body, "\"code\":\"context_length_exceeded\"");
+        CHECK_STR_CONTAINS(r.body, "the prompt is ");
         hresp_free(&r);
         free(big);
     }
@@ -2837,7 +2841,94 @@ static void test_serve_slowloris(void) {
     srv_down(&s);
 }
 
+/* ===== A 12,000-token agent request with default flags =====
+ * Shaped like Codex's first request: a long instructions text (the system
+ * message), tool definitions, a short user turn. Every fixture model answers
+ * it with the server's default flags: the default context is the model's
+ * training context (within the KV share), paid for as it is filled. */
+static char *agent_request(int max_tokens) {
+    static const char *const rules[] = {
+        "You are a coding agent running in a terminal on the user's computer.",
+        "Read files before you change them, and keep every change small and reviewable.",
+        "When a command fails, read its output, explain the cause and try a different approach.",
+        "Never run destructive commands such as rm -rf or git reset --hard unless asked to.",
+        "Prefer the apply_patch tool for edits; show diffs in unified format with context lines.",
+        "Use update_plan to keep a short list of steps, marking each one done when finished.",
+        "Answer in plain text with short paragraphs; put file paths and commands in backticks.",
+        "Tests are run with make test; formatting with make format; both must pass before done.",
+        "Respect the sandbox: network access is disabled and writes stay inside the workspace.",
+        "If instructions conflict, the user's latest message wins over earlier guidance."};
+    static char sys[40000];
+    size_t len = 0;
+    for (int i = 0; len < 36000; i++)
+        len += (size_t)snprintf(sys + len, sizeof sys - len, "%d. %s ", i + 1, rules[i % 10]);
+    json_t *tools =
+        json_pack("[{s:s, s:{s:s, s:s, s:{s:s, s:{s:{s:s, s:{s:s}}, s:{s:s}}, s:[s]}}},"
+                  " {s:s, s:{s:s, s:s, s:{s:s, s:{s:{s:s}}, s:[s]}}},"
+                  " {s:s, s:{s:s, s:s, s:{s:s, s:{s:{s:s}}, s:[s]}}}]",
+                  "type", "function", "function", "name", "shell", "description",
+                  "Runs a shell command and returns its output.", "parameters", "type", "object",
+                  "properties", "command", "type", "array", "items", "type", "string", "workdir",
+                  "type", "string", "required", "command", "type", "function", "function", "name",
+                  "apply_patch", "description", "Applies a patch to files in the workspace.",
+                  "parameters", "type", "object", "properties", "input", "type", "string",
+                  "required", "input", "type", "function", "function", "name", "update_plan",
+                  "description", "Updates the task plan shown to the user.", "parameters", "type",
+                  "object", "properties", "plan", "type", "string", "required", "plan");
+    json_t *req = json_pack("{s:[{s:s, s:s%}, {s:s, s:s}], s:o, s:i, s:f}", "messages", "role",
+                            "system", "content", sys, len, "role", "user", "content",
+                            "List the files in this repository and summarise the README.", "tools",
+                            tools, "max_tokens", max_tokens, "temperature", 0.0);
+    char *body = json_dumps(req, JSON_COMPACT);
+    json_decref(req);
+    return body;
+}
+
+/* Minutes per model on two shared cores (a 12k prefill of the fixtures), so
+ * it runs in `make test-full` (PETREL_TEST_FULL=1) and is a named skip in the
+ * suite: every fixture family and the demo model. */
+static void test_serve_agent_12k(void) {
+    if (!getenv("PETREL_TEST_FULL") || strcmp(getenv("PETREL_TEST_FULL"), "1")) {
+        t_skip("the 12,000-token agent request runs in make test-full (minutes per model)");
+        return;
+    }
+    char demo[4200], cwd[4096];
+    snprintf(demo, sizeof demo, "%s/models/petrel-demo-glm.gguf",
+             getcwd(cwd, sizeof cwd) ? cwd : ".");
+    const char *const models[] = {demo, "qwen3moe-q4_k_m.gguf", "gemma4-q4_k_m.gguf",
+                                  "deepseek2-q8_0.gguf", "glm-dsa-rq2k.gguf"};
+    const size_t n_models = sizeof models / sizeof models[0];
+    char *body = agent_request(4);
+    http_timeout = 1500;
+    for (size_t i = 0; i < n_models; i++) {
+        tsrv s;
+        CHECKF(srv_up(&s, models[i], NULL) == 0, "%s: the server did not start", models[i]);
+        if (!s.port) continue;
+        hresp r;
+        const double t0 = now_s();
+        CHECK(http(s.port, "POST", "/v1/chat/completions", NULL, body, &r) == 0);
+        const double dt = now_s() - t0;
+        json_t *j = json_loads(r.body ? r.body : "", 0, NULL);
+        json_t *u = json_object_get(j, "usage");
+        const int n_prompt = (int)json_integer_value(json_object_get(u, "prompt_tokens"));
+        CHECKF(r.status == 200 && n_prompt >= 12000, "%s: status %d, %d prompt tokens: %.300s",
+               models[i], r.status, n_prompt, r.body ? r.body : "");
+        char *e = t_read_file(s.errfile, NULL);
+        const char *plan = e ? strstr(e, "context ") : NULL;
+        fprintf(stderr, "  %s: %d prompt tokens answered in %.1f s (%.0f tokens/s); %.*s\n",
+                models[i], n_prompt, dt, n_prompt / dt,
+                plan ? (int)(strchr(plan, ')') - plan + 1) : 0, plan ? plan : "");
+        free(e);
+        json_decref(j);
+        hresp_free(&r);
+        srv_down(&s);
+    }
+    http_timeout = 30;
+    free(body);
+}
+
 T_SUITE(serve) {
+    T_ADD_TIMEOUT(test_serve_agent_12k, 3600);
     T_ADD(test_serve_request_parsing);
     T_ADD(test_serve_validation);
     T_ADD(test_serve_logit_bias);

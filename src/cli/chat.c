@@ -98,7 +98,6 @@ static int chat_with(tcli_opts *opts, int argc, char **argv) {
         if (mrc == CLI_USAGE && !opts->hf) chat_usage(stderr);
         return mrc;
     }
-    if (opts->n_ctx == 0) opts->n_ctx = PT_DEFAULT_CTX;
     tcli_model m;
     if (tcli_open(opts, &m, 0)) return CLI_ERROR;
     if (!pt_chat_format_known(m.format)) {

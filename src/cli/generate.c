@@ -400,11 +400,7 @@ static int generate_with(tcli_opts *opts, int argc, char **argv) {
     }
     if (tokens_arg) return run_tokens(opts, tokens_arg, dump);
     if (reasoning < 0) reasoning = !quiet && !json;
-    if (opts->n_ctx == 0) opts->n_ctx = PT_DEFAULT_CTX;
-    if (prompt) {
-        int rc = run_text(opts, prompt, strlen(prompt), chat, system, quiet, json, reasoning);
-        return rc;
-    }
+    if (prompt) return run_text(opts, prompt, strlen(prompt), chat, system, quiet, json, reasoning);
     FILE *f = !file || !strcmp(file, "-") ? stdin : fopen(file, "rb");
     if (!f) {
         return cli_error("%s: %s", file, strerror(errno));

@@ -210,7 +210,6 @@ int cmd_serve(int argc, char **argv) {
         if (mrc == CLI_USAGE && !o.hf) serve_usage(stderr);
         return mrc;
     }
-    if (o.n_ctx == 0) o.n_ctx = PT_DEFAULT_CTX;
     /* the model id: the file name without directory and .gguf */
     char name[256];
     if (!p.model_name) {

@@ -20,6 +20,7 @@ struct dec {
     const void *model;
     fam_desc d;
     void *st;        /* the family's state */
+    kv_arena kv;     /* the KV cache's reservation (c.kv points here) */
     int n_past;      /* positions cached */
     int64_t ring_lo; /* lowest position whose sliding-window keys the rings still hold */
     int prefetch;    /* router lookahead on */
@@ -123,6 +124,9 @@ dec *dec_new(const fam_ops *ops, const void *model, const fam_desc *d, const dec
     c->max_batch = p->max_batch;
     c->ring = dec_ring(d, p->n_ctx, p->max_batch);
     c->moe = moe_step;
+    c->k_type = p->k_type;
+    c->v_type = p->v_type;
+    c->kv = &x->kv;
     const size_t B = (size_t)p->max_batch, E = (size_t)d->n_embd;
     const size_t X = (size_t)(d->n_expert > 0 ? d->n_expert : 1),
                  K = (size_t)(d->n_expert_used > 0 ? d->n_expert_used : 1);
@@ -140,6 +144,13 @@ dec *dec_new(const fam_ops *ops, const void *model, const fam_desc *d, const dec
     if (!x->topk || !x->pf_topk || !x->pf_uniq) fail = 1;
     if (moe_scratch_init(&x->ms, (int)X, p->max_batch, (int)K, d->n_embd)) fail = 1;
     if (!fail && mm_ctx_init(&c->mm, p->pool, p->max_isa, (int64_t)B, d->max_in)) fail = 1;
+    /* the whole context's KV reserved, backed as positions are written; a
+     * page of slack for every buffer a state takes (each starts on a page) */
+    uint64_t per_pos = 0, fixed = 0;
+    ops->kv_size(model, c->ring, p->k_type, p->v_type, &per_pos, &fixed);
+    const uint64_t slack = (uint64_t)(4 * (d->n_layer > 0 ? d->n_layer : 1) + 16) * 65536;
+    if (!fail && kv_arena_init(&x->kv, (size_t)(per_pos * (uint64_t)p->n_ctx + fixed + slack)))
+        fail = 1;
     if (!fail) x->st = ops->state_new(model, c, err);
     if (fail || !x->st) {
         if (fail)
@@ -163,7 +174,15 @@ void dec_free(dec *x) {
     free(x->pf_uniq);
     moe_scratch_free(&x->ms);
     mm_ctx_free(&x->c.mm);
+    kv_arena_free(&x->kv);
     free(x);
+}
+
+uint64_t dec_kv_resident(const dec *x) {
+    return kv_arena_resident(&x->kv);
+}
+uint64_t dec_kv_reserved(const dec *x) {
+    return x->kv.cap;
 }
 
 int dec_n_past(const dec *x) {

@@ -21,11 +21,12 @@ typedef struct dec dec;
 
 typedef struct dec_params {
     tp_pool *pool;
-    xs_store *xs;  /* the engine's expert store */
-    int prefetch;  /* router lookahead into the next layer's experts */
-    int max_isa;   /* highest kernel ISA level (QT_ISA_*), -1 for the best */
-    int n_ctx;     /* positions */
-    int max_batch; /* rows per chunk */
+    xs_store *xs;            /* the engine's expert store */
+    int prefetch;            /* router lookahead into the next layer's experts */
+    int max_isa;             /* highest kernel ISA level (QT_ISA_*), -1 for the best */
+    int n_ctx;               /* positions */
+    int max_batch;           /* rows per chunk */
+    uint32_t k_type, v_type; /* KV cache element types (nn/kv.h) */
 } dec_params;
 
 /* A decoder for the loaded model; NULL with err (bad sizes, out of memory). */
@@ -37,6 +38,11 @@ void dec_free(dec *x);
 int64_t dec_ring(const fam_desc *d, int n_ctx, int max_batch);
 
 int dec_n_past(const dec *x);
+
+/* Bytes of the session's KV cache backed by memory now (it grows with the
+ * positions written: nn/kv.h), and bytes reserved for the whole context. */
+uint64_t dec_kv_resident(const dec *x);
+uint64_t dec_kv_reserved(const dec *x);
 
 /* Keep at most the first n positions; returns the positions kept (0 when a
  * sliding-window ring no longer holds the keys position n's window needs). */

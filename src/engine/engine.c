@@ -10,15 +10,18 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "common.h"
 #include "engine/api_text.h"
 #include "engine/decoder.h"
+#include "format/ggml_types.h"
 #include "format/gguf.h"
 #include "format/xpack.h"
 #include "model/family.h"
 #include "model/info.h"
+#include "nn/kv.h"
 #include "petrel.h"
 #include "runtime/budget.h"
 #include "runtime/experts.h"
@@ -38,13 +41,15 @@ struct pt_engine {
     const fam_ops *fam; /* the model's family */
     void *model;        /* the family's loaded model */
     fam_desc desc;      /* what the decoder needs to know about it */
-    /* KV cache of a session, for the memory plan (float elements, as the states allocate) */
-    uint64_t kv_per_pos; /* bytes per position, all layers that keep every position */
-    uint64_t kv_fixed;   /* bytes independent of the context: sliding-window rings */
-    int plan_only;       /* opened for the plan only: no store, no pool, no sessions */
-    xs_layer_desc *xl;   /* [n_layers] routed-expert tensors per layer */
-    xpack *pack;         /* valid expert pack in use, or NULL */
-    xpack *table;        /* valid pack kept for its checksum table alone (no_pack), or NULL */
+    /* KV cache of a session, for the memory plan (at the cache types) */
+    uint32_t k_type, v_type; /* element types (QT_* ids, nn/kv.h) */
+    int n_ctx;               /* the plan's context: a session's default */
+    uint64_t kv_per_pos;     /* bytes per position, all layers that keep every position */
+    uint64_t kv_fixed;       /* bytes independent of the context: sliding-window rings */
+    int plan_only;           /* opened for the plan only: no store, no pool, no sessions */
+    xs_layer_desc *xl;       /* [n_layers] routed-expert tensors per layer */
+    xpack *pack;             /* valid expert pack in use, or NULL */
+    xpack *table;            /* valid pack kept for its checksum table alone (no_pack), or NULL */
     xs_store *xs;
     int prefetch;      /* router lookahead into the next layer's experts */
     FILE *trace;       /* routing trace, or NULL */
@@ -52,7 +57,7 @@ struct pt_engine {
     int have_usage;
     char usage_path[4096]; /* where the counts are saved at close, "" to skip */
     uint8_t fingerprint[32];
-    char plan[1280];  /* the plan line: the planner's part (< 512) + a pack warning (< 700) */
+    char plan[1536];  /* the plan line: the planner's part (< 768) + a pack warning (< 700) */
     engine_text text; /* vocabulary, chat format, sampling defaults */
 };
 
@@ -62,6 +67,34 @@ struct pt_session {
     int n_ctx, n_batch;
     int32_t *hist; /* [n_ctx] token ids at the positions the cache holds ([n_past] valid) */
 };
+
+static const struct {
+    const char *name;
+    uint32_t qt;
+} KV_TYPES[] = {{"f16", QT_F16},   {"f32", QT_F32},   {"f16", QT_F16},
+                {"bf16", QT_BF16}, {"q8_0", QT_Q8_0}, {"q4_0", QT_Q4_0}};
+
+/* llama.cpp's spelling of a cache type ("f16", "q8_0"). */
+static const char *qt_name_lower(uint32_t qt) {
+    for (size_t i = 1; i < PT_ARRAY_LEN(KV_TYPES); i++)
+        if (KV_TYPES[i].qt == qt) return KV_TYPES[i].name;
+    return "?";
+}
+
+/* MLA families keep one cache (the K type); their V type is unused. */
+static int mla_model(const pt_engine *en) {
+    return !strcmp(en->fam->name, "glm-dsa");
+}
+
+const char *pt_kv_type_name(int t) {
+    return t >= 0 && t < (int)PT_ARRAY_LEN(KV_TYPES) ? KV_TYPES[t].name : "?";
+}
+
+int pt_kv_type_parse(const char *name) {
+    for (int t = PT_KV_F32; t < (int)PT_ARRAY_LEN(KV_TYPES); t++)
+        if (!strcasecmp(name, KV_TYPES[t].name)) return t;
+    return -1;
+}
 
 static void copy_err(const pt_err *e, char *buf, size_t len) {
     if (buf && len) snprintf(buf, len, "%s", e->msg);
@@ -229,30 +262,37 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
         free(slot_bytes);
         return -1;
     }
-    const plan_in in = {.budget = p->ram_gb > 0 ? (uint64_t)(p->ram_gb * GIB) : mem_available(),
-                        .resident = mi.resident_bytes,
-                        .routed = mi.routed_bytes,
-                        .slot_bytes = slot_bytes,
-                        .n_layers = n_all,
-                        .n_expert = en->desc.n_expert,
-                        .kv_per_pos = en->kv_per_pos,
-                        .kv_fixed = en->kv_fixed,
-                        .n_ctx = p->n_ctx,
-                        .n_ctx_train = en->desc.n_ctx_train,
-                        .slots = p->expert_slots,
-                        .pin_bytes = p->pin_gb > 0 ? (uint64_t)(p->pin_gb * GIB) : 0,
-                        .no_pin = p->no_pin,
-                        .margin = PLAN_MARGIN};
+    plan_in in = {.budget = p->ram_gb > 0 ? (uint64_t)(p->ram_gb * GIB) : mem_available(),
+                  .resident = mi.resident_bytes,
+                  .routed = mi.routed_bytes,
+                  .slot_bytes = slot_bytes,
+                  .n_layers = n_all,
+                  .n_expert = en->desc.n_expert,
+                  .n_expert_used = en->desc.n_expert_used,
+                  .kv_per_pos = en->kv_per_pos,
+                  .kv_fixed = en->kv_fixed,
+                  .n_ctx = p->n_ctx,
+                  .n_ctx_train = en->desc.n_ctx_train,
+                  .slots = p->expert_slots,
+                  .pin_bytes = p->pin_gb > 0 ? (uint64_t)(p->pin_gb * GIB) : 0,
+                  .no_pin = p->no_pin,
+                  .margin = PLAN_MARGIN};
     model_info_free(&mi);
     plan_out pl;
+    snprintf(in.kv_types, sizeof in.kv_types, "%s",
+             en->k_type == en->v_type || mla_model(en) ? qt_name_lower(en->k_type) : "");
+    if (!in.kv_types[0])
+        snprintf(in.kv_types, sizeof in.kv_types, "K %s, V %s", qt_name_lower(en->k_type),
+                 qt_name_lower(en->v_type));
     const int rc = plan_compute(&in, en->g->files[0].path, &pl, e);
     free(slot_bytes);
     if (rc) return -1;
+    en->n_ctx = pl.n_ctx;
     if (en->plan_only) { /* where slots would be read from is known; the I/O back-end is not */
-        char line[512];
+        char line[768];
         plan_line(&pl, pl.streaming ? en->pack ? ", from the expert pack" : ", from the GGUF" : "",
                   line, sizeof line);
-        snprintf(en->plan, sizeof en->plan, "%.511s%.699s", line, note);
+        snprintf(en->plan, sizeof en->plan, "%.767s%.699s", line, note);
         return 0;
     }
     /* LFU with decay is the default: on the streaming benchmark's routing trace it
@@ -284,15 +324,37 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
         if (n_pinned < 0) return -1;
     }
     /* the store's part of the plan line, inside the cache's parentheses */
-    char pins[96] = "", store[256] = "", line[512];
+    char pins[96] = "", store[256] = "", line[768];
     if (n_pinned) snprintf(pins, sizeof pins, ", %d hot experts pinned", n_pinned);
     if (cfg.streaming)
         snprintf(store, sizeof store, ", %s, %s%s, %s%s%s", cfg.policy == XS_LFU ? "LFU" : "LRU",
                  xio_backend_name(xs_io_backend(en->xs)), xs_direct(en->xs) ? ", O_DIRECT" : "",
                  en->pack ? "from the expert pack" : "from the GGUF", pins,
                  en->prefetch ? ", prefetch" : "");
-    snprintf(en->plan, sizeof en->plan, "%.511s%.699s", plan_line(&pl, store, line, sizeof line),
+    snprintf(en->plan, sizeof en->plan, "%.767s%.699s", plan_line(&pl, store, line, sizeof line),
              note);
+    return 0;
+}
+
+/* The cache types asked for, checked against the model's head widths (a
+ * q8_0 / q4_0 row is blocks of 32 per head). */
+static int kv_types(pt_engine *en, const pt_engine_params *p, pt_err *e) {
+    const int t[2] = {p->cache_type_k, p->cache_type_v};
+    uint32_t q[2];
+    for (int i = 0; i < 2; i++) {
+        if (t[i] < 0 || t[i] >= (int)PT_ARRAY_LEN(KV_TYPES))
+            return pt_errf(e, "cache type %d is not one of f32, f16, bf16, q8_0, q4_0", t[i]);
+        q[i] = KV_TYPES[t[i]].qt;
+    }
+    en->k_type = q[0];
+    en->v_type = q[1];
+    for (int i = 0; i < 2; i++)
+        if (en->desc.kv_unit % kv_block(q[i]))
+            return pt_errf(e,
+                           "%s: cache type %s stores blocks of %d elements, but this model's KV "
+                           "heads are multiples of %d only (use f32, f16 or bf16)",
+                           en->g->files[0].path, KV_TYPES[t[i]].name, kv_block(q[i]),
+                           en->desc.kv_unit);
     return 0;
 }
 
@@ -329,11 +391,11 @@ pt_engine *pt_engine_open(const pt_engine_params *p, char *err, size_t err_len) 
         goto fail;
     }
     if (en->fam->load(en->g, &en->model, &en->desc, &e)) goto fail;
-    /* the KV cache the plan reserves: float elements, as the states allocate,
-     * sliding-window rings sized for the default batch */
-    en->fam->kv_size(en->model,
-                     dec_ring(&en->desc, p->n_ctx > 0 ? p->n_ctx : PT_DEFAULT_CTX, DEFAULT_BATCH),
-                     sizeof(float), &en->kv_per_pos, &en->kv_fixed);
+    if (kv_types(en, p, &e)) goto fail;
+    /* the KV cache the plan reserves at the cache types, sliding-window rings
+     * sized for the default batch */
+    en->fam->kv_size(en->model, dec_ring(&en->desc, INT32_MAX, DEFAULT_BATCH), en->k_type,
+                     en->v_type, &en->kv_per_pos, &en->kv_fixed);
     int nt = p->n_threads > 0 ? p->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (nt < 1) nt = 1;
     en->pool = en->plan_only ? NULL : tp_new(nt);
@@ -442,9 +504,7 @@ pt_session *pt_session_new(pt_engine *e, const pt_session_params *p, char *err, 
                  e->g->files[0].path);
         return NULL;
     }
-    int n_ctx = p && p->n_ctx > 0 ? p->n_ctx : PT_DEFAULT_CTX;
-    if (n_ctx > e->desc.n_ctx_train && e->desc.n_ctx_train > 0 && !(p && p->n_ctx > 0))
-        n_ctx = e->desc.n_ctx_train;
+    const int n_ctx = p && p->n_ctx > 0 ? p->n_ctx : e->n_ctx;
     int n_batch = p && p->n_batch > 0 ? p->n_batch : DEFAULT_BATCH;
     pt_session *s = calloc(1, sizeof *s);
     if (!s) {
@@ -460,7 +520,9 @@ pt_session *pt_session_new(pt_engine *e, const pt_session_params *p, char *err, 
                            .prefetch = e->prefetch,
                            .max_isa = e->max_isa,
                            .n_ctx = n_ctx,
-                           .max_batch = n_batch};
+                           .max_batch = n_batch,
+                           .k_type = e->k_type,
+                           .v_type = e->v_type};
     s->dec = s->hist ? dec_new(e->fam, e->model, &e->desc, &dp, &er) : NULL;
     if (!s->dec) {
         if (!s->hist) pt_errf(&er, "out of memory for a %d-position token history", n_ctx);
@@ -484,6 +546,12 @@ pt_engine *pt_session_engine(const pt_session *s) {
 }
 int pt_session_n_ctx(const pt_session *s) {
     return s->n_ctx;
+}
+uint64_t pt_session_kv_bytes(const pt_session *s) {
+    return dec_kv_resident(s->dec);
+}
+int pt_engine_n_ctx(const pt_engine *e) {
+    return e->n_ctx;
 }
 int pt_session_n_batch(const pt_session *s) {
     return s->n_batch;

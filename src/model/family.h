@@ -23,6 +23,7 @@
 
 #include "common.h"
 #include "format/gguf.h"
+#include "nn/kv.h"
 #include "nn/matmul.h"
 #include "nn/moe.h"
 #include "runtime/experts.h"
@@ -46,6 +47,8 @@ typedef struct fam_desc {
     const mm_weight *output;   /* n_embd -> n_vocab */
     float softcap;             /* logits = softcap * tanh(logits / softcap) when > 0 */
     int64_t max_in;            /* widest input of any matmul the family runs */
+    int kv_unit;               /* every KV head (or MLA latent / rope part) is a multiple of this
+                                  many elements: a block cache type needs kv_block | kv_unit */
 } fam_desc;
 
 typedef struct fam_ctx fam_ctx;
@@ -65,9 +68,11 @@ struct fam_ctx {
     tp_pool *pool;
     xs_store *xs; /* where routed experts come from */
     mm_ctx mm;
-    int n_ctx;      /* positions the caches address */
-    int max_batch;  /* rows per chunk */
-    int64_t ring;   /* slots of a sliding-window layer's cache: window + max_batch - 1 (<= n_ctx) */
+    int n_ctx;     /* positions the caches address */
+    int max_batch; /* rows per chunk */
+    int64_t ring;  /* slots of a sliding-window layer's cache: window + max_batch - 1 (<= n_ctx) */
+    uint32_t k_type, v_type; /* KV cache element types (nn/kv.h); MLA caches use k_type */
+    kv_arena *kv;   /* where the state takes its KV buffers (kv_arena_take; the decoder frees it) */
     float *x;       /* [B][n_embd] residual stream: the block's input and output */
     float *xn;      /* [B][n_embd] normed input of a sub-block (also the final-norm rows) */
     fam_moe_fn moe; /* the routed-expert step (decoder.c) */
@@ -79,11 +84,11 @@ typedef struct fam_ops {
     /* Bind the model; *model is the family's, freed by free(). 0, or -1 with err. */
     int (*load)(const gguf_ctx *g, void **model, fam_desc *d, pt_err *err);
     void (*free)(void *model);
-    /* KV cache bytes with elem_bytes per element: per_pos for every position
-     * of the context, fixed for the caches that do not grow with it (rings of
-     * `ring` slots). */
-    void (*kv_size)(const void *model, int64_t ring, int elem_bytes, uint64_t *per_pos,
-                    uint64_t *fixed);
+    /* KV cache bytes at element types k_type / v_type (nn/kv.h): per_pos for
+     * every position of the context, fixed for the caches that do not grow
+     * with it (rings of `ring` slots). */
+    void (*kv_size)(const void *model, int64_t ring, uint32_t k_type, uint32_t v_type,
+                    uint64_t *per_pos, uint64_t *fixed);
     /* Session state (KV caches, scratch) for c->n_ctx positions and
      * c->max_batch rows; NULL with err. */
     void *(*state_new)(const void *model, fam_ctx *c, pt_err *err);

@@ -317,12 +317,13 @@ static gemma4_expert_w gemma4_expert(const gemma4_model *m, int layer, int e,
 typedef struct g4_state {
     const gemma4_model *m;
     fam_ctx *c;
-    int64_t *cap; /* [n_layer] slots of each layer's cache: n_ctx, or the ring on sliding layers */
-    float **k, **v;      /* [n_layer] -> [cap][n_kv * head_dim]: normed roped keys, normed values */
-    float *h;            /* [B][n_embd] residual after attention (input of both FFN branches) */
-    float *a;            /* [B][n_embd] sub-block output (attention, then dense MLP) */
-    float *moe;          /* [B][n_embd] router input, then the routed experts' output */
-    float *pf_in;        /* [B][n_embd] next layer's router input (lookahead) */
+    int64_t *cap;  /* [n_layer] slots of each layer's cache: n_ctx, or the ring on sliding layers */
+    void **k, **v; /* [n_layer] -> [cap] rows of n_kv * head_dim elements of c->k_type /
+                      c->v_type: normed roped keys, normed values (in c->kv) */
+    float *h;      /* [B][n_embd] residual after attention (input of both FFN branches) */
+    float *a;      /* [B][n_embd] sub-block output (attention, then dense MLP) */
+    float *moe;    /* [B][n_embd] router input, then the routed experts' output */
+    float *pf_in;  /* [B][n_embd] next layer's router input (lookahead) */
     nn_gqa_scratch attn; /* q, o: [B][n_head * max_head_dim]; kx, vx: [B][max_kv_dim] */
     float *g;            /* [B][max(n_ff, 2 n_ff_exp)] gate (or fused gate|up) projections */
     float *u;            /* [B][max(n_ff, n_ff_exp)] up projections / gated activations */
@@ -331,10 +332,6 @@ typedef struct g4_state {
 static void g4_state_free(void *p) {
     g4_state *s = p;
     if (!s) return;
-    for (int l = 0; l < s->m->hp.n_layer; l++) {
-        if (s->k) free(s->k[l]);
-        if (s->v) free(s->v[l]);
-    }
     free(s->k);
     free(s->v);
     free(s->cap);
@@ -357,15 +354,16 @@ static void *g4_state_new(const void *model, fam_ctx *c, pt_err *err) {
     const size_t F = (size_t)hp->n_ff, FX = (size_t)hp->n_ff_exp;
     int fail = 0;
     s->cap = calloc((size_t)hp->n_layer, sizeof(int64_t));
-    s->k = calloc((size_t)hp->n_layer, sizeof(float *));
-    s->v = calloc((size_t)hp->n_layer, sizeof(float *));
+    s->k = calloc((size_t)hp->n_layer, sizeof(void *));
+    s->v = calloc((size_t)hp->n_layer, sizeof(void *));
     if (!s->cap || !s->k || !s->v) fail = 1;
     for (int l = 0; l < hp->n_layer && !fail; l++) {
         const gemma4_layer *ly = &m->layers[l];
         s->cap[l] = ly->swa ? c->ring : c->n_ctx;
-        const size_t n = (size_t)s->cap[l] * (size_t)(ly->n_kv * ly->head_dim);
-        s->k[l] = pt_falloc(n, &fail);
-        s->v[l] = pt_falloc(n, &fail);
+        const int64_t n = (int64_t)ly->n_kv * ly->head_dim;
+        s->k[l] = kv_arena_take(c->kv, (size_t)s->cap[l] * kv_bytes(c->k_type, n));
+        s->v[l] = kv_arena_take(c->kv, (size_t)s->cap[l] * kv_bytes(c->v_type, n));
+        if (!s->k[l] || !s->v[l]) fail = 1;
     }
     s->h = pt_falloc(B * E, &fail);
     s->a = pt_falloc(B * E, &fail);
@@ -435,7 +433,9 @@ static int g4_block(void *st, int layer, int T, int pos0, pt_err *err) {
                       .window = ly->swa ? hp->window : 0,
                       .scale = 1.0f,
                       .rms_eps = eps,
-                      .n_embd = E};
+                      .n_embd = E,
+                      .k_type = c->k_type,
+                      .v_type = c->v_type};
     nn_gqa_forward(&g, &s->attn, c->xn, T, pos0, s->k[layer], s->v[layer], s->cap[layer], s->a);
     /* h = x + post_attention_norm(attn) */
     for (int t = 0; t < T; t++) {
@@ -496,14 +496,24 @@ static const float *g4_lookahead_input(void *st, int next, int T) {
     return s->pf_in;
 }
 
+static int gcd_int(int a, int b) {
+    while (b) {
+        const int r = a % b;
+        a = b;
+        b = r;
+    }
+    return a;
+}
+
 /* Full-attention layers keep every position; sliding ones a ring. */
-static void g4_kv_size(const void *model, int64_t ring, int elem_bytes, uint64_t *per_pos,
-                       uint64_t *fixed) {
+static void g4_kv_size(const void *model, int64_t ring, uint32_t k_type, uint32_t v_type,
+                       uint64_t *per_pos, uint64_t *fixed) {
     const gemma4_model *m = model;
     *per_pos = *fixed = 0;
     for (int l = 0; l < m->hp.n_layer; l++) {
         const gemma4_layer *ly = &m->layers[l];
-        const uint64_t row = 2 * (uint64_t)ly->n_kv * (uint64_t)ly->head_dim * (uint64_t)elem_bytes;
+        const int64_t n = (int64_t)ly->n_kv * ly->head_dim;
+        const uint64_t row = kv_bytes(k_type, n) + kv_bytes(v_type, n);
         if (ly->swa)
             *fixed += (uint64_t)ring * row;
         else
@@ -524,7 +534,11 @@ static int g4_load(const gguf_ctx *g, void **model, fam_desc *d, pt_err *err) {
     for (int l = 0; l < hp->n_layer; l++)
         any_swa |= m->layers[l].swa;
     const int64_t QD = (int64_t)hp->n_head * hp->max_head_dim;
+    int unit = 0;
+    for (int l = 0; l < hp->n_layer; l++)
+        unit = gcd_int(unit, m->layers[l].head_dim);
     *d = (fam_desc){
+        .kv_unit = unit,
         .n_vocab = hp->n_vocab,
         .n_embd = hp->n_embd,
         .n_layer = hp->n_layer,

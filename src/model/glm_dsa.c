@@ -186,7 +186,7 @@ static int load_hparams(ld_ctx *L, glm_hparams *hp) {
     hp->idx_full = calloc((size_t)hp->n_layer + 1, 1);
     if (!hp->idx_full) return pt_errf(L->err, "%s: out of memory", L->path);
     if (hp->idx_n_head) {
-        if (hp->idx_top_k < 1 || hp->idx_head_dim < n_rot)
+        if (hp->idx_top_k < 1 || hp->idx_head_dim < n_rot || hp->idx_head_dim > 1024)
             return pt_errf(L->err, "%s: indexer top_k %d / key_length %d are invalid", L->path,
                            hp->idx_top_k, hp->idx_head_dim);
         snprintf(k, sizeof k, "%s.attention.indexer.types", L->arch);
@@ -344,9 +344,10 @@ fail:
 typedef struct glm_state {
     const glm_model *m;
     fam_ctx *c;
-    int mtp_past; /* MTP positions cached */
-    float **kv;   /* [n_layer + n_nextn] -> [n_ctx][kv_lora + qk_rope]: normed latent | roped key */
-    float **idx_k; /* [n_layer] -> [n_ctx][idx_head_dim] (full indexer layers only) */
+    int mtp_past;  /* MTP positions cached */
+    void **kv;     /* [n_layer + n_nextn] -> [n_ctx] rows of kv_lora + qk_rope elements of
+                      c->k_type: normed latent | roped key (in c->kv) */
+    float **idx_k; /* [n_layer] -> [n_ctx][idx_head_dim] f32 (full indexer layers only; in c->kv) */
     nn_mla attn;   /* attention scratch and the indexer's selection */
     float *out;    /* [B][n_embd] sub-block output */
     float *g, *u;  /* [B][max(n_ff, n_ff_exp * max(1, n_shared))] FFN scratch */
@@ -380,11 +381,6 @@ static size_t ffn_width(const glm_hparams *hp) {
 static void glm_state_free(void *p) {
     glm_state *s = p;
     if (!s) return;
-    const glm_hparams *hp = &s->m->hp;
-    for (int l = 0; s->kv && l < hp->n_layer + hp->n_nextn; l++)
-        free(s->kv[l]);
-    for (int l = 0; s->idx_k && l < hp->n_layer; l++)
-        free(s->idx_k[l]);
     free(s->kv);
     free(s->idx_k);
     nn_mla_free(&s->attn);
@@ -405,16 +401,20 @@ static void *glm_state_new(const void *model, fam_ctx *c, pt_err *err) {
                  KVD = (size_t)(hp->kv_lora + hp->qk_rope);
     const int n_all = hp->n_layer + hp->n_nextn;
     int fail = 0;
-    s->kv = calloc((size_t)n_all, sizeof(float *));
+    s->kv = calloc((size_t)n_all, sizeof(void *));
     s->idx_k = calloc((size_t)hp->n_layer + 1, sizeof(float *));
     if (!s->kv || !s->idx_k) fail = 1;
     for (int l = 0; l < n_all && !fail; l++) {
-        s->kv[l] = pt_falloc((size_t)c->n_ctx * KVD, &fail);
-        if (l < hp->n_layer && m->layers[l].attn.has_idx)
-            s->idx_k[l] = pt_falloc((size_t)c->n_ctx * (size_t)hp->idx_head_dim, &fail);
+        s->kv[l] = kv_arena_take(c->kv, (size_t)c->n_ctx * kv_bytes(c->k_type, (int64_t)KVD));
+        if (!s->kv[l]) fail = 1;
+        if (l < hp->n_layer && m->layers[l].attn.has_idx &&
+            !(s->idx_k[l] = kv_arena_take(c->kv, (size_t)c->n_ctx * (size_t)hp->idx_head_dim *
+                                                     sizeof(float))))
+            fail = 1;
     }
     const nn_mla_dims d = mla_dims(hp);
     if (!fail && nn_mla_init(&s->attn, &d, c->pool, &c->mm, c->n_ctx, c->max_batch)) fail = 1;
+    s->attn.kv_type = c->k_type; /* latent and rope key: the K type, as llama.cpp */
     s->out = pt_falloc(B * E, &fail);
     s->g = pt_falloc(B * ffn_width(hp), &fail);
     s->u = pt_falloc(B * ffn_width(hp), &fail);
@@ -573,15 +573,19 @@ static const float *glm_lookahead_input(void *st, int next, int T) {
 
 /* Every block (MTP included) caches the latent and rope key per position; full
  * DSA layers also their indexer keys. */
-static void glm_kv_size(const void *model, int64_t ring, int elem_bytes, uint64_t *per_pos,
-                        uint64_t *fixed) {
+/* The MLA row (latent | rope key) in the K type (llama.cpp keeps no V cache
+ * for MLA: V is the latent part of the K row); the DSA indexer keys in f32. */
+static void glm_kv_size(const void *model, int64_t ring, uint32_t k_type, uint32_t v_type,
+                        uint64_t *per_pos, uint64_t *fixed) {
     const glm_model *m = model;
     const glm_hparams *hp = &m->hp;
     (void)ring;
-    uint64_t n = (uint64_t)(hp->n_layer + hp->n_nextn) * (uint64_t)(hp->kv_lora + hp->qk_rope);
+    (void)v_type;
+    uint64_t n = (uint64_t)(hp->n_layer + hp->n_nextn) *
+                 (uint64_t)kv_bytes(k_type, (int64_t)hp->kv_lora + hp->qk_rope);
     for (int l = 0; l < hp->n_layer; l++)
-        if (m->layers[l].attn.has_idx) n += (uint64_t)hp->idx_head_dim;
-    *per_pos = n * (uint64_t)elem_bytes;
+        if (m->layers[l].attn.has_idx) n += (uint64_t)hp->idx_head_dim * sizeof(float);
+    *per_pos = n;
     *fixed = 0;
 }
 
@@ -594,7 +598,16 @@ static int glm_load(const gguf_ctx *g, void **model, fam_desc *d, pt_err *err) {
     }
     const glm_hparams *hp = &m->hp;
     const nn_mla_dims md = mla_dims(hp);
-    *d = (fam_desc){.n_vocab = hp->n_vocab,
+    int unit = hp->kv_lora; /* gcd of the latent, rope and indexer key widths */
+    const int parts[2] = {hp->qk_rope, hp->idx_n_head ? hp->idx_head_dim : 0};
+    for (int i = 0; i < 2; i++)
+        for (int b = parts[i]; b;) {
+            const int r = unit % b;
+            unit = b;
+            b = r;
+        }
+    *d = (fam_desc){.kv_unit = unit,
+                    .n_vocab = hp->n_vocab,
                     .n_embd = hp->n_embd,
                     .n_layer = hp->n_layer,
                     .n_ctx_train = hp->n_ctx_train,

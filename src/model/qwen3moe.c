@@ -194,7 +194,8 @@ static qwen3moe_expert_w qwen3moe_expert(const qwen3moe_model *m, int layer,
 typedef struct q3_state {
     const qwen3moe_model *m;
     fam_ctx *c;
-    float **k, **v;      /* [n_layer] -> [n_ctx][n_kv * head_dim]: normed roped keys, values */
+    void **k, **v;       /* [n_layer] -> [n_ctx] rows of n_kv * head_dim elements of c->k_type /
+                            c->v_type: normed roped keys, values (in c->kv) */
     float *out;          /* [B][n_embd] sub-block output */
     nn_gqa_scratch attn; /* q, kx, vx, o: B rows */
     float *g, *u;        /* [B][n_ff_exp] expert gate / up projections */
@@ -203,10 +204,6 @@ typedef struct q3_state {
 static void q3_state_free(void *p) {
     q3_state *s = p;
     if (!s) return;
-    for (int l = 0; l < s->m->hp.n_layer; l++) {
-        if (s->k) free(s->k[l]);
-        if (s->v) free(s->v[l]);
-    }
     free(s->k);
     free(s->v);
     nn_gqa_scratch_free(&s->attn);
@@ -226,12 +223,13 @@ static void *q3_state_new(const void *model, fam_ctx *c, pt_err *err) {
     const size_t B = (size_t)c->max_batch, E = (size_t)hp->n_embd;
     const size_t QD = (size_t)hp->n_head * hp->head_dim, KVD = (size_t)hp->n_kv * hp->head_dim;
     int fail = 0;
-    s->k = calloc((size_t)hp->n_layer, sizeof(float *));
-    s->v = calloc((size_t)hp->n_layer, sizeof(float *));
+    s->k = calloc((size_t)hp->n_layer, sizeof(void *));
+    s->v = calloc((size_t)hp->n_layer, sizeof(void *));
     if (!s->k || !s->v) fail = 1;
     for (int l = 0; l < hp->n_layer && !fail; l++) {
-        s->k[l] = pt_falloc((size_t)c->n_ctx * KVD, &fail);
-        s->v[l] = pt_falloc((size_t)c->n_ctx * KVD, &fail);
+        s->k[l] = kv_arena_take(c->kv, (size_t)c->n_ctx * kv_bytes(c->k_type, (int64_t)KVD));
+        s->v[l] = kv_arena_take(c->kv, (size_t)c->n_ctx * kv_bytes(c->v_type, (int64_t)KVD));
+        if (!s->k[l] || !s->v[l]) fail = 1;
     }
     s->out = pt_falloc(B * E, &fail);
     if (nn_gqa_scratch_init(&s->attn, c->pool, &c->mm, c->max_batch, (int64_t)QD, (int64_t)KVD,
@@ -280,7 +278,9 @@ static int q3_block(void *st, int layer, int T, int pos0, pt_err *err) {
                       .head_dim = hp->head_dim,
                       .scale = hp->kq_scale,
                       .rms_eps = hp->rms_eps,
-                      .n_embd = E};
+                      .n_embd = E,
+                      .k_type = c->k_type,
+                      .v_type = c->v_type};
     nn_gqa_forward(&g, &s->attn, c->xn, T, pos0, s->k[layer], s->v[layer], c->n_ctx, s->out);
     for (size_t i = 0; i < (size_t)T * E; i++)
         c->x[i] += s->out[i];
@@ -316,12 +316,12 @@ static const float *q3_lookahead_input(void *st, int next, int T) {
     return ((q3_state *)st)->c->xn;
 }
 
-static void q3_kv_size(const void *model, int64_t ring, int elem_bytes, uint64_t *per_pos,
-                       uint64_t *fixed) {
+static void q3_kv_size(const void *model, int64_t ring, uint32_t k_type, uint32_t v_type,
+                       uint64_t *per_pos, uint64_t *fixed) {
     const qwen3moe_hparams *hp = &((const qwen3moe_model *)model)->hp;
+    const int64_t KVD = (int64_t)hp->n_kv * hp->head_dim;
     (void)ring;
-    *per_pos = (uint64_t)hp->n_layer * 2 * (uint64_t)hp->n_kv * (uint64_t)hp->head_dim *
-               (uint64_t)elem_bytes;
+    *per_pos = (uint64_t)hp->n_layer * (kv_bytes(k_type, KVD) + kv_bytes(v_type, KVD));
     *fixed = 0;
 }
 
@@ -338,6 +338,7 @@ static int q3_load(const gguf_ctx *g, void **model, fam_desc *d, pt_err *err) {
     *d = (fam_desc){.n_vocab = hp->n_vocab,
                     .n_embd = hp->n_embd,
                     .n_layer = hp->n_layer,
+                    .kv_unit = hp->head_dim,
                     .n_ctx_train = hp->n_ctx_train,
                     .n_expert = hp->n_expert,
                     .n_expert_used = hp->n_expert_used,

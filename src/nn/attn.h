@@ -17,6 +17,7 @@
 #ifndef PT_NN_ATTN_H
 #define PT_NN_ATTN_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "nn/matmul.h"
@@ -24,11 +25,13 @@
 #include "runtime/threadpool.h"
 
 typedef struct nn_attn {
-    const float *q; /* [T][n_head*head_dim] queries (normed, roped) */
-    const float *k; /* [cap][n_kv*head_dim] key cache */
-    const float *v; /* [cap][n_kv*head_dim] value cache */
-    float *out;     /* [T][n_head*head_dim] */
-    int T;          /* query rows, at positions pos0 .. pos0+T-1 */
+    const float *q;   /* [T][n_head*head_dim] queries (normed, roped) */
+    const uint8_t *k; /* [cap] key rows of n_kv*head_dim elements of k_type (nn/kv.h) */
+    const uint8_t *v; /* [cap] value rows, likewise of v_type */
+    uint32_t k_type, v_type;
+    size_t k_row, v_row; /* bytes of one cache row */
+    float *out;          /* [T][n_head*head_dim] */
+    int T;               /* query rows, at positions pos0 .. pos0+T-1 */
     int64_t pos0;
     int n_head, n_kv, head_dim;
     int64_t cap;           /* cache slots */
@@ -59,6 +62,7 @@ typedef struct nn_gqa {
     float scale; /* attention logit scale */
     float rms_eps;
     int n_embd;
+    uint32_t k_type, v_type; /* cache element types (nn/kv.h) */
 } nn_gqa;
 
 /* Scratch for a batch (B rows), allocated by the caller once. */
@@ -69,6 +73,7 @@ typedef struct nn_gqa_scratch {
     float *kx, *vx;        /* [B][max n_kv * head_dim] new keys / values */
     float *o;              /* [B][n_head * max head_dim] attention output per head */
     float *cs;             /* [max head_dim] rope table */
+    float *krow, *vrow;    /* [max n_kv * head_dim] one position's key / value row before storing */
     float *scores;         /* [n_threads][scores_stride] */
     int64_t scores_stride; /* nn_attn_stride(n_ctx, max head_dim) */
 } nn_gqa_scratch;
@@ -82,9 +87,9 @@ int nn_gqa_scratch_init(nn_gqa_scratch *s, tp_pool *pool, mm_ctx *mm, int max_ba
 void nn_gqa_scratch_free(nn_gqa_scratch *s);
 
 /* Attention of rows xn[T][n_embd] at positions pos0.. over the cache k, v
- * ([cap][n_kv*head_dim], which receives the rows' keys and values):
- * out[T][n_embd]. */
+ * ([cap] rows of n_kv*head_dim elements of g->k_type / g->v_type, which
+ * receive the rows' keys and values): out[T][n_embd]. */
 void nn_gqa_forward(const nn_gqa *g, nn_gqa_scratch *s, const float *xn, int T, int64_t pos0,
-                    float *k, float *v, int64_t cap, float *out);
+                    void *k, void *v, int64_t cap, float *out);
 
 #endif

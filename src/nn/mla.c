@@ -8,6 +8,7 @@
 
 #include "common.h"
 #include "kernels/quant.h"
+#include "nn/kv.h"
 
 /* Each thread holds score rows and NN_WSUM_LANES sum lanes for MLA_ALLOC_HEADS
  * heads, and a unit of work takes at most MLA_MAX_GROUP heads. */
@@ -66,6 +67,10 @@ int nn_mla_init(nn_mla *a, const nn_mla_dims *d, tp_pool *pool, mm_ctx *mm, int 
     a->scores = pt_falloc(NT * a->score_rows * a->n_scores, &fail);
     a->wacc = pt_falloc(NT * (size_t)a->mla_heads * NN_WSUM_LANES * (size_t)d->kv_lora, &fail);
     a->cs = pt_falloc((size_t)d->qk_rope, &fail);
+    a->kv_type = QT_F32;
+    a->krow = pt_falloc((size_t)a->kv_dim, &fail);
+    a->kvq = pt_falloc(NT * (size_t)a->mla_heads * (size_t)a->kv_dim, &fail);
+    a->kvrow = pt_falloc(NT * (size_t)a->kv_dim, &fail);
     a->sel = calloc(B * topk, sizeof(int));
     a->n_sel = calloc(B, sizeof(int));
     if (!a->sel || !a->n_sel) fail = 1;
@@ -82,9 +87,9 @@ int nn_mla_init(nn_mla *a, const nn_mla_dims *d, tp_pool *pool, mm_ctx *mm, int 
 }
 
 void nn_mla_free(nn_mla *a) {
-    float *bufs[] = {a->qa,  a->q,    a->kva,  a->qfull, a->qnope,  a->qabs,
-                     a->ctx, a->ctxh, a->vout, a->o,     a->scores, a->wacc,
-                     a->cs,  a->iq,   a->ik,   a->iw,    a->irot,   a->itmp};
+    float *bufs[] = {a->qa,   a->q,    a->kva,  a->qfull,  a->qnope, a->qabs, a->ctx,
+                     a->ctxh, a->vout, a->o,    a->scores, a->wacc,  a->cs,   a->iq,
+                     a->ik,   a->iw,   a->irot, a->itmp,   a->krow,  a->kvq,  a->kvrow};
     for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++)
         free(bufs[i]);
     free(a->sel);
@@ -229,6 +234,8 @@ static void dsa_select(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, in
         nn_rope_apply(&rope, s->cs, k);
         idx_rotate(s, k, D, 1);
         memcpy(cache + (size_t)(pos0 + t) * D, k, (size_t)D * sizeof(float));
+        /* llama.cpp caches the indexer keys in the K type too: their values */
+        kv_round(s->kv_type, cache + (size_t)(pos0 + t) * D, D);
         for (int h = 0; h < NH; h++) {
             nn_rope_apply(&rope, s->cs, s->iq + ((size_t)t * NH + h) * D);
             idx_rotate(s, s->iq + ((size_t)t * NH + h) * D, D, NH);
@@ -261,9 +268,48 @@ typedef struct mla_job {
     nn_mla *s;
     float kq_scale;
     int T, pos0, use_dsa, lanes;
-    int G; /* heads per unit */
-    const float *cache;
+    int G;               /* heads per unit */
+    const float *cache;  /* f32 cache rows (kv_type QT_F32) */
+    const uint8_t *rows; /* the same rows in any type; row bytes apart */
+    size_t row;
 } mla_job;
+
+/* Scores and weighted latent sums of one unit over a cache of another type
+ * than f32 (nn/kv.h): the query in the key type's dot form, each latent row
+ * decoded once for the unit's heads, the probabilities as they multiply it. */
+static void mla_unit_typed(const mla_job *a, int t, int h0, int g, int n_keys, float *scores,
+                           float *wacc, uint64_t *used, float *qbuf, float *vrow) {
+    nn_mla *s = a->s;
+    const uint32_t ty = s->kv_type;
+    const int H = s->d.n_head, KVL = s->d.kv_lora, KVD = s->kv_dim;
+    const size_t qb = kv_query_bytes(ty, KVD);
+    const int n_pad = (n_keys + 15) & ~15;
+    for (int hh = 0; hh < g; hh++) {
+        kv_query(ty, s->qfull + ((size_t)t * H + h0 + hh) * KVD, KVD, (uint8_t *)qbuf + hh * qb);
+        float *sc = scores + (size_t)hh * s->n_scores;
+        for (int j = 0; j < n_keys; j++)
+            if (sc[j] != -INFINITY)
+                sc[j] = kv_dot(ty, (uint8_t *)qbuf + hh * qb, a->rows + (size_t)j * a->row, KVD);
+        nn_softmax(sc, n_pad, a->kq_scale);
+        nn_wsum_begin(wacc + (size_t)hh * a->lanes * KVL, a->lanes, KVL, &used[hh]);
+    }
+    for (int j = 0; j < n_keys; j++) {
+        int any = 0;
+        for (int hh = 0; hh < g && !any; hh++)
+            any = scores[(size_t)hh * s->n_scores + j] != 0.0f;
+        if (!any) continue;
+        kv_load(ty, a->rows + (size_t)j * a->row, KVL, vrow); /* the latent: V is K's first part */
+        for (int hh = 0; hh < g; hh++) {
+            const float p = scores[(size_t)hh * s->n_scores + j];
+            if (p != 0.0f)
+                nn_wsum_add(wacc + (size_t)hh * a->lanes * KVL, a->lanes, KVL, j, kv_weight(ty, p),
+                            vrow, &used[hh]);
+        }
+    }
+    for (int hh = 0; hh < g; hh++)
+        nn_wsum_end(wacc + (size_t)hh * a->lanes * KVL, a->lanes, KVL,
+                    s->ctx + ((size_t)t * H + h0 + hh) * KVL, used[hh]);
+}
 
 static void mla_worker(void *arg, int ith, int nth) {
     const mla_job *a = arg;
@@ -288,6 +334,11 @@ static void mla_worker(void *arg, int ith, int nth) {
                 for (int i = 0; i < s->n_sel[t]; i++)
                     sc[sel[i]] = 0.0f;
             }
+        }
+        if (s->kv_type != QT_F32) {
+            mla_unit_typed(a, t, h0, g, n_keys, scores, wacc, used,
+                           s->kvq + (size_t)ith * s->mla_heads * KVD, s->kvrow + (size_t)ith * KVD);
+            continue;
         }
         for (int j0 = 0; j0 < n_keys; j0 += MLA_KEY_BLOCK) {
             const int j1 = j0 + MLA_KEY_BLOCK < n_keys ? j0 + MLA_KEY_BLOCK : n_keys;
@@ -330,7 +381,7 @@ static void mla_worker(void *arg, int ith, int nth) {
     }
 }
 
-void nn_mla_forward(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, int pos0, float *cache,
+void nn_mla_forward(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, int pos0, void *cache,
                     float *idx_keys, int use_dsa, float *out) {
     const nn_mla_dims *hp = &s->d;
     const int H = hp->n_head, NOPE = hp->qk_nope, ROPE = hp->qk_rope, KVL = hp->kv_lora,
@@ -347,12 +398,14 @@ void nn_mla_forward(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, int p
     }
     mm_run(s->mm, &ly->kv_a, xn, T, s->kva, KVD);
     for (int t = 0; t < T; t++) {
-        float *row = cache + (size_t)(pos0 + t) * KVD;
+        float *row = s->krow; /* in float, then stored in the cache type */
         const float *kv = s->kva + (size_t)t * KVD;
         nn_rms_norm(kv, ly->kv_a_norm, hp->rms_eps, KVL, row);
         memcpy(row + KVL, kv + KVL, (size_t)ROPE * sizeof(float));
         nn_rope_cache(&hp->rope, pos0 + t, s->cs);
         nn_rope_apply(&hp->rope, s->cs, row + KVL);
+        kv_store(s->kv_type, row, KVD,
+                 (uint8_t *)cache + (size_t)(pos0 + t) * kv_bytes(s->kv_type, KVD));
         for (int h = 0; h < H; h++) {
             float *qr = s->q + ((size_t)t * H + h) * QD + NOPE;
             nn_rope_apply(&hp->rope, s->cs, qr);
@@ -379,7 +432,11 @@ void nn_mla_forward(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, int p
     if (G > hp->n_head) G = hp->n_head;
     const int nt = tp_size(s->pool);
     if (T < nt && G * nt > hp->n_head) G = (hp->n_head + nt - 1) / nt;
-    mla_job j = {s, hp->kq_scale, T, pos0, use_dsa, lanes, G, cache};
+    mla_job j = {s,       hp->kq_scale,
+                 T,       pos0,
+                 use_dsa, lanes,
+                 G,       (const float *)cache,
+                 cache,   kv_bytes(s->kv_type, KVD)};
     tp_run(s->pool, mla_worker, &j);
     /* per-head value projection, then the output projection */
     for (int h = 0; h < H; h++) {

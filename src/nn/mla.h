@@ -80,6 +80,10 @@ typedef struct nn_mla {
     int mla_heads;     /* heads whose NN_WSUM_LANES sum lanes each thread has */
     size_t score_rows; /* score rows per thread: mla_heads */
     float *cs;         /* [qk_rope] rope table */
+    uint32_t kv_type;  /* cache element type (nn/kv.h); nn_mla_init sets QT_F32 */
+    float *krow;       /* [kv_dim] one position's cache row before storing */
+    float *kvq;        /* [n_threads][mla_heads][kv_dim] queries in the key type's dot form */
+    float *kvrow;      /* [n_threads][kv_dim] one decoded latent row */
     int *sel;          /* [B][top_k] key selection of the last full DSA layer */
     int *n_sel;        /* [B] */
     float *iq;         /* [B][idx_heads][idx_dim] */
@@ -100,10 +104,10 @@ void nn_mla_free(nn_mla *a);
 int64_t nn_mla_max_in(const nn_mla_dims *d);
 
 /* Attention of rows xn[T][n_embd] at positions pos0.. : writes their cache
- * rows kv[pos][kv_dim] (and the indexer keys idx_keys[pos][idx_head_dim] on a
- * full DSA layer), then out[T][n_embd]. use_dsa: attend only to the
- * indexer's selection (0 for the MTP block). */
-void nn_mla_forward(nn_mla *a, const nn_mla_w *w, const float *xn, int T, int pos0, float *kv,
+ * rows kv[pos] (kv_dim elements of a->kv_type) (and the indexer keys idx_keys[pos][idx_head_dim] on
+ * a full DSA layer), then out[T][n_embd]. use_dsa: attend only to the indexer's selection (0 for
+ * the MTP block). */
+void nn_mla_forward(nn_mla *a, const nn_mla_w *w, const float *xn, int T, int pos0, void *kv,
                     float *idx_keys, int use_dsa, float *out);
 
 #endif

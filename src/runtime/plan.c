@@ -32,13 +32,26 @@ int plan_compute(const plan_in *in, const char *path, plan_out *out, pt_err *err
     out->budget = in->budget;
     out->resident = in->resident;
     out->routed = in->routed;
-    /* the context: asked for, or the default unless the model was trained on less */
-    out->n_ctx = in->n_ctx > 0 ? in->n_ctx : PT_DEFAULT_CTX;
-    if (in->n_ctx <= 0 && in->n_ctx_train > 0 && in->n_ctx_train < out->n_ctx)
-        out->n_ctx = in->n_ctx_train;
-    out->kv_bytes = sat_add(sat_mul((uint64_t)out->n_ctx, in->kv_per_pos), in->kv_fixed);
+    snprintf(out->kv_types, sizeof out->kv_types, "%s", in->kv_types[0] ? in->kv_types : "f16");
     for (int l = 0; l < in->n_layers; l++)
         out->slot_sum = sat_add(out->slot_sum, in->slot_bytes[l]);
+    /* the context: asked for, or the training context within the KV share */
+    out->n_ctx_want = in->n_ctx > 0         ? in->n_ctx
+                      : in->n_ctx_train > 0 ? in->n_ctx_train
+                                            : PT_DEFAULT_CTX;
+    out->n_ctx = out->n_ctx_want;
+    if (in->n_ctx <= 0 && in->budget && in->kv_per_pos) {
+        int floor_slots = 2 * (in->n_expert_used > 0 ? in->n_expert_used : 1);
+        if (in->n_expert > 0 && floor_slots > in->n_expert) floor_slots = in->n_expert;
+        out->floor_bytes = sat_mul(out->slot_sum, (uint64_t)floor_slots);
+        const uint64_t taken =
+            sat_add(sat_add(sat_add(in->resident, in->margin), out->floor_bytes), in->kv_fixed);
+        const uint64_t fit = in->budget > taken ? (in->budget - taken) / in->kv_per_pos : 0;
+        /* never below what the default was before the share existed */
+        const int least = out->n_ctx < PT_DEFAULT_CTX ? out->n_ctx : PT_DEFAULT_CTX;
+        if (fit < (uint64_t)out->n_ctx) out->n_ctx = fit > (uint64_t)least ? (int)fit : least;
+    }
+    out->kv_bytes = sat_add(sat_mul((uint64_t)out->n_ctx, in->kv_per_pos), in->kv_fixed);
     const uint64_t fixed = sat_add(sat_add(in->resident, out->kv_bytes), in->margin);
     if (in->slots > 0) {
         out->streaming = 1;
@@ -73,7 +86,16 @@ int plan_compute(const plan_in *in, const char *path, plan_out *out, pt_err *err
 }
 
 const char *plan_line(const plan_out *p, const char *store, char *buf, size_t cap) {
-    char b1[32], b2[32], b3[32], b4[32], b5[32];
+    char b1[32], b2[32], b3[32], b4[32], b5[32], ctx[224];
+    if (p->n_ctx < p->n_ctx_want)
+        snprintf(ctx, sizeof ctx,
+                 "; context %d (KV %s, RAM share %s, grows as used; spill: positions beyond %d of "
+                 "the %d wanted would go to the SSD, not built yet: context capped)",
+                 p->n_ctx, p->kv_types, plan_gb(p->kv_bytes, b1), p->n_ctx, p->n_ctx_want);
+    else
+        snprintf(ctx, sizeof ctx, "; context %d (KV %s, RAM share %s, grows as used; spill: none)",
+                 p->n_ctx, p->kv_types, plan_gb(p->kv_bytes, b1));
+    size_t n;
     if (p->streaming)
         snprintf(buf, cap,
                  "budget %s: resident %s, KV %s (%d ctx), experts %s on disk streamed into %d "
@@ -83,5 +105,7 @@ const char *plan_line(const plan_out *p, const char *store, char *buf, size_t ca
     else
         snprintf(buf, cap, "budget %s: resident %s, experts %s read through the memory map",
                  plan_gb(p->budget, b1), plan_gb(p->resident, b2), plan_gb(p->routed, b3));
+    n = strlen(buf);
+    if (n < cap) snprintf(buf + n, cap - n, "%s", ctx);
     return buf;
 }

@@ -7,8 +7,19 @@
  * arithmetic) and turns the result into an expert store.
  *
  * The policy, in order:
- *  1. the KV cache is budgeted for the context wanted (PT_DEFAULT_CTX when not
- *     said, capped by the model's training context);
+ *  1. the KV cache is budgeted for the context wanted: the one asked for, else
+ *     the model's training context (PT_DEFAULT_CTX when unknown). A context
+ *     not asked for is capped by the KV cache's share of the budget: what is
+ *     left after the resident tensors, the margin and an expert-cache floor of
+ *     two tokens' worth of experts per layer (2 x n_expert_used slots, at most
+ *     n_expert), so a long default context never starves the expert cache
+ *     (it never goes below min(training context, PT_DEFAULT_CTX), the default
+ *     before the share existed: below that the floor yields, as it did).
+ *     Positions beyond the share would spill to the SSD, which is not built
+ *     yet: the context is capped there and the plan line says so. The KV
+ *     cache is paid for as it is used (pages backed as positions are
+ *     written, nn/kv.h), so a large context costs nothing until it is filled;
+ *     the plan still counts it whole, since a session may fill it;
  *  2. resident tensors + KV cache + a margin (scratch, I/O buffers, allocator)
  *     are fixed costs;
  *  3. when the whole model fits beside them (fixed + routed bytes <= budget) and
@@ -43,6 +54,7 @@ typedef struct plan_in {
                             record, aligned for the reads); 0 for layers without routed experts */
     int n_layers;        /* entries of slot_bytes (every block, MTP included) */
     int n_expert;        /* routed experts per MoE layer: the most slots a layer can use */
+    int n_expert_used;   /* experts chosen per token (the floor is twice this per layer) */
     uint64_t kv_per_pos; /* KV cache bytes per position, all layers (at the cache's element size) */
     uint64_t kv_fixed;   /* KV cache bytes independent of the context (sliding-window rings);
                             counted whole even for a context shorter than a ring */
@@ -53,11 +65,14 @@ typedef struct plan_in {
     uint64_t pin_bytes;  /* cache bytes for pinned experts; 0: PLAN_PIN_SHARE of the cache */
     int no_pin;          /* 1: pin nothing (pin_bytes of the plan is 0) */
     uint64_t margin;     /* bytes kept free (the engine passes PLAN_MARGIN) */
+    char kv_types[32];   /* the cache types for the plan line ("f16", "K q8_0, V f16") */
 } plan_in;
 
 typedef struct plan_out {
     int streaming;        /* 1: experts streamed into a cache; 0: read through the mmap */
     int n_ctx;            /* positions the KV cache is budgeted for */
+    int n_ctx_want;       /* the context wanted before the KV share's cap */
+    uint64_t floor_bytes; /* the expert-cache floor the KV share leaves (0: no budget) */
     int slots;            /* cache slots per MoE layer (streaming), else 0 */
     uint64_t budget;      /* the input budget, bytes */
     uint64_t resident;    /* the input resident bytes */
@@ -66,7 +81,8 @@ typedef struct plan_out {
     uint64_t slot_sum;    /* bytes of one slot in every layer */
     uint64_t cache_bytes; /* expert cache: slot_sum * slots (0 in mmap mode) */
     uint64_t pin_bytes;   /* share of the cache for pinned experts (0 in mmap mode or no_pin) */
-    char line[256];       /* the budget part of the plan line (see plan_line) */
+    char kv_types[32];    /* the input kv_types */
+    char line[512];       /* the budget part of the plan line (see plan_line) */
 } plan_out;
 
 /* Compute the plan for `in`. Returns 0 with *out filled, or -1 with err naming
@@ -78,8 +94,13 @@ int plan_compute(const plan_in *in, const char *path, plan_out *out, pt_err *err
 /* The plan line with `store` (the expert store's details, e.g. ", LFU, io_uring,
  * O_DIRECT, from the GGUF"; "" for none) inside the cache's parentheses:
  *   "budget 32.00 GB: resident 19.5 GB, KV 1.2 GB (4096 ctx), experts 241 GB on
- *    disk streamed into 9 slots/layer (8.5 GB<store>)"
- *   "budget 64.00 GB: resident 1.5 GB, experts 14.2 GB read through the memory map"
+ *    disk streamed into 9 slots/layer (8.5 GB<store>); context 4096 (KV f16,
+ *    RAM share 1.2 GB, grows as used; spill: none)"
+ *   "budget 64.00 GB: resident 1.5 GB, experts 14.2 GB read through the memory
+ *    map; context ..."
+ * The spill part says when the context was capped by the KV share: "spill:
+ * positions beyond 52000 of the 1048576 trained would go to the SSD (not yet:
+ * the context is capped)".
  * Writes at most cap bytes into buf; returns buf. */
 const char *plan_line(const plan_out *p, const char *store, char *buf, size_t cap);
 

@@ -337,7 +337,7 @@ static void run_job(srv *s, job *j) {
     rc.id = id, rc.created = created;
     int thinking = rq->thinking >= 0 ? rq->thinking : m->thinking;
     int status = 400;
-    const char *etype = "invalid_request_error";
+    const char *etype = "invalid_request_error", *ecode = NULL;
     double t_start = pt_now();
     pt_stats st0;
     pt_engine_stats(m->e, &st0);
@@ -395,6 +395,7 @@ static void run_job(srv *s, job *j) {
     if (trc == FE_TURN_TOO_LONG) {
         snprintf(err, sizeof err, "the prompt is %d tokens but the context holds %d", tr.n_prompt,
                  pt_session_n_ctx(m->s));
+        ecode = "context_length_exceeded";
         goto fail;
     }
     if (trc == FE_TURN_CANCELLED) {
@@ -521,7 +522,7 @@ fail:
     pthread_mutex_lock(&s->mu);
     if (status == 499)
         s->n_cancelled++, snprintf(s->last_finish, sizeof s->last_finish, "cancelled");
-    job_fail(j, status, etype, status == 400 ? "invalid_request" : NULL, err);
+    job_fail(j, status, etype, ecode ? ecode : status == 400 ? "invalid_request" : NULL, err);
     pthread_mutex_unlock(&s->mu);
     log_job(s, j, status, tr.n_prompt, 0, NULL, t_start, tr.t_prefilled, err);
 out:

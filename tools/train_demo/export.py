@@ -18,7 +18,7 @@ import gguf_io as G  # noqa: E402
 from model import Config, GlmDsa  # noqa: E402
 
 ARCH = "glm-dsa"
-CONTEXT_LENGTH = 2048
+CONTEXT_LENGTH = 131072  # a metadata choice: training saw 128-token windows (models/README.md)
 SAMPLING = {"temp": (6, 0.8), "top_k": (4, 40), "top_p": (6, 0.95)}  # GGUF value types F32 / U32
 
 
