@@ -824,6 +824,7 @@ struct gram_match {
     int32_t *nslot; /* [nmask+1] open addressing, -1 empty */
     uint32_t nmask;
     uint32_t epoch;
+    long budget; /* expansion steps left in this transition (GRAM_STEP_BUDGET) */
     /* states: leaves[soff[s] .. soff[s]+slen[s]) sorted, sacc[s] the root can end */
     size_t *soff;
     int32_t *slen;
@@ -913,6 +914,12 @@ static int32_t node_of(gram_match *m, int32_t pos, int32_t par) {
     return id;
 }
 
+/* Expansion steps one transition may take. Stacked repetitions of ambiguous alternatives
+ * ("(a | b)++++...") make the stacks of one position grow without bound; past this the
+ * transition fails like an allocation would, so a hostile grammar costs bounded time per
+ * character instead of hanging the request. Real grammars need a few thousand. */
+#define GRAM_STEP_BUDGET 100000L
+
 static void expand_begin(gram_match *m) {
     if (++m->epoch == 0) { /* wrapped: forget every mark */
         memset(m->nmark, 0, m->n_nodes * sizeof *m->nmark);
@@ -920,6 +927,7 @@ static void expand_begin(gram_match *m) {
     }
     m->n_work = m->n_tmp = 0;
     m->tmp_acc = 0;
+    m->budget = GRAM_STEP_BUDGET;
 }
 
 static int expand_push(gram_match *m, int32_t pos, int32_t par) {
@@ -935,6 +943,7 @@ static int expand_run(gram_match *m) {
     while (m->n_work) {
         int32_t par = m->work[--m->n_work], pos = m->work[--m->n_work];
         for (;;) {
+            if (--m->budget < 0) return -1;
             const gelem *e = &g->el[pos];
             if (e->type == EL_END) {
                 if (par < 0) {
