@@ -26,6 +26,18 @@ TSAN     ?= 0
 NATIVE   ?= 0
 FUZZ     ?= 0
 ARCH     := $(shell uname -m)
+# CROSS=aarch64: the arm64 build (make test-arm64), cross-compiled by Debian's
+# gcc-aarch64-linux-gnu (CROSS_CC="clang --target=aarch64-linux-gnu" for clang) against the
+# arm64 libraries (dpkg multiarch), objects in build/arm64 (build/arm64-clang with clang).
+CROSS    ?=
+PKG_CONFIG := pkg-config
+ifeq ($(CROSS),aarch64)
+  ARCH     := aarch64
+  CROSS_CC ?= aarch64-linux-gnu-gcc
+  CC       := $(CROSS_CC)
+  AR       := aarch64-linux-gnu-ar
+  PKG_CONFIG := PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig pkg-config
+endif
 
 # FUZZ=1 (set by `make fuzz`): the library built by clang with libFuzzer's
 # coverage, ASan and UBSan; clang-only warnings do not stop a fuzz run.
@@ -55,26 +67,32 @@ else ifeq ($(TSAN),1)
 else ifeq ($(NATIVE),1)
   BUILD  := build/native
   OPT    := -O2 -g -march=native
+else ifeq ($(CROSS),aarch64)
+  BUILD  := build/arm64$(if $(findstring clang,$(CROSS_CC)),-clang)
+  OPT    := -O2 -g
 else
   BUILD  := build
   OPT    := -O2 -g
 endif
 
 PKGS      := jansson libcrypto libpcre2-8 libmicrohttpd libxxhash
-PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -lcrypto -lpcre2-8 -lmicrohttpd -lxxhash)
+PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null || echo -ljansson -lcrypto -lpcre2-8 -lmicrohttpd -lxxhash)
 # io_uring (Linux): the expert reader uses it when present, a pread pool otherwise.
-ifeq ($(shell pkg-config --exists liburing 2>/dev/null && echo yes),yes)
-  PKG_CFLAGS += -DPT_HAVE_URING $(shell pkg-config --cflags liburing)
-  PKG_LIBS   += $(shell pkg-config --libs liburing)
+ifeq ($(shell $(PKG_CONFIG) --exists liburing 2>/dev/null && echo yes),yes)
+  PKG_CFLAGS += -DPT_HAVE_URING $(shell $(PKG_CONFIG) --cflags liburing)
+  PKG_LIBS   += $(shell $(PKG_CONFIG) --libs liburing)
 endif
 
 # libcurl: `petrel pull` and -hf (src/cli/pull.c) only; linked into the petrel binary alone.
-CURL_CFLAGS := $(shell pkg-config --cflags libcurl 2>/dev/null)
-CURL_LIBS   := $(shell pkg-config --libs libcurl 2>/dev/null || echo -lcurl)
+CURL_CFLAGS := $(shell $(PKG_CONFIG) --cflags libcurl 2>/dev/null)
+CURL_LIBS   := $(shell $(PKG_CONFIG) --libs libcurl 2>/dev/null || echo -lcurl)
 PKG_CFLAGS  += $(CURL_CFLAGS)
 
-CFLAGS  += -std=c11 $(OPT) -Wall -Wextra -Wshadow -Wmissing-prototypes -Wstrict-prototypes -Werror -D_GNU_SOURCE -Iinclude -Isrc $(PKG_CFLAGS) -pthread -MMD -MP
+# -ffp-contract=off: no compiler-made fused multiply-adds (clang contracts a*b+c by default,
+# and every arm64 CPU has FMA): the scalar reference and the NEON kernels round each product,
+# as written, so that their bits do not depend on the compiler.
+CFLAGS  += -std=c11 $(OPT) -ffp-contract=off -Wall -Wextra -Wshadow -Wmissing-prototypes -Wstrict-prototypes -Werror -D_GNU_SOURCE -Iinclude -Isrc $(PKG_CFLAGS) -pthread -MMD -MP
 LDLIBS  += $(LDSAN) $(PKG_LIBS) -lm -pthread
 ifeq ($(FUZZ),1)
   CFLAGS += -Wno-error
@@ -85,9 +103,12 @@ endif
 # two share (src/front) link into the petrel binary, and the server and the
 # shared part into the test binary too (tests/test_serve.c drives oai.c).
 LIB_SRC  := $(wildcard src/*.c src/format/*.c src/kernels/*.c src/model/*.c src/nn/*.c \
-                       src/runtime/*.c src/engine/*.c src/text/*.c)
+                       src/runtime/*.c src/engine/*.c src/text/*.c src/os/*.c)
 ifneq ($(ARCH),x86_64)
   LIB_SRC := $(filter-out %_avx2.c %_avx512.c,$(LIB_SRC))
+endif
+ifneq ($(ARCH),aarch64)
+  LIB_SRC := $(filter-out %_neon.c %_dotprod.c %_i8mm.c,$(LIB_SRC))
 endif
 CLI_SRC  := $(wildcard src/cli/*.c)
 FRONT_SRC := $(wildcard src/front/*.c src/server/*.c)
@@ -106,8 +127,13 @@ TOOL_OBJ  := $(TOOL_SRC:%.c=$(BUILD)/%.o)
 # the dispatcher calls into them after checking the CPU at run time.
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni
+# arm64: the baseline (ARMv8.0 Advanced SIMD) needs no flag; only these files may use the
+# ARMv8.2 dot-product (sdot/udot) and ARMv8.6 int8 matrix (smmla) instructions.
+DOTPROD_FLAGS := -march=armv8.2-a+dotprod
+I8MM_FLAGS    := -march=armv8.2-a+dotprod+i8mm
 
-.PHONY: all native test bench bench-run format format-check clean deps demo build test-run test-full
+.PHONY: all native test bench bench-run format format-check clean deps demo build test-run \
+        test-full test-arm64 test-arm64-run
 # deps runs first, then a fresh make that sees what deps installed (pkg-config
 # results above are computed when the Makefile is read).
 all: deps
@@ -183,6 +209,14 @@ $(BUILD)/%_avx512.o: %_avx512.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(AVX512_FLAGS) -c -o $@ $<
 
+$(BUILD)/%_dotprod.o: %_dotprod.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(DOTPROD_FLAGS) -c -o $@ $<
+
+$(BUILD)/%_i8mm.o: %_i8mm.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(I8MM_FLAGS) -c -o $@ $<
+
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c -o $@ $<
@@ -198,6 +232,31 @@ test-run: $(BUILD)/petrel $(BUILD)/test_petrel $(BUILD)/mkmodel
 test-full: $(BUILD)/petrel $(BUILD)/test_petrel $(BUILD)/mkmodel
 	@PETREL_TEST_FULL=1 PETREL_BIN=$(BUILD)/petrel PETREL_MKMODEL=$(BUILD)/mkmodel \
 		$(BUILD)/test_petrel test_serve_agent_12k
+
+# arm64 under qemu-user (Debian: gcc-aarch64-linux-gnu, qemu-user-static, the libraries as
+# :arm64 packages; tools/deps-arm64.sh installs them, root). The test binary is cross-built
+# into build/arm64 and run once per CPU model, each forcing one kernel level through the
+# feature bits qemu reports (dispatch.c reads AT_HWCAP/AT_HWCAP2): cortex-a53 = NEON only,
+# neoverse-n1 = + dotprod, max = + i8mm. ARM64_T: the kernel, format and tokenizer suites
+# (whole-model fixtures, e.g. ARM64_T="model_deepseek2_q4_k_m model2_qwen3moe_q4_k_m
+# batchinv_qwen3moe_q4_k_m", run too but take long under qemu on two cores). PETREL_TEST_NOFORK: qemu 7.2's forked
+# children hang (tests/main.c), so the cases run in the runner's process.
+ARM64_CPUS ?= cortex-a53 neoverse-n1 max
+ARM64_T    ?= test_kernels simd_ ops_ tok_reference_files tok_special_parsing tok_stream_utf8 \
+              tok_invalid_utf8 tok_utf8_repair refvec_ iq_handles iq_tables iq_dot iq_rows \
+              gguf_reads_fixtures gguf_fixture_details gguf_hostile_cases
+QEMU_ARM64 ?= qemu-aarch64-static
+test-arm64:
+	@sh tools/deps-arm64.sh
+	@$(MAKE) --no-print-directory CROSS=aarch64 build/arm64/test_petrel
+	@$(MAKE) --no-print-directory test-arm64-run
+
+test-arm64-run:
+	@for c in $(ARM64_CPUS); do \
+	   echo "== qemu-aarch64 -cpu $$c"; \
+	   QEMU_LD_PREFIX=/usr/aarch64-linux-gnu PETREL_TEST_NOFORK=1 \
+	     $(QEMU_ARM64) -cpu $$c build/arm64/test_petrel $(ARM64_T) || exit 1; \
+	 done
 
 # Fuzzing: every tests/fuzz/fuzz_NAME.c is a libFuzzer target linked against the
 # library (and the server's request code) built with FUZZ=1; each runs

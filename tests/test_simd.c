@@ -8,9 +8,17 @@
  * sum|w_i * a_i| (dequantised values). Integer parts are exact in both, so a
  * wrong bit in any weight shows up far above that bound. A level the CPU lacks
  * is reported as skipped, never as passed.
+ *
+ * arm64: the NEON and dotprod kernels follow the reference's float order
+ * (dot_neon_body.h), so there the bound is zero: their bits must be the
+ * reference's (memcmp). The levels are NEON, DOTPROD and I8MM; a level
+ * without a kernel for a type falls back to the one below (dispatch.c).
  */
 #if defined(__x86_64__)
 #include <cpuid.h>
+#endif
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
 #endif
 #include <math.h>
 #include <stdlib.h>
@@ -22,10 +30,15 @@
 #include "test.h"
 
 /* Types that must have a kernel at every SIMD level the CPU supports. */
+#if defined(__aarch64__)
+/* arm64 has no IQ kernels yet (the scalar reference serves them) */
+static const uint32_t required[] = {QT_Q8_0, QT_Q2_K, QT_Q3_K, QT_Q4_K, QT_Q5_K, QT_Q6_K, QT_Q4_0};
+#else
 static const uint32_t required[] = {QT_Q8_0, QT_Q2_K, QT_Q4_K, QT_Q6_K, QT_IQ2_XXS};
+#endif
 
 static const char *isa_name(int isa) {
-    return isa == QT_ISA_AVX512 ? "AVX512" : isa == QT_ISA_AVX2 ? "AVX2" : "scalar";
+    return qt_isa_name(isa);
 }
 
 /* Compare f with qt_dot_ref for `trials` random rows of n weights of `type`.
@@ -53,7 +66,16 @@ static int compare_row(uint32_t type, int isa, qt_dot_fn f, int64_t n, uint64_t 
         double mag = 0;
         for (int64_t i = 0; i < n; i++)
             mag += fabs((double)wd[i] * (double)ad[i]);
+#if defined(__aarch64__)
+        const double tol = 0; /* bit-identical, checked below too (a -0 vs +0 would pass here) */
+        if (memcmp(&got, &ref, sizeof got) != 0 && got == ref) {
+            t_fail_at(__FILE__, __LINE__, "%s %s n=%lld: signed zero differs", t->name,
+                      isa_name(isa), (long long)n);
+            bad++;
+        }
+#else
         const double tol = 1e-5 * mag;
+#endif
         if (!(fabs((double)got - (double)ref) <= tol) || !isfinite(got)) {
             t_fail_at(__FILE__, __LINE__,
                       "%s %s n=%lld trial %d: simd %.9g, ref %.9g, |diff| %.3g > tol %.3g", t->name,
@@ -80,8 +102,8 @@ static void check_level(int isa) {
         return;
     }
     for (size_t i = 0; i < PT_ARRAY_LEN(required); i++)
-        CHECKF(qt_dot_impl(required[i], isa) != NULL, "%s has no %s kernel", qt_name(required[i]),
-               isa_name(isa));
+        CHECKF(qt_dot_upto(required[i], isa) != qt_dot_impl(required[i], QT_ISA_SCALAR),
+               "%s has no %s kernel (nor one below it)", qt_name(required[i]), isa_name(isa));
     int tested = 0;
     for (uint32_t type = 0; type < QT_COUNT; type++) {
         const qt_traits *t = qt_get(type);
@@ -101,7 +123,7 @@ static void check_level(int isa) {
                 compare_row(type, isa, f, lens[k], k, lens[k] <= 4 * t->block ? 20 : 4);
         }
     }
-    CHECK(tested >= (int)PT_ARRAY_LEN(required));
+    if (isa == QT_ISA_AVX2) CHECK(tested >= (int)PT_ARRAY_LEN(required)); /* or QT_ISA_NEON */
 }
 
 static void simd_avx2_matches_ref(void) {
@@ -110,6 +132,11 @@ static void simd_avx2_matches_ref(void) {
 static void simd_avx512_matches_ref(void) {
     check_level(QT_ISA_AVX512);
 }
+#if defined(__aarch64__)
+static void simd_i8mm_matches_ref(void) {
+    check_level(QT_ISA_I8MM);
+}
+#endif
 
 /* The scalar level is qt_dot_ref itself, for every type with a dot product. */
 static void simd_scalar_level_is_ref(void) {
@@ -189,8 +216,13 @@ static void simd_panel_matches_ref(void) {
  * single-row kernel of their level (a stride wider than a row, lengths of one
  * block to 7168 weights); qt_dot4_upto follows qt_dot_upto's level. */
 static void simd_dot4_bit_identical(void) {
+#if defined(__aarch64__)
+    const uint32_t want4[] = {QT_Q4_0, QT_Q5_0, QT_Q8_0, QT_Q2_K,
+                              QT_Q3_K, QT_Q4_K, QT_Q5_K, QT_Q6_K};
+#else
     const uint32_t want4[] = {QT_Q4_0, QT_Q5_0, QT_Q8_0, QT_MXFP4, QT_Q2_K,
                               QT_Q3_K, QT_Q4_K, QT_Q5_K, QT_Q6_K};
+#endif
     int tested = 0;
     for (int isa = QT_ISA_SCALAR; isa <= qt_isa_detect(); isa++) {
         for (uint32_t type = 0; type < QT_COUNT; type++) {
@@ -238,7 +270,7 @@ static void simd_dot4_bit_identical(void) {
     }
     for (size_t i = 0; i < PT_ARRAY_LEN(want4); i++)
         for (int isa = QT_ISA_AVX2; isa <= qt_isa_detect(); isa++)
-            CHECKF(qt_dot4_impl(want4[i], isa) != NULL, "%s has no %s four-row kernel",
+            CHECKF(qt_dot4_upto(want4[i], isa) != NULL, "%s has no %s four-row kernel",
                    qt_name(want4[i]), isa_name(isa));
     for (int lim = -1; lim <= qt_isa_detect(); lim++) {
         int lvl = -1;
@@ -254,7 +286,7 @@ static void simd_dot4_bit_identical(void) {
  * that silently fell back to the scalar path would otherwise pass. */
 static void simd_dispatch_picks_best(void) {
     const int top = qt_isa_detect();
-    CHECK(top >= QT_ISA_SCALAR && top <= QT_ISA_AVX512);
+    CHECK(top >= QT_ISA_SCALAR && top <= QT_ISA_TOP);
 #if defined(__x86_64__)
     __builtin_cpu_init();
     unsigned a, b, c, d;
@@ -269,6 +301,16 @@ static void simd_dispatch_picks_best(void) {
         CHECKF(qt_dot_best(QT_Q4_K) != qt_dot_impl(QT_Q4_K, QT_ISA_SCALAR),
                "qt_dot_best(Q4_K) is the scalar kernel on a CPU with AVX2");
     }
+#elif defined(__aarch64__) && defined(__linux__)
+    const int dp = (getauxval(AT_HWCAP) & (1ul << 20)) != 0, /* HWCAP_ASIMDDP */
+        mm = (getauxval(AT_HWCAP2) & (1ul << 13)) != 0;      /* HWCAP2_I8MM */
+    CHECK(top == (!dp ? QT_ISA_NEON : mm ? QT_ISA_I8MM : QT_ISA_DOTPROD));
+    CHECKF(qt_dot_best(QT_Q4_K) == qt_dot_impl(QT_Q4_K, QT_ISA_NEON),
+           "qt_dot_best(Q4_K) is not the NEON kernel");
+    if (dp)
+        CHECKF(qt_dot_best(QT_Q8_0) == qt_dot_impl(QT_Q8_0, QT_ISA_DOTPROD),
+               "qt_dot_best(Q8_0) is not the dotprod kernel on a CPU with dotprod");
+    CHECK(qt_dot_avx2(QT_Q4_K) == NULL && qt_dot_avx512(QT_Q4_K) == NULL);
 #else
     CHECK(top == QT_ISA_SCALAR);
     CHECK(qt_dot_avx2(QT_Q4_K) == NULL && qt_dot_avx512(QT_Q4_K) == NULL);
@@ -282,7 +324,7 @@ static void simd_dispatch_picks_best(void) {
     }
     CHECK(qt_dot_best(QT_Q8_K) == NULL); /* activation-only type: no dot */
     CHECK(qt_dot_best(QT_COUNT) == NULL);
-    CHECK(qt_dot_impl(QT_Q4_K, 3) == NULL);
+    CHECK(qt_dot_impl(QT_Q4_K, QT_ISA_TOP + 1) == NULL);
     CHECK(qt_dot_impl(QT_COUNT + 7, QT_ISA_SCALAR) == NULL);
 }
 
@@ -346,4 +388,7 @@ T_SUITE(simd) {
     T_ADD(simd_dispatch_picks_best);
     T_ADD(simd_avx2_matches_ref);
     T_ADD(simd_avx512_matches_ref);
+#if defined(__aarch64__)
+    T_ADD(simd_i8mm_matches_ref);
+#endif
 }

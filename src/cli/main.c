@@ -9,6 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#if defined(__APPLE__)
+#include <mach-o/dyld.h>
+#endif
 
 #include "cli.h"
 #include "petrel.h"
@@ -90,9 +93,14 @@ const char *cli_default_model(void) {
     }
     /* the binary lives in build/ (or build/native/): the repository is above it */
     char exe[3072]; /* leaves room in `found` for the suffix */
+#if defined(__APPLE__)
+    uint32_t exe_cap = sizeof exe; /* unverified: no Darwin machine here */
+    if (_NSGetExecutablePath(exe, &exe_cap) == 0) {
+#else
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n > 0) {
         exe[n] = 0;
+#endif
         for (int up = 1; up <= 3; up++) {
             char *slash = strrchr(exe, '/');
             if (!slash) break;

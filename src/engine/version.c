@@ -14,10 +14,11 @@ static char build_info[512];
 static pthread_once_t build_once = PTHREAD_ONCE_INIT;
 
 static void build_info_make(void) {
-    static const char *isa_names[] = {"scalar", "avx2", "avx512-vnni"};
     int isa = qt_isa_detect();
 #if defined(__x86_64__)
     const char *kernels = "scalar avx2 avx512-vnni (AVX-512 F+BW+VL+VNNI)";
+#elif defined(__aarch64__)
+    const char *kernels = "scalar neon dotprod i8mm (ARMv8.0 NEON, ARMv8.2 dotprod, ARMv8.6 i8mm)";
 #else
     const char *kernels = "scalar";
 #endif
@@ -30,7 +31,7 @@ static void build_info_make(void) {
              "kernels: %s; this CPU: %s\n"
              "expert reads: %s; checked with XXH3 per record\n"
              "build: %s, %s%s\n",
-             kernels, isa_names[isa < 0 || isa > 2 ? 0 : isa], io,
+             kernels, qt_isa_name(isa), io,
 #if defined(__OPTIMIZE__)
              "optimised",
 #else

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "format/ggml_types.h"
+#include "os/os.h"
 
 #define GGUF_MAX_ARRAY_DEPTH 8
 #define GGUF_MAX_KEY_LEN 65535
@@ -613,7 +614,7 @@ static int index_names(gguf_ctx *ctx, pt_err *err) {
         return pt_errf(err, "%s: too many tensors", ctx->files[0].path);
     for (uint64_t i = 0; i < ctx->n_tensors; i++)
         ctx->by_name[i] = (uint32_t)i;
-    qsort_r(ctx->by_name, ctx->n_tensors, sizeof(uint32_t), cmp_tensor_name, ctx);
+    os_qsort_ctx(ctx->by_name, ctx->n_tensors, sizeof(uint32_t), cmp_tensor_name, ctx);
     for (uint64_t i = 1; i < ctx->n_tensors; i++) {
         const char *a = ctx->tensors[ctx->by_name[i - 1]].name,
                    *b = ctx->tensors[ctx->by_name[i]].name;

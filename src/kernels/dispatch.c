@@ -1,8 +1,10 @@
 /* dispatch.c — run-time choice of the dot-product kernel for each type.
  *
- * Three ISA levels: scalar (the reference in quant_ref.c / quant_iq.c, always
- * present), AVX2 (dot_avx2.c) and AVX-512 F+BW+VL+VNNI (dot_avx512.c). The SIMD
- * files are compiled with their own ISA flags and only on x86-64 (Makefile);
+ * ISA levels: scalar (the reference in quant_ref.c / quant_iq.c, always
+ * present); on x86-64 AVX2 (dot_avx2.c) and AVX-512 F+BW+VL+VNNI (dot_avx512.c);
+ * on arm64 NEON (dot_neon.c), dotprod (dot_dotprod.c) and i8mm (no kernels of its
+ * own yet: the level below serves). The SIMD files are compiled with their own ISA
+ * flags and only for their architecture (Makefile);
  * this file is compiled for the baseline ISA and must not call into them
  * before qt_isa_detect has confirmed the CPU supports that level.
  *
@@ -81,9 +83,77 @@ int qt_isa_detect(void) {
     return QT_ISA_AVX2;
 }
 
+#elif defined(__aarch64__)
+
+#if defined(__linux__)
+#include <sys/auxv.h>
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1 << 20)
+#endif
+#ifndef HWCAP2_I8MM
+#define HWCAP2_I8MM (1 << 13)
+#endif
+#elif defined(__APPLE__)
+#include <sys/sysctl.h>
+/* 1 when sysctl NAME reads as a non-zero integer (absent: 0). */
+static int sysctl_flag(const char *name) {
+    int v = 0;
+    size_t len = sizeof v;
+    return sysctlbyname(name, &v, &len, NULL, 0) == 0 && v != 0;
+}
+#endif
+
+/* NEON (Advanced SIMD) is part of every ARMv8-A CPU; dotprod (FEAT_DotProd) and i8mm
+ * (FEAT_I8MM) are announced by the kernel: Linux's AT_HWCAP/AT_HWCAP2 bits, macOS's
+ * hw.optional.arm.FEAT_* sysctls (unverified here: no Darwin machine). qemu-user forwards
+ * the bits of its -cpu model, which is how make test-arm64 forces each level. */
+int qt_isa_detect(void) {
+#if defined(__linux__)
+    const unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
+    const int dotprod = (hw & HWCAP_ASIMDDP) != 0, i8mm = (hw2 & HWCAP2_I8MM) != 0;
+#elif defined(__APPLE__)
+    const int dotprod = sysctl_flag("hw.optional.arm.FEAT_DotProd"),
+              i8mm = sysctl_flag("hw.optional.arm.FEAT_I8MM");
+#else
+    const int dotprod = 0, i8mm = 0;
+#endif
+    if (!dotprod) return QT_ISA_NEON;
+    return i8mm ? QT_ISA_I8MM : QT_ISA_DOTPROD;
+}
+qt_dot_fn qt_dot_avx2(uint32_t type) {
+    (void)type;
+    return NULL;
+}
+qt_dot_fn qt_dot_avx512(uint32_t type) {
+    (void)type;
+    return NULL;
+}
+qt_dot_fn qt_dot_panel_avx2(uint32_t type) {
+    (void)type;
+    return NULL;
+}
+qt_dot_fn qt_dot_panel_avx512(uint32_t type) {
+    (void)type;
+    return NULL;
+}
+qt_dot4_fn qt_dot4_avx2(uint32_t type) {
+    (void)type;
+    return NULL;
+}
+qt_dot4_fn qt_dot4_avx512(uint32_t type) {
+    (void)type;
+    return NULL;
+}
+const qt_f32_kernels *qt_f32_avx2(void) {
+    return NULL;
+}
+const qt_f32_kernels *qt_f32_avx512(void) {
+    return NULL;
+}
+
 #else
 
-/* Non-x86 builds have no SIMD files (the Makefile leaves them out). */
+/* Other architectures: the scalar reference only. */
 int qt_isa_detect(void) {
     return QT_ISA_SCALAR;
 }
@@ -120,18 +190,59 @@ const qt_f32_kernels *qt_f32_avx512(void) {
 
 #endif
 
+#if !defined(__aarch64__)
+/* The arm64 tables exist only in arm64 builds (dot_neon.c, dot_dotprod.c). */
+qt_dot_fn qt_dot_neon(uint32_t type) {
+    (void)type;
+    return NULL;
+}
+qt_dot4_fn qt_dot4_neon(uint32_t type) {
+    (void)type;
+    return NULL;
+}
+qt_dot_fn qt_dot_dotprod(uint32_t type) {
+    (void)type;
+    return NULL;
+}
+qt_dot4_fn qt_dot4_dotprod(uint32_t type) {
+    (void)type;
+    return NULL;
+}
+const qt_f32_kernels *qt_f32_neon(void) {
+    return NULL;
+}
+#endif
+
+const char *qt_isa_name(int isa) {
+#if defined(__aarch64__)
+    static const char *names[] = {"scalar", "neon", "dotprod", "i8mm"};
+#else
+    static const char *names[] = {"scalar", "avx2", "avx512-vnni"};
+#endif
+    return isa >= 0 && isa <= QT_ISA_TOP ? names[isa] : "none";
+}
+
 /* ===== Public entry points ===== */
 
 /* Does not check that the CPU supports `isa`: callers (tests, benchmarks) ask
  * qt_isa_detect first; qt_dot_best does. */
 qt_dot_fn qt_dot_impl(uint32_t type, int isa) {
     if (type >= QT_COUNT) return NULL;
+#if defined(__aarch64__)
+    switch (isa) {
+    case QT_ISA_SCALAR: return scalar_table[type];
+    case QT_ISA_NEON: return qt_dot_neon(type);
+    case QT_ISA_DOTPROD: return qt_dot_dotprod(type);
+    default: return NULL; /* I8MM: no kernel of its own yet, the level below serves */
+    }
+#else
     switch (isa) {
     case QT_ISA_SCALAR: return scalar_table[type];
     case QT_ISA_AVX2: return qt_dot_avx2(type);
     case QT_ISA_AVX512: return qt_dot_avx512(type);
     default: return NULL;
     }
+#endif
 }
 
 static qt_dot_fn best_table[QT_COUNT];
@@ -171,11 +282,19 @@ qt_dot_fn qt_dot_upto(uint32_t type, int max_isa) {
 
 qt_dot4_fn qt_dot4_impl(uint32_t type, int isa) {
     if (type >= QT_COUNT) return NULL;
+#if defined(__aarch64__)
+    switch (isa) {
+    case QT_ISA_NEON: return qt_dot4_neon(type);
+    case QT_ISA_DOTPROD: return qt_dot4_dotprod(type);
+    default: return NULL;
+    }
+#else
     switch (isa) {
     case QT_ISA_AVX2: return qt_dot4_avx2(type);
     case QT_ISA_AVX512: return qt_dot4_avx512(type);
     default: return NULL;
     }
+#endif
 }
 
 qt_dot4_fn qt_dot4_upto(uint32_t type, int max_isa) {
@@ -202,12 +321,17 @@ qt_dot4_fn qt_mm_dot4_upto(uint32_t type, int max_isa) {
 static const qt_f32_kernels f32_scalar = {qt_f32_dot_ref, qt_f32_axpy_ref, qt_f32_dot2_ref};
 
 const qt_f32_kernels *qt_f32_impl(int isa) {
+#if defined(__aarch64__)
+    /* the F32 order has no integer part: NEON's kernels serve every arm64 level */
+    return isa == QT_ISA_SCALAR ? &f32_scalar : isa <= QT_ISA_TOP ? qt_f32_neon() : NULL;
+#else
     switch (isa) {
     case QT_ISA_SCALAR: return &f32_scalar;
     case QT_ISA_AVX2: return qt_f32_avx2();
     case QT_ISA_AVX512: return qt_f32_avx512();
     default: return NULL;
     }
+#endif
 }
 
 static const qt_f32_kernels *f32_best;
@@ -253,12 +377,16 @@ static const qt_dot_fn panel_scalar_table[QT_COUNT] = {
 
 qt_dot_fn qt_dot_panel_impl(uint32_t type, int isa) {
     if (type >= QT_COUNT) return NULL;
+#if defined(__aarch64__)
+    return isa == QT_ISA_SCALAR ? panel_scalar_table[type] : NULL;
+#else
     switch (isa) {
     case QT_ISA_SCALAR: return panel_scalar_table[type];
     case QT_ISA_AVX2: return qt_dot_panel_avx2(type);
     case QT_ISA_AVX512: return qt_dot_panel_avx512(type);
     default: return NULL;
     }
+#endif
 }
 
 qt_dot_fn qt_dot_panel_upto(uint32_t type, int max_isa) {

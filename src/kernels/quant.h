@@ -51,7 +51,18 @@ void qt_quantize_ref(uint32_t type, const float *x, void *dst, int64_t n);
 
 /* ===== Run-time dispatch ===== */
 
-enum { QT_ISA_SCALAR = 0, QT_ISA_AVX2 = 1, QT_ISA_AVX512 = 2 /* F+BW+VL+VNNI */ };
+/* Levels are ordered within an architecture: x86-64 has AVX2 and AVX-512 (F+BW+VL+VNNI);
+ * arm64 has NEON (ARMv8.0 Advanced SIMD), DOTPROD (ARMv8.2 sdot/udot) and I8MM (ARMv8.6
+ * smmla). A level's number means one or the other by the build's architecture. */
+enum { QT_ISA_SCALAR = 0, QT_ISA_AVX2 = 1, QT_ISA_AVX512 = 2 };
+enum { QT_ISA_NEON = 1, QT_ISA_DOTPROD = 2, QT_ISA_I8MM = 3 };
+#if defined(__aarch64__)
+#define QT_ISA_TOP QT_ISA_I8MM
+#else
+#define QT_ISA_TOP QT_ISA_AVX512
+#endif
+/* The level's name ("scalar", "avx2", "avx512-vnni", "neon", "dotprod", "i8mm"). */
+const char *qt_isa_name(int isa);
 
 typedef float (*qt_dot_fn)(const void *w, const void *a, int64_t n);
 
@@ -122,6 +133,12 @@ qt_dot_fn qt_dot_panel_avx512(uint32_t type);
 qt_dot4_fn qt_dot4_avx2(uint32_t type);
 qt_dot4_fn qt_dot4_avx512(uint32_t type);
 
+/* arm64 tables (dot_neon.c, dot_dotprod.c; NULL entries: none). */
+qt_dot_fn qt_dot_neon(uint32_t type);
+qt_dot4_fn qt_dot4_neon(uint32_t type);
+qt_dot_fn qt_dot_dotprod(uint32_t type);
+qt_dot4_fn qt_dot4_dotprod(uint32_t type);
+
 /* ===== F32 kernels in ggml's lane order =====
  * The attention arithmetic behind nn/ops.c (nn_dot_f32, nn_wsum_add), which
  * explains the order and why it matters. dot: ggml_vec_dot_f32's AVX-512
@@ -145,6 +162,7 @@ const qt_f32_kernels *qt_f32_impl(int isa);
 const qt_f32_kernels *qt_f32_best(void);
 const qt_f32_kernels *qt_f32_avx2(void); /* dot_avx2.c / dot_avx512.c */
 const qt_f32_kernels *qt_f32_avx512(void);
+const qt_f32_kernels *qt_f32_neon(void); /* dot_neon.c */
 
 /* ===== fp16 / bf16 helpers (exact IEEE conversions, no F16C needed) ===== */
 

@@ -1,5 +1,9 @@
-/* budget.c — memory available to petrel, from /proc and the cgroup (see budget.h). */
+/* budget.c — memory available to petrel: what the system can give (os/os.h: /proc/meminfo
+ * on Linux, host_statistics64 on macOS), capped by the cgroup's limit (Linux only; macOS
+ * has none). See budget.h. */
 #include "budget.h"
+
+#include "os/os.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,24 +20,12 @@ static uint64_t read_u64(const char *path) {
     return v;
 }
 
-/* Value in kB of a "Key:   N kB" line of a /proc file, as bytes; 0 if absent. */
-static uint64_t proc_kb(const char *path, const char *key) {
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    char line[256];
-    size_t kl = strlen(key);
-    uint64_t v = 0;
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, key, kl) && line[kl] == ':') {
-            v = strtoull(line + kl + 1, NULL, 10) * 1024;
-            break;
-        }
-    fclose(f);
-    return v;
-}
-
 /* The cgroup directory of this process under the v2 or v1 memory hierarchy. */
 static int cgroup_paths(char *v2, size_t n2, char *v1, size_t n1) {
+#if !defined(__linux__)
+    v2[0] = v1[0] = 0;
+    return -1; /* cgroups are Linux's */
+#endif
     FILE *f = fopen("/proc/self/cgroup", "r");
     v2[0] = v1[0] = 0;
     if (!f) return -1;
@@ -85,7 +77,7 @@ uint64_t mem_cgroup_limit(void) {
 }
 
 uint64_t mem_available(void) {
-    uint64_t avail = proc_kb("/proc/meminfo", "MemAvailable");
+    uint64_t avail = os_mem_available();
     uint64_t usage, lim = cgroup_limit_and_usage(&usage);
     if (lim) {
         /* the process itself is inside the usage already; what is left is ours */
@@ -97,8 +89,8 @@ uint64_t mem_available(void) {
 }
 
 uint64_t mem_rss(void) {
-    return proc_kb("/proc/self/status", "VmRSS");
+    return os_rss();
 }
 uint64_t mem_peak_rss(void) {
-    return proc_kb("/proc/self/status", "VmHWM");
+    return os_peak_rss();
 }

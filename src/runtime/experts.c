@@ -34,6 +34,7 @@
 #endif
 
 #include "kernels/quant.h"
+#include "os/os.h"
 #include "runtime/xio.h"
 
 #define XS_ALIGN 4096
@@ -178,7 +179,7 @@ xs_store *xs_open(const gguf_ctx *g, const xs_layer_desc *layers, int n_layers,
     }
     s->direct = cfg->direct;
     if (cfg->pack) {
-        if (s->direct) s->pack_fd = open(cfg->pack->path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+        if (s->direct) s->pack_fd = os_open_direct(cfg->pack->path);
         if (s->pack_fd < 0) {
             s->direct = 0;
             s->pack_fd = open(cfg->pack->path, O_RDONLY | O_CLOEXEC);
@@ -194,7 +195,7 @@ xs_store *xs_open(const gguf_ctx *g, const xs_layer_desc *layers, int n_layers,
     if (!cfg->pack || cfg->sums)
         for (uint32_t f = 0; f < g->n_files; f++) {
             int fd = -1;
-            if (s->gguf_direct) fd = open(g->files[f].path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+            if (s->gguf_direct) fd = os_open_direct(g->files[f].path);
             if (fd < 0 && s->gguf_direct && f == 0) /* file system without O_DIRECT */
                 s->gguf_direct = s->direct = 0;
             if (fd < 0) fd = open(g->files[f].path, O_RDONLY | O_CLOEXEC);

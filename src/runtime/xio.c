@@ -13,6 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "os/os.h"
+
 #ifdef PT_HAVE_URING
 #include <liburing.h>
 #endif
@@ -257,16 +259,9 @@ void xio_kick(xio *x) {
 #endif
 }
 
-/* The file behind fd for an error message: its path from /proc/self/fd (Linux),
- * else "fd N". */
+/* The file behind fd for an error message (os_fd_path: /proc/self/fd, F_GETPATH). */
 static void fd_name(int fd, char *out, size_t cap) {
-    char link[64];
-    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-    ssize_t n = readlink(link, out, cap - 1);
-    if (n > 0)
-        out[n] = 0;
-    else
-        snprintf(out, cap, "fd %d", fd);
+    os_fd_path(fd, out, cap);
 }
 
 static int finish(xio *x, int i, uint64_t *tag, pt_err *err) {

@@ -1,0 +1,26 @@
+/* dot_dotprod.c — arm64 dot products with the ARMv8.2 dot-product instructions (ISA
+ * level QT_ISA_DOTPROD).
+ *
+ * The kernels of dot_neon_body.h compiled with -march=armv8.2-a+dotprod (Makefile):
+ * the block sums of Q8_0/Q4_0/Q5_0 and Q2_K's 16-weight group sums use sdot. Those
+ * are exact integer sums, so every kernel returns the NEON level's bits (and the
+ * scalar reference's). The K-quants with eight integer lanes (Q3_K..Q6_K) keep
+ * NEON's widening multiplies: sdot adds four neighbouring weights, which the
+ * reference's lanes (weight index mod 8) keep apart. The dispatcher calls in here
+ * only after the CPU announced dotprod (dispatch.c).
+ */
+#include "kernels/dot_neon_body.h"
+
+qt_dot_fn qt_dot_dotprod(uint32_t type) {
+    switch (type) {
+    case QT_Q8_0:
+    case QT_Q4_0:
+    case QT_Q5_0:
+    case QT_Q2_K: return neon_table(type);
+    default: return NULL; /* the NEON level's kernel serves */
+    }
+}
+
+qt_dot4_fn qt_dot4_dotprod(uint32_t type) {
+    return qt_dot_dotprod(type) ? neon_table4(type) : NULL;
+}

@@ -1,0 +1,193 @@
+/* os.c — see os.h. One section per call; each keeps its Linux and macOS branches side by
+ * side so that a reader sees what differs. The macOS branches are unverified (no Darwin
+ * machine here); the Linux ones are what the test suite runs on x86-64 and, under
+ * qemu-aarch64, on arm64. */
+#include "os/os.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#if defined(__APPLE__)
+#include <mach-o/dyld.h>
+#include <mach/mach.h>
+#include <sys/resource.h>
+#include <sys/sysctl.h>
+#endif
+
+/* ===== Direct I/O ===== */
+
+int os_open_read(const char *path) {
+    return open(path, O_RDONLY | O_CLOEXEC);
+}
+
+int os_open_direct(const char *path) {
+#if defined(O_DIRECT)
+    return open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+#elif defined(__APPLE__)
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0 && fcntl(fd, F_NOCACHE, 1) != 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+#else
+    (void)path;
+    errno = EINVAL;
+    return -1;
+#endif
+}
+
+/* ===== Sorting with a context ===== */
+
+static void swap_bytes(unsigned char *a, unsigned char *b, size_t size) {
+    while (size--) {
+        unsigned char t = *a;
+        *a++ = *b;
+        *b++ = t;
+    }
+}
+
+/* Sift element i down a max-heap of n elements. */
+static void sift(unsigned char *base, size_t i, size_t n, size_t size,
+                 int (*cmp)(const void *, const void *, void *), void *ctx) {
+    for (;;) {
+        size_t big = i, l = 2 * i + 1, r = l + 1;
+        if (l < n && cmp(base + l * size, base + big * size, ctx) > 0) big = l;
+        if (r < n && cmp(base + r * size, base + big * size, ctx) > 0) big = r;
+        if (big == i) return;
+        swap_bytes(base + i * size, base + big * size, size);
+        i = big;
+    }
+}
+
+void os_qsort_ctx(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *, void *),
+                  void *ctx) {
+    unsigned char *b = base;
+    if (n < 2) return;
+    for (size_t i = n / 2; i-- > 0;)
+        sift(b, i, n, size, cmp, ctx);
+    for (size_t end = n - 1; end > 0; end--) {
+        swap_bytes(b, b + end * size, size);
+        sift(b, 0, end, size, cmp, ctx);
+    }
+}
+
+/* ===== Paths ===== */
+
+void os_fd_path(int fd, char *out, size_t cap) {
+#if defined(__linux__)
+    char link[64];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, out, cap - 1);
+    if (n > 0) {
+        out[n] = 0;
+        return;
+    }
+#elif defined(__APPLE__)
+    char p[MAXPATHLEN];
+    if (fcntl(fd, F_GETPATH, p) == 0) {
+        snprintf(out, cap, "%s", p);
+        return;
+    }
+#endif
+    snprintf(out, cap, "fd %d", fd);
+}
+
+int os_exe_path(char *out, size_t cap) {
+#if defined(__linux__)
+    ssize_t n = readlink("/proc/self/exe", out, cap - 1);
+    if (n <= 0) return -1;
+    out[n] = 0;
+    return 0;
+#elif defined(__APPLE__)
+    uint32_t size = (uint32_t)cap;
+    return _NSGetExecutablePath(out, &size) == 0 ? 0 : -1;
+#else
+    (void)out;
+    (void)cap;
+    return -1;
+#endif
+}
+
+/* ===== Memory ===== */
+
+#if defined(__linux__)
+/* Value in kB of a "Key:   N kB" line of a /proc file, as bytes; 0 if absent. */
+static uint64_t proc_kb(const char *path, const char *key) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char line[256];
+    size_t kl = strlen(key);
+    uint64_t v = 0;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, key, kl) && line[kl] == ':') {
+            v = strtoull(line + kl + 1, NULL, 10) * 1024;
+            break;
+        }
+    fclose(f);
+    return v;
+}
+#endif
+
+uint64_t os_mem_available(void) {
+#if defined(__linux__)
+    return proc_kb("/proc/meminfo", "MemAvailable");
+#elif defined(__APPLE__)
+    vm_statistics64_data_t vs;
+    mach_msg_type_number_t count = HOST_VM_INFO64_COUNT;
+    if (host_statistics64(mach_host_self(), HOST_VM_INFO64, (host_info64_t)&vs, &count) !=
+        KERN_SUCCESS)
+        return 0;
+    /* pages the kernel can hand out without swapping: free, inactive (clean file pages
+     * among them), purgeable and speculative */
+    const uint64_t pages =
+        (uint64_t)vs.free_count + vs.inactive_count + vs.purgeable_count + vs.speculative_count;
+    return pages * (uint64_t)vm_kernel_page_size;
+#else
+    return 0;
+#endif
+}
+
+uint64_t os_mem_total(void) {
+#if defined(__linux__)
+    return proc_kb("/proc/meminfo", "MemTotal");
+#elif defined(__APPLE__)
+    uint64_t v = 0;
+    size_t len = sizeof v;
+    return sysctlbyname("hw.memsize", &v, &len, NULL, 0) == 0 ? v : 0;
+#else
+    return 0;
+#endif
+}
+
+uint64_t os_rss(void) {
+#if defined(__linux__)
+    return proc_kb("/proc/self/status", "VmRSS");
+#elif defined(__APPLE__)
+    mach_task_basic_info_data_t info;
+    mach_msg_type_number_t count = MACH_TASK_BASIC_INFO_COUNT;
+    if (task_info(mach_task_self(), MACH_TASK_BASIC_INFO, (task_info_t)&info, &count) !=
+        KERN_SUCCESS)
+        return 0;
+    return info.resident_size;
+#else
+    return 0;
+#endif
+}
+
+uint64_t os_peak_rss(void) {
+#if defined(__linux__)
+    return proc_kb("/proc/self/status", "VmHWM");
+#elif defined(__APPLE__)
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? (uint64_t)ru.ru_maxrss : 0; /* bytes on macOS */
+#else
+    return 0;
+#endif
+}

@@ -1,0 +1,42 @@
+/* os.h — the operating-system calls petrel needs that POSIX does not give the same way
+ * everywhere: Linux (the tested platform, x86-64 and arm64) and macOS (written from
+ * Apple's documentation, compiled and run on no Darwin machine: unverified).
+ *
+ * Non-goals: Windows; anything POSIX already makes portable.
+ */
+#ifndef PT_OS_H
+#define PT_OS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* open(path, O_RDONLY | O_CLOEXEC) bypassing the page cache: O_DIRECT on Linux (the
+ * caller's reads must then be aligned: offsets, lengths and buffers to 4096), F_NOCACHE
+ * on macOS (no alignment rule). Returns the fd, or -1 with errno set (Linux: EINVAL on a
+ * file system without O_DIRECT; the caller falls back to os_open_read). */
+int os_open_direct(const char *path);
+int os_open_read(const char *path);
+
+/* Sort n elements of `size` bytes with cmp(a, b, ctx) (glibc's qsort_r argument order).
+ * Portable (a heap sort: no recursion, no allocation, O(n log n)); not stable. */
+void os_qsort_ctx(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *, void *),
+                  void *ctx);
+
+/* The path of the open file fd into out (cap bytes): /proc/self/fd on Linux,
+ * F_GETPATH on macOS; "fd N" when neither answers. */
+void os_fd_path(int fd, char *out, size_t cap);
+
+/* The running executable's path into out (cap bytes). Returns 0, or -1 when unknown. */
+int os_exe_path(char *out, size_t cap);
+
+/* Memory, in bytes (0: unknown). os_mem_available: what the system could give this process
+ * now (Linux: MemAvailable; macOS: free + inactive + purgeable + speculative pages from
+ * host_statistics64). os_mem_total: physical memory (Linux: MemTotal; macOS: hw.memsize).
+ * os_rss / os_peak_rss: this process's resident set now and at its peak. Limits of a
+ * cgroup (Linux only) are budget.c's business. */
+uint64_t os_mem_available(void);
+uint64_t os_mem_total(void);
+uint64_t os_rss(void);
+uint64_t os_peak_rss(void);
+
+#endif
