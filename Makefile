@@ -228,10 +228,11 @@ test: deps
 test-run: $(BUILD)/petrel $(BUILD)/test_petrel $(BUILD)/mkmodel
 	@PETREL_BIN=$(BUILD)/petrel PETREL_MKMODEL=$(BUILD)/mkmodel $(BUILD)/test_petrel $(T)
 
-# The long checks: the 12,000-token agent request on every fixture family (minutes each).
+# The long checks: the 12,000-token agent request on every fixture family and the
+# 8,000-token exactness references (minutes each).
 test-full: $(BUILD)/petrel $(BUILD)/test_petrel $(BUILD)/mkmodel
 	@PETREL_TEST_FULL=1 PETREL_BIN=$(BUILD)/petrel PETREL_MKMODEL=$(BUILD)/mkmodel \
-		$(BUILD)/test_petrel test_serve_agent_12k
+		$(BUILD)/test_petrel test_serve_agent_12k exact_long_prompts
 
 # arm64 under qemu-user (Debian: gcc-aarch64-linux-gnu, qemu-user-static, the libraries as
 # :arm64 packages; tools/deps-arm64.sh installs them, root). The test binary is cross-built
