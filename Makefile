@@ -308,7 +308,8 @@ bench-run: $(BUILD)/bench_petrel $(BUILD)/petrel $(BUILD)/mkmodel $(BUILD)/belad
 	   for a in $(BENCH_STREAM_ARCHS); do BUILD=$(BUILD) STREAM_ARCH=$$a sh bench/stream.sh || exit 1; done; \
 	 else echo "make bench: streaming benchmark skipped (BENCH_STREAM=1 runs bench/stream.sh, root, ~1 h)"; fi
 
-FORMAT_SRC = $$(find include src tests bench tools -name '*.[ch]' -not -path 'tests/fixtures/*')
+FORMAT_SRC = $$(find include src tests bench tools -name '*.[ch]' -not -path 'tests/fixtures/*' \
+               -not -path '*/node_modules/*')
 format:
 	clang-format -i $(FORMAT_SRC)
 

@@ -14,6 +14,7 @@ static void repo_is_formatted(void) {
     }
     const int rc = t_run(
         "out=$(find include src tests bench tools -name '*.[ch]' -not -path 'tests/fixtures/*' "
+        "-not -path '*/node_modules/*' "
         "| xargs clang-format --dry-run -Werror 2>&1); rc=$?; "
         "printf '%s\\n' \"$out\" | awk '/error:/ && n++ < 5'; exit $rc",
         out, sizeof out);

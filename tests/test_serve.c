@@ -1770,10 +1770,10 @@ static void test_serve_request_fields(void) {
         if (k == n) continue;
         int refused = !strcmp(outcome, "refused");
         for (int variant = 0; variant < 3; variant++) {
-            json_t *body = json_loads(bases[a], 0, NULL);
             const char *add = variant == 1 ? FIELD_SAMPLES[k].bad : FIELD_SAMPLES[k].sample;
             if (variant == 1 && !add) continue;
             if (variant == 2 && !refused) continue;
+            json_t *body = json_loads(bases[a], 0, NULL);
             json_t *extra = json_loads(add, 0, NULL);
             CHECKF(extra != NULL, "sample for %s: %s", field, add);
             json_object_update(body, extra);
