@@ -103,10 +103,6 @@ static int srv_up_(tsrv *s, const char *fixture, const char *const *extra, int n
     return -1;
 }
 
-static int srv_up(tsrv *s, const char *fixture, const char *const *extra) {
-    return srv_up_(s, fixture, extra, 1);
-}
-
 static void srv_down(tsrv *s) {
     if (s->pid <= 0) return;
     kill(s->pid, SIGTERM);
@@ -130,6 +126,18 @@ static void srv_down(tsrv *s) {
     waitpid(s->pid, &st, 0);
     s->pid = 0;
     CHECKF(0, "the server did not stop on SIGTERM within 10 s");
+}
+
+static int srv_up(tsrv *s, const char *fixture, const char *const *extra) {
+    return srv_up_(s, fixture, extra, 1);
+}
+
+/* srv_up for a case that cannot go on without the server: a failure is the case's, said once. */
+static int srv_up_checked(tsrv *s, const char *fixture, const char *const *extra) {
+    if (!srv_up(s, fixture, extra)) return 0;
+    CHECKF(0, "the server did not start (%s)", s->errfile);
+    srv_down(s);
+    return -1;
 }
 
 /* ===== HTTP over a plain socket ===== */
@@ -369,11 +377,7 @@ static void test_serve_loading(void) {
 
 static void test_serve_basic(void) {
     tsrv s;
-    if (srv_up(&s, FIX, NULL)) {
-        CHECKF(0, "the server did not start (%s)", s.errfile);
-        srv_down(&s);
-        return;
-    }
+    if (srv_up_checked(&s, FIX, NULL)) return;
     hresp r;
     CHECK(http(s.port, "GET", "/health", NULL, NULL, &r) == 0 && r.status == 200);
     CHECK_STR_CONTAINS(r.body, "\"status\":\"ok\"");
@@ -451,11 +455,7 @@ static void test_serve_basic(void) {
 
 static void test_serve_stream(void) {
     tsrv s;
-    if (srv_up(&s, FIX, NULL)) {
-        CHECKF(0, "the server did not start (%s)", s.errfile);
-        srv_down(&s);
-        return;
-    }
+    if (srv_up_checked(&s, FIX, NULL)) return;
     const char *base =
         "{\"messages\":[{\"role\":\"user\",\"content\":\"Write a poem\"}],\"max_tokens\":16,"
         "\"temperature\":0";
@@ -513,11 +513,7 @@ static void test_serve_stream(void) {
 
 static void test_serve_responses(void) {
     tsrv s;
-    if (srv_up(&s, FIX, NULL)) {
-        CHECKF(0, "the server did not start (%s)", s.errfile);
-        srv_down(&s);
-        return;
-    }
+    if (srv_up_checked(&s, FIX, NULL)) return;
     hresp r;
     const char *req = "{\"model\":\"gpt-5-codex\",\"instructions\":\"You are a coding "
                       "agent.\",\"input\":[{\"type\":\"message\","
@@ -591,11 +587,7 @@ static void test_serve_responses(void) {
  * as reasoning_content, never inside content; thinking off gives content. */
 static void test_serve_reasoning(void) {
     tsrv s;
-    if (srv_up(&s, "glm-dsa-rq2k.gguf", NULL)) {
-        CHECKF(0, "the server did not start (%s)", s.errfile);
-        srv_down(&s);
-        return;
-    }
+    if (srv_up_checked(&s, "glm-dsa-rq2k.gguf", NULL)) return;
     hresp r;
     const char *req = "{\"messages\":[{\"role\":\"user\",\"content\":\"Why is the sky "
                       "blue?\"}],\"max_tokens\":10,"
@@ -648,11 +640,7 @@ static void test_serve_reasoning(void) {
  * accepted, an assistant tool call and its result in the conversation. */
 static void test_serve_tools_http(void) {
     tsrv s;
-    if (srv_up(&s, FIX, NULL)) {
-        CHECKF(0, "the server did not start (%s)", s.errfile);
-        srv_down(&s);
-        return;
-    }
+    if (srv_up_checked(&s, FIX, NULL)) return;
     const char *tools =
         "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":"
         "\"Weather of a city\",\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{"
@@ -973,11 +961,7 @@ static void test_serve_validation(void) {
     }
     /* over HTTP, error.param carries the field */
     tsrv s;
-    if (srv_up(&s, FIX, NULL)) {
-        CHECKF(0, "the server did not start (%s)", s.errfile);
-        srv_down(&s);
-        return;
-    }
+    if (srv_up_checked(&s, FIX, NULL)) return;
     hresp h;
     CHECK(http(s.port, "POST", "/v1/chat/completions", NULL, "{\"messages\":[{\"role\":\"user\"}]}",
                &h) == 0 &&
@@ -1088,11 +1072,7 @@ static void test_serve_logit_bias(void) {
 static void test_serve_api_key(void) {
     tsrv s;
     const char *extra[] = {"--api-key", "sekrit", NULL};
-    if (srv_up(&s, FIX, extra)) {
-        CHECKF(0, "the server did not start (%s)", s.errfile);
-        srv_down(&s);
-        return;
-    }
+    if (srv_up_checked(&s, FIX, extra)) return;
     hresp r;
     const char *req = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":2}";
     CHECK(http(s.port, "POST", "/v1/chat/completions", NULL, req, &r) == 0 && r.status == 401);
@@ -1142,11 +1122,7 @@ static int start_long_stream(int port, int max_tokens) {
 static void test_serve_queue_429(void) {
     tsrv s;
     const char *extra[] = {"--queue", "1", "-c", "4096", NULL};
-    if (srv_up(&s, FIX, extra)) {
-        CHECKF(0, "the server did not start (%s)", s.errfile);
-        srv_down(&s);
-        return;
-    }
+    if (srv_up_checked(&s, FIX, extra)) return;
     int a = start_long_stream(s.port, 3000);
     /* wait until it generates */
     char buf[256];
@@ -1192,11 +1168,7 @@ static void test_serve_queue_429(void) {
 static void test_serve_cancel(void) {
     tsrv s;
     const char *extra[] = {"-c", "4096", NULL};
-    if (srv_up(&s, FIX, extra)) {
-        CHECKF(0, "the server did not start (%s)", s.errfile);
-        srv_down(&s);
-        return;
-    }
+    if (srv_up_checked(&s, FIX, extra)) return;
     const int max = 3500;
     int fd = start_long_stream(s.port, max);
     char buf[4096];
@@ -1246,11 +1218,7 @@ static void test_serve_cancel(void) {
 static void test_serve_malformed(void) {
     tsrv s;
     const char *extra[] = {"--max-body", "65536", "--timeout", "2", NULL};
-    if (srv_up(&s, FIX, extra)) {
-        CHECKF(0, "the server did not start (%s)", s.errfile);
-        srv_down(&s);
-        return;
-    }
+    if (srv_up_checked(&s, FIX, extra)) return;
     hresp r;
     const char *bodies[] = {
         "{",
@@ -1454,11 +1422,7 @@ static void test_serve_curl(void) {
         return;
     }
     tsrv s;
-    if (srv_up(&s, FIX, NULL)) {
-        CHECKF(0, "the server did not start (%s)", s.errfile);
-        srv_down(&s);
-        return;
-    }
+    if (srv_up_checked(&s, FIX, NULL)) return;
     char cmd[1024];
     snprintf(cmd, sizeof cmd,
              "curl -sS --max-time 60 http://127.0.0.1:%d/v1/chat/completions -H 'Content-Type: "
@@ -1553,11 +1517,7 @@ static void node_client(const char *script, const char *what) {
     static char out[65536];
     if (node_openai_ready()) return;
     tsrv s;
-    if (srv_up(&s, FIX, NULL)) {
-        CHECKF(0, "the server did not start (%s)", s.errfile);
-        srv_down(&s);
-        return;
-    }
+    if (srv_up_checked(&s, FIX, NULL)) return;
     char cmd[512];
     snprintf(cmd, sizeof cmd, "timeout 120 node tests/serve/%s http://127.0.0.1:%d/v1", script,
              s.port);
@@ -1841,11 +1801,7 @@ static void test_serve_browsers(void) {
     tsrv s;
     const char *extra[] = {"--api-key",    "k1",        "--cors", "https://app.example",
                            "--allow-host", "mybox.lan", NULL};
-    if (srv_up(&s, FIX, extra)) {
-        CHECKF(0, "the server did not start (%s)", s.errfile);
-        srv_down(&s);
-        return;
-    }
+    if (srv_up_checked(&s, FIX, extra)) return;
     hresp r;
     /* a preflight from a page on this machine: 204, the headers it asked for allowed */
     CHECK(http(s.port, "OPTIONS", "/v1/chat/completions",
@@ -1927,11 +1883,7 @@ static void test_serve_images(void) {
     CHECK(q.n_omitted == 1);
     oai_req_free(&q);
     tsrv s;
-    if (srv_up(&s, FIX, NULL)) {
-        CHECKF(0, "the server did not start (%s)", s.errfile);
-        srv_down(&s);
-        return;
-    }
+    if (srv_up_checked(&s, FIX, NULL)) return;
     hresp r;
     CHECK(http(s.port, "POST", "/v1/chat/completions", NULL, body, &r) == 0 && r.status == 200);
     CHECK_STR_CONTAINS(r.raw, "X-Petrel-Warning: 1 image/audio/file part replaced");
@@ -1961,11 +1913,7 @@ static void test_serve_images(void) {
 static void test_serve_stored_responses(void) {
     tsrv s;
     const char *extra[] = {"--api-key", "ka", "--api-key", "kb", NULL};
-    if (srv_up(&s, FIX, extra)) {
-        CHECKF(0, "the server did not start (%s)", s.errfile);
-        srv_down(&s);
-        return;
-    }
+    if (srv_up_checked(&s, FIX, extra)) return;
     const char *ka = "Authorization: Bearer ka\r\n", *kb = "Authorization: Bearer kb\r\n";
     hresp r;
     CHECK(http(s.port, "POST", "/v1/responses", ka,
@@ -2079,11 +2027,7 @@ static void test_serve_clean_text(void) {
     CHECKF(im_start >= 0 && think >= 0 && glm_close >= 0 && glm_assistant >= 0, "ids %d %d %d %d",
            im_start, think, glm_close, glm_assistant);
     tsrv s;
-    if (srv_up(&s, FIX, NULL)) {
-        CHECKF(0, "the server did not start (%s)", s.errfile);
-        srv_down(&s);
-        return;
-    }
+    if (srv_up_checked(&s, FIX, NULL)) return;
     char req[512];
     hresp r;
     /* a forced turn header: counted as generated, never shown */
@@ -2121,11 +2065,7 @@ static void test_serve_clean_text(void) {
     hresp_free(&r);
     srv_down(&s);
     /* GLM opens the reasoning block in the prompt; closing it at once is no reasoning */
-    if (srv_up(&s, "glm-dsa-rq2k.gguf", NULL)) {
-        CHECKF(0, "the server did not start (%s)", s.errfile);
-        srv_down(&s);
-        return;
-    }
+    if (srv_up_checked(&s, "glm-dsa-rq2k.gguf", NULL)) return;
     snprintf(req, sizeof req,
              "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":1,"
              "\"chat_template_kwargs\":{\"enable_thinking\":true},\"logit_bias\":{\"%d\":100}}",
@@ -2362,11 +2302,7 @@ static void test_serve_codex_exec(void) {
     char demo[4096];
     snprintf(demo, sizeof demo, "%s/models/petrel-demo-glm.gguf",
              getenv("PWD") ? getenv("PWD") : ".");
-    if (srv_up(&s, demo, extra)) {
-        CHECKF(0, "the server did not start (%s)", s.errfile);
-        srv_down(&s);
-        return;
-    }
+    if (srv_up_checked(&s, demo, extra)) return;
     char home[512], work[512], cmd[2048];
     snprintf(home, sizeof home, "%s/codex-home", t_tmpdir());
     snprintf(work, sizeof work, "%s/codex-work", t_tmpdir());
@@ -2468,11 +2404,7 @@ static void test_serve_web_chat(void) {
 static void test_serve_half_close(void) {
     tsrv s;
     const char *extra[] = {"--queue", "2", "-c", "4096", NULL};
-    if (srv_up(&s, FIX, extra)) {
-        CHECKF(0, "the server did not start (%s)", s.errfile);
-        srv_down(&s);
-        return;
-    }
+    if (srv_up_checked(&s, FIX, extra)) return;
     for (int stream = 0; stream < 2; stream++) {
         int fd = connect_to(s.port, 30);
         char req[256];
@@ -2545,11 +2477,7 @@ static void test_serve_half_close(void) {
 static void test_serve_shutdown_stream(void) {
     tsrv s;
     const char *extra[] = {"-c", "4096", NULL};
-    if (srv_up(&s, FIX, extra)) {
-        CHECKF(0, "the server did not start (%s)", s.errfile);
-        srv_down(&s);
-        return;
-    }
+    if (srv_up_checked(&s, FIX, extra)) return;
     int fd = start_long_stream(s.port, 3500);
     char buf[256];
     CHECK(fd >= 0 && recv(fd, buf, sizeof buf, MSG_PEEK) > 0);
@@ -2584,11 +2512,7 @@ static void test_serve_api_key_empty(void) {
 static void test_serve_tenants(void) {
     tsrv s;
     const char *extra[] = {"--api-key", "alice-key", "--api-key", "bob-key", NULL};
-    if (srv_up(&s, FIX, extra)) {
-        CHECKF(0, "the server did not start (%s)", s.errfile);
-        srv_down(&s);
-        return;
-    }
+    if (srv_up_checked(&s, FIX, extra)) return;
     const char *req = "{\"messages\":[{\"role\":\"user\",\"content\":\"My secret plan is to "
                       "paint the fence blue on Tuesday\"}],\"max_tokens\":1,\"temperature\":0}";
     const char *who[] = {"alice", "alice", "bob", "bob", "alice"};
@@ -2619,11 +2543,7 @@ static void test_serve_tenants(void) {
 static void test_serve_context_cap(void) {
     tsrv s;
     const char *extra[] = {"-c", "512", NULL};
-    if (srv_up(&s, FIX, extra)) {
-        CHECKF(0, "the server did not start (%s)", s.errfile);
-        srv_down(&s);
-        return;
-    }
+    if (srv_up_checked(&s, FIX, extra)) return;
     size_t n = 15u << 20;
     char *big = malloc(n + 64);
     strcpy(big, "{\"prompt\":\"");
@@ -2794,11 +2714,7 @@ static void test_serve_slowloris(void) {
     close(probe);
     tsrv s;
     const char *extra[] = {"--request-timeout", "5", NULL};
-    if (srv_up(&s, FIX, extra)) {
-        CHECKF(0, "the server did not start (%s)", s.errfile);
-        srv_down(&s);
-        return;
-    }
+    if (srv_up_checked(&s, FIX, extra)) return;
     loris l = {.port = s.port, .n = 200, .n_addrs = 8};
     pthread_t th;
     pthread_create(&th, NULL, loris_main, &l);
