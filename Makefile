@@ -135,7 +135,7 @@ DOTPROD_FLAGS := -march=armv8.2-a+dotprod
 I8MM_FLAGS    := -march=armv8.2-a+dotprod+i8mm
 
 .PHONY: all native test bench bench-run format format-check clean deps demo build test-run \
-        test-full test-arm64 test-arm64-run
+        test-full test-arm64 test-arm64-full test-arm64-run
 # deps runs first, then a fresh make that sees what deps installed (pkg-config
 # results above are computed when the Makefile is read).
 all: deps
@@ -240,25 +240,33 @@ test-full: $(BUILD)/petrel $(BUILD)/test_petrel $(BUILD)/mkmodel
 # :arm64 packages; tools/deps-arm64.sh installs them, root). The test binary is cross-built
 # into build/arm64 and run once per CPU model, each forcing one kernel level through the
 # feature bits qemu reports (dispatch.c reads AT_HWCAP/AT_HWCAP2): cortex-a53 = NEON only,
-# neoverse-n1 = + dotprod, max = + i8mm. ARM64_T: the kernel, format and tokenizer suites
-# (whole-model fixtures, e.g. ARM64_T="model_deepseek2_q4_k_m model2_qwen3moe_q4_k_m
-# batchinv_qwen3moe_q4_k_m", run too but take long under qemu on two cores). PETREL_TEST_NOFORK: qemu 7.2's forked
-# children hang (tests/main.c), so the cases run in the runner's process.
+# neoverse-n1 = + dotprod, max = + i8mm. ARM64_T: the kernel, format and tokenizer suites and,
+# per family, one whole-model fixture and its batch-invariance case; `make test-arm64-full`
+# runs every model fixture and batchinv case (about 9 minutes per CPU level on two cores).
+# QEMU_LD_PREFIX=/ : the guest's loader must be the :arm64 libc6's own
+# (/lib/ld-linux-aarch64.so.1); the cross toolchain's copy under /usr/aarch64-linux-gnu is
+# another Debian build of glibc, and with it pthread_create and fork spin forever (the two
+# disagree on the layout of the loader's private data).
 ARM64_CPUS ?= cortex-a53 neoverse-n1 max
+ARM64_MODELS := model_deepseek2_q4_k_m model_glm_dsa_rq2k model2_gemma4_q4_k_m \
+              model2_qwen3moe_q4_k_m batchinv_deepseek2_q4_k_m batchinv_glm_dsa_rq2k \
+              batchinv_gemma4_q4_k_m batchinv_qwen3moe_q4_k_m
 ARM64_T    ?= test_kernels simd_ ops_ tok_reference_files tok_special_parsing tok_stream_utf8 \
               tok_invalid_utf8 tok_utf8_repair refvec_ iq_handles iq_tables iq_dot iq_rows \
-              gguf_reads_fixtures gguf_fixture_details gguf_hostile_cases
+              gguf_reads_fixtures gguf_fixture_details gguf_hostile_cases $(ARM64_MODELS)
 QEMU_ARM64 ?= qemu-aarch64-static
 test-arm64:
 	@sh tools/deps-arm64.sh
 	@$(MAKE) --no-print-directory CROSS=aarch64 build/arm64/test_petrel
 	@$(MAKE) --no-print-directory test-arm64-run
 
+test-arm64-full:
+	@$(MAKE) --no-print-directory test-arm64 ARM64_T="$(ARM64_T) model batchinv"
+
 test-arm64-run:
 	@for c in $(ARM64_CPUS); do \
 	   echo "== qemu-aarch64 -cpu $$c"; \
-	   QEMU_LD_PREFIX=/usr/aarch64-linux-gnu PETREL_TEST_NOFORK=1 \
-	     $(QEMU_ARM64) -cpu $$c build/arm64/test_petrel $(ARM64_T) || exit 1; \
+	   QEMU_LD_PREFIX=/ $(QEMU_ARM64) -cpu $$c build/arm64/test_petrel $(ARM64_T) || exit 1; \
 	 done
 
 # Fuzzing: every tests/fuzz/fuzz_NAME.c is a libFuzzer target linked against the

@@ -346,36 +346,6 @@ static void kill_group(pid_t pgid) {
 
 typedef enum { R_PASS, R_FAIL, R_SKIP } result;
 
-/* PETREL_TEST_NOFORK=1: case i in this process, no isolation and no time limit. For
- * qemu-user (make test-arm64): qemu 7.2's forked children spin in user space before
- * they run a single guest instruction of their own (a fork + _exit program hangs the
- * same way), so there the cases run one after another in the runner itself. A crash
- * ends the run; the selection (cases that start no process) must not need isolation. */
-static result run_case_inproc(int i, char *why, size_t why_len) {
-    why[0] = 0;
-    char cache[400];
-    snprintf(cur_tmp, sizeof cur_tmp, "%s/case-%d/tmp", tmpdir, i);
-    snprintf(cur_usage, sizeof cur_usage, "%s/case-%d/usage", tmpdir, i);
-    snprintf(cache, sizeof cache, "%s/case-%d/cache", tmpdir, i);
-    mkdir_p(cur_tmp);
-    mkdir_p(cur_usage);
-    mkdir_p(cache);
-    setenv("PETREL_USAGE_DIR", cur_usage, 1);
-    setenv("XDG_CACHE_HOME", cache, 1);
-    cur_failed = cur_skipped = 0;
-    cur_skip_why[0] = 0;
-    cases[i].fn();
-    char dir[320];
-    snprintf(dir, sizeof dir, "%s/case-%d", tmpdir, i);
-    rm_tree(dir);
-    if (cur_failed) return R_FAIL;
-    if (cur_skipped) {
-        snprintf(why, why_len, "%s", cur_skip_why);
-        return R_SKIP;
-    }
-    return R_PASS;
-}
-
 /* Run case i in a child within its time limit. Fills why (the reason of a
  * crash, a hang or a skip) and returns the result. */
 static result run_case(int i, int limit_s, char *why, size_t why_len) {
@@ -507,8 +477,6 @@ int main(int argc, char **argv) {
     snprintf(cache, sizeof cache, "%s/cache", tmpdir);
     setenv("XDG_CACHE_HOME", cache, 1);
     const int default_limit = env_timeout();
-    const char *nofork = getenv("PETREL_TEST_NOFORK");
-    const int inproc = nofork && nofork[0] == '1';
     listing before = {0};
     list_fixture_dirs(&before);
     int passed = 0, failed = 0, skipped = 0;
@@ -517,8 +485,7 @@ int main(int argc, char **argv) {
         const int limit = cases[i].timeout_s > default_limit ? cases[i].timeout_s : default_limit;
         char why[600];
         double t0 = now_s();
-        result r =
-            inproc ? run_case_inproc(i, why, sizeof why) : run_case(i, limit, why, sizeof why);
+        result r = run_case(i, limit, why, sizeof why);
         double dt = now_s() - t0;
         if (r == R_FAIL) {
             failed++;
