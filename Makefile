@@ -135,7 +135,7 @@ DOTPROD_FLAGS := -march=armv8.2-a+dotprod
 I8MM_FLAGS    := -march=armv8.2-a+dotprod+i8mm
 
 .PHONY: all native test bench bench-run format format-check clean deps demo build test-run \
-        test-full test-arm64 test-arm64-full test-arm64-run
+        test-full test-arm64 test-arm64-full test-arm64-clang test-arm64-run
 # deps runs first, then a fresh make that sees what deps installed (pkg-config
 # results above are computed when the Makefile is read).
 all: deps
@@ -263,10 +263,19 @@ test-arm64:
 test-arm64-full:
 	@$(MAKE) --no-print-directory test-arm64 ARM64_T="$(ARM64_T) model batchinv"
 
+# The same suites built by clang (--target=aarch64-linux-gnu, linked against the same :arm64
+# libraries), run at one level: the compiler, not the CPU, is what differs.
+test-arm64-clang:
+	@sh tools/deps-arm64.sh
+	@$(MAKE) --no-print-directory CROSS=aarch64 CROSS_CC="clang --target=aarch64-linux-gnu" \
+		build/arm64-clang/test_petrel build/arm64-clang/petrel
+	@$(MAKE) --no-print-directory test-arm64-run ARM64_BUILD=build/arm64-clang ARM64_CPUS=neoverse-n1
+
+ARM64_BUILD ?= build/arm64
 test-arm64-run:
 	@for c in $(ARM64_CPUS); do \
-	   echo "== qemu-aarch64 -cpu $$c"; \
-	   QEMU_LD_PREFIX=/ $(QEMU_ARM64) -cpu $$c build/arm64/test_petrel $(ARM64_T) || exit 1; \
+	   echo "== qemu-aarch64 -cpu $$c ($(ARM64_BUILD))"; \
+	   QEMU_LD_PREFIX=/ $(QEMU_ARM64) -cpu $$c $(ARM64_BUILD)/test_petrel $(ARM64_T) || exit 1; \
 	 done
 
 # Fuzzing: every tests/fuzz/fuzz_NAME.c is a libFuzzer target linked against the

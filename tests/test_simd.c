@@ -63,9 +63,6 @@ static int compare_row(uint32_t type, int isa, qt_dot_fn f, int64_t n, uint64_t 
         const float got = f(w, a, n);
         qt_dequant_ref(type, w, wd, n);
         qt_dequant_ref((uint32_t)t->act_type, a, ad, n);
-        double mag = 0;
-        for (int64_t i = 0; i < n; i++)
-            mag += fabs((double)wd[i] * (double)ad[i]);
 #if defined(__aarch64__)
         const double tol = 0; /* bit-identical, checked below too (a -0 vs +0 would pass here) */
         if (memcmp(&got, &ref, sizeof got) != 0 && got == ref) {
@@ -74,6 +71,9 @@ static int compare_row(uint32_t type, int isa, qt_dot_fn f, int64_t n, uint64_t 
             bad++;
         }
 #else
+        double mag = 0;
+        for (int64_t i = 0; i < n; i++)
+            mag += fabs((double)wd[i] * (double)ad[i]);
         const double tol = 1e-5 * mag;
 #endif
         if (!(fabs((double)got - (double)ref) <= tol) || !isfinite(got)) {
@@ -240,7 +240,7 @@ static void simd_dot4_bit_identical(void) {
                                     7168};
             for (size_t k = 0; k < PT_ARRAY_LEN(lens); k++) {
                 const int64_t n = lens[k];
-                uint64_t wbytes, abytes;
+                uint64_t wbytes = 0, abytes = 0;
                 CHECK(qt_row_bytes(type, n, &wbytes) == 0 &&
                       qt_row_bytes((uint32_t)t->act_type, n, &abytes) == 0);
                 const uint64_t stride = abytes + 96;
