@@ -2,7 +2,8 @@
  * level QT_ISA_DOTPROD).
  *
  * The kernels of dot_neon_body.h compiled with -march=armv8.2-a+dotprod (Makefile):
- * the block sums of Q8_0/Q4_0/Q5_0 and Q2_K's 16-weight group sums use sdot. Those
+ * the block sums of Q8_0/Q4_0/Q5_0/MXFP4, Q4_1/Q5_1's four-weight lane sums and Q2_K's
+ * 16-weight group sums use sdot. Those
  * are exact integer sums, so every kernel returns the NEON level's bits (and the
  * scalar reference's). The K-quants with eight integer lanes (Q3_K..Q6_K) keep
  * NEON's widening multiplies: sdot adds four neighbouring weights, which the
@@ -16,6 +17,9 @@ qt_dot_fn qt_dot_dotprod(uint32_t type) {
     case QT_Q8_0:
     case QT_Q4_0:
     case QT_Q5_0:
+    case QT_Q4_1:
+    case QT_Q5_1:
+    case QT_MXFP4:
     case QT_Q2_K: return neon_table(type);
     default: return NULL; /* the NEON level's kernel serves */
     }

@@ -9,7 +9,8 @@
  * (the build passes -ffp-contract=off, so neither file gets a fused
  * multiply-add the other lacks):
  *
- *   - Q8_0, Q4_0, Q5_0: one float sum over blocks, sumf += (float)sumi * scale;
+ *   - Q8_0, Q4_0, Q5_0, MXFP4: one float sum over blocks, sumf += (float)sumi * scale;
+ *   - Q4_1, Q5_1: eight float lanes of four-weight sums and an offset sum (the x86 order);
  *   - Q2_K: sumf += dall * isum - dmin * summs per super-block;
  *   - Q3_K..Q6_K: ggml's generic eight integer lanes (weight index mod 8) per
  *     super-block, scaled into eight float lanes that live across blocks and
@@ -38,6 +39,7 @@
 #include <string.h>
 
 #include "kernels/quant.h"
+#include "kernels/quant_impl.h"
 
 /* ===== Helpers ===== */
 
@@ -126,6 +128,95 @@ static inline int8x16_t bits16(uint16_t b) {
         w1 = vsubq_s8(vorrq_s8(hi, vandq_s8(bits16(h1), vdupq_n_s8(16))), vdupq_n_s8(16));         \
     } while (0)
 ROWS_LEGACY(q5_0, block_q5_0, DECODE_Q5_0, sumf[r] += (f16(xb->d) * f16(yb->d)) * (float)sumi)
+
+/* MXFP4: weight = kvalues_mxfp4[nibble] (a table lookup, vqtbl1q_s8), scale
+ * qt_e8m0_half(e); sumf += (dy * scale) * sumi as the reference (quant_iq.c). */
+#define DECODE_MXFP4                                                                               \
+    do {                                                                                           \
+        const uint8x16_t q = vld1q_u8(xb->qs);                                                     \
+        const int8x16_t tab = vld1q_s8(kvalues_mxfp4);                                             \
+        w0 = vqtbl1q_s8(tab, vandq_u8(q, vdupq_n_u8(15)));                                         \
+        w1 = vqtbl1q_s8(tab, vshrq_n_u8(q, 4));                                                    \
+    } while (0)
+ROWS_LEGACY(mxfp4, block_mxfp4, DECODE_MXFP4,
+            sumf[r] += (f16(yb->d) * qt_e8m0_half(xb->e)) * (float)sumi)
+
+/* ===== Q4_1 / Q5_1 against Q8_1 =====
+ *
+ * The reference's x86 order: the integer products of weights 4l..4l+3 in lane l of
+ * eight, each lane fused-multiply-added with dx * dy per block (vfmaq_f32 is fmaf per
+ * lane), the lanes folded as ((a0+a4)+(a2+a6))+((a1+a5)+(a3+a7)), the offsets m * s
+ * summed apart by fmaf and added last. Weights are unsigned (0..31), so a sum of two
+ * int16 products cannot overflow. */
+static inline int32x4_t quad_sums(int8x16_t w, int8x16_t q) {
+#if defined(__ARM_FEATURE_DOTPROD)
+    return vdotq_s32(vdupq_n_s32(0), w, q); /* lane k: bytes 4k..4k+3 */
+#else
+    const int32x4_t lo = vpaddlq_s16(vmull_s8(vget_low_s8(w), vget_low_s8(q)));
+    const int32x4_t hi = vpaddlq_s16(vmull_high_s8(w, q));
+    return vpaddq_s32(lo, hi); /* pairs of pairs: lanes 0-3, 4-7, 8-11, 12-15 */
+#endif
+}
+
+#define ROWS_Q1(NAME, XT, DECODE)                                                                  \
+    static inline __attribute__((always_inline)) void NAME##_rows(                                 \
+        const void *w, const void *a, uint64_t stride, int64_t n, int nr, float *out) {            \
+        const XT *x = w;                                                                           \
+        float32x4_t acc[4][2];                                                                     \
+        float summs[4] = {0, 0, 0, 0};                                                             \
+        for (int r = 0; r < nr; r++)                                                               \
+            acc[r][0] = acc[r][1] = vdupq_n_f32(0);                                                \
+        for (int64_t i = 0; i < n / 32; i++) {                                                     \
+            const XT *xb = &x[i];                                                                  \
+            int8x16_t w0, w1;                                                                      \
+            DECODE;                                                                                \
+            for (int r = 0; r < nr; r++) {                                                         \
+                const block_q8_1 *yb = (const block_q8_1 *)((const uint8_t *)a + r * stride) + i;  \
+                summs[r] = fmaf(f16(xb->m), f16(yb->s), summs[r]);                                 \
+                const float dd = f16(xb->d) * f16(yb->d);                                          \
+                const float32x4_t s0 = vcvtq_f32_s32(quad_sums(w0, vld1q_s8(yb->qs)));             \
+                const float32x4_t s1 = vcvtq_f32_s32(quad_sums(w1, vld1q_s8(yb->qs + 16)));        \
+                acc[r][0] = vfmaq_n_f32(acc[r][0], s0, dd);                                        \
+                acc[r][1] = vfmaq_n_f32(acc[r][1], s1, dd);                                        \
+            }                                                                                      \
+        }                                                                                          \
+        for (int r = 0; r < nr; r++) {                                                             \
+            const float32x4_t c = vaddq_f32(acc[r][0], acc[r][1]); /* a_l + a_{l+4} */             \
+            const float32x2_t h = vadd_f32(vget_low_f32(c), vget_high_f32(c));                     \
+            out[r] = (vget_lane_f32(h, 0) + vget_lane_f32(h, 1)) + summs[r];                       \
+        }                                                                                          \
+    }                                                                                              \
+    static float dot_##NAME(const void *w, const void *a, int64_t n) {                             \
+        float o;                                                                                   \
+        NAME##_rows(w, a, 0, n, 1, &o);                                                            \
+        return o;                                                                                  \
+    }                                                                                              \
+    static void dot4_##NAME(const void *w, const void *a, uint64_t stride, int64_t n,              \
+                            float *out) {                                                          \
+        NAME##_rows(w, a, stride, n, 4, out);                                                      \
+    }
+
+/* Q4_1: weight j = low nibble of qs[j], weight j + 16 = high nibble (0..15). */
+#define DECODE_Q4_1                                                                                \
+    do {                                                                                           \
+        const uint8x16_t q = vld1q_u8(xb->qs);                                                     \
+        w0 = vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(15)));                                     \
+        w1 = vreinterpretq_s8_u8(vshrq_n_u8(q, 4));                                                \
+    } while (0)
+ROWS_Q1(q4_1, block_q4_1, DECODE_Q4_1)
+
+/* Q5_1: weight = nibble | bit << 4 (0..31), bit j of qh (little-endian) for weight j. */
+#define DECODE_Q5_1                                                                                \
+    do {                                                                                           \
+        const uint8x16_t q = vld1q_u8(xb->qs);                                                     \
+        const uint16_t h0 = (uint16_t)(xb->qh[0] | xb->qh[1] << 8),                                \
+                       h1 = (uint16_t)(xb->qh[2] | xb->qh[3] << 8);                                \
+        const int8x16_t lo = vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(15)));                     \
+        const int8x16_t hi = vreinterpretq_s8_u8(vshrq_n_u8(q, 4));                                \
+        w0 = vorrq_s8(lo, vandq_s8(bits16(h0), vdupq_n_s8(16)));                                   \
+        w1 = vorrq_s8(hi, vandq_s8(bits16(h1), vdupq_n_s8(16)));                                   \
+    } while (0)
+ROWS_Q1(q5_1, block_q5_1, DECODE_Q5_1)
 
 /* ===== K-quants against Q8_K ===== */
 
@@ -444,6 +535,9 @@ static qt_dot_fn neon_table(uint32_t type) {
     case QT_Q8_0: return dot_q8_0;
     case QT_Q4_0: return dot_q4_0;
     case QT_Q5_0: return dot_q5_0;
+    case QT_Q4_1: return dot_q4_1;
+    case QT_Q5_1: return dot_q5_1;
+    case QT_MXFP4: return dot_mxfp4;
     case QT_Q2_K: return dot_q2k;
     case QT_Q3_K: return dot_q3k;
     case QT_Q4_K: return dot_q4k;
@@ -458,6 +552,9 @@ static qt_dot4_fn neon_table4(uint32_t type) {
     case QT_Q8_0: return dot4_q8_0;
     case QT_Q4_0: return dot4_q4_0;
     case QT_Q5_0: return dot4_q5_0;
+    case QT_Q4_1: return dot4_q4_1;
+    case QT_Q5_1: return dot4_q5_1;
+    case QT_MXFP4: return dot4_mxfp4;
     case QT_Q2_K: return dot4_q2k;
     case QT_Q3_K: return dot4_q3k;
     case QT_Q4_K: return dot4_q4k;

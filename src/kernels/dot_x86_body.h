@@ -236,17 +236,9 @@ static float dot_iq4_nl(const void *w, const void *a, int64_t n) {
     LEGACY_LOOP(block_iq4_nl, _mm256_shuffle_epi8(tab, nibbles32(xb->qs)), f16(xb->d))
 }
 
-/* E8M0 exponent e -> 2^(e-128): half the block scale, because kvalues_mxfp4
- * holds the E2M1 values doubled. Built from bits, exact (same as quant_iq.c). */
-static inline float e8m0_half(uint8_t e) {
-    uint32_t bits = e < 2 ? (uint32_t)0x00200000u << e : (uint32_t)(e - 1) << 23;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
 static float dot_mxfp4(const void *w, const void *a, int64_t n) {
     const __m256i tab = table16(kvalues_mxfp4);
-    LEGACY_LOOP(block_mxfp4, _mm256_shuffle_epi8(tab, nibbles32(xb->qs)), e8m0_half(xb->e))
+    LEGACY_LOOP(block_mxfp4, _mm256_shuffle_epi8(tab, nibbles32(xb->qs)), qt_e8m0_half(xb->e))
 }
 
 /* ===== K-quants against Q8_K activations ===== */
@@ -842,7 +834,7 @@ static void dot4_mxfp4(const void *w, const void *a, uint64_t as, int64_t n, flo
     const __m256i tab = table16(kvalues_mxfp4);
 #define XT4 block_mxfp4
 #define DECODE4 _mm256_shuffle_epi8(tab, nibbles32(xb->qs))
-#define SCALE4 e8m0_half(xb->e)
+#define SCALE4 qt_e8m0_half(xb->e)
     LEGACY4_BODY(2);
 #undef XT4
 #undef DECODE4

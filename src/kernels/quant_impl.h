@@ -8,6 +8,7 @@
 #define PT_QUANT_IMPL_H
 
 #include <stdint.h>
+#include <string.h>
 
 /* 1 when quant_iq.c implements `type` (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S,
  * IQ3_XXS, IQ3_S, IQ4_NL, IQ4_XS, MXFP4). */
@@ -30,5 +31,16 @@ extern const uint64_t iq1s_grid[2048];
 extern const uint8_t ksigns_iq2xs[128];
 extern const int8_t kvalues_iq4nl[16];
 extern const int8_t kvalues_mxfp4[16];
+
+/* MXFP4's E8M0 exponent e means 2^(e-127). kvalues_mxfp4 holds the E2M1 values doubled (so
+ * they are integers), so the decode scale is half of that: 2^(e-128). e = 0 and 1 give the
+ * subnormals 2^-128 and 2^-127; e = 255 (NaN in the OCP spec) gives 2^127, as ggml does.
+ * Built from bits, so exact; the one definition every kernel uses. */
+static inline float qt_e8m0_half(uint8_t e) {
+    uint32_t bits = e < 2 ? (uint32_t)0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
 
 #endif

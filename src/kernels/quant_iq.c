@@ -47,17 +47,6 @@ static inline int grid_sbyte(uint64_t entry, int j) {
     return (int)(int8_t)grid_byte(entry, j);
 }
 
-/* MXFP4's E8M0 exponent e means 2^(e-127). kvalues_mxfp4 holds the E2M1 values
- * doubled (so they are integers), so the decode scale is half of that:
- * 2^(e-128). e = 0 and 1 give the subnormals 2^-128 and 2^-127; e = 255 (NaN
- * in the OCP spec) gives 2^127, as ggml does. Built from bits, so exact. */
-static float e8m0_half_to_f32(uint8_t e) {
-    uint32_t bits = e < 2 ? (uint32_t)0x00200000u << e : (uint32_t)(e - 1) << 23;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
 /* Set bit j of an 8-bit sign mask: weight j of its group is negative. */
 static inline int sign_of(uint32_t mask, int j) {
     return (mask >> j) & 1 ? -1 : 1;
@@ -421,7 +410,7 @@ void iq_dequant(uint32_t type, const void *src, float *dst, int64_t n) {
     case QT_MXFP4: {
         const block_mxfp4 *b = src;
         for (int64_t i = 0; i < n / QK_MXFP4; i++)
-            nl32_dequant(kvalues_mxfp4, e8m0_half_to_f32(b[i].e), b[i].qs, dst + QK_MXFP4 * i);
+            nl32_dequant(kvalues_mxfp4, qt_e8m0_half(b[i].e), b[i].qs, dst + QK_MXFP4 * i);
         return;
     }
     default: memset(dst, 0, (size_t)n * sizeof *dst); return;
@@ -545,7 +534,7 @@ float iq_dot(uint32_t type, const void *w, const void *a, int64_t n) {
         const block_q8_0 *y = a;
         float sumf = 0.0f;
         for (int64_t i = 0; i < n / QK_MXFP4; i++) {
-            const float d = qt_f16_to_f32(y[i].d) * e8m0_half_to_f32(b[i].e);
+            const float d = qt_f16_to_f32(y[i].d) * qt_e8m0_half(b[i].e);
             sumf += d * (float)nl32_dot(kvalues_mxfp4, b[i].qs, y[i].qs);
         }
         return sumf;
