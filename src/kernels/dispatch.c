@@ -378,7 +378,12 @@ static const qt_dot_fn panel_scalar_table[QT_COUNT] = {
 qt_dot_fn qt_dot_panel_impl(uint32_t type, int isa) {
     if (type >= QT_COUNT) return NULL;
 #if defined(__aarch64__)
-    return isa == QT_ISA_SCALAR ? panel_scalar_table[type] : NULL;
+    switch (isa) {
+    case QT_ISA_SCALAR: return panel_scalar_table[type];
+    case QT_ISA_NEON: return qt_dot_panel_neon(type);
+    case QT_ISA_DOTPROD: return qt_dot_panel_dotprod(type);
+    default: return NULL;
+    }
 #else
     switch (isa) {
     case QT_ISA_SCALAR: return panel_scalar_table[type];

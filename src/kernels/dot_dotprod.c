@@ -25,6 +25,11 @@ qt_dot_fn qt_dot_dotprod(uint32_t type) {
     }
 }
 
+/* IQ4_NL and IQ4_XS: their integer sums with sdot; F32 is NEON's. */
+qt_dot_fn qt_dot_panel_dotprod(uint32_t type) {
+    return type == QT_IQ4_NL || type == QT_IQ4_XS ? neon_panel_table(type) : NULL;
+}
+
 qt_dot4_fn qt_dot4_dotprod(uint32_t type) {
     return qt_dot_dotprod(type) ? neon_table4(type) : NULL;
 }

@@ -9,6 +9,10 @@ qt_dot_fn qt_dot_neon(uint32_t type) {
     return neon_table(type);
 }
 
+qt_dot_fn qt_dot_panel_neon(uint32_t type) {
+    return neon_panel_table(type);
+}
+
 qt_dot4_fn qt_dot4_neon(uint32_t type) {
     return neon_table4(type);
 }

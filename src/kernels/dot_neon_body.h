@@ -528,6 +528,81 @@ static void f32_dot2(const float *x, const float *y0, const float *y1, int64_t n
 
 static const qt_f32_kernels neon_f32 __attribute__((unused)) = {f32_dot, f32_axpy, f32_dot2};
 
+/* ===== Panel order (qt_dot_panel_ref: the types whose one kernel is llama.cpp's batched
+ * order) ===== */
+
+/* F32: x[i] * y[i] fused-multiply-added into lane i % 16 (four vectors), the lanes folded
+ * pairwise (w = 8, 4, 2, 1), then the tail added one by one, unfused. */
+static float panel_f32(const void *w, const void *a, int64_t n) {
+    const float *x = w, *y = a;
+    float32x4_t l[4];
+    for (int k = 0; k < 4; k++)
+        l[k] = vdupq_n_f32(0);
+    const int64_t np = n & ~(int64_t)15;
+    for (int64_t i = 0; i < np; i += 16)
+        for (int k = 0; k < 4; k++)
+            l[k] = vfmaq_f32(l[k], vld1q_f32(x + i + 4 * k), vld1q_f32(y + i + 4 * k));
+    l[0] = vaddq_f32(l[0], l[2]); /* w = 8 */
+    l[1] = vaddq_f32(l[1], l[3]);
+    l[0] = vaddq_f32(l[0], l[1]);                                            /* w = 4 */
+    const float32x2_t h = vadd_f32(vget_low_f32(l[0]), vget_high_f32(l[0])); /* w = 2 */
+    float sum = vget_lane_f32(h, 0) + vget_lane_f32(h, 1);                   /* w = 1 */
+    for (int64_t i = np; i < n; i++)
+        sum += x[i] * y[i];
+    return sum;
+}
+
+/* IQ4_NL against Q8_0 (tinyBLAS): lane l of eight = fma(dw * dy, products 4l..4l+3, lane),
+ * folded as ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)). */
+static float panel_iq4_nl(const void *w, const void *a, int64_t n) {
+    const block_iq4_nl *x = w;
+    const block_q8_0 *y = a;
+    const int8x16_t tab = vld1q_s8(kvalues_iq4nl);
+    float32x4_t acc0 = vdupq_n_f32(0), acc1 = vdupq_n_f32(0);
+    for (int64_t i = 0; i < n / 32; i++) {
+        const uint8x16_t q = vld1q_u8(x[i].qs);
+        const int8x16_t w0 = vqtbl1q_s8(tab, vandq_u8(q, vdupq_n_u8(15)));
+        const int8x16_t w1 = vqtbl1q_s8(tab, vshrq_n_u8(q, 4));
+        const float d = f16(x[i].d) * f16(y[i].d);
+        acc0 = vfmaq_n_f32(acc0, vcvtq_f32_s32(quad_sums(w0, vld1q_s8(y[i].qs))), d);
+        acc1 = vfmaq_n_f32(acc1, vcvtq_f32_s32(quad_sums(w1, vld1q_s8(y[i].qs + 16))), d);
+    }
+    const float32x4_t c = vaddq_f32(acc0, acc1);
+    const float32x2_t h = vadd_f32(vget_low_f32(c), vget_high_f32(c));
+    return vget_lane_f32(h, 0) + vget_lane_f32(h, 1);
+}
+
+/* IQ4_XS: per 256-weight block the exact integer sum of scale(ib) * (32-weight dot), then
+ * acc = fma((float)isum, dw * dy, acc). */
+static float panel_iq4_xs(const void *w, const void *a, int64_t n) {
+    const block_iq4_xs *x = w;
+    const block_q8_K *y = a;
+    const int8x16_t tab = vld1q_s8(kvalues_iq4nl);
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        int32_t isum = 0;
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            const int lo = (x[i].scales_l[ib / 2] >> (4 * (ib % 2))) & 0xf;
+            const int hi = (x[i].scales_h >> (2 * ib)) & 3;
+            const uint8x16_t q = vld1q_u8(x[i].qs + 16 * ib);
+            const int32_t s = sumi32(vqtbl1q_s8(tab, vandq_u8(q, vdupq_n_u8(15))),
+                                     vqtbl1q_s8(tab, vshrq_n_u8(q, 4)), y[i].qs + 32 * ib);
+            isum += ((lo | hi << 4) - 32) * s;
+        }
+        acc = fmaf((float)isum, f16(x[i].d) * y[i].d, acc);
+    }
+    return acc;
+}
+
+static qt_dot_fn neon_panel_table(uint32_t type) {
+    switch (type) {
+    case QT_F32: return panel_f32;
+    case QT_IQ4_NL: return panel_iq4_nl;
+    case QT_IQ4_XS: return panel_iq4_xs;
+    default: return NULL;
+    }
+}
+
 /* ===== Tables ===== */
 
 static qt_dot_fn neon_table(uint32_t type) {

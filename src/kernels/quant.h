@@ -138,6 +138,8 @@ qt_dot_fn qt_dot_neon(uint32_t type);
 qt_dot4_fn qt_dot4_neon(uint32_t type);
 qt_dot_fn qt_dot_dotprod(uint32_t type);
 qt_dot4_fn qt_dot4_dotprod(uint32_t type);
+qt_dot_fn qt_dot_panel_neon(uint32_t type);
+qt_dot_fn qt_dot_panel_dotprod(uint32_t type);
 
 /* ===== F32 kernels in ggml's lane order =====
  * The attention arithmetic behind nn/ops.c (nn_dot_f32, nn_wsum_add), which
