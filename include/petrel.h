@@ -117,7 +117,15 @@ typedef struct pt_engine_params {
      * 0 is f16, llama.cpp's default. MLA models (glm-dsa, deepseek2) cache
      * the latent and the rope key in the K type and have no V cache. */
     int cache_type_k, cache_type_v;
+    /* PT_LOAD_*: how the weights the plan keeps in RAM are held (llama.cpp's --load-mode).
+     * MMAP (0): read through the file's memory map, as pages of the page cache (the
+     * kernel may reclaim them and read them again). RAM: copied into private anonymous
+     * memory at load (no swap: they stay). MLOCK: the mapped pages locked in RAM. Routed
+     * experts that stream are read into the expert cache either way. */
+    int load_mode;
 } pt_engine_params;
+
+enum { PT_LOAD_MMAP = 0, PT_LOAD_RAM = 1, PT_LOAD_MLOCK = 2 };
 
 /* KV cache element types. PT_KV_DEFAULT is f16. */
 enum { PT_KV_DEFAULT = 0, PT_KV_F32, PT_KV_F16, PT_KV_BF16, PT_KV_Q8_0, PT_KV_Q4_0 };

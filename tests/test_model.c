@@ -11,13 +11,18 @@
  * hidden state are checked against their reference files the same way.
  * Also: chunked prefill, thread count and decode-vs-batch invariances, and
  * models that must be refused with a clear message. */
+#include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "format/gguf.h"
 #include "gates.h"
+#include "os/os.h"
 #include "petrel.h"
 #include "test.h"
 
@@ -341,6 +346,7 @@ typedef struct stream_run {
     float *logits; /* [np + ng][nv]: prompt rows then decode rows */
     pt_stats st;
     int rows, nv;
+    char plan[1600];
 } stream_run;
 
 /* Prompt 2 of a fixture as one batch, then its greedy tokens one at a time,
@@ -374,6 +380,7 @@ static int run_stream(const char *fixture, const pt_engine_params *base, stream_
         rc = pt_session_eval(s, &toks[np + j], 1, r->logits + (size_t)(np + j) * nv, 0, NULL, err,
                              errlen);
     pt_engine_stats(e, &r->st);
+    snprintf(r->plan, sizeof r->plan, "%s", pt_engine_plan(e));
     r->rows = np + ng;
     r->nv = nv;
     pt_session_free(s);
@@ -453,6 +460,77 @@ static void stream_qwen3moe_mxfp4(void) {
     check_streamed_equals_resident("qwen3moe-mxfp4", 1);
 }
 
+/* --load-mode ram / mlock hold the same bytes: the logits are the mmap run's bits, with the
+ * experts read through the mmap (every tensor held) and streamed (the resident part held). */
+static void stream_load_modes(void) {
+    const char *fx = "deepseek2-q4_k_m";
+    char err[512] = "";
+    pt_engine_params base = {
+        .n_threads = 2, .expert_slots = PT_EXPERTS_MMAP, .usage_dir = t_usage_dir()};
+    stream_run ref = {0};
+    CHECKF(run_stream(fx, &base, &ref, err, sizeof err) == 0, "mmap: %s", err);
+    CHECK(strstr(ref.plan, "of weights") == NULL);
+    struct {
+        int mode, slots;
+        const char *expect;
+    } v[] = {{PT_LOAD_RAM, PT_EXPERTS_MMAP, "of weights copied into RAM"},
+             {PT_LOAD_RAM, 2, "of weights copied into RAM"},
+             {PT_LOAD_MLOCK, PT_EXPERTS_MMAP, "locked in RAM"}};
+    for (size_t k = 0; k < PT_ARRAY_LEN(v); k++) {
+        pt_engine_params ep = base;
+        ep.load_mode = v[k].mode;
+        ep.expert_slots = v[k].slots;
+        ep.no_pin = 1;
+        stream_run r = {0};
+        const int rc = run_stream(fx, &ep, &r, err, sizeof err);
+        CHECKF(rc == 0, "load mode %d: %s", v[k].mode, err);
+        if (rc == 0) {
+            CHECKF(!memcmp(r.logits, ref.logits, sizeof(float) * (size_t)ref.rows * ref.nv),
+                   "load mode %d, slots %d: logits differ from the mmap run", v[k].mode,
+                   v[k].slots);
+            CHECKF(strstr(r.plan, v[k].expect) != NULL, "plan line without '%s': %s", v[k].expect,
+                   r.plan);
+        }
+        free(r.logits);
+    }
+    free(ref.logits);
+}
+
+/* os_privatize leaves the bytes and the address as they were but detaches them from the
+ * file: a later write to the file no longer shows through the range (it would through the
+ * shared mapping). */
+static void os_privatize_copies(void) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/priv.bin", t_tmpdir());
+    const size_t ps = os_page_size(), len = 4 * ps;
+    uint8_t *buf = malloc(len);
+    for (size_t i = 0; i < len; i++)
+        buf[i] = (uint8_t)(i * 7 + 3);
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(buf, 1, len, f) == len);
+    if (f) fclose(f);
+    const int fd = open(path, O_RDWR);
+    CHECK(fd >= 0);
+    const uint8_t *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+    CHECK(m != MAP_FAILED);
+    if (fd < 0 || m == MAP_FAILED) {
+        free(buf);
+        return;
+    }
+    const uint8_t z[16] = {0};
+    CHECK(pwrite(fd, z, sizeof z, (off_t)ps) == (ssize_t)sizeof z); /* seen while shared */
+    CHECK(m[ps] == 0);
+    memset(buf + ps, 0, sizeof z);
+    CHECK(os_privatize((void *)(m + ps), 2 * ps, fd, ps) == 0);
+    CHECK(!memcmp(m, buf, len));
+    CHECK(pwrite(fd, buf, 16, (off_t)ps) == 16 && pwrite(fd, z, 16, (off_t)(2 * ps)) == 16);
+    CHECKF(m[ps] == 0 && m[2 * ps] == buf[2 * ps], "the privatized range still follows the file");
+    CHECKF(m[0] == buf[0], "the range before it changed");
+    munmap((void *)m, len);
+    close(fd);
+    free(buf);
+}
+
 static void stream_refuses_tiny_budget(void) {
     char err[512] = "";
     if (!t_need("glm-dsa-f32.gguf")) return; /* the budgets below are sized for this model */
@@ -485,4 +563,6 @@ T_SUITE(stream) {
     T_ADD(stream_gemma4_rq2k);
     T_ADD(stream_qwen3moe_mxfp4);
     T_ADD(stream_refuses_tiny_budget);
+    T_ADD(stream_load_modes);
+    T_ADD(os_privatize_copies);
 }

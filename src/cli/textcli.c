@@ -283,6 +283,16 @@ int tcli_parse(const char *cmd, int argc, char **argv, int *i, tcli_opts *o) {
     } else if (IS("--trace")) {
         NEEDV();
         o->ep.trace_path = v;
+    } else if (IS("--load-mode") || IS("-lm")) {
+        NEEDV();
+        if (!strcmp(v, "mmap"))
+            o->ep.load_mode = PT_LOAD_MMAP;
+        else if (!strcmp(v, "ram") || !strcmp(v, "none"))
+            o->ep.load_mode = PT_LOAD_RAM;
+        else if (!strcmp(v, "mlock"))
+            o->ep.load_mode = PT_LOAD_MLOCK;
+        else
+            BADR("mmap, ram (llama.cpp's none) or mlock");
     } else if (IS("--buffered-io")) {
         o->ep.buffered_io = 1;
     } else if (IS("--stats")) {
@@ -472,6 +482,8 @@ void tcli_usage(FILE *f) {
                                 "pread\n"
                                 "  --buffered-io           read experts through the page cache "
                                 "instead of O_DIRECT\n"
+                                "  -lm, --load-mode M      weights kept in RAM: mmap (default: "
+                                "page cache), ram (copied; llama.cpp's none) or mlock\n"
                                 "  --pack PATH             expert pack to read from (default: "
                                 "MODEL.gguf.xpack if valid)\n"
                                 "  --no-pack               ignore expert packs, read experts from "

@@ -22,6 +22,7 @@
 #include "model/family.h"
 #include "model/info.h"
 #include "nn/kv.h"
+#include "os/os.h"
 #include "petrel.h"
 #include "runtime/budget.h"
 #include "runtime/experts.h"
@@ -196,6 +197,58 @@ static int pin_hot_experts(pt_engine *en, int n_all, int slots, uint64_t pin_byt
     return rc < 0 ? -1 : total;
 }
 
+/* --load-mode ram / mlock: the tensors the plan keeps in RAM (all of them when the experts
+ * are read through the mmap, else everything but the routed experts), page-aligned and
+ * merged into runs per file, made private anonymous copies (os_privatize) or locked. A
+ * failure is reported in `note`, never fatal: the mapping still serves the same bytes. */
+static void hold_weights(pt_engine *en, int mode, int experts_too, char *note, size_t cap) {
+    const gguf_ctx *g = en->g;
+    const uint64_t ps = os_page_size();
+    uint64_t done = 0;
+    for (uint32_t f = 0; f < g->n_files; f++) {
+        const gguf_file *gf = &g->files[f];
+        if (!gf->mapped || gf->fd < 0) continue;
+        uint64_t lo = 0, hi = 0; /* the run being gathered, file offsets */
+        for (uint64_t i = 0; i <= g->n_tensors; i++) {
+            const gguf_tensor *t = i < g->n_tensors ? &g->tensors[i] : NULL;
+            int take = t && t->file == f && t->nbytes > 0;
+            int layer;
+            if (take && !experts_too && model_is_routed_expert(t->name, &layer)) take = 0;
+            uint64_t a = 0, b = 0;
+            if (take) {
+                a = t->file_offset / ps * ps;
+                b = (t->file_offset + t->nbytes + ps - 1) / ps * ps;
+                if (b > (gf->size + ps - 1) / ps * ps) b = (gf->size + ps - 1) / ps * ps;
+            }
+            if (take && hi > lo && a >= lo && a <= hi) { /* the next tensor in file order */
+                if (b > hi) hi = b;
+                continue;
+            }
+            if (hi > lo) {
+                void *addr = (void *)(gf->map + lo);
+                const int rc = mode == PT_LOAD_MLOCK ? os_lock(addr, hi - lo)
+                                                     : os_privatize(addr, hi - lo, gf->fd, lo);
+                if (rc) {
+                    const int ern = errno;
+                    char gb[32];
+                    snprintf(note, cap, "; WARNING: %s of %s of weights failed: %s%s",
+                             mode == PT_LOAD_MLOCK ? "mlock" : "copying into RAM",
+                             plan_gb(hi - lo, gb), strerror(ern),
+                             mode == PT_LOAD_MLOCK && (ern == ENOMEM || ern == EPERM)
+                                 ? " (RLIMIT_MEMLOCK: ulimit -l)"
+                                 : "");
+                    return;
+                }
+                done += hi - lo;
+            }
+            lo = a, hi = b;
+        }
+    }
+    char gb[32];
+    snprintf(note, cap, ", %s of weights %s", plan_gb(done, gb),
+             mode == PT_LOAD_MLOCK ? "locked in RAM" : "copied into RAM");
+}
+
 /* Decide how routed experts are served and open the store. The memory plan
  * (runtime/plan.h): budget (--ram, or what the machine and cgroup can spare)
  * minus resident tensors, a KV cache for the context to budget for and a
@@ -323,6 +376,9 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
         n_pinned = pin_hot_experts(en, n_all, cfg.slots, pl.pin_bytes, e);
         if (n_pinned < 0) return -1;
     }
+    char held[160] = "";
+    if (p->load_mode == PT_LOAD_RAM || p->load_mode == PT_LOAD_MLOCK)
+        hold_weights(en, p->load_mode, !cfg.streaming, held, sizeof held);
     /* the store's part of the plan line, inside the cache's parentheses */
     char pins[96] = "", store[256] = "", line[768];
     if (n_pinned) snprintf(pins, sizeof pins, ", %d hot experts pinned", n_pinned);
@@ -331,8 +387,8 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
                  xio_backend_name(xs_io_backend(en->xs)), xs_direct(en->xs) ? ", O_DIRECT" : "",
                  en->pack ? "from the expert pack" : "from the GGUF", pins,
                  en->prefetch ? ", prefetch" : "");
-    snprintf(en->plan, sizeof en->plan, "%.767s%.699s", plan_line(&pl, store, line, sizeof line),
-             note);
+    snprintf(en->plan, sizeof en->plan, "%.767s%.159s%.600s",
+             plan_line(&pl, store, line, sizeof line), held, note);
     return 0;
 }
 

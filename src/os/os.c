@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #if defined(__APPLE__)
@@ -190,4 +191,41 @@ uint64_t os_peak_rss(void) {
 #else
     return 0;
 #endif
+}
+
+size_t os_page_size(void) {
+    const long p = sysconf(_SC_PAGESIZE);
+    return p > 0 ? (size_t)p : 4096;
+}
+
+int os_privatize(void *addr, size_t len, int fd, uint64_t off) {
+    if (!len) return 0;
+    /* anonymous pages in place of the file's, then the bytes read in large sequential reads
+     * (faulting a private file mapping in page by page reads the disk 4 KB at a time) */
+    void *m =
+        mmap(addr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    if (m == MAP_FAILED) return -1;
+    size_t done = 0;
+    while (done < len) {
+        const size_t want = len - done < ((size_t)64 << 20) ? len - done : (size_t)64 << 20;
+        const ssize_t got = pread(fd, (uint8_t *)addr + done, want, (off_t)(off + done));
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) {
+            if (got == 0) { /* the range ends in the file's last page: the rest stays zero */
+                if (off + done >= (uint64_t)lseek(fd, 0, SEEK_END)) break;
+                errno = EIO;
+            }
+            const int ern = errno;
+            /* put the file's pages back: the bytes stay what they were */
+            mmap(addr, len, PROT_READ, MAP_SHARED | MAP_FIXED, fd, (off_t)off);
+            errno = ern;
+            return -1;
+        }
+        done += (size_t)got;
+    }
+    return mprotect(addr, len, PROT_READ);
+}
+
+int os_lock(const void *addr, size_t len) {
+    return len ? mlock(addr, len) : 0;
 }

@@ -39,4 +39,18 @@ uint64_t os_mem_total(void);
 uint64_t os_rss(void);
 uint64_t os_peak_rss(void);
 
+/* Turn [addr, addr + len) of a read-only shared file mapping of fd (which starts at file
+ * offset off) into private anonymous memory holding the same bytes, at the same address:
+ * anonymous pages are mapped over the range (MAP_FIXED) and the bytes read into them with
+ * large sequential reads, then the range is made read-only. Pointers into it stay valid; the
+ * page cache no longer backs it, so reclaim of file pages cannot take it away. addr and off
+ * must be page-aligned, and no other thread may read the range meanwhile. Returns 0, or -1
+ * with errno set (the file's pages are mapped back: the bytes are the same either way). */
+int os_privatize(void *addr, size_t len, int fd, uint64_t off);
+/* Lock [addr, addr + len) in RAM (mlock). Returns 0, or -1 with errno set (EPERM / ENOMEM:
+ * RLIMIT_MEMLOCK; the caller says so). */
+int os_lock(const void *addr, size_t len);
+/* The page size. */
+size_t os_page_size(void);
+
 #endif
