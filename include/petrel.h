@@ -201,6 +201,10 @@ const int32_t *pt_session_tokens(const pt_session *s);
  * the keys the window before n needs); it then keeps fewer. Returns the
  * positions kept, which pt_session_n_past also reports afterwards. */
 int pt_session_truncate(pt_session *s, int n);
+/* pt_session_truncate that keeps the MTP positions made from tokens up to position n (n of
+ * them, when the head holds them), for a caller that evaluates the same token at n next: its
+ * hidden row is what the head continues from. */
+int pt_session_truncate_keep_mtp(pt_session *s, int n);
 
 /* Feed tokens[n] at the next positions. logits: NULL, or [n][n_vocab] when
  * all_rows, or [n_vocab] for the last token. hidden: NULL, or [n][n_embd] (the
@@ -682,6 +686,9 @@ int pt_gen_set_prefix_cache(pt_gen *g, pt_pcache *pc, const char *scope);
 /* A session file was loaded into the session (pt_session_load_file): the drafting state
  * starts from its positions. */
 void pt_gen_session_restored(pt_gen *g);
+/* Before saving the session: the MTP head brought up to the positions the trunk decided (a
+ * saved session then carries them). 0, or -1 (the head is left behind). */
+int pt_gen_catch_up_mtp(pt_gen *g);
 
 enum { PT_GEN_EOG = 1, PT_GEN_LENGTH, PT_GEN_STOP_STRING, PT_GEN_CONTEXT, PT_GEN_INTERRUPT };
 

@@ -289,6 +289,10 @@ int dec_mtp(dec *x, const int32_t *tokens, const float *hidden_prev, int n, floa
     return x->ops->mtp(x->st, tokens, hidden_prev, n, logits, last_only, hidden_out, err);
 }
 
+void dec_mtp_hold(dec *x, int n) {
+    if (x->ops->mtp_restored && x->d.has_mtp) x->ops->mtp_restored(x->st, n);
+}
+
 int dec_mtp_keep(dec *x, int n) {
     if (!x->ops->mtp_keep || !x->d.has_mtp) return 0;
     return x->ops->mtp_keep(x->st, n < 0 ? 0 : n);

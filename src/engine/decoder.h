@@ -71,6 +71,8 @@ void dec_set_restored(dec *x, int n, int64_t ring_lo, int n_mtp);
 /* NextN/MTP draft logits (see pt_session_mtp_ex). 0, or -1 with err. */
 int dec_mtp(dec *x, const int32_t *tokens, const float *hidden_prev, int n, float *logits,
             int last_only, float *hidden_out, pt_err *err);
+/* The MTP head holds n positions whose rows its buffers still have (no MTP head: nothing). */
+void dec_mtp_hold(dec *x, int n);
 /* Keep at most n MTP positions; returns the positions held (0 without an MTP head). */
 int dec_mtp_keep(dec *x, int n);
 

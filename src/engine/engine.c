@@ -569,6 +569,13 @@ int pt_session_truncate(pt_session *s, int n) {
     return dec_truncate(s->dec, n);
 }
 
+int pt_session_truncate_keep_mtp(pt_session *s, int n) {
+    const int m = dec_mtp_keep(s->dec, INT_MAX);
+    const int kept = dec_truncate(s->dec, n);
+    if (kept == n && m >= n) dec_mtp_hold(s->dec, n);
+    return kept;
+}
+
 int pt_session_eval(pt_session *s, const int32_t *tokens, int n, float *logits, int all_rows,
                     float *hidden, char *err, size_t err_len) {
     pt_err e = {{0}};

@@ -143,6 +143,10 @@ int pt_gen_set_prefix_cache(pt_gen *g, pt_pcache *pc, const char *scope) {
     return 0;
 }
 
+int pt_gen_catch_up_mtp(pt_gen *g) {
+    return g->spec ? spec_catch_up(g->spec) : 0;
+}
+
 void pt_gen_session_restored(pt_gen *g) {
     if (g->spec) spec_restored(g->spec);
     g->have_logits = 0;

@@ -215,10 +215,22 @@ int spec_prefill(spec *sp, const int32_t *ids, int n, float *logits,
      * be known; a restored prefix (hid_lo) has its head at keep already. */
     const int m_held = pt_session_mtp_n_past(sp->s);
     const int from = keep < n_held ? PT_MIN(m_held, keep - 1) : m_held;
-    if (keep > 0 && from < keep && (from < sp->hid_lo || keep > sp->hid_n))
-        keep = sp->hid_lo ? 0 : PT_MIN(keep, sp->hid_n);
-    int kept = pt_session_truncate(sp->s, keep);
-    if (kept < sp->hid_lo && kept > 0) kept = pt_session_truncate(sp->s, 0);
+    int kept;
+    if (keep > 0 && from < keep && (from < sp->hid_lo || keep > sp->hid_n)) {
+        if (m_held >= keep - 1 && keep >= 2) {
+            /* hidden rows missing (a prefix restored from disk), but the head holds the
+             * positions made from the tokens kept: cut the trunk one further and keep the
+             * head, so token keep-1 evaluated again gives the hidden row it continues from */
+            kept = pt_session_truncate_keep_mtp(sp->s, keep - 1);
+            if (pt_session_mtp_n_past(sp->s) == kept) sp->hid_lo = kept;
+        } else {
+            kept = pt_session_truncate(sp->s, sp->hid_lo ? 0 : PT_MIN(keep, sp->hid_n));
+        }
+    } else {
+        kept = pt_session_truncate(sp->s, keep);
+    }
+    if (kept < sp->hid_lo && kept > 0 && pt_session_mtp_n_past(sp->s) < kept)
+        kept = pt_session_truncate(sp->s, 0);
     sp->hid_n = kept;
     if (sp->hid_lo > kept) sp->hid_lo = kept;
     const int B = pt_session_n_batch(sp->s);
@@ -234,6 +246,11 @@ int spec_prefill(spec *sp, const int32_t *ids, int n, float *logits,
     /* MTP positions 0..n-2; position n-1 waits for the token sampled next */
     if (mtp_catch_up(sp, n - 1, err, err_len)) return -1;
     return kept;
+}
+
+int spec_catch_up(spec *sp) {
+    char err[256];
+    return mtp_catch_up(sp, pt_session_n_past(sp->s) - 1, err, sizeof err);
 }
 
 void spec_restored(spec *sp) {
