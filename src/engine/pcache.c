@@ -121,6 +121,7 @@ static int layout_get(pt_session *s, pc_layout *L) {
     L->bufs = calloc((size_t)n + 1, sizeof *L->bufs);
     if (!L->bufs) return -1;
     L->n = dec_kv_bufs(d, L->bufs, n);
+    if (L->n < 1) return free(L->bufs), -1; /* a family that lists no state: nothing to copy */
     L->window = dec_window(d);
     XXH3_state_t *h = XXH3_createState();
     if (!h) return free(L->bufs), -1;
@@ -632,7 +633,8 @@ uint64_t pt_pcache_save(pt_pcache *pc, pt_session *s, const char *scope, int n) 
 int pt_session_save_file(pt_session *s, const char *path, const void *extra, size_t extra_len,
                          char *err, size_t err_len) {
     pc_layout L;
-    if (layout_get(s, &L)) return snprintf(err, err_len, "out of memory"), -1;
+    if (layout_get(s, &L))
+        return snprintf(err, err_len, "cannot list the session's KV buffers (out of memory)"), -1;
     pc_header h;
     header_init(&h, s, &L);
     dec *d = engine_session_dec(s);
@@ -640,7 +642,8 @@ int pt_session_save_file(pt_session *s, const char *path, const void *extra, siz
     h.a = 0;
     h.b = n;
     h.ring_from = L.has_ring ? (int32_t)PT_MIN(dec_ring_lo(d), (int64_t)n) : n;
-    h.mtp_to = L.has_mtp ? PT_MIN(pt_session_mtp_n_past(s), n) : 0;
+    /* MTP positions up to n-2 are made from the tokens saved; position n-1 saw token n */
+    h.mtp_to = L.has_mtp && n > 0 ? PT_MIN(pt_session_mtp_n_past(s), n - 1) : 0;
     h.extra_bytes = extra_len;
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -655,7 +658,8 @@ int pt_session_load_file(pt_session *s, const char *path, char **extra, size_t *
     *extra = NULL;
     *extra_len = 0;
     pc_layout L;
-    if (layout_get(s, &L)) return snprintf(err, err_len, "out of memory"), -1;
+    if (layout_get(s, &L))
+        return snprintf(err, err_len, "cannot list the session's KV buffers (out of memory)"), -1;
     pc_header want;
     header_init(&want, s, &L);
     pc_seg g;
