@@ -139,8 +139,8 @@ static int list_kv(const char *dir, char names[][128], int cap) {
     int n = 0;
     for (struct dirent *de; d && (de = readdir(d)) && n < cap;) {
         const size_t l = strlen(de->d_name);
-        if (l > 3 && !strcmp(de->d_name + l - 3, ".kv"))
-            snprintf(names[n++], 128, "%s", de->d_name);
+        if (l > 3 && l < 128 && !strcmp(de->d_name + l - 3, ".kv"))
+            memcpy(names[n++], de->d_name, l + 1);
     }
     if (d) closedir(d);
     return n;

@@ -547,7 +547,7 @@ static void evict(pt_pcache *pc) {
         }
         f[n].mtime = sb.st_mtim;
         f[n].bytes = (uint64_t)sb.st_size;
-        snprintf(f[n].name, sizeof f[n].name, "%s", de->d_name);
+        memcpy(f[n].name, de->d_name, len + 1); /* len < sizeof name: checked above */
         total += f[n].bytes;
         n++;
     }
