@@ -24,6 +24,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -2917,8 +2918,42 @@ static void test_serve_prefix_cache_restart(void) {
     free(body);
 }
 
+/* A full disk while the prefix is stored (RLIMIT_FSIZE, inherited by the server: its block
+ * writes fail with EFBIG as a full disk's with ENOSPC): one warning, caching stops, the answer
+ * comes. */
+static void test_serve_prefix_cache_full_disk(void) {
+    char dir[4400];
+    snprintf(dir, sizeof dir, "%s/kv", t_tmpdir());
+    const char *const extra[] = {"--cache-dir", dir, NULL};
+    char *body = long_chat("Summarise the rules.");
+    signal(SIGXFSZ, SIG_IGN); /* kept across exec: a write past the limit fails instead */
+    const struct rlimit rl = {64 * 1024, 64 * 1024};
+    CHECK(setrlimit(RLIMIT_FSIZE, &rl) == 0);
+    tsrv s;
+    if (!srv_up_checked(&s, "glm-dsa-rq2k.gguf", extra)) {
+        for (int i = 0; i < 2; i++) {
+            hresp r;
+            CHECK(http(s.port, "POST", "/v1/chat/completions", NULL, body, &r) == 0 &&
+                  r.status == 200);
+            json_t *j = body_json(&r);
+            CHECK(jstr(j, "choices.0.message.content") != NULL);
+            json_decref(j);
+            hresp_free(&r);
+        }
+        char *e = t_read_file(s.errfile, NULL);
+        int warnings = 0;
+        for (const char *p = e; p && (p = strstr(p, "no more prefixes are stored")); p++)
+            warnings++;
+        CHECKF(warnings == 1, "%d warnings: %s", warnings, e ? e : "");
+        free(e);
+        srv_down(&s);
+    }
+    free(body);
+}
+
 T_SUITE(serve) {
     T_ADD(test_serve_prefix_cache_restart);
+    T_ADD(test_serve_prefix_cache_full_disk);
     T_ADD_TIMEOUT(test_serve_agent_12k, 3600);
     T_ADD(test_serve_request_parsing);
     T_ADD(test_serve_validation);
