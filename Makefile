@@ -13,7 +13,8 @@
 #   make fuzz-ci         the same, 20 s a target, from the seed corpus in tests/fuzz/corpus (.ci/run)
 #   make bench           kernel microbenchmarks (GB/s, SIMD vs scalar), tokenizer and grammar
 #                        (constrained decoding) costs, then petrel vs llama.cpp on a synthetic
-#                        glm-dsa model (bench/run.sh; set LLAMA_CPP_DIR)
+#                        glm-dsa model (bench/run.sh; set LLAMA_CPP_DIR), and a 12k-token
+#                        prompt's TTFT cold vs restored after a server restart (bench/pcache.sh)
 #   make bench BENCH_STREAM=1   also the streaming benchmark (bench/stream.sh: root, cgroup v1;
 #                        a 16.8 GiB glm-dsa and a 14.3 GiB Gemma-4-shaped model under a 4 GiB
 #                        limit; 10-15 min each, +4 min to make a model and its pack;
@@ -321,6 +322,7 @@ bench-run: $(BUILD)/bench_petrel $(BUILD)/petrel $(BUILD)/mkmodel $(BUILD)/belad
 	@BUILD=$(BUILD) sh bench/run.sh
 	@BUILD=$(BUILD) sh bench/serve.sh
 	@BUILD=$(BUILD) sh bench/spec.sh
+	@BUILD=$(BUILD) sh bench/pcache.sh
 	@if [ "$(BENCH_STREAM)" = 1 ]; then \
 	   for a in $(BENCH_STREAM_ARCHS); do BUILD=$(BUILD) STREAM_ARCH=$$a sh bench/stream.sh || exit 1; done; \
 	 else echo "make bench: streaming benchmark skipped (BENCH_STREAM=1 runs bench/stream.sh, root, ~1 h)"; fi

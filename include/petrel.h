@@ -209,6 +209,10 @@ const int32_t *pt_session_tokens(const pt_session *s);
  * the keys the window before n needs); it then keeps fewer. Returns the
  * positions kept, which pt_session_n_past also reports afterwards. */
 int pt_session_truncate(pt_session *s, int n);
+/* pt_session_truncate that keeps the MTP positions made from tokens up to position n (n of
+ * them, when the head holds them), for a caller that evaluates the same token at n next: its
+ * hidden row is what the head continues from. */
+int pt_session_truncate_keep_mtp(pt_session *s, int n);
 
 /* Feed tokens[n] at the next positions. logits: NULL, or [n][n_vocab] when
  * all_rows, or [n_vocab] for the last token. hidden: NULL, or [n][n_embd] (the
@@ -245,6 +249,74 @@ int pt_session_mtp_n_past(const pt_session *s);
 /* Keep at most n MTP positions (drafts chained past the trunk are taken back); returns the
  * positions held. */
 int pt_session_mtp_keep(pt_session *s, int n);
+
+/* ===== Prefixes that survive: the prefix cache and session files =====
+ * The KV rows of a prompt's prefix kept on disk (engine/pcache.c; ARCHITECTURE.md, "Prefixes
+ * that survive") and restored into any session of the same model and cache types: a new
+ * request, another conversation or a restarted server continues from the longest stored
+ * prefix instead of evaluating it again. Restored rows are the bytes a fresh evaluation
+ * writes, so the logits after a restore are bit-identical to a fresh evaluation's.
+ *
+ * The store is blocks of PT_PCACHE_BLOCK positions, one file each, named by a chained
+ * SHA-256 of the format version, the model's fingerprint, the KV types, the kernel level,
+ * the scope (an API key) and every token up to the block's end: a shared system prompt is
+ * stored once. Each file carries its header (version, fingerprint, types, positions), its
+ * tokens and an XXH3-64 of its payload; a file that fails any check is ignored with a
+ * warning and removed. Writes go to a temporary file renamed into place, so processes can
+ * share the folder; the folder is kept to max_bytes by removing the least recently used
+ * files (mtime, refreshed on every use). A write that fails (a full disk) stops writing with
+ * one warning; what is on disk is still read. */
+
+#define PT_PCACHE_BLOCK 256
+
+typedef struct pt_pcache pt_pcache;
+
+typedef struct pt_pcache_params {
+    const char *dir;    /* the folder (created when missing) */
+    uint64_t max_bytes; /* size bound of the folder's entries; 0: no bound */
+    /* where warnings go (one line, no newline); NULL: stderr as "petrel: WARNING: ..." */
+    void (*warn)(void *ud, const char *msg);
+    void *warn_ud;
+} pt_pcache_params;
+
+typedef struct pt_pcache_stats {
+    uint64_t restores;        /* restores that gave a session positions */
+    uint64_t tokens_restored; /* positions they gave */
+    uint64_t blocks_written;  /* block files written */
+    uint64_t bytes_written;   /* their bytes */
+    uint64_t blocks_present;  /* blocks a save found stored already */
+    uint64_t warnings;        /* entries ignored, writes failed */
+    int writes_off;           /* writing stopped after a failed write */
+} pt_pcache_stats;
+
+/* The prefix cache of the engine's model in p->dir. NULL with err (no folder). */
+pt_pcache *pt_pcache_open(pt_engine *e, const pt_pcache_params *p, char *err, size_t err_len);
+void pt_pcache_close(pt_pcache *pc);
+/* Load into s the longest stored prefix of tokens[0..n-1) (scope: the API key the entries
+ * belong to, NULL for none) when it is longer than what s already holds of tokens; returns
+ * the positions s then holds from the store (s keeps its own prefix when the store has
+ * nothing longer: 0). A model with an MTP head restored with its MTP rows holds one position
+ * less than the stored prefix, and its MTP head as many: the next evaluation of the last
+ * token rebuilds the hidden row the head continues from. */
+int pt_pcache_restore(pt_pcache *pc, pt_session *s, const char *scope, const int32_t *tokens,
+                      int n);
+/* Store the blocks of the first n positions s holds that the folder lacks (or holds with
+ * fewer sliding-window or MTP rows); returns the bytes written (0 when nothing was new or
+ * writing is off). Never fails the caller: problems are warnings. */
+uint64_t pt_pcache_save(pt_pcache *pc, pt_session *s, const char *scope, int n);
+void pt_pcache_get_stats(const pt_pcache *pc, pt_pcache_stats *st);
+
+/* A whole session in one file (`petrel chat --session FILE`): its tokens, every KV row it
+ * holds and the caller's bytes (the conversation), written to FILE.tmp and renamed. 0, or
+ * -1 with err. */
+int pt_session_save_file(pt_session *s, const char *path, const void *extra, size_t extra_len,
+                         char *err, size_t err_len);
+/* Read a session file: *extra (malloc'd, NUL-terminated; NULL when the file is unusable) and
+ * the session restored when the file's model, KV types and kernel level are this session's.
+ * Returns the positions restored (0 with a reason in err when only the extra bytes could be
+ * used, e.g. another model), or -1 with err (missing, corrupt: checksum, version). */
+int pt_session_load_file(pt_session *s, const char *path, char **extra, size_t *extra_len,
+                         char *err, size_t err_len);
 
 /* ===== Buffers ===== */
 
@@ -615,6 +687,16 @@ int pt_gen_prefill(pt_gen *g, const int32_t *ids, int n, const volatile sig_atom
                    char *err, size_t err_len);
 /* Drop the whole cache (the next prefill starts from zero). */
 void pt_gen_clear(pt_gen *g);
+/* Prefill through a prefix cache (NULL: none): before the prompt is evaluated the longest
+ * stored prefix is restored when the session holds less of it, and after it the prompt's
+ * blocks are stored. scope (copied; NULL: none) keeps entries apart per API key. */
+int pt_gen_set_prefix_cache(pt_gen *g, pt_pcache *pc, const char *scope);
+/* A session file was loaded into the session (pt_session_load_file): the drafting state
+ * starts from its positions. */
+void pt_gen_session_restored(pt_gen *g);
+/* Before saving the session: the MTP head brought up to the positions the trunk decided (a
+ * saved session then carries them). 0, or -1 (the head is left behind). */
+int pt_gen_catch_up_mtp(pt_gen *g);
 
 enum { PT_GEN_EOG = 1, PT_GEN_LENGTH, PT_GEN_STOP_STRING, PT_GEN_CONTEXT, PT_GEN_INTERRUPT };
 

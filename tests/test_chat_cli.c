@@ -298,7 +298,43 @@ static void test_chat_cli_reasoning_on_stderr(void) {
     }
 }
 
+/* --session FILE: a conversation continued in a second process from the file (its messages
+ * and KV) answers as one process running both turns does, greedy, and reuses the KV; a
+ * corrupt file is ignored with a warning. glm-dsa drafts with its MTP head (restored too). */
+static void test_chat_cli_session_round_trip(void) {
+    char args[8192], sess[2048], errf[2048], full[1 << 14];
+    snprintf(sess, sizeof sess, "%s/chat.session", t_tmpdir());
+    snprintf(errf, sizeof errf, "%s/session_err.txt", t_tmpdir());
+    snprintf(args, sizeof args, "chat -m %s --greedy -n 8 -t 2", model());
+    CHECK(run_io("Hello there\\nTell me about SSDs\\n", args, NULL, full, sizeof full) == 0);
+    snprintf(args, sizeof args, "chat -m %s --greedy -n 8 -t 2 --session %s", model(), sess);
+    CHECK(run_io("Hello there\\n", args, NULL, out, sizeof out) == 0);
+    CHECK(run_io("Tell me about SSDs\\n", args, errf, out2, sizeof out2) == 0);
+    char *err = t_read_file(errf, NULL);
+    int np = 0, nr = 0;
+    const char *stats = err ? strstr(err, "[prompt ") : NULL;
+    CHECKF(err && strstr(err, "2 messages") && stats &&
+               sscanf(stats, "[prompt %d tokens (%d reused)", &np, &nr) == 2 && nr > 0,
+           "the second process restored nothing: %s", err ? err : "");
+    static char both[1 << 18];
+    snprintf(both, sizeof both, "%s%s", out, out2);
+    CHECKF(!strcmp(both, full), "two processes:\n%s\n---\none process:\n%s", both, full);
+    free(err);
+    /* a corrupt file: a warning, a new conversation */
+    size_t len = 0;
+    unsigned char *b = t_read_file(sess, &len);
+    CHECK(b && len > 200);
+    if (b) b[len - 1] ^= 0x20, t_write_file(sess, b, len);
+    free(b);
+    CHECK(run_io("Hi\\n", args, errf, out2, sizeof out2) == 0);
+    err = t_read_file(errf, NULL);
+    CHECKF(err && strstr(err, "checksum") && strstr(err, "starting a new conversation"), "%s",
+           err ? err : "");
+    free(err);
+}
+
 T_SUITE(chat_cli) {
+    T_ADD(test_chat_cli_session_round_trip);
     T_ADD(test_chat_cli_kv_reuse_invariant);
     T_ADD(test_chat_cli_commands);
     T_ADD(test_chat_cli_generate_text);

@@ -24,6 +24,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -2852,7 +2853,107 @@ static void test_serve_agent_12k(void) {
     free(body);
 }
 
+/* ===== Prefixes that survive a restart =====
+ * Two server processes, one --cache-dir: the second answers the first's request with the
+ * stored prefix (cached_tokens > 0) and the same greedy answer, for the key that stored it
+ * only. glm-dsa drafts with its MTP head by default: the restore carries its MTP rows. */
+static char *long_chat(const char *user) {
+    static char sys[8000];
+    size_t len = 0;
+    for (int i = 0; len < 3000; i++)
+        len += (size_t)snprintf(sys + len, sizeof sys - len,
+                                "Rule %d: read files before changing them and keep edits small. ",
+                                i + 1);
+    json_t *req =
+        json_pack("{s:[{s:s, s:s}, {s:s, s:s}], s:i, s:f}", "messages", "role", "system", "content",
+                  sys, "role", "user", "content", user, "max_tokens", 4, "temperature", 0.0);
+    char *body = json_dumps(req, JSON_COMPACT);
+    json_decref(req);
+    return body;
+}
+
+static void test_serve_prefix_cache_restart(void) {
+    char dir[4400];
+    snprintf(dir, sizeof dir, "%s/kv", t_tmpdir());
+    const char *const extra[] = {"--cache-dir", dir,     "--api-key", "key-a",
+                                 "--api-key",   "key-b", NULL};
+    char *body = long_chat("Summarise the rules.");
+    char *answer = NULL;
+    long prompt = 0;
+    for (int run = 0; run < 2; run++) {
+        tsrv s;
+        if (srv_up_checked(&s, "glm-dsa-rq2k.gguf", extra)) break;
+        hresp r;
+        CHECK(http(s.port, "POST", "/v1/chat/completions", "Authorization: Bearer key-a\r\n", body,
+                   &r) == 0 &&
+              r.status == 200);
+        json_t *j = body_json(&r);
+        const char *c = jstr(j, "choices.0.message.content");
+        const long cached = jint(j, "usage.prompt_tokens_details.cached_tokens");
+        if (run == 0) {
+            prompt = jint(j, "usage.prompt_tokens");
+            answer = strdup(c ? c : "");
+            CHECKF(prompt > 520 && cached == 0, "prompt %ld, cached %ld", prompt, cached);
+        } else {
+            /* two blocks stored; the MTP head's restore gives one position less */
+            CHECKF(cached >= 2 * 256 - 1 && cached < prompt, "after a restart: cached %ld of %ld",
+                   cached, prompt);
+            CHECKF(c && !strcmp(c, answer), "answer after a restore: '%s', fresh: '%s'", c, answer);
+        }
+        json_decref(j);
+        hresp_free(&r);
+        if (run == 1) { /* another key's entries are its own */
+            CHECK(http(s.port, "POST", "/v1/chat/completions", "Authorization: Bearer key-b\r\n",
+                       body, &r) == 0 &&
+                  r.status == 200);
+            j = body_json(&r);
+            CHECKF(jint(j, "usage.prompt_tokens_details.cached_tokens") == 0,
+                   "key-b reused key-a's prefix");
+            json_decref(j);
+            hresp_free(&r);
+        }
+        srv_down(&s);
+    }
+    free(answer);
+    free(body);
+}
+
+/* A full disk while the prefix is stored (RLIMIT_FSIZE, inherited by the server: its block
+ * writes fail with EFBIG as a full disk's with ENOSPC): one warning, caching stops, the answer
+ * comes. */
+static void test_serve_prefix_cache_full_disk(void) {
+    char dir[4400];
+    snprintf(dir, sizeof dir, "%s/kv", t_tmpdir());
+    const char *const extra[] = {"--cache-dir", dir, NULL};
+    char *body = long_chat("Summarise the rules.");
+    signal(SIGXFSZ, SIG_IGN); /* kept across exec: a write past the limit fails instead */
+    const struct rlimit rl = {64 * 1024, 64 * 1024};
+    CHECK(setrlimit(RLIMIT_FSIZE, &rl) == 0);
+    tsrv s;
+    if (!srv_up_checked(&s, "glm-dsa-rq2k.gguf", extra)) {
+        for (int i = 0; i < 2; i++) {
+            hresp r;
+            CHECK(http(s.port, "POST", "/v1/chat/completions", NULL, body, &r) == 0 &&
+                  r.status == 200);
+            json_t *j = body_json(&r);
+            CHECK(jstr(j, "choices.0.message.content") != NULL);
+            json_decref(j);
+            hresp_free(&r);
+        }
+        char *e = t_read_file(s.errfile, NULL);
+        int warnings = 0;
+        for (const char *p = e; p && (p = strstr(p, "no more prefixes are stored")); p++)
+            warnings++;
+        CHECKF(warnings == 1, "%d warnings: %s", warnings, e ? e : "");
+        free(e);
+        srv_down(&s);
+    }
+    free(body);
+}
+
 T_SUITE(serve) {
+    T_ADD(test_serve_prefix_cache_restart);
+    T_ADD(test_serve_prefix_cache_full_disk);
     T_ADD_TIMEOUT(test_serve_agent_12k, 3600);
     T_ADD(test_serve_request_parsing);
     T_ADD(test_serve_validation);

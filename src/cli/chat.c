@@ -15,6 +15,9 @@
  * --no-kv-reuse clears the cache before each turn (to test that reuse changes
  * nothing). The answer streams to stdout without the reasoning's tags; the
  * reasoning goes to stderr (dimmed on a terminal) unless --hide-reasoning.
+ * --session FILE restores the conversation and its KV cache from FILE at start (a file of
+ * another model or KV type restores the conversation only; a corrupt one is ignored with a
+ * warning) and saves both there on exit (pt_session_save_file: written aside, then renamed).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -33,6 +36,8 @@ static void chat_usage(FILE *f) {
             "  --hide-reasoning        do not print the model's reasoning (default: on stderr,\n"
             "                          dimmed on a terminal; stdout holds only the answers)\n"
             "  --show-reasoning        print it (the default)\n"
+            "  --session FILE          restore the conversation and its KV cache from FILE, save\n"
+            "                          both there on exit\n"
             "commands during the chat: /clear  /exit  /stats  /system TEXT  /think on|off\n"
             "Ctrl-C stops the current answer; Ctrl-D exits.\n",
             CLI_DEFAULT_MODEL ? CLI_DEFAULT_MODEL : "none yet");
@@ -66,7 +71,7 @@ static json_t *new_conversation(const char *system) {
 
 /* The command on options cmd_chat owns (and frees, whatever the way out). */
 static int chat_with(tcli_opts *opts, int argc, char **argv) {
-    const char *system_arg = NULL;
+    const char *system_arg = NULL, *session = NULL;
     int no_reuse = 0, show_reasoning = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -79,6 +84,12 @@ static int chat_with(tcli_opts *opts, int argc, char **argv) {
                 return CLI_USAGE;
             }
             system_arg = argv[++i];
+        } else if (!strcmp(a, "--session")) {
+            if (i + 1 >= argc || !*argv[i + 1]) {
+                fprintf(stderr, "petrel chat: --session needs a file\n");
+                return CLI_USAGE;
+            }
+            session = argv[++i];
         } else if (!strcmp(a, "--no-kv-reuse")) {
             no_reuse = 1;
         } else if (!strcmp(a, "--show-reasoning") || !strcmp(a, "--hide-reasoning")) {
@@ -110,6 +121,26 @@ static int chat_with(tcli_opts *opts, int argc, char **argv) {
     if (system_arg && pt_utf8_repair(system_arg, strlen(system_arg), &sys) < 0)
         return cli_error("out of memory");
     json_t *msgs = new_conversation(sys.v);
+    if (session && access(session, F_OK) == 0) {
+        char serr[600], *saved = NULL;
+        size_t saved_len = 0;
+        const int got = pt_session_load_file(m.s, session, &saved, &saved_len, serr, sizeof serr);
+        json_t *conv = saved ? json_loads(saved, 0, NULL) : NULL;
+        if (got < 0 || !json_is_array(conv)) {
+            fprintf(stderr, "petrel: WARNING: %s; starting a new conversation\n",
+                    got < 0 ? serr : "the session file holds no conversation");
+            pt_session_truncate(m.s, 0);
+            json_decref(conv);
+        } else {
+            if (got == 0 && serr[0]) fprintf(stderr, "petrel: WARNING: %s\n", serr);
+            json_decref(msgs);
+            msgs = conv;
+            pt_gen_session_restored(m.g);
+            fprintf(stderr, "petrel: session %s: %zu messages, %d positions of KV restored\n",
+                    session, json_array_size(msgs), got);
+        }
+        free(saved);
+    }
     fe_turn_result res = {0};
     char *line = NULL;
     size_t cap = 0;
@@ -227,6 +258,14 @@ static int chat_with(tcli_opts *opts, int argc, char **argv) {
     }
     tcli_sigint(0);
     if (interactive && rc == CLI_OK) fputc('\n', stderr);
+    if (session) {
+        char serr[600];
+        char *conv = json_dumps(msgs, JSON_COMPACT);
+        pt_gen_catch_up_mtp(m.g);
+        if (!conv || pt_session_save_file(m.s, session, conv, strlen(conv), serr, sizeof serr))
+            fprintf(stderr, "petrel: WARNING: %s\n", conv ? serr : "out of memory");
+        free(conv);
+    }
     free(line);
     tcli_answer_free(&ans);
     json_decref(msgs);

@@ -25,6 +25,13 @@ static void on_quit(int sig) {
     serve_quit = 1;
 }
 
+#define DEFAULT_CACHE_GB 20.0 /* the prefix cache's bound: ~100 12k-token prompts of GLM-5 f16 */
+
+static void on_pcache_warning(void *ud, const char *msg) {
+    (void)ud;
+    fprintf(stderr, "petrel: WARNING: %s\n", msg);
+}
+
 static void serve_usage(FILE *f) {
     fprintf(
         f,
@@ -56,8 +63,14 @@ static void serve_usage(FILE *f) {
         "  --allow-host NAME       a DNS name this server may be reached by (repeatable); IP\n"
         "                          addresses, localhost and this machine's name always work\n"
         "  --quiet                 no line per request on stderr (status, tokens, prefill, tok/s)\n"
+        "  --cache-dir DIR         keep the KV of prompt prefixes there, for other conversations\n"
+        "                          and restarts (default: $XDG_CACHE_HOME/petrel/kv or\n"
+        "                          ~/.cache/petrel/kv; shared safely by several servers)\n"
+        "  --cache-gb N            size bound of that folder, least recently used out (default\n"
+        "                          %g; 0: no prefix cache)\n"
         "Sampling flags set the defaults a request's own fields override; -n sets the default\n"
-        "max_tokens; --think/--no-think the default for requests that do not say.\n");
+        "max_tokens; --think/--no-think the default for requests that do not say.\n",
+        DEFAULT_CACHE_GB);
     tcli_usage(f);
 }
 
@@ -85,6 +98,8 @@ int cmd_serve(int argc, char **argv) {
                     .log = stderr};
     const char *keys[64], *cors[64], *hosts[64];
     int n_keys = 0, n_cors = 0, n_hosts = 0;
+    const char *pc_dir = NULL; /* --cache-dir */
+    double pc_gb = DEFAULT_CACHE_GB;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -96,6 +111,28 @@ int cmd_serve(int argc, char **argv) {
         }
         if (!strcmp(a, "--quiet")) {
             p.log = NULL;
+            continue;
+        }
+        if (!strcmp(a, "--cache-dir") || !strcmp(a, "--cache-gb")) {
+            if (!v || !*v) {
+                fprintf(stderr, "petrel serve: %s needs a value\n", a);
+                return CLI_USAGE;
+            }
+            i++;
+            if (!strcmp(a, "--cache-dir")) {
+                pc_dir = v;
+                continue;
+            }
+            char *gb_end = NULL;
+            errno = 0;
+            pc_gb = strtod(v, &gb_end);
+            if (errno || gb_end == v || *gb_end || !(pc_gb >= 0) || pc_gb > 1e6) {
+                fprintf(stderr,
+                        "petrel serve: invalid value '%s' for --cache-gb: expected a number of "
+                        "GB from 0 (no prefix cache) up\n",
+                        v);
+                return CLI_USAGE;
+            }
             continue;
         }
         int valued = !strcmp(a, "--host") || !strcmp(a, "--port") || !strcmp(a, "--api-key") ||
@@ -249,7 +286,22 @@ int cmd_serve(int argc, char **argv) {
         srv_stop(s);
         return CLI_ERROR;
     }
+    /* prompt prefixes on disk: a failure to open the folder costs the cache, not the server */
+    pt_pcache *pc = NULL;
+    char pc_default[4200];
+    if (!pc_dir && cli_cache_dir()) {
+        snprintf(pc_default, sizeof pc_default, "%s/kv", cli_cache_dir());
+        pc_dir = pc_default;
+    }
+    if (pc_gb > 0 && pc_dir) {
+        pt_pcache_params pp = {.dir = pc_dir,
+                               .max_bytes = (uint64_t)(pc_gb * 1024 * 1024 * 1024),
+                               .warn = on_pcache_warning};
+        pc = pt_pcache_open(m.e, &pp, err, sizeof err);
+        if (!pc) fprintf(stderr, "petrel: WARNING: %s; prompt prefixes are not kept\n", err);
+    }
     srv_model sm = {.e = m.e,
+                    .pcache = pc,
                     .s = m.s,
                     .g = m.g,
                     .format = m.format,
@@ -263,6 +315,7 @@ int cmd_serve(int argc, char **argv) {
     if (srv_set_model(s, &sm, err, sizeof err)) {
         srv_stop(s);
         tcli_close(&m);
+        pt_pcache_close(pc);
         return cli_error("%s", err);
     }
     fprintf(stderr, "petrel: ready: serving %s (%s chat format, context %d)\n", p.model_name,
@@ -272,5 +325,6 @@ int cmd_serve(int argc, char **argv) {
     fprintf(stderr, "petrel: shutting down\n");
     srv_stop(s);
     tcli_close(&m);
+    pt_pcache_close(pc);
     return CLI_OK;
 }

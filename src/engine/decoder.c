@@ -204,6 +204,27 @@ int dec_truncate(dec *x, int n) {
     return n;
 }
 
+/* ===== The state's rows, for the prefix cache ===== */
+
+int dec_kv_bufs(dec *x, fam_kv_buf *out, int max) {
+    return x->ops->kv_bufs ? x->ops->kv_bufs(x->st, out, max) : 0;
+}
+int dec_window(const dec *x) {
+    return x->d.window;
+}
+int64_t dec_ring_slots(const dec *x) {
+    return x->c.ring;
+}
+int64_t dec_ring_lo(const dec *x) {
+    return x->ring_lo;
+}
+
+void dec_set_restored(dec *x, int n, int64_t ring_lo, int n_mtp) {
+    x->n_past = n;
+    x->ring_lo = ring_lo;
+    if (x->ops->mtp_restored && x->d.has_mtp) x->ops->mtp_restored(x->st, n_mtp);
+}
+
 /* ===== Evaluation ===== */
 
 static int check_tokens(const dec *x, const int32_t *tokens, int n, int past, pt_err *err) {
@@ -266,6 +287,10 @@ int dec_mtp(dec *x, const int32_t *tokens, const float *hidden_prev, int n, floa
     if (!x->ops->mtp || !x->d.has_mtp) return pt_errf(err, "this model has no NextN/MTP block");
     if (check_tokens(x, tokens, n, 0, err)) return -1;
     return x->ops->mtp(x->st, tokens, hidden_prev, n, logits, last_only, hidden_out, err);
+}
+
+void dec_mtp_hold(dec *x, int n) {
+    if (x->ops->mtp_restored && x->d.has_mtp) x->ops->mtp_restored(x->st, n);
 }
 
 int dec_mtp_keep(dec *x, int n) {

@@ -55,9 +55,24 @@ int dec_truncate(dec *x, int n);
 int dec_eval(dec *x, const int32_t *tokens, int n, float *logits, int all_rows, float *hidden,
              pt_err *err);
 
+/* ===== The state's rows, for the prefix cache (engine/pcache.c) ===== */
+
+/* The family's per-position buffers (fam_ops.kv_bufs), at most max; returns how many. */
+int dec_kv_bufs(dec *x, fam_kv_buf *out, int max);
+/* Sliding-window width (0: none) and ring slots. */
+int dec_window(const dec *x);
+int64_t dec_ring_slots(const dec *x);
+/* Lowest position whose rows the rings still hold (rows [lo, n_past) are there). */
+int64_t dec_ring_lo(const dec *x);
+/* After the caller wrote rows into the buffers: the trunk holds n positions, the rings
+ * positions ring_lo..n-1, the MTP head n_mtp. */
+void dec_set_restored(dec *x, int n, int64_t ring_lo, int n_mtp);
+
 /* NextN/MTP draft logits (see pt_session_mtp_ex). 0, or -1 with err. */
 int dec_mtp(dec *x, const int32_t *tokens, const float *hidden_prev, int n, float *logits,
             int last_only, float *hidden_out, pt_err *err);
+/* The MTP head holds n positions whose rows its buffers still have (no MTP head: nothing). */
+void dec_mtp_hold(dec *x, int n);
 /* Keep at most n MTP positions; returns the positions held (0 without an MTP head). */
 int dec_mtp_keep(dec *x, int n);
 

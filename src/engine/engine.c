@@ -16,9 +16,11 @@
 #include "common.h"
 #include "engine/api_text.h"
 #include "engine/decoder.h"
+#include "engine/session.h"
 #include "format/ggml_types.h"
 #include "format/gguf.h"
 #include "format/xpack.h"
+#include "kernels/quant.h"
 #include "model/family.h"
 #include "model/info.h"
 #include "nn/kv.h"
@@ -623,6 +625,13 @@ int pt_session_truncate(pt_session *s, int n) {
     return dec_truncate(s->dec, n);
 }
 
+int pt_session_truncate_keep_mtp(pt_session *s, int n) {
+    const int m = dec_mtp_keep(s->dec, INT_MAX);
+    const int kept = dec_truncate(s->dec, n);
+    if (kept == n && m >= n) dec_mtp_hold(s->dec, n);
+    return kept;
+}
+
 int pt_session_eval(pt_session *s, const int32_t *tokens, int n, float *logits, int all_rows,
                     float *hidden, char *err, size_t err_len) {
     pt_err e = {{0}};
@@ -693,4 +702,23 @@ int pt_session_mtp_n_past(const pt_session *s) {
 
 int pt_session_mtp_keep(pt_session *s, int n) {
     return dec_mtp_keep(s->dec, n);
+}
+
+/* ===== For the prefix cache (engine/session.h) ===== */
+
+dec *engine_session_dec(pt_session *s) {
+    return s->dec;
+}
+int32_t *engine_session_hist(pt_session *s) {
+    return s->hist;
+}
+const uint8_t *engine_fingerprint(const pt_engine *e) {
+    return e->fingerprint;
+}
+void engine_kv_key(const pt_engine *e, uint32_t *k_type, uint32_t *v_type, int32_t *isa) {
+    *k_type = e->k_type;
+    /* MLA keeps no V cache: its V type changes no byte */
+    *v_type = mla_model(e) ? e->k_type : e->v_type;
+    const int best = qt_isa_detect();
+    *isa = e->max_isa < 0 || e->max_isa > best ? best : e->max_isa;
 }

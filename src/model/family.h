@@ -78,6 +78,18 @@ struct fam_ctx {
     fam_moe_fn moe; /* the routed-expert step (decoder.c) */
 };
 
+/* One KV buffer of a session's state, as the prefix cache copies it
+ * (engine/pcache.c): the rows of position p live at base + slot * row_bytes,
+ * slot = p on a linear buffer, p % slots on a sliding-window ring. MTP
+ * buffers are indexed by the MTP head's positions (fam_ops.mtp). */
+enum { FAM_KV_LINEAR, FAM_KV_RING, FAM_KV_MTP };
+typedef struct fam_kv_buf {
+    uint8_t *base;    /* slot 0 */
+    size_t row_bytes; /* one position's row */
+    int kind;         /* FAM_KV_* */
+    int64_t slots;    /* ring slots (FAM_KV_RING), else the context */
+} fam_kv_buf;
+
 typedef struct fam_ops {
     const char *name;         /* e.g. "glm-dsa" */
     const char *const *archs; /* general.architecture values it loads, NULL-terminated */
@@ -113,6 +125,12 @@ typedef struct fam_ops {
     int (*mtp_keep)(void *st, int n);
     /* The decoder cut the trunk to n positions (NULL: nothing to do). */
     void (*truncated)(void *st, int n);
+    /* Every buffer that holds per-position state (all of it: a restored prefix must give
+     * the logits a fresh evaluation gives), in a fixed order, at most max; returns how many. */
+    int (*kv_bufs)(void *st, fam_kv_buf *out, int max);
+    /* The MTP rows of positions 0..n-1 were written into its buffers: the head holds n
+     * (NULL when the family has no MTP head). */
+    void (*mtp_restored)(void *st, int n);
 } fam_ops;
 
 /* The family that loads `arch`, or NULL; fam_names() lists them for messages. */

@@ -562,6 +562,24 @@ static void g4_free(void *model) {
     free(model);
 }
 
+/* Keys then values of every layer: linear on global layers, rings on sliding ones. */
+static int g4_kv_bufs(void *st, fam_kv_buf *out, int max) {
+    g4_state *s = st;
+    const gemma4_hparams *hp = &s->m->hp;
+    int n = 0;
+    for (int l = 0; l < hp->n_layer; l++) {
+        const gemma4_layer *ly = &s->m->layers[l];
+        const int64_t w = (int64_t)ly->n_kv * ly->head_dim;
+        const int kind = ly->swa ? FAM_KV_RING : FAM_KV_LINEAR;
+        if (n + 2 <= max) {
+            out[n] = (fam_kv_buf){s->k[l], kv_bytes(s->c->k_type, w), kind, s->cap[l]};
+            out[n + 1] = (fam_kv_buf){s->v[l], kv_bytes(s->c->v_type, w), kind, s->cap[l]};
+        }
+        n += 2;
+    }
+    return n;
+}
+
 static const char *const g4_archs[] = {"gemma4", NULL};
 
 const fam_ops gemma4_family = {.name = "gemma4",
@@ -574,4 +592,5 @@ const fam_ops gemma4_family = {.name = "gemma4",
                                .block = g4_block,
                                .router = g4_router,
                                .route = g4_route,
-                               .lookahead_input = g4_lookahead_input};
+                               .lookahead_input = g4_lookahead_input,
+                               .kv_bufs = g4_kv_bufs};

@@ -544,6 +544,34 @@ static int glm_mtp(void *st, const int32_t *tokens, const float *hidden_prev, in
     return 0;
 }
 
+/* The latent|rope rows of every trunk layer, the indexer keys of full DSA layers, then the
+ * first MTP block's rows (the only one glm_mtp runs). */
+static int glm_kv_bufs(void *st, fam_kv_buf *out, int max) {
+    glm_state *s = st;
+    const glm_hparams *hp = &s->m->hp;
+    const fam_ctx *c = s->c;
+    const size_t row = kv_bytes(c->k_type, (int64_t)hp->kv_lora + hp->qk_rope);
+    int n = 0;
+    for (int l = 0; l < hp->n_layer; l++) {
+        if (n < max) out[n] = (fam_kv_buf){s->kv[l], row, FAM_KV_LINEAR, c->n_ctx};
+        n++;
+        if (!s->m->layers[l].attn.has_idx) continue;
+        if (n < max)
+            out[n] = (fam_kv_buf){(uint8_t *)s->idx_k[l], (size_t)hp->idx_head_dim * sizeof(float),
+                                  FAM_KV_LINEAR, c->n_ctx};
+        n++;
+    }
+    if (hp->n_nextn > 0) {
+        if (n < max) out[n] = (fam_kv_buf){s->kv[hp->n_layer], row, FAM_KV_MTP, c->n_ctx};
+        n++;
+    }
+    return n;
+}
+
+static void glm_mtp_restored(void *st, int n) {
+    ((glm_state *)st)->mtp_past = n;
+}
+
 static const mm_weight *glm_router(const void *model, int layer) {
     const glm_layer *ly = &((const glm_model *)model)->layers[layer];
     return ly->is_moe ? &ly->gate_inp : NULL;
@@ -646,4 +674,6 @@ const fam_ops glm_dsa_family = {.name = "glm-dsa",
                                 .lookahead_input = glm_lookahead_input,
                                 .mtp = glm_mtp,
                                 .mtp_keep = glm_mtp_keep,
-                                .truncated = glm_truncated};
+                                .truncated = glm_truncated,
+                                .kv_bufs = glm_kv_bufs,
+                                .mtp_restored = glm_mtp_restored};

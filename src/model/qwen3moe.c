@@ -357,6 +357,23 @@ static void q3_free(void *model) {
     free(model);
 }
 
+/* Keys then values of every layer. */
+static int q3_kv_bufs(void *st, fam_kv_buf *out, int max) {
+    q3_state *s = st;
+    const qwen3moe_hparams *hp = &s->m->hp;
+    const int64_t w = (int64_t)hp->n_kv * hp->head_dim;
+    int n = 0;
+    for (int l = 0; l < hp->n_layer; l++) {
+        if (n + 2 <= max) {
+            out[n] = (fam_kv_buf){s->k[l], kv_bytes(s->c->k_type, w), FAM_KV_LINEAR, s->c->n_ctx};
+            out[n + 1] =
+                (fam_kv_buf){s->v[l], kv_bytes(s->c->v_type, w), FAM_KV_LINEAR, s->c->n_ctx};
+        }
+        n += 2;
+    }
+    return n;
+}
+
 static const char *const q3_archs[] = {"qwen3moe", NULL};
 
 const fam_ops qwen3moe_family = {.name = "qwen3moe",
@@ -369,4 +386,5 @@ const fam_ops qwen3moe_family = {.name = "qwen3moe",
                                  .block = q3_block,
                                  .router = q3_router,
                                  .route = q3_route,
-                                 .lookahead_input = q3_lookahead_input};
+                                 .lookahead_input = q3_lookahead_input,
+                                 .kv_bufs = q3_kv_bufs};

@@ -389,6 +389,9 @@ static void run_job(srv *s, job *j) {
         pt_session_truncate(m->s, 0);
         s->cache_tenant = j->tenant;
     }
+    /* prefixes on disk: a key's entries are its own (scoped by the key itself, which stays
+     * the same across restarts while its index may not) */
+    if (m->pcache) pt_gen_set_prefix_cache(m->g, m->pcache, s->n_keys ? s->keys[j->tenant] : NULL);
     int trc = fe_turn_run(m->g, &t, &tr, err, sizeof err);
     int cached = tr.n_reused;
     if (trc == FE_TURN_BAD_PROMPT) goto fail;

@@ -100,6 +100,7 @@ typedef struct srv_model {
     int n_stops;
     /* 1: special-token text in messages becomes the token (--parse-special-in-content) */
     int parse_special_in_content;
+    pt_pcache *pcache; /* prompt prefixes on disk (--cache-dir), scoped per API key; or NULL */
 } srv_model;
 
 /* Connection slots kept for addresses with no request still arriving (/health and one normal

@@ -33,8 +33,10 @@ struct pt_gen {
     int n_tok;     /* tokens in the vocabulary: ids n_tok..n_vocab-1 are padded output rows */
     float *logits; /* [n_vocab] logits after the last evaluated token */
     int have_logits;
-    float *raw; /* [n_vocab] the logits before sampling changes them (logprobs only) */
-    spec *spec; /* drafting with the MTP head (spec.c); NULL: off */
+    float *raw;    /* [n_vocab] the logits before sampling changes them (logprobs only) */
+    spec *spec;    /* drafting with the MTP head (spec.c); NULL: off */
+    pt_pcache *pc; /* prefixes restored before and stored after a prefill; NULL: none */
+    char *scope;   /* the prefix cache's scope (an API key), or NULL */
 };
 
 static int fail(char *err, size_t err_len, const char *msg) {
@@ -77,6 +79,7 @@ void pt_gen_free(pt_gen *g) {
     spec_free(g->spec);
     free(g->logits);
     free(g->raw);
+    free(g->scope);
     free(g);
 }
 
@@ -131,12 +134,34 @@ int pt_gen_set_draft_replay(pt_gen *g, const int32_t *ids, int n) {
     return g->spec ? spec_set_replay(g->spec, ids, n) : -1;
 }
 
+int pt_gen_set_prefix_cache(pt_gen *g, pt_pcache *pc, const char *scope) {
+    char *sc = scope ? strdup(scope) : NULL;
+    if (scope && !sc) return -1;
+    free(g->scope);
+    g->scope = sc;
+    g->pc = pc;
+    return 0;
+}
+
+int pt_gen_catch_up_mtp(pt_gen *g) {
+    return g->spec ? spec_catch_up(g->spec) : 0;
+}
+
+void pt_gen_session_restored(pt_gen *g) {
+    if (g->spec) spec_restored(g->spec);
+    g->have_logits = 0;
+}
+
 int pt_gen_prefill(pt_gen *g, const int32_t *ids, int n, const volatile sig_atomic_t *stop,
                    char *err, size_t err_len) {
     g->have_logits = 0;
+    if (g->pc && n > 0 && n <= g->n_ctx && pt_pcache_restore(g->pc, g->s, g->scope, ids, n) > 0)
+        pt_gen_session_restored(g);
     const int reused = g->spec ? spec_prefill(g->spec, ids, n, g->logits, stop, err, err_len)
                                : pt_session_sync(g->s, ids, n, g->logits, stop, err, err_len);
     g->have_logits = reused >= 0;
+    /* the prompt's blocks, before the answer: the rings still hold its last positions */
+    if (g->pc && reused >= 0) pt_pcache_save(g->pc, g->s, g->scope, n);
     return reused;
 }
 

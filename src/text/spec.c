@@ -56,8 +56,9 @@ enum { BACKOFF_MIN = 32, BACKOFF_MAX = 4096, PLAIN_PROBES = 2, PLAIN_EVERY = 48 
 struct spec {
     pt_session *s;
     int k, E, n_vocab, n_ctx, n_tok;
-    float *hid; /* [n_ctx][E] trunk hidden rows (final-norm state) of positions 0..hid_n-1 */
+    float *hid; /* [n_ctx][E] trunk hidden rows (final-norm state) of positions hid_lo..hid_n-1 */
     int hid_n;
+    int hid_lo;     /* 0, or where a prefix restored from disk ended: no hidden rows before it */
     float *mlog;    /* [n_vocab] MTP logits of the row drafted last */
     float *mh;      /* [E] MTP output state, the next chained row's hidden_prev */
     float *vlog;    /* [k+1][n_vocab] the verify pass's logits */
@@ -166,7 +167,7 @@ void spec_set_adaptive(spec *sp, int on) {
 }
 
 void spec_clear(spec *sp) {
-    sp->hid_n = 0;
+    sp->hid_n = sp->hid_lo = 0;
     sp->n_rows = sp->row = 0;
 }
 
@@ -175,7 +176,8 @@ void spec_clear(spec *sp) {
 static int mtp_catch_up(spec *sp, int upto, char *err, size_t err_len) {
     int m = pt_session_mtp_n_past(sp->s);
     if (m >= upto) return 0;
-    if (upto > sp->hid_n) return 0; /* hidden rows missing: draft without that context */
+    /* hidden rows missing: draft without that context */
+    if (upto > sp->hid_n || m < sp->hid_lo) return 0;
     const int32_t *held = pt_session_tokens(sp->s);
     const int n = upto - m;
     for (int j = 0; j < n; j++)
@@ -208,9 +210,29 @@ int spec_prefill(spec *sp, const int32_t *ids, int n, float *logits,
     int keep = 0;
     while (keep < n - 1 && keep < n_held && held[keep] == ids[keep])
         keep++;
-    if (keep > sp->hid_n) keep = sp->hid_n; /* the MTP head needs the hidden rows it reuses */
-    const int kept = pt_session_truncate(sp->s, keep);
+    /* The MTP head continues from its own positions: m, or keep-1 when the cut takes
+     * positions from the trunk (fam_ops.truncated). The hidden rows from there to keep must
+     * be known; a restored prefix (hid_lo) has its head at keep already. */
+    const int m_held = pt_session_mtp_n_past(sp->s);
+    const int from = keep < n_held ? PT_MIN(m_held, keep - 1) : m_held;
+    int kept;
+    if (keep > 0 && from < keep && (from < sp->hid_lo || keep > sp->hid_n)) {
+        if (m_held >= keep - 1 && keep >= 2) {
+            /* hidden rows missing (a prefix restored from disk), but the head holds the
+             * positions made from the tokens kept: cut the trunk one further and keep the
+             * head, so token keep-1 evaluated again gives the hidden row it continues from */
+            kept = pt_session_truncate_keep_mtp(sp->s, keep - 1);
+            if (pt_session_mtp_n_past(sp->s) == kept) sp->hid_lo = kept;
+        } else {
+            kept = pt_session_truncate(sp->s, sp->hid_lo ? 0 : PT_MIN(keep, sp->hid_n));
+        }
+    } else {
+        kept = pt_session_truncate(sp->s, keep);
+    }
+    if (kept < sp->hid_lo && kept > 0 && pt_session_mtp_n_past(sp->s) < kept)
+        kept = pt_session_truncate(sp->s, 0);
     sp->hid_n = kept;
+    if (sp->hid_lo > kept) sp->hid_lo = kept;
     const int B = pt_session_n_batch(sp->s);
     for (int at = kept; at < n;) {
         if (pt_stop_requested(stop)) return -2;
@@ -224,6 +246,16 @@ int spec_prefill(spec *sp, const int32_t *ids, int n, float *logits,
     /* MTP positions 0..n-2; position n-1 waits for the token sampled next */
     if (mtp_catch_up(sp, n - 1, err, err_len)) return -1;
     return kept;
+}
+
+int spec_catch_up(spec *sp) {
+    char err[256];
+    return mtp_catch_up(sp, pt_session_n_past(sp->s) - 1, err, sizeof err);
+}
+
+void spec_restored(spec *sp) {
+    sp->hid_lo = sp->hid_n = pt_session_n_past(sp->s);
+    sp->n_rows = sp->row = 0;
 }
 
 void spec_begin(spec *sp) {
@@ -273,6 +305,7 @@ static void drop_unused(spec *sp) {
     const int upto = sp->P + sp->row;
     if (pt_session_n_past(sp->s) > upto) pt_session_truncate(sp->s, upto);
     if (sp->hid_n > upto) sp->hid_n = upto;
+    if (sp->hid_lo > sp->hid_n) sp->hid_lo = sp->hid_n;
     sp->n_rows = sp->row = 0;
 }
 

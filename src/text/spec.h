@@ -34,6 +34,11 @@ int spec_next(spec *sp, int32_t tok, float *logits, char *err, size_t err_len);
 void spec_end(spec *sp);
 /* The session was cleared (pt_gen_clear). */
 void spec_clear(spec *sp);
+/* The session's positions were restored from disk (its MTP head with them, or not): no
+ * hidden rows are known below them. */
+void spec_restored(spec *sp);
+/* Bring the MTP head up to the trunk's last position but one (before a save). 0 or -1. */
+int spec_catch_up(spec *sp);
 void spec_stats(const spec *sp, pt_draft_stats *st);
 /* Tests and benchmarks: draft ids[i] at generated-token index i instead of the MTP head (a
  * replay of an earlier run: the mechanism's ceiling). n = 0 goes back to the MTP head. */
