@@ -181,8 +181,22 @@ typedef struct run_ctx {
     int failed;
     const char *id; /* the reply's id */
     long created;
-    json_t *lp; /* logprobs: every token's entry (oai_logprob_entry), or NULL */
+    json_t *lp;       /* logprobs: every token's entry (oai_logprob_entry), or NULL */
+    double t_comment; /* pt_now() when the last prefill comment went out */
 } run_ctx;
+
+/* A stream begins: the connection thread sends the status and headers (on j->started), then
+ * the opening events. srv.mu held. */
+static void stream_begin(run_ctx *rc) {
+    srv *s = rc->s;
+    job *j = rc->j;
+    j->started = 1;
+    rc->streaming = 1;
+    if (oai_stream_begin(&rc->st, j->req.api, rc->id, s->model_name, rc->created,
+                         j->req.include_usage, &j->sse))
+        rc->failed = 1;
+    pthread_cond_broadcast(&j->cv);
+}
 
 static int on_delta(void *ud, int kind, const char *p, size_t n) {
     run_ctx *rc = ud;
@@ -257,12 +271,17 @@ static void log_job(srv *s, const job *j, int status, int n_prompt, int cached,
         snprintf(draft, sizeof draft, " (draft %d: %.1f%% accepted, %.2f tok/forward)", ds.n_draft,
                  ds.drafted ? 100.0 * (double)ds.accepted / (double)ds.drafted : 0.0,
                  (double)ds.tokens / (double)(ds.verify + ds.plain));
+    /* the KV cache after the request: context, types, RAM, prefix-cache hits */
+    fe_kv_stats kv;
+    fe_kv_stats_of(s->m.s, cached, &kv);
+    char kline[192];
+    fe_kv_format(&kv, kline, sizeof kline);
     fprintf(s->p.log,
             "petrel: %d POST %s%s: prompt %d tokens (%d cached), prefill %.3f s, %d generated, "
-            "%.2f tok/s%s, %s%s%s%s\n",
+            "%.2f tok/s%s, %s, %s%s%s%s\n",
             status, path, j->req.stream ? " (stream)" : "", n_prompt, cached > 0 ? cached : 0,
             t_prefilled > t_start ? t_prefilled - t_start : 0.0, res ? res->n_tokens : 0,
-            dec > 0 ? (res->n_tokens - 1) / dec : 0.0, draft, why,
+            dec > 0 ? (res->n_tokens - 1) / dec : 0.0, draft, kline, why,
             j->req.ignored[0] ? "; ignored unknown fields: " : "", j->req.ignored,
             j->req.n_omitted ? "; image/audio/file parts replaced by a placeholder" : "");
     fflush(s->p.log);
@@ -285,8 +304,33 @@ static void keep_response(srv *s, const job *j, const oai_result *r) {
     free(body);
 }
 
-/* The prompt is in the cache: set up the splitter and, for a stream, send its
- * opening events (the connection thread starts the response on j->started). */
+/* A prompt is being evaluated (pt_session_set_progress). A stream begins at the first report,
+ * before anything is evaluated, with a comment; more comments follow every sse_keepalive_s
+ * (clients with an idle timeout keep the connection through a long prefill). A client that
+ * left is noticed here too: the library stops between chunks. */
+static void on_progress(void *ud, const pt_prompt_progress *p) {
+    run_ctx *rc = ud;
+    srv *s = rc->s;
+    job *j = rc->j;
+    if (!j->req.stream) return;
+    const double now = pt_now();
+    if (rc->streaming && p->done > 0 && now - rc->t_comment < s->p.sse_keepalive_s) return;
+    rc->t_comment = now;
+    const int done = p->n_reused + (int)((double)(p->n_prompt - p->n_reused) * (double)p->done /
+                                         (double)p->total);
+    char line[64];
+    snprintf(line, sizeof line, ": prefill %d/%d\n\n", done, p->n_prompt);
+    pthread_mutex_lock(&s->mu);
+    if (pt_buf_append(&j->sse, line, strlen(line))) rc->failed = 1;
+    if (!rc->streaming) stream_begin(rc);
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&s->mu);
+    if (client_gone(j->fd)) job_stop(j);
+}
+
+/* The prompt is in the cache: set up the splitter and, for a stream not begun yet (the prompt
+ * was reused whole), its opening events (the connection thread starts the response on
+ * j->started). */
 static int on_prefilled(void *ud, int in_reasoning) {
     run_ctx *rc = ud;
     srv *s = rc->s;
@@ -296,10 +340,7 @@ static int on_prefilled(void *ud, int in_reasoning) {
     pthread_mutex_lock(&s->mu);
     j->started = 1;
     if (j->req.stream) {
-        rc->streaming = 1;
-        if (oai_stream_begin(&rc->st, j->req.api, rc->id, s->model_name, rc->created,
-                             j->req.include_usage, &j->sse))
-            rc->failed = 1;
+        if (!rc->streaming) stream_begin(rc);
         /* echo: the prompt comes first, as text the stream has already produced */
         if (j->req.echo && j->req.prompt &&
             oai_stream_delta(&rc->st, OAI_CONTENT, j->req.prompt, strlen(j->req.prompt), &j->sse))
@@ -389,7 +430,9 @@ static void run_job(srv *s, job *j) {
         pt_session_truncate(m->s, 0);
         s->cache_tenant = j->tenant;
     }
+    pt_session_set_progress(m->s, on_progress, &rc);
     int trc = fe_turn_run(m->g, &t, &tr, err, sizeof err);
+    pt_session_set_progress(m->s, NULL, NULL);
     int cached = tr.n_reused;
     if (trc == FE_TURN_BAD_PROMPT) goto fail;
     if (trc == FE_TURN_TOO_LONG) {
@@ -522,7 +565,10 @@ fail:
     pthread_mutex_lock(&s->mu);
     if (status == 499)
         s->n_cancelled++, snprintf(s->last_finish, sizeof s->last_finish, "cancelled");
-    job_fail(j, status, etype, ecode ? ecode : status == 400 ? "invalid_request" : NULL, err);
+    if (rc.streaming) /* the stream began before the prefill failed: its status is sent */
+        oai_stream_error(&rc.st, err, &j->sse), status = 200;
+    else
+        job_fail(j, status, etype, ecode ? ecode : status == 400 ? "invalid_request" : NULL, err);
     pthread_mutex_unlock(&s->mu);
     log_job(s, j, status, tr.n_prompt, 0, NULL, t_start, tr.t_prefilled, err);
 out:
