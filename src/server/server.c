@@ -91,7 +91,9 @@ struct srv {
     pthread_cond_t work_cv;
     job *head, *tail; /* waiting jobs */
     int n_waiting, busy, ready;
-    int stopping; /* written under mu (atomically: should_stop reads it without mu) */
+    int stopping;  /* written under mu (atomically: should_stop reads it without mu) */
+    int n_streams; /* stream responses libmicrohttpd still holds (srv.mu): srv_stop lets them
+                      send their last events before it closes the connections */
     srv_model m;
     pthread_t worker;
     int worker_started;
@@ -882,6 +884,7 @@ static void sse_free(void *cls) {
     pthread_mutex_lock(&s->mu);
     if (!j->done) job_stop(j); /* the connection ended before the stream did */
     job_release(j);
+    s->n_streams--;
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -1292,13 +1295,15 @@ static enum MHD_Result submit(srv *s, struct MHD_Connection *c, conn *cn) {
     /* a stream: the job's reference passes to the response */
     struct MHD_Response *r =
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sse_read, j, sse_free);
+    pthread_mutex_lock(&s->mu);
     if (!r) {
-        pthread_mutex_lock(&s->mu);
         job_stop(j);
         job_release(j);
         pthread_mutex_unlock(&s->mu);
         return MHD_NO;
     }
+    s->n_streams++; /* until sse_free */
+    pthread_mutex_unlock(&s->mu);
     MHD_add_response_header(r, "Content-Type", "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
     char warn[128];
@@ -1551,6 +1556,15 @@ void srv_stop(srv *s) {
     pthread_mutex_unlock(&s->mu);
     if (s->worker_started) pthread_join(s->worker, NULL);
     if (s->reaper_started) pthread_join(s->reaper, NULL);
+    /* every stream has its end (or error event) now: give the connections up to 2 s to send it
+     * before they are closed */
+    for (double t0 = pt_now(); pt_now() - t0 < 2;) {
+        pthread_mutex_lock(&s->mu);
+        const int n = s->n_streams;
+        pthread_mutex_unlock(&s->mu);
+        if (!n) break;
+        usleep(10 * 1000);
+    }
     if (s->d) MHD_stop_daemon(s->d);
     pthread_cond_destroy(&s->work_cv);
     pthread_mutex_destroy(&s->mu);
