@@ -2615,6 +2615,38 @@ static void test_serve_shutdown_stream(void) {
     srv_down(&s);
 }
 
+/* SIGTERM while a streamed prompt of ~3,000 tokens is evaluated (its first comment came before
+ * the prefill; the prefill takes seconds, the server notices the signal within 0.1 s): the
+ * prefill stops between chunks instead of running to its end, the stream ends with an error
+ * event saying so, and the server exits 0. */
+static void test_serve_shutdown_during_prefill(void) {
+    tsrv s;
+    const char *extra[] = {"-c", "8192", "-b", "16", NULL};
+    if (srv_up_checked(&s, FIX, extra)) return;
+    const char *line = "Solid state drives keep data in flash cells. ";
+    size_t cap = 200 * strlen(line) + 512;
+    char *req = malloc(cap);
+    int k = snprintf(req, cap, "{\"messages\":[{\"role\":\"user\",\"content\":\"");
+    for (int i = 0; i < 130; i++)
+        k += snprintf(req + k, cap - (size_t)k, "%s", line);
+    snprintf(req + k, cap - (size_t)k, "\"}],\"max_tokens\":4,\"stream\":true}");
+    int fd = connect_to(s.port, 30);
+    CHECK(fd >= 0 && send_req(fd, "POST", "/v1/chat/completions", NULL, req) == 0);
+    free(req);
+    char buf[256];
+    CHECK(fd >= 0 && recv(fd, buf, sizeof buf, MSG_PEEK) > 0); /* the headers, before the prefill */
+    kill(s.pid, SIGTERM);
+    hresp r;
+    CHECK(read_resp(fd, &r) == 0 && r.status == 200);
+    CHECKF(r.body && !strncmp(r.body, ": prefill 0/", 12) &&
+               strstr(r.body, "the server is shutting down; the prompt's evaluation stopped") &&
+               strstr(r.body, "data: [DONE]") && !strstr(r.body, "\"finish_reason\":\"stop\""),
+           "the stream: %s", r.body ? r.body : "");
+    hresp_free(&r);
+    if (fd >= 0) close(fd);
+    srv_down(&s);
+}
+
 /* `--api-key ""` (an unset variable) and an empty PETREL_API_KEY are errors (exit 2), not a
  * server without authentication. */
 static void test_serve_api_key_empty(void) {
@@ -3011,5 +3043,6 @@ T_SUITE(serve) {
     T_ADD(test_serve_context_cap);
     T_ADD(test_serve_inspect_escapes);
     T_ADD(test_serve_shutdown_stream);
+    T_ADD(test_serve_shutdown_during_prefill);
     T_ADD_TIMEOUT(test_serve_slowloris, 700);
 }

@@ -185,6 +185,7 @@ typedef struct run_ctx {
     long created;
     json_t *lp;       /* logprobs: every token's entry (oai_logprob_entry), or NULL */
     double t_comment; /* pt_now() when the last prefill comment went out */
+    int shutdown;     /* srv_stop stopped the prefill */
 } run_ctx;
 
 /* A stream begins: the connection thread sends the status and headers (on j->started), then
@@ -309,11 +310,16 @@ static void keep_response(srv *s, const job *j, const oai_result *r) {
 /* A prompt is being evaluated (pt_session_set_progress). A stream begins at the first report,
  * before anything is evaluated, with a comment; more comments follow every sse_keepalive_s
  * (clients with an idle timeout keep the connection through a long prefill). A client that
- * left is noticed here too: the library stops between chunks. */
+ * left, and srv_stop, are noticed here too: the library stops between chunks (a shutdown
+ * does not wait for a prefill of minutes). */
 static void on_progress(void *ud, const pt_prompt_progress *p) {
     run_ctx *rc = ud;
     srv *s = rc->s;
     job *j = rc->j;
+    if (!rc->shutdown && __atomic_load_n(&s->stopping, __ATOMIC_RELAXED)) {
+        rc->shutdown = 1;
+        job_stop(j);
+    }
     if (!j->req.stream) return;
     const double now = pt_now();
     if (rc->streaming && p->done > 0 && now - rc->t_comment < s->p.sse_keepalive_s) return;
@@ -353,10 +359,12 @@ static int on_prefilled(void *ud, int in_reasoning) {
     return 0;
 }
 
-/* 1 when the generation was interrupted by srv_stop (not by its client leaving). */
-static int res_cut_by_shutdown(srv *s, const job *j, const fe_turn_result *tr) {
-    return tr->gen.reason == PT_GEN_INTERRUPT && !job_stopped(j) &&
-           __atomic_load_n(&s->stopping, __ATOMIC_RELAXED);
+/* 1 when the generation was interrupted by srv_stop (not by its client leaving; the stop flag
+ * srv_stop set during the prefill is not the client's). */
+static int res_cut_by_shutdown(const run_ctx *rc, const fe_turn_result *tr) {
+    return tr->gen.reason == PT_GEN_INTERRUPT &&
+           (rc->shutdown ||
+            (!job_stopped(rc->j) && __atomic_load_n(&rc->s->stopping, __ATOMIC_RELAXED)));
 }
 
 /* Generate for one job (worker thread, srv.mu not held): one turn of
@@ -443,6 +451,11 @@ static void run_job(srv *s, job *j) {
         ecode = "context_length_exceeded";
         goto fail;
     }
+    if (trc == FE_TURN_CANCELLED && rc.shutdown) {
+        snprintf(err, sizeof err, "the server is shutting down; the prompt's evaluation stopped");
+        status = 503, etype = "server_error";
+        goto fail;
+    }
     if (trc == FE_TURN_CANCELLED) {
         snprintf(err, sizeof err, "cancelled: the client went away");
         status = 499;
@@ -453,7 +466,7 @@ static void run_job(srv *s, job *j) {
         goto fail;
     }
     int grc = trc; /* 0, or the generation / the answer failed: an error reply */
-    if (!grc && res_cut_by_shutdown(s, j, &tr)) {
+    if (!grc && res_cut_by_shutdown(&rc, &tr)) {
         /* SIGTERM cut the answer short: an error, never a finish_reason "stop" that would pass
          * a truncated answer off as complete */
         snprintf(err, sizeof err, "the server is shutting down; the answer was cut short");
@@ -539,11 +552,11 @@ static void run_job(srv *s, job *j) {
                                ? (res->n_tokens - 1) / (res->t_end - res->t_first)
                                : 0;
     snprintf(s->last_finish, sizeof s->last_finish, "%s",
-             job_stopped(j)                   ? "cancelled"
-             : res_cut_by_shutdown(s, j, &tr) ? "shutdown"
-             : grc                            ? "error"
+             job_stopped(j) && !rc.shutdown  ? "cancelled"
+             : res_cut_by_shutdown(&rc, &tr) ? "shutdown"
+             : grc                           ? "error"
                    : oai_finish_reason(res->reason, parsed ? parsed->n_calls : 0));
-    if (job_stopped(j)) s->n_cancelled++;
+    if (job_stopped(j) && !rc.shutdown) s->n_cancelled++;
     if (grc) {
         if (rc.streaming)
             oai_stream_error(&rc.st, err, &j->sse);

@@ -19,7 +19,8 @@
  * half-close after its request; before the answer begins, an interim
  * "102 Processing" tells the two apart (a closed socket answers it with a
  * reset). srv_stop ends running streams with an error event, never a normal
- * finish.
+ * finish, stops a prompt being evaluated between chunks, and gives open streams up to 2 s to
+ * send their last event before it closes the connections.
  *
  * Prefix reuse is per API key (tenant): a request under another key starts
  * from an empty cache, so cached_tokens reveals nothing of another client's
