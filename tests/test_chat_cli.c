@@ -148,9 +148,10 @@ static void test_chat_cli_generate_text(void) {
 }
 
 /* The progress line of a long prompt (PETREL_PROGRESS_AFTER=0 shows it at once; by default
- * after 1 s): on stderr, not a terminal here, so whole lines without control characters, at each
- * tenth of the way, the last one with every token done; stdout is what it is without it;
- * --quiet and --json show none. `petrel chat` shows it too. */
+ * after 1 s): on stderr that is not a terminal, whole lines without control characters, at each
+ * tenth of the way, the last one with every token done; on a terminal (script(1)), one line
+ * rewritten in place and erased when done; stdout is what it is without it; --quiet and --json
+ * show none. `petrel chat` shows it too. */
 static void test_chat_cli_progress_line(void) {
     char prompt[512], errf[512], cmd[16384];
     snprintf(prompt, sizeof prompt, "%s/long_prompt.txt", t_tmpdir());
@@ -205,6 +206,24 @@ static void test_chat_cli_progress_line(void) {
            errs[2] ? errs[2] : "");
     for (int k = 0; k < 3; k++)
         free(errs[k]);
+    /* on a terminal (script(1) gives it one): one line rewritten in place, erased before the
+     * statistics line */
+    if (t_run("command -v script >/dev/null", NULL, 0) == 0) {
+        static char tty[1 << 16];
+        snprintf(
+            cmd, sizeof cmd,
+            "script -qec \"PETREL_PROGRESS_AFTER=0 %s generate -m %s -f %s -n 2 --greedy -b 16 "
+            "-t 2 >/dev/null\" /dev/null",
+            bin(), model(), prompt);
+        CHECKF(t_run(cmd, tty, sizeof tty) == 0, "script: %s", tty);
+        const char *first = strstr(tty, "\r\033[K[prefill "), *lastp = NULL;
+        for (const char *p = tty; (p = strstr(p, "\r\033[K[prefill ")); p++)
+            lastp = p;
+        const char *stats = strstr(tty, "[prompt ");
+        const char *erase = lastp ? strstr(lastp + 1, "\r\033[K") : NULL;
+        CHECKF(first && stats && erase && erase < stats && !strstr(tty, "| done in "),
+               "terminal output: %s", tty);
+    }
     /* petrel chat: the same line for a long turn */
     snprintf(cmd, sizeof cmd,
              "(cat %s; echo) | PETREL_PROGRESS_AFTER=0 %s chat -m %s -n 3 --greedy -b 16 -t 2 "
