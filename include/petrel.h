@@ -157,6 +157,10 @@ int pt_engine_has_mtp(const pt_engine *e);     /* 1: pt_session_mtp works */
 const char *
 pt_engine_arch(const pt_engine *e); /* general.architecture ("" when a vocab_only file has none) */
 
+/* The KV cache's element types as the plan line names them: "f16", or "K q8_0, V f16" when
+ * they differ (MLA models keep one cache, in the K type: its name alone). */
+const char *pt_engine_kv_types(const pt_engine *e);
+
 /* One line describing the memory plan: budget, resident bytes, KV cache and
  * context, expert mode, slots per layer, I/O back-end. When the plan does not
  * fit the budget, pt_engine_open fails instead with every number named. */
@@ -231,6 +235,28 @@ int pt_session_eval(pt_session *s, const int32_t *tokens, int n, float *logits, 
  * context, a token outside the vocabulary, an engine error). */
 int pt_session_sync(pt_session *s, const int32_t *tokens, int n, float *logits,
                     const volatile sig_atomic_t *stop, char *err, size_t err_len);
+
+/* Progress of a prompt's evaluation by pt_session_sync or pt_gen_prefill (a
+ * long prompt can take minutes: front ends show it, the server keeps its
+ * clients' connections alive with it). Work is counted in units of one row
+ * through one layer, so any order of evaluation (chunk by chunk, or layer by
+ * layer over the whole prompt) reports it the same way; the tokens done are
+ * n_reused + (n_prompt - n_reused) * done / total. */
+typedef struct pt_prompt_progress {
+    int n_prompt;  /* tokens of the prompt */
+    int n_reused;  /* of those, kept from the cache: not evaluated */
+    int64_t done;  /* work done, of total */
+    int64_t total; /* (n_prompt - n_reused) x the model's layers; > 0 */
+} pt_prompt_progress;
+/* Called on the evaluating thread: once with done 0 when the prompt has been
+ * accepted (it fits the context, its tokens are in the vocabulary) and before
+ * anything is evaluated, then after each layer of each chunk, the last time
+ * with done == total, unless stopped or failed on the way. It runs between
+ * layers: keep it short. */
+typedef void (*pt_prompt_progress_fn)(void *ud, const pt_prompt_progress *p);
+/* Report the progress of the session's prompt evaluations to fn (NULL: no
+ * reports). Decode steps and pt_session_eval report nothing. */
+void pt_session_set_progress(pt_session *s, pt_prompt_progress_fn fn, void *ud);
 
 /* MTP/NextN draft logits [n][n_vocab]: row i from (tokens[i], hidden_prev[i]),
  * hidden_prev[i] being the trunk state of the position before. 0, or -1 with err. */
@@ -694,6 +720,9 @@ int pt_gen_set_prefix_cache(pt_gen *g, pt_pcache *pc, const char *scope);
 /* A session file was loaded into the session (pt_session_load_file): the drafting state
  * starts from its positions. */
 void pt_gen_session_restored(pt_gen *g);
+/* Positions the last pt_gen_prefill restored from the prefix cache on disk (0: none, or no
+ * cache); they are part of what it returned as reused. */
+int pt_gen_last_restored(const pt_gen *g);
 /* Before saving the session: the MTP head brought up to the positions the trunk decided (a
  * saved session then carries them). 0, or -1 (the head is left behind). */
 int pt_gen_catch_up_mtp(pt_gen *g);

@@ -147,6 +147,150 @@ static void test_chat_cli_generate_text(void) {
     CHECK(sscanf(out, "%d %d %d", &a, &b, &c) == 3);
 }
 
+/* The progress line of a long prompt (PETREL_PROGRESS_AFTER=0 shows it at once; by default
+ * after 1 s): on stderr that is not a terminal, whole lines without control characters, at each
+ * tenth of the way, the last one with every token done; on a terminal (script(1)), one line
+ * rewritten in place and erased when done; stdout is what it is without it; --quiet and --json
+ * show none. `petrel chat` shows it too. */
+static void test_chat_cli_progress_line(void) {
+    char prompt[512], errf[512], cmd[16384];
+    snprintf(prompt, sizeof prompt, "%s/long_prompt.txt", t_tmpdir());
+    snprintf(errf, sizeof errf, "%s/progress_err.txt", t_tmpdir());
+    FILE *f = fopen(prompt, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    for (int i = 0; i < 12; i++)
+        fprintf(f, "Solid state drives store data in flash cells, line %d. ", i);
+    fclose(f);
+    const char *flags[] = {"", "--quiet", "--json"};
+    char *errs[3] = {0};
+    static char outs[3][4096];
+    for (int k = 0; k < 3; k++) {
+        snprintf(cmd, sizeof cmd,
+                 "PETREL_PROGRESS_AFTER=0 %s generate -m %s -f %s -n 4 --greedy -b 16 -t 2 %s "
+                 "2>%s",
+                 bin(), model(), prompt, flags[k], errf);
+        CHECKF(t_run(cmd, outs[k], sizeof outs[k]) == 0, "%s: %s", flags[k], outs[k]);
+        errs[k] = t_read_file(errf, NULL);
+    }
+    const char *e = errs[0] ? errs[0] : "";
+    /* the prompt's size from the statistics line; every progress line names it */
+    const char *st = strstr(e, "[prompt ");
+    int n_prompt = 0, lines = 0, bad = 0, last_done = -1, done = 0, total = 0;
+    CHECKF(st && sscanf(st, "[prompt %d tokens", &n_prompt) == 1 && n_prompt > 200,
+           "no statistics line: %s", e);
+    for (const char *p = e; (p = strstr(p, "[prefill ")); p++) {
+        lines++;
+        if (sscanf(p, "[prefill %d/%d tokens | ", &done, &total) != 2 || total != n_prompt ||
+            done <= last_done || done > total || !strstr(p, " tok/s | "))
+            bad++;
+        last_done = done;
+    }
+    CHECKF(lines >= 3 && lines <= 12 && bad == 0, "%d progress lines, %d bad:\n%s", lines, bad, e);
+    /* the last line: every token done, and how long it took */
+    const char *last = e;
+    for (const char *p = e; (p = strstr(p, "[prefill ")); p++)
+        last = p;
+    char want[64];
+    snprintf(want, sizeof want, "[prefill %d/%d tokens | ", n_prompt, n_prompt);
+    CHECKF(!strncmp(last, want, strlen(want)) && strstr(last, "| done in ") &&
+               strstr(last, "[prompt ") > last,
+           "last progress line: %s", last);
+    CHECKF(!strchr(e, '\r') && !strchr(e, '\033'), "control characters on stderr: %s", e);
+    /* stdout is the same with and without the line; --quiet and --json show none */
+    CHECKF(!strcmp(outs[0], outs[1]) && !strcmp(outs[0], outs[2]), "stdout differs: '%s' '%s' '%s'",
+           outs[0], outs[1], outs[2]);
+    CHECKF(!strstr(outs[0], "prefill"), "progress on stdout: %s", outs[0]);
+    CHECKF(errs[1] && !errs[1][0], "--quiet wrote to stderr: %s", errs[1] ? errs[1] : "");
+    CHECKF(errs[2] && !strstr(errs[2], "[prefill"), "--json shows progress: %s",
+           errs[2] ? errs[2] : "");
+    for (int k = 0; k < 3; k++)
+        free(errs[k]);
+    /* on a terminal (script(1) gives it one): one line rewritten in place, erased before the
+     * statistics line */
+    if (t_run("command -v script >/dev/null", NULL, 0) == 0) {
+        static char tty[1 << 16];
+        snprintf(
+            cmd, sizeof cmd,
+            "script -qec \"PETREL_PROGRESS_AFTER=0 %s generate -m %s -f %s -n 2 --greedy -b 16 "
+            "-t 2 >/dev/null\" /dev/null",
+            bin(), model(), prompt);
+        CHECKF(t_run(cmd, tty, sizeof tty) == 0, "script: %s", tty);
+        const char *first = strstr(tty, "\r\033[K[prefill "), *lastp = NULL;
+        for (const char *p = tty; (p = strstr(p, "\r\033[K[prefill ")); p++)
+            lastp = p;
+        const char *stats = strstr(tty, "[prompt ");
+        const char *erase = lastp ? strstr(lastp + 1, "\r\033[K") : NULL;
+        CHECKF(first && stats && erase && erase < stats && !strstr(tty, "| done in "),
+               "terminal output: %s", tty);
+    }
+    /* petrel chat: the same line for a long turn */
+    snprintf(cmd, sizeof cmd,
+             "(cat %s; echo) | PETREL_PROGRESS_AFTER=0 %s chat -m %s -n 3 --greedy -b 16 -t 2 "
+             "2>%s",
+             prompt, bin(), model(), errf);
+    CHECKF(t_run(cmd, out, sizeof out) == 0, "chat: %s", out);
+    char *ce = t_read_file(errf, NULL);
+    CHECKF(ce && strstr(ce, "[prefill ") && strstr(ce, "| done in "), "chat stderr: %s",
+           ce ? ce : "");
+    CHECKF(!strstr(out, "prefill"), "chat: progress on stdout: %s", out);
+    free(ce);
+}
+
+/* The KV cache in the statistics: --json names the context, the positions held, the types
+ * (-ctk/-ctv), the bytes in RAM and the prefix hits; chat's line after each turn shows them,
+ * the second turn's prefix hits being the positions it reused. */
+static void test_chat_cli_kv_stats(void) {
+    char args[8192], errf[512];
+    snprintf(errf, sizeof errf, "%s/kv_err.txt", t_tmpdir());
+    snprintf(args, sizeof args,
+             "generate -m %s -p 'Once upon a time' -n 5 --greedy -c 256 -ctk q8_0 -ctv q8_0 --json",
+             t_fixture("qwen3moe-rq2k.gguf"));
+    CHECK(run_io("", args, errf, out, sizeof out) == 0);
+    char *err = t_read_file(errf, NULL);
+    json_t *j = err ? json_loads(err, 0, NULL) : NULL;
+    CHECKF(j, "--json: %s", err ? err : "");
+    if (j) {
+        const int np = (int)json_integer_value(json_object_get(j, "prompt_tokens"));
+        const int held = (int)json_integer_value(json_object_get(j, "kv_positions"));
+        const char *types = json_string_value(json_object_get(j, "kv_types"));
+        CHECKF(json_integer_value(json_object_get(j, "n_ctx")) == 256 && held == np + 4 && types &&
+                   !strcmp(types, "q8_0") &&
+                   json_integer_value(json_object_get(j, "kv_ram_bytes")) > 0 &&
+                   json_integer_value(json_object_get(j, "prefix_hits")) == 0,
+               "%s", err);
+        json_decref(j);
+    }
+    free(err);
+    /* K and V of different types are named apart */
+    snprintf(args, sizeof args, "generate -m %s -p 'Once upon a time' -n 2 -c 128 -ctk q8_0",
+             t_fixture("qwen3moe-rq2k.gguf"));
+    CHECK(run_io("", args, errf, out, sizeof out) == 0);
+    err = t_read_file(errf, NULL);
+    CHECK_STR_CONTAINS(err, "/128 K q8_0, V f16, ");
+    free(err);
+    /* chat: two turns; the second's prefix hits are its reused positions */
+    snprintf(args, sizeof args, "chat -m %s --greedy -n 4 -t 2 -c 512",
+             t_fixture("qwen3moe-rq2k.gguf"));
+    CHECK(run_io("Hello there\\nTell me more\\n", args, errf, out, sizeof out) == 0);
+    err = t_read_file(errf, NULL);
+    int turns = 0;
+    for (const char *p = err; p && (p = strstr(p, "[prompt ")); p++) {
+        int np = 0, nr = 0, held = 0, ctx = 0, hits = -1;
+        const char *kv = strstr(p, "| KV ");
+        CHECKF(sscanf(p, "[prompt %d tokens (%d reused)", &np, &nr) == 2 && kv &&
+                   sscanf(kv, "| KV %d/%d f16, ", &held, &ctx) == 2 &&
+                   strstr(kv, " in RAM, prefix hits ") &&
+                   sscanf(strstr(kv, "prefix hits "), "prefix hits %d (0 from disk)", &hits) == 1,
+               "%s", err);
+        CHECKF(ctx == 512 && held >= np && hits == nr && (turns == 0 || hits > 0),
+               "turn %d: held %d of %d, hits %d, reused %d", turns + 1, held, ctx, hits, nr);
+        turns++;
+    }
+    CHECKF(turns == 2, "%d statistics lines: %s", turns, err ? err : "");
+    free(err);
+}
+
 static void test_chat_cli_bad_input(void) {
     char args[8192], errf[512];
     snprintf(errf, sizeof errf, "%s/bad_err.txt", t_tmpdir());
@@ -338,6 +482,8 @@ T_SUITE(chat_cli) {
     T_ADD(test_chat_cli_kv_reuse_invariant);
     T_ADD(test_chat_cli_commands);
     T_ADD(test_chat_cli_generate_text);
+    T_ADD(test_chat_cli_progress_line);
+    T_ADD(test_chat_cli_kv_stats);
     T_ADD(test_chat_cli_bad_input);
     T_ADD(test_chat_cli_reasoning_on_stderr);
 }

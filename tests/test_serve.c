@@ -512,6 +512,126 @@ static void test_serve_stream(void) {
     srv_down(&s);
 }
 
+/* A streamed request's response begins before its prompt is evaluated: status and headers, an
+ * SSE comment ": prefill 0/N" before any data event, then (--sse-keepalive 0: after every layer)
+ * comments with the tokens done, the last one N/N before the answer's text; the events are
+ * unchanged (comments are not events). A request that does not stream has no comment in its
+ * body. A reused prefix counts as done from the start. */
+static void test_serve_stream_prefill_comments(void) {
+    const char *extra[] = {"-b", "16", "-c", "2048", "--sse-keepalive", "0", NULL};
+    tsrv s;
+    if (srv_up_checked(&s, FIX, extra)) return;
+    long hits = -1; /* the second request's cached_tokens */
+    char text[2048] = "", req[4096];
+    for (int i = 0; i < 16; i++)
+        strcat(text, "Solid state drives keep data in flash cells. ");
+    hresp r;
+    for (int round = 0; round < 2; round++) {
+        snprintf(req, sizeof req,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}],\"max_tokens\":4,"
+                 "\"temperature\":0,\"stream\":true,\"stream_options\":{\"include_usage\":true}}",
+                 text);
+        CHECK(http(s.port, "POST", "/v1/chat/completions", NULL, req, &r) == 0 && r.status == 200);
+        CHECK_STR_CONTAINS(r.raw, "Content-Type: text/event-stream");
+        int done = 0;
+        json_t *ev = sse_events(r.body ? r.body : "", &done);
+        const size_t n = json_array_size(ev);
+        const long n_prompt = jint(json_array_get(ev, n - 1), "usage.prompt_tokens");
+        const long cached =
+            jint(json_array_get(ev, n - 1), "usage.prompt_tokens_details.cached_tokens");
+        CHECKF(done && n_prompt > 100, "%zu events, prompt %ld: %s", n, n_prompt,
+               r.body ? r.body : "");
+        /* the comments: first, in order, the last one complete before the first text delta */
+        const char *body = r.body ? r.body : "";
+        const char *first_data = strstr(body, "data: ");
+        const char *first_text = strstr(body, "\"content\":\"");
+        while (first_text && first_text[11] == '"') /* the role's opening "content":"" */
+            first_text = strstr(first_text + 1, "\"content\":\"");
+        CHECKF(!strncmp(body, ": prefill ", 10), "the stream does not begin with a comment: %.200s",
+               body);
+        int n_comments = 0, bad = 0, last = -1, got = 0, tot = 0;
+        const char *last_c = NULL;
+        for (const char *c = body; (c = strstr(c, ": prefill ")); c++) {
+            if (c != body && c[-1] != '\n') continue;
+            n_comments++;
+            if (sscanf(c, ": prefill %d/%d\n\n", &got, &tot) != 2 || tot != n_prompt ||
+                got < last || got > tot)
+                bad++;
+            if (n_comments == 1 && got != (round ? cached : 0)) bad++;
+            last = got, last_c = c;
+        }
+        CHECKF(n_comments >= 3 && bad == 0 && last == n_prompt,
+               "round %d: %d comments, %d bad, last %d of %ld: %.600s", round, n_comments, bad,
+               last, n_prompt, body);
+        CHECKF(first_data && first_data > body && (!first_text || last_c < first_text),
+               "comments and data out of order: %.600s", body);
+        /* the events are what they were: the role first, then the text, finish, usage */
+        CHECK(jstr(ev, "0.choices.0.delta.role") &&
+              !strcmp(jstr(ev, "0.choices.0.delta.role"), "assistant"));
+        CHECK(jstr(json_array_get(ev, n - 2), "choices.0.finish_reason") != NULL);
+        if (round == 1) CHECKF(cached == n_prompt - 1, "cached %ld of %ld", cached, n_prompt);
+        if (round == 1) hits = cached;
+        json_decref(ev);
+        hresp_free(&r);
+    }
+    /* the log line: the KV cache and the second request's prefix hits */
+    char *log = t_read_file(s.errfile, NULL);
+    char want[64];
+    snprintf(want, sizeof want, " in RAM, prefix hits %ld (0 from disk)", hits);
+    CHECK_STR_CONTAINS(log, "/2048 f16, ");
+    CHECK_STR_CONTAINS(log, " in RAM, prefix hits 0 (0 from disk)");
+    CHECK_STR_CONTAINS(log, want);
+    free(log);
+    /* not streamed: a JSON body, no comment */
+    snprintf(req, sizeof req,
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"%s Why?\"}],\"max_tokens\":2}", text);
+    CHECK(http(s.port, "POST", "/v1/chat/completions", NULL, req, &r) == 0 && r.status == 200);
+    json_t *j = body_json(&r);
+    CHECKF(j && r.body[0] == '{' && !strstr(r.body, "prefill"), "%s", r.body ? r.body : "");
+    json_decref(j);
+    hresp_free(&r);
+    srv_down(&s);
+}
+
+/* A prefill that fails after the stream began (the expert pack truncated under a server that
+ * streams experts from it): the status was 200, so the error is the stream's error event (the
+ * shape of every mid-stream error) and [DONE], named in the log line. */
+static void test_serve_stream_error_after_headers(void) {
+    static char out[8192];
+    char model[512], pack[600], cmd[2048];
+    snprintf(model, sizeof model, "%s/f.gguf", t_tmpdir());
+    snprintf(pack, sizeof pack, "%s.xpack", model);
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s' && %s pack '%s'", t_fixture("glm-dsa-rq2k.gguf"), model,
+             bin(), model);
+    CHECKF(t_run(cmd, out, sizeof out) == 0, "copy and pack: %s", out);
+    const char *extra[] = {"--expert-slots", "1", NULL};
+    tsrv s;
+    if (srv_up_checked(&s, model, extra)) return;
+    struct stat st;
+    CHECK(stat(pack, &st) == 0 && truncate(pack, st.st_size / 4) == 0);
+    hresp r;
+    CHECK(http(s.port, "POST", "/v1/chat/completions", NULL,
+               "{\"messages\":[{\"role\":\"user\",\"content\":\"Tell me about SSDs\"}],"
+               "\"max_tokens\":4,\"stream\":true}",
+               &r) == 0);
+    CHECKF(r.status == 200 && r.body && !strncmp(r.body, ": prefill 0/", 12), "%d: %s", r.status,
+           r.body ? r.body : "");
+    int done = 0;
+    json_t *ev = sse_events(r.body ? r.body : "", &done);
+    const json_t *last = json_array_get(ev, json_array_size(ev) - 1);
+    const char *msg = jstr(last, "error.message");
+    CHECKF(done && msg && strstr(msg, "unexpected end of file") && strstr(msg, pack) &&
+               jstr(last, "error.type") && !strcmp(jstr(last, "error.type"), "server_error"),
+           "%s", r.body ? r.body : "");
+    json_decref(ev);
+    hresp_free(&r);
+    char *log = t_read_file(s.errfile, NULL);
+    CHECK_STR_CONTAINS(log, "petrel: 200 POST /v1/chat/completions (stream): ");
+    CHECK_STR_CONTAINS(log, "reading experts of layer"); /* the log line cuts long messages */
+    free(log);
+    srv_down(&s);
+}
+
 static void test_serve_responses(void) {
     tsrv s;
     if (srv_up_checked(&s, FIX, NULL)) return;
@@ -1512,13 +1632,15 @@ static int node_openai_ready(void) {
     return 0;
 }
 
-/* A node client script of tests/serve run against a server on the fixture: it must exit 0 and
- * end with its "N checks passed" line. */
+/* A node client script of tests/serve run against a server on the fixture (sending a prefill
+ * comment after every layer): it must exit 0 and end with its "N checks passed" line. */
 static void node_client(const char *script, const char *what) {
     static char out[65536];
     if (node_openai_ready()) return;
     tsrv s;
-    if (srv_up_checked(&s, FIX, NULL)) return;
+    /* an SSE comment after every layer of every prompt: the clients must skip them */
+    const char *extra[] = {"--sse-keepalive", "0", NULL};
+    if (srv_up_checked(&s, FIX, extra)) return;
     char cmd[512];
     snprintf(cmd, sizeof cmd, "timeout 120 node tests/serve/%s http://127.0.0.1:%d/v1", script,
              s.port);
@@ -2494,6 +2616,38 @@ static void test_serve_shutdown_stream(void) {
     srv_down(&s);
 }
 
+/* SIGTERM while a streamed prompt of ~3,000 tokens is evaluated (its first comment came before
+ * the prefill; the prefill takes seconds, the server notices the signal within 0.1 s): the
+ * prefill stops between chunks instead of running to its end, the stream ends with an error
+ * event saying so, and the server exits 0. */
+static void test_serve_shutdown_during_prefill(void) {
+    tsrv s;
+    const char *extra[] = {"-c", "8192", "-b", "16", NULL};
+    if (srv_up_checked(&s, FIX, extra)) return;
+    const char *line = "Solid state drives keep data in flash cells. ";
+    size_t cap = 200 * strlen(line) + 512;
+    char *req = malloc(cap);
+    int k = snprintf(req, cap, "{\"messages\":[{\"role\":\"user\",\"content\":\"");
+    for (int i = 0; i < 130; i++)
+        k += snprintf(req + k, cap - (size_t)k, "%s", line);
+    snprintf(req + k, cap - (size_t)k, "\"}],\"max_tokens\":4,\"stream\":true}");
+    int fd = connect_to(s.port, 30);
+    CHECK(fd >= 0 && send_req(fd, "POST", "/v1/chat/completions", NULL, req) == 0);
+    free(req);
+    char buf[256];
+    CHECK(fd >= 0 && recv(fd, buf, sizeof buf, MSG_PEEK) > 0); /* the headers, before the prefill */
+    kill(s.pid, SIGTERM);
+    hresp r;
+    CHECK(read_resp(fd, &r) == 0 && r.status == 200);
+    CHECKF(r.body && !strncmp(r.body, ": prefill 0/", 12) &&
+               strstr(r.body, "the server is shutting down; the prompt's evaluation stopped") &&
+               strstr(r.body, "data: [DONE]") && !strstr(r.body, "\"finish_reason\":\"stop\""),
+           "the stream: %s", r.body ? r.body : "");
+    hresp_free(&r);
+    if (fd >= 0) close(fd);
+    srv_down(&s);
+}
+
 /* `--api-key ""` (an unset variable) and an empty PETREL_API_KEY are errors (exit 2), not a
  * server without authentication. */
 static void test_serve_api_key_empty(void) {
@@ -2879,7 +3033,7 @@ static void test_serve_prefix_cache_restart(void) {
                                  "--api-key",   "key-b", NULL};
     char *body = long_chat("Summarise the rules.");
     char *answer = NULL;
-    long prompt = 0;
+    long prompt = 0, restored = -1;
     for (int run = 0; run < 2; run++) {
         tsrv s;
         if (srv_up_checked(&s, "glm-dsa-rq2k.gguf", extra)) break;
@@ -2899,6 +3053,7 @@ static void test_serve_prefix_cache_restart(void) {
             CHECKF(cached >= 2 * 256 - 1 && cached < prompt, "after a restart: cached %ld of %ld",
                    cached, prompt);
             CHECKF(c && !strcmp(c, answer), "answer after a restore: '%s', fresh: '%s'", c, answer);
+            restored = cached;
         }
         json_decref(j);
         hresp_free(&r);
@@ -2913,6 +3068,12 @@ static void test_serve_prefix_cache_restart(void) {
             hresp_free(&r);
         }
         srv_down(&s);
+        if (run == 1 && restored > 0) { /* the log line says where the hits came from */
+            char *log = t_read_file(s.errfile, NULL), want[96];
+            snprintf(want, sizeof want, "prefix hits %ld (%ld from disk)", restored, restored);
+            CHECK_STR_CONTAINS(log, want);
+            free(log);
+        }
     }
     free(answer);
     free(body);
@@ -2963,6 +3124,8 @@ T_SUITE(serve) {
     T_ADD(test_serve_loading);
     T_ADD(test_serve_basic);
     T_ADD(test_serve_stream);
+    T_ADD(test_serve_stream_prefill_comments);
+    T_ADD(test_serve_stream_error_after_headers);
     T_ADD(test_serve_responses);
     T_ADD(test_serve_reasoning);
     T_ADD(test_serve_tools_http);
@@ -2988,5 +3151,6 @@ T_SUITE(serve) {
     T_ADD(test_serve_context_cap);
     T_ADD(test_serve_inspect_escapes);
     T_ADD(test_serve_shutdown_stream);
+    T_ADD(test_serve_shutdown_during_prefill);
     T_ADD_TIMEOUT(test_serve_slowloris, 700);
 }

@@ -253,7 +253,106 @@ static void session_gen_reuse_matches_fresh(void) {
     }
 }
 
+/* ===== Prompt progress (pt_session_set_progress) ===== */
+
+typedef struct prog_log {
+    int calls, bad; /* reports; reports that broke the contract */
+    pt_prompt_progress first, last;
+    int stop_after; /* > 0: set *stop at this report */
+    volatile sig_atomic_t *stop;
+} prog_log;
+
+static void on_prog(void *ud, const pt_prompt_progress *p) {
+    prog_log *l = ud;
+    if (l->calls == 0) l->first = *p;
+    /* done grows from 0 to total; the prompt's numbers stay */
+    if (p->total <= 0 || p->done < 0 || p->done > p->total ||
+        (l->calls > 0 && (p->done <= l->last.done || p->total != l->last.total ||
+                          p->n_prompt != l->last.n_prompt || p->n_reused != l->last.n_reused)))
+        l->bad++;
+    l->last = *p;
+    if (++l->calls == l->stop_after) *l->stop = 1;
+}
+
+/* The progress of pt_session_sync and of the drafting prefill (pt_gen_prefill with an MTP
+ * head): a first report with done 0, then one per layer of each chunk, the last with done ==
+ * total = the evaluated tokens x the layers; the reused prefix is named; decode steps report
+ * nothing; a stopped prefill reports nothing after it returns. */
+static void session_progress_reports_work(void) {
+    static const char *const models[] = {"qwen3moe-rq2k.gguf", "glm-dsa-rq2k.gguf"};
+    static const char *const refs[] = {"qwen3moe-rq2k.ref.json", "glm-dsa-rq2k.ref.json"};
+    for (int f = 0; f < 2; f++) {
+        char err[512];
+        int32_t toks[60];
+        const int n = prompt_tokens(refs[f], 2, toks, 40);
+        if (n < 30) {
+            CHECKF(0, "%s: prompt not found", refs[f]);
+            continue;
+        }
+        pt_engine *e = open_fixture(models[f], err, sizeof err);
+        CHECKF(e, "%s", err);
+        if (!e) continue;
+        const int B = 8;
+        pt_session_params sp = {.n_ctx = 64, .n_batch = B};
+        pt_session *s = pt_session_new(e, &sp, err, sizeof err);
+        pt_sampling greedy;
+        pt_sampling_default(&greedy);
+        greedy.temp = 0;
+        pt_gen *g = s ? pt_gen_new(s, &greedy, err, sizeof err) : NULL;
+        CHECKF(g, "%s", err);
+        if (!g) goto next;
+        /* glm-dsa prefills through the drafting path (its MTP head) */
+        if (pt_engine_has_mtp(e)) CHECK(pt_gen_set_draft(g, 2, err, sizeof err) == 2);
+        prog_log l = {0};
+        pt_session_set_progress(s, on_prog, &l);
+        /* the whole prompt but its last 7 tokens: 33 tokens in chunks of 8 */
+        const int n1 = n - 7;
+        CHECK(pt_gen_prefill(g, toks, n1, NULL, err, sizeof err) == 0);
+        const int64_t layers = l.last.total / n1;
+        CHECKF(l.bad == 0 && l.first.done == 0 && l.last.done == l.last.total &&
+                   l.last.total == layers * n1 && layers > 0 && l.last.n_prompt == n1 &&
+                   l.last.n_reused == 0 && l.calls == 1 + (int)layers * ((n1 + B - 1) / B),
+               "%s: %d reports (%d bad), last %lld/%lld", models[f], l.calls, l.bad,
+               (long long)l.last.done, (long long)l.last.total);
+        /* the same prompt and 7 more tokens: the prefix is reused, 7 tokens evaluated */
+        memset(&l, 0, sizeof l);
+        const int reused = pt_gen_prefill(g, toks, n, NULL, err, sizeof err);
+        CHECKF(reused > 0 && l.bad == 0 && l.first.n_reused == reused && l.last.n_prompt == n &&
+                   l.last.done == l.last.total && l.last.total == layers * (n - reused),
+               "%s: reused %d, reported %d of %d, %lld/%lld", models[f], reused, l.first.n_reused,
+               l.last.n_prompt, (long long)l.last.done, (long long)l.last.total);
+        /* a decode step reports nothing */
+        memset(&l, 0, sizeof l);
+        const pt_gen_opts o = {.max_tokens = 3, .ignore_eog = 1};
+        pt_gen_result r = {0};
+        CHECK(pt_gen_run(g, &o, NULL, NULL, NULL, &r, err, sizeof err) == 0);
+        pt_buf_free(&r.text);
+        CHECKF(l.calls == 0, "%s: %d reports while decoding", models[f], l.calls);
+        /* stopped after the first chunk's first layer: -2, and no report after the return */
+        volatile sig_atomic_t stop = 0;
+        memset(&l, 0, sizeof l);
+        l.stop_after = 2, l.stop = &stop;
+        pt_gen_clear(g);
+        CHECK(pt_gen_prefill(g, toks, n, &stop, err, sizeof err) == -2);
+        const int calls = l.calls;
+        CHECKF(calls == 1 + (int)layers && l.last.done < l.last.total,
+               "%s: %d reports before the stop", models[f], calls);
+        CHECK(pt_session_eval(s, toks, 1, NULL, 0, NULL, err, sizeof err) == 0);
+        CHECK(l.calls == calls);
+        /* no callback: no report */
+        pt_session_set_progress(s, NULL, NULL);
+        pt_gen_clear(g);
+        CHECK(pt_gen_prefill(g, toks, n, NULL, err, sizeof err) == 0);
+        CHECK(l.calls == calls);
+    next:
+        pt_gen_free(g);
+        pt_session_free(s);
+        pt_engine_close(e);
+    }
+}
+
 T_SUITE(session) {
+    T_ADD(session_progress_reports_work);
     T_ADD(session_sync_reuses_only_what_it_can);
     T_ADD(session_truncate_reports_kept);
     T_ADD(session_sync_refusals);

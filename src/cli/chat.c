@@ -148,6 +148,9 @@ static int chat_with(tcli_opts *opts, int argc, char **argv) {
     tcli_turn last = {0};
     tcli_answer ans; /* the answer on stdout, the reasoning on stderr */
     tcli_answer_init(&ans, m.format, show_reasoning);
+    tcli_progress prog; /* a long prompt's progress line on stderr */
+    tcli_progress_init(&prog, opts->progress_after);
+    pt_session_set_progress(m.s, tcli_progress_cb, &prog);
     fprintf(stderr, "petrel: chatting with %s (%s format, context %d); /exit or Ctrl-D to quit\n",
             pt_engine_arch(m.e), m.format, pt_session_n_ctx(m.s));
     tcli_sigint(1);
@@ -214,6 +217,7 @@ static int chat_with(tcli_opts *opts, int argc, char **argv) {
                         .stop = &tcli_interrupted};
         char err[512];
         int trc = fe_turn_run(m.g, &turn, &res, err, sizeof err);
+        tcli_progress_end(&prog);
         tcli_turn t = {.n_prompt = res.n_prompt,
                        .n_reused = res.n_reused,
                        .t_start = res.t_start,

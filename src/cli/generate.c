@@ -283,9 +283,13 @@ static int run_text(const tcli_opts *o, const char *text, size_t len, int chat, 
         turn.on_prefilled = tcli_answer_prefilled, turn.ud = &ans;
         turn.parse = 1;
     }
+    tcli_progress prog; /* a long prompt's progress line on stderr */
+    tcli_progress_init(&prog, o->progress_after);
+    if (!quiet && !json) pt_session_set_progress(m.s, tcli_progress_cb, &prog);
     tcli_interrupted = 0;
     tcli_sigint(1);
     int trc = fe_turn_run(m.g, &turn, &res, err, sizeof err);
+    tcli_progress_end(&prog);
     t.n_prompt = res.n_prompt, t.n_reused = res.n_reused, t.t_start = res.t_start,
     t.t_prefilled = res.t_prefilled;
     /* what the split held back is printed and the reasoning's line ended, even

@@ -62,6 +62,9 @@ static void serve_usage(FILE *f) {
         "                          server's own origin and http://localhost|127.0.0.1|[::1]:*\n"
         "  --allow-host NAME       a DNS name this server may be reached by (repeatable); IP\n"
         "                          addresses, localhost and this machine's name always work\n"
+        "  --sse-keepalive S       while a streamed request's prompt is evaluated, an SSE\n"
+        "                          comment ': prefill DONE/TOTAL' every S seconds (default 5;\n"
+        "                          0: after every layer), so idle timeouts do not drop it\n"
         "  --quiet                 no line per request on stderr (status, tokens, prefill, tok/s)\n"
         "  --cache-dir DIR         keep the KV of prompt prefixes there, for other conversations\n"
         "                          and restarts (default: $XDG_CACHE_HOME/petrel/kv or\n"
@@ -95,6 +98,7 @@ int cmd_serve(int argc, char **argv) {
                     .max_conns = 64,
                     .request_timeout_s = 10,
                     .max_conns_per_ip = 8,
+                    .sse_keepalive_s = 5,
                     .log = stderr};
     const char *keys[64], *cors[64], *hosts[64];
     int n_keys = 0, n_cors = 0, n_hosts = 0;
@@ -140,7 +144,7 @@ int cmd_serve(int argc, char **argv) {
                      !strcmp(a, "--max-header") || !strcmp(a, "--timeout") ||
                      !strcmp(a, "--max-connections") || !strcmp(a, "--max-connections-per-ip") ||
                      !strcmp(a, "--request-timeout") || !strcmp(a, "--cors") ||
-                     !strcmp(a, "--allow-host");
+                     !strcmp(a, "--allow-host") || !strcmp(a, "--sse-keepalive");
         if (valued) {
             if (!v) {
                 fprintf(stderr, "petrel serve: %s needs a value\n", a);
@@ -195,7 +199,10 @@ int cmd_serve(int argc, char **argv) {
             } else if (!strcmp(a, "--alias"))
                 p.model_name = v;
             else {
-                long lo = !strcmp(a, "--port") || !strcmp(a, "--queue") ? 0 : 1;
+                long lo =
+                    !strcmp(a, "--port") || !strcmp(a, "--queue") || !strcmp(a, "--sse-keepalive")
+                        ? 0
+                        : 1;
                 long hi = !strcmp(a, "--port")       ? 65535
                           : !strcmp(a, "--max-body") ? (1L << 40)
                                                      : (1L << 30);
@@ -220,6 +227,8 @@ int cmd_serve(int argc, char **argv) {
                     p.request_timeout_s = (int)n;
                 else if (!strcmp(a, "--max-connections-per-ip"))
                     p.max_conns_per_ip = (int)n;
+                else if (!strcmp(a, "--sse-keepalive"))
+                    p.sse_keepalive_s = (double)n;
                 else
                     p.max_conns = (int)n;
             }

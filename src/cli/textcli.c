@@ -35,6 +35,12 @@ void tcli_opts_init(tcli_opts *o) {
     /* PETREL_USAGE_DIR: keep usage statistics there instead of next to the model
      * (the test suite points it into its temp dir, away from the fixtures) */
     o->ep.usage_dir = getenv("PETREL_USAGE_DIR");
+    /* PETREL_PROGRESS_AFTER: seconds before a long prompt's progress line shows (the test suite
+     * sets 0 to see it on a small model) */
+    const char *pa = getenv("PETREL_PROGRESS_AFTER");
+    char *end = NULL;
+    o->progress_after = pa && *pa ? strtod(pa, &end) : 1.0;
+    if (end && (*end || !(o->progress_after >= 0))) o->progress_after = 1.0;
     pt_sampling_default(&o->sp);
     o->n_gen = -1;
     o->think = -1;
@@ -666,6 +672,8 @@ void tcli_print_stats(FILE *f, const tcli_model *m, const tcli_turn *t, int json
     const uint64_t fwd = ds.verify + ds.plain;
     const double acc = ds.drafted ? (double)ds.accepted / (double)ds.drafted : 0;
     const double tpf = fwd ? (double)ds.tokens / (double)fwd : 0;
+    fe_kv_stats kv;
+    fe_kv_stats_of(m->s, t->n_reused, pt_gen_last_restored(m->g), &kv);
     char dline[160] = "";
     if (ds.n_draft)
         snprintf(dline, sizeof dline, " | draft %d: %.1f%% accepted, %.2f tok/forward", ds.n_draft,
@@ -694,22 +702,28 @@ void tcli_print_stats(FILE *f, const tcli_model *m, const tcli_turn *t, int json
             "\"expert_hits\": %llu, \"expert_misses\": %llu, \"gb_read\": %.6f, \"io_wait_s\": "
             "%.4f, "
             "\"rss_mb\": %.1f, \"peak_rss_mb\": %.1f, \"draft\": %d, \"draft_accept\": %.4f, "
-            "\"tokens_per_forward\": %.3f, \"draft_backoffs\": %llu, \"seed\": %llu%s%s}\n",
+            "\"tokens_per_forward\": %.3f, \"draft_backoffs\": %llu, \"seed\": %llu, "
+            "\"n_ctx\": %d, \"kv_positions\": %d, \"kv_types\": \"%s\", \"kv_ram_bytes\": %llu, "
+            "\"prefix_hits\": %d, \"prefix_hits_disk\": %d%s%s}\n",
             t->n_prompt, t->n_reused, prefill_s, ttft, t->n_gen, tps, tcli_reason_name(t->reason),
             hit / 100, (unsigned long long)st.hits, (unsigned long long)st.misses,
             st.bytes_read / 1e9, st.io_wait_s, st.rss_bytes / 1048576.0,
             st.peak_rss_bytes / 1048576.0, ds.n_draft, acc, tpf, (unsigned long long)ds.backoffs,
-            (unsigned long long)m->sp.seed, fields ? "," : "", fields ? fields : "");
+            (unsigned long long)m->sp.seed, kv.n_ctx, kv.n_past, kv.types,
+            (unsigned long long)kv.ram_bytes, kv.hits, kv.hits_disk, fields ? "," : "",
+            fields ? fields : "");
         free(fields);
         return;
     }
+    char kline[192];
+    fe_kv_format(&kv, kline, sizeof kline);
     fprintf(f,
             "[prompt %d tokens (%d reused) in %.2f s, TTFT %.2f s | %d tokens, %.2f tok/s, %s | "
-            "experts %.1f%% "
+            "%s | experts %.1f%% "
             "hit, %.2f GB read | RSS %.0f MB, peak %.0f MB%s]\n",
             t->n_prompt, t->n_reused, prefill_s, ttft, t->n_gen, tps, tcli_reason_name(t->reason),
-            hit, st.bytes_read / 1e9, st.rss_bytes / 1048576.0, st.peak_rss_bytes / 1048576.0,
-            dline);
+            kline, hit, st.bytes_read / 1e9, st.rss_bytes / 1048576.0,
+            st.peak_rss_bytes / 1048576.0, dline);
     if (verbose)
         fprintf(f,
                 "[experts %s (%d slots/layer, %s%s%s): %llu hits, %llu misses, I/O wait %.3f s, "
@@ -725,4 +739,75 @@ void tcli_print_stats(FILE *f, const tcli_model *m, const tcli_turn *t, int json
                 "[expert checksums: %llu reads checked in %.3f s, %llu bad, %llu from the GGUF]\n",
                 (unsigned long long)st.checked_reads, st.verify_s, (unsigned long long)st.bad_reads,
                 (unsigned long long)st.fallbacks);
+}
+
+/* ===== Progress of a long prompt ===== */
+
+void tcli_progress_init(tcli_progress *p, double after) {
+    memset(p, 0, sizeof *p);
+    p->after = after;
+    p->tty = isatty(fileno(stderr));
+}
+
+/* "21 s", "4 min 12 s", "1 h 02 min". */
+static void fmt_secs(double t, char *out, size_t cap) {
+    const long s = t > 0 ? (long)(t + 0.5) : 0;
+    if (s < 60)
+        snprintf(out, cap, "%ld s", s);
+    else if (s < 3600)
+        snprintf(out, cap, "%ld min %02ld s", s / 60, s % 60);
+    else
+        snprintf(out, cap, "%ld h %02ld min", s / 3600, s / 60 % 60);
+}
+
+void tcli_progress_cb(void *ud, const pt_prompt_progress *pr) {
+    tcli_progress *p = ud;
+    const double now = pt_now();
+    if (pr->done == 0) { /* a new prompt */
+        p->t0 = p->t_last = now;
+        p->tenth = 0, p->live = 0;
+        return;
+    }
+    const double el = now - p->t0;
+    if (el < p->after) return;
+    const int last = pr->done >= pr->total;
+    const int n_eval = pr->n_prompt - pr->n_reused;
+    const double evaluated = (double)n_eval * (double)pr->done / (double)pr->total;
+    const int tokens = pr->n_reused + (int)evaluated;
+    const double tps = el > 0 ? evaluated / el : 0;
+    const int tenth = (int)(10 * pr->done / pr->total);
+    char eta[32], took[32];
+    fmt_secs(tps > 0 ? (n_eval - evaluated) / tps : 0, eta, sizeof eta);
+    if (el < 60)
+        snprintf(took, sizeof took, "%.1f s", el);
+    else
+        fmt_secs(el, took, sizeof took);
+    if (p->tty) {
+        if (last) {
+            if (p->live) fputs("\r\033[K", stderr);
+            p->live = 0;
+            fflush(stderr);
+            return;
+        }
+        if (p->live && now - p->t_last < 0.1) return;
+        fprintf(stderr, "\r\033[K[prefill %d/%d tokens | %.1f tok/s | ETA %s]", tokens,
+                pr->n_prompt, tps, eta);
+        p->live = 1;
+    } else {
+        if (!last && tenth <= p->tenth && now - p->t_last < 5) return;
+        if (last)
+            fprintf(stderr, "[prefill %d/%d tokens | %.1f tok/s | done in %s]\n", tokens,
+                    pr->n_prompt, tps, took);
+        else
+            fprintf(stderr, "[prefill %d/%d tokens | %.1f tok/s | ETA %s]\n", tokens, pr->n_prompt,
+                    tps, eta);
+        p->tenth = tenth;
+    }
+    p->t_last = now;
+    fflush(stderr);
+}
+
+void tcli_progress_end(tcli_progress *p) {
+    if (p->live) fputs("\r\033[K", stderr), fflush(stderr);
+    p->live = 0;
 }

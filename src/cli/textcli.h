@@ -37,7 +37,10 @@ typedef struct tcli_opts {
     /* --parse-special-in-content: special-token text inside messages becomes
      * the token (fe_turn.parse_special_in_content); off: only the template's */
     int parse_special_in_content;
-    int stats;  /* --stats: expert-cache details too */
+    int stats; /* --stats: expert-cache details too */
+    /* seconds a prompt's evaluation runs before its progress line shows (PETREL_PROGRESS_AFTER;
+     * default 1; the tests set 0) */
+    double progress_after;
     long draft; /* --draft N: MTP draft length; -1: TCLI_DEFAULT_DRAFT when the model has an MTP
                    head */
     /* the flags of each exclusive pair given so far (TCLI_GIVEN_* bits): one of
@@ -88,6 +91,30 @@ typedef struct tcli_turn {
 /* answer (may be NULL): with json, its content and reasoning as fields too. */
 void tcli_print_stats(FILE *f, const tcli_model *m, const tcli_turn *t, int json, int verbose,
                       const pt_chat_parsed *answer);
+
+/* ===== Progress of a long prompt =====
+ * Once a prompt's evaluation has run `after` seconds, a line on stderr: the
+ * tokens done of the prompt's (the reused prefix counts as done), tokens per
+ * second, and the time left. On a terminal the line is rewritten in place
+ * (at most ten times a second) and erased when the prompt is done; otherwise
+ * (a log, a pipe) a line is written at each tenth of the way or every 5 s,
+ * and a last one when the prompt is done, with no control characters.
+ * stdout is never touched. */
+typedef struct tcli_progress {
+    double after;  /* seconds before anything shows */
+    int tty;       /* stderr is a terminal */
+    double t0;     /* pt_now() when the evaluation began */
+    double t_last; /* when the line was last written */
+    int tenth;     /* (not a terminal) the last tenth of the way written */
+    int live;      /* (a terminal) the line is on the screen */
+} tcli_progress;
+
+void tcli_progress_init(tcli_progress *p, double after);
+/* pt_prompt_progress_fn (ud: the tcli_progress): pt_session_set_progress(s, tcli_progress_cb, p).
+ */
+void tcli_progress_cb(void *ud, const pt_prompt_progress *pr);
+/* After the turn: erase a line left on a terminal (the prompt was stopped or failed). */
+void tcli_progress_end(tcli_progress *p);
 
 /* ===== A chat answer as it streams =====
  * The answer (content) goes to stdout, exactly what the model answered: no

@@ -37,6 +37,8 @@ struct dec {
     /* the MoE step in progress: what its overlap runs after the lookahead */
     moe_overlap_fn extra;
     void *extra_st;
+    dec_progress_fn progress; /* dec_set_progress's, or NULL */
+    void *progress_ud;
 };
 
 int64_t dec_ring(const fam_desc *d, int n_ctx, int max_batch) {
@@ -185,6 +187,11 @@ uint64_t dec_kv_reserved(const dec *x) {
     return x->kv.cap;
 }
 
+void dec_set_progress(dec *x, dec_progress_fn fn, void *ud) {
+    x->progress = fn;
+    x->progress_ud = ud;
+}
+
 int dec_n_past(const dec *x) {
     return x->n_past;
 }
@@ -266,8 +273,12 @@ int dec_eval(dec *x, const int32_t *tokens, int n, float *logits, int all_rows, 
                 for (int i = 0; i < E; i++)
                     row[i] *= d->embd_scale;
         }
-        for (int l = 0; l < d->n_layer; l++)
+        for (int l = 0; l < d->n_layer; l++) {
             if (x->ops->block(x->st, l, T, pos0, err)) return -1;
+            if (x->progress)
+                x->progress(x->progress_ud, (int64_t)c0 * d->n_layer + (int64_t)(l + 1) * T,
+                            (int64_t)n * d->n_layer);
+        }
         for (int t = 0; t < T; t++)
             nn_rms_norm(c->x + (size_t)t * E, d->output_norm, d->rms_eps, E, c->xn + (size_t)t * E);
         if (hidden) memcpy(hidden + (size_t)c0 * E, c->xn, (size_t)T * E * sizeof(float));

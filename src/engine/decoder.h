@@ -48,6 +48,15 @@ uint64_t dec_kv_reserved(const dec *x);
  * sliding-window ring no longer holds the keys position n's window needs). */
 int dec_truncate(dec *x, int n);
 
+/* Progress of dec_eval: called after each layer of each chunk with the work
+ * done in this call out of its total, one unit being one row through one layer
+ * (done = rows of earlier chunks x n_layer + rows of this chunk x layers done;
+ * total = n x n_layer). Work, not positions, so that any order of chunks and
+ * layers can report it. */
+typedef void (*dec_progress_fn)(void *ud, int64_t done, int64_t total);
+/* fn NULL: no reports. */
+void dec_set_progress(dec *x, dec_progress_fn fn, void *ud);
+
 /* Evaluate tokens[n] at positions n_past.. . logits: NULL, [n][n_vocab] when
  * all_rows, else [n_vocab] for the last token. hidden: NULL or [n][n_embd],
  * the state after the final norm. 0, or -1 with err; the chunks completed

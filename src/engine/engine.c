@@ -16,6 +16,7 @@
 #include "common.h"
 #include "engine/api_text.h"
 #include "engine/decoder.h"
+#include "engine/progress.h"
 #include "engine/session.h"
 #include "format/ggml_types.h"
 #include "format/gguf.h"
@@ -46,6 +47,7 @@ struct pt_engine {
     fam_desc desc;      /* what the decoder needs to know about it */
     /* KV cache of a session, for the memory plan (at the cache types) */
     uint32_t k_type, v_type; /* element types (QT_* ids, nn/kv.h) */
+    char kv_types[32];       /* their names as the plan line says them ("f16", "K q8_0, V f16") */
     int n_ctx;               /* the plan's context: a session's default */
     uint64_t kv_per_pos;     /* bytes per position, all layers that keep every position */
     uint64_t kv_fixed;       /* bytes independent of the context: sliding-window rings */
@@ -69,6 +71,11 @@ struct pt_session {
     dec *dec; /* the decoder: the family's KV caches and scratch */
     int n_ctx, n_batch;
     int32_t *hist; /* [n_ctx] token ids at the positions the cache holds ([n_past] valid) */
+    /* prompt progress (pt_session_set_progress, engine/progress.h) */
+    pt_prompt_progress_fn progress;
+    void *progress_ud;
+    pt_prompt_progress prog; /* the span in progress (prog.total 0: none) */
+    int64_t prog_base;       /* work of the span's pt_session_eval calls that returned */
 };
 
 static const struct {
@@ -334,11 +341,7 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
                   .margin = PLAN_MARGIN};
     model_info_free(&mi);
     plan_out pl;
-    snprintf(in.kv_types, sizeof in.kv_types, "%s",
-             en->k_type == en->v_type || mla_model(en) ? qt_name_lower(en->k_type) : "");
-    if (!in.kv_types[0])
-        snprintf(in.kv_types, sizeof in.kv_types, "K %s, V %s", qt_name_lower(en->k_type),
-                 qt_name_lower(en->v_type));
+    snprintf(in.kv_types, sizeof in.kv_types, "%s", en->kv_types);
     const int rc = plan_compute(&in, en->g->files[0].path, &pl, e);
     free(slot_bytes);
     if (rc) return -1;
@@ -406,6 +409,12 @@ static int kv_types(pt_engine *en, const pt_engine_params *p, pt_err *e) {
     }
     en->k_type = q[0];
     en->v_type = q[1];
+    /* MLA models (one cache, in the K type) and equal types: one name */
+    if (en->k_type == en->v_type || mla_model(en))
+        snprintf(en->kv_types, sizeof en->kv_types, "%s", qt_name_lower(en->k_type));
+    else
+        snprintf(en->kv_types, sizeof en->kv_types, "K %s, V %s", qt_name_lower(en->k_type),
+                 qt_name_lower(en->v_type));
     for (int i = 0; i < 2; i++)
         if (en->desc.kv_unit % kv_block(q[i]))
             return pt_errf(e,
@@ -608,6 +617,9 @@ int pt_session_n_ctx(const pt_session *s) {
 uint64_t pt_session_kv_bytes(const pt_session *s) {
     return dec_kv_resident(s->dec);
 }
+const char *pt_engine_kv_types(const pt_engine *e) {
+    return e->kv_types;
+}
 int pt_engine_n_ctx(const pt_engine *e) {
     return e->n_ctx;
 }
@@ -632,11 +644,43 @@ int pt_session_truncate_keep_mtp(pt_session *s, int n) {
     return kept;
 }
 
+/* ===== Prompt progress ===== */
+
+void pt_session_set_progress(pt_session *s, pt_prompt_progress_fn fn, void *ud) {
+    s->progress = fn;
+    s->progress_ud = ud;
+}
+
+/* The decoder's report for one pt_session_eval call, put in the span's terms. */
+static void on_dec_progress(void *ud, int64_t done, int64_t total) {
+    pt_session *s = ud;
+    (void)total;
+    s->prog.done = s->prog_base + done;
+    if (s->prog.done > s->prog.total) s->prog.done = s->prog.total;
+    s->progress(s->progress_ud, &s->prog);
+}
+
+void session_progress_begin(pt_session *s, int n_prompt, int n_reused) {
+    const int64_t total = (int64_t)(n_prompt - n_reused) * s->e->desc.n_layer;
+    if (!s->progress || total <= 0) return;
+    s->prog =
+        (pt_prompt_progress){.n_prompt = n_prompt, .n_reused = n_reused, .done = 0, .total = total};
+    s->prog_base = 0;
+    dec_set_progress(s->dec, on_dec_progress, s);
+    s->progress(s->progress_ud, &s->prog);
+}
+
+void session_progress_end(pt_session *s) {
+    dec_set_progress(s->dec, NULL, NULL);
+    s->prog.total = 0;
+}
+
 int pt_session_eval(pt_session *s, const int32_t *tokens, int n, float *logits, int all_rows,
                     float *hidden, char *err, size_t err_len) {
     pt_err e = {{0}};
     const int p0 = pt_session_n_past(s);
     const int rc = dec_eval(s->dec, tokens, n, logits, all_rows, hidden, &e);
+    if (s->prog.total) s->prog_base += (int64_t)n * s->e->desc.n_layer;
     /* the chunks that completed before an error stay cached: record their tokens */
     const int p1 = pt_session_n_past(s);
     if (p1 > p0) memcpy(s->hist + p0, tokens, (size_t)(p1 - p0) * sizeof *tokens);
@@ -669,14 +713,23 @@ int pt_session_sync(pt_session *s, const int32_t *tokens, int n, float *logits,
     const int kept = pt_session_truncate(s, keep);
     /* one chunk per call: a stop request (Ctrl-C, a client that left) is
      * noticed between chunks */
+    int rc = kept;
+    session_progress_begin(s, n, kept);
     for (int at = kept; at < n;) {
-        if (pt_stop_requested(stop)) return -2;
+        if (pt_stop_requested(stop)) {
+            rc = -2;
+            break;
+        }
         const int m = n - at < s->n_batch ? n - at : s->n_batch;
-        if (pt_session_eval(s, tokens + at, m, at + m == n ? logits : NULL, 0, NULL, err, err_len))
-            return -1;
+        if (pt_session_eval(s, tokens + at, m, at + m == n ? logits : NULL, 0, NULL, err,
+                            err_len)) {
+            rc = -1;
+            break;
+        }
         at += m;
     }
-    return kept;
+    session_progress_end(s);
+    return rc;
 }
 
 int pt_session_mtp_ex(pt_session *s, const int32_t *tokens, const float *hidden_prev, int n,

@@ -91,7 +91,9 @@ struct srv {
     pthread_cond_t work_cv;
     job *head, *tail; /* waiting jobs */
     int n_waiting, busy, ready;
-    int stopping; /* written under mu (atomically: should_stop reads it without mu) */
+    int stopping;  /* written under mu (atomically: should_stop reads it without mu) */
+    int n_streams; /* stream responses libmicrohttpd still holds (srv.mu): srv_stop lets them
+                      send their last events before it closes the connections */
     srv_model m;
     pthread_t worker;
     int worker_started;
@@ -181,8 +183,23 @@ typedef struct run_ctx {
     int failed;
     const char *id; /* the reply's id */
     long created;
-    json_t *lp; /* logprobs: every token's entry (oai_logprob_entry), or NULL */
+    json_t *lp;       /* logprobs: every token's entry (oai_logprob_entry), or NULL */
+    double t_comment; /* pt_now() when the last prefill comment went out */
+    int shutdown;     /* srv_stop stopped the prefill */
 } run_ctx;
+
+/* A stream begins: the connection thread sends the status and headers (on j->started), then
+ * the opening events. srv.mu held. */
+static void stream_begin(run_ctx *rc) {
+    srv *s = rc->s;
+    job *j = rc->j;
+    j->started = 1;
+    rc->streaming = 1;
+    if (oai_stream_begin(&rc->st, j->req.api, rc->id, s->model_name, rc->created,
+                         j->req.include_usage, &j->sse))
+        rc->failed = 1;
+    pthread_cond_broadcast(&j->cv);
+}
 
 static int on_delta(void *ud, int kind, const char *p, size_t n) {
     run_ctx *rc = ud;
@@ -257,12 +274,17 @@ static void log_job(srv *s, const job *j, int status, int n_prompt, int cached,
         snprintf(draft, sizeof draft, " (draft %d: %.1f%% accepted, %.2f tok/forward)", ds.n_draft,
                  ds.drafted ? 100.0 * (double)ds.accepted / (double)ds.drafted : 0.0,
                  (double)ds.tokens / (double)(ds.verify + ds.plain));
+    /* the KV cache after the request: context, types, RAM, prefix-cache hits */
+    fe_kv_stats kv;
+    fe_kv_stats_of(s->m.s, cached, pt_gen_last_restored(s->m.g), &kv);
+    char kline[192];
+    fe_kv_format(&kv, kline, sizeof kline);
     fprintf(s->p.log,
             "petrel: %d POST %s%s: prompt %d tokens (%d cached), prefill %.3f s, %d generated, "
-            "%.2f tok/s%s, %s%s%s%s\n",
+            "%.2f tok/s%s, %s, %s%s%s%s\n",
             status, path, j->req.stream ? " (stream)" : "", n_prompt, cached > 0 ? cached : 0,
             t_prefilled > t_start ? t_prefilled - t_start : 0.0, res ? res->n_tokens : 0,
-            dec > 0 ? (res->n_tokens - 1) / dec : 0.0, draft, why,
+            dec > 0 ? (res->n_tokens - 1) / dec : 0.0, draft, kline, why,
             j->req.ignored[0] ? "; ignored unknown fields: " : "", j->req.ignored,
             j->req.n_omitted ? "; image/audio/file parts replaced by a placeholder" : "");
     fflush(s->p.log);
@@ -285,8 +307,38 @@ static void keep_response(srv *s, const job *j, const oai_result *r) {
     free(body);
 }
 
-/* The prompt is in the cache: set up the splitter and, for a stream, send its
- * opening events (the connection thread starts the response on j->started). */
+/* A prompt is being evaluated (pt_session_set_progress). A stream begins at the first report,
+ * before anything is evaluated, with a comment; more comments follow every sse_keepalive_s
+ * (clients with an idle timeout keep the connection through a long prefill). A client that
+ * left, and srv_stop, are noticed here too: the library stops between chunks (a shutdown
+ * does not wait for a prefill of minutes). */
+static void on_progress(void *ud, const pt_prompt_progress *p) {
+    run_ctx *rc = ud;
+    srv *s = rc->s;
+    job *j = rc->j;
+    if (!rc->shutdown && __atomic_load_n(&s->stopping, __ATOMIC_RELAXED)) {
+        rc->shutdown = 1;
+        job_stop(j);
+    }
+    if (!j->req.stream) return;
+    const double now = pt_now();
+    if (rc->streaming && p->done > 0 && now - rc->t_comment < s->p.sse_keepalive_s) return;
+    rc->t_comment = now;
+    const int done = p->n_reused + (int)((double)(p->n_prompt - p->n_reused) * (double)p->done /
+                                         (double)p->total);
+    char line[64];
+    snprintf(line, sizeof line, ": prefill %d/%d\n\n", done, p->n_prompt);
+    pthread_mutex_lock(&s->mu);
+    if (pt_buf_append(&j->sse, line, strlen(line))) rc->failed = 1;
+    if (!rc->streaming) stream_begin(rc);
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&s->mu);
+    if (client_gone(j->fd)) job_stop(j);
+}
+
+/* The prompt is in the cache: set up the splitter and, for a stream not begun yet (the prompt
+ * was reused whole), its opening events (the connection thread starts the response on
+ * j->started). */
 static int on_prefilled(void *ud, int in_reasoning) {
     run_ctx *rc = ud;
     srv *s = rc->s;
@@ -296,10 +348,7 @@ static int on_prefilled(void *ud, int in_reasoning) {
     pthread_mutex_lock(&s->mu);
     j->started = 1;
     if (j->req.stream) {
-        rc->streaming = 1;
-        if (oai_stream_begin(&rc->st, j->req.api, rc->id, s->model_name, rc->created,
-                             j->req.include_usage, &j->sse))
-            rc->failed = 1;
+        if (!rc->streaming) stream_begin(rc);
         /* echo: the prompt comes first, as text the stream has already produced */
         if (j->req.echo && j->req.prompt &&
             oai_stream_delta(&rc->st, OAI_CONTENT, j->req.prompt, strlen(j->req.prompt), &j->sse))
@@ -310,10 +359,12 @@ static int on_prefilled(void *ud, int in_reasoning) {
     return 0;
 }
 
-/* 1 when the generation was interrupted by srv_stop (not by its client leaving). */
-static int res_cut_by_shutdown(srv *s, const job *j, const fe_turn_result *tr) {
-    return tr->gen.reason == PT_GEN_INTERRUPT && !job_stopped(j) &&
-           __atomic_load_n(&s->stopping, __ATOMIC_RELAXED);
+/* 1 when the generation was interrupted by srv_stop (not by its client leaving; the stop flag
+ * srv_stop set during the prefill is not the client's). */
+static int res_cut_by_shutdown(const run_ctx *rc, const fe_turn_result *tr) {
+    return tr->gen.reason == PT_GEN_INTERRUPT &&
+           (rc->shutdown ||
+            (!job_stopped(rc->j) && __atomic_load_n(&rc->s->stopping, __ATOMIC_RELAXED)));
 }
 
 /* Generate for one job (worker thread, srv.mu not held): one turn of
@@ -392,13 +443,20 @@ static void run_job(srv *s, job *j) {
     /* prefixes on disk: a key's entries are its own (scoped by the key itself, which stays
      * the same across restarts while its index may not) */
     if (m->pcache) pt_gen_set_prefix_cache(m->g, m->pcache, s->n_keys ? s->keys[j->tenant] : NULL);
+    pt_session_set_progress(m->s, on_progress, &rc);
     int trc = fe_turn_run(m->g, &t, &tr, err, sizeof err);
+    pt_session_set_progress(m->s, NULL, NULL);
     int cached = tr.n_reused;
     if (trc == FE_TURN_BAD_PROMPT) goto fail;
     if (trc == FE_TURN_TOO_LONG) {
         snprintf(err, sizeof err, "the prompt is %d tokens but the context holds %d", tr.n_prompt,
                  pt_session_n_ctx(m->s));
         ecode = "context_length_exceeded";
+        goto fail;
+    }
+    if (trc == FE_TURN_CANCELLED && rc.shutdown) {
+        snprintf(err, sizeof err, "the server is shutting down; the prompt's evaluation stopped");
+        status = 503, etype = "server_error";
         goto fail;
     }
     if (trc == FE_TURN_CANCELLED) {
@@ -411,7 +469,7 @@ static void run_job(srv *s, job *j) {
         goto fail;
     }
     int grc = trc; /* 0, or the generation / the answer failed: an error reply */
-    if (!grc && res_cut_by_shutdown(s, j, &tr)) {
+    if (!grc && res_cut_by_shutdown(&rc, &tr)) {
         /* SIGTERM cut the answer short: an error, never a finish_reason "stop" that would pass
          * a truncated answer off as complete */
         snprintf(err, sizeof err, "the server is shutting down; the answer was cut short");
@@ -497,11 +555,11 @@ static void run_job(srv *s, job *j) {
                                ? (res->n_tokens - 1) / (res->t_end - res->t_first)
                                : 0;
     snprintf(s->last_finish, sizeof s->last_finish, "%s",
-             job_stopped(j)                   ? "cancelled"
-             : res_cut_by_shutdown(s, j, &tr) ? "shutdown"
-             : grc                            ? "error"
+             job_stopped(j) && !rc.shutdown  ? "cancelled"
+             : res_cut_by_shutdown(&rc, &tr) ? "shutdown"
+             : grc                           ? "error"
                    : oai_finish_reason(res->reason, parsed ? parsed->n_calls : 0));
-    if (job_stopped(j)) s->n_cancelled++;
+    if (job_stopped(j) && !rc.shutdown) s->n_cancelled++;
     if (grc) {
         if (rc.streaming)
             oai_stream_error(&rc.st, err, &j->sse);
@@ -525,7 +583,10 @@ fail:
     pthread_mutex_lock(&s->mu);
     if (status == 499)
         s->n_cancelled++, snprintf(s->last_finish, sizeof s->last_finish, "cancelled");
-    job_fail(j, status, etype, ecode ? ecode : status == 400 ? "invalid_request" : NULL, err);
+    if (rc.streaming) /* the stream began before the prefill failed: its status is sent */
+        oai_stream_error(&rc.st, err, &j->sse), status = 200;
+    else
+        job_fail(j, status, etype, ecode ? ecode : status == 400 ? "invalid_request" : NULL, err);
     pthread_mutex_unlock(&s->mu);
     log_job(s, j, status, tr.n_prompt, 0, NULL, t_start, tr.t_prefilled, err);
 out:
@@ -839,6 +900,7 @@ static void sse_free(void *cls) {
     pthread_mutex_lock(&s->mu);
     if (!j->done) job_stop(j); /* the connection ended before the stream did */
     job_release(j);
+    s->n_streams--;
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -1249,13 +1311,15 @@ static enum MHD_Result submit(srv *s, struct MHD_Connection *c, conn *cn) {
     /* a stream: the job's reference passes to the response */
     struct MHD_Response *r =
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sse_read, j, sse_free);
+    pthread_mutex_lock(&s->mu);
     if (!r) {
-        pthread_mutex_lock(&s->mu);
         job_stop(j);
         job_release(j);
         pthread_mutex_unlock(&s->mu);
         return MHD_NO;
     }
+    s->n_streams++; /* until sse_free */
+    pthread_mutex_unlock(&s->mu);
     MHD_add_response_header(r, "Content-Type", "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
     char warn[128];
@@ -1508,6 +1572,15 @@ void srv_stop(srv *s) {
     pthread_mutex_unlock(&s->mu);
     if (s->worker_started) pthread_join(s->worker, NULL);
     if (s->reaper_started) pthread_join(s->reaper, NULL);
+    /* every stream has its end (or error event) now: give the connections up to 2 s to send it
+     * before they are closed */
+    for (double t0 = pt_now(); pt_now() - t0 < 2;) {
+        pthread_mutex_lock(&s->mu);
+        const int n = s->n_streams;
+        pthread_mutex_unlock(&s->mu);
+        if (!n) break;
+        usleep(10 * 1000);
+    }
     if (s->d) MHD_stop_daemon(s->d);
     pthread_cond_destroy(&s->work_cv);
     pthread_mutex_destroy(&s->mu);

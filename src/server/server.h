@@ -19,7 +19,8 @@
  * half-close after its request; before the answer begins, an interim
  * "102 Processing" tells the two apart (a closed socket answers it with a
  * reset). srv_stop ends running streams with an error event, never a normal
- * finish.
+ * finish, stops a prompt being evaluated between chunks, and gives open streams up to 2 s to
+ * send their last event before it closes the connections.
  *
  * Prefix reuse is per API key (tenant): a request under another key starts
  * from an empty cache, so cached_tokens reveals nothing of another client's
@@ -39,6 +40,13 @@
  *   - once the model is loaded, a body larger than any prompt the context could
  *     hold is refused (413) before it is read, and a prompt whose text alone
  *     needs more tokens than the context is refused (400) before tokenizing.
+ * A streamed request's response (status, headers, the stream's opening events) begins once
+ * its prompt is accepted, before the prompt is evaluated, and while it is evaluated an SSE
+ * comment (": prefill DONE/TOTAL", tokens; EventSource and the OpenAI SDKs skip comments)
+ * goes out at once and every sse_keepalive_s, so clients and proxies with an idle timeout do
+ * not drop a long prefill; an error after that is an error event in the stream. A request
+ * that does not stream gets its status with its body: such clients need a timeout longer
+ * than the prefill.
  * Errors are OpenAI-shaped JSON.
  * Nothing here prints except one line per generation to srv_params.log (when
  * set): status, endpoint, prompt/cached/generated tokens, prefill time and
@@ -83,6 +91,9 @@ typedef struct srv_params {
     const char *const *allow_hosts;
     int n_allow_hosts;
     FILE *log; /* a line per generation request; NULL: none */
+    /* Seconds between SSE comments (": prefill DONE/TOTAL") while a streamed request's prompt
+     * is evaluated; 0: after every layer of every chunk. */
+    double sse_keepalive_s;
 } srv_params;
 
 /* What the worker generates with; everything stays the caller's and must

@@ -36,6 +36,7 @@ struct pt_gen {
     float *raw;    /* [n_vocab] the logits before sampling changes them (logprobs only) */
     spec *spec;    /* drafting with the MTP head (spec.c); NULL: off */
     pt_pcache *pc; /* prefixes restored before and stored after a prefill; NULL: none */
+    int restored;  /* positions the last prefill restored from the prefix cache */
     char *scope;   /* the prefix cache's scope (an API key), or NULL */
 };
 
@@ -147,6 +148,10 @@ int pt_gen_catch_up_mtp(pt_gen *g) {
     return g->spec ? spec_catch_up(g->spec) : 0;
 }
 
+int pt_gen_last_restored(const pt_gen *g) {
+    return g->restored;
+}
+
 void pt_gen_session_restored(pt_gen *g) {
     if (g->spec) spec_restored(g->spec);
     g->have_logits = 0;
@@ -155,8 +160,11 @@ void pt_gen_session_restored(pt_gen *g) {
 int pt_gen_prefill(pt_gen *g, const int32_t *ids, int n, const volatile sig_atomic_t *stop,
                    char *err, size_t err_len) {
     g->have_logits = 0;
-    if (g->pc && n > 0 && n <= g->n_ctx && pt_pcache_restore(g->pc, g->s, g->scope, ids, n) > 0)
+    g->restored = 0;
+    if (g->pc && n > 0 && n <= g->n_ctx &&
+        (g->restored = pt_pcache_restore(g->pc, g->s, g->scope, ids, n)) > 0)
         pt_gen_session_restored(g);
+    if (g->restored < 0) g->restored = 0;
     const int reused = g->spec ? spec_prefill(g->spec, ids, n, g->logits, stop, err, err_len)
                                : pt_session_sync(g->s, ids, n, g->logits, stop, err, err_len);
     g->have_logits = reused >= 0;

@@ -50,6 +50,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "engine/progress.h"
 
 enum { BACKOFF_MIN = 32, BACKOFF_MAX = 4096, PLAIN_PROBES = 2, PLAIN_EVERY = 48 };
 
@@ -234,15 +235,24 @@ int spec_prefill(spec *sp, const int32_t *ids, int n, float *logits,
     sp->hid_n = kept;
     if (sp->hid_lo > kept) sp->hid_lo = kept;
     const int B = pt_session_n_batch(sp->s);
+    int rc = 0;
+    session_progress_begin(sp->s, n, kept);
     for (int at = kept; at < n;) {
-        if (pt_stop_requested(stop)) return -2;
+        if (pt_stop_requested(stop)) {
+            rc = -2;
+            break;
+        }
         const int m = n - at < B ? n - at : B;
         if (pt_session_eval(sp->s, ids + at, m, at + m == n ? logits : NULL, 0,
-                            sp->hid + (size_t)at * sp->E, err, err_len))
-            return -1;
+                            sp->hid + (size_t)at * sp->E, err, err_len)) {
+            rc = -1;
+            break;
+        }
         at += m;
         sp->hid_n = at;
     }
+    session_progress_end(sp->s);
+    if (rc) return rc;
     /* MTP positions 0..n-2; position n-1 waits for the token sampled next */
     if (mtp_catch_up(sp, n - 1, err, err_len)) return -1;
     return kept;
