@@ -55,6 +55,18 @@ static inline int32x4_t mul16_s8(int32x4_t acc, int8x16_t x, int8x16_t y) {
     return vpadalq_s16(acc, vmull_high_s8(x, y));
 }
 
+/* The single-row and four-row entry points of a NAME##_rows kernel (the same code per row). */
+#define ENTRY_POINTS(NAME)                                                                         \
+    static float dot_##NAME(const void *w, const void *a, int64_t n) {                             \
+        float o;                                                                                   \
+        NAME##_rows(w, a, 0, n, 1, &o);                                                            \
+        return o;                                                                                  \
+    }                                                                                              \
+    static void dot4_##NAME(const void *w, const void *a, uint64_t stride, int64_t n,              \
+                            float *out) {                                                          \
+        NAME##_rows(w, a, stride, n, 4, out);                                                      \
+    }
+
 /* ===== 32-weight blocks against Q8_0 ===== */
 
 /* Integer dot of 32 signed weights (two vectors) with a Q8_0 block. */
@@ -87,15 +99,7 @@ static inline int32_t sumi32(int8x16_t w0, int8x16_t w1, const int8_t *q) {
         for (int r = 0; r < nr; r++)                                                               \
             out[r] = sumf[r];                                                                      \
     }                                                                                              \
-    static float dot_##NAME(const void *w, const void *a, int64_t n) {                             \
-        float o;                                                                                   \
-        NAME##_rows(w, a, 0, n, 1, &o);                                                            \
-        return o;                                                                                  \
-    }                                                                                              \
-    static void dot4_##NAME(const void *w, const void *a, uint64_t stride, int64_t n,              \
-                            float *out) {                                                          \
-        NAME##_rows(w, a, stride, n, 4, out);                                                      \
-    }
+    ENTRY_POINTS(NAME)
 
 /* Q8_0: sumf += sumi * (dx * dy). */
 ROWS_LEGACY(q8_0, block_q8_0, (w0 = vld1q_s8(xb->qs), w1 = vld1q_s8(xb->qs + 16)),
@@ -186,15 +190,7 @@ static inline int32x4_t quad_sums(int8x16_t w, int8x16_t q) {
             out[r] = (vget_lane_f32(h, 0) + vget_lane_f32(h, 1)) + summs[r];                       \
         }                                                                                          \
     }                                                                                              \
-    static float dot_##NAME(const void *w, const void *a, int64_t n) {                             \
-        float o;                                                                                   \
-        NAME##_rows(w, a, 0, n, 1, &o);                                                            \
-        return o;                                                                                  \
-    }                                                                                              \
-    static void dot4_##NAME(const void *w, const void *a, uint64_t stride, int64_t n,              \
-                            float *out) {                                                          \
-        NAME##_rows(w, a, stride, n, 4, out);                                                      \
-    }
+    ENTRY_POINTS(NAME)
 
 /* Q4_1: weight j = low nibble of qs[j], weight j + 16 = high nibble (0..15). */
 #define DECODE_Q4_1                                                                                \
@@ -475,21 +471,11 @@ q2k_rows(const void *w, const void *a, uint64_t stride, int64_t n, int nr, float
         out[r] = sumf[r];
 }
 
-#define K_ENTRY(NAME)                                                                              \
-    static float dot_##NAME(const void *w, const void *a, int64_t n) {                             \
-        float o;                                                                                   \
-        NAME##_rows(w, a, 0, n, 1, &o);                                                            \
-        return o;                                                                                  \
-    }                                                                                              \
-    static void dot4_##NAME(const void *w, const void *a, uint64_t stride, int64_t n,              \
-                            float *out) {                                                          \
-        NAME##_rows(w, a, stride, n, 4, out);                                                      \
-    }
-K_ENTRY(q2k)
-K_ENTRY(q3k)
-K_ENTRY(q4k)
-K_ENTRY(q5k)
-K_ENTRY(q6k)
+ENTRY_POINTS(q2k)
+ENTRY_POINTS(q3k)
+ENTRY_POINTS(q4k)
+ENTRY_POINTS(q5k)
+ENTRY_POINTS(q6k)
 
 /* ===== F32 kernels in ggml's lane order (quant.h) ===== */
 
