@@ -11,7 +11,8 @@
  * rounds of passes over MEASURE_S seconds after one warm-up pass. A second table
  * times the four-row kernels (qt_dot4_fn, a prompt batch) on the 1 MB matrix
  * against four single-row passes at the same ISA level. The whole run takes
- * well under a minute. Usage: bench_petrel [TYPE]  (e.g. Q4_K: that type only).
+ * well under a minute. Last, the SwiGLU activation's cost per element. Usage:
+ * bench_petrel [TYPE]  (e.g. Q4_K: that type only; swiglu: the activation only).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 
 #include "../tests/qt_random.h"
 #include "kernels/quant.h"
+#include "nn/ops.h"
 
 #define NCOLS 4096     /* weights per row: a multiple of every block size */
 #define MEASURE_S 0.25 /* seconds of timed passes per (type, size, ISA) */
@@ -199,6 +201,28 @@ int main(int argc, char **argv) {
                    gp / g1);
             fflush(stdout);
         }
+    }
+    if (!only || strcmp(only, "swiglu") == 0) {
+        /* the FFN activation (llama.cpp's order: ggml_v_silu in chunks of 16) */
+        enum { NS = 2048 };
+        static float g[NS], g0[NS], u[NS];
+        for (int i = 0; i < NS; i++) {
+            g0[i] = (float)((i * 7919 % 2000) - 1000) / 200.0f; /* -5 .. 5 */
+            u[i] = 1.0f + (float)(i % 13) / 13.0f;
+        }
+        double best = 1e30;
+        for (int k = 0; k < 20; k++) {
+            const double t0 = now_s();
+            for (int rep = 0; rep < 200; rep++) {
+                memcpy(g, g0, sizeof g);
+                nn_swiglu_row(g, u, NS);
+                sink += g[rep % NS];
+            }
+            const double ns = (now_s() - t0) / (200.0 * NS) * 1e9;
+            if (ns < best) best = ns;
+        }
+        printf("\nSwiGLU (nn_swiglu_row, rows of %d): %.2f ns per element (copy included)\n", NS,
+               best);
     }
     free(w);
     free(x);

@@ -98,8 +98,42 @@ static void ops_softmax(void) {
         CHECKF(fabsf(x[i] - y[i]) <= 4e-7f * y[i] + 1e-12f, "%d: %g vs %g", i, x[i], y[i]);
 }
 
+/* SwiGLU: a whole chunk of 16 gives ggml_vec_swiglu_f32's bits (AVX-512 build:
+ * ggml_v_silu with ggml_v_expf), a tail takes expf. The 16 (x, u, ggml's
+ * silu(x) * u) were produced by ggml's own swiglu op; at each, x / (1 +
+ * expf(-x)) * u is another float, so the three repeated at the tail must give
+ * that instead. (nn_swiglu_row agrees with ggml on all 2^32 x at u = 1 and on
+ * random u: measured with a client of libggml-cpu, bench/RESULTS.md.) */
+static void ops_swiglu_ggml(void) {
+    static const float want[16][3] = {
+        {-0x1.d16a48p+1, 0x1.6p+0, -0x1.06ef04p-3}, {-0x1.8dc81p+0, 0x1.cp+0, -0x1.e5fb8cp-2},
+        {-0x1.6c6c8p+1, 0x1p+0, -0x1.3fb8c4p-3},    {-0x1.45734p+0, 0x1.6p+0, -0x1.8811f6p-2},
+        {0x1.e4826p-1, 0x1.8p+0, 0x1.05c528p+0},    {-0x1.17b5f4p+2, 0x1p+0, -0x1.bf14c2p-5},
+        {-0x1.bf4034p+2, 0x1.2p+0, -0x1.daedp-8},   {-0x1.5f739p+2, 0x1.6p+0, -0x1.fbd64ep-6},
+        {-0x1.198848p+1, 0x1p+0, -0x1.c18aaep-3},   {-0x1.239dc8p+2, 0x1.4p+0, -0x1.e4c3c4p-5},
+        {-0x1.b917e8p+2, 0x1.ap+0, -0x1.746868p-7}, {-0x1.b758c8p+1, 0x1.8p+0, -0x1.4a04a2p-3},
+        {-0x1.f575p+0, 0x1p+0, -0x1.efd24cp-3},     {-0x1.afe04cp+2, 0x1.6p+0, -0x1.64444cp-7},
+        {-0x1.ea836p+0, 0x1.8p+0, -0x1.79997p-2},   {-0x1.a18d4p+2, 0x1.ap+0, -0x1.fd0a74p-7},
+    };
+    float g[19], u[19];
+    for (int i = 0; i < 19; i++) {
+        g[i] = want[i % 16][0];
+        u[i] = want[i % 16][1];
+    }
+    nn_swiglu_row(g, u, 19);
+    for (int i = 0; i < 16; i++)
+        CHECKF(memcmp(&g[i], &want[i][2], 4) == 0, "%d: silu(%a) * %a = %a, ggml %a", i,
+               (double)want[i][0], (double)want[i][1], (double)g[i], (double)want[i][2]);
+    for (int i = 16; i < 19; i++) {
+        const float x = want[i - 16][0], t = x / (1.0f + expf(-x)) * want[i - 16][1];
+        CHECKF(memcmp(&g[i], &t, 4) == 0 && t != want[i - 16][2], "tail %d: %a, expf gives %a", i,
+               (double)g[i], (double)t);
+    }
+}
+
 T_SUITE(ops) {
     T_ADD(ops_dot_f32_order);
     T_ADD(ops_wsum_lanes);
     T_ADD(ops_softmax);
+    T_ADD(ops_swiglu_ggml);
 }

@@ -8,7 +8,13 @@
  *     CPU-backend activation quantiser bit for bit (for Q8_K: d, qs and bsums);
  *   - qt_dot_ref, and every SIMD level this CPU runs (qt_dot_impl(type, isa) for
  *     isa <= qt_isa_detect(), NULL entries skipped), given ggml's quantised
- *     activations, equals ggml's vec_dot to a relative 1e-5.
+ *     activations, equals ggml's vec_dot to a relative 1e-5;
+ *   - on x86, the matmul kernel of each block type that takes ggml's one-row
+ *     order (all but the panel types, qt_has_panel), with its four-row
+ *     kernel, equals ggml's vec_dot BIT FOR BIT: the vectors come from ggml's
+ *     AVX-512 build, and a last-bit difference there is what the long-prompt
+ *     references amplify (tests/data/exact: Q3_K's "- 4" taken per block
+ *     instead of per weight cost the Q3_K_M mix a max |diff| of 1.0).
  *
  * Dot tolerance: |petrel - ggml| <= 1e-5 * D with D = max(|ggml|, S) where
  * S = sum_j |w_j * a_j| over the DEQUANTISED weights and activations (computed
@@ -261,6 +267,41 @@ static void check_dot(const rv_file *f, const char *name, const char *impl, qt_d
     }
 }
 
+/* x86: qt_mm_dot_upto and qt_mm_dot4_upto (four copies of the activation row)
+ * at the best level give ggml's vec_dot bits for the types in its order. */
+static void check_dot_bits(const rv_file *f, const char *name) {
+#if defined(__x86_64__)
+    /* F16 and BF16 are left out: llama.cpp multiplies a batch of them by tinyBLAS,
+     * not by vec_dot */
+    if (qt_has_panel(f->type) || f->type == QT_F16 || f->type == QT_BF16 ||
+        qt_isa_detect() < QT_ISA_AVX2)
+        return;
+    qt_dot_fn fn = qt_mm_dot_upto(f->type, -1);
+    qt_dot4_fn fn4 = qt_mm_dot4_upto(f->type, -1);
+    uint8_t *a4 = malloc(4 * f->arb);
+    for (int k = 0; k < 4; k++)
+        memcpy(a4 + k * f->arb, f->aq, f->arb);
+    for (uint32_t r = 0; r < f->rows; r++) {
+        const float got = fn(f->q + r * f->rb, f->aq, f->cols);
+        CHECKF(f32_bits(got) == f32_bits(f->dots[r]),
+               "%s dot row %u: petrel %.9g (0x%08x), ggml's x86 vec_dot %.9g (0x%08x): not "
+               "ggml's order",
+               name, r, (double)got, f32_bits(got), (double)f->dots[r], f32_bits(f->dots[r]));
+        if (!fn4) continue;
+        float out[4];
+        fn4(f->q + r * f->rb, a4, f->arb, f->cols, out);
+        for (int k = 0; k < 4; k++)
+            CHECKF(f32_bits(out[k]) == f32_bits(f->dots[r]),
+                   "%s four-row dot row %u, copy %d: petrel %.9g, ggml %.9g", name, r, k,
+                   (double)out[k], (double)f->dots[r]);
+    }
+    free(a4);
+#else
+    (void)f;
+    (void)name;
+#endif
+}
+
 static void check_type(const char *name) {
     rv_file f;
     if (rv_load(name, &f) != 0) {
@@ -277,6 +318,7 @@ static void check_type(const char *name) {
         if (isa == QT_ISA_SCALAR) CHECKF(fn != NULL, "%s: qt_dot_impl(scalar) is NULL", name);
         if (fn) check_dot(&f, name, isa_names[isa], fn);
     }
+    check_dot_bits(&f, name);
     rv_free(&f);
 }
 

@@ -2,7 +2,7 @@
 # mkref_exact.sh — makes tests/data/exact (long-prompt llama.cpp references for
 # tests/test_exact.c; what is there and the file format: tests/data/exact/README.md).
 #
-#   LLAMA_CPP_BIN=/path/to/llama.cpp/build/bin tools/mkref_exact.sh [glm|fixtures|all]
+#   LLAMA_CPP_BIN=/path/to/llama.cpp/build/bin tools/mkref_exact.sh [glm|gemma4|fixtures|all]
 #
 # LLAMA_CPP_BIN: an existing llama.cpp build's bin folder (libllama.so, llama-quantize,
 # llama-imatrix); LLAMA_CPP_SRC: its source tree for llama.h (default: $LLAMA_CPP_BIN/../..).
@@ -63,6 +63,20 @@ if [ "$WHAT" = glm ] || [ "$WHAT" = all ]; then
         ref glm-$lq.p2k.ref "$OUT/glm-$lq.gguf" 2000 16 1 23
         ref glm-$lq.p8k.ref "$OUT/glm-$lq.gguf" 8000 32 1 24
     done
+fi
+
+# The gemma4 model: build/mkmodel, seed 11, 2 layers (sliding window 64, then full attention),
+# F32; the test writes it again from the same arguments. llama-quantize's Q3_K_M mix of it
+# (Q3_K, Q4_K, Q5_K, Q6_K, and Q5_0 on the 128-wide expert down matrices). 2,000 tokens only.
+G4="--arch gemma4 --embd 256 --layers 2 --ff 256 --experts 4 --used 2 --ff-exp 128 --heads 4"
+G4="$G4 --kv-heads 2 --head-dim 64 --kv-heads-full 1 --head-dim-full 128 --window 64"
+G4="$G4 --swa-period 2 --vocab 512 --attn-type f32 --expert-type f32 --embd-type f32 --seed 11"
+if [ "$WHAT" = gemma4 ] || [ "$WHAT" = all ]; then
+    build/mkmodel -o "$W/gemma4-f32.gguf" -t 1 $G4 > /dev/null
+    ref gemma4-f32.p2k.ref "$W/gemma4-f32.gguf" 2000 8 0 41
+    "$BIN/llama-quantize" "$W/gemma4-f32.gguf" "$OUT/gemma4-q3_k_m.gguf" Q3_K_M 2 > "$W/log" 2>&1 ||
+        { tail -20 "$W/log"; exit 1; }
+    ref gemma4-q3_k_m.p2k.ref "$OUT/gemma4-q3_k_m.gguf" 2000 16 1 42
 fi
 
 if [ "$WHAT" = fixtures ] || [ "$WHAT" = all ]; then

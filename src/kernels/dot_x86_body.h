@@ -199,7 +199,7 @@ static float dot_f16(const void *w, const void *a, int64_t n) {
     }                                                                                              \
     return hsum_ps(acc);
 
-/* Q8_0 and Q4_0 use one accumulator: llama.cpp's x86 vec_dot and its
+/* Q8_0, Q4_0 and Q5_0 use one accumulator: llama.cpp's x86 vec_dot and its
  * batched tinyBLAS path both do, so this order matches it for any row count
  * (two chains would differ from it in the last bit, enough to flip a later
  * activation rounding). */
@@ -224,7 +224,7 @@ static inline __m256i decode_q5_0(const block_q5_0 *b) {
                            _mm256_andnot_si256(bits_to_bytes(qh), _mm256_set1_epi8((char)0xF0)));
 }
 static float dot_q5_0(const void *w, const void *a, int64_t n) {
-    LEGACY_LOOP(block_q5_0, decode_q5_0(xb), f16(xb->d))
+    LEGACY_LOOP1(block_q5_0, decode_q5_0(xb), f16(xb->d))
 }
 
 /* IQ4_NL / MXFP4: nibble -> int8 through a 16-entry table (vpshufb). */
@@ -287,8 +287,12 @@ static float dot_q2_K(const void *w, const void *a, int64_t n) {
 /* Q3_K. Low 2 bits as Q2_K; the third bit of weight 128h + 32j + l is bit
  * 4h + j of hmask[l]; w = d * (sc - 32) * (q3 - 4), with the 16 6-bit scales
  * packed as: low nibbles in scales[0..7] (groups 0..7 low, 8..15 high nibble),
- * high 2 bits in scales[8..11] (group g: byte 8 + g%4, bits 2*(g/4)). The
- * "- 4" is applied once per block through the Q8_K group sums. */
+ * high 2 bits in scales[8..11] (group g: byte 8 + g%4, bits 2*(g/4)).
+ * The "- 4" of a clear third bit is applied per weight, as ggml's x86 kernel
+ * does: the int16 pair sums are low2 * q8 minus (4 where the bit is clear) *
+ * q8. Taking it once per block from the Q8_K group sums instead gives the same
+ * block total but other int32 lane totals, hence other float roundings when
+ * the lanes are scaled by d (the Q3_K_M references drifted by 1.0 from it). */
 static inline __m128i q3k_scales(const uint8_t *s) {
     uint32_t a0, a1, a2, r[4];
     memcpy(&a0, s, 4);
@@ -301,14 +305,26 @@ static inline __m128i q3k_scales(const uint8_t *s) {
     return _mm_sub_epi8(loadu128(r), _mm_set1_epi8(32));
 }
 
-/* Chunk j of a half (chunk m of the block): low bits as Q2_K, third bit m of
- * each hmask byte, value q3 in 0..7 (the "- 4" is applied by the caller). */
+/* Chunk j of a half, chunk m of the block: the low 2 bits (0..3) and the
+ * subtrahend (4 where bit m of the hmask byte is clear, else 0). */
+static inline __m256i q3k_low(__m256i q, int j) {
+    return _mm256_and_si256(srl16(q, 2 * j), _mm256_set1_epi8(3));
+}
+static inline __m256i q3k_sub(__m256i hm, int m) {
+    return _mm256_slli_epi16(_mm256_andnot_si256(srl16(hm, m), _mm256_set1_epi8(1)), 2);
+}
+/* int16 pair sums of v * q8 with v = low - sub in -4..3, as |v| times q8 with
+ * v's sign: the same sums as ggml's low * q8 - sub * q8 (|sum| <= 2 * 4 * 127,
+ * no saturation either way), one vpmaddubsw instead of two */
+static inline __m256i q3k_pairs(__m256i v, __m256i av, __m256i q8) {
+    return _mm256_maddubs_epi16(av, _mm256_sign_epi8(q8, v));
+}
+
 static inline __m256i q3k_chunk(__m256i sumi, __m256i q, __m256i hm, const int8_t *q8, __m256i half,
                                 int j, int m) {
-    const __m256i hb = _mm256_and_si256(srl16(hm, m), _mm256_set1_epi8(1));
-    const __m256i v = _mm256_or_si256(_mm256_and_si256(srl16(q, 2 * j), _mm256_set1_epi8(3)),
-                                      _mm256_slli_epi16(hb, 2));
-    return dot_i16(sumi, _mm256_maddubs_epi16(v, loadu256(q8 + 32 * j)), chunk_scales(half, j));
+    const __m256i v = _mm256_sub_epi8(q3k_low(q, j), q3k_sub(hm, m));
+    const __m256i p = q3k_pairs(v, _mm256_abs_epi8(v), loadu256(q8 + 32 * j));
+    return dot_i16(sumi, p, chunk_scales(half, j));
 }
 
 static float dot_q3_K(const void *w, const void *a, int64_t n) {
@@ -319,14 +335,11 @@ static float dot_q3_K(const void *w, const void *a, int64_t n) {
     for (int64_t i = 0; i < nb; i++) {
         const __m128i sc = q3k_scales(x[i].scales);
         const __m256i hm = loadu256(x[i].hmask);
-        /* sum_g sc[g] * 4 * bsum[g]: the offset of q3 - 4 */
-        const __m256i off = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc), loadu256(y[i].bsums));
-        __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 2));
         __m256i lo, hi;
         scales16_s8(sc, &lo, &hi);
         const __m256i q0 = loadu256(x[i].qs), q1 = loadu256(x[i].qs + 32);
         const int8_t *q8 = y[i].qs;
-        sumi = q3k_chunk(sumi, q0, hm, q8, lo, 0, 0);
+        __m256i sumi = q3k_chunk(_mm256_setzero_si256(), q0, hm, q8, lo, 0, 0);
         sumi = q3k_chunk(sumi, q0, hm, q8, lo, 1, 1);
         sumi = q3k_chunk(sumi, q0, hm, q8, lo, 2, 2);
         sumi = q3k_chunk(sumi, q0, hm, q8, lo, 3, 3);
@@ -824,7 +837,7 @@ static void dot4_q5_0(const void *w, const void *a, uint64_t as, int64_t n, floa
 #define XT4 block_q5_0
 #define DECODE4 decode_q5_0(xb)
 #define SCALE4 f16(xb->d)
-    LEGACY4_BODY(2);
+    LEGACY4_BODY(1);
 #undef XT4
 #undef DECODE4
 #undef SCALE4
@@ -887,14 +900,11 @@ static void dot4_q3_K(const void *w, const void *a, uint64_t as, int64_t n, floa
         acc[r] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         const __m128i sc = q3k_scales(x[i].scales);
-        const __m256i sc16 = _mm256_cvtepi8_epi16(sc), hm = loadu256(x[i].hmask);
+        const __m256i hm = loadu256(x[i].hmask);
         const float d = f16(x[i].d);
         __m256i sumi[NR4];
-#pragma GCC unroll 4
         for (int r = 0; r < NR4; r++)
-            sumi[r] = _mm256_sub_epi32(
-                _mm256_setzero_si256(),
-                _mm256_slli_epi32(_mm256_madd_epi16(sc16, loadu256(y[r][i].bsums)), 2));
+            sumi[r] = _mm256_setzero_si256();
         __m256i half[2];
         scales16_s8(sc, &half[0], &half[1]);
 #pragma GCC unroll 2
@@ -902,12 +912,12 @@ static void dot4_q3_K(const void *w, const void *a, uint64_t as, int64_t n, floa
             const __m256i q = loadu256(x[i].qs + 32 * h);
 #pragma GCC unroll 4
             for (int j = 0; j < 4; j++) {
-                const __m256i hb = _mm256_and_si256(srl16(hm, 4 * h + j), _mm256_set1_epi8(1));
-                const __m256i v =
-                    _mm256_or_si256(_mm256_and_si256(srl16(q, 2 * j), _mm256_set1_epi8(3)),
-                                    _mm256_slli_epi16(hb, 2));
-                const __m256i cs = chunk_scales(half[h], j);
-                chunk4(sumi, v, cs, y, i, 128 * h + 32 * j);
+                const __m256i v = _mm256_sub_epi8(q3k_low(q, j), q3k_sub(hm, 4 * h + j));
+                const __m256i av = _mm256_abs_epi8(v), cs = chunk_scales(half[h], j);
+                const int off = 128 * h + 32 * j;
+#pragma GCC unroll 4
+                for (int r = 0; r < NR4; r++)
+                    sumi[r] = dot_i16(sumi[r], q3k_pairs(v, av, loadu256(y[r][i].qs + off)), cs);
             }
         }
         block_end4(acc, sumi, y, i, d);

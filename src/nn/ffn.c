@@ -25,8 +25,8 @@ void nn_swiglu(const nn_ffn *f, const mm_weight *gate, const mm_weight *up, cons
     const int64_t F = gate->n_out;
     run(f, gate, x, T, f->g, F);
     run(f, up, x, T, f->u, F);
-    for (int64_t i = 0; i < (int64_t)T * F; i++)
-        f->g[i] = nn_silu(f->g[i]) * f->u[i];
+    for (int t = 0; t < T; t++)
+        nn_swiglu_row(f->g + (size_t)t * F, f->u + (size_t)t * F, F);
     run(f, down, f->g, T, out, n_out);
 }
 

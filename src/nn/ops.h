@@ -69,6 +69,10 @@ void nn_wsum_end(float *acc, int lanes, int d, float *out, uint64_t used);
 
 float nn_silu(float x);
 float nn_sigmoid(float x);
+/* g[i] = silu(g[i]) * u[i] over one row of n, in ggml_vec_swiglu_f32's order
+ * (its AVX-512 build): the first n & ~15 through ggml_v_silu (x / (1 + exp(-x))
+ * with ggml_v_expf), the rest through expf. */
+void nn_swiglu_row(float *g, const float *u, int64_t n);
 
 /* Indices of the k largest values of x[n] in descending order of value (ties:
  * lower index first). k <= n. */
