@@ -70,7 +70,7 @@ run() {
     echo "rc $rc wall $(echo "$t0 $t1" | awk '{ printf "%.1f", $2 - $1 }') max_usage_mib $(($(cat $CG/memory.max_usage_in_bytes) / 1048576)) load $(cut -d' ' -f1-3 /proc/loadavg)" >"$OUT/$name.cg"
     echo "bench/prompt.sh: $name: $(cat "$OUT/$name.cg")" >&2
 }
-cgf() { sed -n "s/.* $2 \([^ ]*\).*/\1/p" "$OUT/$1.cg"; } # NAME FIELD: a field of NAME.cg
+cgf() { awk -v k="$2" '{ for (i = 1; i < NF; i++) if ($i == k) print $(i + 1) }' "$OUT/$1.cg"; } # NAME FIELD
 load() { sed -n 's/.* load \(.*\)/\1/p' "$OUT/$1.cg"; }
 
 # petrel's figures from its --stats log: tok/s, GB read, GB routed, read/routed
