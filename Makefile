@@ -19,6 +19,9 @@
 #                        a 16.8 GiB glm-dsa and a 14.3 GiB Gemma-4-shaped model under a 4 GiB
 #                        limit; 10-15 min each, +4 min to make a model and its pack;
 #                        BENCH_STREAM_ARCHS="glm-dsa gemma4" picks them)
+#   make bench BENCH_PROMPT=1   also the long-prompt benchmark (bench/prompt.sh: root, cgroup v1;
+#                        2k and 8k-token prompts under 4 and 8 GiB limits on the same two models,
+#                        expert bytes read vs routed, llama.cpp mmap bounded by a timeout)
 #   make format          clang-format every source file (make format-check: only check; make test does)
 
 CC       ?= cc
@@ -326,6 +329,8 @@ bench-run: $(BUILD)/bench_petrel $(BUILD)/petrel $(BUILD)/mkmodel $(BUILD)/belad
 	@if [ "$(BENCH_STREAM)" = 1 ]; then \
 	   for a in $(BENCH_STREAM_ARCHS); do BUILD=$(BUILD) STREAM_ARCH=$$a sh bench/stream.sh || exit 1; done; \
 	 else echo "make bench: streaming benchmark skipped (BENCH_STREAM=1 runs bench/stream.sh, root, ~1 h)"; fi
+	@if [ "$(BENCH_PROMPT)" = 1 ]; then BUILD=$(BUILD) sh bench/prompt.sh || exit 1; \
+	 else echo "make bench: long-prompt benchmark skipped (BENCH_PROMPT=1 runs bench/prompt.sh, root, ~1 h)"; fi
 
 FORMAT_SRC = $$(find include src tests bench tools -name '*.[ch]' -not -path 'tests/fixtures/*' \
                -not -path '*/node_modules/*')

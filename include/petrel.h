@@ -189,7 +189,13 @@ void pt_engine_stats(const pt_engine *e, pt_stats *st);
 typedef struct pt_session_params {
     int n_ctx;   /* positions the KV cache holds; 0: the engine's planned context
                     (pt_engine_n_ctx). The cache is paid for as positions are written. */
-    int n_batch; /* rows evaluated per forward chunk; 0: 256 */
+    int n_batch; /* rows evaluated per forward chunk (a block: every row through layer L
+                    before layer L+1, each routed expert read once per layer per block);
+                    0: the plan's prompt block when experts stream (as many rows as its
+                    activation share allows, up to the context), else 256 */
+    int n_tile;  /* rows per tile of the work that is row-local (attention, FFNs): the
+                    scratch that grows fastest with rows; 0: min(256, n_batch). Neither
+                    n_batch nor n_tile changes a bit of the logits (batch invariance). */
 } pt_session_params;
 
 pt_session *pt_session_new(pt_engine *e, const pt_session_params *p, char *err, size_t err_len);
@@ -199,6 +205,26 @@ pt_engine *pt_session_engine(const pt_session *s);
 
 int pt_session_n_ctx(const pt_session *s);
 int pt_session_n_batch(const pt_session *s);
+
+/* What the session's last prompt cost in expert reads: the last pt_session_sync,
+ * or the last pt_session_eval of more than one token outside one. Reads are
+ * the engine's store counters over the prompt (other sessions' reads in the
+ * meantime count too; bytes as read, with O_DIRECT alignment or pack padding);
+ * routed figures are the distinct (trunk layer, expert) pairs the prompt's
+ * rows chose and their weights' bytes. A prompt that runs in one block reads
+ * each routed expert at most once per layer: experts_read <= routed_experts,
+ * but for lookahead reads of experts then not routed to. In mmap mode nothing
+ * is read by the store (0). */
+typedef struct pt_prompt_stats {
+    int n_tokens;                 /* tokens evaluated */
+    int n_batch;                  /* rows per block */
+    double seconds;               /* wall time of the evaluation */
+    uint64_t expert_bytes_read;   /* bytes the expert store read meanwhile */
+    uint64_t routed_expert_bytes; /* bytes of the distinct experts routed to */
+    uint64_t routed_experts;      /* distinct (layer, expert) pairs routed to */
+    uint64_t experts_read;        /* experts the store read meanwhile (misses and prefetches) */
+} pt_prompt_stats;
+void pt_session_prompt_stats(const pt_session *s, pt_prompt_stats *st);
 /* Bytes of the session's KV cache backed by memory now: it grows with the
  * positions written (pages of a reservation for the whole context). */
 uint64_t pt_session_kv_bytes(const pt_session *s);

@@ -5,11 +5,15 @@
  *   - in one batch (the reference),
  *   - in the decoder's chunks of 1, 3, 7 or 16 rows (pt_session_params.n_batch;
  *     this also changes the size of gemma4's sliding-window rings),
+ *   - in blocks whose row-local work runs in tiles (pt_session_params.n_tile:
+ *     attention, FFNs and matmul passes of 1, 3 or 7 rows; this sizes the rings),
  *   - in the caller's chunks of uneven sizes, or one token at a time,
  *   - after a truncation to a prefix and re-evaluation of the rest (in a
  *     session whose rings keep the prefix, and in one whose rings have lost it),
  *   - with the routed experts streamed through one cache slot per layer, in
- *     one batch and one token at a time.
+ *     one batch (also in tiles of 5, where a cold cache must read exactly the
+ *     bytes of the distinct experts the block routes to: once per layer) and
+ *     one token at a time.
  * The sequence is prompt 2 of the fixture (40 tokens, longer than gemma4's
  * window of 16 and glm-dsa's DSA top-k of 8) and the first 8 reference
  * greedy tokens. The F32 models are in ../shared/fixtures only; their cases
@@ -70,10 +74,11 @@ static int bi_same(const char *fixture, const char *what, const bi_seq *q, const
 }
 
 /* Evaluate tokens [0, n) in caller chunks of the sizes in `chunks` (cycled;
- * NULL: all at once) in a fresh session of n_batch rows; logits of every row. */
-static int bi_eval(pt_engine *e, const bi_seq *q, int n_batch, const int *chunks, int n_chunks,
-                   float *out, pt_session **keep, char *err, size_t len) {
-    pt_session_params sp = {.n_ctx = BI_MAX, .n_batch = n_batch};
+ * NULL: all at once) in a fresh session of n_batch rows per block and n_tile
+ * per tile (0: the default); logits of every row. */
+static int bi_eval_tiled(pt_engine *e, const bi_seq *q, int n_batch, int n_tile, const int *chunks,
+                         int n_chunks, float *out, pt_session **keep, char *err, size_t len) {
+    pt_session_params sp = {.n_ctx = BI_MAX, .n_batch = n_batch, .n_tile = n_tile};
     pt_session *s = pt_session_new(e, &sp, err, len);
     if (!s) return -1;
     int rc = 0;
@@ -88,6 +93,11 @@ static int bi_eval(pt_engine *e, const bi_seq *q, int n_batch, const int *chunks
     else
         pt_session_free(s);
     return rc;
+}
+
+static int bi_eval(pt_engine *e, const bi_seq *q, int n_batch, const int *chunks, int n_chunks,
+                   float *out, pt_session **keep, char *err, size_t len) {
+    return bi_eval_tiled(e, q, n_batch, 0, chunks, n_chunks, out, keep, err, len);
 }
 
 /* Cut a session that holds the whole sequence to `to` positions and evaluate
@@ -140,6 +150,16 @@ static void check_batch_invariance(const char *fixture) {
                fixture, err);
         bi_same(fixture, what, &q, got, 0);
     }
+    /* blocks run in tiles (attention, FFNs, matmul passes of n_tile rows) */
+    const int tiled[][2] = {{BI_MAX, 3}, {48, 7}, {16, 1}};
+    for (size_t b = 0; b < PT_ARRAY_LEN(tiled); b++) {
+        char what[64];
+        snprintf(what, sizeof what, "n_batch %d in tiles of %d", tiled[b][0], tiled[b][1]);
+        CHECKF(bi_eval_tiled(e, &q, tiled[b][0], tiled[b][1], NULL, 0, got, NULL, err,
+                             sizeof err) == 0,
+               "%s: %s", fixture, err);
+        bi_same(fixture, what, &q, got, 0);
+    }
     /* the caller's chunks, uneven, then one token at a time */
     const int uneven[] = {5, 1, 11, 2, 9, 3};
     CHECK(bi_eval(e, &q, BI_MAX, uneven, PT_ARRAY_LEN(uneven), got, NULL, err, sizeof err) == 0);
@@ -179,8 +199,38 @@ static void check_batch_invariance(const char *fixture) {
     pt_engine *es = bi_open(path, 1, err, sizeof err);
     CHECKF(es, "%s, 1 slot: %s", fixture, err);
     if (es) {
+        /* one block in tiles of 5 on a cold cache: every routed expert is read
+         * exactly once per layer (no prefetch, nothing cached before) */
+        pt_session *sb = NULL;
+        CHECK(bi_eval_tiled(es, &q, BI_MAX, 5, NULL, 0, got, &sb, err, sizeof err) == 0 && sb);
+        bi_same(fixture, "streamed through 1 slot, one block in tiles of 5", &q, got, 0);
+        if (sb) {
+            pt_prompt_stats ps;
+            pt_session_prompt_stats(sb, &ps);
+            CHECKF(ps.n_tokens == q.n && ps.routed_experts > 0 &&
+                       ps.experts_read == ps.routed_experts &&
+                       ps.expert_bytes_read >= ps.routed_expert_bytes,
+                   "%s: one block of %d tokens read %llu experts (%llu bytes), routed to %llu "
+                   "(%llu bytes)",
+                   fixture, ps.n_tokens, (unsigned long long)ps.experts_read,
+                   (unsigned long long)ps.expert_bytes_read, (unsigned long long)ps.routed_experts,
+                   (unsigned long long)ps.routed_expert_bytes);
+            pt_session_free(sb);
+        }
         CHECK(bi_eval(es, &q, BI_MAX, NULL, 0, got, NULL, err, sizeof err) == 0);
         bi_same(fixture, "streamed through 1 slot, one batch", &q, got, 0);
+        /* blocks of 3 rows read an expert again for every block that routes to it */
+        CHECK(bi_eval(es, &q, 3, NULL, 0, got, &sb, err, sizeof err) == 0 && sb);
+        bi_same(fixture, "streamed through 1 slot, blocks of 3", &q, got, 0);
+        if (sb) {
+            pt_prompt_stats ps;
+            pt_session_prompt_stats(sb, &ps);
+            CHECKF(ps.experts_read > ps.routed_experts,
+                   "%s: blocks of 3 read %llu experts, routed to %llu: expected more reads",
+                   fixture, (unsigned long long)ps.experts_read,
+                   (unsigned long long)ps.routed_experts);
+            pt_session_free(sb);
+        }
         CHECK(bi_eval(es, &q, BI_MAX, one, 1, got, NULL, err, sizeof err) == 0);
         bi_same(fixture, "streamed through 1 slot, one token at a time", &q, got, 0);
         pt_stats st;

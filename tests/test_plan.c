@@ -97,6 +97,45 @@ static void plan_streaming_slot_arithmetic(void) {
     CHECK_STR_CONTAINS(line, "6 slots/layer (1.17 GB, LFU, pread)");
 }
 
+/* Streaming: a prompt block takes half of what the fixed costs and one slot
+ * per layer leave (the rest stays expert cache), at most the context; in mmap
+ * mode, or when not one more row than the default fits, it is the default. */
+static void plan_prompt_block(void) {
+    plan_in in = base_in(10 * GIB_U);
+    in.n_expert = 64;
+    in.row_bytes = MIB;
+    in.batch = 256;
+    plan_out p;
+    pt_err err = {{0}};
+    CHECKF(plan_compute(&in, NULL, &p, &err) == 0, "%s", err.msg);
+    /* (10 GiB - 2 GiB - 4096 * 1000 - 512 MiB - 200 MiB) / 2 / 1 MiB = 3738.04 rows;
+     * (10 GiB - 2 GiB - 4096 * 1000 - 512 MiB - 3738 MiB) / 200 MiB = 19.69 slots */
+    CHECKF(p.streaming && p.block_rows == 3738 && p.block_bytes == 3738 * MIB && p.slots == 19,
+           "block %d rows, %llu bytes, %d slots", p.block_rows, (unsigned long long)p.block_bytes,
+           p.slots);
+    CHECK_STR_CONTAINS(p.line, "19 slots/layer (3.71 GB); prompt blocks of 3738 rows "
+                               "(activations 3.65 GB)");
+    /* small rows: the whole context in one block */
+    in.row_bytes = 1000;
+    CHECK(plan_compute(&in, NULL, &p, &err) == 0 && p.block_rows == 4096 &&
+          p.block_bytes == 4096 * 1000);
+    /* rows too large for one more than the default: the default, slots as without */
+    in.row_bytes = 8 * GIB_U;
+    CHECK(plan_compute(&in, NULL, &p, &err) == 0 && p.block_rows == 256 && p.block_bytes == 0 &&
+          p.slots == 38);
+    CHECK(!strstr(p.line, "prompt blocks"));
+    /* forced slots are kept whole; the block halves what they leave */
+    in.row_bytes = MIB;
+    in.slots = 4;
+    CHECK(plan_compute(&in, NULL, &p, &err) == 0 && p.slots == 4 && p.block_rows == 3438);
+    /* experts through the mmap: the default block */
+    in = base_in(200 * GIB_U);
+    in.row_bytes = MIB;
+    in.batch = 256;
+    CHECK(plan_compute(&in, NULL, &p, &err) == 0 && !p.streaming && p.block_rows == 256 &&
+          p.block_bytes == 0);
+}
+
 static void plan_refusal_names_the_numbers(void) {
     plan_in in = base_in(2 * GIB_U + GIB_U / 2);
     plan_out p;
@@ -326,12 +365,16 @@ static void shape_gemma4_26b(void) {
         CHECK_STR_CONTAINS(r.line, "context 262144 (KV f16, RAM share 5.24 GB");
     }
     /* under a small budget the KV share caps the context, with the
-     * sliding-window rings counted whole */
+     * sliding-window rings and a prompt block of 8192 rows (1.33 GB) counted
+     * whole: nothing is left for more than the default 4096 positions, and
+     * below it the floor yields; the block then takes half of what one slot
+     * per layer leaves, up to the context */
     shape_plan r = plan_at(path, 4, 0);
-    CHECKF(r.ok && r.streaming && r.slots >= 16 && r.slots < 128, "gemma4-26b at 4 GB: %s%s",
-           r.line, r.err);
-    CHECK_STR_CONTAINS(r.line, "KV 408.6 MB (8131 ctx)");
-    CHECK_STR_CONTAINS(r.line, "spill: positions beyond 8131 of the 262144 wanted");
+    CHECKF(r.ok && r.streaming && r.slots >= 8 && r.slots < 128, "gemma4-26b at 4 GB: %s%s", r.line,
+           r.err);
+    CHECK_STR_CONTAINS(r.line, "KV 329.8 MB (4096 ctx)");
+    CHECK_STR_CONTAINS(r.line, "prompt blocks of 4096 rows (activations 664.3 MB)");
+    CHECK_STR_CONTAINS(r.line, "spill: positions beyond 4096 of the 262144 wanted");
 }
 
 static void shape_qwen3_235b(void) {
@@ -368,6 +411,7 @@ static void shape_inspect_ram(void) {
 T_SUITE(plan) {
     T_ADD(plan_fits_in_memory_uses_mmap);
     T_ADD(plan_streaming_slot_arithmetic);
+    T_ADD(plan_prompt_block);
     T_ADD(plan_refusal_names_the_numbers);
     T_ADD(plan_forced_slots_and_mmap);
     T_ADD(plan_context_default_and_cap);

@@ -205,6 +205,16 @@ static int run_tokens(const tcli_opts *o, const char *tokens_arg, const char *du
             (unsigned long long)st.pinned, (unsigned long long)st.prefetch_used,
             (unsigned long long)st.prefetched, st.rss_bytes / 1048576.0,
             st.peak_rss_bytes / 1048576.0);
+        pt_prompt_stats ps;
+        pt_session_prompt_stats(s, &ps);
+        fprintf(stderr,
+                "petrel: prompt %d tokens in blocks of %d: %llu experts read (%.3f GB), %llu "
+                "routed to (%.3f GB), bytes read/routed %.3f\n",
+                ps.n_tokens, ps.n_batch, (unsigned long long)ps.experts_read,
+                ps.expert_bytes_read / 1e9, (unsigned long long)ps.routed_experts,
+                ps.routed_expert_bytes / 1e9,
+                ps.routed_expert_bytes ? (double)ps.expert_bytes_read / ps.routed_expert_bytes
+                                       : 0.0);
         fprintf(stderr,
                 "petrel: expert checksums: %llu reads checked in %.4f s, %llu bad (read again, "
                 "never used), %llu read from the GGUF instead of the pack\n",

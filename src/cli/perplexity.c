@@ -346,7 +346,10 @@ int cmd_perplexity(int argc, char **argv) {
     if (tcli_open(&o, &m, 0)) goto out;
     int n_ctx = pt_session_n_ctx(m.s);
     const int n_vocab = pt_vocab_size(m.e), n_out = pt_engine_n_vocab(m.e);
-    const int n_batch = pt_session_n_batch(m.s);
+    /* every row's logits are kept ([n_batch][n_vocab]): a prompt block the plan
+     * made large for streaming is capped unless -b asked for it */
+    int n_batch = pt_session_n_batch(m.s);
+    if (!o.n_batch && n_batch > 512) n_batch = 512;
     const int32_t bos = pt_token_bos(m.e);
     int add_bos;
     long n_chunk;

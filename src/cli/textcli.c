@@ -470,9 +470,13 @@ void tcli_usage(FILE *f) {
                                 "key)\n"
                                 "  -ctv, --cache-type-v T  KV cache type of values (same types; "
                                 "unused by MLA)\n"
-                                "  -b, --batch-size N      prompt rows per forward chunk (default "
-                                "256; a streamed expert is\n"
-                                "                          read once per chunk that routes to it)\n"
+                                "  -b, --batch-size N      prompt rows per forward chunk: a "
+                                "streamed "
+                                "expert is read once\n"
+                                "                          per layer per chunk that routes to it "
+                                "(default: 256 in\n"
+                                "                          memory; streaming: the plan's prompt "
+                                "block, up to 8192)\n"
                                 "  --kernels K             best (default), avx512, avx2 or scalar "
                                 "dot-product kernels\n"
                                 "  --ram GB                memory budget (default: available "
@@ -669,6 +673,8 @@ void tcli_print_stats(FILE *f, const tcli_model *m, const tcli_turn *t, int json
     double tps = t->n_gen > 1 && dec_s > 0 ? (t->n_gen - 1) / dec_s : 0;
     pt_draft_stats ds;
     pt_gen_draft_stats(m->g, &ds);
+    pt_prompt_stats ps;
+    pt_session_prompt_stats(m->s, &ps);
     const uint64_t fwd = ds.verify + ds.plain;
     const double acc = ds.drafted ? (double)ds.accepted / (double)ds.drafted : 0;
     const double tpf = fwd ? (double)ds.tokens / (double)fwd : 0;
@@ -704,13 +710,15 @@ void tcli_print_stats(FILE *f, const tcli_model *m, const tcli_turn *t, int json
             "\"rss_mb\": %.1f, \"peak_rss_mb\": %.1f, \"draft\": %d, \"draft_accept\": %.4f, "
             "\"tokens_per_forward\": %.3f, \"draft_backoffs\": %llu, \"seed\": %llu, "
             "\"n_ctx\": %d, \"kv_positions\": %d, \"kv_types\": \"%s\", \"kv_ram_bytes\": %llu, "
-            "\"prefix_hits\": %d, \"prefix_hits_disk\": %d%s%s}\n",
+            "\"prefix_hits\": %d, \"prefix_hits_disk\": %d, \"prompt_batch\": %d, "
+            "\"prompt_expert_gb_read\": %.6f, \"prompt_routed_expert_gb\": %.6f%s%s}\n",
             t->n_prompt, t->n_reused, prefill_s, ttft, t->n_gen, tps, tcli_reason_name(t->reason),
             hit / 100, (unsigned long long)st.hits, (unsigned long long)st.misses,
             st.bytes_read / 1e9, st.io_wait_s, st.rss_bytes / 1048576.0,
             st.peak_rss_bytes / 1048576.0, ds.n_draft, acc, tpf, (unsigned long long)ds.backoffs,
             (unsigned long long)m->sp.seed, kv.n_ctx, kv.n_past, kv.types,
-            (unsigned long long)kv.ram_bytes, kv.hits, kv.hits_disk, fields ? "," : "",
+            (unsigned long long)kv.ram_bytes, kv.hits, kv.hits_disk, ps.n_batch,
+            ps.expert_bytes_read / 1e9, ps.routed_expert_bytes / 1e9, fields ? "," : "",
             fields ? fields : "");
         free(fields);
         return;
@@ -728,12 +736,14 @@ void tcli_print_stats(FILE *f, const tcli_model *m, const tcli_turn *t, int json
         fprintf(f,
                 "[experts %s (%d slots/layer, %s%s%s): %llu hits, %llu misses, I/O wait %.3f s, "
                 "%llu pinned, "
-                "prefetch %llu/%llu used; seed %llu]\n",
+                "prefetch %llu/%llu used; prompt in blocks of %d: %.3f GB of experts read, "
+                "%.3f GB routed to; seed %llu]\n",
                 st.streaming ? "streamed" : "mmap", st.slots_per_layer, st.io_backend,
                 st.direct_io ? ", O_DIRECT" : "", st.expert_pack ? ", pack" : "",
                 (unsigned long long)st.hits, (unsigned long long)st.misses, st.io_wait_s,
                 (unsigned long long)st.pinned, (unsigned long long)st.prefetch_used,
-                (unsigned long long)st.prefetched, (unsigned long long)m->sp.seed);
+                (unsigned long long)st.prefetched, ps.n_batch, ps.expert_bytes_read / 1e9,
+                ps.routed_expert_bytes / 1e9, (unsigned long long)m->sp.seed);
     if (verbose && (st.checked_reads || st.bad_reads))
         fprintf(f,
                 "[expert checksums: %llu reads checked in %.3f s, %llu bad, %llu from the GGUF]\n",

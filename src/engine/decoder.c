@@ -34,6 +34,8 @@ struct dec {
     float *pf_topw;       /* [K] */
     int *pf_uniq;         /* [X] distinct experts the lookahead predicts */
     moe_scratch ms;       /* the routed-expert executor's scratch */
+    uint8_t *routed;      /* [n_layer][X] experts requested since dec_routed_reset */
+    int *n_routed;        /* [n_layer] how many of them per layer */
     /* the MoE step in progress: what its overlap runs after the lookahead */
     moe_overlap_fn extra;
     void *extra_st;
@@ -41,10 +43,28 @@ struct dec {
     void *progress_ud;
 };
 
-int64_t dec_ring(const fam_desc *d, int n_ctx, int max_batch) {
-    /* a batch's first query needs window-1 older keys, its last writes T-1 newer */
-    int64_t ring = d->window > 0 ? (int64_t)d->window + max_batch - 1 : n_ctx;
+int64_t dec_ring(const fam_desc *d, int n_ctx, int tile) {
+    /* a tile's first query needs window-1 older keys, its last writes T-1 newer */
+    int64_t ring = d->window > 0 ? (int64_t)d->window + tile - 1 : n_ctx;
     return ring < n_ctx ? ring : n_ctx;
+}
+
+uint64_t dec_row_bytes(const fam_desc *d) {
+    const uint64_t E = (uint64_t)d->n_embd, X = (uint64_t)(d->n_expert > 0 ? d->n_expert : 1),
+                   K = (uint64_t)(d->n_expert_used > 0 ? d->n_expert_used : 1);
+    /* x, xn; router and lookahead logits; topk, topw; moe rows, xg, yk */
+    const uint64_t floats = 2 * E + 2 * X + 2 * K + 1 + E + K * E;
+    return 4 * (floats + (uint64_t)(d->row_floats > 0 ? d->row_floats : 0));
+}
+
+void dec_routed_reset(dec *x) {
+    const int X = x->d.n_expert > 0 ? x->d.n_expert : 1;
+    memset(x->routed, 0, (size_t)x->d.n_layer * (size_t)X);
+    memset(x->n_routed, 0, (size_t)x->d.n_layer * sizeof(int));
+}
+
+const int *dec_routed_counts(const dec *x) {
+    return x->n_routed;
 }
 
 /* ===== The routed-expert step ===== */
@@ -84,6 +104,12 @@ static int moe_step(fam_ctx *c, int layer, int T, const float *router_in, const 
     for (int t = 0; t < T; t++)
         x->ops->route(x->model, layer, x->router + (size_t)t * X, x->topk + (size_t)t * K,
                       x->topw + (size_t)t * K, x->route_scratch);
+    if (layer < x->d.n_layer) /* the trunk's (not the MTP head's) distinct experts */
+        for (int i = 0; i < T * K; i++) {
+            uint8_t *r = x->routed + (size_t)layer * X + x->topk[i];
+            if (!*r) x->n_routed[layer]++;
+            *r = 1;
+        }
     x->extra = extra;
     x->extra_st = st;
     const moe_call mc = {.xs = c->xs,
@@ -110,6 +136,10 @@ dec *dec_new(const fam_ops *ops, const void *model, const fam_desc *d, const dec
         pt_errf(err, "context size and batch must be positive");
         return NULL;
     }
+    if (p->tile < 1 || p->tile > p->max_batch) {
+        pt_errf(err, "tile of %d rows: expected 1 to the batch (%d)", p->tile, p->max_batch);
+        return NULL;
+    }
     dec *x = calloc(1, sizeof *x);
     if (!x) {
         pt_errf(err, "out of memory");
@@ -124,7 +154,8 @@ dec *dec_new(const fam_ops *ops, const void *model, const fam_desc *d, const dec
     c->xs = p->xs;
     c->n_ctx = p->n_ctx;
     c->max_batch = p->max_batch;
-    c->ring = dec_ring(d, p->n_ctx, p->max_batch);
+    c->tile = p->tile;
+    c->ring = dec_ring(d, p->n_ctx, p->tile);
     c->moe = moe_step;
     c->k_type = p->k_type;
     c->v_type = p->v_type;
@@ -143,9 +174,11 @@ dec *dec_new(const fam_ops *ops, const void *model, const fam_desc *d, const dec
     x->topk = calloc(B * K, sizeof(int));
     x->pf_topk = calloc(K, sizeof(int));
     x->pf_uniq = calloc(X + 1, sizeof(int));
-    if (!x->topk || !x->pf_topk || !x->pf_uniq) fail = 1;
+    x->routed = calloc((size_t)(d->n_layer > 0 ? d->n_layer : 1) * X, 1);
+    x->n_routed = calloc((size_t)(d->n_layer > 0 ? d->n_layer : 1), sizeof(int));
+    if (!x->topk || !x->pf_topk || !x->pf_uniq || !x->routed || !x->n_routed) fail = 1;
     if (moe_scratch_init(&x->ms, (int)X, p->max_batch, (int)K, d->n_embd)) fail = 1;
-    if (!fail && mm_ctx_init(&c->mm, p->pool, p->max_isa, (int64_t)B, d->max_in)) fail = 1;
+    if (!fail && mm_ctx_init(&c->mm, p->pool, p->max_isa, (int64_t)p->tile, d->max_in)) fail = 1;
     /* the whole context's KV reserved, backed as positions are written; a
      * page of slack for every buffer a state takes (each starts on a page) */
     uint64_t per_pos = 0, fixed = 0;
@@ -174,6 +207,8 @@ void dec_free(dec *x) {
     free(x->topk);
     free(x->pf_topk);
     free(x->pf_uniq);
+    free(x->routed);
+    free(x->n_routed);
     moe_scratch_free(&x->ms);
     mm_ctx_free(&x->c.mm);
     kv_arena_free(&x->kv);

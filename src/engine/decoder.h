@@ -2,9 +2,13 @@
  *
  * A decoder is one sequence of a model: the family's state (its KV caches and
  * scratch) plus what every family shares, allocated once at dec_new for
- * n_ctx positions and max_batch rows per chunk. A call evaluates n tokens at
- * the next positions in chunks of at most max_batch: token checks, embedding
- * lookup, the family's blocks in order, final norm, hidden rows and logits.
+ * n_ctx positions, max_batch rows per chunk (a block) and tiles of `tile`
+ * rows. A call evaluates n tokens at the next positions in chunks of at most
+ * max_batch: token checks, embedding lookup, the family's blocks in order
+ * (layer-major within a chunk: every row of the chunk through layer L before
+ * layer L+1, so each routed expert is read at most once per layer per chunk;
+ * row-local work runs in tiles, see model/family.h), final norm, hidden rows
+ * and logits.
  * It also runs the routed-expert step of every family (router, routing,
  * lookahead prefetch, the expert store) and owns positions and truncation,
  * including what a sliding-window ring can still serve. See model/family.h
@@ -25,7 +29,8 @@ typedef struct dec_params {
     int prefetch;            /* router lookahead into the next layer's experts */
     int max_isa;             /* highest kernel ISA level (QT_ISA_*), -1 for the best */
     int n_ctx;               /* positions */
-    int max_batch;           /* rows per chunk */
+    int max_batch;           /* rows per chunk (block) */
+    int tile;                /* rows per tile of row-local work, 1..max_batch */
     uint32_t k_type, v_type; /* KV cache element types (nn/kv.h) */
 } dec_params;
 
@@ -34,8 +39,19 @@ dec *dec_new(const fam_ops *ops, const void *model, const fam_desc *d, const dec
              pt_err *err);
 void dec_free(dec *x);
 
-/* Slots of a sliding-window layer's cache for this model and batch. */
-int64_t dec_ring(const fam_desc *d, int n_ctx, int max_batch);
+/* Slots of a sliding-window layer's cache for this model and tile. */
+int64_t dec_ring(const fam_desc *d, int n_ctx, int tile);
+
+/* Bytes a block row costs beyond the tile-sized scratch: the decoder's
+ * row buffers (residual, normed rows, routing, the MoE's gathered inputs and
+ * per-choice outputs) and the family's (fam_desc.row_floats). The memory
+ * plan multiplies it by the block's rows. */
+uint64_t dec_row_bytes(const fam_desc *d);
+
+/* Distinct routed experts per trunk layer ([n_layer] counts) requested since
+ * dec_routed_reset: what a prompt routes to, whatever the chunking. */
+void dec_routed_reset(dec *x);
+const int *dec_routed_counts(const dec *x);
 
 int dec_n_past(const dec *x);
 

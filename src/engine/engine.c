@@ -35,7 +35,9 @@
 #include "runtime/xio.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
-#define DEFAULT_BATCH 256 /* rows per forward chunk when the session does not say */
+#define DEFAULT_BATCH                                                                              \
+    256 /* rows per forward chunk when the session does not say and                                \
+           experts do not stream; rows per tile of row-local work */
 
 struct pt_engine {
     gguf_ctx *g;
@@ -49,6 +51,8 @@ struct pt_engine {
     uint32_t k_type, v_type; /* element types (QT_* ids, nn/kv.h) */
     char kv_types[32];       /* their names as the plan line says them ("f16", "K q8_0, V f16") */
     int n_ctx;               /* the plan's context: a session's default */
+    int block_rows;          /* the plan's prompt block: a session's default batch */
+    uint64_t *expert_bytes;  /* [n_layer] bytes of one routed expert's weights (0: dense) */
     uint64_t kv_per_pos;     /* bytes per position, all layers that keep every position */
     uint64_t kv_fixed;       /* bytes independent of the context: sliding-window rings */
     int plan_only;           /* opened for the plan only: no store, no pool, no sessions */
@@ -76,6 +80,11 @@ struct pt_session {
     void *progress_ud;
     pt_prompt_progress prog; /* the span in progress (prog.total 0: none) */
     int64_t prog_base;       /* work of the span's pt_session_eval calls that returned */
+    int in_sync;             /* pt_session_sync in progress: its evals are one prompt */
+    uint64_t read0;          /* the store's bytes read when the prompt began */
+    uint64_t xread0;         /* ... and experts read */
+    double t0;               /* ... and the time */
+    pt_prompt_stats last;    /* the last prompt's figures */
 };
 
 static const struct {
@@ -338,14 +347,23 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
                   .slots = p->expert_slots,
                   .pin_bytes = p->pin_gb > 0 ? (uint64_t)(p->pin_gb * GIB) : 0,
                   .no_pin = p->no_pin,
-                  .margin = PLAN_MARGIN};
+                  .margin = PLAN_MARGIN,
+                  .row_bytes = dec_row_bytes(&en->desc),
+                  .batch = DEFAULT_BATCH};
     model_info_free(&mi);
     plan_out pl;
     snprintf(in.kv_types, sizeof in.kv_types, "%s", en->kv_types);
     const int rc = plan_compute(&in, en->g->files[0].path, &pl, e);
     free(slot_bytes);
     if (rc) return -1;
+    /* one routed expert's weights per trunk layer: what a prompt's figures weigh by */
+    en->expert_bytes = calloc((size_t)en->desc.n_layer + 1, sizeof *en->expert_bytes);
+    if (!en->expert_bytes) return pt_errf(e, "out of memory");
+    for (int l = 0; l < en->desc.n_layer && l < n_all; l++)
+        for (int m = 0; m < en->xl[l].n_mats; m++)
+            en->expert_bytes[l] += en->xl[l].mats[m]->nbytes / (uint64_t)en->xl[l].mats[m]->ne[2];
     en->n_ctx = pl.n_ctx;
+    en->block_rows = pl.block_rows;
     if (en->plan_only) { /* where slots would be read from is known; the I/O back-end is not */
         char line[768];
         plan_line(&pl, pl.streaming ? en->pack ? ", from the expert pack" : ", from the GGUF" : "",
@@ -493,6 +511,7 @@ void pt_engine_close(pt_engine *e) {
     xpack_close(e->pack);
     xpack_close(e->table);
     free(e->xl);
+    free(e->expert_bytes);
     if (e->model) e->fam->free(e->model);
     tp_free(e->pool);
     engine_text_free(&e->text);
@@ -572,7 +591,14 @@ pt_session *pt_session_new(pt_engine *e, const pt_session_params *p, char *err, 
         return NULL;
     }
     const int n_ctx = p && p->n_ctx > 0 ? p->n_ctx : e->n_ctx;
-    int n_batch = p && p->n_batch > 0 ? p->n_batch : DEFAULT_BATCH;
+    /* by default a prompt block as large as the plan allows when experts stream */
+    int n_batch = p && p->n_batch > 0 ? p->n_batch
+                  : e->block_rows > 0 ? e->block_rows
+                                      : DEFAULT_BATCH;
+    if (!(p && p->n_batch > 0) && n_batch > n_ctx)
+        n_batch = n_ctx > DEFAULT_BATCH ? n_ctx : DEFAULT_BATCH;
+    int tile = p && p->n_tile > 0 ? p->n_tile : DEFAULT_BATCH;
+    if (tile > n_batch) tile = n_batch;
     pt_session *s = calloc(1, sizeof *s);
     if (!s) {
         snprintf(err, err_len, "out of memory");
@@ -588,6 +614,7 @@ pt_session *pt_session_new(pt_engine *e, const pt_session_params *p, char *err, 
                            .max_isa = e->max_isa,
                            .n_ctx = n_ctx,
                            .max_batch = n_batch,
+                           .tile = tile,
                            .k_type = e->k_type,
                            .v_type = e->v_type};
     s->dec = s->hist ? dec_new(e->fam, e->model, &e->desc, &dp, &er) : NULL;
@@ -675,12 +702,51 @@ void session_progress_end(pt_session *s) {
     s->prog.total = 0;
 }
 
+/* ===== A prompt's expert reads ===== */
+
+/* The store's bytes read and experts read into slots (misses and prefetches). */
+static void store_reads(const pt_engine *e, uint64_t *bytes, uint64_t *experts) {
+    xs_stats xs = {0};
+    if (e->xs) xs_get_stats(e->xs, &xs);
+    *bytes = xs.bytes_read;
+    *experts = xs.misses + xs.prefetched;
+}
+
+static void prompt_begin(pt_session *s) {
+    dec_routed_reset(s->dec);
+    store_reads(s->e, &s->read0, &s->xread0);
+    s->t0 = pt_now_s();
+    s->last = (pt_prompt_stats){.n_batch = s->n_batch};
+}
+
+/* The figures of the prompt since prompt_begin, n tokens evaluated. */
+static void prompt_end(pt_session *s, int n) {
+    const int *cnt = dec_routed_counts(s->dec);
+    s->last.n_tokens = n;
+    s->last.seconds = pt_now_s() - s->t0;
+    uint64_t bytes, experts;
+    store_reads(s->e, &bytes, &experts);
+    s->last.expert_bytes_read = bytes - s->read0;
+    s->last.experts_read = experts - s->xread0;
+    for (int l = 0; l < s->e->desc.n_layer; l++) {
+        s->last.routed_experts += (uint64_t)cnt[l];
+        s->last.routed_expert_bytes += (uint64_t)cnt[l] * s->e->expert_bytes[l];
+    }
+}
+
+void pt_session_prompt_stats(const pt_session *s, pt_prompt_stats *st) {
+    *st = s->last;
+}
+
 int pt_session_eval(pt_session *s, const int32_t *tokens, int n, float *logits, int all_rows,
                     float *hidden, char *err, size_t err_len) {
     pt_err e = {{0}};
     const int p0 = pt_session_n_past(s);
+    const int prompt = !s->in_sync && n > 1;
+    if (prompt) prompt_begin(s);
     const int rc = dec_eval(s->dec, tokens, n, logits, all_rows, hidden, &e);
     if (s->prog.total) s->prog_base += (int64_t)n * s->e->desc.n_layer;
+    if (prompt) prompt_end(s, pt_session_n_past(s) - p0);
     /* the chunks that completed before an error stay cached: record their tokens */
     const int p1 = pt_session_n_past(s);
     if (p1 > p0) memcpy(s->hist + p0, tokens, (size_t)(p1 - p0) * sizeof *tokens);
@@ -713,6 +779,8 @@ int pt_session_sync(pt_session *s, const int32_t *tokens, int n, float *logits,
     const int kept = pt_session_truncate(s, keep);
     /* one chunk per call: a stop request (Ctrl-C, a client that left) is
      * noticed between chunks */
+    prompt_begin(s);
+    s->in_sync = 1;
     int rc = kept;
     session_progress_begin(s, n, kept);
     for (int at = kept; at < n;) {
@@ -729,6 +797,8 @@ int pt_session_sync(pt_session *s, const int32_t *tokens, int n, float *logits,
         at += m;
     }
     session_progress_end(s);
+    s->in_sync = 0;
+    prompt_end(s, pt_session_n_past(s) - kept);
     return rc;
 }
 

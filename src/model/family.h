@@ -47,6 +47,8 @@ typedef struct fam_desc {
     const mm_weight *output;   /* n_embd -> n_vocab */
     float softcap;             /* logits = softcap * tanh(logits / softcap) when > 0 */
     int64_t max_in;            /* widest input of any matmul the family runs */
+    int64_t row_floats;        /* floats of the family's state per block row (its B-row
+                                  buffers; the plan counts them with the decoder's) */
     int kv_unit;               /* every KV head (or MLA latent / rope part) is a multiple of this
                                   many elements: a block cache type needs kv_block | kv_unit */
 } fam_desc;
@@ -63,14 +65,22 @@ typedef int (*fam_moe_fn)(fam_ctx *c, int layer, int T, const float *router_in,
                           const float *expert_in, float *out, moe_expert_fn expert,
                           moe_overlap_fn extra, void *st, pt_err *err);
 
-/* Per-session context the decoder gives the family (B = max_batch rows). */
+/* Per-session context the decoder gives the family (B = max_batch rows, the
+ * block; A = tile rows). Buffers that carry a row through a whole block (the
+ * residual, a sub-block's output, the MoE's input and output) hold B rows;
+ * row-local work (attention, dense and expert FFNs, the matmul's converted
+ * activations) holds A and runs B rows in tiles of A, which changes no bit:
+ * a tile is a chunk of A rows as far as any row's arithmetic can tell. So a
+ * prompt block can be large (each routed expert read once per layer for the
+ * whole block) while the scratch that grows fastest with rows stays small. */
 struct fam_ctx {
     tp_pool *pool;
     xs_store *xs; /* where routed experts come from */
     mm_ctx mm;
     int n_ctx;     /* positions the caches address */
-    int max_batch; /* rows per chunk */
-    int64_t ring;  /* slots of a sliding-window layer's cache: window + max_batch - 1 (<= n_ctx) */
+    int max_batch; /* B: rows per block (a decoder chunk) */
+    int tile;      /* A: rows per tile of row-local work, <= B */
+    int64_t ring;  /* slots of a sliding-window layer's cache: window + tile - 1 (<= n_ctx) */
     uint32_t k_type, v_type; /* KV cache element types (nn/kv.h); MLA caches use k_type */
     kv_arena *kv;   /* where the state takes its KV buffers (kv_arena_take; the decoder frees it) */
     float *x;       /* [B][n_embd] residual stream: the block's input and output */
@@ -101,8 +111,8 @@ typedef struct fam_ops {
      * with it (rings of `ring` slots). */
     void (*kv_size)(const void *model, int64_t ring, uint32_t k_type, uint32_t v_type,
                     uint64_t *per_pos, uint64_t *fixed);
-    /* Session state (KV caches, scratch) for c->n_ctx positions and
-     * c->max_batch rows; NULL with err. */
+    /* Session state (KV caches, scratch) for c->n_ctx positions, blocks of
+     * c->max_batch rows and tiles of c->tile rows; NULL with err. */
     void *(*state_new)(const void *model, fam_ctx *c, pt_err *err);
     void (*state_free)(void *st);
     /* Decoder block `layer` on c->x[T] at positions pos0.. . 0, or -1 with err. */

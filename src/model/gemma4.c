@@ -324,9 +324,9 @@ typedef struct g4_state {
     float *a;      /* [B][n_embd] sub-block output (attention, then dense MLP) */
     float *moe;    /* [B][n_embd] router input, then the routed experts' output */
     float *pf_in;  /* [B][n_embd] next layer's router input (lookahead) */
-    nn_gqa_scratch attn; /* q, o: [B][n_head * max_head_dim]; kx, vx: [B][max_kv_dim] */
-    float *g;            /* [B][max(n_ff, 2 n_ff_exp)] gate (or fused gate|up) projections */
-    float *u;            /* [B][max(n_ff, n_ff_exp)] up projections / gated activations */
+    nn_gqa_scratch attn; /* q, o: [A][n_head * max_head_dim]; kx, vx: [A][max_kv_dim] (tiles) */
+    float *g;            /* [A][max(n_ff, 2 n_ff_exp)] gate (or fused gate|up) projections */
+    float *u;            /* [A][max(n_ff, n_ff_exp)] up projections / gated activations */
 } g4_state;
 
 static void g4_state_free(void *p) {
@@ -349,7 +349,7 @@ static void *g4_state_new(const void *model, fam_ctx *c, pt_err *err) {
     if (!s) return pt_errf(err, "out of memory"), NULL;
     s->m = m;
     s->c = c;
-    const size_t B = (size_t)c->max_batch, E = (size_t)hp->n_embd;
+    const size_t B = (size_t)c->max_batch, A = (size_t)c->tile, E = (size_t)hp->n_embd;
     const size_t QD = (size_t)hp->n_head * (size_t)hp->max_head_dim, KVD = (size_t)hp->max_kv_dim;
     const size_t F = (size_t)hp->n_ff, FX = (size_t)hp->n_ff_exp;
     int fail = 0;
@@ -369,11 +369,11 @@ static void *g4_state_new(const void *model, fam_ctx *c, pt_err *err) {
     s->a = pt_falloc(B * E, &fail);
     s->moe = pt_falloc(B * E, &fail);
     s->pf_in = pt_falloc(B * E, &fail);
-    if (nn_gqa_scratch_init(&s->attn, c->pool, &c->mm, c->max_batch, (int64_t)QD, (int64_t)KVD,
+    if (nn_gqa_scratch_init(&s->attn, c->pool, &c->mm, c->tile, (int64_t)QD, (int64_t)KVD,
                             hp->max_head_dim, c->n_ctx))
         fail = 1;
-    s->g = pt_falloc(B * PT_MAX(F, 2 * FX), &fail);
-    s->u = pt_falloc(B * PT_MAX(F, FX), &fail);
+    s->g = pt_falloc(A * PT_MAX(F, 2 * FX), &fail);
+    s->u = pt_falloc(A * PT_MAX(F, FX), &fail);
     if (fail) {
         g4_state_free(s);
         pt_errf(err, "out of memory allocating the KV cache and scratch for %d positions",
@@ -403,7 +403,7 @@ static int g4_expert(void *st, int layer, int e, const uint8_t *const mats[3], f
     (void)err;
     const int E = s->m->hp.n_embd;
     const gemma4_expert_w w = gemma4_expert(s->m, layer, e, mats);
-    const nn_ffn f = {&s->c->mm, s->g, s->u};
+    const nn_ffn f = {&s->c->mm, s->g, s->u, s->c->tile};
     nn_geglu_fused(&f, &w.gate_up, s->m->hp.n_ff_exp, &w.down, x, n, x, E);
     for (size_t i = 0; i < (size_t)n * E; i++)
         x[i] *= w.scale;
@@ -448,7 +448,7 @@ static int g4_block(void *st, int layer, int T, int pos0, pt_err *err) {
     /* dense MLP -> a, normed with post_ffw_norm_1 */
     for (int t = 0; t < T; t++)
         nn_rms_norm(s->h + (size_t)t * E, ly->ffn_norm, eps, E, c->xn + (size_t)t * E);
-    const nn_ffn f = {&c->mm, s->g, s->u};
+    const nn_ffn f = {&c->mm, s->g, s->u, c->tile};
     nn_geglu(&f, &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down, c->xn, T, s->a, E);
     for (int t = 0; t < T; t++)
         nn_rms_norm(s->a + (size_t)t * E, ly->post_ffw_norm_1, eps, E, s->a + (size_t)t * E);
@@ -552,6 +552,7 @@ static int g4_load(const gguf_ctx *g, void **model, fam_desc *d, pt_err *err) {
         .output_norm = m->output_norm,
         .output = &m->output,
         .softcap = hp->softcap,
+        .row_floats = 4 * (int64_t)hp->n_embd, /* h, a, moe, pf_in */
         .max_in = PT_MAX(PT_MAX((int64_t)hp->n_embd, QD), (int64_t)PT_MAX(hp->n_ff, hp->n_ff_exp))};
     *model = m;
     return 0;

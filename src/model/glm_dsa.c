@@ -350,7 +350,7 @@ typedef struct glm_state {
     float **idx_k; /* [n_layer] -> [n_ctx][idx_head_dim] f32 (full indexer layers only; in c->kv) */
     nn_mla attn;   /* attention scratch and the indexer's selection */
     float *out;    /* [B][n_embd] sub-block output */
-    float *g, *u;  /* [B][max(n_ff, n_ff_exp * max(1, n_shared))] FFN scratch */
+    float *g, *u;  /* [A][max(n_ff, n_ff_exp * max(1, n_shared))] FFN scratch (tiles) */
     float *sh;     /* [B][n_embd] shared-expert output */
     float *cat;    /* [B][2 n_embd] MTP input */
 } glm_state;
@@ -397,7 +397,7 @@ static void *glm_state_new(const void *model, fam_ctx *c, pt_err *err) {
     if (!s) return pt_errf(err, "out of memory"), NULL;
     s->m = m;
     s->c = c;
-    const size_t B = (size_t)c->max_batch, E = (size_t)hp->n_embd,
+    const size_t B = (size_t)c->max_batch, A = (size_t)c->tile, E = (size_t)hp->n_embd,
                  KVD = (size_t)(hp->kv_lora + hp->qk_rope);
     const int n_all = hp->n_layer + hp->n_nextn;
     int fail = 0;
@@ -413,11 +413,12 @@ static void *glm_state_new(const void *model, fam_ctx *c, pt_err *err) {
             fail = 1;
     }
     const nn_mla_dims d = mla_dims(hp);
-    if (!fail && nn_mla_init(&s->attn, &d, c->pool, &c->mm, c->n_ctx, c->max_batch)) fail = 1;
+    if (!fail && nn_mla_init(&s->attn, &d, c->pool, &c->mm, c->n_ctx, c->tile, c->max_batch))
+        fail = 1;
     s->attn.kv_type = c->k_type; /* latent and rope key: the K type, as llama.cpp */
     s->out = pt_falloc(B * E, &fail);
-    s->g = pt_falloc(B * ffn_width(hp), &fail);
-    s->u = pt_falloc(B * ffn_width(hp), &fail);
+    s->g = pt_falloc(A * ffn_width(hp), &fail);
+    s->u = pt_falloc(A * ffn_width(hp), &fail);
     s->sh = pt_falloc(B * E, &fail);
     s->cat = pt_falloc(B * 2 * E, &fail);
     if (fail) {
@@ -430,7 +431,7 @@ static void *glm_state_new(const void *model, fam_ctx *c, pt_err *err) {
 }
 
 static nn_ffn ffn(glm_state *s) {
-    return (nn_ffn){&s->c->mm, s->g, s->u};
+    return (nn_ffn){&s->c->mm, s->g, s->u, s->c->tile};
 }
 
 /* One routed expert on x[n] in place: SwiGLU with the slices in mats[]. */
@@ -647,6 +648,8 @@ static int glm_load(const gguf_ctx *g, void **model, fam_desc *d, pt_err *err) {
                     .embd_scale = 1.0f,
                     .output_norm = m->output_norm,
                     .output = &m->output,
+                    /* out, sh, cat; the indexer's selection per row (ints) */
+                    .row_floats = 5 * (int64_t)hp->n_embd + PT_MAX(hp->idx_top_k, 1) + 1,
                     .max_in = PT_MAX(PT_MAX(2 * (int64_t)hp->n_embd, (int64_t)ffn_width(hp)),
                                      nn_mla_max_in(&md))};
     *model = m;

@@ -197,8 +197,8 @@ typedef struct q3_state {
     void **k, **v;       /* [n_layer] -> [n_ctx] rows of n_kv * head_dim elements of c->k_type /
                             c->v_type: normed roped keys, values (in c->kv) */
     float *out;          /* [B][n_embd] sub-block output */
-    nn_gqa_scratch attn; /* q, kx, vx, o: B rows */
-    float *g, *u;        /* [B][n_ff_exp] expert gate / up projections */
+    nn_gqa_scratch attn; /* q, kx, vx, o: A rows (tiles) */
+    float *g, *u;        /* [A][n_ff_exp] expert gate / up projections */
 } q3_state;
 
 static void q3_state_free(void *p) {
@@ -220,7 +220,7 @@ static void *q3_state_new(const void *model, fam_ctx *c, pt_err *err) {
     if (!s) return pt_errf(err, "out of memory"), NULL;
     s->m = m;
     s->c = c;
-    const size_t B = (size_t)c->max_batch, E = (size_t)hp->n_embd;
+    const size_t B = (size_t)c->max_batch, A = (size_t)c->tile, E = (size_t)hp->n_embd;
     const size_t QD = (size_t)hp->n_head * hp->head_dim, KVD = (size_t)hp->n_kv * hp->head_dim;
     int fail = 0;
     s->k = calloc((size_t)hp->n_layer, sizeof(void *));
@@ -232,11 +232,11 @@ static void *q3_state_new(const void *model, fam_ctx *c, pt_err *err) {
         if (!s->k[l] || !s->v[l]) fail = 1;
     }
     s->out = pt_falloc(B * E, &fail);
-    if (nn_gqa_scratch_init(&s->attn, c->pool, &c->mm, c->max_batch, (int64_t)QD, (int64_t)KVD,
+    if (nn_gqa_scratch_init(&s->attn, c->pool, &c->mm, c->tile, (int64_t)QD, (int64_t)KVD,
                             hp->head_dim, c->n_ctx))
         fail = 1;
-    s->g = pt_falloc(B * (size_t)hp->n_ff_exp, &fail);
-    s->u = pt_falloc(B * (size_t)hp->n_ff_exp, &fail);
+    s->g = pt_falloc(A * (size_t)hp->n_ff_exp, &fail);
+    s->u = pt_falloc(A * (size_t)hp->n_ff_exp, &fail);
     if (fail) {
         q3_state_free(s);
         pt_errf(err, "out of memory allocating the KV cache and scratch for %d positions",
@@ -253,7 +253,7 @@ static int q3_expert(void *st, int layer, int e, const uint8_t *const mats[3], f
     (void)e;
     (void)err;
     const qwen3moe_expert_w w = qwen3moe_expert(s->m, layer, mats);
-    const nn_ffn f = {&s->c->mm, s->g, s->u};
+    const nn_ffn f = {&s->c->mm, s->g, s->u, s->c->tile};
     nn_swiglu(&f, &w.gate, &w.up, &w.down, x, n, x, s->m->hp.n_embd);
     return 0;
 }
@@ -347,6 +347,7 @@ static int q3_load(const gguf_ctx *g, void **model, fam_desc *d, pt_err *err) {
                     .embd_scale = 1.0f,
                     .output_norm = m->output_norm,
                     .output = &m->output,
+                    .row_floats = hp->n_embd, /* out */
                     .max_in = PT_MAX(PT_MAX((int64_t)hp->n_embd, QD), (int64_t)hp->n_ff_exp)};
     *model = m;
     return 0;

@@ -89,7 +89,10 @@ int nn_gqa_scratch_init(nn_gqa_scratch *s, tp_pool *pool, mm_ctx *mm, int max_ba
                         int64_t kv_dim, int head_dim, int64_t n_ctx) {
     const size_t B = (size_t)max_batch;
     int fail = 0;
-    *s = (nn_gqa_scratch){.pool = pool, .mm = mm, .scores_stride = nn_attn_stride(n_ctx, head_dim)};
+    *s = (nn_gqa_scratch){.pool = pool,
+                          .mm = mm,
+                          .rows = max_batch,
+                          .scores_stride = nn_attn_stride(n_ctx, head_dim)};
     s->q = pt_falloc(B * (size_t)q_dim, &fail);
     s->kx = pt_falloc(B * (size_t)kv_dim, &fail);
     s->vx = pt_falloc(B * (size_t)kv_dim, &fail);
@@ -108,8 +111,9 @@ void nn_gqa_scratch_free(nn_gqa_scratch *s) {
     memset(s, 0, sizeof *s);
 }
 
-void nn_gqa_forward(const nn_gqa *g, nn_gqa_scratch *s, const float *xn, int T, int64_t pos0,
-                    void *k, void *v, int64_t cap, float *out) {
+/* One tile: T <= s->rows query rows. */
+static void gqa_tile(const nn_gqa *g, nn_gqa_scratch *s, const float *xn, int T, int64_t pos0,
+                     void *k, void *v, int64_t cap, float *out) {
     const int H = g->n_head, D = g->head_dim, NKV = g->n_kv, KVD = NKV * D;
     mm_run(s->mm, g->wq, xn, T, s->q, (int64_t)H * D);
     mm_run(s->mm, g->wk, xn, T, s->kx, KVD);
@@ -160,4 +164,16 @@ void nn_gqa_forward(const nn_gqa *g, nn_gqa_scratch *s, const float *xn, int T, 
                   .scores_stride = s->scores_stride};
     nn_attn_run(s->pool, &at);
     mm_run(s->mm, g->wo, s->o, T, out, g->n_embd);
+}
+
+/* Tiles of the rows the scratch holds, each storing its keys and values before
+ * its queries read the cache: the same order as chunks of that size, so the
+ * same bits (a row's attention depends on its position and the cache only). */
+void nn_gqa_forward(const nn_gqa *g, nn_gqa_scratch *s, const float *xn, int T, int64_t pos0,
+                    void *k, void *v, int64_t cap, float *out) {
+    for (int t0 = 0, n; t0 < T; t0 += n) {
+        n = T - t0 < s->rows ? T - t0 : s->rows;
+        gqa_tile(g, s, xn + (size_t)t0 * g->n_embd, n, pos0 + t0, k, v, cap,
+                 out + (size_t)t0 * g->n_embd);
+    }
 }

@@ -4,8 +4,9 @@
  *
  * The cache holds one row per position: keys [cap][n_kv*head_dim] and values
  * likewise, position p in slot p % cap. A linear cache has cap >= every
- * position; a sliding-window layer uses a ring with cap >= window + batch - 1
- * so the keys one batch needs are never overwritten by the same batch. Query
+ * position; a sliding-window layer uses a ring with cap >= window + tile - 1
+ * (tile: the rows the scratch holds; nn_gqa_forward runs a larger batch in
+ * tiles) so the keys one tile needs are never overwritten by the same tile. Query
  * head h reads KV head h / (n_head / n_kv).
  *
  * Numerics follow llama.cpp without flash attention, rounding included: scores
@@ -69,6 +70,7 @@ typedef struct nn_gqa {
 typedef struct nn_gqa_scratch {
     tp_pool *pool;
     mm_ctx *mm;
+    int rows;              /* B: query rows per tile (nn_gqa_forward runs larger T in tiles) */
     float *q;              /* [B][n_head * max head_dim] */
     float *kx, *vx;        /* [B][max n_kv * head_dim] new keys / values */
     float *o;              /* [B][n_head * max head_dim] attention output per head */
@@ -88,7 +90,8 @@ void nn_gqa_scratch_free(nn_gqa_scratch *s);
 
 /* Attention of rows xn[T][n_embd] at positions pos0.. over the cache k, v
  * ([cap] rows of n_kv*head_dim elements of g->k_type / g->v_type, which
- * receive the rows' keys and values): out[T][n_embd]. */
+ * receive the rows' keys and values): out[T][n_embd]. T may exceed the
+ * scratch's rows: tiles of s->rows, each storing its keys before reading. */
 void nn_gqa_forward(const nn_gqa *g, nn_gqa_scratch *s, const float *xn, int T, int64_t pos0,
                     void *k, void *v, int64_t cap, float *out);
 

@@ -20,34 +20,53 @@ static void run(const nn_ffn *f, const mm_weight *w, const float *x, int T, floa
     mm_run(f->mm, w, x, T, y, ldy);
 }
 
+/* The FFNs below run x[T] in tiles of the rows the scratch holds (f->rows):
+ * every output row is computed alone, so tiles change no bit. x and out may
+ * be the same rows (a routed expert in place): a tile reads its rows before
+ * it writes them. */
+static int tile_rows(const nn_ffn *f, int T, int t0) {
+    const int r = f->rows > 0 ? f->rows : T;
+    return T - t0 < r ? T - t0 : r;
+}
+
 void nn_swiglu(const nn_ffn *f, const mm_weight *gate, const mm_weight *up, const mm_weight *down,
                const float *x, int T, float *out, int64_t n_out) {
-    const int64_t F = gate->n_out;
-    run(f, gate, x, T, f->g, F);
-    run(f, up, x, T, f->u, F);
-    for (int t = 0; t < T; t++)
-        nn_swiglu_row(f->g + (size_t)t * F, f->u + (size_t)t * F, F);
-    run(f, down, f->g, T, out, n_out);
+    const int64_t F = gate->n_out, n_in = gate->n_in;
+    for (int t0 = 0, n; t0 < T; t0 += n) {
+        n = tile_rows(f, T, t0);
+        run(f, gate, x + (size_t)t0 * n_in, n, f->g, F);
+        run(f, up, x + (size_t)t0 * n_in, n, f->u, F);
+        for (int t = 0; t < n; t++)
+            nn_swiglu_row(f->g + (size_t)t * F, f->u + (size_t)t * F, F);
+        run(f, down, f->g, n, out + (size_t)t0 * n_out, n_out);
+    }
 }
 
 void nn_geglu(const nn_ffn *f, const mm_weight *gate, const mm_weight *up, const mm_weight *down,
               const float *x, int T, float *out, int64_t n_out) {
-    const int64_t F = gate->n_out;
-    run(f, gate, x, T, f->g, F);
-    run(f, up, x, T, f->u, F);
-    for (int64_t i = 0; i < (int64_t)T * F; i++)
-        f->g[i] = nn_gelu_f16(f->g[i]) * f->u[i];
-    run(f, down, f->g, T, out, n_out);
+    const int64_t F = gate->n_out, n_in = gate->n_in;
+    for (int t0 = 0, n; t0 < T; t0 += n) {
+        n = tile_rows(f, T, t0);
+        run(f, gate, x + (size_t)t0 * n_in, n, f->g, F);
+        run(f, up, x + (size_t)t0 * n_in, n, f->u, F);
+        for (int64_t i = 0; i < (int64_t)n * F; i++)
+            f->g[i] = nn_gelu_f16(f->g[i]) * f->u[i];
+        run(f, down, f->g, n, out + (size_t)t0 * n_out, n_out);
+    }
 }
 
 void nn_geglu_fused(const nn_ffn *f, const mm_weight *gate_up, int64_t n_ff, const mm_weight *down,
                     const float *x, int T, float *out, int64_t n_out) {
-    run(f, gate_up, x, T, f->g, 2 * n_ff);
-    for (int t = 0; t < T; t++) {
-        const float *gu = f->g + (size_t)t * 2 * n_ff;
-        float *act = f->u + (size_t)t * n_ff;
-        for (int64_t j = 0; j < n_ff; j++)
-            act[j] = nn_gelu_f16(gu[j]) * gu[n_ff + j];
+    const int64_t n_in = gate_up->n_in;
+    for (int t0 = 0, n; t0 < T; t0 += n) {
+        n = tile_rows(f, T, t0);
+        run(f, gate_up, x + (size_t)t0 * n_in, n, f->g, 2 * n_ff);
+        for (int t = 0; t < n; t++) {
+            const float *gu = f->g + (size_t)t * 2 * n_ff;
+            float *act = f->u + (size_t)t * n_ff;
+            for (int64_t j = 0; j < n_ff; j++)
+                act[j] = nn_gelu_f16(gu[j]) * gu[n_ff + j];
+        }
+        run(f, down, f->u, n, out + (size_t)t0 * n_out, n_out);
     }
-    run(f, down, f->u, T, out, n_out);
 }

@@ -4,8 +4,9 @@
  *
  * out[T][n_out] = down(act(gate(x)) * up(x)). Every projection is one mm_run,
  * the same arithmetic for a routed expert's rows as for a dense FFN's.
- * g and u are the caller's scratch, [T][width] each (GeGLU with a fused
- * gate|up projection: g is [T][2 width]).
+ * g and u are the caller's scratch, [rows][width] each (GeGLU with a fused
+ * gate|up projection: g is [rows][2 width]); T rows run in tiles of `rows`,
+ * which changes no bit (each output row is computed alone).
  */
 #ifndef PT_NN_FFN_H
 #define PT_NN_FFN_H
@@ -15,6 +16,7 @@
 typedef struct nn_ffn {
     mm_ctx *mm;
     float *g, *u; /* scratch, see above */
+    int rows;     /* rows g and u hold (0: every call's T) */
 } nn_ffn;
 
 /* GELU (tanh form) as llama.cpp's CPU backend evaluates it: through a table

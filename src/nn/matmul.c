@@ -87,12 +87,9 @@ static void act_worker(void *arg, int ith, int nth) {
         qt_quantize_act_ref(j->type, j->x + t * j->n_in, j->act + (uint64_t)t * j->arb, j->n_in);
 }
 
-void mm_run(mm_ctx *c, const mm_weight *w, const float *x, int n_rows, float *y, int64_t ldy) {
-    const qt_traits *tr = qt_get(w->type);
-    PT_ASSERT(tr && tr->act_type >= 0);
-    uint64_t arb;
-    PT_ASSERT(qt_row_bytes((uint32_t)tr->act_type, w->n_in, &arb) == 0);
-    PT_ASSERT(arb * (uint64_t)n_rows <= c->act_cap);
+/* One pass: n_rows rows whose conversion fits the context's buffer. */
+static void mm_pass(mm_ctx *c, const mm_weight *w, const qt_traits *tr, uint64_t arb,
+                    const float *x, int n_rows, float *y, int64_t ldy) {
     act_job aj = {(uint32_t)tr->act_type, x, w->n_in, c->act, arb, n_rows};
     if (n_rows >= 4)
         tp_run(c->pool, act_worker, &aj);
@@ -108,6 +105,21 @@ void mm_run(mm_ctx *c, const mm_weight *w, const float *x, int n_rows, float *y,
         mm_worker(&j, 0, 1);
     else
         tp_run(c->pool, mm_worker, &j);
+}
+
+void mm_run(mm_ctx *c, const mm_weight *w, const float *x, int n_rows, float *y, int64_t ldy) {
+    const qt_traits *tr = qt_get(w->type);
+    PT_ASSERT(tr && tr->act_type >= 0);
+    uint64_t arb;
+    PT_ASSERT(qt_row_bytes((uint32_t)tr->act_type, w->n_in, &arb) == 0);
+    /* more rows than the conversion buffer holds run in passes: every output
+     * row is computed alone, so passes change no bit */
+    const uint64_t fit = c->act_cap / arb;
+    PT_ASSERT(fit >= 1);
+    const int pass = fit < (uint64_t)n_rows ? (int)fit : n_rows;
+    for (int r = 0; r < n_rows; r += pass)
+        mm_pass(c, w, tr, arb, x + (size_t)r * (size_t)w->n_in,
+                n_rows - r < pass ? n_rows - r : pass, y + (size_t)r * (size_t)ldy, ldy);
 }
 
 void mm_get_row(const mm_weight *w, int64_t r, float *out) {

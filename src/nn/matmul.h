@@ -7,7 +7,8 @@
  * an output row is the same bits whatever n_rows is: identical in a batch of
  * any size, a routed expert's group of rows or alone. Work is split across the
  * thread pool by weight rows, so the result is identical for any thread count. Nothing is allocated
- * per call: the conversion buffer belongs to the mm_ctx, sized at creation.
+ * per call: the conversion buffer belongs to the mm_ctx, sized at creation; a call with more rows
+ * than it holds runs in passes of as many rows as it does (same bits).
  */
 #ifndef PT_NN_MATMUL_H
 #define PT_NN_MATMUL_H
@@ -35,8 +36,9 @@ typedef struct mm_ctx {
 int mm_ctx_init(mm_ctx *c, tp_pool *pool, int max_isa, int64_t max_rows, int64_t max_in);
 void mm_ctx_free(mm_ctx *c);
 
-/* y[t][o] = sum_i W[o][i] * x[t][i] for t < n_rows; x rows are n_in apart,
- * y rows are ldy apart (ldy >= n_out). */
+/* y[t][o] = sum_i W[o][i] * x[t][i] for t < n_rows (any number: passes of
+ * what the context holds); x rows are n_in apart, y rows are ldy apart
+ * (ldy >= n_out). */
 void mm_run(mm_ctx *c, const mm_weight *w, const float *x, int n_rows, float *y, int64_t ldy);
 
 /* Dequantise row r of W into out[n_in] (embedding lookup). */

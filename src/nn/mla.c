@@ -39,12 +39,14 @@ static void idx_hadamard(float *h, int n) {
 }
 
 int nn_mla_init(nn_mla *a, const nn_mla_dims *d, tp_pool *pool, mm_ctx *mm, int n_ctx,
-                int max_batch) {
+                int max_batch, int block_rows) {
     memset(a, 0, sizeof *a);
     a->d = *d;
     a->pool = pool;
     a->mm = mm;
     a->kv_dim = d->kv_lora + d->qk_rope;
+    a->rows = max_batch;
+    if (block_rows < max_batch) block_rows = max_batch;
     const size_t B = (size_t)max_batch, H = (size_t)d->n_head;
     const size_t qd = H * (size_t)(d->qk_nope + d->qk_rope);
     const size_t topk = (size_t)(d->idx_top_k > 0 ? d->idx_top_k : 1);
@@ -71,9 +73,9 @@ int nn_mla_init(nn_mla *a, const nn_mla_dims *d, tp_pool *pool, mm_ctx *mm, int 
     a->krow = pt_falloc((size_t)a->kv_dim, &fail);
     a->kvq = pt_falloc(NT * (size_t)a->mla_heads * (size_t)a->kv_dim, &fail);
     a->kvrow = pt_falloc(NT * (size_t)a->kv_dim, &fail);
-    a->sel = calloc(B * topk, sizeof(int));
-    a->n_sel = calloc(B, sizeof(int));
-    if (!a->sel || !a->n_sel) fail = 1;
+    a->sel_all = calloc((size_t)block_rows * topk, sizeof(int));
+    a->n_sel_all = calloc((size_t)block_rows, sizeof(int));
+    if (!a->sel_all || !a->n_sel_all) fail = 1;
     a->iq = pt_falloc(B * (size_t)d->idx_n_head * (size_t)d->idx_head_dim, &fail);
     a->ik = pt_falloc(B * (size_t)d->idx_head_dim, &fail);
     a->iw = pt_falloc(B * (size_t)d->idx_n_head, &fail);
@@ -92,8 +94,8 @@ void nn_mla_free(nn_mla *a) {
                      a->ik,   a->iw,   a->irot, a->itmp,   a->krow,  a->kvq,  a->kvrow};
     for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++)
         free(bufs[i]);
-    free(a->sel);
-    free(a->n_sel);
+    free(a->sel_all);
+    free(a->n_sel_all);
     memset(a, 0, sizeof *a);
 }
 
@@ -381,8 +383,9 @@ static void mla_worker(void *arg, int ith, int nth) {
     }
 }
 
-void nn_mla_forward(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, int pos0, void *cache,
-                    float *idx_keys, int use_dsa, float *out) {
+/* One tile: T <= s->rows query rows; s->sel, s->n_sel point at its rows. */
+static void mla_tile(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, int pos0, void *cache,
+                     float *idx_keys, int use_dsa, float *out) {
     const nn_mla_dims *hp = &s->d;
     const int H = hp->n_head, NOPE = hp->qk_nope, ROPE = hp->qk_rope, KVL = hp->kv_lora,
               KVD = s->kv_dim;
@@ -449,4 +452,20 @@ void nn_mla_forward(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, int p
                    (size_t)hp->v_head * sizeof(float));
     }
     mm_run(s->mm, &ly->wo, s->o, T, out, hp->n_embd);
+}
+
+/* Tiles of the rows the scratch holds, each writing its cache rows (and
+ * indexer keys) before its queries read them: the order of chunks of that
+ * size, so the same bits. The selection stays per row of the whole call, for
+ * the shared indexer layers after a full one. */
+void nn_mla_forward(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, int pos0, void *cache,
+                    float *idx_keys, int use_dsa, float *out) {
+    const size_t E = (size_t)s->d.n_embd, topk = (size_t)(s->d.idx_top_k > 0 ? s->d.idx_top_k : 1);
+    for (int t0 = 0, n; t0 < T; t0 += n) {
+        n = T - t0 < s->rows ? T - t0 : s->rows;
+        s->sel = s->sel_all + (size_t)t0 * topk;
+        s->n_sel = s->n_sel_all + t0;
+        mla_tile(s, ly, xn + (size_t)t0 * E, n, pos0 + t0, cache, idx_keys, use_dsa,
+                 out + (size_t)t0 * E);
+    }
 }

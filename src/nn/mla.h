@@ -84,8 +84,10 @@ typedef struct nn_mla {
     float *krow;       /* [kv_dim] one position's cache row before storing */
     float *kvq;        /* [n_threads][mla_heads][kv_dim] queries in the key type's dot form */
     float *kvrow;      /* [n_threads][kv_dim] one decoded latent row */
-    int *sel;          /* [B][top_k] key selection of the last full DSA layer */
-    int *n_sel;        /* [B] */
+    int rows;          /* B: query rows per tile (nn_mla_forward runs larger T in tiles) */
+    int *sel_all;      /* [block rows][top_k] key selection of the last full DSA layer */
+    int *n_sel_all;    /* [block rows] */
+    int *sel, *n_sel;  /* the rows of sel_all, n_sel_all of the tile in progress */
     float *iq;         /* [B][idx_heads][idx_dim] */
     float *ik;         /* [B][idx_dim] */
     float *iw;         /* [B][idx_heads] */
@@ -94,10 +96,11 @@ typedef struct nn_mla {
     float *itmp; /* [idx_dim] one rotated vector */
 } nn_mla;
 
-/* Allocate the scratch for n_ctx positions and max_batch rows. 0, or -1 (out
- * of memory; nn_mla_free it all the same). */
+/* Allocate the scratch for n_ctx positions, tiles of max_batch rows and a
+ * selection for block_rows rows (the most one nn_mla_forward call runs). 0,
+ * or -1 (out of memory; nn_mla_free it all the same). */
 int nn_mla_init(nn_mla *a, const nn_mla_dims *d, tp_pool *pool, mm_ctx *mm, int n_ctx,
-                int max_batch);
+                int max_batch, int block_rows);
 void nn_mla_free(nn_mla *a);
 
 /* Widest input any of its matmuls sees (for mm_ctx_init). */
@@ -105,8 +108,8 @@ int64_t nn_mla_max_in(const nn_mla_dims *d);
 
 /* Attention of rows xn[T][n_embd] at positions pos0.. : writes their cache
  * rows kv[pos] (kv_dim elements of a->kv_type) (and the indexer keys idx_keys[pos][idx_head_dim] on
- * a full DSA layer), then out[T][n_embd]. use_dsa: attend only to the indexer's selection (0 for
- * the MTP block). */
+ * a full DSA layer), then out[T][n_embd], in tiles of a->rows. use_dsa: attend only to the
+ * indexer's selection (0 for the MTP block). */
 void nn_mla_forward(nn_mla *a, const nn_mla_w *w, const float *xn, int T, int pos0, void *kv,
                     float *idx_keys, int use_dsa, float *out);
 

@@ -44,8 +44,11 @@ int plan_compute(const plan_in *in, const char *path, plan_out *out, pt_err *err
         int floor_slots = 2 * (in->n_expert_used > 0 ? in->n_expert_used : 1);
         if (in->n_expert > 0 && floor_slots > in->n_expert) floor_slots = in->n_expert;
         out->floor_bytes = sat_mul(out->slot_sum, (uint64_t)floor_slots);
-        const uint64_t taken =
-            sat_add(sat_add(sat_add(in->resident, in->margin), out->floor_bytes), in->kv_fixed);
+        /* a whole prompt block (PLAN_BLOCK_MAX rows) is set aside beside the floor */
+        const uint64_t block = sat_mul(in->row_bytes, PLAN_BLOCK_MAX);
+        const uint64_t taken = sat_add(
+            sat_add(sat_add(sat_add(in->resident, in->margin), out->floor_bytes), in->kv_fixed),
+            block);
         const uint64_t fit = in->budget > taken ? (in->budget - taken) / in->kv_per_pos : 0;
         /* never below what the default was before the share existed */
         const int least = out->n_ctx < PT_DEFAULT_CTX ? out->n_ctx : PT_DEFAULT_CTX;
@@ -74,6 +77,25 @@ int plan_compute(const plan_in *in, const char *path, plan_out *out, pt_err *err
                      : slots > (uint64_t)INT32_MAX                      ? INT32_MAX
                                                                         : (int)slots;
     }
+    out->block_rows = in->batch > 0 ? in->batch : 1;
+    if (out->block_rows > out->n_ctx) out->block_rows = out->n_ctx;
+    /* the slots kept before the block takes its share: one per layer, or the forced ones */
+    const uint64_t keep = sat_mul(out->slot_sum, (uint64_t)(in->slots > 0 ? in->slots : 1));
+    if (out->streaming && in->row_bytes && in->budget > sat_add(fixed, keep)) {
+        /* half of what is left; the other half stays expert cache */
+        const uint64_t share = (in->budget - sat_add(fixed, keep)) / 2;
+        uint64_t rows = share / in->row_bytes;
+        if (rows > (uint64_t)out->n_ctx) rows = (uint64_t)out->n_ctx;
+        if (rows > PLAN_BLOCK_MAX) rows = PLAN_BLOCK_MAX;
+        if (rows > (uint64_t)out->block_rows) {
+            out->block_rows = (int)rows;
+            out->block_bytes = sat_mul(rows, in->row_bytes);
+            if (in->slots == 0) {
+                const uint64_t slots = (in->budget - fixed - out->block_bytes) / out->slot_sum;
+                out->slots = slots < (uint64_t)out->slots ? (int)slots : out->slots;
+            }
+        }
+    }
     if (out->streaming) {
         out->cache_bytes = sat_mul(out->slot_sum, (uint64_t)out->slots);
         if (!in->no_pin)
@@ -86,7 +108,7 @@ int plan_compute(const plan_in *in, const char *path, plan_out *out, pt_err *err
 }
 
 const char *plan_line(const plan_out *p, const char *store, char *buf, size_t cap) {
-    char b1[32], b2[32], b3[32], b4[32], b5[32], ctx[224];
+    char b1[32], b2[32], b3[32], b4[32], b5[32], ctx[224], blk[96] = "";
     if (p->n_ctx < p->n_ctx_want)
         snprintf(ctx, sizeof ctx,
                  "; context %d (KV %s, RAM share %s, grows as used; spill: positions beyond %d of "
@@ -96,12 +118,16 @@ const char *plan_line(const plan_out *p, const char *store, char *buf, size_t ca
         snprintf(ctx, sizeof ctx, "; context %d (KV %s, RAM share %s, grows as used; spill: none)",
                  p->n_ctx, p->kv_types, plan_gb(p->kv_bytes, b1));
     size_t n;
+    if (p->block_bytes)
+        snprintf(blk, sizeof blk, "; prompt blocks of %d rows (activations %s)", p->block_rows,
+                 plan_gb(p->block_bytes, b1));
     if (p->streaming)
         snprintf(buf, cap,
                  "budget %s: resident %s, KV %s (%d ctx), experts %s on disk streamed into %d "
-                 "slots/layer (%s%s)",
+                 "slots/layer (%s%s)%s",
                  plan_gb(p->budget, b1), plan_gb(p->resident, b2), plan_gb(p->kv_bytes, b3),
-                 p->n_ctx, plan_gb(p->routed, b4), p->slots, plan_gb(p->cache_bytes, b5), store);
+                 p->n_ctx, plan_gb(p->routed, b4), p->slots, plan_gb(p->cache_bytes, b5), store,
+                 blk);
     else
         snprintf(buf, cap, "budget %s: resident %s, experts %s read through the memory map",
                  plan_gb(p->budget, b1), plan_gb(p->resident, b2), plan_gb(p->routed, b3));

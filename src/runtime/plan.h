@@ -10,7 +10,8 @@
  *  1. the KV cache is budgeted for the context wanted: the one asked for, else
  *     the model's training context (PT_DEFAULT_CTX when unknown). A context
  *     not asked for is capped by the KV cache's share of the budget: what is
- *     left after the resident tensors, the margin and an expert-cache floor of
+ *     left after the resident tensors, the margin, a prompt block of
+ *     PLAN_BLOCK_MAX rows (see 6.) and an expert-cache floor of
  *     two tokens' worth of experts per layer (2 x n_expert_used slots, at most
  *     n_expert), so a long default context never starves the expert cache
  *     (it never goes below min(training context, PT_DEFAULT_CTX), the default
@@ -28,6 +29,14 @@
  *     counts per MoE layer (at most n_expert: more could never be used);
  *  5. when not even one slot per layer fits, the plan is refused with a message
  *     naming every number, so the user knows what to change.
+ *  6. when experts stream, a prompt runs in blocks as large as half of what
+ *     the budget leaves after the fixed costs and one slot per layer allows
+ *     (row_bytes per row; at most the context and PLAN_BLOCK_MAX, at least
+ *     the default batch; this may take the cache below the floor of 1.):
+ *     each routed expert is then read once per layer per block instead of
+ *     once per 256-row chunk. The block's activations are taken from the
+ *     expert cache before the slots are counted (the default batch's are in
+ *     the margin, as before); in mmap mode the block stays the default batch.
  * A share of the cache (PLAN_PIN_SHARE by default) may hold experts pinned from
  * usage history; the engine picks them.
  *
@@ -44,6 +53,9 @@
 
 #define PLAN_MARGIN (512ull << 20) /* bytes kept free for scratch, I/O and the allocator */
 #define PLAN_PIN_SHARE 0.25        /* default share of the expert cache given to pinned experts */
+#define PLAN_BLOCK_MAX                                                                             \
+    8192 /* most rows of a prompt block: a 32k prompt reads each expert                            \
+            4 times a layer, not 128 as in 256-row chunks */
 
 typedef struct plan_in {
     uint64_t budget;   /* bytes the process may use; 0: unknown (experts through the mmap) */
@@ -66,6 +78,8 @@ typedef struct plan_in {
     int no_pin;          /* 1: pin nothing (pin_bytes of the plan is 0) */
     uint64_t margin;     /* bytes kept free (the engine passes PLAN_MARGIN) */
     char kv_types[32];   /* the cache types for the plan line ("f16", "K q8_0, V f16") */
+    uint64_t row_bytes;  /* activation bytes per row of a prompt block (0: blocks stay `batch`) */
+    int batch;           /* rows of the default block, covered by the margin (>= 1) */
 } plan_in;
 
 typedef struct plan_out {
@@ -82,6 +96,8 @@ typedef struct plan_out {
     uint64_t cache_bytes; /* expert cache: slot_sum * slots (0 in mmap mode) */
     uint64_t pin_bytes;   /* share of the cache for pinned experts (0 in mmap mode or no_pin) */
     char kv_types[32];    /* the input kv_types */
+    int block_rows;       /* rows per prompt block a session takes by default */
+    uint64_t block_bytes; /* their activations beyond the margin (0: the default batch) */
     char line[512];       /* the budget part of the plan line (see plan_line) */
 } plan_out;
 
