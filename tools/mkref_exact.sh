@@ -2,7 +2,7 @@
 # mkref_exact.sh — makes tests/data/exact (long-prompt llama.cpp references for
 # tests/test_exact.c; what is there and the file format: tests/data/exact/README.md).
 #
-#   LLAMA_CPP_BIN=/path/to/llama.cpp/build/bin tools/mkref_exact.sh [glm|gemma4|fixtures|all]
+#   LLAMA_CPP_BIN=/path/to/llama.cpp/build/bin tools/mkref_exact.sh [glm|gemma4|deepseek2|fixtures|all]
 #
 # LLAMA_CPP_BIN: an existing llama.cpp build's bin folder (libllama.so, llama-quantize,
 # llama-imatrix); LLAMA_CPP_SRC: its source tree for llama.h (default: $LLAMA_CPP_BIN/../..).
@@ -77,6 +77,21 @@ if [ "$WHAT" = gemma4 ] || [ "$WHAT" = all ]; then
     "$BIN/llama-quantize" "$W/gemma4-f32.gguf" "$OUT/gemma4-q3_k_m.gguf" Q3_K_M 2 > "$W/log" 2>&1 ||
         { tail -20 "$W/log"; exit 1; }
     ref gemma4-q3_k_m.p2k.ref "$OUT/gemma4-q3_k_m.gguf" 2000 16 1 42
+fi
+
+# The deepseek2 model: build/mkmodel --arch deepseek2, seed 13, 2 layers (dense, then MoE with
+# 8 experts in 4 groups, 2 groups used), LoRA ranks 256 (K-quantisable rows), YaRN rope, F32;
+# the test writes it again from the same arguments. llama-quantize's Q3_K_M mix of it (Q3_K,
+# Q4_K, Q5_K, Q6_K, and Q4_0 on the 64-wide attn_k_b). 2,000 tokens only.
+DS="--arch deepseek2 --embd 256 --layers 2 --dense 1 --ff 512 --experts 8 --used 2 --ff-exp 256"
+DS="$DS --heads 4 --q-lora 256 --kv-lora 256 --qk-nope 64 --qk-rope 32 --v-head 64 --groups 4"
+DS="$DS --groups-used 2 --vocab 512 --attn-type f32 --expert-type f32 --embd-type f32 --seed 13"
+if [ "$WHAT" = deepseek2 ] || [ "$WHAT" = all ]; then
+    build/mkmodel -o "$W/deepseek2-f32.gguf" -t 1 $DS > /dev/null
+    ref deepseek2-f32.p2k.ref "$W/deepseek2-f32.gguf" 2000 16 0 51
+    "$BIN/llama-quantize" "$W/deepseek2-f32.gguf" "$OUT/deepseek2-q3_k_m.gguf" Q3_K_M 2 \
+        > "$W/log" 2>&1 || { tail -20 "$W/log"; exit 1; }
+    ref deepseek2-q3_k_m.p2k.ref "$OUT/deepseek2-q3_k_m.gguf" 2000 16 1 52
 fi
 
 if [ "$WHAT" = fixtures ] || [ "$WHAT" = all ]; then
