@@ -1,6 +1,6 @@
 /* mkmodel.c — writes a synthetic MoE GGUF of realistic proportions with random
  * weights, for `make bench` and other measurements that need a big model and no
- * download. Three architectures (`--arch`):
+ * download. Four architectures (`--arch`):
  *
  *   build/mkmodel -o build/bench/glm-dsa-bench.gguf [--experts 64 --expert-type mix ...]
  *   build/mkmodel --arch gemma4 -o build/bench/gemma4-stream.gguf --raw-experts
@@ -80,8 +80,10 @@
  *   qwen3-235b   Qwen3-235B-A22B (qwen3moe), llama-quantize's Q4_K_M recipe: Q4_K,
  *                with Q6_K for output and for attn_v / ffn_down_exps on the layers
  *                its use_more_bits rule picks
- * qwen3moe exists only as a header-only shape (no tokenizer or weight
- * generator for it).
+ * qwen3moe (Qwen3-MoE structure): GQA attention (`--kv-heads`, `--head-dim`)
+ * with per-head q/k norms, every layer MoE with a softmax router and no shared
+ * expert, NEOX rope with base 1e6; glm-dsa's byte-level tokenizer, as for
+ * deepseek2.
  *
  * Non-goals: meaningful text, reproducing the fixtures' exact generator.
  */
@@ -164,12 +166,13 @@ static int g4_full(const mk_opts *o, int l) {
 static void usage(FILE *f) {
     fprintf(
         f,
-        "usage: mkmodel -o OUT.gguf [--arch glm-dsa|deepseek2|gemma4] [options]\n"
+        "usage: mkmodel -o OUT.gguf [--arch glm-dsa|deepseek2|qwen3moe|gemma4] [options]\n"
         "       mkmodel -o OUT.gguf --shape glm-5.2|deepseek-v3|gemma4-26b|qwen3-235b "
         "--header-only\n"
-        "defaults in brackets: glm-dsa and deepseek2 / gemma4 (gemma4's are Gemma 4 26B-A4B's "
-        "shape)\n"
-        "  --arch A          glm-dsa, deepseek2 (no indexer, no MTP block) or gemma4 [glm-dsa]\n"
+        "defaults in brackets: glm-dsa, deepseek2 and qwen3moe / gemma4 (gemma4's are Gemma 4 "
+        "26B-A4B's shape)\n"
+        "  --arch A          glm-dsa, deepseek2 (no indexer, no MTP block), qwen3moe or gemma4\n"
+        "                    [glm-dsa]\n"
         "  --embd N          hidden size [2048 / 2816]\n"
         "  --layers N        trunk layers, glm-dsa's MTP block not counted [8 / 30]\n"
         "  --ff N            dense FFN width [4096 / 2112]\n"
@@ -202,6 +205,7 @@ static void usage(FILE *f) {
         "  --idx-top-k N     DSA indexer top-k (glm-dsa) [2048]\n"
         "  --idx-heads N / --idx-dim N   DSA indexer heads and head dims [32 / 128]\n"
         "  --qk-nope N / --qk-rope N / --v-head N   MLA head dims [192 / 64 / 256]\n"
+        "qwen3moe: --kv-heads N / --head-dim N   GQA KV heads and head dims [4 / 128]\n"
         "gemma4 only:\n"
         "  --kv-heads N / --head-dim N            sliding-window layers [8 / 256]\n"
         "  --kv-heads-full N / --head-dim-full N  full-attention layers [2 / 512]\n"
@@ -268,6 +272,9 @@ static void set_defaults(mk_opts *o, int arch) {
     }
     if (arch == ARCH_DEEPSEEK2) /* as glm-dsa, without MTP block; DeepSeek-V3's groups */
         o->n_nextn = 0, o->n_ctx_train = 163840, o->n_group = 8, o->n_group_used = 4;
+    if (arch == ARCH_QWEN3MOE) /* Qwen3-30B-A3B's attention: 32 / 4 heads of 128 */
+        o->n_nextn = 0, o->n_dense = 0, o->n_ctx_train = 40960, o->n_head = 32, o->n_head_kv = 4,
+        o->head_dim = 128;
 }
 
 static int parse_opts(int argc, char **argv, mk_opts *o) {
@@ -282,8 +289,11 @@ static int parse_opts(int argc, char **argv, mk_opts *o) {
                 arch = ARCH_GLM_DSA;
             else if (!strcmp(argv[i + 1], "deepseek2"))
                 arch = ARCH_DEEPSEEK2;
+            else if (!strcmp(argv[i + 1], "qwen3moe"))
+                arch = ARCH_QWEN3MOE;
             else {
-                fprintf(stderr, "mkmodel: --arch '%s': expected glm-dsa, deepseek2 or gemma4\n",
+                fprintf(stderr,
+                        "mkmodel: --arch '%s': expected glm-dsa, deepseek2, qwen3moe or gemma4\n",
                         argv[i + 1]);
                 return -1;
             }
@@ -391,8 +401,11 @@ static int parse_opts(int argc, char **argv, mk_opts *o) {
                 "embd a multiple of 256)\n");
         return -1;
     }
-    if (o->arch == ARCH_QWEN3MOE && !o->header_only) {
-        fprintf(stderr, "mkmodel: --shape %s is header-only (add --header-only)\n", o->shape);
+    if (o->arch == ARCH_QWEN3MOE &&
+        (o->n_vocab < 512 || (o->n_vocab > 65536 + 256 + 14 && !o->header_only) ||
+         o->n_head_kv < 1 || o->n_head % o->n_head_kv || o->head_dim < 8 || o->head_dim % 8)) {
+        fprintf(stderr, "mkmodel: inconsistent qwen3moe shape (need vocab in 512..65806 unless "
+                        "--header-only, KV heads dividing heads, head dims a multiple of 8)\n");
         return -1;
     }
     /* the vocabulary limit is the byte-level tokenizer's; header-only files have none */
@@ -616,8 +629,8 @@ static int use_more_bits(int l, int n) {
     return l < n / 8 || l >= 7 * n / 8 || (l - n / 8) % 3 == 2;
 }
 
-/* qwen3moe (header-only): GQA attention with per-head q/k norms, every layer MoE
- * without a shared expert. */
+/* qwen3moe: GQA attention with per-head q/k norms, every layer MoE (softmax
+ * router) without a shared expert. */
 static void build_qwen3moe(const mk_opts *o, mk_list *L) {
     const int E = o->n_embd, QD = o->n_head * o->head_dim, KVD = o->n_head_kv * o->head_dim,
               F = o->n_ff_exp;
@@ -1235,7 +1248,7 @@ static int write_hparams_qwen3moe(const mk_opts *o, gguf_writer *w) {
 }
 
 /* What differs by architecture: the tensor list, the hyper-parameters, the
- * vocabulary (NULL: header-only shapes, no tokenizer). */
+ * vocabulary (not written for --header-only). */
 static const struct mk_arch {
     void (*tensors)(const mk_opts *o, mk_list *L);
     int (*hparams)(const mk_opts *o, gguf_writer *w);
@@ -1244,7 +1257,7 @@ static const struct mk_arch {
     [ARCH_GLM_DSA] = {build_glm_dsa, write_hparams_glm, write_tokenizer_glm},
     [ARCH_GEMMA4] = {build_gemma4, write_hparams_gemma4, write_tokenizer_gemma4},
     [ARCH_DEEPSEEK2] = {build_glm_dsa, write_hparams_glm, write_tokenizer_glm},
-    [ARCH_QWEN3MOE] = {build_qwen3moe, write_hparams_qwen3moe, NULL},
+    [ARCH_QWEN3MOE] = {build_qwen3moe, write_hparams_qwen3moe, write_tokenizer_glm},
 };
 
 static int set_shape(mk_opts *o, const char *name) {
@@ -1272,10 +1285,8 @@ static int set_shape(mk_opts *o, const char *name) {
         set_defaults(o, ARCH_GEMMA4); /* the gemma4 defaults are Gemma 4 26B-A4B's shape */
     } else if (!strcmp(name, "qwen3-235b")) {
         /* 94 layers, 128 experts x 1536, GQA 64/4 heads x 128 */
-        set_defaults(o, ARCH_GLM_DSA);
-        o->arch = ARCH_QWEN3MOE, o->n_nextn = 0, o->n_ctx_train = 40960;
-        o->n_embd = 4096, o->n_layer = 94, o->n_dense = 0, o->n_ff = 12288, o->n_expert = 128,
-        o->n_ff_exp = 1536;
+        set_defaults(o, ARCH_QWEN3MOE);
+        o->n_embd = 4096, o->n_layer = 94, o->n_ff = 12288, o->n_expert = 128, o->n_ff_exp = 1536;
         o->n_head = 64, o->n_head_kv = 4, o->head_dim = 128, o->n_vocab = 151936;
         o->expert_mix = 0, o->exp_type = QT_Q4_K, o->mat_type = QT_Q4_K, o->embd_type = QT_Q4_K;
         o->out_type = QT_Q6_K, o->q4_k_m = 1;

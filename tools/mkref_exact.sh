@@ -2,8 +2,9 @@
 # mkref_exact.sh — makes tests/data/exact (long-prompt llama.cpp references for
 # tests/test_exact.c; what is there and the file format: tests/data/exact/README.md).
 #
-#   LLAMA_CPP_BIN=/path/to/llama.cpp/build/bin tools/mkref_exact.sh [glm|gemma4|deepseek2|fixtures|all]
+#   LLAMA_CPP_BIN=/path/to/llama.cpp/build/bin tools/mkref_exact.sh [WHAT]
 #
+# WHAT: glm, gemma4, deepseek2, qwen3moe, fixtures or all [all].
 # LLAMA_CPP_BIN: an existing llama.cpp build's bin folder (libllama.so, llama-quantize,
 # llama-imatrix); LLAMA_CPP_SRC: its source tree for llama.h (default: $LLAMA_CPP_BIN/../..).
 # tools/llama_ref.c, a small client of llama.h, is compiled against it into a temporary
@@ -92,6 +93,20 @@ if [ "$WHAT" = deepseek2 ] || [ "$WHAT" = all ]; then
     "$BIN/llama-quantize" "$W/deepseek2-f32.gguf" "$OUT/deepseek2-q3_k_m.gguf" Q3_K_M 2 \
         > "$W/log" 2>&1 || { tail -20 "$W/log"; exit 1; }
     ref deepseek2-q3_k_m.p2k.ref "$OUT/deepseek2-q3_k_m.gguf" 2000 16 1 52
+fi
+
+# The qwen3moe model: build/mkmodel --arch qwen3moe, seed 17, 2 MoE layers (4 experts, 2 used,
+# softmax router), GQA 4 / 2 heads of 64 with q/k norms, F32; the test writes it again from the
+# same arguments. llama-quantize's Q3_K_M mix of it (Q3_K, Q4_K, Q5_K, Q6_K). 2,000 tokens only.
+QW="--arch qwen3moe --embd 256 --layers 2 --ff 512 --experts 4 --used 2 --ff-exp 256 --heads 4"
+QW="$QW --kv-heads 2 --head-dim 64 --vocab 512 --attn-type f32 --expert-type f32"
+QW="$QW --embd-type f32 --seed 17"
+if [ "$WHAT" = qwen3moe ] || [ "$WHAT" = all ]; then
+    build/mkmodel -o "$W/qwen3moe-f32.gguf" -t 1 $QW > /dev/null
+    ref qwen3moe-f32.p2k.ref "$W/qwen3moe-f32.gguf" 2000 16 0 61
+    "$BIN/llama-quantize" "$W/qwen3moe-f32.gguf" "$OUT/qwen3moe-q3_k_m.gguf" Q3_K_M 2 \
+        > "$W/log" 2>&1 || { tail -20 "$W/log"; exit 1; }
+    ref qwen3moe-q3_k_m.p2k.ref "$OUT/qwen3moe-q3_k_m.gguf" 2000 16 1 62
 fi
 
 if [ "$WHAT" = fixtures ] || [ "$WHAT" = all ]; then
