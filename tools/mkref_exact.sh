@@ -46,7 +46,7 @@ if [ "$WHAT" = glm ] || [ "$WHAT" = all ]; then
     build/mkmodel -o "$W/glm-f32.gguf" -t 1 $GLM > /dev/null
     if [ -z "${SKIP_F32:-}" ]; then
         ref glm-f32.p2k.ref "$W/glm-f32.gguf" 2000 8 0 21
-        ref glm-f32.p8k.ref "$W/glm-f32.gguf" 8000 8 0 22
+        ref glm-f32.p8k.ref "$W/glm-f32.gguf" 8000 32 0 22
     fi
     # importance matrix for Q2_K_S (llama-quantize refuses it without one): this README
     # and ARCHITECTURE.md as calibration text
@@ -111,7 +111,7 @@ fi
 
 if [ "$WHAT" = fixtures ] || [ "$WHAT" = all ]; then
     # the shipped fixtures at long prompts (the models are in tests/fixtures or ../shared)
-    ref fx-glm-dsa-f32.p8k.ref "$FX/glm-dsa-f32.gguf" 8000 8 0 31
+    ref fx-glm-dsa-f32.p8k.ref "$FX/glm-dsa-f32.gguf" 8000 32 0 31
     ref fx-gemma4-f32.p8k.ref "$FX/gemma4-f32.gguf" 8000 16 0 32
     for m in glm-dsa-rq2k glm-dsa-iq2 glm-dsa-iq3 deepseek2-q8_0 deepseek2-q4_k_m deepseek2-rq2k \
         gemma4-q4_k_m gemma4-rq2k qwen3moe-q4_k_m qwen3moe-rq2k qwen3moe-mxfp4; do
