@@ -2,7 +2,8 @@
  * the whole plan on the real shapes of big models: header-only GGUFs of
  * GLM-5.2, DeepSeek-V3, Gemma 4 26B-A4B and Qwen3-235B-A22B written by
  * build/mkmodel --shape (sparse files: the real size, a few KB on disk),
- * opened with plan_only at 16-128 GB. */
+ * opened with plan_only at 16-128 GB; and mkmodel's small deepseek2 and
+ * qwen3moe models (refusals, the family keys read back). */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -408,6 +409,47 @@ static void shape_inspect_ram(void) {
     CHECK_STR_CONTAINS(out, "--ram '16,x'");
 }
 
+/* mkmodel --arch deepseek2 / qwen3moe (weights, not header-only; the exactness references
+ * use them, tests/test_exact.c): a shape llama.cpp would refuse is refused with the numbers
+ * named, and a small model of each opens with the family's keys. */
+static void shape_mkmodel_small_arches(void) {
+    char cmd[2048], path[512];
+    static char out[1 << 16];
+    const char *small = "--embd 256 --layers 2 --ff 512 --ff-exp 256 --heads 4 --vocab 512 -t 1";
+    snprintf(path, sizeof path, "%s/mk-small.gguf", t_tmpdir());
+    /* llama.cpp asserts groups < experts, groups dividing them, used groups < groups */
+    snprintf(cmd, sizeof cmd, "%s -o %s --arch deepseek2 %s --experts 4 --used 2 --groups 8",
+             mkmodel(), path, small);
+    CHECK(t_run(cmd, out, sizeof out) == 2);
+    CHECK_STR_CONTAINS(out, "inconsistent expert groups 4/8 for 4 experts");
+    snprintf(cmd, sizeof cmd,
+             "%s -o %s --arch deepseek2 %s --experts 8 --used 2 --groups 4 --groups-used 4",
+             mkmodel(), path, small);
+    CHECK(t_run(cmd, out, sizeof out) == 2);
+    CHECK_STR_CONTAINS(out, "inconsistent expert groups 4/4 for 8 experts");
+    snprintf(cmd, sizeof cmd, "%s -o %s --arch qwen3moe %s --experts 4 --used 2 --kv-heads 3",
+             mkmodel(), path, small);
+    CHECK(t_run(cmd, out, sizeof out) == 2);
+    CHECK_STR_CONTAINS(out, "inconsistent qwen3moe shape");
+    /* a small model of each: petrel reads the family's keys back */
+    snprintf(cmd, sizeof cmd,
+             "%s -o %s --arch deepseek2 %s --experts 8 --used 2 --groups 4 --groups-used 2 && "
+             "%s inspect %s",
+             mkmodel(), path, small, bin(), path);
+    CHECKF(t_run(cmd, out, sizeof out) == 0, "%s", out);
+    CHECK_STR_CONTAINS(out, "architecture    deepseek2");
+    CHECK_STR_CONTAINS(out, "expert_group_count                       4");
+    CHECK_STR_CONTAINS(out, "nextn_predict_layers                     0");
+    snprintf(cmd, sizeof cmd,
+             "%s -o %s --arch qwen3moe %s --experts 4 --used 2 --kv-heads 2 --head-dim 64 && "
+             "%s inspect %s",
+             mkmodel(), path, small, bin(), path);
+    CHECKF(t_run(cmd, out, sizeof out) == 0, "%s", out);
+    CHECK_STR_CONTAINS(out, "architecture    qwen3moe");
+    CHECK_STR_CONTAINS(out, "attention.head_count_kv                  2");
+    unlink(path);
+}
+
 T_SUITE(plan) {
     T_ADD(plan_fits_in_memory_uses_mmap);
     T_ADD(plan_streaming_slot_arithmetic);
@@ -421,4 +463,5 @@ T_SUITE(plan) {
     T_ADD(shape_gemma4_26b);
     T_ADD(shape_qwen3_235b);
     T_ADD(shape_inspect_ram);
+    T_ADD(shape_mkmodel_small_arches);
 }

@@ -1,6 +1,6 @@
 /* mkmodel.c — writes a synthetic MoE GGUF of realistic proportions with random
  * weights, for `make bench` and other measurements that need a big model and no
- * download. Two architectures (`--arch`):
+ * download. Four architectures (`--arch`):
  *
  *   build/mkmodel -o build/bench/glm-dsa-bench.gguf [--experts 64 --expert-type mix ...]
  *   build/mkmodel --arch gemma4 -o build/bench/gemma4-stream.gguf --raw-experts
@@ -15,6 +15,12 @@
  * block. Types follow the public GLM-5.2 Q2 build: routed experts Q4_K or Q2_K
  * (`--expert-type mix` alternates them layer by layer, Q4_K first), every other
  * matrix Q8_0 (`--attn-type`), norms, router and biases F32.
+ *
+ * deepseek2 (DeepSeek-V3 structure): glm-dsa's writer without the DSA indexer
+ * and the MTP block, with DeepSeek-V3's keys (YaRN rope: factor 40 over 4096
+ * positions; group-limited routing, `--groups` / `--groups-used`, 8 / 4 by
+ * default) and glm-dsa's byte-level tokenizer (the prompts of the tests are
+ * token ids, so which vocabulary does not matter to them).
  *
  * gemma4 (defaults: the real Gemma 4 26B-A4B shape, shared/REFERENCE.md §3,
  * about 14 GB): every key petrel's loader (src/model/gemma4.c) and llama.cpp's
@@ -74,8 +80,10 @@
  *   qwen3-235b   Qwen3-235B-A22B (qwen3moe), llama-quantize's Q4_K_M recipe: Q4_K,
  *                with Q6_K for output and for attn_v / ffn_down_exps on the layers
  *                its use_more_bits rule picks
- * deepseek2 and qwen3moe exist only as header-only shapes (no tokenizer or
- * weight generator for them).
+ * qwen3moe (Qwen3-MoE structure): GQA attention (`--kv-heads`, `--head-dim`)
+ * with per-head q/k norms, every layer MoE with a softmax router and no shared
+ * expert, NEOX rope with base 1e6; glm-dsa's byte-level tokenizer, as for
+ * deepseek2.
  *
  * Non-goals: meaningful text, reproducing the fixtures' exact generator.
  */
@@ -131,10 +139,12 @@ typedef struct mk_opts {
     uint32_t embd_type;     /* token_embd */
     uint32_t exp_down_type; /* routed ffn_down_exps (MK_SAME: the routed expert type) */
     uint32_t out_type;      /* output.weight (MK_SAME: mat_type) */
-    int q4_k_m;      /* qwen3moe: Q6_K for attn_v and ffn_down_exps on use_more_bits layers */
-    int n_nextn;     /* glm-dsa family: trailing MTP blocks (glm-dsa 1, deepseek2 0) */
-    int idx_all;     /* glm-dsa: indexer weights in every block (MTP too), all "full" */
-    int n_ctx_train; /* context_length */
+    int q4_k_m;       /* qwen3moe: Q6_K for attn_v and ffn_down_exps on use_more_bits layers */
+    int n_nextn;      /* glm-dsa family: trailing MTP blocks (glm-dsa 1, deepseek2 0) */
+    int n_group;      /* deepseek2: expert groups (group-limited routing; glm-dsa: 1) */
+    int n_group_used; /* deepseek2: groups a token's experts are chosen from */
+    int idx_all;      /* glm-dsa: indexer weights in every block (MTP too), all "full" */
+    int n_ctx_train;  /* context_length */
     uint64_t seed;
     int threads;
     int raw_experts;   /* 1: routed experts as random valid blocks (no quantiser) */
@@ -156,11 +166,13 @@ static int g4_full(const mk_opts *o, int l) {
 static void usage(FILE *f) {
     fprintf(
         f,
-        "usage: mkmodel -o OUT.gguf [--arch glm-dsa|gemma4] [options]\n"
+        "usage: mkmodel -o OUT.gguf [--arch glm-dsa|deepseek2|qwen3moe|gemma4] [options]\n"
         "       mkmodel -o OUT.gguf --shape glm-5.2|deepseek-v3|gemma4-26b|qwen3-235b "
         "--header-only\n"
-        "defaults in brackets: glm-dsa / gemma4 (gemma4's are Gemma 4 26B-A4B's shape)\n"
-        "  --arch A          glm-dsa or gemma4 [glm-dsa]\n"
+        "defaults in brackets: glm-dsa, deepseek2 and qwen3moe / gemma4 (gemma4's are Gemma 4 "
+        "26B-A4B's shape)\n"
+        "  --arch A          glm-dsa, deepseek2 (no indexer, no MTP block), qwen3moe or gemma4\n"
+        "                    [glm-dsa]\n"
         "  --embd N          hidden size [2048 / 2816]\n"
         "  --layers N        trunk layers, glm-dsa's MTP block not counted [8 / 30]\n"
         "  --ff N            dense FFN width [4096 / 2112]\n"
@@ -186,12 +198,14 @@ static void usage(FILE *f) {
         "  --header-only     write metadata and tensor directory only; the data region is a hole\n"
         "                    (a sparse file of the real size), for memory plans (petrel inspect "
         "--ram)\n"
-        "glm-dsa only:\n"
+        "glm-dsa and deepseek2 (MLA):\n"
         "  --dense N         leading dense layers [1]\n"
         "  --q-lora N / --kv-lora N   LoRA ranks [768 / 512]\n"
-        "  --idx-top-k N     DSA indexer top-k [2048]\n"
+        "  --groups N / --groups-used N   deepseek2: expert groups, used groups [8 / 4]\n"
+        "  --idx-top-k N     DSA indexer top-k (glm-dsa) [2048]\n"
         "  --idx-heads N / --idx-dim N   DSA indexer heads and head dims [32 / 128]\n"
         "  --qk-nope N / --qk-rope N / --v-head N   MLA head dims [192 / 64 / 256]\n"
+        "qwen3moe: --kv-heads N / --head-dim N   GQA KV heads and head dims [4 / 128]\n"
         "gemma4 only:\n"
         "  --kv-heads N / --head-dim N            sliding-window layers [8 / 256]\n"
         "  --kv-heads-full N / --head-dim-full N  full-attention layers [2 / 512]\n"
@@ -243,6 +257,8 @@ static void set_defaults(mk_opts *o, int arch) {
                    .exp_down_type = MK_SAME,
                    .out_type = MK_SAME,
                    .n_nextn = 1,
+                   .n_group = 1,
+                   .n_group_used = 1,
                    .n_ctx_train = 1048576,
                    .threads = (int)sysconf(_SC_NPROCESSORS_ONLN)};
     if (arch == ARCH_GEMMA4) {
@@ -254,6 +270,11 @@ static void set_defaults(mk_opts *o, int arch) {
         o->n_vocab = 32768, o->expert_mix = 1, o->exp_type = QT_Q4_K, o->mat_type = QT_Q8_0;
         o->embd_type = 0; /* 0: mat_type */
     }
+    if (arch == ARCH_DEEPSEEK2) /* as glm-dsa, without MTP block; DeepSeek-V3's groups */
+        o->n_nextn = 0, o->n_ctx_train = 163840, o->n_group = 8, o->n_group_used = 4;
+    if (arch == ARCH_QWEN3MOE) /* Qwen3-30B-A3B's attention: 32 / 4 heads of 128 */
+        o->n_nextn = 0, o->n_dense = 0, o->n_ctx_train = 40960, o->n_head = 32, o->n_head_kv = 4,
+        o->head_dim = 128;
 }
 
 static int parse_opts(int argc, char **argv, mk_opts *o) {
@@ -266,8 +287,14 @@ static int parse_opts(int argc, char **argv, mk_opts *o) {
                 arch = ARCH_GEMMA4;
             else if (!strcmp(argv[i + 1], "glm-dsa"))
                 arch = ARCH_GLM_DSA;
+            else if (!strcmp(argv[i + 1], "deepseek2"))
+                arch = ARCH_DEEPSEEK2;
+            else if (!strcmp(argv[i + 1], "qwen3moe"))
+                arch = ARCH_QWEN3MOE;
             else {
-                fprintf(stderr, "mkmodel: --arch '%s': expected glm-dsa or gemma4\n", argv[i + 1]);
+                fprintf(stderr,
+                        "mkmodel: --arch '%s': expected glm-dsa, deepseek2, qwen3moe or gemma4\n",
+                        argv[i + 1]);
                 return -1;
             }
         } else if (!strcmp(argv[i], "--shape")) {
@@ -306,6 +333,8 @@ static int parse_opts(int argc, char **argv, mk_opts *o) {
                 {"--head-dim-full", offsetof(mk_opts, head_dim_full)},
                 {"--window", offsetof(mk_opts, window)},
                 {"--swa-period", offsetof(mk_opts, swa_period)},
+                {"--groups", offsetof(mk_opts, n_group)},
+                {"--groups-used", offsetof(mk_opts, n_group_used)},
                 {"-t", offsetof(mk_opts, threads)},
                 {"--threads", offsetof(mk_opts, threads)}};
     for (int i = 1; i < argc; i++) {
@@ -372,17 +401,31 @@ static int parse_opts(int argc, char **argv, mk_opts *o) {
                 "embd a multiple of 256)\n");
         return -1;
     }
-    if ((o->arch == ARCH_DEEPSEEK2 || o->arch == ARCH_QWEN3MOE) && !o->header_only) {
-        fprintf(stderr, "mkmodel: --shape %s is header-only (add --header-only)\n", o->shape);
+    if (o->arch == ARCH_QWEN3MOE &&
+        (o->n_vocab < 512 || (o->n_vocab > 65536 + 256 + 14 && !o->header_only) ||
+         o->n_head_kv < 1 || o->n_head % o->n_head_kv || o->head_dim < 8 || o->head_dim % 8)) {
+        fprintf(stderr, "mkmodel: inconsistent qwen3moe shape (need vocab in 512..65806 unless "
+                        "--header-only, KV heads dividing heads, head dims a multiple of 8)\n");
         return -1;
     }
     /* the vocabulary limit is the byte-level tokenizer's; header-only files have none */
-    if (o->arch == ARCH_GLM_DSA &&
+    if ((o->arch == ARCH_GLM_DSA || o->arch == ARCH_DEEPSEEK2) &&
         (o->n_dense > o->n_layer || o->n_vocab < 512 ||
          (o->n_vocab > 65536 + 256 + 14 && !o->header_only) || o->n_ff_exp % 256)) {
         fprintf(stderr,
                 "mkmodel: inconsistent glm-dsa shape (need dense <= layers, vocab in 512..65806 "
                 "unless --header-only, ff-exp a multiple of 256)\n");
+        return -1;
+    }
+    /* llama.cpp's rule for group-limited routing: groups divide the experts, fewer groups
+     * than experts, fewer used groups than groups */
+    if (o->arch == ARCH_DEEPSEEK2 && o->n_group > 1 &&
+        (o->n_expert % o->n_group || o->n_group >= o->n_expert || o->n_group_used < 1 ||
+         o->n_group_used >= o->n_group)) {
+        fprintf(stderr,
+                "mkmodel: inconsistent expert groups %d/%d for %d experts (need groups dividing "
+                "and below the experts, 1 <= groups-used < groups)\n",
+                o->n_group_used, o->n_group, o->n_expert);
         return -1;
     }
     if (o->arch == ARCH_GEMMA4 &&
@@ -586,8 +629,8 @@ static int use_more_bits(int l, int n) {
     return l < n / 8 || l >= 7 * n / 8 || (l - n / 8) % 3 == 2;
 }
 
-/* qwen3moe (header-only): GQA attention with per-head q/k norms, every layer MoE
- * without a shared expert. */
+/* qwen3moe: GQA attention with per-head q/k norms, every layer MoE (softmax
+ * router) without a shared expert. */
 static void build_qwen3moe(const mk_opts *o, mk_list *L) {
     const int E = o->n_embd, QD = o->n_head * o->head_dim, KVD = o->n_head_kv * o->head_dim,
               F = o->n_ff_exp;
@@ -970,8 +1013,8 @@ static int write_hparams_glm(const mk_opts *o, gguf_writer *w) {
              {"attention.head_count_kv", 1},
              {"expert_count", (uint32_t)o->n_expert},
              {"expert_used_count", (uint32_t)o->n_used},
-             {"expert_group_count", ds ? 8 : 1},
-             {"expert_group_used_count", ds ? 4 : 1},
+             {"expert_group_count", (uint32_t)o->n_group},
+             {"expert_group_used_count", (uint32_t)o->n_group_used},
              {"expert_gating_func", 2},
              {"leading_dense_block_count", (uint32_t)o->n_dense},
              {"vocab_size", (uint32_t)o->n_vocab},
@@ -1205,7 +1248,7 @@ static int write_hparams_qwen3moe(const mk_opts *o, gguf_writer *w) {
 }
 
 /* What differs by architecture: the tensor list, the hyper-parameters, the
- * vocabulary (NULL: header-only shapes, no tokenizer). */
+ * vocabulary (not written for --header-only). */
 static const struct mk_arch {
     void (*tensors)(const mk_opts *o, mk_list *L);
     int (*hparams)(const mk_opts *o, gguf_writer *w);
@@ -1213,8 +1256,8 @@ static const struct mk_arch {
 } mk_archs[] = {
     [ARCH_GLM_DSA] = {build_glm_dsa, write_hparams_glm, write_tokenizer_glm},
     [ARCH_GEMMA4] = {build_gemma4, write_hparams_gemma4, write_tokenizer_gemma4},
-    [ARCH_DEEPSEEK2] = {build_glm_dsa, write_hparams_glm, NULL},
-    [ARCH_QWEN3MOE] = {build_qwen3moe, write_hparams_qwen3moe, NULL},
+    [ARCH_DEEPSEEK2] = {build_glm_dsa, write_hparams_glm, write_tokenizer_glm},
+    [ARCH_QWEN3MOE] = {build_qwen3moe, write_hparams_qwen3moe, write_tokenizer_glm},
 };
 
 static int set_shape(mk_opts *o, const char *name) {
@@ -1231,8 +1274,7 @@ static int set_shape(mk_opts *o, const char *name) {
     } else if (!strcmp(name, "deepseek-v3")) {
         /* 61 layers, 3 dense, 256 experts x 2048, MLA 128 heads; the converter drops the MTP block
          */
-        set_defaults(o, ARCH_GLM_DSA);
-        o->arch = ARCH_DEEPSEEK2, o->n_nextn = 0, o->n_ctx_train = 163840;
+        set_defaults(o, ARCH_DEEPSEEK2);
         o->n_embd = 7168, o->n_layer = 61, o->n_dense = 3, o->n_ff = 18432, o->n_expert = 256,
         o->n_ff_exp = 2048;
         o->n_head = 128, o->q_lora = 1536, o->kv_lora = 512, o->qk_nope = 128, o->qk_rope = 64,
@@ -1243,10 +1285,8 @@ static int set_shape(mk_opts *o, const char *name) {
         set_defaults(o, ARCH_GEMMA4); /* the gemma4 defaults are Gemma 4 26B-A4B's shape */
     } else if (!strcmp(name, "qwen3-235b")) {
         /* 94 layers, 128 experts x 1536, GQA 64/4 heads x 128 */
-        set_defaults(o, ARCH_GLM_DSA);
-        o->arch = ARCH_QWEN3MOE, o->n_nextn = 0, o->n_ctx_train = 40960;
-        o->n_embd = 4096, o->n_layer = 94, o->n_dense = 0, o->n_ff = 12288, o->n_expert = 128,
-        o->n_ff_exp = 1536;
+        set_defaults(o, ARCH_QWEN3MOE);
+        o->n_embd = 4096, o->n_layer = 94, o->n_ff = 12288, o->n_expert = 128, o->n_ff_exp = 1536;
         o->n_head = 64, o->n_head_kv = 4, o->head_dim = 128, o->n_vocab = 151936;
         o->expert_mix = 0, o->exp_type = QT_Q4_K, o->mat_type = QT_Q4_K, o->embd_type = QT_Q4_K;
         o->out_type = QT_Q6_K, o->q4_k_m = 1;

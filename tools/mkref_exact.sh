@@ -2,8 +2,9 @@
 # mkref_exact.sh — makes tests/data/exact (long-prompt llama.cpp references for
 # tests/test_exact.c; what is there and the file format: tests/data/exact/README.md).
 #
-#   LLAMA_CPP_BIN=/path/to/llama.cpp/build/bin tools/mkref_exact.sh [glm|gemma4|fixtures|all]
+#   LLAMA_CPP_BIN=/path/to/llama.cpp/build/bin tools/mkref_exact.sh [WHAT]
 #
+# WHAT: glm, gemma4, deepseek2, qwen3moe, fixtures or all [all].
 # LLAMA_CPP_BIN: an existing llama.cpp build's bin folder (libllama.so, llama-quantize,
 # llama-imatrix); LLAMA_CPP_SRC: its source tree for llama.h (default: $LLAMA_CPP_BIN/../..).
 # tools/llama_ref.c, a small client of llama.h, is compiled against it into a temporary
@@ -45,7 +46,7 @@ if [ "$WHAT" = glm ] || [ "$WHAT" = all ]; then
     build/mkmodel -o "$W/glm-f32.gguf" -t 1 $GLM > /dev/null
     if [ -z "${SKIP_F32:-}" ]; then
         ref glm-f32.p2k.ref "$W/glm-f32.gguf" 2000 8 0 21
-        ref glm-f32.p8k.ref "$W/glm-f32.gguf" 8000 8 0 22
+        ref glm-f32.p8k.ref "$W/glm-f32.gguf" 8000 32 0 22
     fi
     # importance matrix for Q2_K_S (llama-quantize refuses it without one): this README
     # and ARCHITECTURE.md as calibration text
@@ -79,9 +80,38 @@ if [ "$WHAT" = gemma4 ] || [ "$WHAT" = all ]; then
     ref gemma4-q3_k_m.p2k.ref "$OUT/gemma4-q3_k_m.gguf" 2000 16 1 42
 fi
 
+# The deepseek2 model: build/mkmodel --arch deepseek2, seed 13, 2 layers (dense, then MoE with
+# 8 experts in 4 groups, 2 groups used), LoRA ranks 256 (K-quantisable rows), YaRN rope, F32;
+# the test writes it again from the same arguments. llama-quantize's Q3_K_M mix of it (Q3_K,
+# Q4_K, Q5_K, Q6_K, and Q4_0 on the 64-wide attn_k_b). 2,000 tokens only.
+DS="--arch deepseek2 --embd 256 --layers 2 --dense 1 --ff 512 --experts 8 --used 2 --ff-exp 256"
+DS="$DS --heads 4 --q-lora 256 --kv-lora 256 --qk-nope 64 --qk-rope 32 --v-head 64 --groups 4"
+DS="$DS --groups-used 2 --vocab 512 --attn-type f32 --expert-type f32 --embd-type f32 --seed 13"
+if [ "$WHAT" = deepseek2 ] || [ "$WHAT" = all ]; then
+    build/mkmodel -o "$W/deepseek2-f32.gguf" -t 1 $DS > /dev/null
+    ref deepseek2-f32.p2k.ref "$W/deepseek2-f32.gguf" 2000 16 0 51
+    "$BIN/llama-quantize" "$W/deepseek2-f32.gguf" "$OUT/deepseek2-q3_k_m.gguf" Q3_K_M 2 \
+        > "$W/log" 2>&1 || { tail -20 "$W/log"; exit 1; }
+    ref deepseek2-q3_k_m.p2k.ref "$OUT/deepseek2-q3_k_m.gguf" 2000 16 1 52
+fi
+
+# The qwen3moe model: build/mkmodel --arch qwen3moe, seed 17, 2 MoE layers (4 experts, 2 used,
+# softmax router), GQA 4 / 2 heads of 64 with q/k norms, F32; the test writes it again from the
+# same arguments. llama-quantize's Q3_K_M mix of it (Q3_K, Q4_K, Q5_K, Q6_K). 2,000 tokens only.
+QW="--arch qwen3moe --embd 256 --layers 2 --ff 512 --experts 4 --used 2 --ff-exp 256 --heads 4"
+QW="$QW --kv-heads 2 --head-dim 64 --vocab 512 --attn-type f32 --expert-type f32"
+QW="$QW --embd-type f32 --seed 17"
+if [ "$WHAT" = qwen3moe ] || [ "$WHAT" = all ]; then
+    build/mkmodel -o "$W/qwen3moe-f32.gguf" -t 1 $QW > /dev/null
+    ref qwen3moe-f32.p2k.ref "$W/qwen3moe-f32.gguf" 2000 16 0 61
+    "$BIN/llama-quantize" "$W/qwen3moe-f32.gguf" "$OUT/qwen3moe-q3_k_m.gguf" Q3_K_M 2 \
+        > "$W/log" 2>&1 || { tail -20 "$W/log"; exit 1; }
+    ref qwen3moe-q3_k_m.p2k.ref "$OUT/qwen3moe-q3_k_m.gguf" 2000 16 1 62
+fi
+
 if [ "$WHAT" = fixtures ] || [ "$WHAT" = all ]; then
     # the shipped fixtures at long prompts (the models are in tests/fixtures or ../shared)
-    ref fx-glm-dsa-f32.p8k.ref "$FX/glm-dsa-f32.gguf" 8000 8 0 31
+    ref fx-glm-dsa-f32.p8k.ref "$FX/glm-dsa-f32.gguf" 8000 32 0 31
     ref fx-gemma4-f32.p8k.ref "$FX/gemma4-f32.gguf" 8000 16 0 32
     for m in glm-dsa-rq2k glm-dsa-iq2 glm-dsa-iq3 deepseek2-q8_0 deepseek2-q4_k_m deepseek2-rq2k \
         gemma4-q4_k_m gemma4-rq2k qwen3moe-q4_k_m qwen3moe-rq2k qwen3moe-mxfp4; do
