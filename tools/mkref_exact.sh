@@ -34,6 +34,19 @@ ref() {
     echo "made $OUT/$1 ($(wc -c < "$OUT/$1") bytes)"
 }
 
+# f32_and_q3 NAME F32_STRIDE SEED MKMODEL_ARGS: the F32 model NAME (the test writes it again from
+# the same arguments) and llama-quantize's Q3_K_M mix of it (kept: the test reads it), each
+# with a 2,000-token reference (prompt seeds SEED and SEED + 1)
+f32_and_q3() {
+    name=$1 stride=$2 seed=$3
+    shift 3
+    build/mkmodel -o "$W/$name-f32.gguf" -t 1 "$@" > /dev/null
+    ref "$name-f32.p2k.ref" "$W/$name-f32.gguf" 2000 "$stride" 0 "$seed"
+    "$BIN/llama-quantize" "$W/$name-f32.gguf" "$OUT/$name-q3_k_m.gguf" Q3_K_M 2 > "$W/log" 2>&1 ||
+        { tail -20 "$W/log"; exit 1; }
+    ref "$name-q3_k_m.p2k.ref" "$OUT/$name-q3_k_m.gguf" 2000 16 1 $((seed + 1))
+}
+
 # The glm-dsa model: build/mkmodel, seed 7 (the fixtures use other seeds), F32; the test
 # writes it again from the same arguments. Quantised by llama-quantize to the named mixes.
 GLM="--embd 256 --layers 3 --dense 1 --ff 512 --experts 4 --used 2 --ff-exp 256 --heads 4"
@@ -73,11 +86,8 @@ G4="--arch gemma4 --embd 256 --layers 2 --ff 256 --experts 4 --used 2 --ff-exp 1
 G4="$G4 --kv-heads 2 --head-dim 64 --kv-heads-full 1 --head-dim-full 128 --window 64"
 G4="$G4 --swa-period 2 --vocab 512 --attn-type f32 --expert-type f32 --embd-type f32 --seed 11"
 if [ "$WHAT" = gemma4 ] || [ "$WHAT" = all ]; then
-    build/mkmodel -o "$W/gemma4-f32.gguf" -t 1 $G4 > /dev/null
-    ref gemma4-f32.p2k.ref "$W/gemma4-f32.gguf" 2000 8 0 41
-    "$BIN/llama-quantize" "$W/gemma4-f32.gguf" "$OUT/gemma4-q3_k_m.gguf" Q3_K_M 2 > "$W/log" 2>&1 ||
-        { tail -20 "$W/log"; exit 1; }
-    ref gemma4-q3_k_m.p2k.ref "$OUT/gemma4-q3_k_m.gguf" 2000 16 1 42
+    # shellcheck disable=SC2086 # the options are meant to split
+    f32_and_q3 gemma4 8 41 $G4
 fi
 
 # The deepseek2 model: build/mkmodel --arch deepseek2, seed 13, 2 layers (dense, then MoE with
@@ -88,11 +98,8 @@ DS="--arch deepseek2 --embd 256 --layers 2 --dense 1 --ff 512 --experts 8 --used
 DS="$DS --heads 4 --q-lora 256 --kv-lora 256 --qk-nope 64 --qk-rope 32 --v-head 64 --groups 4"
 DS="$DS --groups-used 2 --vocab 512 --attn-type f32 --expert-type f32 --embd-type f32 --seed 13"
 if [ "$WHAT" = deepseek2 ] || [ "$WHAT" = all ]; then
-    build/mkmodel -o "$W/deepseek2-f32.gguf" -t 1 $DS > /dev/null
-    ref deepseek2-f32.p2k.ref "$W/deepseek2-f32.gguf" 2000 16 0 51
-    "$BIN/llama-quantize" "$W/deepseek2-f32.gguf" "$OUT/deepseek2-q3_k_m.gguf" Q3_K_M 2 \
-        > "$W/log" 2>&1 || { tail -20 "$W/log"; exit 1; }
-    ref deepseek2-q3_k_m.p2k.ref "$OUT/deepseek2-q3_k_m.gguf" 2000 16 1 52
+    # shellcheck disable=SC2086
+    f32_and_q3 deepseek2 16 51 $DS
 fi
 
 # The qwen3moe model: build/mkmodel --arch qwen3moe, seed 17, 2 MoE layers (4 experts, 2 used,
@@ -102,11 +109,8 @@ QW="--arch qwen3moe --embd 256 --layers 2 --ff 512 --experts 4 --used 2 --ff-exp
 QW="$QW --kv-heads 2 --head-dim 64 --vocab 512 --attn-type f32 --expert-type f32"
 QW="$QW --embd-type f32 --seed 17"
 if [ "$WHAT" = qwen3moe ] || [ "$WHAT" = all ]; then
-    build/mkmodel -o "$W/qwen3moe-f32.gguf" -t 1 $QW > /dev/null
-    ref qwen3moe-f32.p2k.ref "$W/qwen3moe-f32.gguf" 2000 16 0 61
-    "$BIN/llama-quantize" "$W/qwen3moe-f32.gguf" "$OUT/qwen3moe-q3_k_m.gguf" Q3_K_M 2 \
-        > "$W/log" 2>&1 || { tail -20 "$W/log"; exit 1; }
-    ref qwen3moe-q3_k_m.p2k.ref "$OUT/qwen3moe-q3_k_m.gguf" 2000 16 1 62
+    # shellcheck disable=SC2086
+    f32_and_q3 qwen3moe 16 61 $QW
 fi
 
 if [ "$WHAT" = fixtures ] || [ "$WHAT" = all ]; then

@@ -121,15 +121,20 @@ static inline int8x16_t bits16(uint16_t b) {
     const uint8x16_t v = vcombine_u8(vdup_n_u8((uint8_t)b), vdup_n_u8((uint8_t)(b >> 8)));
     return vreinterpretq_s8_u8(vtstq_u8(v, sel)); /* 0xFF where the bit is set */
 }
+/* Q5_0 / Q5_1's unsigned weights (0..31): nibble | bit << 4, bit j of qh for weight j. */
+static inline void q5_weights(const uint8_t *qs, const uint8_t *qh, int8x16_t *w0, int8x16_t *w1) {
+    const uint8x16_t q = vld1q_u8(qs);
+    const uint16_t h0 = (uint16_t)(qh[0] | qh[1] << 8), h1 = (uint16_t)(qh[2] | qh[3] << 8);
+    const int8x16_t lo = vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(15)));
+    const int8x16_t hi = vreinterpretq_s8_u8(vshrq_n_u8(q, 4));
+    *w0 = vorrq_s8(lo, vandq_s8(bits16(h0), vdupq_n_s8(16)));
+    *w1 = vorrq_s8(hi, vandq_s8(bits16(h1), vdupq_n_s8(16)));
+}
 #define DECODE_Q5_0                                                                                \
     do {                                                                                           \
-        const uint8x16_t q = vld1q_u8(xb->qs);                                                     \
-        const uint16_t h0 = (uint16_t)(xb->qh[0] | xb->qh[1] << 8),                                \
-                       h1 = (uint16_t)(xb->qh[2] | xb->qh[3] << 8);                                \
-        const int8x16_t lo = vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(15)));                     \
-        const int8x16_t hi = vreinterpretq_s8_u8(vshrq_n_u8(q, 4));                                \
-        w0 = vsubq_s8(vorrq_s8(lo, vandq_s8(bits16(h0), vdupq_n_s8(16))), vdupq_n_s8(16));         \
-        w1 = vsubq_s8(vorrq_s8(hi, vandq_s8(bits16(h1), vdupq_n_s8(16))), vdupq_n_s8(16));         \
+        q5_weights(xb->qs, xb->qh, &w0, &w1);                                                      \
+        w0 = vsubq_s8(w0, vdupq_n_s8(16));                                                         \
+        w1 = vsubq_s8(w1, vdupq_n_s8(16));                                                         \
     } while (0)
 ROWS_LEGACY(q5_0, block_q5_0, DECODE_Q5_0, sumf[r] += (f16(xb->d) * f16(yb->d)) * (float)sumi)
 
@@ -201,17 +206,8 @@ static inline int32x4_t quad_sums(int8x16_t w, int8x16_t q) {
     } while (0)
 ROWS_Q1(q4_1, block_q4_1, DECODE_Q4_1)
 
-/* Q5_1: weight = nibble | bit << 4 (0..31), bit j of qh (little-endian) for weight j. */
-#define DECODE_Q5_1                                                                                \
-    do {                                                                                           \
-        const uint8x16_t q = vld1q_u8(xb->qs);                                                     \
-        const uint16_t h0 = (uint16_t)(xb->qh[0] | xb->qh[1] << 8),                                \
-                       h1 = (uint16_t)(xb->qh[2] | xb->qh[3] << 8);                                \
-        const int8x16_t lo = vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(15)));                     \
-        const int8x16_t hi = vreinterpretq_s8_u8(vshrq_n_u8(q, 4));                                \
-        w0 = vorrq_s8(lo, vandq_s8(bits16(h0), vdupq_n_s8(16)));                                   \
-        w1 = vorrq_s8(hi, vandq_s8(bits16(h1), vdupq_n_s8(16)));                                   \
-    } while (0)
+/* Q5_1: weight = nibble | bit << 4 (0..31). */
+#define DECODE_Q5_1 q5_weights(xb->qs, xb->qh, &w0, &w1)
 ROWS_Q1(q5_1, block_q5_1, DECODE_Q5_1)
 
 /* ===== K-quants against Q8_K ===== */
