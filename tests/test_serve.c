@@ -1354,8 +1354,9 @@ static void test_serve_malformed(void) {
         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":\"ten\"}",
         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_p\":7}",
         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":42}",
-        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\"}]"
-        "}",
+        /* one string, cut to fit the line */
+        ("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+         "\"tools\":[{\"type\":\"function\"}]}"),
         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream_options\":7}",
         "\xff\xfe{\"messages\":1}",
         "{\"messages\":[{\"role\":\"user\",\"content\":\"\\ud800\"}]}",
