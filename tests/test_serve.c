@@ -3035,6 +3035,7 @@ static void test_serve_prefix_cache_restart(void) {
     char *body = long_chat("Summarise the rules.");
     char *answer = NULL;
     long prompt = 0, restored = -1;
+    http_timeout = 300; /* a 600-token prefill takes 30-60 s under ThreadSanitizer at load */
     for (int run = 0; run < 2; run++) {
         tsrv s;
         if (srv_up_checked(&s, "glm-dsa-rq2k.gguf", extra)) break;
@@ -3076,6 +3077,7 @@ static void test_serve_prefix_cache_restart(void) {
             free(log);
         }
     }
+    http_timeout = 30;
     free(answer);
     free(body);
 }
@@ -3088,6 +3090,7 @@ static void test_serve_prefix_cache_full_disk(void) {
     snprintf(dir, sizeof dir, "%s/kv", t_tmpdir());
     const char *const extra[] = {"--cache-dir", dir, NULL};
     char *body = long_chat("Summarise the rules.");
+    http_timeout = 300;       /* as in test_serve_prefix_cache_restart: ThreadSanitizer is slow */
     signal(SIGXFSZ, SIG_IGN); /* kept across exec: a write past the limit fails instead */
     const struct rlimit rl = {64 * 1024, 64 * 1024};
     CHECK(setrlimit(RLIMIT_FSIZE, &rl) == 0);
@@ -3110,6 +3113,7 @@ static void test_serve_prefix_cache_full_disk(void) {
         free(e);
         srv_down(&s);
     }
+    http_timeout = 30;
     free(body);
 }
 
