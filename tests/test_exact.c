@@ -15,7 +15,12 @@
  * row. Gates as tests/test_model.c (the fixtures README's): F32 — max |diff|
  * <= 1e-3 and petrel's own greedy continuation identical; quantised — cos
  * min >= 0.99, mean >= 0.9998, top-1 flips only at a reference margin < 0.1,
- * at most max(1, 6%) of the rows. Skipped by name when the data is absent. */
+ * at most max(1, 6%) of the rows. Skipped by name when the data is absent.
+ *
+ * A reference named `NAME.kv-TYPE.pNk.ref` was made with llama.cpp's K and V cache in TYPE
+ * (f16, bf16, q8_0, q4_0) and runs with petrel's in TYPE, twice: in RAM, and through a
+ * prefix stored in a prefix cache on disk and restored into a new session, whose logits must
+ * equal the first run's bit for bit. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -102,6 +107,57 @@ static gate_stats ex_compare(const ex_ref *r, const float *got, uint32_t r0, uin
     return s;
 }
 
+/* Evaluates the reference's rows into got ([np + ng][nv]): the prompt as one batch, then the
+ * greedy tokens one at a time. how 1: the first half of the prompt (whole prefix-cache blocks)
+ * is evaluated by one session and stored in a prefix cache on disk, and a second session
+ * restores it and evaluates the rest: rows from the restored position on are that session's.
+ * Returns the first row the second session computed (0 for how 0), or -1. */
+static int ex_run(pt_engine *e, const ex_ref *r, int how, float *got, const char *refname) {
+    char err[512], dir[4200];
+    const uint32_t nr = r->np + r->ng;
+    pt_session_params sp = {.n_ctx = (int)nr + 1};
+    int from = 0, rc = -1;
+    pt_pcache *pc = NULL;
+    if (how == 1) {
+        snprintf(dir, sizeof dir, "%s/pcache", t_tmpdir());
+        pt_pcache_params pp = {.dir = dir};
+        pc = pt_pcache_open(e, &pp, err, sizeof err);
+        CHECKF(pc, "%s: %s", refname, err);
+        if (!pc) return -1;
+        const int half = (int)(r->np / 2 / PT_PCACHE_BLOCK * PT_PCACHE_BLOCK);
+        pt_session *a = pt_session_new(e, &sp, err, sizeof err);
+        CHECKF(a, "%s: %s", refname, err);
+        if (!a) goto out;
+        const int ok = pt_session_eval(a, r->tok, half, NULL, 0, NULL, err, sizeof err) == 0;
+        CHECKF(ok, "%s: %s", refname, err);
+        CHECKF(!ok || pt_pcache_save(pc, a, NULL, half) > 0, "%s: nothing stored", refname);
+        pt_session_free(a);
+        if (!ok) goto out;
+    }
+    pt_session *s = pt_session_new(e, &sp, err, sizeof err);
+    CHECKF(s, "%s: %s", refname, err);
+    if (!s) goto out;
+    if (pc) {
+        from = pt_pcache_restore(pc, s, NULL, r->tok, (int)r->np);
+        CHECKF(from > 0, "%s: nothing restored", refname);
+        if (from <= 0) {
+            pt_session_free(s);
+            goto out;
+        }
+    }
+    rc = pt_session_eval(s, r->tok + from, (int)r->np - from, got + (size_t)from * r->nv, 1, NULL,
+                         err, sizeof err);
+    for (uint32_t j = 0; j < r->ng && rc == 0; j++)
+        rc = pt_session_eval(s, &r->tok[r->np + j], 1, got + (size_t)(r->np + j) * r->nv, 0, NULL,
+                             err, sizeof err);
+    CHECKF(rc == 0, "%s: %s", refname, err);
+    pt_session_free(s);
+    rc = rc ? -1 : from;
+out:
+    pt_pcache_close(pc);
+    return rc;
+}
+
 static void ex_check(const char *refname, double f32, const char *model_spec) {
     char path[512], model[512], cmd[2048], out[4096], err[512];
     snprintf(path, sizeof path, EX_DIR "%s", refname);
@@ -131,12 +187,25 @@ static void ex_check(const char *refname, double f32, const char *model_spec) {
         free(r.buf);
         return;
     }
-    /* the references were made with an F32 KV cache */
+    /* the cache type: `NAME.kv-TYPE.pNk.ref` was made with llama.cpp's K and V cache in TYPE,
+     * every other reference with an F32 cache */
+    int kv = PT_KV_F32;
+    const char *kvp = strstr(refname, ".kv-");
+    if (kvp) {
+        char tn[16];
+        snprintf(tn, sizeof tn, "%.*s", (int)strcspn(kvp + 4, "."), kvp + 4);
+        kv = pt_kv_type_parse(tn);
+        CHECKF(kv > 0, "%s: unknown cache type '%s'", refname, tn);
+        if (kv <= 0) {
+            free(r.buf);
+            return;
+        }
+    }
     pt_engine_params ep = {.model_path = model,
                            .n_threads = 2,
                            .usage_dir = t_usage_dir(),
-                           .cache_type_k = PT_KV_F32,
-                           .cache_type_v = PT_KV_F32};
+                           .cache_type_k = kv,
+                           .cache_type_v = kv};
     pt_engine *e = pt_engine_open(&ep, err, sizeof err);
     CHECKF(e, "%s: %s", refname, err);
     if (!e) {
@@ -146,14 +215,7 @@ static void ex_check(const char *refname, double f32, const char *model_spec) {
     CHECK(pt_engine_n_vocab(e) == (int)r.nv);
     const uint32_t nr = r.np + r.ng;
     float *got = malloc(sizeof(float) * (size_t)nr * r.nv);
-    pt_session_params sp = {.n_ctx = (int)nr + 1};
-    pt_session *s = pt_session_new(e, &sp, err, sizeof err);
-    CHECKF(s, "%s: %s", refname, err);
-    if (s) {
-        CHECK(pt_session_eval(s, r.tok, (int)r.np, got, 1, NULL, err, sizeof err) == 0);
-        for (uint32_t j = 0; j < r.ng; j++)
-            CHECK(pt_session_eval(s, &r.tok[r.np + j], 1, got + (size_t)(r.np + j) * r.nv, 0, NULL,
-                                  err, sizeof err) == 0);
+    if (ex_run(e, &r, 0, got, refname) == 0) {
         gate_stats b = ex_compare(&r, got, 0, r.np), o = ex_compare(&r, got, r.np, nr),
                    all = ex_compare(&r, got, 0, nr);
         fprintf(stderr,
@@ -161,7 +223,9 @@ static void ex_check(const char *refname, double f32, const char *model_spec) {
                 "margin >= 0.1); one-token (%u rows): cos min %.6f max|diff| %.2e flips %d\n",
                 refname, r.np, b.cos_min, b.cos_mean, b.max_diff, b.flips, b.bad_flips, r.ng,
                 o.cos_min, o.max_diff, o.flips);
-        CHECKF(f32 < 0 || gate_ok(&all, f32),
+        /* f32 -2: the loose floor of tests/test_kvtypes.c (a path llama.cpp computes otherwise) */
+        CHECKF(f32 == -1 ||
+                   (f32 == -2 ? all.cos_min >= 0.95 && all.cos_mean >= 0.97 : gate_ok(&all, f32)),
                "%s: cos min %.6f mean %.7f max|diff| %.2e flips %d (%d at margin >= 0.1) of %d",
                refname, all.cos_min, all.cos_mean, all.max_diff, all.flips, all.bad_flips,
                all.rows);
@@ -176,8 +240,23 @@ static void ex_check(const char *refname, double f32, const char *model_spec) {
             }
             CHECKF(same, "%s: greedy continuation differs", refname);
         }
+        /* the KV-type references also run through a prefix restored from disk: its logits
+         * must be the in-RAM run's bits, so the gate holds there too */
+        if (kvp) {
+            float *again = malloc(sizeof(float) * (size_t)nr * r.nv);
+            const int held = ex_run(e, &r, 1, again, refname);
+            if (held > 0) {
+                const size_t at = (size_t)held * r.nv, n = (size_t)nr * r.nv - at;
+                CHECKF(!memcmp(again + at, got + at, n * sizeof(float)),
+                       "%s: after a prefix of %d positions restored from disk the logits differ "
+                       "from the in-RAM run",
+                       refname, held);
+                fprintf(stderr, "  %s: restored from disk at %d: identical rows %d..%u\n", refname,
+                        held, held, nr - 1);
+            }
+            free(again);
+        }
     }
-    pt_session_free(s);
     pt_engine_close(e);
     free(got);
     free(r.buf);
@@ -203,6 +282,10 @@ static void exact_long_prompts(void) {
          * sanitizers); `make test` checks every 2,000-token reference */
         const char *full = getenv("PETREL_TEST_FULL");
         if (strstr(ref, ".p8k.") && !(full && !strcmp(full, "1")) && !(only && *only)) continue;
+        /* of the KV-type references, make test runs the default type's (f16) */
+        if (strstr(ref, ".kv-") && !strstr(ref, ".kv-f16.") && !(full && !strcmp(full, "1")) &&
+            !(only && *only))
+            continue;
         char path[512];
         snprintf(path, sizeof path, EX_DIR "%s", ref);
         if (access(path, R_OK)) {
@@ -212,12 +295,14 @@ static void exact_long_prompts(void) {
             continue;
         }
         /* f32: the F32 gate (1e-3); f32g: gemma4's F32 gate (1e-2, its fp16 GELU table);
-         * q: the quantised gate; open: figures printed, no gate (a drift not yet
-         * explained, bench/RESULTS.md) */
-        const double g = !strcmp(gate, "f32")    ? 1e-3
-                         : !strcmp(gate, "f32g") ? 1e-2
-                         : !strcmp(gate, "open") ? -1
-                                                 : 0;
+         * q: the quantised gate; loose: cos min >= 0.95, mean >= 0.97 (llama.cpp's
+         * flash-attention path for a quantised cache, README.md); open: figures printed, no
+         * gate (a drift not yet explained, bench/RESULTS.md) */
+        const double g = !strcmp(gate, "f32")     ? 1e-3
+                         : !strcmp(gate, "f32g")  ? 1e-2
+                         : !strcmp(gate, "open")  ? -1
+                         : !strcmp(gate, "loose") ? -2
+                                                  : 0;
         ex_check(ref, g, line + n);
     }
     free(man);

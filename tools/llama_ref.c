@@ -10,7 +10,11 @@
  * settings are the fixtures' oracle's: CPU only, no weight repacking, two
  * threads, F32 K and V cache, flash attention off, the whole prompt in ONE
  * ubatch with logits at every position; then N_GEN greedy tokens, one per
- * llama_decode (llama.cpp's one-token path). */
+ * llama_decode (llama.cpp's one-token path).
+ *
+ * LLAMA_REF_KV=TYPE (f16, bf16, q8_0, q4_0) sets the K and V cache type
+ * instead (--cache-type-k/-v); q8_0 and q4_0 run with flash attention, which
+ * llama.cpp requires for a quantised V cache (as tests/data/kv/kvref.c). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,6 +77,21 @@ int main(int argc, char **argv) {
     cp.type_k = GGML_TYPE_F32;
     cp.type_v = GGML_TYPE_F32;
     cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    const char *kv = getenv("LLAMA_REF_KV");
+    if (kv && *kv && strcmp(kv, "f32")) {
+        const enum ggml_type t = !strcmp(kv, "f16")    ? GGML_TYPE_F16
+                                 : !strcmp(kv, "bf16") ? GGML_TYPE_BF16
+                                 : !strcmp(kv, "q8_0") ? GGML_TYPE_Q8_0
+                                 : !strcmp(kv, "q4_0") ? GGML_TYPE_Q4_0
+                                                       : GGML_TYPE_COUNT;
+        if (t == GGML_TYPE_COUNT) {
+            fprintf(stderr, "LLAMA_REF_KV: unknown cache type '%s'\n", kv);
+            return 2;
+        }
+        cp.type_k = cp.type_v = t;
+        if (t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0)
+            cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_ENABLED;
+    }
     cp.swa_full = true;
     cp.kv_unified = true;
     struct llama_context *ctx = llama_init_from_model(model, cp);

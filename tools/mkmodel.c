@@ -145,6 +145,7 @@ typedef struct mk_opts {
     int n_group_used; /* deepseek2: groups a token's experts are chosen from */
     int idx_all;      /* glm-dsa: indexer weights in every block (MTP too), all "full" */
     int n_ctx_train;  /* context_length */
+    int yarn_orig;    /* deepseek2: YaRN's rope.scaling.original_context_length */
     uint64_t seed;
     int threads;
     int raw_experts;   /* 1: routed experts as random valid blocks (no quantiser) */
@@ -202,6 +203,7 @@ static void usage(FILE *f) {
         "  --dense N         leading dense layers [1]\n"
         "  --q-lora N / --kv-lora N   LoRA ranks [768 / 512]\n"
         "  --groups N / --groups-used N   deepseek2: expert groups, used groups [8 / 4]\n"
+        "  --yarn-orig N     deepseek2: YaRN's original context length [4096]\n"
         "  --idx-top-k N     DSA indexer top-k (glm-dsa) [2048]\n"
         "  --idx-heads N / --idx-dim N   DSA indexer heads and head dims [32 / 128]\n"
         "  --qk-nope N / --qk-rope N / --v-head N   MLA head dims [192 / 64 / 256]\n"
@@ -271,7 +273,8 @@ static void set_defaults(mk_opts *o, int arch) {
         o->embd_type = 0; /* 0: mat_type */
     }
     if (arch == ARCH_DEEPSEEK2) /* as glm-dsa, without MTP block; DeepSeek-V3's groups */
-        o->n_nextn = 0, o->n_ctx_train = 163840, o->n_group = 8, o->n_group_used = 4;
+        o->n_nextn = 0, o->n_ctx_train = 163840, o->n_group = 8, o->n_group_used = 4,
+        o->yarn_orig = 4096;
     if (arch == ARCH_QWEN3MOE) /* Qwen3-30B-A3B's attention: 32 / 4 heads of 128 */
         o->n_nextn = 0, o->n_dense = 0, o->n_ctx_train = 40960, o->n_head = 32, o->n_head_kv = 4,
         o->head_dim = 128;
@@ -335,6 +338,7 @@ static int parse_opts(int argc, char **argv, mk_opts *o) {
                 {"--swa-period", offsetof(mk_opts, swa_period)},
                 {"--groups", offsetof(mk_opts, n_group)},
                 {"--groups-used", offsetof(mk_opts, n_group_used)},
+                {"--yarn-orig", offsetof(mk_opts, yarn_orig)},
                 {"-t", offsetof(mk_opts, threads)},
                 {"--threads", offsetof(mk_opts, threads)}};
     for (int i = 1; i < argc; i++) {
@@ -1043,10 +1047,11 @@ static int write_hparams_glm(const mk_opts *o, gguf_writer *w) {
     CHECK(gguf_writer_kv_f32(w, KEY("rope.freq_base"), ds ? 1e4f : 8e6f, &err));
     CHECK(gguf_writer_kv_f32(w, KEY("expert_weights_scale"), 2.5f, &err));
     CHECK(gguf_writer_kv_bool(w, KEY("expert_weights_norm"), 1, &err));
-    if (ds) { /* DeepSeek-V3's YaRN: 4096 -> 163840 positions */
+    if (ds) { /* DeepSeek-V3's YaRN: 4096 (--yarn-orig) -> 163840 positions */
         CHECK(gguf_writer_kv_str(w, KEY("rope.scaling.type"), "yarn", &err));
         CHECK(gguf_writer_kv_f32(w, KEY("rope.scaling.factor"), 40.0f, &err));
-        CHECK(gguf_writer_kv_u32(w, KEY("rope.scaling.original_context_length"), 4096, &err));
+        CHECK(gguf_writer_kv_u32(w, KEY("rope.scaling.original_context_length"),
+                                 (uint32_t)o->yarn_orig, &err));
         CHECK(gguf_writer_kv_f32(w, KEY("rope.scaling.yarn_log_multiplier"), 0.1f, &err));
         return 0;
     }

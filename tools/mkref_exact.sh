@@ -4,7 +4,7 @@
 #
 #   LLAMA_CPP_BIN=/path/to/llama.cpp/build/bin tools/mkref_exact.sh [WHAT]
 #
-# WHAT: glm, gemma4, deepseek2, qwen3moe, fixtures or all [all].
+# WHAT: glm, gemma4, deepseek2, qwen3moe, fixtures, kv or all [all].
 # LLAMA_CPP_BIN: an existing llama.cpp build's bin folder (libllama.so, llama-quantize,
 # llama-imatrix); LLAMA_CPP_SRC: its source tree for llama.h (default: $LLAMA_CPP_BIN/../..).
 # tools/llama_ref.c, a small client of llama.h, is compiled against it into a temporary
@@ -28,8 +28,10 @@ cc -O2 -o "$W/llama_ref" tools/llama_ref.c -I"$SRC/include" -I"$SRC/ggml/include
 
 # ref NAME MODEL N_PROMPT STRIDE F16 SEED: N_PROMPT byte tokens from SEED in one batch,
 # 24 greedy tokens one by one; every STRIDE-th row in full (f16 or f32), all rows' top 5
+# KV: the cache type (empty: F32)
+KV=""
 ref() {
-    "$W/llama_ref" "$2" "$OUT/$1" "$3" 24 "$4" "$5" "$6" > "$W/log" 2>&1 ||
+    LLAMA_REF_KV=$KV "$W/llama_ref" "$2" "$OUT/$1" "$3" 24 "$4" "$5" "$6" > "$W/log" 2>&1 ||
         { tail -20 "$W/log"; exit 1; }
     echo "made $OUT/$1 ($(wc -c < "$OUT/$1") bytes)"
 }
@@ -111,6 +113,30 @@ QW="$QW --embd-type f32 --seed 17"
 if [ "$WHAT" = qwen3moe ] || [ "$WHAT" = all ]; then
     # shellcheck disable=SC2086
     f32_and_q3 qwen3moe 16 61 $QW
+fi
+
+# Every KV cache type on every family (issue 16's long-context matrix): each family's F32
+# model above (deepseek2 with YaRN's original context at 1024, so the prompt runs past it)
+# with a 2,000-token prompt, llama.cpp's K and V cache in the type (LLAMA_REF_KV; q8_0 and
+# q4_0 with flash attention, which llama.cpp needs for a quantised V). Every 64th row in full.
+if [ "$WHAT" = kv ] || [ "$WHAT" = all ]; then
+    DSY="$DS --yarn-orig 1024"
+    seed=71
+    for fam in glm gemma4 deepseek2 qwen3moe; do
+        case $fam in
+        glm) args=$GLM ;;
+        gemma4) args=$G4 ;;
+        deepseek2) args=$DSY ;;
+        qwen3moe) args=$QW ;;
+        esac
+        # shellcheck disable=SC2086
+        build/mkmodel -o "$W/$fam-kv.gguf" -t 1 $args > /dev/null
+        for KV in f16 bf16 q8_0 q4_0; do
+            ref "$fam-f32.kv-$KV.p2k.ref" "$W/$fam-kv.gguf" 2000 64 0 $seed
+            seed=$((seed + 1))
+        done
+        KV=""
+    done
 fi
 
 if [ "$WHAT" = fixtures ] || [ "$WHAT" = all ]; then
