@@ -1,9 +1,11 @@
-/* gates.c — logit comparison and the fixtures README's gates (see gates.h). */
+/* gates.c — logit comparison and the fixtures README's gates, and the fixture variants
+ * the refusal tests load (see gates.h). */
 #include "gates.h"
 
 #include <math.h>
 #include <stdlib.h>
 
+#include "format/gguf.h"
 #include "test.h"
 
 gate_stats gate_compare(const float *got, const float *want, int rows, int n) {
@@ -56,4 +58,40 @@ int gate_argmax(const float *x, int n) {
     for (int i = 1; i < n; i++)
         if (x[i] > x[b]) b = i;
     return b;
+}
+
+int fixture_variant(const char *src_name, const char *path, const char *drop_key,
+                    const char *drop_tensor, const char *u32_key, uint32_t u32_val) {
+    pt_err err = {{0}};
+    gguf_ctx *src = gguf_open(t_fixture(src_name), &err);
+    if (!src) return -1;
+    gguf_writer *w = gguf_writer_new(32);
+    int rc = 0;
+    for (uint64_t i = 0; i < src->n_kv && !rc; i++) {
+        const gguf_kv *kv = &src->kv[i];
+        if (drop_key && kv->key.len == strlen(drop_key) &&
+            !memcmp(kv->key.ptr, drop_key, kv->key.len))
+            continue;
+        if (u32_key && kv->key.len == strlen(u32_key) &&
+            !memcmp(kv->key.ptr, u32_key, kv->key.len)) {
+            rc = gguf_writer_kv_u32(w, u32_key, u32_val, &err);
+            continue;
+        }
+        rc = gguf_writer_kv_copy(w, kv, &err);
+    }
+    for (uint64_t i = 0; i < src->n_tensors && !rc; i++) {
+        const gguf_tensor *t = &src->tensors[i];
+        if (drop_tensor && !strcmp(t->name, drop_tensor)) continue;
+        rc = gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, &err);
+    }
+    rc = rc || gguf_writer_begin(w, path, &err);
+    for (uint64_t i = 0; i < src->n_tensors && !rc; i++) {
+        const gguf_tensor *t = &src->tensors[i];
+        if (drop_tensor && !strcmp(t->name, drop_tensor)) continue;
+        rc = gguf_writer_write(w, t->data, t->nbytes, &err);
+    }
+    rc = rc || gguf_writer_finish(w, &err);
+    gguf_writer_free(w);
+    gguf_close(src);
+    return rc;
 }

@@ -1,5 +1,6 @@
 /* gates.h — comparing petrel's logits with reference logits, and the gates of
- * the fixtures README, shared by the whole-model test suites.
+ * the fixtures README, shared by the whole-model test suites, and the fixture
+ * variants their refusal tests load.
  *
  * Per prompt, over rows: cosine (min, mean), max |diff|, and top-1
  * disagreements counted with the reference's own top-1/top-2 margin.
@@ -10,6 +11,7 @@
 #define PT_TEST_GATES_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct gate_stats {
     double cos_min, cos_mean, max_diff;
@@ -27,5 +29,11 @@ float *gate_read_f32(const char *fixture_name, size_t count);
 
 /* Index of the largest value (ties: the lowest index, as the references). */
 int gate_argmax(const float *x, int n);
+
+/* Writes to path a copy of the fixture src_name with one change: the metadata key drop_key
+ * left out, the tensor drop_tensor left out, or the u32 key u32_key set to u32_val (NULL:
+ * no such change). 0, or -1. */
+int fixture_variant(const char *src_name, const char *path, const char *drop_key,
+                    const char *drop_tensor, const char *u32_key, uint32_t u32_val);
 
 #endif

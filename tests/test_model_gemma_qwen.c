@@ -257,43 +257,6 @@ static void model2_truncate(void) {
 
 /* ===== Refusals ===== */
 
-/* Copy a fixture with one change to its metadata or tensor list. */
-static int write_variant(const char *src_name, const char *path, const char *drop_key,
-                         const char *drop_tensor, const char *u32_key, uint32_t u32_val) {
-    pt_err err = {{0}};
-    gguf_ctx *src = gguf_open(t_fixture(src_name), &err);
-    if (!src) return -1;
-    gguf_writer *w = gguf_writer_new(32);
-    int rc = 0;
-    for (uint64_t i = 0; i < src->n_kv && !rc; i++) {
-        const gguf_kv *kv = &src->kv[i];
-        if (drop_key && kv->key.len == strlen(drop_key) &&
-            !memcmp(kv->key.ptr, drop_key, kv->key.len))
-            continue;
-        if (u32_key && kv->key.len == strlen(u32_key) &&
-            !memcmp(kv->key.ptr, u32_key, kv->key.len)) {
-            rc = gguf_writer_kv_u32(w, u32_key, u32_val, &err);
-            continue;
-        }
-        rc = gguf_writer_kv_copy(w, kv, &err);
-    }
-    for (uint64_t i = 0; i < src->n_tensors && !rc; i++) {
-        const gguf_tensor *t = &src->tensors[i];
-        if (drop_tensor && !strcmp(t->name, drop_tensor)) continue;
-        rc = gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, &err);
-    }
-    rc = rc || gguf_writer_begin(w, path, &err);
-    for (uint64_t i = 0; i < src->n_tensors && !rc; i++) {
-        const gguf_tensor *t = &src->tensors[i];
-        if (drop_tensor && !strcmp(t->name, drop_tensor)) continue;
-        rc = gguf_writer_write(w, t->data, t->nbytes, &err);
-    }
-    rc = rc || gguf_writer_finish(w, &err);
-    gguf_writer_free(w);
-    gguf_close(src);
-    return rc;
-}
-
 static void model2_refuses_bad_files(void) {
     struct {
         const char *src, *drop_key, *drop_tensor, *u32_key;
@@ -324,8 +287,8 @@ static void model2_refuses_bad_files(void) {
     for (size_t i = 0; i < PT_ARRAY_LEN(cases); i++) {
         char path[512], err[512] = "";
         snprintf(path, sizeof path, "%s/model2_variant%zu.gguf", t_tmpdir(), i);
-        CHECK(write_variant(cases[i].src, path, cases[i].drop_key, cases[i].drop_tensor,
-                            cases[i].u32_key, cases[i].val) == 0);
+        CHECK(fixture_variant(cases[i].src, path, cases[i].drop_key, cases[i].drop_tensor,
+                              cases[i].u32_key, cases[i].val) == 0);
         pt_engine_params ep = {.model_path = path, .n_threads = 1, .usage_dir = t_usage_dir()};
         pt_engine *e = pt_engine_open(&ep, err, sizeof err);
         CHECKF(e == NULL, "variant %zu accepted", i);
