@@ -2,10 +2,12 @@
  * the refusal tests load (see gates.h). */
 #include "gates.h"
 
+#include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 
 #include "format/gguf.h"
+#include "petrel.h"
 #include "test.h"
 
 gate_stats gate_compare(const float *got, const float *want, int rows, int n) {
@@ -94,4 +96,33 @@ int fixture_variant(const char *src_name, const char *path, const char *drop_key
     gguf_writer_free(w);
     gguf_close(src);
     return rc;
+}
+
+pt_engine *fixture_open(const char *name, json_t **ref) {
+    char path[256], model[256], err[512];
+    *ref = NULL;
+    snprintf(path, sizeof path, "%s.gguf", name);
+    if (!t_need(path)) return NULL; /* the F32 models live in ../shared/fixtures only */
+    snprintf(path, sizeof path, "%s.ref.json", name);
+    if (!t_need(path)) return NULL;
+    json_error_t jerr;
+    json_t *j = json_load_file(t_fixture(path), 0, &jerr);
+    CHECKF(j, "%s: %s", path, jerr.text);
+    if (!j) return NULL;
+    snprintf(model, sizeof model, "%s",
+             t_fixture(json_string_value(json_object_get(j, "model_file"))));
+    /* the references were made with an F32 KV cache (test_kvtypes.c covers the others) */
+    pt_engine_params ep = {.model_path = model,
+                           .n_threads = 2,
+                           .usage_dir = t_usage_dir(),
+                           .cache_type_k = PT_KV_F32,
+                           .cache_type_v = PT_KV_F32};
+    pt_engine *e = pt_engine_open(&ep, err, sizeof err);
+    CHECKF(e, "%s: %s", name, err);
+    if (!e) {
+        json_decref(j);
+        return NULL;
+    }
+    *ref = j;
+    return e;
 }

@@ -36,4 +36,11 @@ int gate_argmax(const float *x, int n);
 int fixture_variant(const char *src_name, const char *path, const char *drop_key,
                     const char *drop_tensor, const char *u32_key, uint32_t u32_val);
 
+/* Opens the fixture NAME (NAME.gguf and NAME.ref.json): its reference JSON in *ref and an
+ * engine on it with an F32 KV cache (the references' own) and 2 threads. NULL when a file
+ * is missing (a named skip) or the engine does not open (a failed check), *ref then NULL. */
+typedef struct json_t json_t;
+typedef struct pt_engine pt_engine;
+pt_engine *fixture_open(const char *name, json_t **ref);
+
 #endif

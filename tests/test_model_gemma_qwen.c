@@ -45,32 +45,12 @@ static int fixture_tokens(json_t *ref, size_t k, int32_t *toks, int cap, int *n_
 
 /* Run every prompt of one fixture through the gates. */
 static void check_fixture(const char *name) {
-    char path[256];
-    snprintf(path, sizeof path, "%s.gguf", name);
-    if (!t_need(path)) return; /* the F32 models live in ../shared/fixtures only */
-    snprintf(path, sizeof path, "%s.ref.json", name);
-    if (!t_need(path)) return;
-    json_error_t jerr;
-    json_t *ref = json_load_file(t_fixture(path), 0, &jerr);
-    CHECKF(ref, "%s: %s", path, jerr.text);
-    if (!ref) return;
+    json_t *ref;
+    pt_engine *e = fixture_open(name, &ref);
+    if (!e) return;
     const int f32 = !strcmp(json_string_value(json_object_get(ref, "quant")), "f32");
     const int nv = (int)json_integer_value(json_object_get(ref, "n_vocab"));
-    char model[256], err[512];
-    snprintf(model, sizeof model, "%s",
-             t_fixture(json_string_value(json_object_get(ref, "model_file"))));
-    /* the references were made with an F32 KV cache (test_kvtypes.c covers the others) */
-    pt_engine_params ep = {.model_path = model,
-                           .n_threads = 2,
-                           .usage_dir = t_usage_dir(),
-                           .cache_type_k = PT_KV_F32,
-                           .cache_type_v = PT_KV_F32};
-    pt_engine *e = pt_engine_open(&ep, err, sizeof err);
-    CHECKF(e, "%s: %s", name, err);
-    if (!e) {
-        json_decref(ref);
-        return;
-    }
+    char err[512];
     CHECK(pt_engine_n_vocab(e) == nv);
     CHECK(!pt_engine_has_mtp(e));
     for (size_t pi = 0; pi < json_array_size(json_object_get(ref, "prompts")); pi++) {
