@@ -144,6 +144,14 @@ qt_dot4_fn qt_dot4_avx512(uint32_t type) {
     (void)type;
     return NULL;
 }
+qt_tile_fn qt_tile_avx2(uint32_t type) {
+    (void)type;
+    return NULL;
+}
+qt_tile_fn qt_tile_avx512(uint32_t type) {
+    (void)type;
+    return NULL;
+}
 const qt_f32_kernels *qt_f32_avx2(void) {
     return NULL;
 }
@@ -178,6 +186,14 @@ qt_dot4_fn qt_dot4_avx2(uint32_t type) {
     return NULL;
 }
 qt_dot4_fn qt_dot4_avx512(uint32_t type) {
+    (void)type;
+    return NULL;
+}
+qt_tile_fn qt_tile_avx2(uint32_t type) {
+    (void)type;
+    return NULL;
+}
+qt_tile_fn qt_tile_avx512(uint32_t type) {
     (void)type;
     return NULL;
 }
@@ -305,6 +321,19 @@ qt_dot4_fn qt_dot4_upto(uint32_t type, int max_isa) {
     return NULL;
 }
 
+qt_tile_fn qt_tile_impl(uint32_t type, int isa) {
+    if (type >= QT_COUNT) return NULL;
+#if defined(__aarch64__)
+    (void)isa;
+    return NULL; /* no arm64 tile kernels yet */
+#endif
+    switch (isa) {
+    case QT_ISA_AVX2: return qt_tile_avx2(type);
+    case QT_ISA_AVX512: return qt_tile_avx512(type);
+    default: return NULL;
+    }
+}
+
 /* ===== The matmul kernels (quant.h) ===== */
 
 qt_dot_fn qt_mm_dot_upto(uint32_t type, int max_isa) {
@@ -314,6 +343,15 @@ qt_dot_fn qt_mm_dot_upto(uint32_t type, int max_isa) {
 qt_dot4_fn qt_mm_dot4_upto(uint32_t type, int max_isa) {
     /* the four-row kernels are in the ordinary order; no panel type has one */
     return qt_has_panel(type) ? NULL : qt_dot4_upto(type, max_isa);
+}
+
+qt_tile_fn qt_mm_tile_upto(uint32_t type, int max_isa) {
+    if (qt_has_panel(type)) return NULL;
+    const int top = isa_top();
+    for (int isa = max_isa < 0 || max_isa > top ? top : max_isa; isa >= QT_ISA_SCALAR; isa--)
+        if (qt_dot_impl(type, isa))
+            return qt_tile_impl(type, isa); /* the level qt_dot_upto picks */
+    return NULL;
 }
 
 /* ===== F32 kernels in ggml's lane order ===== */

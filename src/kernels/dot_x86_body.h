@@ -1052,6 +1052,84 @@ static void dot4_q6_K(const void *w, const void *a, uint64_t as, int64_t n, floa
         out[r] = hsum_ps(acc[r]);
 }
 
+/* ===== Four weight rows x four activation rows (VNNI level only) =====
+ *
+ * out[r * ldo + k] = dot(w + k * ws, a + r * as, n) for k, r = 0..3, each
+ * bit-identical to this level's single-row kernel: pair (k, r) keeps its own
+ * 8-lane float accumulator and receives, per block, the same integer lanes, the
+ * same scale product and the same FMA, in block order; the final fold is
+ * hsum_ps. What the 16 pairs share is loads: an activation block is loaded and
+ * biased once for four weight rows, a weight block once for four activation rows.
+ * Integer lanes. vpdpbusd multiplies unsigned by signed bytes; the activation
+ * byte a is fed as a + 128 (xor 0x80) and the weight block's 128 * sum(w) per
+ * lane subtracted first, so every lane is exactly sum(a * w) over its four
+ * weights, the integer the single-row kernel's sign trick produces (integer
+ * addition is exact: any route to the lane's value gives the same float). Only
+ * vpdpbusd (no saturation) makes the bias trick exact, hence VNNI only; the
+ * AVX2 level keeps the four-row kernels. */
+#if defined(X86_BODY_TILES)
+#define NT4 4
+
+/* An fp16 scale as 8 equal floats, converted in the vector unit: with both
+ * factors of a scale product as vectors the product is one vmulps (the
+ * compiler turns a product of two _mm256_set1_ps into a scalar multiply and a
+ * broadcast, two instructions per output pair). The same product either way. */
+static inline __m256 f16x8(pt_f16 h) {
+    return _mm256_cvtph_ps(_mm_set1_epi16((short)h));
+}
+
+static void tile_q8_0(const void *w, uint64_t ws, const void *a, uint64_t as, int64_t n, float *out,
+                      int64_t ldo) {
+    const block_q8_0 *x[NT4];
+    for (int k = 0; k < NT4; k++)
+        x[k] = (const block_q8_0 *)((const uint8_t *)w + (uint64_t)k * ws);
+    ROWS4(block_q8_0, a, as, y);
+    const __m256i bias = _mm256_set1_epi8((char)0x80);
+    __m256 acc[NT4][NR4];
+    for (int k = 0; k < NT4; k++)
+        for (int r = 0; r < NR4; r++)
+            acc[k][r] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 32; i++) {
+        __m256i au[NR4];
+        __m256 dy[NR4];
+#pragma GCC unroll 4
+        for (int r = 0; r < NR4; r++) {
+            au[r] = _mm256_xor_si256(loadu256(y[r][i].qs), bias);
+            dy[r] = f16x8(y[r][i].d);
+        }
+#pragma GCC unroll 4
+        for (int k = 0; k < NT4; k++) {
+            const __m256i wv = loadu256(x[k][i].qs);
+            const __m256i neg = _mm256_sub_epi32(
+                _mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), bias, wv));
+            const __m256 dx = f16x8(x[k][i].d);
+#pragma GCC unroll 4
+            for (int r = 0; r < NR4; r++) {
+                const __m256i p = _mm256_dpbusd_epi32(neg, au[r], wv);
+                acc[k][r] =
+                    _mm256_fmadd_ps(_mm256_mul_ps(dx, dy[r]), _mm256_cvtepi32_ps(p), acc[k][r]);
+            }
+        }
+    }
+    for (int k = 0; k < NT4; k++)
+        for (int r = 0; r < NR4; r++)
+            out[r * ldo + k] = hsum_ps(acc[k][r]);
+}
+#endif
+
+/* The 4 x 4 tile kernel for `type`, or NULL (none at this level). */
+static qt_tile_fn x86_tile_table(uint32_t type) {
+#if defined(X86_BODY_TILES)
+    switch (type) {
+    case QT_Q8_0: return tile_q8_0;
+    default: return NULL;
+    }
+#else
+    (void)type;
+    return NULL;
+#endif
+}
+
 /* The four-row kernel for `type`, or NULL (the caller runs the single-row one four times). */
 static qt_dot4_fn x86_dot4_table(uint32_t type) {
     switch (type) {
