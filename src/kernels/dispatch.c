@@ -11,6 +11,7 @@
  * qt_dot_best resolves every type once (pthread_once, so concurrent first
  * calls from worker threads are safe) and afterwards is a table lookup.
  */
+#include <math.h>
 #include <pthread.h>
 
 #include "kernels/quant.h"
@@ -158,6 +159,12 @@ const qt_f32_kernels *qt_f32_avx2(void) {
 const qt_f32_kernels *qt_f32_avx512(void) {
     return NULL;
 }
+qt_f32_axpyn_fn qt_f32_axpyn_avx2(void) {
+    return NULL;
+}
+qt_f32_axpyn_fn qt_f32_axpyn_avx512(void) {
+    return NULL;
+}
 
 #else
 
@@ -201,6 +208,12 @@ const qt_f32_kernels *qt_f32_avx2(void) {
     return NULL;
 }
 const qt_f32_kernels *qt_f32_avx512(void) {
+    return NULL;
+}
+qt_f32_axpyn_fn qt_f32_axpyn_avx2(void) {
+    return NULL;
+}
+qt_f32_axpyn_fn qt_f32_axpyn_avx512(void) {
     return NULL;
 }
 
@@ -383,6 +396,34 @@ static void f32_init(void) {
 const qt_f32_kernels *qt_f32_best(void) {
     pthread_once(&f32_once, f32_init);
     return f32_best;
+}
+
+void qt_f32_axpyn_ref(float *acc, int m, const float *a, const float *const *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        float v = acc[i];
+        for (int k = 0; k < m; k++)
+            v = fmaf(a[k], x[k][i], v);
+        acc[i] = v;
+    }
+}
+
+static qt_f32_axpyn_fn axpyn_best;
+static pthread_once_t axpyn_once = PTHREAD_ONCE_INIT;
+
+static void axpyn_init(void) {
+    const int top = qt_isa_detect();
+    axpyn_best = top >= QT_ISA_AVX512 ? qt_f32_axpyn_avx512()
+                 : top >= QT_ISA_AVX2 ? qt_f32_axpyn_avx2()
+                                      : NULL;
+#if defined(__aarch64__)
+    axpyn_best = NULL; /* the level numbers mean NEON/dotprod there: the portable one */
+#endif
+    if (!axpyn_best) axpyn_best = qt_f32_axpyn_ref;
+}
+
+qt_f32_axpyn_fn qt_f32_axpyn_best(void) {
+    pthread_once(&axpyn_once, axpyn_init);
+    return axpyn_best;
 }
 
 /* ===== Panel order ===== */

@@ -41,3 +41,7 @@ qt_dot_fn qt_dot_panel_avx2(uint32_t type) {
 qt_tile_fn qt_tile_avx2(uint32_t type) {
     return x86_tile_table(type);
 }
+
+qt_f32_axpyn_fn qt_f32_axpyn_avx2(void) {
+    return f32_axpyn;
+}

@@ -45,3 +45,7 @@ qt_dot_fn qt_dot_panel_avx512(uint32_t type) {
 qt_tile_fn qt_tile_avx512(uint32_t type) {
     return x86_tile_table(type);
 }
+
+qt_f32_axpyn_fn qt_f32_axpyn_avx512(void) {
+    return f32_axpyn;
+}

@@ -726,6 +726,24 @@ static void f32_dot2_ggml(const float *x, const float *y0, const float *y1, int6
 #endif
 }
 
+/* qt_f32_axpyn_fn: m axpys, each 8-float chunk of acc loaded once, its m
+ * fused multiply-adds chained in k order, stored once (f32_axpy's operations). */
+static void f32_axpyn(float *acc, int m, const float *a, const float *const *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(acc + i);
+        for (int k = 0; k < m; k++)
+            v = _mm256_fmadd_ps(_mm256_set1_ps(a[k]), _mm256_loadu_ps(x[k] + i), v);
+        _mm256_storeu_ps(acc + i, v);
+    }
+    for (; i < n; i++) {
+        float v = acc[i];
+        for (int k = 0; k < m; k++)
+            v = fmaf(a[k], x[k][i], v);
+        acc[i] = v;
+    }
+}
+
 static const qt_f32_kernels x86_f32_kernels = {f32_dot_ggml, f32_axpy, f32_dot2_ggml};
 
 /* ===== Four activation rows at once (batched matmuls) =====

@@ -178,6 +178,17 @@ const qt_f32_kernels *qt_f32_best(void);
 const qt_f32_kernels *qt_f32_avx2(void); /* dot_avx2.c / dot_avx512.c */
 const qt_f32_kernels *qt_f32_avx512(void);
 const qt_f32_kernels *qt_f32_neon(void); /* dot_neon.c */
+/* m axpy calls in one pass over acc: acc[i] = fma(a[k], x[k][i], acc[i]) for
+ * k = 0..m-1 in that order, each element's chain kept in a register, so acc is
+ * loaded and stored once instead of m times. The same bits as the m calls
+ * (the same fused multiply-adds in the same order). The attention's weighted
+ * value sums (nn_wsum_add_keys) use it for the keys that share a lane. */
+typedef void (*qt_f32_axpyn_fn)(float *acc, int m, const float *a, const float *const *x,
+                                int64_t n);
+qt_f32_axpyn_fn qt_f32_axpyn_best(void);
+void qt_f32_axpyn_ref(float *acc, int m, const float *a, const float *const *x, int64_t n);
+qt_f32_axpyn_fn qt_f32_axpyn_avx2(void); /* dot_avx2.c / dot_avx512.c; NULL elsewhere */
+qt_f32_axpyn_fn qt_f32_axpyn_avx512(void);
 
 /* ===== fp16 / bf16 helpers (exact IEEE conversions, no F16C needed) ===== */
 
