@@ -1096,43 +1096,49 @@ static inline __m256 f16x8(pt_f16 h) {
     return _mm256_cvtph_ps(_mm_set1_epi16((short)h));
 }
 
-static void tile_q8_0(const void *w, uint64_t ws, const void *a, uint64_t as, int64_t n, float *out,
-                      int64_t ldo) {
-    const block_q8_0 *x[NT4];
-    for (int k = 0; k < NT4; k++)
-        x[k] = (const block_q8_0 *)((const uint8_t *)w + (uint64_t)k * ws);
-    ROWS4(block_q8_0, a, as, y);
-    const __m256i bias = _mm256_set1_epi8((char)0x80);
-    __m256 acc[NT4][NR4];
-    for (int k = 0; k < NT4; k++)
-        for (int r = 0; r < NR4; r++)
-            acc[k][r] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / 32; i++) {
-        __m256i au[NR4];
-        __m256 dy[NR4];
-#pragma GCC unroll 4
-        for (int r = 0; r < NR4; r++) {
-            au[r] = _mm256_xor_si256(loadu256(y[r][i].qs), bias);
-            dy[r] = f16x8(y[r][i].d);
-        }
-#pragma GCC unroll 4
-        for (int k = 0; k < NT4; k++) {
-            const __m256i wv = loadu256(x[k][i].qs);
-            const __m256i neg = _mm256_sub_epi32(
-                _mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), bias, wv));
-            const __m256 dx = f16x8(x[k][i].d);
-#pragma GCC unroll 4
-            for (int r = 0; r < NR4; r++) {
-                const __m256i p = _mm256_dpbusd_epi32(neg, au[r], wv);
-                acc[k][r] =
-                    _mm256_fmadd_ps(_mm256_mul_ps(dx, dy[r]), _mm256_cvtepi32_ps(p), acc[k][r]);
-            }
-        }
+/* One 32-weight block type with one accumulator (LEGACY_LOOP1's order): XT the
+ * block, DECODE(xb) its 32 signed weight bytes, xb->d its fp16 scale. */
+#define TILE_LEGACY1(NAME, XT, DECODE)                                                             \
+    static void NAME(const void *w, uint64_t ws, const void *a, uint64_t as, int64_t n,            \
+                     float *out, int64_t ldo) {                                                    \
+        const XT *x[NT4];                                                                          \
+        for (int k = 0; k < NT4; k++)                                                              \
+            x[k] = (const XT *)((const uint8_t *)w + (uint64_t)k * ws);                            \
+        ROWS4(block_q8_0, a, as, y);                                                               \
+        const __m256i bias = _mm256_set1_epi8((char)0x80);                                         \
+        __m256 acc[NT4][NR4];                                                                      \
+        for (int k = 0; k < NT4; k++)                                                              \
+            for (int r = 0; r < NR4; r++)                                                          \
+                acc[k][r] = _mm256_setzero_ps();                                                   \
+        for (int64_t i = 0; i < n / 32; i++) {                                                     \
+            __m256i au[NR4];                                                                       \
+            __m256 dy[NR4];                                                                        \
+            _Pragma("GCC unroll 4") for (int r = 0; r < NR4; r++) {                                \
+                au[r] = _mm256_xor_si256(loadu256(y[r][i].qs), bias);                              \
+                dy[r] = f16x8(y[r][i].d);                                                          \
+            }                                                                                      \
+            _Pragma("GCC unroll 4") for (int k = 0; k < NT4; k++) {                                \
+                const XT *xb = &x[k][i];                                                           \
+                const __m256i wv = DECODE;                                                         \
+                const __m256i neg =                                                                \
+                    _mm256_sub_epi32(_mm256_setzero_si256(),                                       \
+                                     _mm256_dpbusd_epi32(_mm256_setzero_si256(), bias, wv));       \
+                const __m256 dx = f16x8(xb->d);                                                    \
+                _Pragma("GCC unroll 4") for (int r = 0; r < NR4; r++) {                            \
+                    const __m256i p = _mm256_dpbusd_epi32(neg, au[r], wv);                         \
+                    acc[k][r] = _mm256_fmadd_ps(_mm256_mul_ps(dx, dy[r]), _mm256_cvtepi32_ps(p),   \
+                                                acc[k][r]);                                        \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+        for (int k = 0; k < NT4; k++)                                                              \
+            for (int r = 0; r < NR4; r++)                                                          \
+                out[r * ldo + k] = hsum_ps(acc[k][r]);                                             \
     }
-    for (int k = 0; k < NT4; k++)
-        for (int r = 0; r < NR4; r++)
-            out[r * ldo + k] = hsum_ps(acc[k][r]);
-}
+
+TILE_LEGACY1(tile_q8_0, block_q8_0, loadu256(xb->qs))
+TILE_LEGACY1(tile_q4_0, block_q4_0, decode_q4_0(xb))
+TILE_LEGACY1(tile_q5_0, block_q5_0, decode_q5_0(xb))
 #endif
 
 /* The 4 x 4 tile kernel for `type`, or NULL (none at this level). */
@@ -1140,6 +1146,8 @@ static qt_tile_fn x86_tile_table(uint32_t type) {
 #if defined(X86_BODY_TILES)
     switch (type) {
     case QT_Q8_0: return tile_q8_0;
+    case QT_Q4_0: return tile_q4_0;
+    case QT_Q5_0: return tile_q5_0;
     default: return NULL;
     }
 #else
