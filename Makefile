@@ -13,7 +13,9 @@
 #   make fuzz-ci         the same, 20 s a target, from the seed corpus in tests/fuzz/corpus (.ci/run)
 #   make bench           kernel microbenchmarks (GB/s, SIMD vs scalar), tokenizer and grammar
 #                        (constrained decoding) costs, then petrel vs llama.cpp on a synthetic
-#                        glm-dsa model (bench/run.sh; set LLAMA_CPP_DIR), and a 12k-token
+#                        glm-dsa model (bench/run.sh; set LLAMA_CPP_DIR), in-memory prompt
+#                        512/4096 and decode after 16/4096 vs llama-bench -lm none on it and
+#                        a gemma4-shaped model (bench/inmem.sh), and a 12k-token
 #                        prompt's TTFT cold vs restored after a server restart (bench/pcache.sh)
 #   make bench BENCH_STREAM=1   also the streaming benchmark (bench/stream.sh: root, cgroup v1;
 #                        a 16.8 GiB glm-dsa and a 14.3 GiB Gemma-4-shaped model under a 4 GiB
@@ -323,6 +325,7 @@ bench-run: $(BUILD)/bench_petrel $(BUILD)/petrel $(BUILD)/mkmodel $(BUILD)/belad
 	$(BUILD)/bench_tokenizer
 	$(BUILD)/bench_grammar $(BENCH_GRAMMAR_MODELS)
 	@BUILD=$(BUILD) sh bench/run.sh
+	@BUILD=$(BUILD) sh bench/inmem.sh
 	@BUILD=$(BUILD) sh bench/serve.sh
 	@BUILD=$(BUILD) sh bench/spec.sh
 	@BUILD=$(BUILD) sh bench/pcache.sh

@@ -11,7 +11,12 @@
  * rounds of passes over MEASURE_S seconds after one warm-up pass. A second table
  * times the four-row kernels (qt_dot4_fn, a prompt batch) on the 1 MB matrix
  * against four single-row passes at the same ISA level. The whole run takes
- * well under a minute. Last, the SwiGLU activation's cost per element. Usage:
+ * well under a minute. Then the engine's matmul (mm_run: activation conversion,
+ * tile / four-row / single-row kernels, split over 1 and 2 threads) at 1, 4, 16
+ * and 64 activation rows on a 16 MB weight matrix: GB/s of weight bytes and
+ * GFLOP/s (2 x rows x weights per second), beside this machine's memory read
+ * bandwidth at 1 and 2 threads (the roofline of a one-row pass over weights in
+ * DRAM). Last, the SwiGLU activation's cost per element. Usage:
  * bench_petrel [TYPE]  (e.g. Q4_K: that type only; swiglu: the activation only).
  */
 #include <stdio.h>
@@ -20,8 +25,11 @@
 #include <time.h>
 
 #include "../tests/qt_random.h"
+#include "common.h"
 #include "kernels/quant.h"
+#include "nn/matmul.h"
 #include "nn/ops.h"
+#include "runtime/threadpool.h"
 
 #define NCOLS 4096     /* weights per row: a multiple of every block size */
 #define MEASURE_S 0.25 /* seconds of timed passes per (type, size, ISA) */
@@ -91,6 +99,30 @@ static double measure(const pass4 *p, const uint8_t *w, size_t row_bytes, int64_
     } while (now_s() - start < MEASURE_S);
     return best / 1e9;
 #undef PASS
+}
+
+/* Memory read bandwidth: each worker sums its share of a large array. */
+typedef struct bw_job {
+    const uint64_t *p;
+    size_t n;
+    uint64_t sum[2];
+} bw_job;
+
+static void bw_worker(void *arg, int ith, int nth) {
+    bw_job *j = arg;
+    long lo, hi;
+    tp_range((long)j->n, ith, nth, &lo, &hi);
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    long i = lo;
+    for (; i + 4 <= hi; i += 4) {
+        s0 += j->p[i];
+        s1 += j->p[i + 1];
+        s2 += j->p[i + 2];
+        s3 += j->p[i + 3];
+    }
+    for (; i < hi; i++)
+        s0 += j->p[i];
+    j->sum[ith & 1] += s0 + s1 + s2 + s3;
 }
 
 int main(int argc, char **argv) {
@@ -202,6 +234,99 @@ int main(int argc, char **argv) {
             fflush(stdout);
         }
     }
+    /* The engine's matmul at 1, 4, 16, 64 activation rows, 1 and 2 threads,
+     * beside the memory read bandwidth (a sum over 256 MB, outside any cache). */
+    {
+        enum { GEMM_MB = 16, BW_MB = 256 };
+        double bw[3] = {0, 0, 0};
+        if (!only) {
+            const size_t nbw = ((size_t)BW_MB << 20) / sizeof(uint64_t);
+            uint64_t *big = malloc(nbw * sizeof *big);
+            if (big) {
+                for (size_t i = 0; i < nbw; i++)
+                    big[i] = i;
+                for (int nt = 1; nt <= 2; nt++) {
+                    tp_pool *pool = tp_new(nt);
+                    if (!pool) break;
+                    bw_job bj = {big, nbw, {0, 0}};
+                    tp_run(pool, bw_worker, &bj);
+                    for (int k = 0; k < 5; k++) {
+                        const double t0 = now_s();
+                        tp_run(pool, bw_worker, &bj);
+                        const double g = (double)nbw * sizeof *big / (now_s() - t0) / 1e9;
+                        if (g > bw[nt]) bw[nt] = g;
+                    }
+                    sink += (float)(bj.sum[0] + bj.sum[1]);
+                    tp_free(pool);
+                }
+                free(big);
+            }
+            printf("\nmemory read bandwidth (sum of %d MB, best of 5): %.2f GB/s 1 thread, "
+                   "%.2f GB/s 2 threads\n",
+                   BW_MB, bw[1], bw[2]);
+        }
+        const uint32_t gtypes[] = {QT_Q8_0, QT_Q4_K, QT_Q6_K, QT_Q2_K};
+        printf("\nmatmul (mm_run), %d MB of weights, %d-weight rows, best ISA: GB/s of weights "
+               "| GFLOP/s\n",
+               GEMM_MB, NCOLS);
+        printf("%-8s %-8s %17s %17s %17s %17s\n", "type", "threads", "1 row", "4 rows", "16 rows",
+               "64 rows");
+        enum { GMAX = 64 };
+        float *gx = malloc((size_t)GMAX * NCOLS * sizeof *gx);
+        for (size_t gi = 0; gx && gi < PT_ARRAY_LEN(gtypes); gi++) {
+            const uint32_t type = gtypes[gi];
+            const qt_traits *t = qt_get(type);
+            if (only && strcmp(only, t->name) != 0) continue;
+            uint64_t rb64;
+            if (qt_row_bytes(type, NCOLS, &rb64)) continue;
+            const int64_t n_out = (int64_t)((((uint64_t)GEMM_MB << 20) / rb64) & ~(uint64_t)63);
+            uint8_t *gw = malloc((size_t)(rb64 * (uint64_t)n_out));
+            float *gy = malloc((size_t)GMAX * (size_t)n_out * sizeof *gy);
+            if (!gw || !gy) {
+                free(gw);
+                free(gy);
+                break;
+            }
+            qr_fill_weights(&r, type, gw, n_out * NCOLS);
+            for (int k = 0; k < GMAX; k++)
+                qr_fill_acts(&r, gx + (size_t)k * NCOLS, NCOLS);
+            const mm_weight mw = {type, NCOLS, n_out, rb64, gw};
+            for (int nt = 1; nt <= 2; nt++) {
+                tp_pool *pool = tp_new(nt);
+                mm_ctx mc;
+                if (!pool || mm_ctx_init(&mc, pool, -1, GMAX, NCOLS)) {
+                    tp_free(pool);
+                    break;
+                }
+                printf("%-8s %-8d", t->name, nt);
+                const int nrows[] = {1, 4, 16, 64};
+                for (size_t ri = 0; ri < PT_ARRAY_LEN(nrows); ri++) {
+                    const int nr = nrows[ri];
+                    mm_run(&mc, &mw, gx, nr, gy, n_out); /* warm-up */
+                    double best = 1e30;
+                    const double start = now_s();
+                    do {
+                        const double t0 = now_s();
+                        mm_run(&mc, &mw, gx, nr, gy, n_out);
+                        const double dt = now_s() - t0;
+                        if (dt < best) best = dt;
+                    } while (now_s() - start < MEASURE_S);
+                    sink += gy[0];
+                    const double gbs = (double)rb64 * (double)n_out / best / 1e9;
+                    const double gfl = 2.0 * nr * (double)NCOLS * (double)n_out / best / 1e9;
+                    printf(" %7.2f | %7.2f", gbs, gfl);
+                    fflush(stdout);
+                }
+                printf("\n");
+                mm_ctx_free(&mc);
+                tp_free(pool);
+            }
+            free(gw);
+            free(gy);
+        }
+        free(gx);
+    }
+
     if (!only || strcmp(only, "swiglu") == 0) {
         /* the FFN activation (llama.cpp's order: ggml_v_silu in chunks of 16) */
         enum { NS = 2048 };

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common.h"
 #include "nn/ops.h"
 #include "test.h"
 
@@ -31,6 +32,60 @@ static void ops_dot_f32_order(void) {
     /* below 64 elements everything is tail, summed in order */
     float a[3] = {1e8f, 1.0f, -1e8f}, b[3] = {1.0f, 1.0f, 1.0f};
     CHECK(nn_dot_f32(a, b, 3) == 0.0f);
+}
+
+/* nn_wsum_add_keys gives nn_wsum_add's bits key by key: random rows and
+ * probabilities (some zero, skipped), blocks of 1 to NN_WSUM_KEYS keys starting
+ * at positions that are not multiples of the lane count, a row length with a
+ * tail (d % 8 != 0), memcmp of the folded outputs. And it is not vacuous: the
+ * same keys summed in reverse order differ somewhere. */
+static void ops_wsum_add_keys(void) {
+    enum { D = 21, NKEYS = 200 };
+    float *rows = malloc(sizeof(float) * D * NKEYS), p[NKEYS];
+    unsigned char on[NKEYS];
+    float *acc1 = malloc(sizeof(float) * NN_WSUM_LANES * D),
+          *acc2 = malloc(sizeof(float) * NN_WSUM_LANES * D);
+    uint32_t st = 12345;
+    for (int i = 0; i < D * NKEYS; i++) {
+        st = st * 1664525u + 1013904223u;
+        rows[i] = (float)(int32_t)st / 2147483648.0f * 3.0f;
+    }
+    for (int k = 0; k < NKEYS; k++) {
+        st = st * 1664525u + 1013904223u;
+        p[k] = (st >> 8) % 5 == 0 ? 0.0f : (float)(st >> 8) / 16777216.0f;
+        on[k] = p[k] != 0.0f;
+    }
+    const int blocks[] = {1, 7, 16, 33, NN_WSUM_KEYS};
+    int reorder_seen = 0;
+    for (size_t b = 0; b < PT_ARRAY_LEN(blocks); b++) {
+        const int nb = blocks[b], key0 = 5;
+        uint64_t u1, u2;
+        nn_wsum_begin(acc1, NN_WSUM_LANES, D, &u1);
+        nn_wsum_begin(acc2, NN_WSUM_LANES, D, &u2);
+        for (int j = key0; j < NKEYS; j++)
+            if (on[j]) nn_wsum_add(acc1, NN_WSUM_LANES, D, j, p[j], rows + (size_t)j * D, &u1);
+        for (int j0 = key0; j0 < NKEYS; j0 += nb) {
+            const int nk = NKEYS - j0 < nb ? NKEYS - j0 : nb;
+            nn_wsum_add_keys(acc2, NN_WSUM_LANES, D, j0, nk, p + j0, on + j0, rows + (size_t)j0 * D,
+                             D, &u2);
+        }
+        float o1[D], o2[D];
+        nn_wsum_end(acc1, NN_WSUM_LANES, D, o1, u1);
+        nn_wsum_end(acc2, NN_WSUM_LANES, D, o2, u2);
+        CHECK(u1 == u2);
+        CHECKF(memcmp(o1, o2, sizeof o1) == 0, "blocks of %d keys: %.9g vs %.9g", nb, (double)o1[0],
+               (double)o2[0]);
+        /* reversed key order, one key at a time */
+        nn_wsum_begin(acc2, NN_WSUM_LANES, D, &u2);
+        for (int j = NKEYS - 1; j >= key0; j--)
+            if (on[j]) nn_wsum_add(acc2, NN_WSUM_LANES, D, j, p[j], rows + (size_t)j * D, &u2);
+        nn_wsum_end(acc2, NN_WSUM_LANES, D, o2, u2);
+        reorder_seen += memcmp(o1, o2, sizeof o1) != 0;
+    }
+    CHECK(reorder_seen > 0);
+    free(rows);
+    free(acc1);
+    free(acc2);
 }
 
 /* Keys 0 and 16 share lane 0 with 16 lanes (one fused multiply-add on top of
@@ -134,6 +189,7 @@ static void ops_swiglu_ggml(void) {
 T_SUITE(ops) {
     T_ADD(ops_dot_f32_order);
     T_ADD(ops_wsum_lanes);
+    T_ADD(ops_wsum_add_keys);
     T_ADD(ops_softmax);
     T_ADD(ops_swiglu_ggml);
 }

@@ -282,6 +282,97 @@ static void simd_dot4_bit_identical(void) {
     if (!tested) t_skip("no SIMD level on this CPU");
 }
 
+/* Reverses the order of the nb blocks of bs bytes at p (a block's weights and
+ * scale stay together: the dot product's terms are the same, summed in the
+ * opposite block order). */
+static void reverse_blocks(uint8_t *p, int64_t nb, uint64_t bs) {
+    uint8_t tmp[512];
+    for (int64_t i = 0, j = nb - 1; i < j; i++, j--) {
+        memcpy(tmp, p + (uint64_t)i * bs, bs);
+        memcpy(p + (uint64_t)i * bs, p + (uint64_t)j * bs, bs);
+        memcpy(p + (uint64_t)j * bs, tmp, bs);
+    }
+}
+
+/* The 4 x 4 tile kernels (qt_tile_fn) return, for every (weight row,
+ * activation row) pair, the bits of the single-row kernel of their level
+ * (strides wider than a row, lengths of one block to 7168 weights, an output
+ * stride wider than 4); qt_mm_tile_upto follows qt_mm_dot_upto's level. And
+ * memcmp does see a reordered float sum: the same terms summed in the opposite
+ * block order (blocks reversed in both operands) differ in some output, so a
+ * tile kernel that folded its lanes or blocks in another order would fail here. */
+static void simd_tile_bit_identical(void) {
+    int tested = 0, reorder_seen = 0;
+    for (int isa = QT_ISA_SCALAR; isa <= qt_isa_detect(); isa++) {
+        for (uint32_t type = 0; type < QT_COUNT; type++) {
+            const qt_traits *t = qt_get(type);
+            qt_tile_fn ft = qt_tile_impl(type, isa);
+            if (isa == QT_ISA_SCALAR)
+                CHECKF(ft == NULL, "%s has a scalar tile kernel", qt_name(type));
+            if (!ft) continue;
+            qt_dot_fn f = qt_dot_impl(type, isa);
+            CHECKF(f != NULL, "%s %s: a tile kernel without a single-row one", t->name,
+                   isa_name(isa));
+            if (!f) continue;
+            tested++;
+            CHECK(qt_mm_tile_upto(type, isa) == ft);
+            const int64_t lens[] = {t->block, 2 * (int64_t)t->block, 9 * (int64_t)t->block, 4096,
+                                    7168};
+            for (size_t k = 0; k < PT_ARRAY_LEN(lens); k++) {
+                const int64_t n = lens[k], nb = n / t->block;
+                uint64_t wbytes = 0, abytes = 0;
+                CHECK(qt_row_bytes(type, n, &wbytes) == 0 &&
+                      qt_row_bytes((uint32_t)t->act_type, n, &abytes) == 0);
+                const uint64_t ws = wbytes + 64, as = abytes + 96;
+                const int64_t ldo = 7;
+                uint8_t *w = calloc(4, ws), *a = calloc(4, as);
+                float *x = malloc((size_t)n * sizeof *x);
+                qr_rng r = {0x711E + type * 131 + (uint64_t)n};
+                for (int trial = 0; trial < 3; trial++) {
+                    for (int kw = 0; kw < 4; kw++)
+                        qr_fill_weights(&r, type, w + kw * ws, n);
+                    for (int row = 0; row < 4; row++) {
+                        qr_fill_acts(&r, x, n);
+                        qt_quantize_act_ref((uint32_t)t->act_type, x, a + row * as, n);
+                    }
+                    float got[4 * 7];
+                    ft(w, ws, a, as, n, got, ldo);
+                    for (int row = 0; row < 4; row++)
+                        for (int kw = 0; kw < 4; kw++) {
+                            const float one = f(w + kw * ws, a + row * as, n);
+                            CHECKF(memcmp(&one, &got[row * ldo + kw], sizeof one) == 0,
+                                   "%s %s n=%lld weight row %d act row %d: tile %.9g, single %.9g",
+                                   t->name, isa_name(isa), (long long)n, kw, row,
+                                   (double)got[row * ldo + kw], (double)one);
+                        }
+                    if (nb < 9) continue;
+                    for (int kw = 0; kw < 4; kw++)
+                        reverse_blocks(w + kw * ws, nb, wbytes / (uint64_t)nb);
+                    for (int row = 0; row < 4; row++)
+                        reverse_blocks(a + row * as, nb, abytes / (uint64_t)nb);
+                    float rev[4 * 7];
+                    ft(w, ws, a, as, n, rev, ldo);
+                    for (int row = 0; row < 4; row++)
+                        for (int kw = 0; kw < 4; kw++)
+                            reorder_seen += memcmp(&rev[row * ldo + kw], &got[row * ldo + kw],
+                                                   sizeof(float)) != 0;
+                }
+                free(w);
+                free(a);
+                free(x);
+            }
+        }
+    }
+#if defined(__x86_64__)
+    if (qt_isa_detect() >= QT_ISA_AVX512) CHECK(qt_tile_impl(QT_Q8_0, QT_ISA_AVX512) != NULL);
+#endif
+    if (!tested) {
+        t_skip("no tile kernel on this CPU");
+        return;
+    }
+    CHECKF(reorder_seen > 0, "reversing the block order never changed a bit (%d)", reorder_seen);
+}
+
 /* Detection agrees with the CPU, and qt_dot_best really picks SIMD: a test
  * that silently fell back to the scalar path would otherwise pass. */
 static void simd_dispatch_picks_best(void) {
@@ -385,6 +476,7 @@ T_SUITE(simd) {
     T_ADD(simd_scalar_level_is_ref);
     T_ADD(simd_panel_matches_ref);
     T_ADD(simd_dot4_bit_identical);
+    T_ADD(simd_tile_bit_identical);
     T_ADD(simd_dispatch_picks_best);
     T_ADD(simd_avx2_matches_ref);
     T_ADD(simd_avx512_matches_ref);

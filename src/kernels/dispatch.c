@@ -11,6 +11,7 @@
  * qt_dot_best resolves every type once (pthread_once, so concurrent first
  * calls from worker threads are safe) and afterwards is a table lookup.
  */
+#include <math.h>
 #include <pthread.h>
 
 #include "kernels/quant.h"
@@ -144,10 +145,24 @@ qt_dot4_fn qt_dot4_avx512(uint32_t type) {
     (void)type;
     return NULL;
 }
+qt_tile_fn qt_tile_avx2(uint32_t type) {
+    (void)type;
+    return NULL;
+}
+qt_tile_fn qt_tile_avx512(uint32_t type) {
+    (void)type;
+    return NULL;
+}
 const qt_f32_kernels *qt_f32_avx2(void) {
     return NULL;
 }
 const qt_f32_kernels *qt_f32_avx512(void) {
+    return NULL;
+}
+qt_f32_axpyn_fn qt_f32_axpyn_avx2(void) {
+    return NULL;
+}
+qt_f32_axpyn_fn qt_f32_axpyn_avx512(void) {
     return NULL;
 }
 
@@ -181,10 +196,24 @@ qt_dot4_fn qt_dot4_avx512(uint32_t type) {
     (void)type;
     return NULL;
 }
+qt_tile_fn qt_tile_avx2(uint32_t type) {
+    (void)type;
+    return NULL;
+}
+qt_tile_fn qt_tile_avx512(uint32_t type) {
+    (void)type;
+    return NULL;
+}
 const qt_f32_kernels *qt_f32_avx2(void) {
     return NULL;
 }
 const qt_f32_kernels *qt_f32_avx512(void) {
+    return NULL;
+}
+qt_f32_axpyn_fn qt_f32_axpyn_avx2(void) {
+    return NULL;
+}
+qt_f32_axpyn_fn qt_f32_axpyn_avx512(void) {
     return NULL;
 }
 
@@ -305,6 +334,19 @@ qt_dot4_fn qt_dot4_upto(uint32_t type, int max_isa) {
     return NULL;
 }
 
+qt_tile_fn qt_tile_impl(uint32_t type, int isa) {
+    if (type >= QT_COUNT) return NULL;
+#if defined(__aarch64__)
+    (void)isa;
+    return NULL; /* no arm64 tile kernels yet */
+#endif
+    switch (isa) {
+    case QT_ISA_AVX2: return qt_tile_avx2(type);
+    case QT_ISA_AVX512: return qt_tile_avx512(type);
+    default: return NULL;
+    }
+}
+
 /* ===== The matmul kernels (quant.h) ===== */
 
 qt_dot_fn qt_mm_dot_upto(uint32_t type, int max_isa) {
@@ -314,6 +356,15 @@ qt_dot_fn qt_mm_dot_upto(uint32_t type, int max_isa) {
 qt_dot4_fn qt_mm_dot4_upto(uint32_t type, int max_isa) {
     /* the four-row kernels are in the ordinary order; no panel type has one */
     return qt_has_panel(type) ? NULL : qt_dot4_upto(type, max_isa);
+}
+
+qt_tile_fn qt_mm_tile_upto(uint32_t type, int max_isa) {
+    if (qt_has_panel(type)) return NULL;
+    const int top = isa_top();
+    for (int isa = max_isa < 0 || max_isa > top ? top : max_isa; isa >= QT_ISA_SCALAR; isa--)
+        if (qt_dot_impl(type, isa))
+            return qt_tile_impl(type, isa); /* the level qt_dot_upto picks */
+    return NULL;
 }
 
 /* ===== F32 kernels in ggml's lane order ===== */
@@ -345,6 +396,34 @@ static void f32_init(void) {
 const qt_f32_kernels *qt_f32_best(void) {
     pthread_once(&f32_once, f32_init);
     return f32_best;
+}
+
+void qt_f32_axpyn_ref(float *acc, int m, const float *a, const float *const *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        float v = acc[i];
+        for (int k = 0; k < m; k++)
+            v = fmaf(a[k], x[k][i], v);
+        acc[i] = v;
+    }
+}
+
+static qt_f32_axpyn_fn axpyn_best;
+static pthread_once_t axpyn_once = PTHREAD_ONCE_INIT;
+
+static void axpyn_init(void) {
+    const int top = qt_isa_detect();
+    axpyn_best = top >= QT_ISA_AVX512 ? qt_f32_axpyn_avx512()
+                 : top >= QT_ISA_AVX2 ? qt_f32_axpyn_avx2()
+                                      : NULL;
+#if defined(__aarch64__)
+    axpyn_best = NULL; /* the level numbers mean NEON/dotprod there: the portable one */
+#endif
+    if (!axpyn_best) axpyn_best = qt_f32_axpyn_ref;
+}
+
+qt_f32_axpyn_fn qt_f32_axpyn_best(void) {
+    pthread_once(&axpyn_once, axpyn_init);
+    return axpyn_best;
 }
 
 /* ===== Panel order ===== */

@@ -37,3 +37,11 @@ qt_dot4_fn qt_dot4_avx2(uint32_t type) {
 qt_dot_fn qt_dot_panel_avx2(uint32_t type) {
     return x86_panel_table(type);
 }
+
+qt_tile_fn qt_tile_avx2(uint32_t type) {
+    return x86_tile_table(type);
+}
+
+qt_f32_axpyn_fn qt_f32_axpyn_avx2(void) {
+    return f32_axpyn;
+}

@@ -22,6 +22,8 @@ static inline __m256i dot_i16(__m256i acc, __m256i a, __m256i b) {
     return _mm256_dpwssd_epi32(acc, a, b);
 }
 
+/* vpdpbusd never saturates: the 4 x 4 tile kernels' bias trick is exact */
+#define X86_BODY_TILES 1
 #include "kernels/dot_x86_body.h"
 
 const qt_f32_kernels *qt_f32_avx512(void) {
@@ -38,4 +40,12 @@ qt_dot4_fn qt_dot4_avx512(uint32_t type) {
 
 qt_dot_fn qt_dot_panel_avx512(uint32_t type) {
     return x86_panel_table(type);
+}
+
+qt_tile_fn qt_tile_avx512(uint32_t type) {
+    return x86_tile_table(type);
+}
+
+qt_f32_axpyn_fn qt_f32_axpyn_avx512(void) {
+    return f32_axpyn;
 }

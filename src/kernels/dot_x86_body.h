@@ -726,6 +726,24 @@ static void f32_dot2_ggml(const float *x, const float *y0, const float *y1, int6
 #endif
 }
 
+/* qt_f32_axpyn_fn: m axpys, each 8-float chunk of acc loaded once, its m
+ * fused multiply-adds chained in k order, stored once (f32_axpy's operations). */
+static void f32_axpyn(float *acc, int m, const float *a, const float *const *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(acc + i);
+        for (int k = 0; k < m; k++)
+            v = _mm256_fmadd_ps(_mm256_set1_ps(a[k]), _mm256_loadu_ps(x[k] + i), v);
+        _mm256_storeu_ps(acc + i, v);
+    }
+    for (; i < n; i++) {
+        float v = acc[i];
+        for (int k = 0; k < m; k++)
+            v = fmaf(a[k], x[k][i], v);
+        acc[i] = v;
+    }
+}
+
 static const qt_f32_kernels x86_f32_kernels = {f32_dot_ggml, f32_axpy, f32_dot2_ggml};
 
 /* ===== Four activation rows at once (batched matmuls) =====
@@ -1050,6 +1068,92 @@ static void dot4_q6_K(const void *w, const void *a, uint64_t as, int64_t n, floa
     }
     for (int r = 0; r < NR4; r++)
         out[r] = hsum_ps(acc[r]);
+}
+
+/* ===== Four weight rows x four activation rows (VNNI level only) =====
+ *
+ * out[r * ldo + k] = dot(w + k * ws, a + r * as, n) for k, r = 0..3, each
+ * bit-identical to this level's single-row kernel: pair (k, r) keeps its own
+ * 8-lane float accumulator and receives, per block, the same integer lanes, the
+ * same scale product and the same FMA, in block order; the final fold is
+ * hsum_ps. What the 16 pairs share is loads: an activation block is loaded and
+ * biased once for four weight rows, a weight block once for four activation rows.
+ * Integer lanes. vpdpbusd multiplies unsigned by signed bytes; the activation
+ * byte a is fed as a + 128 (xor 0x80) and the weight block's 128 * sum(w) per
+ * lane subtracted first, so every lane is exactly sum(a * w) over its four
+ * weights, the integer the single-row kernel's sign trick produces (integer
+ * addition is exact: any route to the lane's value gives the same float). Only
+ * vpdpbusd (no saturation) makes the bias trick exact, hence VNNI only; the
+ * AVX2 level keeps the four-row kernels. */
+#if defined(X86_BODY_TILES)
+#define NT4 4
+
+/* An fp16 scale as 8 equal floats, converted in the vector unit: with both
+ * factors of a scale product as vectors the product is one vmulps (the
+ * compiler turns a product of two _mm256_set1_ps into a scalar multiply and a
+ * broadcast, two instructions per output pair). The same product either way. */
+static inline __m256 f16x8(pt_f16 h) {
+    return _mm256_cvtph_ps(_mm_set1_epi16((short)h));
+}
+
+/* One 32-weight block type with one accumulator (LEGACY_LOOP1's order): XT the
+ * block, DECODE(xb) its 32 signed weight bytes, xb->d its fp16 scale. */
+#define TILE_LEGACY1(NAME, XT, DECODE)                                                             \
+    static void NAME(const void *w, uint64_t ws, const void *a, uint64_t as, int64_t n,            \
+                     float *out, int64_t ldo) {                                                    \
+        const XT *x[NT4];                                                                          \
+        for (int k = 0; k < NT4; k++)                                                              \
+            x[k] = (const XT *)((const uint8_t *)w + (uint64_t)k * ws);                            \
+        ROWS4(block_q8_0, a, as, y);                                                               \
+        const __m256i bias = _mm256_set1_epi8((char)0x80);                                         \
+        __m256 acc[NT4][NR4];                                                                      \
+        for (int k = 0; k < NT4; k++)                                                              \
+            for (int r = 0; r < NR4; r++)                                                          \
+                acc[k][r] = _mm256_setzero_ps();                                                   \
+        for (int64_t i = 0; i < n / 32; i++) {                                                     \
+            __m256i au[NR4];                                                                       \
+            __m256 dy[NR4];                                                                        \
+            _Pragma("GCC unroll 4") for (int r = 0; r < NR4; r++) {                                \
+                au[r] = _mm256_xor_si256(loadu256(y[r][i].qs), bias);                              \
+                dy[r] = f16x8(y[r][i].d);                                                          \
+            }                                                                                      \
+            _Pragma("GCC unroll 4") for (int k = 0; k < NT4; k++) {                                \
+                const XT *xb = &x[k][i];                                                           \
+                const __m256i wv = DECODE;                                                         \
+                const __m256i neg =                                                                \
+                    _mm256_sub_epi32(_mm256_setzero_si256(),                                       \
+                                     _mm256_dpbusd_epi32(_mm256_setzero_si256(), bias, wv));       \
+                const __m256 dx = f16x8(xb->d);                                                    \
+                _Pragma("GCC unroll 4") for (int r = 0; r < NR4; r++) {                            \
+                    const __m256i p = _mm256_dpbusd_epi32(neg, au[r], wv);                         \
+                    acc[k][r] = _mm256_fmadd_ps(_mm256_mul_ps(dx, dy[r]), _mm256_cvtepi32_ps(p),   \
+                                                acc[k][r]);                                        \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+        for (int k = 0; k < NT4; k++)                                                              \
+            for (int r = 0; r < NR4; r++)                                                          \
+                out[r * ldo + k] = hsum_ps(acc[k][r]);                                             \
+    }
+
+TILE_LEGACY1(tile_q8_0, block_q8_0, loadu256(xb->qs))
+TILE_LEGACY1(tile_q4_0, block_q4_0, decode_q4_0(xb))
+TILE_LEGACY1(tile_q5_0, block_q5_0, decode_q5_0(xb))
+#endif
+
+/* The 4 x 4 tile kernel for `type`, or NULL (none at this level). */
+static qt_tile_fn x86_tile_table(uint32_t type) {
+#if defined(X86_BODY_TILES)
+    switch (type) {
+    case QT_Q8_0: return tile_q8_0;
+    case QT_Q4_0: return tile_q4_0;
+    case QT_Q5_0: return tile_q5_0;
+    default: return NULL;
+    }
+#else
+    (void)type;
+    return NULL;
+#endif
 }
 
 /* The four-row kernel for `type`, or NULL (the caller runs the single-row one four times). */

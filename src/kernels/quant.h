@@ -91,6 +91,15 @@ qt_dot4_fn qt_dot4_impl(uint32_t type, int isa);
 /* The four-row kernel of the level qt_dot_upto(type, max_isa) picks, or NULL. */
 qt_dot4_fn qt_dot4_upto(uint32_t type, int max_isa);
 
+/* Four weight rows against four activation rows: out[r * ldo + k] =
+ * dot(w + k * w_stride, a + r * a_stride, n) for k, r = 0..3, each bit-identical
+ * to the single-row kernel of the same ISA level (a GEMM micro-kernel: loads of
+ * both operands shared across the tile, every output's float order unchanged). */
+typedef void (*qt_tile_fn)(const void *w, uint64_t w_stride, const void *a, uint64_t a_stride,
+                           int64_t n, float *out, int64_t ldo);
+/* The tile kernel at exactly ISA level isa (NULL: none). */
+qt_tile_fn qt_tile_impl(uint32_t type, int isa);
+
 /* Panel order. llama.cpp's CPU backend computes a batched matmul of some types
  * in another float order than its single-row vec_dot:
  *   - the 256-weight IQ types (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS,
@@ -124,6 +133,8 @@ qt_dot_fn qt_dot_panel_upto(uint32_t type, int max_isa);
  * (ARCHITECTURE.md gives the figures). */
 qt_dot_fn qt_mm_dot_upto(uint32_t type, int max_isa);
 qt_dot4_fn qt_mm_dot4_upto(uint32_t type, int max_isa);
+/* The tile kernel of the level qt_mm_dot_upto picks, or NULL. */
+qt_tile_fn qt_mm_tile_upto(uint32_t type, int max_isa);
 
 /* SIMD tables, filled by dot_avx2.c / dot_avx512.c (NULL entries: none). */
 qt_dot_fn qt_dot_avx2(uint32_t type);
@@ -132,6 +143,8 @@ qt_dot_fn qt_dot_panel_avx2(uint32_t type);
 qt_dot_fn qt_dot_panel_avx512(uint32_t type);
 qt_dot4_fn qt_dot4_avx2(uint32_t type);
 qt_dot4_fn qt_dot4_avx512(uint32_t type);
+qt_tile_fn qt_tile_avx2(uint32_t type);
+qt_tile_fn qt_tile_avx512(uint32_t type);
 
 /* arm64 tables (dot_neon.c, dot_dotprod.c; NULL entries: none). */
 qt_dot_fn qt_dot_neon(uint32_t type);
@@ -165,6 +178,17 @@ const qt_f32_kernels *qt_f32_best(void);
 const qt_f32_kernels *qt_f32_avx2(void); /* dot_avx2.c / dot_avx512.c */
 const qt_f32_kernels *qt_f32_avx512(void);
 const qt_f32_kernels *qt_f32_neon(void); /* dot_neon.c */
+/* m axpy calls in one pass over acc: acc[i] = fma(a[k], x[k][i], acc[i]) for
+ * k = 0..m-1 in that order, each element's chain kept in a register, so acc is
+ * loaded and stored once instead of m times. The same bits as the m calls
+ * (the same fused multiply-adds in the same order). The attention's weighted
+ * value sums (nn_wsum_add_keys) use it for the keys that share a lane. */
+typedef void (*qt_f32_axpyn_fn)(float *acc, int m, const float *a, const float *const *x,
+                                int64_t n);
+qt_f32_axpyn_fn qt_f32_axpyn_best(void);
+void qt_f32_axpyn_ref(float *acc, int m, const float *a, const float *const *x, int64_t n);
+qt_f32_axpyn_fn qt_f32_axpyn_avx2(void); /* dot_avx2.c / dot_avx512.c; NULL elsewhere */
+qt_f32_axpyn_fn qt_f32_axpyn_avx512(void);
 
 /* ===== fp16 / bf16 helpers (exact IEEE conversions, no F16C needed) ===== */
 

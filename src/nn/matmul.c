@@ -30,6 +30,7 @@ typedef struct mm_job {
     int64_t ldy;
     qt_dot_fn dot;
     qt_dot4_fn dot4; /* NULL: rows one at a time */
+    qt_tile_fn tile; /* NULL: none; else 4 weight rows x 4 activation rows at once */
 } mm_job;
 
 /* Weight bytes a worker keeps hot while it passes over groups of four
@@ -39,8 +40,12 @@ typedef struct mm_job {
 /* Output rows [lo, hi) for every activation row. With a four-row kernel the
  * weight rows go in tiles of ~MM_TILE_BYTES, and each tile meets the
  * activation rows four at a time, so a weight block is read and unpacked once
- * per four activation rows; what is left over (n_rows % 4) goes one by one.
- * Every output is the same dot product either way (qt_dot4_fn is bit-identical). */
+ * per four activation rows; with a tile kernel, four weight rows at a time meet
+ * each group of four activation rows (an activation block is loaded once per
+ * four weight rows too). What is left over goes through the four-row kernel
+ * (weight rows past a multiple of 4) or one by one (n_rows % 4). Every output
+ * is the same dot product either way (qt_dot4_fn and qt_tile_fn are
+ * bit-identical to qt_dot_fn). */
 static void mm_worker(void *arg, int ith, int nth) {
     const mm_job *j = arg;
     const mm_weight *w = j->w;
@@ -48,11 +53,17 @@ static void mm_worker(void *arg, int ith, int nth) {
     tp_range((long)w->n_out, ith, nth, &lo, &hi);
     const int n4 = j->dot4 ? j->n_rows & ~3 : 0;
     long tile = w->row_bytes < MM_TILE_BYTES ? (long)(MM_TILE_BYTES / w->row_bytes) : 1;
+    if (j->tile) tile = tile < 4 ? 4 : tile & ~3L;
     for (long o0 = lo; o0 < hi; o0 += tile) {
         const long o1 = o0 + tile < hi ? o0 + tile : hi;
         for (int t = 0; t < n4; t += 4) {
             const uint8_t *act = j->act + (uint64_t)t * j->act_row_bytes;
-            for (long o = o0; o < o1; o++) {
+            long o = o0;
+            if (j->tile)
+                for (; o + 4 <= o1; o += 4)
+                    j->tile(w->data + (uint64_t)o * w->row_bytes, w->row_bytes, act,
+                            j->act_row_bytes, w->n_in, j->y + (int64_t)t * j->ldy + o, j->ldy);
+            for (; o < o1; o++) {
                 float r[4];
                 j->dot4(w->data + (uint64_t)o * w->row_bytes, act, j->act_row_bytes, w->n_in, r);
                 for (int k = 0; k < 4; k++)
@@ -99,7 +110,8 @@ static void mm_pass(mm_ctx *c, const mm_weight *w, const qt_traits *tr, uint64_t
      * outputs are the same bits in a batch of any size */
     qt_dot_fn dot = qt_mm_dot_upto(w->type, c->max_isa);
     qt_dot4_fn dot4 = n_rows >= 4 ? qt_mm_dot4_upto(w->type, c->max_isa) : NULL;
-    mm_job j = {w, c->act, arb, n_rows, y, ldy, dot, dot4};
+    qt_tile_fn tile = dot4 ? qt_mm_tile_upto(w->type, c->max_isa) : NULL;
+    mm_job j = {w, c->act, arb, n_rows, y, ldy, dot, dot4, tile};
     /* small jobs are not worth waking the workers for */
     if ((uint64_t)w->n_out * w->row_bytes * (uint64_t)n_rows < 32768)
         mm_worker(&j, 0, 1);

@@ -72,7 +72,7 @@ int nn_mla_init(nn_mla *a, const nn_mla_dims *d, tp_pool *pool, mm_ctx *mm, int 
     a->kv_type = QT_F32;
     a->krow = pt_falloc((size_t)a->kv_dim, &fail);
     a->kvq = pt_falloc(NT * (size_t)a->mla_heads * (size_t)a->kv_dim, &fail);
-    a->kvrow = pt_falloc(NT * (size_t)a->kv_dim, &fail);
+    a->kvrow = pt_falloc(NT * NN_WSUM_KEYS * (size_t)a->kv_dim, &fail);
     a->sel_all = calloc((size_t)block_rows * topk, sizeof(int));
     a->n_sel_all = calloc((size_t)block_rows, sizeof(int));
     if (!a->sel_all || !a->n_sel_all) fail = 1;
@@ -295,17 +295,30 @@ static void mla_unit_typed(const mla_job *a, int t, int h0, int g, int n_keys, f
         nn_softmax(sc, n_pad, a->kq_scale);
         nn_wsum_begin(wacc + (size_t)hh * a->lanes * KVL, a->lanes, KVL, &used[hh]);
     }
-    for (int j = 0; j < n_keys; j++) {
-        int any = 0;
-        for (int hh = 0; hh < g && !any; hh++)
-            any = scores[(size_t)hh * s->n_scores + j] != 0.0f;
-        if (!any) continue;
-        kv_load(ty, a->rows + (size_t)j * a->row, KVL, vrow); /* the latent: V is K's first part */
+    /* keys in blocks of NN_WSUM_KEYS: each row decoded once (vrow holds the
+     * block's rows), then every head adds the block lane by lane */
+    float pk[NN_WSUM_KEYS];
+    unsigned char on[NN_WSUM_KEYS];
+    for (int j0 = 0; j0 < n_keys; j0 += NN_WSUM_KEYS) {
+        const int nk = n_keys - j0 < NN_WSUM_KEYS ? n_keys - j0 : NN_WSUM_KEYS;
+        int n_any = 0;
+        for (int k = 0; k < nk; k++) {
+            int any = 0;
+            for (int hh = 0; hh < g && !any; hh++)
+                any = scores[(size_t)hh * s->n_scores + j0 + k] != 0.0f;
+            if (!any) continue;
+            n_any++; /* the latent: V is K's first part */
+            kv_load(ty, a->rows + (size_t)(j0 + k) * a->row, KVL, vrow + (size_t)k * KVL);
+        }
+        if (!n_any) continue;
         for (int hh = 0; hh < g; hh++) {
-            const float p = scores[(size_t)hh * s->n_scores + j];
-            if (p != 0.0f)
-                nn_wsum_add(wacc + (size_t)hh * a->lanes * KVL, a->lanes, KVL, j, kv_weight(ty, p),
-                            vrow, &used[hh]);
+            const float *sc = scores + (size_t)hh * s->n_scores + j0;
+            for (int k = 0; k < nk; k++) {
+                on[k] = sc[k] != 0.0f;
+                pk[k] = on[k] ? kv_weight(ty, sc[k]) : 0.0f;
+            }
+            nn_wsum_add_keys(wacc + (size_t)hh * a->lanes * KVL, a->lanes, KVL, j0, nk, pk, on,
+                             vrow, (size_t)KVL, &used[hh]);
         }
     }
     for (int hh = 0; hh < g; hh++)
@@ -339,7 +352,8 @@ static void mla_worker(void *arg, int ith, int nth) {
         }
         if (s->kv_type != QT_F32) {
             mla_unit_typed(a, t, h0, g, n_keys, scores, wacc, used,
-                           s->kvq + (size_t)ith * s->mla_heads * KVD, s->kvrow + (size_t)ith * KVD);
+                           s->kvq + (size_t)ith * s->mla_heads * KVD,
+                           s->kvrow + (size_t)ith * NN_WSUM_KEYS * KVD);
             continue;
         }
         for (int j0 = 0; j0 < n_keys; j0 += MLA_KEY_BLOCK) {
@@ -366,15 +380,15 @@ static void mla_worker(void *arg, int ith, int nth) {
             nn_softmax(scores + (size_t)hh * s->n_scores, n_pad, a->kq_scale);
             nn_wsum_begin(wacc + (size_t)hh * a->lanes * KVL, a->lanes, KVL, &used[hh]);
         }
-        for (int j0 = 0; j0 < n_keys; j0 += MLA_KEY_BLOCK) {
-            const int j1 = j0 + MLA_KEY_BLOCK < n_keys ? j0 + MLA_KEY_BLOCK : n_keys;
+        for (int j0 = 0; j0 < n_keys; j0 += NN_WSUM_KEYS) {
+            const int nk = n_keys - j0 < NN_WSUM_KEYS ? n_keys - j0 : NN_WSUM_KEYS;
             for (int hh = 0; hh < g; hh++) {
-                const float *sc = scores + (size_t)hh * s->n_scores;
-                float *acc = wacc + (size_t)hh * a->lanes * KVL;
-                for (int j = j0; j < j1; j++)
-                    if (sc[j] != 0.0f)
-                        nn_wsum_add(acc, a->lanes, KVL, j, sc[j], a->cache + (size_t)j * KVD,
-                                    &used[hh]);
+                const float *sc = scores + (size_t)hh * s->n_scores + j0;
+                unsigned char on[NN_WSUM_KEYS];
+                for (int k = 0; k < nk; k++)
+                    on[k] = sc[k] != 0.0f;
+                nn_wsum_add_keys(wacc + (size_t)hh * a->lanes * KVL, a->lanes, KVL, j0, nk, sc, on,
+                                 a->cache + (size_t)j0 * KVD, (size_t)KVD, &used[hh]);
             }
         }
         for (int hh = 0; hh < g; hh++)

@@ -83,7 +83,7 @@ typedef struct nn_mla {
     uint32_t kv_type;  /* cache element type (nn/kv.h); nn_mla_init sets QT_F32 */
     float *krow;       /* [kv_dim] one position's cache row before storing */
     float *kvq;        /* [n_threads][mla_heads][kv_dim] queries in the key type's dot form */
-    float *kvrow;      /* [n_threads][kv_dim] one decoded latent row */
+    float *kvrow;      /* [n_threads][NN_WSUM_KEYS][kv_dim] decoded latent rows */
     int rows;          /* B: query rows per tile (nn_mla_forward runs larger T in tiles) */
     int *sel_all;      /* [block rows][top_k] key selection of the last full DSA layer */
     int *n_sel_all;    /* [block rows] */

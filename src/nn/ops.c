@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "common.h"
 #include "kernels/quant.h"
 
 /* lanes[0] = sum of lanes[0..n) by the halving tree (n a power of two) */
@@ -174,6 +175,30 @@ void nn_wsum_add(float *acc, int lanes, int d, int64_t key, float p, const float
         *used |= 1ull << lane;
     }
     qt_f32_best()->axpy(a, p, row, d);
+}
+
+void nn_wsum_add_keys(float *acc, int lanes, int d, int64_t key0, int nk, const float *p,
+                      const unsigned char *on, const float *rows, size_t stride, uint64_t *used) {
+    PT_ASSERT(nk <= NN_WSUM_KEYS);
+    const qt_f32_axpyn_fn axpyn = qt_f32_axpyn_best();
+    for (int k0 = 0; k0 < lanes && k0 < nk; k0++) {
+        float a[NN_WSUM_KEYS];
+        const float *x[NN_WSUM_KEYS];
+        int m = 0;
+        for (int k = k0; k < nk; k += lanes)
+            if (on[k]) {
+                a[m] = p[k];
+                x[m++] = rows + (size_t)k * stride;
+            }
+        if (!m) continue;
+        const int lane = (int)((key0 + k0) % lanes);
+        float *acc_l = acc + (size_t)lane * (size_t)d;
+        if (!(*used >> lane & 1)) {
+            memset(acc_l, 0, (size_t)d * sizeof(float));
+            *used |= 1ull << lane;
+        }
+        axpyn(acc_l, m, a, x, d);
+    }
 }
 
 void nn_wsum_end(float *acc, int lanes, int d, float *out, uint64_t used) {

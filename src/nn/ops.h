@@ -12,6 +12,7 @@
 #ifndef PT_NN_OPS_H
 #define PT_NN_OPS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* y[n] = x * 1/sqrt(mean(x^2) + eps) * w (w may be NULL: no weight). y may alias x. */
@@ -66,6 +67,14 @@ void nn_wsum_begin(float *acc, int lanes, int d, uint64_t *used);
 void nn_wsum_add(float *acc, int lanes, int d, int64_t key, float p, const float *row,
                  uint64_t *used);
 void nn_wsum_end(float *acc, int lanes, int d, float *out, uint64_t used);
+/* nn_wsum_add for keys key0 .. key0 + nk - 1 (nk <= NN_WSUM_KEYS) whose on[k]
+ * is set, probability p[k], row rows + k * stride: the same bits as calling
+ * nn_wsum_add for each in key order, but the keys that share a lane are summed
+ * in one pass over the lane (qt_f32_axpyn_fn), so the lane is loaded and
+ * stored once per nk keys instead of once per key. */
+enum { NN_WSUM_KEYS = 64 };
+void nn_wsum_add_keys(float *acc, int lanes, int d, int64_t key0, int nk, const float *p,
+                      const unsigned char *on, const float *rows, size_t stride, uint64_t *used);
 
 float nn_silu(float x);
 float nn_sigmoid(float x);
