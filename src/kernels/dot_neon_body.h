@@ -562,7 +562,7 @@ static inline uint64_t iq3_pair(const uint32_t *grid, uint32_t i0, uint32_t i1) 
     return grid[i0] | (uint64_t)grid[i1] << 32;
 }
 
-static inline void iq2_xxs_block(const void *blk, iq_block *b) {
+static inline __attribute__((always_inline)) void iq2_xxs_block(const void *blk, iq_block *b) {
     const block_iq2_xxs *x = blk;
     const uint8_t *qs = (const uint8_t *)x->qs;
     b->d = f16(x->d);
@@ -582,7 +582,7 @@ static inline void iq2_scales(const uint8_t *scales, int16_t *ls) {
     }
 }
 
-static inline void iq2_xs_block(const void *blk, iq_block *b) {
+static inline __attribute__((always_inline)) void iq2_xs_block(const void *blk, iq_block *b) {
     const block_iq2_xs *x = blk;
     b->d = f16(x->d);
     for (int g = 0; g < 16; g++) {
@@ -593,7 +593,7 @@ static inline void iq2_xs_block(const void *blk, iq_block *b) {
     iq2_scales(x->scales, b->ls);
 }
 
-static inline void iq2_s_block(const void *blk, iq_block *b) {
+static inline __attribute__((always_inline)) void iq2_s_block(const void *blk, iq_block *b) {
     const block_iq2_s *x = blk;
     const uint8_t *signs = x->qs + QK_K / 8;
     b->d = f16(x->d);
@@ -606,7 +606,7 @@ static inline void iq2_s_block(const void *blk, iq_block *b) {
     iq2_scales(x->scales, b->ls);
 }
 
-static inline void iq3_xxs_block(const void *blk, iq_block *b) {
+static inline __attribute__((always_inline)) void iq3_xxs_block(const void *blk, iq_block *b) {
     const block_iq3_xxs *x = blk;
     const uint8_t *gas = x->qs + QK_K / 4;
     b->d = f16(x->d);
@@ -620,18 +620,18 @@ static inline void iq3_xxs_block(const void *blk, iq_block *b) {
     }
 }
 
-static inline void iq3_s_block(const void *blk, iq_block *b) {
+static inline __attribute__((always_inline)) void iq3_s_block(const void *blk, iq_block *b) {
     const block_iq3_s *x = blk;
     b->d = f16(x->d);
     for (int ib = 0; ib < 8; ib++) {
         const uint8_t *qs = x->qs + 8 * ib;
         const uint32_t qh = x->qh[ib];
-        for (int h = 0; h < 2; h++) {
-            uint32_t idx[4];
-            for (int k = 0; k < 4; k++) /* bit k of qh for the k-th index of the 32 weights */
-                idx[k] = qs[4 * h + k] | ((qh >> (4 * h + k)) & 1) << 8;
+        for (int h = 0; h < 2; h++) { /* bit k of qh: the k-th index of the 32 weights */
+            const uint8_t *q = qs + 4 * h;
+            const uint32_t hb = qh >> (4 * h);
             b->q[2 * ib + h] =
-                signed16(iq3_pair(iq3s_grid, idx[0], idx[1]), iq3_pair(iq3s_grid, idx[2], idx[3]),
+                signed16(iq3_pair(iq3s_grid, q[0] | (hb & 1) << 8, q[1] | (hb >> 1 & 1) << 8),
+                         iq3_pair(iq3s_grid, q[2] | (hb >> 2 & 1) << 8, q[3] | (hb >> 3 & 1) << 8),
                          x->signs[4 * ib + 2 * h] | (uint32_t)x->signs[4 * ib + 2 * h + 1] << 8);
         }
         const int s = (x->scales[ib / 2] >> (4 * (ib % 2))) & 15;
@@ -641,7 +641,7 @@ static inline void iq3_s_block(const void *blk, iq_block *b) {
 
 /* IQ1_S: levels -1, 0, +1 from the ternary grid; the shift's sign per 32 weights enters
  * through the Q8_K block sums, as in the reference. */
-static inline void iq1_s_block(const void *blk, iq_block *b) {
+static inline __attribute__((always_inline)) void iq1_s_block(const void *blk, iq_block *b) {
     const block_iq1_s *x = blk;
     b->d = f16(x->d);
     for (int ib = 0; ib < 8; ib++) {
@@ -660,7 +660,7 @@ static inline void iq1_s_block(const void *blk, iq_block *b) {
 
 /* IQ1_M: the shift's sign per 8 weights; q = 8 * level + sign, so that one integer sum
  * is the panel order's 8 * sum(ls q y) + sum(ls sign y). */
-static inline void iq1_m_block(const void *blk, iq_block *b) {
+static inline __attribute__((always_inline)) void iq1_m_block(const void *blk, iq_block *b) {
     const block_iq1_m *x = blk;
     uint32_t bits = 0; /* the fp16 scale, in the top nibbles of the four scale words */
     for (int k = 0; k < 4; k++)
@@ -682,18 +682,44 @@ static inline void iq1_m_block(const void *blk, iq_block *b) {
     }
 }
 
-/* sum over g of ls[g] * (16-weight dot of q[g] with activations 16g..16g+15): exact. */
-static inline int32_t iq_isum(const int8x16_t *q, const int16_t *ls, const int8_t *y) {
+/* sum over g of ls[g] * (16-weight dot of q[g] with activations 16g..16g+15): exact. Written
+ * out for the 16 groups (IQ_G4), so that each scale is a constant lane of a vector. */
+static inline __attribute__((always_inline)) int32_t iq_isum(const int8x16_t *q, const int16_t *ls,
+                                                             const int8_t *y) {
+    const int16x8_t l0 = vld1q_s16(ls), l1 = vld1q_s16(ls + 8);
 #if defined(__ARM_FEATURE_DOTPROD)
+    const int32x4_t sc[4] = {vmovl_s16(vget_low_s16(l0)), vmovl_high_s16(l0),
+                             vmovl_s16(vget_low_s16(l1)), vmovl_high_s16(l1)};
     int32x4_t acc = vdupq_n_s32(0);
-    for (int g = 0; g < 16; g++)
-        acc = vmlaq_n_s32(acc, vdotq_s32(vdupq_n_s32(0), q[g], vld1q_s8(y + 16 * g)), ls[g]);
+#define IQ_G(g)                                                                                    \
+    acc = vmlaq_laneq_s32(acc, vdotq_s32(vdupq_n_s32(0), q[g], vld1q_s8(y + 16 * (g))),            \
+                          sc[(g) / 4], (g) % 4)
+#else
+    int32x4_t acc0 = vdupq_n_s32(0), acc1 = vdupq_n_s32(0);
+#define IQ_G(g)                                                                                    \
+    do {                                                                                           \
+        const int16x8_t p = prod16(q[g], y + 16 * (g));                                            \
+        acc0 = vmlal_laneq_s16(acc0, vget_low_s16(p), (g) < 8 ? l0 : l1, (g) % 8);                 \
+        acc1 = vmlal_high_laneq_s16(acc1, p, (g) < 8 ? l0 : l1, (g) % 8);                          \
+    } while (0)
+#endif
+#define IQ_G4(g)                                                                                   \
+    do {                                                                                           \
+        IQ_G(g);                                                                                   \
+        IQ_G((g) + 1);                                                                             \
+        IQ_G((g) + 2);                                                                             \
+        IQ_G((g) + 3);                                                                             \
+    } while (0)
+    IQ_G4(0);
+    IQ_G4(4);
+    IQ_G4(8);
+    IQ_G4(12);
+#undef IQ_G4
+#undef IQ_G
+#if defined(__ARM_FEATURE_DOTPROD)
     return vaddvq_s32(acc);
 #else
-    int32x4_t acc[2] = {vdupq_n_s32(0), vdupq_n_s32(0)};
-    for (int g = 0; g < 16; g++)
-        acc_scaled(acc, prod16(q[g], y + 16 * g), ls[g]);
-    return vaddvq_s32(vaddq_s32(acc[0], acc[1]));
+    return vaddvq_s32(vaddq_s32(acc0, acc1));
 #endif
 }
 
