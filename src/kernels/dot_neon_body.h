@@ -248,6 +248,48 @@ static inline int16x8_t prod16(int8x16_t w, const int8_t *q8) {
     return vaddq_s16(vmull_s8(vget_low_s8(w), vget_low_s8(y)), vmull_high_s8(w, y));
 }
 
+/* The exact sum over 16 groups g of sc[g] * (dot of the 16 weights q[g] with activations
+ * 16g..16g+15), the scales in two int16 vectors (l0: groups 0-7, l1: 8-15); |q| <= 63, so two
+ * products fit an int16 lane. Written out for the 16 groups (IQ_G4), so that each scale is a
+ * constant lane (smlal / mla by element) rather than a scalar moved into a vector per group. */
+static inline __attribute__((always_inline)) int32_t scaled_sum256(const int8x16_t *q, int16x8_t l0,
+                                                                   int16x8_t l1, const int8_t *y) {
+#if defined(__ARM_FEATURE_DOTPROD)
+    const int32x4_t sc[4] = {vmovl_s16(vget_low_s16(l0)), vmovl_high_s16(l0),
+                             vmovl_s16(vget_low_s16(l1)), vmovl_high_s16(l1)};
+    int32x4_t acc = vdupq_n_s32(0);
+#define IQ_G(g)                                                                                    \
+    acc = vmlaq_laneq_s32(acc, vdotq_s32(vdupq_n_s32(0), q[g], vld1q_s8(y + 16 * (g))),            \
+                          sc[(g) / 4], (g) % 4)
+#else
+    int32x4_t acc0 = vdupq_n_s32(0), acc1 = vdupq_n_s32(0);
+#define IQ_G(g)                                                                                    \
+    do {                                                                                           \
+        const int16x8_t p = prod16(q[g], y + 16 * (g));                                            \
+        acc0 = vmlal_laneq_s16(acc0, vget_low_s16(p), (g) < 8 ? l0 : l1, (g) % 8);                 \
+        acc1 = vmlal_high_laneq_s16(acc1, p, (g) < 8 ? l0 : l1, (g) % 8);                          \
+    } while (0)
+#endif
+#define IQ_G4(g)                                                                                   \
+    do {                                                                                           \
+        IQ_G(g);                                                                                   \
+        IQ_G((g) + 1);                                                                             \
+        IQ_G((g) + 2);                                                                             \
+        IQ_G((g) + 3);                                                                             \
+    } while (0)
+    IQ_G4(0);
+    IQ_G4(4);
+    IQ_G4(8);
+    IQ_G4(12);
+#undef IQ_G4
+#undef IQ_G
+#if defined(__ARM_FEATURE_DOTPROD)
+    return vaddvq_s32(acc);
+#else
+    return vaddvq_s32(vaddq_s32(acc0, acc1));
+#endif
+}
+
 /* Q4_K/Q5_K scale and min j (6 bits each, packed in 12 bytes; see quant_ref.c). */
 static inline void k4_scale_min(int j, const uint8_t *q, int *sc, int *mn) {
     if (j < 4) {
@@ -415,21 +457,28 @@ q3k_rows(const void *w, const void *a, uint64_t stride, int64_t n, int nr, float
         out[r] = lanes_sum(0.0f, lanes[r]);
 }
 
+/* Q2_K's four 2-bit weights of 16 bytes of qs: bits 2j..2j+1 into w[2j] (stride 2: the
+ * groups of the other 16 bytes interleave). */
+static inline __attribute__((always_inline)) void q2k_weights(const uint8_t *qs, int8x16_t *w) {
+    const uint8x16_t q = vld1q_u8(qs), m3 = vdupq_n_u8(3);
+    w[0] = vreinterpretq_s8_u8(vandq_u8(q, m3));
+    w[2] = vreinterpretq_s8_u8(vandq_u8(vshrq_n_u8(q, 2), m3));
+    w[4] = vreinterpretq_s8_u8(vandq_u8(vshrq_n_u8(q, 4), m3));
+    w[6] = vreinterpretq_s8_u8(vshrq_n_u8(q, 6));
+}
+
 /* Q2_K: weight 128h + 32j + l = bits 2j..2j+1 of qs[32h + l], group 16 scale low nibble,
- * min high nibble; sumf += dall * isum - dmin * summs. */
+ * min high nibble; sumf += dall * isum - dmin * summs (isum exact: any order). */
 static inline __attribute__((always_inline)) void
 q2k_rows(const void *w, const void *a, uint64_t stride, int64_t n, int nr, float *out) {
     const block_q2_K *x = w;
     float sumf[4] = {0, 0, 0, 0};
     for (int64_t i = 0; i < n / QK_K; i++) {
-        int8x16_t wv[16];
-        for (int h = 0; h < 2; h++)
-            for (int s = 0; s < 2; s++) {
-                const uint8x16_t q = vld1q_u8(x[i].qs + 32 * h + 16 * s);
-                for (int j = 0; j < 4; j++)
-                    wv[8 * h + 2 * j + s] = vreinterpretq_s8_u8(
-                        vandq_u8(vshlq_u8(q, vdupq_n_s8((int8_t)(-2 * j))), vdupq_n_u8(3)));
-            }
+        int8x16_t wv[16]; /* group 8h + 2j + s: weights 128h + 32j + 16s .. +15 */
+        q2k_weights(x[i].qs, wv);
+        q2k_weights(x[i].qs + 16, wv + 1);
+        q2k_weights(x[i].qs + 32, wv + 8);
+        q2k_weights(x[i].qs + 48, wv + 9);
         const uint8x16_t raw = vld1q_u8(x[i].scales);
         const int16x8_t sc_lo =
             vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(vandq_u8(raw, vdupq_n_u8(15)))));
@@ -444,26 +493,7 @@ q2k_rows(const void *w, const void *a, uint64_t stride, int64_t n, int nr, float
             m = vmlal_s16(m, vget_low_s16(b1), vget_low_s16(mn_hi));
             m = vmlal_high_s16(m, b1, mn_hi);
             const int summs = vaddvq_s32(m);
-            /* per-group sums of 16 products, then times the group's scale */
-            int16x8_t g8[2];
-            for (int half = 0; half < 2; half++) {
-                int16_t gs[8];
-                for (int g = 0; g < 8; g++) {
-                    const int8_t *q8 = y->qs + 16 * (8 * half + g);
-#if defined(__ARM_FEATURE_DOTPROD)
-                    gs[g] = (int16_t)vaddvq_s32(
-                        vdotq_s32(vdupq_n_s32(0), wv[8 * half + g], vld1q_s8(q8)));
-#else
-                    gs[g] = vaddvq_s16(prod16(wv[8 * half + g], q8));
-#endif
-                }
-                g8[half] = vld1q_s16(gs);
-            }
-            int32x4_t s = vmull_s16(vget_low_s16(g8[0]), vget_low_s16(sc_lo));
-            s = vmlal_high_s16(s, g8[0], sc_lo);
-            s = vmlal_s16(s, vget_low_s16(g8[1]), vget_low_s16(sc_hi));
-            s = vmlal_high_s16(s, g8[1], sc_hi);
-            const int isum = vaddvq_s32(s);
+            const int isum = scaled_sum256(wv, sc_lo, sc_hi, y->qs);
             const float dall = y->d * f16(x[i].d), dmin = y->d * f16(x[i].dmin);
             sumf[r] += dall * (float)isum - dmin * (float)summs;
         }
@@ -682,47 +712,6 @@ static inline __attribute__((always_inline)) void iq1_m_block(const void *blk, i
     }
 }
 
-/* sum over g of ls[g] * (16-weight dot of q[g] with activations 16g..16g+15): exact. Written
- * out for the 16 groups (IQ_G4), so that each scale is a constant lane of a vector. */
-static inline __attribute__((always_inline)) int32_t iq_isum(const int8x16_t *q, const int16_t *ls,
-                                                             const int8_t *y) {
-    const int16x8_t l0 = vld1q_s16(ls), l1 = vld1q_s16(ls + 8);
-#if defined(__ARM_FEATURE_DOTPROD)
-    const int32x4_t sc[4] = {vmovl_s16(vget_low_s16(l0)), vmovl_high_s16(l0),
-                             vmovl_s16(vget_low_s16(l1)), vmovl_high_s16(l1)};
-    int32x4_t acc = vdupq_n_s32(0);
-#define IQ_G(g)                                                                                    \
-    acc = vmlaq_laneq_s32(acc, vdotq_s32(vdupq_n_s32(0), q[g], vld1q_s8(y + 16 * (g))),            \
-                          sc[(g) / 4], (g) % 4)
-#else
-    int32x4_t acc0 = vdupq_n_s32(0), acc1 = vdupq_n_s32(0);
-#define IQ_G(g)                                                                                    \
-    do {                                                                                           \
-        const int16x8_t p = prod16(q[g], y + 16 * (g));                                            \
-        acc0 = vmlal_laneq_s16(acc0, vget_low_s16(p), (g) < 8 ? l0 : l1, (g) % 8);                 \
-        acc1 = vmlal_high_laneq_s16(acc1, p, (g) < 8 ? l0 : l1, (g) % 8);                          \
-    } while (0)
-#endif
-#define IQ_G4(g)                                                                                   \
-    do {                                                                                           \
-        IQ_G(g);                                                                                   \
-        IQ_G((g) + 1);                                                                             \
-        IQ_G((g) + 2);                                                                             \
-        IQ_G((g) + 3);                                                                             \
-    } while (0)
-    IQ_G4(0);
-    IQ_G4(4);
-    IQ_G4(8);
-    IQ_G4(12);
-#undef IQ_G4
-#undef IQ_G
-#if defined(__ARM_FEATURE_DOTPROD)
-    return vaddvq_s32(acc);
-#else
-    return vaddvq_s32(vaddq_s32(acc0, acc1));
-#endif
-}
-
 /* IQ1_S's shift term sum(ls * sign * bsum) over the 16 block sums. */
 static inline int32_t iq1_s_shift(const int16_t *lsd, const int16_t *bsums) {
     const int16x8_t l0 = vld1q_s16(lsd), l1 = vld1q_s16(lsd + 8);
@@ -763,9 +752,10 @@ static inline __attribute__((always_inline)) void iq_rows(uint32_t type, int pan
         case QT_IQ1_S: iq1_s_block(blk, &b); break;
         default: iq1_m_block(blk, &b); break;
         }
+        const int16x8_t ls0 = vld1q_s16(b.ls), ls1 = vld1q_s16(b.ls + 8);
         for (int r = 0; r < nr; r++) {
             const block_q8_K *y = row_k(a, stride, r, i);
-            const int32_t s = iq_isum(b.q, b.ls, y->qs);
+            const int32_t s = scaled_sum256(b.q, ls0, ls1, y->qs);
             if (!iq1) {
                 if (panel)
                     sumf[r] = fmaf((float)s, (b.d * post) * y->d, sumf[r]);
@@ -776,7 +766,7 @@ static inline __attribute__((always_inline)) void iq_rows(uint32_t type, int pan
             /* IQ1: sumi = sum(ls q y), shift = sum(ls sign y); IQ1_M's s is 8 sumi + shift */
             const int32_t shift = type == QT_IQ1_S ? iq1_s_shift(b.lsd, y->bsums)
                                   : panel          ? 0
-                                                   : iq_isum(b.dv, b.ls, y->qs);
+                                                   : scaled_sum256(b.dv, ls0, ls1, y->qs);
             const int32_t sumi = type == QT_IQ1_S ? s : (s - shift) / 8;
             if (panel)
                 sumf[r] = fmaf((float)(type == QT_IQ1_S ? 8 * s + shift : s), (b.d * post) * y->d,
