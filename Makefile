@@ -24,6 +24,8 @@
 #   make bench BENCH_PROMPT=1   also the long-prompt benchmark (bench/prompt.sh: root, cgroup v1;
 #                        2k and 8k-token prompts under 4 and 8 GiB limits on the same two models,
 #                        expert bytes read vs routed, llama.cpp mmap bounded by a timeout)
+#   make arm64-icount    instructions per block of every arm64 kernel, counted under qemu
+#                        (bench/arm64_icount.sh; make test-arm64 for the arm64 tests)
 #   make format          clang-format every source file (make format-check: only check; make test does)
 
 CC       ?= cc
@@ -141,7 +143,7 @@ DOTPROD_FLAGS := -march=armv8.2-a+dotprod
 I8MM_FLAGS    := -march=armv8.2-a+dotprod+i8mm
 
 .PHONY: all native test bench bench-run format format-check clean deps demo build test-run \
-        test-full test-arm64 test-arm64-full test-arm64-clang test-arm64-run
+        test-full test-arm64 test-arm64-full test-arm64-clang test-arm64-run arm64-icount
 # deps runs first, then a fresh make that sees what deps installed (pkg-config
 # results above are computed when the Makefile is read).
 all: deps
@@ -256,7 +258,8 @@ test-full: $(BUILD)/petrel $(BUILD)/test_petrel $(BUILD)/mkmodel
 ARM64_CPUS ?= cortex-a53 neoverse-n1 max
 ARM64_MODELS := model_deepseek2_q4_k_m model_glm_dsa_rq2k model2_gemma4_q4_k_m \
               model2_qwen3moe_q4_k_m batchinv_deepseek2_q4_k_m batchinv_glm_dsa_rq2k \
-              batchinv_gemma4_q4_k_m batchinv_qwen3moe_q4_k_m
+              batchinv_gemma4_q4_k_m batchinv_qwen3moe_q4_k_m model_glm_dsa_iq2 model_glm_dsa_iq3 \
+              batchinv_glm_dsa_iq2 batchinv_glm_dsa_iq3
 ARM64_T    ?= test_kernels simd_ ops_ tok_reference_files tok_special_parsing tok_stream_utf8 \
               tok_invalid_utf8 tok_utf8_repair refvec_ iq_handles iq_tables iq_dot iq_rows \
               gguf_reads_fixtures gguf_fixture_details gguf_hostile_cases $(ARM64_MODELS)
@@ -276,6 +279,12 @@ test-arm64-clang:
 	@$(MAKE) --no-print-directory CROSS=aarch64 CROSS_CC="clang --target=aarch64-linux-gnu" \
 		build/arm64-clang/test_petrel build/arm64-clang/petrel
 	@$(MAKE) --no-print-directory test-arm64-run ARM64_BUILD=build/arm64-clang ARM64_CPUS=neoverse-n1
+
+# Instructions per block of every arm64 kernel at each level, counted under qemu
+# (bench/arm64_icount.sh, tools/kernel_icount.c; about 2 minutes).
+arm64-icount:
+	@sh tools/deps-arm64.sh
+	@sh bench/arm64_icount.sh
 
 ARM64_BUILD ?= build/arm64
 test-arm64-run:

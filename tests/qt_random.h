@@ -115,6 +115,14 @@ static inline void qr_fill_weights(qr_rng *r, uint32_t type, void *dst, int64_t 
         for (int64_t i = 0; i < nb; i++)
             p[(size_t)i * bs] = (uint8_t)(118 + qr_next(r) % 16);
         break;
+    case QT_IQ1_M: /* the fp16 scale: nibble k in the top of 16-bit scale word k */
+        for (int64_t i = 0; i < nb; i++) {
+            const pt_f16 h = qr_scale16(r);
+            uint8_t *sc = p + (size_t)i * bs + offsetof(block_iq1_m, scales);
+            for (int k = 0; k < 4; k++)
+                sc[2 * k + 1] = (uint8_t)((sc[2 * k + 1] & 15) | ((h >> (4 * k)) & 15) << 4);
+        }
+        break;
     default: break;
     }
 }

@@ -31,14 +31,22 @@
 
 /* Types that must have a kernel at every SIMD level the CPU supports. */
 #if defined(__aarch64__)
-/* arm64 has no IQ kernels yet (the scalar reference serves them) */
-static const uint32_t required[] = {QT_Q8_0, QT_Q2_K, QT_Q3_K, QT_Q4_K, QT_Q5_K, QT_Q6_K, QT_Q4_0};
+static const uint32_t required[] = {QT_Q8_0,    QT_Q2_K,   QT_Q3_K,  QT_Q4_K,    QT_Q5_K,
+                                    QT_Q6_K,    QT_Q4_0,   QT_Q4_1,  QT_Q5_0,    QT_Q5_1,
+                                    QT_MXFP4,   QT_F16,    QT_BF16,  QT_IQ1_S,   QT_IQ1_M,
+                                    QT_IQ2_XXS, QT_IQ2_XS, QT_IQ2_S, QT_IQ3_XXS, QT_IQ3_S};
 #else
 static const uint32_t required[] = {QT_Q8_0, QT_Q2_K, QT_Q4_K, QT_Q6_K, QT_IQ2_XXS};
 #endif
 
 static const char *isa_name(int isa) {
     return qt_isa_name(isa);
+}
+
+static unsigned f32_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
 }
 
 /* Compare f with qt_dot_ref for `trials` random rows of n weights of `type`.
@@ -64,23 +72,21 @@ static int compare_row(uint32_t type, int isa, qt_dot_fn f, int64_t n, uint64_t 
         qt_dequant_ref(type, w, wd, n);
         qt_dequant_ref((uint32_t)t->act_type, a, ad, n);
 #if defined(__aarch64__)
-        const double tol = 0; /* bit-identical, checked below too (a -0 vs +0 would pass here) */
-        if (memcmp(&got, &ref, sizeof got) != 0 && got == ref) {
-            t_fail_at(__FILE__, __LINE__, "%s %s n=%lld: signed zero differs", t->name,
-                      isa_name(isa), (long long)n);
-            bad++;
-        }
+        /* bit-identical: memcmp (a -0 against +0 fails; "to rounding" would hide a wrong lane) */
+        const int same = memcmp(&got, &ref, sizeof got) == 0;
+        const double tol = 0;
 #else
         double mag = 0;
         for (int64_t i = 0; i < n; i++)
             mag += fabs((double)wd[i] * (double)ad[i]);
         const double tol = 1e-5 * mag;
+        const int same = fabs((double)got - (double)ref) <= tol;
 #endif
-        if (!(fabs((double)got - (double)ref) <= tol) || !isfinite(got)) {
+        if (!same || !isfinite(got)) {
             t_fail_at(__FILE__, __LINE__,
-                      "%s %s n=%lld trial %d: simd %.9g, ref %.9g, |diff| %.3g > tol %.3g", t->name,
-                      isa_name(isa), (long long)n, k, (double)got, (double)ref,
-                      fabs((double)got - (double)ref), tol);
+                      "%s %s n=%lld trial %d: simd %.9g (%08x), ref %.9g (%08x), tol %.3g", t->name,
+                      isa_name(isa), (long long)n, k, (double)got, f32_bits(got), (double)ref,
+                      f32_bits(ref), tol);
             bad++;
         }
     }
@@ -217,8 +223,9 @@ static void simd_panel_matches_ref(void) {
  * block to 7168 weights); qt_dot4_upto follows qt_dot_upto's level. */
 static void simd_dot4_bit_identical(void) {
 #if defined(__aarch64__)
-    const uint32_t want4[] = {QT_Q4_0, QT_Q5_0, QT_Q8_0, QT_Q2_K,
-                              QT_Q3_K, QT_Q4_K, QT_Q5_K, QT_Q6_K};
+    const uint32_t want4[] = {QT_Q4_0,    QT_Q5_0,   QT_Q8_0,  QT_Q2_K,    QT_Q3_K,  QT_Q4_K,
+                              QT_Q5_K,    QT_Q6_K,   QT_F16,   QT_BF16,    QT_IQ1_S, QT_IQ1_M,
+                              QT_IQ2_XXS, QT_IQ2_XS, QT_IQ2_S, QT_IQ3_XXS, QT_IQ3_S};
 #else
     const uint32_t want4[] = {QT_Q4_0, QT_Q5_0, QT_Q8_0, QT_MXFP4, QT_Q2_K,
                               QT_Q3_K, QT_Q4_K, QT_Q5_K, QT_Q6_K};
@@ -356,6 +363,45 @@ static void simd_tile_bit_identical(void) {
                         for (int kw = 0; kw < 4; kw++)
                             reorder_seen += memcmp(&rev[row * ldo + kw], &got[row * ldo + kw],
                                                    sizeof(float)) != 0;
+/* The matmul pair (qt_mm_dot_upto, qt_mm_dot4_upto): wherever a type has a four-row
+ * kernel for matmuls, every row is the bits of the single-row matmul kernel of the same
+ * level, for every type and level (the panel types included: arm64's lattice IQ types
+ * have four-row panel kernels, as F32, IQ4_NL and IQ4_XS do there). This is what keeps a prompt's
+ * rows equal to decode's. */
+static void simd_mm_dot4_matches_mm_dot(void) {
+    int tested = 0;
+    for (int isa = QT_ISA_SCALAR; isa <= qt_isa_detect(); isa++) {
+        for (uint32_t type = 0; type < QT_COUNT; type++) {
+            const qt_traits *t = qt_get(type);
+            if (!t || t->act_type < 0) continue;
+            qt_dot4_fn f4 = qt_mm_dot4_upto(type, isa);
+            qt_dot_fn f = qt_mm_dot_upto(type, isa);
+            if (!f4) continue;
+            tested++;
+            const int64_t lens[] = {t->block, 9 * (int64_t)t->block, 4096};
+            for (size_t k = 0; k < PT_ARRAY_LEN(lens); k++) {
+                const int64_t n = lens[k];
+                uint64_t wbytes = 0, abytes = 0;
+                CHECK(qt_row_bytes(type, n, &wbytes) == 0 &&
+                      qt_row_bytes((uint32_t)t->act_type, n, &abytes) == 0);
+                const uint64_t stride = abytes + 32;
+                uint8_t *w = malloc(wbytes), *a = calloc(4, stride);
+                float *x = malloc((size_t)n * sizeof *x);
+                qr_rng r = {0x3D4 + type * 977 + (uint64_t)n};
+                for (int trial = 0; trial < 3; trial++) {
+                    qr_fill_weights(&r, type, w, n);
+                    for (int row = 0; row < 4; row++) {
+                        qr_fill_acts(&r, x, n);
+                        qt_quantize_act_ref((uint32_t)t->act_type, x, a + row * stride, n);
+                    }
+                    float got[4];
+                    f4(w, a, stride, n, got);
+                    for (int row = 0; row < 4; row++) {
+                        const float one = f(w, a + row * stride, n);
+                        CHECKF(memcmp(&one, &got[row], sizeof one) == 0,
+                               "%s %s n=%lld row %d: matmul four-row %.9g, single %.9g", t->name,
+                               isa_name(isa), (long long)n, row, (double)got[row], (double)one);
+                    }
                 }
                 free(w);
                 free(a);
@@ -371,6 +417,19 @@ static void simd_tile_bit_identical(void) {
         return;
     }
     CHECKF(reorder_seen > 0, "reversing the block order never changed a bit (%d)", reorder_seen);
+#if defined(__aarch64__)
+    /* every panel type (F32, IQ4_NL and the 256-weight IQ types) has SIMD kernels of both
+     * shapes at every arm64 level */
+    for (uint32_t type = 0; type < QT_COUNT; type++)
+        for (int isa = QT_ISA_NEON; isa <= qt_isa_detect() && qt_has_panel(type); isa++) {
+            CHECKF(qt_mm_dot4_upto(type, isa) != NULL, "%s has no %s four-row panel kernel",
+                   qt_name(type), isa_name(isa));
+            CHECKF(qt_mm_dot_upto(type, isa) != qt_dot_panel_impl(type, QT_ISA_SCALAR),
+                   "%s: the %s matmul kernel is the scalar panel reference", qt_name(type),
+                   isa_name(isa));
+        }
+#endif
+    if (!tested) t_skip("no four-row kernel on this CPU");
 }
 
 /* Detection agrees with the CPU, and qt_dot_best really picks SIMD: a test
@@ -477,6 +536,7 @@ T_SUITE(simd) {
     T_ADD(simd_panel_matches_ref);
     T_ADD(simd_dot4_bit_identical);
     T_ADD(simd_tile_bit_identical);
+    T_ADD(simd_mm_dot4_matches_mm_dot);
     T_ADD(simd_dispatch_picks_best);
     T_ADD(simd_avx2_matches_ref);
     T_ADD(simd_avx512_matches_ref);

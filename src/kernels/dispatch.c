@@ -354,8 +354,15 @@ qt_dot_fn qt_mm_dot_upto(uint32_t type, int max_isa) {
 }
 
 qt_dot4_fn qt_mm_dot4_upto(uint32_t type, int max_isa) {
-    /* the four-row kernels are in the ordinary order; no panel type has one */
-    return qt_has_panel(type) ? NULL : qt_dot4_upto(type, max_isa);
+    if (!qt_has_panel(type)) return qt_dot4_upto(type, max_isa);
+#if defined(__aarch64__)
+    /* the four-row form of the panel kernel qt_dot_panel_upto picks */
+    const int top = isa_top();
+    for (int isa = max_isa < 0 || max_isa > top ? top : max_isa; isa > QT_ISA_SCALAR; isa--)
+        if (qt_dot_panel_impl(type, isa))
+            return isa == QT_ISA_NEON ? qt_dot4_panel_neon(type) : qt_dot4_panel_dotprod(type);
+#endif
+    return NULL; /* x86: the panel kernels have no four-row forms */
 }
 
 qt_tile_fn qt_mm_tile_upto(uint32_t type, int max_isa) {

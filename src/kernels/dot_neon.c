@@ -13,6 +13,10 @@ qt_dot_fn qt_dot_panel_neon(uint32_t type) {
     return neon_panel_table(type);
 }
 
+qt_dot4_fn qt_dot4_panel_neon(uint32_t type) {
+    return neon_panel_table4(type);
+}
+
 qt_dot4_fn qt_dot4_neon(uint32_t type) {
     return neon_table4(type);
 }

@@ -1,7 +1,7 @@
 /* dot_neon_body.h — arm64 dot products shared by dot_neon.c (ISA level QT_ISA_NEON,
  * ARMv8.0 Advanced SIMD) and dot_dotprod.c (QT_ISA_DOTPROD, compiled with +dotprod, where
- * __ARM_FEATURE_DOTPROD makes the block sums of Q8_0/Q4_0/Q5_0 and Q2_K's group sums use
- * sdot). Included only by those two files.
+ * __ARM_FEATURE_DOTPROD makes the block sums of Q8_0/Q4_0/Q5_0, Q2_K's group sums and the
+ * IQ types' 16-weight sums use sdot). Included only by those two files.
  *
  * Every kernel here returns the bits of the scalar reference (qt_dot_ref):
  * integer parts are exact in any order, and the float part follows the
@@ -12,6 +12,10 @@
  *   - Q8_0, Q4_0, Q5_0, MXFP4: one float sum over blocks, sumf += (float)sumi * scale;
  *   - Q4_1, Q5_1: eight float lanes of four-weight sums and an offset sum (the x86 order);
  *   - Q2_K: sumf += dall * isum - dmin * summs per super-block;
+ *   - F16, BF16: the exact products added one by one, in index order;
+ *   - the lattice IQ types (IQ1_S/M, IQ2_XXS/XS/S, IQ3_XXS/S): an exact integer sum per
+ *     256-weight block, then the reference's float steps per block, in its single-row
+ *     order and in its panel order (qt_dot_panel_ref, what the engine's matmuls use);
  *   - Q3_K..Q6_K: ggml's generic eight integer lanes (weight index mod 8) per
  *     super-block, scaled into eight float lanes that live across blocks and
  *     are added to the min term at the end. vmull_s8 on eight consecutive
@@ -30,7 +34,8 @@
  *
  * The four-row kernels (qt_dot4_fn) run the same per-row code over four
  * activation rows with the weight block decoded once, so each row's bits are
- * the single-row kernel's. Compiled only for aarch64 (Makefile).
+ * the single-row kernel's; the panel kernels (F32, IQ4_NL, IQ4_XS, the lattice IQ
+ * types) have four-row forms too (qt_mm_dot4_upto). Compiled only for aarch64 (Makefile).
  */
 #ifndef PT_DOT_NEON_BODY_H
 #define PT_DOT_NEON_BODY_H
@@ -243,6 +248,48 @@ static inline int16x8_t prod16(int8x16_t w, const int8_t *q8) {
     return vaddq_s16(vmull_s8(vget_low_s8(w), vget_low_s8(y)), vmull_high_s8(w, y));
 }
 
+/* The exact sum over 16 groups g of sc[g] * (dot of the 16 weights q[g] with activations
+ * 16g..16g+15), the scales in two int16 vectors (l0: groups 0-7, l1: 8-15); |q| <= 63, so two
+ * products fit an int16 lane. Written out for the 16 groups (IQ_G4), so that each scale is a
+ * constant lane (smlal / mla by element) rather than a scalar moved into a vector per group. */
+static inline __attribute__((always_inline)) int32_t scaled_sum256(const int8x16_t *q, int16x8_t l0,
+                                                                   int16x8_t l1, const int8_t *y) {
+#if defined(__ARM_FEATURE_DOTPROD)
+    const int32x4_t sc[4] = {vmovl_s16(vget_low_s16(l0)), vmovl_high_s16(l0),
+                             vmovl_s16(vget_low_s16(l1)), vmovl_high_s16(l1)};
+    int32x4_t acc = vdupq_n_s32(0);
+#define IQ_G(g)                                                                                    \
+    acc = vmlaq_laneq_s32(acc, vdotq_s32(vdupq_n_s32(0), q[g], vld1q_s8(y + 16 * (g))),            \
+                          sc[(g) / 4], (g) % 4)
+#else
+    int32x4_t acc0 = vdupq_n_s32(0), acc1 = vdupq_n_s32(0);
+#define IQ_G(g)                                                                                    \
+    do {                                                                                           \
+        const int16x8_t p = prod16(q[g], y + 16 * (g));                                            \
+        acc0 = vmlal_laneq_s16(acc0, vget_low_s16(p), (g) < 8 ? l0 : l1, (g) % 8);                 \
+        acc1 = vmlal_high_laneq_s16(acc1, p, (g) < 8 ? l0 : l1, (g) % 8);                          \
+    } while (0)
+#endif
+#define IQ_G4(g)                                                                                   \
+    do {                                                                                           \
+        IQ_G(g);                                                                                   \
+        IQ_G((g) + 1);                                                                             \
+        IQ_G((g) + 2);                                                                             \
+        IQ_G((g) + 3);                                                                             \
+    } while (0)
+    IQ_G4(0);
+    IQ_G4(4);
+    IQ_G4(8);
+    IQ_G4(12);
+#undef IQ_G4
+#undef IQ_G
+#if defined(__ARM_FEATURE_DOTPROD)
+    return vaddvq_s32(acc);
+#else
+    return vaddvq_s32(vaddq_s32(acc0, acc1));
+#endif
+}
+
 /* Q4_K/Q5_K scale and min j (6 bits each, packed in 12 bytes; see quant_ref.c). */
 static inline void k4_scale_min(int j, const uint8_t *q, int *sc, int *mn) {
     if (j < 4) {
@@ -410,21 +457,28 @@ q3k_rows(const void *w, const void *a, uint64_t stride, int64_t n, int nr, float
         out[r] = lanes_sum(0.0f, lanes[r]);
 }
 
+/* Q2_K's four 2-bit weights of 16 bytes of qs: bits 2j..2j+1 into w[2j] (stride 2: the
+ * groups of the other 16 bytes interleave). */
+static inline __attribute__((always_inline)) void q2k_weights(const uint8_t *qs, int8x16_t *w) {
+    const uint8x16_t q = vld1q_u8(qs), m3 = vdupq_n_u8(3);
+    w[0] = vreinterpretq_s8_u8(vandq_u8(q, m3));
+    w[2] = vreinterpretq_s8_u8(vandq_u8(vshrq_n_u8(q, 2), m3));
+    w[4] = vreinterpretq_s8_u8(vandq_u8(vshrq_n_u8(q, 4), m3));
+    w[6] = vreinterpretq_s8_u8(vshrq_n_u8(q, 6));
+}
+
 /* Q2_K: weight 128h + 32j + l = bits 2j..2j+1 of qs[32h + l], group 16 scale low nibble,
- * min high nibble; sumf += dall * isum - dmin * summs. */
+ * min high nibble; sumf += dall * isum - dmin * summs (isum exact: any order). */
 static inline __attribute__((always_inline)) void
 q2k_rows(const void *w, const void *a, uint64_t stride, int64_t n, int nr, float *out) {
     const block_q2_K *x = w;
     float sumf[4] = {0, 0, 0, 0};
     for (int64_t i = 0; i < n / QK_K; i++) {
-        int8x16_t wv[16];
-        for (int h = 0; h < 2; h++)
-            for (int s = 0; s < 2; s++) {
-                const uint8x16_t q = vld1q_u8(x[i].qs + 32 * h + 16 * s);
-                for (int j = 0; j < 4; j++)
-                    wv[8 * h + 2 * j + s] = vreinterpretq_s8_u8(
-                        vandq_u8(vshlq_u8(q, vdupq_n_s8((int8_t)(-2 * j))), vdupq_n_u8(3)));
-            }
+        int8x16_t wv[16]; /* group 8h + 2j + s: weights 128h + 32j + 16s .. +15 */
+        q2k_weights(x[i].qs, wv);
+        q2k_weights(x[i].qs + 16, wv + 1);
+        q2k_weights(x[i].qs + 32, wv + 8);
+        q2k_weights(x[i].qs + 48, wv + 9);
         const uint8x16_t raw = vld1q_u8(x[i].scales);
         const int16x8_t sc_lo =
             vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(vandq_u8(raw, vdupq_n_u8(15)))));
@@ -439,26 +493,7 @@ q2k_rows(const void *w, const void *a, uint64_t stride, int64_t n, int nr, float
             m = vmlal_s16(m, vget_low_s16(b1), vget_low_s16(mn_hi));
             m = vmlal_high_s16(m, b1, mn_hi);
             const int summs = vaddvq_s32(m);
-            /* per-group sums of 16 products, then times the group's scale */
-            int16x8_t g8[2];
-            for (int half = 0; half < 2; half++) {
-                int16_t gs[8];
-                for (int g = 0; g < 8; g++) {
-                    const int8_t *q8 = y->qs + 16 * (8 * half + g);
-#if defined(__ARM_FEATURE_DOTPROD)
-                    gs[g] = (int16_t)vaddvq_s32(
-                        vdotq_s32(vdupq_n_s32(0), wv[8 * half + g], vld1q_s8(q8)));
-#else
-                    gs[g] = vaddvq_s16(prod16(wv[8 * half + g], q8));
-#endif
-                }
-                g8[half] = vld1q_s16(gs);
-            }
-            int32x4_t s = vmull_s16(vget_low_s16(g8[0]), vget_low_s16(sc_lo));
-            s = vmlal_high_s16(s, g8[0], sc_lo);
-            s = vmlal_s16(s, vget_low_s16(g8[1]), vget_low_s16(sc_hi));
-            s = vmlal_high_s16(s, g8[1], sc_hi);
-            const int isum = vaddvq_s32(s);
+            const int isum = scaled_sum256(wv, sc_lo, sc_hi, y->qs);
             const float dall = y->d * f16(x[i].d), dmin = y->d * f16(x[i].dmin);
             sumf[r] += dall * (float)isum - dmin * (float)summs;
         }
@@ -472,6 +507,306 @@ ENTRY_POINTS(q3k)
 ENTRY_POINTS(q4k)
 ENTRY_POINTS(q5k)
 ENTRY_POINTS(q6k)
+
+/* ===== F16 / BF16: the products added one by one =====
+ *
+ * The reference adds the float products in index order, one rounding each. A product of
+ * two fp16 (11-bit) or bf16 (8-bit) significands is exact in float, and where bf16's range
+ * makes it round, the vector multiply rounds as the scalar one does; so the products are
+ * formed four at a time and added lane by lane, in order. The add chain is the
+ * reference's: a single row is bound by its latency, four rows run four chains. */
+static inline float32x4_t f16x4(const pt_f16 *p) {
+    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); /* exact, as qt_f16_to_f32 */
+}
+static inline float32x4_t bf16x4(const pt_bf16 *p) {
+    return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16));
+}
+
+#define ROWS_HALF(NAME, LOAD4, TO_F32)                                                             \
+    static inline __attribute__((always_inline)) void NAME##_rows(                                 \
+        const void *w, const void *a, uint64_t stride, int64_t n, int nr, float *out) {            \
+        const uint16_t *x = w;                                                                     \
+        float s[4] = {0, 0, 0, 0};                                                                 \
+        int64_t i = 0;                                                                             \
+        for (; i + 4 <= n; i += 4) {                                                               \
+            const float32x4_t xv = LOAD4(x + i);                                                   \
+            for (int r = 0; r < nr; r++) {                                                         \
+                const uint16_t *y = (const uint16_t *)((const uint8_t *)a + r * stride);           \
+                const float32x4_t p = vmulq_f32(xv, LOAD4(y + i));                                 \
+                s[r] += vgetq_lane_f32(p, 0);                                                      \
+                s[r] += vgetq_lane_f32(p, 1);                                                      \
+                s[r] += vgetq_lane_f32(p, 2);                                                      \
+                s[r] += vgetq_lane_f32(p, 3);                                                      \
+            }                                                                                      \
+        }                                                                                          \
+        for (; i < n; i++)                                                                         \
+            for (int r = 0; r < nr; r++) {                                                         \
+                const uint16_t *y = (const uint16_t *)((const uint8_t *)a + r * stride);           \
+                s[r] += TO_F32(x[i]) * TO_F32(y[i]);                                               \
+            }                                                                                      \
+        for (int r = 0; r < nr; r++)                                                               \
+            out[r] = s[r];                                                                         \
+    }                                                                                              \
+    ENTRY_POINTS(NAME)
+
+ROWS_HALF(f16, f16x4, qt_f16_to_f32)
+ROWS_HALF(bf16, bf16x4, qt_bf16_to_f32)
+
+/* ===== The lattice IQ types against Q8_K: IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S,
+ * IQ1_M =====
+ *
+ * The reference (quant_iq.c) forms per 256-weight block an exact integer sum of
+ * ls * (16-weight dot) and does all its float work per block; so do these kernels, in
+ * both of its orders: the single-row one (qt_dot_ref: sumf += d * d8 * isum, the
+ * lattice types times their constant at the end, IQ1 with its shift term apart) and the
+ * panel one the engine's matmuls use (qt_dot_panel_ref: one fma per block). The weights
+ * are decoded to int8 with their signs applied (grid bytes are at most 62, so two
+ * products fit an int16 lane); the block sums use sdot at the dotprod level. */
+
+typedef struct {
+    int8x16_t q[16];  /* weights 16g..16g+15 as signed levels (IQ1_M: 8 * level + shift sign) */
+    int8x16_t dv[16]; /* IQ1_M: the shift's sign (+1 / -1) per weight */
+    int16_t ls[16];   /* odd multiplier 2s + 1 per 16 weights */
+    int16_t lsd[16];  /* IQ1_S: ls times the shift's sign, against the Q8_K bsums */
+    float d;          /* block scale (fp16 decoded) */
+} iq_block;
+
+/* 16 weights from two 8-weight grid entries, negated where bit j of `signs` is set. */
+static inline int8x16_t signed16(uint64_t g0, uint64_t g1, uint32_t signs) {
+    const int8x16_t v = vreinterpretq_s8_u64(vcombine_u64(vcreate_u64(g0), vcreate_u64(g1)));
+    const int8x16_t m = bits16((uint16_t)signs);
+    return vsubq_s8(veorq_s8(v, m), m); /* (v ^ -1) - (-1) = -v */
+}
+static inline uint32_t ld32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, sizeof v); /* arm64 is little-endian, as the on-disk blocks */
+    return v;
+}
+/* The sign masks of groups l and l + 1 of an IQ2_XXS / IQ3_XXS 32-bit word. */
+static inline uint32_t signs_pair(uint32_t aux, int l) {
+    return ksigns_iq2xs[(aux >> (7 * l)) & 127] | (uint32_t)ksigns_iq2xs[(aux >> (7 * l + 7)) & 127]
+                                                      << 8;
+}
+/* An IQ3 8-weight group: two 4-weight grid entries. */
+static inline uint64_t iq3_pair(const uint32_t *grid, uint32_t i0, uint32_t i1) {
+    return grid[i0] | (uint64_t)grid[i1] << 32;
+}
+
+static inline __attribute__((always_inline)) void iq2_xxs_block(const void *blk, iq_block *b) {
+    const block_iq2_xxs *x = blk;
+    const uint8_t *qs = (const uint8_t *)x->qs;
+    b->d = f16(x->d);
+    for (int ib = 0; ib < 8; ib++, qs += 8) {
+        const uint32_t aux = ld32(qs + 4);
+        b->q[2 * ib] = signed16(iq2xxs_grid[qs[0]], iq2xxs_grid[qs[1]], signs_pair(aux, 0));
+        b->q[2 * ib + 1] = signed16(iq2xxs_grid[qs[2]], iq2xxs_grid[qs[3]], signs_pair(aux, 2));
+        b->ls[2 * ib] = b->ls[2 * ib + 1] = (int16_t)(2 * (aux >> 28) + 1);
+    }
+}
+
+/* IQ2_XS / IQ2_S scales: a byte of two 4-bit scales per 32 weights. */
+static inline void iq2_scales(const uint8_t *scales, int16_t *ls) {
+    for (int ib = 0; ib < 8; ib++) {
+        ls[2 * ib] = (int16_t)(2 * (scales[ib] & 15) + 1);
+        ls[2 * ib + 1] = (int16_t)(2 * (scales[ib] >> 4) + 1);
+    }
+}
+
+static inline __attribute__((always_inline)) void iq2_xs_block(const void *blk, iq_block *b) {
+    const block_iq2_xs *x = blk;
+    b->d = f16(x->d);
+    for (int g = 0; g < 16; g++) {
+        const uint32_t w0 = x->qs[2 * g], w1 = x->qs[2 * g + 1];
+        b->q[g] = signed16(iq2xs_grid[w0 & 511], iq2xs_grid[w1 & 511],
+                           ksigns_iq2xs[w0 >> 9] | (uint32_t)ksigns_iq2xs[w1 >> 9] << 8);
+    }
+    iq2_scales(x->scales, b->ls);
+}
+
+static inline __attribute__((always_inline)) void iq2_s_block(const void *blk, iq_block *b) {
+    const block_iq2_s *x = blk;
+    const uint8_t *signs = x->qs + QK_K / 8;
+    b->d = f16(x->d);
+    for (int g = 0; g < 16; g++) {
+        const uint32_t h = (uint32_t)x->qh[g / 2] >> (4 * (g % 2)); /* 2 bits per 8 weights */
+        b->q[g] = signed16(iq2s_grid[x->qs[2 * g] | (h & 3) << 8],
+                           iq2s_grid[x->qs[2 * g + 1] | (h >> 2 & 3) << 8],
+                           signs[2 * g] | (uint32_t)signs[2 * g + 1] << 8);
+    }
+    iq2_scales(x->scales, b->ls);
+}
+
+static inline __attribute__((always_inline)) void iq3_xxs_block(const void *blk, iq_block *b) {
+    const block_iq3_xxs *x = blk;
+    const uint8_t *gas = x->qs + QK_K / 4;
+    b->d = f16(x->d);
+    for (int ib = 0; ib < 8; ib++) {
+        const uint8_t *p = x->qs + 8 * ib;
+        const uint32_t aux = ld32(gas + 4 * ib);
+        for (int h = 0; h < 2; h++, p += 4)
+            b->q[2 * ib + h] = signed16(iq3_pair(iq3xxs_grid, p[0], p[1]),
+                                        iq3_pair(iq3xxs_grid, p[2], p[3]), signs_pair(aux, 2 * h));
+        b->ls[2 * ib] = b->ls[2 * ib + 1] = (int16_t)(2 * (aux >> 28) + 1);
+    }
+}
+
+static inline __attribute__((always_inline)) void iq3_s_block(const void *blk, iq_block *b) {
+    const block_iq3_s *x = blk;
+    b->d = f16(x->d);
+    for (int ib = 0; ib < 8; ib++) {
+        const uint8_t *qs = x->qs + 8 * ib;
+        const uint32_t qh = x->qh[ib];
+        for (int h = 0; h < 2; h++) { /* bit k of qh: the k-th index of the 32 weights */
+            const uint8_t *q = qs + 4 * h;
+            const uint32_t hb = qh >> (4 * h);
+            b->q[2 * ib + h] =
+                signed16(iq3_pair(iq3s_grid, q[0] | (hb & 1) << 8, q[1] | (hb >> 1 & 1) << 8),
+                         iq3_pair(iq3s_grid, q[2] | (hb >> 2 & 1) << 8, q[3] | (hb >> 3 & 1) << 8),
+                         x->signs[4 * ib + 2 * h] | (uint32_t)x->signs[4 * ib + 2 * h + 1] << 8);
+        }
+        const int s = (x->scales[ib / 2] >> (4 * (ib % 2))) & 15;
+        b->ls[2 * ib] = b->ls[2 * ib + 1] = (int16_t)(2 * s + 1);
+    }
+}
+
+/* IQ1_S: levels -1, 0, +1 from the ternary grid; the shift's sign per 32 weights enters
+ * through the Q8_K block sums, as in the reference. */
+static inline __attribute__((always_inline)) void iq1_s_block(const void *blk, iq_block *b) {
+    const block_iq1_s *x = blk;
+    b->d = f16(x->d);
+    for (int ib = 0; ib < 8; ib++) {
+        const uint32_t qh = x->qh[ib];
+        for (int h = 0; h < 2; h++) {
+            const uint32_t i0 = x->qs[4 * ib + 2 * h] | ((qh >> (6 * h)) & 7) << 8;
+            const uint32_t i1 = x->qs[4 * ib + 2 * h + 1] | ((qh >> (6 * h + 3)) & 7) << 8;
+            b->q[2 * ib + h] = vreinterpretq_s8_u64(
+                vcombine_u64(vcreate_u64(iq1s_grid[i0]), vcreate_u64(iq1s_grid[i1])));
+        }
+        const int16_t ls = (int16_t)(2 * ((qh >> 12) & 7) + 1);
+        b->ls[2 * ib] = b->ls[2 * ib + 1] = ls;
+        b->lsd[2 * ib] = b->lsd[2 * ib + 1] = qh & 0x8000 ? (int16_t)-ls : ls;
+    }
+}
+
+/* IQ1_M: the shift's sign per 8 weights; q = 8 * level + sign, so that one integer sum
+ * is the panel order's 8 * sum(ls q y) + sum(ls sign y). */
+static inline __attribute__((always_inline)) void iq1_m_block(const void *blk, iq_block *b) {
+    const block_iq1_m *x = blk;
+    uint32_t bits = 0; /* the fp16 scale, in the top nibbles of the four scale words */
+    for (int k = 0; k < 4; k++)
+        bits |= (uint32_t)(x->scales[2 * k + 1] >> 4) << (4 * k);
+    b->d = f16((pt_f16)bits);
+    for (int g = 0; g < 16; g++) {
+        const uint32_t nib = x->qh[g]; /* low nibble: weights 16g..+7, high: 16g+8..+15 */
+        const int8x16_t lv = vreinterpretq_s8_u64(
+            vcombine_u64(vcreate_u64(iq1s_grid[x->qs[2 * g] | (nib & 7) << 8]),
+                         vcreate_u64(iq1s_grid[x->qs[2 * g + 1] | (nib >> 4 & 7) << 8])));
+        b->dv[g] = vcombine_s8(vdup_n_s8(nib & 8 ? -1 : 1), vdup_n_s8(nib & 0x80 ? -1 : 1));
+        b->q[g] = vaddq_s8(vshlq_n_s8(lv, 3), b->dv[g]);
+    }
+    for (int ib = 0; ib < 8; ib++) {
+        const uint32_t sc =
+            (x->scales[ib / 2 * 2] | (uint32_t)x->scales[ib / 2 * 2 + 1] << 8) >> (6 * (ib % 2));
+        b->ls[2 * ib] = (int16_t)(2 * (sc & 7) + 1);
+        b->ls[2 * ib + 1] = (int16_t)(2 * ((sc >> 3) & 7) + 1);
+    }
+}
+
+/* IQ1_S's shift term sum(ls * sign * bsum) over the 16 block sums. */
+static inline int32_t iq1_s_shift(const int16_t *lsd, const int16_t *bsums) {
+    const int16x8_t l0 = vld1q_s16(lsd), l1 = vld1q_s16(lsd + 8);
+    const int16x8_t b0 = vld1q_s16(bsums), b1 = vld1q_s16(bsums + 8);
+    int32x4_t m = vmull_s16(vget_low_s16(l0), vget_low_s16(b0));
+    m = vmlal_high_s16(m, l0, b0);
+    m = vmlal_s16(m, vget_low_s16(l1), vget_low_s16(b1));
+    return vaddvq_s32(vmlal_high_s16(m, l1, b1));
+}
+
+/* One kernel body for the seven types and both orders; `type` and `panel` are constants
+ * in every caller (always_inline), so each entry point is one type's straight code. */
+static inline __attribute__((always_inline)) void iq_rows(uint32_t type, int panel, const void *w,
+                                                          const void *a, uint64_t stride, int64_t n,
+                                                          int nr, float *out) {
+    const int iq1 = type == QT_IQ1_S || type == QT_IQ1_M;
+    size_t bytes;
+    float post; /* the lattice types' constant factor */
+    switch (type) {
+    case QT_IQ2_XXS: bytes = sizeof(block_iq2_xxs), post = 0.125f; break;
+    case QT_IQ2_XS: bytes = sizeof(block_iq2_xs), post = 0.125f; break;
+    case QT_IQ2_S: bytes = sizeof(block_iq2_s), post = 0.125f; break;
+    case QT_IQ3_XXS: bytes = sizeof(block_iq3_xxs), post = 0.25f; break;
+    case QT_IQ3_S: bytes = sizeof(block_iq3_s), post = 1.0f; break;
+    case QT_IQ1_S: bytes = sizeof(block_iq1_s), post = 0.125f; break; /* the shift, 1/8 */
+    default: bytes = sizeof(block_iq1_m), post = 0.125f; break;
+    }
+    float sumf[4] = {0, 0, 0, 0};
+    iq_block b;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const uint8_t *blk = (const uint8_t *)w + (uint64_t)i * bytes;
+        switch (type) {
+        case QT_IQ2_XXS: iq2_xxs_block(blk, &b); break;
+        case QT_IQ2_XS: iq2_xs_block(blk, &b); break;
+        case QT_IQ2_S: iq2_s_block(blk, &b); break;
+        case QT_IQ3_XXS: iq3_xxs_block(blk, &b); break;
+        case QT_IQ3_S: iq3_s_block(blk, &b); break;
+        case QT_IQ1_S: iq1_s_block(blk, &b); break;
+        default: iq1_m_block(blk, &b); break;
+        }
+        const int16x8_t ls0 = vld1q_s16(b.ls), ls1 = vld1q_s16(b.ls + 8);
+        for (int r = 0; r < nr; r++) {
+            const block_q8_K *y = row_k(a, stride, r, i);
+            const int32_t s = scaled_sum256(b.q, ls0, ls1, y->qs);
+            if (!iq1) {
+                if (panel)
+                    sumf[r] = fmaf((float)s, (b.d * post) * y->d, sumf[r]);
+                else
+                    sumf[r] += b.d * y->d * (float)s;
+                continue;
+            }
+            /* IQ1: sumi = sum(ls q y), shift = sum(ls sign y); IQ1_M's s is 8 sumi + shift */
+            const int32_t shift = type == QT_IQ1_S ? iq1_s_shift(b.lsd, y->bsums)
+                                  : panel          ? 0
+                                                   : scaled_sum256(b.dv, ls0, ls1, y->qs);
+            const int32_t sumi = type == QT_IQ1_S ? s : (s - shift) / 8;
+            if (panel)
+                sumf[r] = fmaf((float)(type == QT_IQ1_S ? 8 * s + shift : s), (b.d * post) * y->d,
+                               sumf[r]);
+            else
+                sumf[r] += b.d * y->d * ((float)sumi + post * (float)shift);
+        }
+    }
+    for (int r = 0; r < nr; r++)
+        out[r] = iq1 || panel ? sumf[r] : post * sumf[r];
+}
+
+/* The single-row and four-row entry points of both orders for one IQ type. */
+#define IQ_ENTRY_POINTS(NAME, TYPE)                                                                \
+    static float dot_##NAME(const void *w, const void *a, int64_t n) {                             \
+        float o;                                                                                   \
+        iq_rows(TYPE, 0, w, a, 0, n, 1, &o);                                                       \
+        return o;                                                                                  \
+    }                                                                                              \
+    static void dot4_##NAME(const void *w, const void *a, uint64_t stride, int64_t n,              \
+                            float *out) {                                                          \
+        iq_rows(TYPE, 0, w, a, stride, n, 4, out);                                                 \
+    }                                                                                              \
+    static float panel_##NAME(const void *w, const void *a, int64_t n) {                           \
+        float o;                                                                                   \
+        iq_rows(TYPE, 1, w, a, 0, n, 1, &o);                                                       \
+        return o;                                                                                  \
+    }                                                                                              \
+    static void panel4_##NAME(const void *w, const void *a, uint64_t stride, int64_t n,            \
+                              float *out) {                                                        \
+        iq_rows(TYPE, 1, w, a, stride, n, 4, out);                                                 \
+    }
+
+IQ_ENTRY_POINTS(iq2_xxs, QT_IQ2_XXS)
+IQ_ENTRY_POINTS(iq2_xs, QT_IQ2_XS)
+IQ_ENTRY_POINTS(iq2_s, QT_IQ2_S)
+IQ_ENTRY_POINTS(iq3_xxs, QT_IQ3_XXS)
+IQ_ENTRY_POINTS(iq3_s, QT_IQ3_S)
+IQ_ENTRY_POINTS(iq1_s, QT_IQ1_S)
+IQ_ENTRY_POINTS(iq1_m, QT_IQ1_M)
 
 /* ===== F32 kernels in ggml's lane order (quant.h) ===== */
 
@@ -513,74 +848,140 @@ static const qt_f32_kernels neon_f32 __attribute__((unused)) = {f32_dot, f32_axp
 /* ===== Panel order (qt_dot_panel_ref: the types whose one kernel is llama.cpp's batched
  * order) ===== */
 
+/* The single-row and four-row entry points of a panel kernel NAME##_prows (the same code
+ * per row, as ENTRY_POINTS). */
+#define PANEL_ENTRY_POINTS(NAME)                                                                   \
+    static float panel_##NAME(const void *w, const void *a, int64_t n) {                           \
+        float o;                                                                                   \
+        NAME##_prows(w, a, 0, n, 1, &o);                                                           \
+        return o;                                                                                  \
+    }                                                                                              \
+    static void panel4_##NAME(const void *w, const void *a, uint64_t stride, int64_t n,            \
+                              float *out) {                                                        \
+        NAME##_prows(w, a, stride, n, 4, out);                                                     \
+    }
+
 /* F32: x[i] * y[i] fused-multiply-added into lane i % 16 (four vectors), the lanes folded
  * pairwise (w = 8, 4, 2, 1), then the tail added one by one, unfused. */
-static float panel_f32(const void *w, const void *a, int64_t n) {
-    const float *x = w, *y = a;
-    float32x4_t l[4];
-    for (int k = 0; k < 4; k++)
-        l[k] = vdupq_n_f32(0);
+static inline __attribute__((always_inline)) void
+f32_prows(const void *w, const void *a, uint64_t stride, int64_t n, int nr, float *out) {
+    const float *x = w;
+    float32x4_t l[4][4];
+    for (int r = 0; r < 4; r++)
+        for (int k = 0; k < 4; k++)
+            l[r][k] = vdupq_n_f32(0);
     const int64_t np = n & ~(int64_t)15;
     for (int64_t i = 0; i < np; i += 16)
-        for (int k = 0; k < 4; k++)
-            l[k] = vfmaq_f32(l[k], vld1q_f32(x + i + 4 * k), vld1q_f32(y + i + 4 * k));
-    l[0] = vaddq_f32(l[0], l[2]); /* w = 8 */
-    l[1] = vaddq_f32(l[1], l[3]);
-    l[0] = vaddq_f32(l[0], l[1]);                                            /* w = 4 */
-    const float32x2_t h = vadd_f32(vget_low_f32(l[0]), vget_high_f32(l[0])); /* w = 2 */
-    float sum = vget_lane_f32(h, 0) + vget_lane_f32(h, 1);                   /* w = 1 */
-    for (int64_t i = np; i < n; i++)
-        sum += x[i] * y[i];
-    return sum;
+        for (int k = 0; k < 4; k++) {
+            const float32x4_t xv = vld1q_f32(x + i + 4 * k);
+            for (int r = 0; r < nr; r++) {
+                const float *y = (const float *)((const uint8_t *)a + r * stride);
+                l[r][k] = vfmaq_f32(l[r][k], xv, vld1q_f32(y + i + 4 * k));
+            }
+        }
+    for (int r = 0; r < nr; r++) {
+        const float *y = (const float *)((const uint8_t *)a + r * stride);
+        const float32x4_t c = vaddq_f32(vaddq_f32(l[r][0], l[r][2]), /* w = 8, then 4 */
+                                        vaddq_f32(l[r][1], l[r][3]));
+        const float32x2_t h = vadd_f32(vget_low_f32(c), vget_high_f32(c)); /* w = 2 */
+        float sum = vget_lane_f32(h, 0) + vget_lane_f32(h, 1);             /* w = 1 */
+        for (int64_t i = np; i < n; i++)
+            sum += x[i] * y[i];
+        out[r] = sum;
+    }
 }
+PANEL_ENTRY_POINTS(f32)
 
 /* IQ4_NL against Q8_0 (tinyBLAS): lane l of eight = fma(dw * dy, products 4l..4l+3, lane),
  * folded as ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)). */
-static float panel_iq4_nl(const void *w, const void *a, int64_t n) {
+static inline __attribute__((always_inline)) void
+iq4_nl_prows(const void *w, const void *a, uint64_t stride, int64_t n, int nr, float *out) {
     const block_iq4_nl *x = w;
-    const block_q8_0 *y = a;
     const int8x16_t tab = vld1q_s8(kvalues_iq4nl);
-    float32x4_t acc0 = vdupq_n_f32(0), acc1 = vdupq_n_f32(0);
+    float32x4_t acc[4][2];
+    for (int r = 0; r < 4; r++)
+        acc[r][0] = acc[r][1] = vdupq_n_f32(0);
     for (int64_t i = 0; i < n / 32; i++) {
         const uint8x16_t q = vld1q_u8(x[i].qs);
         const int8x16_t w0 = vqtbl1q_s8(tab, vandq_u8(q, vdupq_n_u8(15)));
         const int8x16_t w1 = vqtbl1q_s8(tab, vshrq_n_u8(q, 4));
-        const float d = f16(x[i].d) * f16(y[i].d);
-        acc0 = vfmaq_n_f32(acc0, vcvtq_f32_s32(quad_sums(w0, vld1q_s8(y[i].qs))), d);
-        acc1 = vfmaq_n_f32(acc1, vcvtq_f32_s32(quad_sums(w1, vld1q_s8(y[i].qs + 16))), d);
+        for (int r = 0; r < nr; r++) {
+            const block_q8_0 *y = (const block_q8_0 *)((const uint8_t *)a + r * stride) + i;
+            const float d = f16(x[i].d) * f16(y->d);
+            acc[r][0] = vfmaq_n_f32(acc[r][0], vcvtq_f32_s32(quad_sums(w0, vld1q_s8(y->qs))), d);
+            acc[r][1] =
+                vfmaq_n_f32(acc[r][1], vcvtq_f32_s32(quad_sums(w1, vld1q_s8(y->qs + 16))), d);
+        }
     }
-    const float32x4_t c = vaddq_f32(acc0, acc1);
-    const float32x2_t h = vadd_f32(vget_low_f32(c), vget_high_f32(c));
-    return vget_lane_f32(h, 0) + vget_lane_f32(h, 1);
+    for (int r = 0; r < nr; r++) {
+        const float32x4_t c = vaddq_f32(acc[r][0], acc[r][1]);
+        const float32x2_t h = vadd_f32(vget_low_f32(c), vget_high_f32(c));
+        out[r] = vget_lane_f32(h, 0) + vget_lane_f32(h, 1);
+    }
 }
+PANEL_ENTRY_POINTS(iq4_nl)
 
 /* IQ4_XS: per 256-weight block the exact integer sum of scale(ib) * (32-weight dot), then
  * acc = fma((float)isum, dw * dy, acc). */
-static float panel_iq4_xs(const void *w, const void *a, int64_t n) {
+static inline __attribute__((always_inline)) void
+iq4_xs_prows(const void *w, const void *a, uint64_t stride, int64_t n, int nr, float *out) {
     const block_iq4_xs *x = w;
-    const block_q8_K *y = a;
     const int8x16_t tab = vld1q_s8(kvalues_iq4nl);
-    float acc = 0.0f;
+    float acc[4] = {0, 0, 0, 0};
     for (int64_t i = 0; i < n / QK_K; i++) {
-        int32_t isum = 0;
+        int8x16_t wv[16];
+        int sc[8];
         for (int ib = 0; ib < QK_K / 32; ib++) {
             const int lo = (x[i].scales_l[ib / 2] >> (4 * (ib % 2))) & 0xf;
             const int hi = (x[i].scales_h >> (2 * ib)) & 3;
+            sc[ib] = (lo | hi << 4) - 32;
             const uint8x16_t q = vld1q_u8(x[i].qs + 16 * ib);
-            const int32_t s = sumi32(vqtbl1q_s8(tab, vandq_u8(q, vdupq_n_u8(15))),
-                                     vqtbl1q_s8(tab, vshrq_n_u8(q, 4)), y[i].qs + 32 * ib);
-            isum += ((lo | hi << 4) - 32) * s;
+            wv[2 * ib] = vqtbl1q_s8(tab, vandq_u8(q, vdupq_n_u8(15)));
+            wv[2 * ib + 1] = vqtbl1q_s8(tab, vshrq_n_u8(q, 4));
         }
-        acc = fmaf((float)isum, f16(x[i].d) * y[i].d, acc);
+        const float d_w = f16(x[i].d);
+        for (int r = 0; r < nr; r++) {
+            const block_q8_K *y = row_k(a, stride, r, i);
+            int32_t isum = 0;
+            for (int ib = 0; ib < QK_K / 32; ib++)
+                isum += sc[ib] * sumi32(wv[2 * ib], wv[2 * ib + 1], y->qs + 32 * ib);
+            acc[r] = fmaf((float)isum, d_w * y->d, acc[r]);
+        }
     }
-    return acc;
+    for (int r = 0; r < nr; r++)
+        out[r] = acc[r];
 }
+PANEL_ENTRY_POINTS(iq4_xs)
 
 static qt_dot_fn neon_panel_table(uint32_t type) {
     switch (type) {
     case QT_F32: return panel_f32;
     case QT_IQ4_NL: return panel_iq4_nl;
     case QT_IQ4_XS: return panel_iq4_xs;
+    case QT_IQ2_XXS: return panel_iq2_xxs;
+    case QT_IQ2_XS: return panel_iq2_xs;
+    case QT_IQ2_S: return panel_iq2_s;
+    case QT_IQ3_XXS: return panel_iq3_xxs;
+    case QT_IQ3_S: return panel_iq3_s;
+    case QT_IQ1_S: return panel_iq1_s;
+    case QT_IQ1_M: return panel_iq1_m;
+    default: return NULL;
+    }
+}
+
+/* The four-row forms of the panel kernels. */
+static qt_dot4_fn neon_panel_table4(uint32_t type) {
+    switch (type) {
+    case QT_F32: return panel4_f32;
+    case QT_IQ4_NL: return panel4_iq4_nl;
+    case QT_IQ4_XS: return panel4_iq4_xs;
+    case QT_IQ2_XXS: return panel4_iq2_xxs;
+    case QT_IQ2_XS: return panel4_iq2_xs;
+    case QT_IQ2_S: return panel4_iq2_s;
+    case QT_IQ3_XXS: return panel4_iq3_xxs;
+    case QT_IQ3_S: return panel4_iq3_s;
+    case QT_IQ1_S: return panel4_iq1_s;
+    case QT_IQ1_M: return panel4_iq1_m;
     default: return NULL;
     }
 }
@@ -600,6 +1001,15 @@ static qt_dot_fn neon_table(uint32_t type) {
     case QT_Q4_K: return dot_q4k;
     case QT_Q5_K: return dot_q5k;
     case QT_Q6_K: return dot_q6k;
+    case QT_F16: return dot_f16;
+    case QT_BF16: return dot_bf16;
+    case QT_IQ2_XXS: return dot_iq2_xxs;
+    case QT_IQ2_XS: return dot_iq2_xs;
+    case QT_IQ2_S: return dot_iq2_s;
+    case QT_IQ3_XXS: return dot_iq3_xxs;
+    case QT_IQ3_S: return dot_iq3_s;
+    case QT_IQ1_S: return dot_iq1_s;
+    case QT_IQ1_M: return dot_iq1_m;
     default: return NULL;
     }
 }
@@ -617,6 +1027,15 @@ static qt_dot4_fn neon_table4(uint32_t type) {
     case QT_Q4_K: return dot4_q4k;
     case QT_Q5_K: return dot4_q5k;
     case QT_Q6_K: return dot4_q6k;
+    case QT_F16: return dot4_f16;
+    case QT_BF16: return dot4_bf16;
+    case QT_IQ2_XXS: return dot4_iq2_xxs;
+    case QT_IQ2_XS: return dot4_iq2_xs;
+    case QT_IQ2_S: return dot4_iq2_s;
+    case QT_IQ3_XXS: return dot4_iq3_xxs;
+    case QT_IQ3_S: return dot4_iq3_s;
+    case QT_IQ1_S: return dot4_iq1_s;
+    case QT_IQ1_M: return dot4_iq1_m;
     default: return NULL;
     }
 }

@@ -153,6 +153,10 @@ qt_dot_fn qt_dot_dotprod(uint32_t type);
 qt_dot4_fn qt_dot4_dotprod(uint32_t type);
 qt_dot_fn qt_dot_panel_neon(uint32_t type);
 qt_dot_fn qt_dot_panel_dotprod(uint32_t type);
+/* Four-row forms of the panel kernels, bit-identical per row (NULL: none); qt_mm_dot4_upto
+ * returns them on arm64 (x86's panel kernels have none). */
+qt_dot4_fn qt_dot4_panel_neon(uint32_t type);
+qt_dot4_fn qt_dot4_panel_dotprod(uint32_t type);
 
 /* ===== F32 kernels in ggml's lane order =====
  * The attention arithmetic behind nn/ops.c (nn_dot_f32, nn_wsum_add), which
