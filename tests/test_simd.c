@@ -363,6 +363,23 @@ static void simd_tile_bit_identical(void) {
                         for (int kw = 0; kw < 4; kw++)
                             reorder_seen += memcmp(&rev[row * ldo + kw], &got[row * ldo + kw],
                                                    sizeof(float)) != 0;
+                }
+                free(w);
+                free(a);
+                free(x);
+            }
+        }
+    }
+#if defined(__x86_64__)
+    if (qt_isa_detect() >= QT_ISA_AVX512) CHECK(qt_tile_impl(QT_Q8_0, QT_ISA_AVX512) != NULL);
+#endif
+    if (!tested) {
+        t_skip("no tile kernel on this CPU");
+        return;
+    }
+    CHECKF(reorder_seen > 0, "reversing the block order never changed a bit (%d)", reorder_seen);
+}
+
 /* The matmul pair (qt_mm_dot_upto, qt_mm_dot4_upto): wherever a type has a four-row
  * kernel for matmuls, every row is the bits of the single-row matmul kernel of the same
  * level, for every type and level (the panel types included: arm64's lattice IQ types
@@ -409,14 +426,6 @@ static void simd_mm_dot4_matches_mm_dot(void) {
             }
         }
     }
-#if defined(__x86_64__)
-    if (qt_isa_detect() >= QT_ISA_AVX512) CHECK(qt_tile_impl(QT_Q8_0, QT_ISA_AVX512) != NULL);
-#endif
-    if (!tested) {
-        t_skip("no tile kernel on this CPU");
-        return;
-    }
-    CHECKF(reorder_seen > 0, "reversing the block order never changed a bit (%d)", reorder_seen);
 #if defined(__aarch64__)
     /* every panel type (F32, IQ4_NL and the 256-weight IQ types) has SIMD kernels of both
      * shapes at every arm64 level */
