@@ -232,7 +232,7 @@ uint64_t dec_kv_disk(const dec *x) {
     return kv_arena_disk(&x->kv);
 }
 int dec_kv_hot(const dec *x) {
-    return kv_arena_spills(&x->kv) ? (int)x->kv.hot : 0;
+    return kv_arena_spills(&x->kv) ? (int)(x->kv.hot + x->kv.blk - 1) : 0;
 }
 int dec_kv_reserve(dec *x, int n, pt_err *err) {
     return kv_arena_reserve(&x->kv, n, err);

@@ -370,7 +370,13 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
         for (int m = 0; m < en->xl[l].n_mats; m++)
             en->expert_bytes[l] += en->xl[l].mats[m]->nbytes / (uint64_t)en->xl[l].mats[m]->ne[2];
     en->n_ctx = pl.n_ctx;
+    /* positions in RAM for a session's own context too: the plan's, or a forced share's */
     en->kv_hot = pl.kv_hot;
+    if (!en->kv_hot && in.kv_ram && en->kv_per_pos)
+        en->kv_hot = in.kv_ram / en->kv_per_pos > 0 && in.kv_ram / en->kv_per_pos < INT32_MAX
+                         ? (int)(in.kv_ram / en->kv_per_pos)
+                     : in.kv_ram / en->kv_per_pos ? INT32_MAX
+                                                  : 1;
     en->block_rows = pl.block_rows;
     if (en->plan_only) { /* where slots would be read from is known; the I/O back-end is not */
         char line[768];

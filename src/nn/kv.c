@@ -225,7 +225,10 @@ int kv_arena_spill(kv_arena *a, size_t fcap, const char *dir, int64_t hot, int64
     madvise(p, fcap ? fcap : pg, MADV_RANDOM); /* a fault reads its page, no more */
     a->fbase = p;
     a->fcap = fcap ? fcap : pg;
-    a->hot = hot > 0 ? hot : 1;
+    /* positions turn cold in blocks of a quarter of the share (one write back per block, not
+     * per token): the newest hot - blk are always in RAM, never more than hot */
+    a->blk = hot >= 8 ? hot / 4 : 1;
+    a->hot = hot > a->blk ? hot - a->blk : 1;
     a->n_ctx = n_ctx;
     return 0;
 }
@@ -306,6 +309,7 @@ int kv_arena_settle(kv_arena *a, int64_t n_past, pt_err *err) {
     if (!a->fbase) return 0;
     int64_t cold = n_past - a->hot;
     if (cold < 0) cold = 0;
+    if (cold > a->cold && cold - a->cold < a->blk) cold = a->cold; /* not a whole block yet */
     for (int i = 0; i < a->n_rows; i++) {
         const kv_rows *r = &a->rows[i];
         const size_t lo = rows_down(r, a->cold < cold ? a->cold : cold), hi = rows_down(r, cold);

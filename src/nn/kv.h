@@ -68,10 +68,11 @@ float kv_weight(uint32_t type, float p);
  * the session ends, however it ends), read with MADV_RANDOM so a fault reads
  * the touched page only. Rows are the same bytes wherever they live, so the
  * arithmetic, and every logit, is the RAM cache's by construction. The RAM
- * share is enforced here, not left to the kernel: the newest `hot` positions
- * stay in RAM; after every chunk (kv_arena_settle) the positions older than
- * them are written back (msync) and dropped (MADV_DONTNEED on the mapping,
- * POSIX_FADV_DONTNEED on the file), including the older rows the chunk read.
+ * share is enforced here, not left to the kernel: the newest positions that
+ * fit it stay in RAM; after every chunk (kv_arena_settle) the older ones are
+ * written back (msync, a block of a quarter of the share at a time) and
+ * dropped (MADV_DONTNEED on the mapping, POSIX_FADV_DONTNEED on the file),
+ * including the older rows the chunk read.
  * File blocks are allocated (posix_fallocate) before positions are written
  * (kv_arena_reserve), so a full disk is an error from the evaluation, never a
  * SIGBUS from a store into the mapping. Buffers a family keeps resident by
@@ -93,7 +94,8 @@ typedef struct kv_arena {
     size_t fcap, fused;
     kv_rows *rows; /* the per-position buffers in it */
     int n_rows, rows_cap;
-    int64_t hot;    /* positions kept in RAM: the newest */
+    int64_t hot;    /* positions always kept in RAM: the newest */
+    int64_t blk;    /* ... and up to blk - 1 more: positions turn cold a block at a time */
     int64_t backed; /* positions [0, backed) have file blocks */
     int64_t cold;   /* positions [0, cold) written back and dropped from RAM */
     int64_t n_ctx;  /* positions the buffers hold */
