@@ -6,8 +6,11 @@
  * gemma4: sliding-window rings in RAM, global layers spilled). A spill file that cannot grow
  * (RLIMIT_FSIZE, as a full disk gives ENOSPC) fails the evaluation with a message naming the
  * file's folder; the positions cached before stay valid and the session continues exactly.
+ * `petrel generate --kv-ram-mb` spills into the cache directory and says so in the plan line
+ * and the KV statistics.
  */
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -172,10 +175,39 @@ static void kvspill_full_disk_errors(void) {
     pt_engine_close(ram), pt_engine_close(ssd);
 }
 
+/* The CLI: --kv-ram-mb spills into $XDG_CACHE_HOME/petrel, the plan line names it, --stats
+ * shows the bytes on disk; a bad value stops before the model is opened. */
+static void kvspill_cli_flag_and_stats(void) {
+    static char out[1 << 16];
+    char ids[4096] = "", cmd[8192];
+    size_t n = 0;
+    for (int i = 0; i < 400; i++)
+        n += (size_t)snprintf(ids + n, sizeof ids - n, "%s%d", i ? "," : "", 3 + (i * 37) % 200);
+    const char *bin =
+        getenv("PETREL_BIN") && *getenv("PETREL_BIN") ? getenv("PETREL_BIN") : "build/petrel";
+    snprintf(cmd, sizeof cmd,
+             "XDG_CACHE_HOME=%s %s generate -m %s --tokens %s -n 4 -t 2 -c 512 --kv-ram-mb 0.02 "
+             "--stats 2>&1 >/dev/null",
+             t_tmpdir(), bin, t_fixture("glm-dsa-rq2k.gguf"), ids);
+    CHECKF(t_run(cmd, out, sizeof out) == 0, "%s", out);
+    char want[4200];
+    snprintf(want, sizeof want, "to %s/petrel)", t_tmpdir());
+    CHECK_STR_CONTAINS(out, "context 512 (KV f16, RAM share");
+    CHECK_STR_CONTAINS(out, "spill: positions beyond");
+    CHECK_STR_CONTAINS(out, want);
+    CHECK_STR_CONTAINS(out, "KV 403/512 f16"); /* the last token is not evaluated */
+    CHECK_STR_CONTAINS(out, "on disk, prefix hits 0");
+    snprintf(cmd, sizeof cmd, "%s generate -m %s -p hi --kv-ram-mb 0 2>&1", bin,
+             t_fixture("glm-dsa-rq2k.gguf"));
+    CHECK(t_run(cmd, out, sizeof out) == 2);
+    CHECK_STR_CONTAINS(out, "--kv-ram-mb");
+}
+
 T_SUITE(kvspill) {
     T_ADD_TIMEOUT(kvspill_glm_dsa, 300);
     T_ADD_TIMEOUT(kvspill_deepseek2, 300);
     T_ADD_TIMEOUT(kvspill_gemma4, 300);
     T_ADD_TIMEOUT(kvspill_qwen3moe, 300);
     T_ADD_TIMEOUT(kvspill_full_disk_errors, 300);
+    T_ADD_TIMEOUT(kvspill_cli_flag_and_stats, 300);
 }
