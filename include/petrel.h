@@ -104,8 +104,9 @@ typedef struct pt_engine_params {
      * engine tokenizes and renders but pt_session_new refuses it. */
     int vocab_only;
     /* Positions the memory plan budgets the KV cache for; 0: the model's
-     * training context (PT_DEFAULT_CTX when unknown), capped by what the KV
-     * cache's share of the budget holds (see runtime/plan.h). Front ends pass
+     * training context (PT_DEFAULT_CTX when unknown), whose positions beyond
+     * what the KV cache's share of the budget holds spill to the SSD (see
+     * runtime/plan.h, kv_ram_mb). Front ends pass
      * the session context they will ask for, so the expert cache leaves room
      * for it. */
     int n_ctx;
