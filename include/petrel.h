@@ -104,8 +104,9 @@ typedef struct pt_engine_params {
      * engine tokenizes and renders but pt_session_new refuses it. */
     int vocab_only;
     /* Positions the memory plan budgets the KV cache for; 0: the model's
-     * training context (PT_DEFAULT_CTX when unknown), capped by what the KV
-     * cache's share of the budget holds (see runtime/plan.h). Front ends pass
+     * training context (PT_DEFAULT_CTX when unknown), whose positions beyond
+     * what the KV cache's share of the budget holds spill to the SSD (see
+     * runtime/plan.h, kv_ram_mb). Front ends pass
      * the session context they will ask for, so the expert cache leaves room
      * for it. */
     int n_ctx;
@@ -123,6 +124,12 @@ typedef struct pt_engine_params {
      * memory at load (no swap: they stay). MLOCK: the mapped pages locked in RAM. Routed
      * experts that stream are read into the expert cache either way. */
     int load_mode;
+    /* > 0: the KV cache's RAM share forced to this many MiB (`--kv-ram-mb`): a context whose KV
+     * exceeds it keeps its newest positions that fit in RAM and the older ones in an unlinked
+     * file in cache_dir (/var/tmp when NULL), read back as attention needs them (logits
+     * bit-identical). 0: the share is what the budget leaves (runtime/plan.h); a context asked
+     * for with n_ctx is then budgeted whole, one not asked for spills beyond the share. */
+    double kv_ram_mb;
 } pt_engine_params;
 
 enum { PT_LOAD_MMAP = 0, PT_LOAD_RAM = 1, PT_LOAD_MLOCK = 2 };
@@ -228,6 +235,10 @@ void pt_session_prompt_stats(const pt_session *s, pt_prompt_stats *st);
 /* Bytes of the session's KV cache backed by memory now: it grows with the
  * positions written (pages of a reservation for the whole context). */
 uint64_t pt_session_kv_bytes(const pt_session *s);
+/* Bytes of the session's KV spill file on disk (pt_engine_params.kv_ram_mb; 0 when the
+ * whole cache is in RAM), and the positions its RAM share holds when it spills (0: all). */
+uint64_t pt_session_kv_disk_bytes(const pt_session *s);
+int pt_session_kv_hot(const pt_session *s);
 /* Positions the session holds; pt_session_tokens gives their token ids, [n_past],
  * valid until the next call that changes the session. The session is the only
  * record of what its cache holds: callers keep no mirror of it. */

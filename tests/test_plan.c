@@ -200,25 +200,41 @@ static void plan_context_default_and_cap(void) {
                                "spill: none)");
     /* ... within the KV share: the budget less the resident bytes, the margin,
      * the rings and a floor of two tokens' experts per layer (2 x 4 slots):
-     * at 3 GiB nothing is left: the default */
+     * at 3 GiB nothing is left: the default's positions stay in RAM, the rest spill */
     in.n_expert_used = 4;
     in.budget = 3 * GIB_U;
-    CHECK(plan_compute(&in, NULL, &p, &err) == 0 && p.n_ctx == PT_DEFAULT_CTX);
+    CHECK(plan_compute(&in, NULL, &p, &err) == 0 && p.n_ctx == 1 << 20 &&
+          p.kv_hot == PT_DEFAULT_CTX && p.kv_bytes == 4096ull * 1000 + 12345);
     /* 5 GiB: (5 GiB - 2 GiB - 512 MiB - 8 slots of 200 MiB - 12345) / 1000 positions */
     in.budget = 5 * GIB_U;
     CHECK(plan_compute(&in, NULL, &p, &err) == 0);
     const uint64_t fit = (5 * GIB_U - 2 * GIB_U - PLAN_MARGIN - 8 * p.slot_sum - 12345) / 1000;
-    CHECKF(p.n_ctx == (int)fit && p.floor_bytes == 8 * p.slot_sum, "n_ctx %d, want %llu", p.n_ctx,
-           (unsigned long long)fit);
+    CHECKF(p.kv_hot == (int)fit && p.n_ctx == 1 << 20 && p.floor_bytes == 8 * p.slot_sum,
+           "kv_hot %d, want %llu", p.kv_hot, (unsigned long long)fit);
+    CHECK_STR_CONTAINS(p.line, "of 1048576 positions in RAM");
+    CHECK_STR_CONTAINS(p.line, "context 1048576 (KV q8_0, RAM share");
     CHECK_STR_CONTAINS(p.line, "spill: positions beyond");
-    CHECK_STR_CONTAINS(p.line, "of the 1048576 wanted would go to the SSD");
+    CHECK_STR_CONTAINS(p.line, "to the SSD)");
+    in.spill_dir = "/home/u/.cache/petrel";
+    CHECK(plan_compute(&in, NULL, &p, &err) == 0);
+    CHECK_STR_CONTAINS(p.line, "to /home/u/.cache/petrel)");
+    in.spill_dir = NULL;
     /* the expert cache keeps at least the floor */
     CHECKF(p.streaming && p.slots >= 8, "%s", p.line);
     /* ... and a context asked for is taken as is (the session does the same) */
     in.n_ctx_train = 2048;
     in.n_ctx = 8192;
     CHECK(plan_compute(&in, NULL, &p, &err) == 0 && p.n_ctx == 8192 &&
-          p.kv_bytes == 8192ull * 1000 + 12345);
+          p.kv_bytes == 8192ull * 1000 + 12345 && p.kv_hot == 0);
+    /* a forced RAM share (--kv-ram-mb): 2000 positions in RAM, any context beyond spills */
+    in.kv_ram = 2000ull * 1000 + 999;
+    CHECK(plan_compute(&in, NULL, &p, &err) == 0 && p.n_ctx == 8192 && p.kv_hot == 2000 &&
+          p.kv_bytes == 2000ull * 1000 + 12345);
+    CHECK_STR_CONTAINS(p.line, "spill: positions beyond 2000 to the SSD");
+    /* ... and a context within it does not */
+    in.n_ctx = 1500;
+    CHECK(plan_compute(&in, NULL, &p, &err) == 0 && p.n_ctx == 1500 && p.kv_hot == 0);
+    CHECK_STR_CONTAINS(p.line, "spill: none");
 }
 
 static void plan_pins(void) {
@@ -325,12 +341,13 @@ static void shape_glm52(void) {
     CHECK_STR_CONTAINS(r.err, "but the budget is 16.00 GB");
     check_streams_everywhere(path, "glm-5.2", 1, 256);
     r = plan_at(path, 32, 0);
-    CHECK_STR_CONTAINS(r.line,
-                       "resident 19.55 GB, KV 511.5 MB (4096 ctx), experts 224.44 GB on disk");
+    CHECK_STR_CONTAINS(r.line, "resident 19.55 GB, KV 511.5 MB (4096 of 1048576 positions in "
+                               "RAM), experts 224.44 GB on disk");
     /* the 1M training context does not fit the KV share at 32 GB (the floor of
-     * 16 slots per layer takes 14 GB): the default stays 4096 and the line
-     * says where the rest would go */
-    CHECK_STR_CONTAINS(r.line, "spill: positions beyond 4096 of the 1048576 wanted");
+     * 16 slots per layer takes 14 GB): 4096 positions stay in RAM, the rest
+     * spill to the SSD */
+    CHECK_STR_CONTAINS(r.line, "context 1048576 (KV f16, RAM share 511.5 MB");
+    CHECK_STR_CONTAINS(r.line, "spill: positions beyond 4096 to ");
     /* 32K positions of f16 latent + rope key (f32 indexer keys: 4.0 GB) cost
      * slots, 128K (16 GB) do not fit beside one slot per layer */
     shape_plan big = plan_at(path, 32, 32768);
@@ -350,8 +367,8 @@ static void shape_deepseek_v3(void) {
     if (shape_file("deepseek-v3", 228, 232, path)) return;
     check_streams_everywhere(path, "deepseek-v3", 0, 256);
     shape_plan r = plan_at(path, 16, 0);
-    CHECK_STR_CONTAINS(r.line,
-                       "resident 9.59 GB, KV 274.5 MB (4096 ctx), experts 220.45 GB on disk");
+    CHECK_STR_CONTAINS(r.line, "resident 9.59 GB, KV 274.5 MB (4096 of 163840 positions in RAM), "
+                               "experts 220.45 GB on disk");
 }
 
 static void shape_gemma4_26b(void) {
@@ -365,17 +382,17 @@ static void shape_gemma4_26b(void) {
                r.err);
         CHECK_STR_CONTAINS(r.line, "context 262144 (KV f16, RAM share 5.24 GB");
     }
-    /* under a small budget the KV share caps the context, with the
+    /* under a small budget the KV share holds few positions, with the
      * sliding-window rings and a prompt block of 8192 rows (1.33 GB) counted
-     * whole: nothing is left for more than the default 4096 positions, and
-     * below it the floor yields; the block then takes half of what one slot
-     * per layer leaves, up to the context */
+     * whole: nothing is left for more than the default 4096 positions in RAM
+     * (below it the floor yields), the rest spill; the block then takes half
+     * of what one slot per layer leaves */
     shape_plan r = plan_at(path, 4, 0);
     CHECKF(r.ok && r.streaming && r.slots >= 8 && r.slots < 128, "gemma4-26b at 4 GB: %s%s", r.line,
            r.err);
-    CHECK_STR_CONTAINS(r.line, "KV 329.8 MB (4096 ctx)");
-    CHECK_STR_CONTAINS(r.line, "prompt blocks of 4096 rows (activations 664.3 MB)");
-    CHECK_STR_CONTAINS(r.line, "spill: positions beyond 4096 of the 262144 wanted");
+    CHECK_STR_CONTAINS(r.line, "KV 329.8 MB (4096 of 262144 positions in RAM)");
+    CHECK_STR_CONTAINS(r.line, "prompt blocks of 5012 rows (activations 812.8 MB)");
+    CHECK_STR_CONTAINS(r.line, "spill: positions beyond 4096 to ");
 }
 
 static void shape_qwen3_235b(void) {

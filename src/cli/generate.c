@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "front/front.h"
 #include "petrel.h"
 #include "textcli.h"
 
@@ -220,6 +221,11 @@ static int run_tokens(const tcli_opts *o, const char *tokens_arg, const char *du
                 "never used), %llu read from the GGUF instead of the pack\n",
                 (unsigned long long)st.checked_reads, st.verify_s, (unsigned long long)st.bad_reads,
                 (unsigned long long)st.fallbacks);
+        fe_kv_stats kv;
+        char kline[192];
+        fe_kv_stats_of(s, 0, 0, &kv);
+        fe_kv_format(&kv, kline, sizeof kline);
+        fprintf(stderr, "petrel: %s\n", kline);
     }
 done:
     free(out);

@@ -218,6 +218,13 @@ int tcli_parse(const char *cmd, int argc, char **argv, int *i, tcli_opts *o) {
         const int t = pt_kv_type_parse(v);
         if (t < 0) BADR("f32, f16, bf16, q8_0 or q4_0");
         *(IS("-ctk") || IS("--cache-type-k") ? &o->ep.cache_type_k : &o->ep.cache_type_v) = t;
+    } else if (IS("--kv-ram-mb")) {
+        NEEDV();
+        char *end = NULL;
+        const double mb = strtod(v, &end);
+        if (!end || *end || !(mb > 0) || mb > 1073741824.0)
+            BADR("a size in MiB above 0 (0.5 and 4096 are sizes)");
+        o->ep.kv_ram_mb = mb;
     } else if (IS("-b") || IS("--batch-size")) {
         NEEDV();
         if (parse_long(v, 1, 1 << 16, &o->n_batch)) BADR("an integer from 1 to 65536");
@@ -460,16 +467,23 @@ void tcli_usage(FILE *f) {
                                 "  -t, --threads N         threads (default: all cores)\n"
                                 "  -c, --ctx-size N        context positions (default: the model's "
                                 "training\n"
-                                "                          context, within the KV cache's share of "
-                                "--ram; the\n"
-                                "                          cache is paid for as positions are "
-                                "used)\n"
+                                "                          context; positions beyond the KV "
+                                "cache's share of\n"
+                                "                          --ram spill to the SSD; the cache is "
+                                "paid for as\n"
+                                "                          positions are used)\n"
                                 "  -ctk, --cache-type-k T  KV cache type of keys: f32, f16 "
                                 "(default), bf16, q8_0,\n"
                                 "                          q4_0 (MLA models: the latent and rope "
                                 "key)\n"
                                 "  -ctv, --cache-type-v T  KV cache type of values (same types; "
                                 "unused by MLA)\n"
+                                "  --kv-ram-mb N           the KV cache's RAM share in MiB "
+                                "(default: what --ram\n"
+                                "                          leaves); older positions of a longer "
+                                "context live\n"
+                                "                          in a file in the cache directory, "
+                                "removed on exit\n"
                                 "  -b, --batch-size N      prompt rows per forward chunk: a "
                                 "streamed "
                                 "expert is read once\n"
@@ -710,6 +724,7 @@ void tcli_print_stats(FILE *f, const tcli_model *m, const tcli_turn *t, int json
             "\"rss_mb\": %.1f, \"peak_rss_mb\": %.1f, \"draft\": %d, \"draft_accept\": %.4f, "
             "\"tokens_per_forward\": %.3f, \"draft_backoffs\": %llu, \"seed\": %llu, "
             "\"n_ctx\": %d, \"kv_positions\": %d, \"kv_types\": \"%s\", \"kv_ram_bytes\": %llu, "
+            "\"kv_disk_bytes\": %llu, "
             "\"prefix_hits\": %d, \"prefix_hits_disk\": %d, \"prompt_batch\": %d, "
             "\"prompt_expert_gb_read\": %.6f, \"prompt_routed_expert_gb\": %.6f%s%s}\n",
             t->n_prompt, t->n_reused, prefill_s, ttft, t->n_gen, tps, tcli_reason_name(t->reason),
@@ -717,9 +732,9 @@ void tcli_print_stats(FILE *f, const tcli_model *m, const tcli_turn *t, int json
             st.bytes_read / 1e9, st.io_wait_s, st.rss_bytes / 1048576.0,
             st.peak_rss_bytes / 1048576.0, ds.n_draft, acc, tpf, (unsigned long long)ds.backoffs,
             (unsigned long long)m->sp.seed, kv.n_ctx, kv.n_past, kv.types,
-            (unsigned long long)kv.ram_bytes, kv.hits, kv.hits_disk, ps.n_batch,
-            ps.expert_bytes_read / 1e9, ps.routed_expert_bytes / 1e9, fields ? "," : "",
-            fields ? fields : "");
+            (unsigned long long)kv.ram_bytes, (unsigned long long)kv.disk_bytes, kv.hits,
+            kv.hits_disk, ps.n_batch, ps.expert_bytes_read / 1e9, ps.routed_expert_bytes / 1e9,
+            fields ? "," : "", fields ? fields : "");
         free(fields);
         return;
     }

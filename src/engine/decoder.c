@@ -184,10 +184,17 @@ dec *dec_new(const fam_ops *ops, const void *model, const fam_desc *d, const dec
     uint64_t per_pos = 0, fixed = 0;
     ops->kv_size(model, c->ring, p->k_type, p->v_type, &per_pos, &fixed);
     const uint64_t slack = (uint64_t)(4 * (d->n_layer > 0 ? d->n_layer : 1) + 16) * 65536;
-    if (!fail && kv_arena_init(&x->kv, (size_t)(per_pos * (uint64_t)p->n_ctx + fixed + slack)))
-        fail = 1;
-    if (!fail) x->st = ops->state_new(model, c, err);
-    if (fail || !x->st) {
+    const size_t cap = (size_t)(per_pos * (uint64_t)p->n_ctx + fixed + slack);
+    if (!fail && kv_arena_init(&x->kv, cap)) fail = 1;
+    /* beyond RAM: the per-position buffers in a file of the same size */
+    const int spill = p->kv_hot > 0 && p->kv_hot < p->n_ctx;
+    int spill_failed = 0;
+    if (!fail && spill &&
+        kv_arena_spill(&x->kv, cap, p->spill_dir ? p->spill_dir : "/var/tmp", p->kv_hot, p->n_ctx,
+                       err))
+        spill_failed = 1;
+    if (!fail && !spill_failed) x->st = ops->state_new(model, c, err);
+    if (fail || spill_failed || !x->st) {
         if (fail)
             pt_errf(err, "out of memory allocating the KV cache and scratch for %d positions",
                     p->n_ctx);
@@ -221,6 +228,15 @@ uint64_t dec_kv_resident(const dec *x) {
 uint64_t dec_kv_reserved(const dec *x) {
     return x->kv.cap;
 }
+uint64_t dec_kv_disk(const dec *x) {
+    return kv_arena_disk(&x->kv);
+}
+int dec_kv_hot(const dec *x) {
+    return kv_arena_spills(&x->kv) ? (int)(x->kv.hot + x->kv.blk - 1) : 0;
+}
+int dec_kv_reserve(dec *x, int n, pt_err *err) {
+    return kv_arena_reserve(&x->kv, n, err);
+}
 
 void dec_set_progress(dec *x, dec_progress_fn fn, void *ud) {
     x->progress = fn;
@@ -242,6 +258,7 @@ int dec_truncate(dec *x, int n) {
         x->ring_lo = 0;
     }
     x->n_past = n;
+    kv_arena_truncate(&x->kv, n);
     if (x->ops->truncated) x->ops->truncated(x->st, n);
     return n;
 }
@@ -264,6 +281,10 @@ int64_t dec_ring_lo(const dec *x) {
 void dec_set_restored(dec *x, int n, int64_t ring_lo, int n_mtp) {
     x->n_past = n;
     x->ring_lo = ring_lo;
+    kv_arena_truncate(&x->kv, 0); /* the restore wrote rows from position 0 */
+    /* a failed write back keeps the rows in the page cache: the next chunk retries it */
+    pt_err ignored;
+    kv_arena_settle(&x->kv, n, &ignored);
     if (x->ops->mtp_restored && x->d.has_mtp) x->ops->mtp_restored(x->st, n_mtp);
 }
 
@@ -301,6 +322,9 @@ int dec_eval(dec *x, const int32_t *tokens, int n, float *logits, int all_rows, 
     for (int c0 = 0; c0 < n; c0 += c->max_batch) {
         const int T = n - c0 < c->max_batch ? n - c0 : c->max_batch;
         const int pos0 = x->n_past;
+        /* spilled cache: file blocks for the chunk's rows, the older rows read ahead */
+        if (kv_arena_reserve(&x->kv, (int64_t)pos0 + T, err)) return -1;
+        kv_arena_prefetch(&x->kv, pos0);
         for (int t = 0; t < T; t++) {
             float *row = c->x + (size_t)t * E;
             mm_get_row(d->tok_embd, tokens[c0 + t], row);
@@ -324,6 +348,8 @@ int dec_eval(dec *x, const int32_t *tokens, int n, float *logits, int all_rows, 
         x->n_past += T;
         /* positions older than n_past - ring have left the sliding-window rings */
         if ((int64_t)x->n_past - c->ring > x->ring_lo) x->ring_lo = (int64_t)x->n_past - c->ring;
+        /* spilled cache: positions older than the RAM share's to the file, out of RAM */
+        if (kv_arena_settle(&x->kv, x->n_past, err)) return -1;
     }
     return 0;
 }

@@ -32,6 +32,10 @@ typedef struct dec_params {
     int max_batch;           /* rows per chunk (block) */
     int tile;                /* rows per tile of row-local work, 1..max_batch */
     uint32_t k_type, v_type; /* KV cache element types (nn/kv.h) */
+    /* KV beyond RAM (nn/kv.h, kv_arena_spill): > 0 and below n_ctx: only the newest kv_hot
+     * positions stay in RAM, the older ones live in an unlinked file in spill_dir */
+    int kv_hot;
+    const char *spill_dir;
 } dec_params;
 
 /* A decoder for the loaded model; NULL with err (bad sizes, out of memory). */
@@ -59,6 +63,14 @@ int dec_n_past(const dec *x);
  * positions written: nn/kv.h), and bytes reserved for the whole context. */
 uint64_t dec_kv_resident(const dec *x);
 uint64_t dec_kv_reserved(const dec *x);
+/* Bytes of the KV spill file on disk (0 when the cache is all in RAM), and the
+ * positions kept in RAM when it spills (0: all). */
+uint64_t dec_kv_disk(const dec *x);
+int dec_kv_hot(const dec *x);
+/* Before rows of positions below n are written other than by dec_eval (a
+ * prefix restored from disk): file blocks for them when the cache spills.
+ * 0, or -1 with err (a full disk); dec_set_restored then writes them back. */
+int dec_kv_reserve(dec *x, int n, pt_err *err);
 
 /* Keep at most the first n positions; returns the positions kept (0 when a
  * sliding-window ring no longer holds the keys position n's window needs). */

@@ -51,6 +51,8 @@ struct pt_engine {
     uint32_t k_type, v_type; /* element types (QT_* ids, nn/kv.h) */
     char kv_types[32];       /* their names as the plan line says them ("f16", "K q8_0, V f16") */
     int n_ctx;               /* the plan's context: a session's default */
+    int kv_hot;              /* > 0: positions the KV's RAM share holds; longer contexts spill */
+    char spill_dir[512];     /* where spilled KV positions go (the cache directory) */
     int block_rows;          /* the plan's prompt block: a session's default batch */
     uint64_t *expert_bytes;  /* [n_layer] bytes of one routed expert's weights (0: dense) */
     uint64_t kv_per_pos;     /* bytes per position, all layers that keep every position */
@@ -349,7 +351,12 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
                   .no_pin = p->no_pin,
                   .margin = PLAN_MARGIN,
                   .row_bytes = dec_row_bytes(&en->desc),
-                  .batch = DEFAULT_BATCH};
+                  .batch = DEFAULT_BATCH,
+                  .kv_ram = p->kv_ram_mb > 0 ? (uint64_t)(p->kv_ram_mb * 1048576.0) : 0};
+    /* spilled KV positions go to the cache directory (the engine reads no environment) */
+    snprintf(en->spill_dir, sizeof en->spill_dir, "%s",
+             p->cache_dir && *p->cache_dir ? p->cache_dir : "/var/tmp");
+    in.spill_dir = en->spill_dir;
     model_info_free(&mi);
     plan_out pl;
     snprintf(in.kv_types, sizeof in.kv_types, "%s", en->kv_types);
@@ -363,6 +370,13 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
         for (int m = 0; m < en->xl[l].n_mats; m++)
             en->expert_bytes[l] += en->xl[l].mats[m]->nbytes / (uint64_t)en->xl[l].mats[m]->ne[2];
     en->n_ctx = pl.n_ctx;
+    /* positions in RAM for a session's own context too: the plan's, or a forced share's */
+    en->kv_hot = pl.kv_hot;
+    if (!en->kv_hot && in.kv_ram && en->kv_per_pos)
+        en->kv_hot = in.kv_ram / en->kv_per_pos > 0 && in.kv_ram / en->kv_per_pos < INT32_MAX
+                         ? (int)(in.kv_ram / en->kv_per_pos)
+                     : in.kv_ram / en->kv_per_pos ? INT32_MAX
+                                                  : 1;
     en->block_rows = pl.block_rows;
     if (en->plan_only) { /* where slots would be read from is known; the I/O back-end is not */
         char line[768];
@@ -616,7 +630,9 @@ pt_session *pt_session_new(pt_engine *e, const pt_session_params *p, char *err, 
                            .max_batch = n_batch,
                            .tile = tile,
                            .k_type = e->k_type,
-                           .v_type = e->v_type};
+                           .v_type = e->v_type,
+                           .kv_hot = e->kv_hot,
+                           .spill_dir = e->spill_dir};
     s->dec = s->hist ? dec_new(e->fam, e->model, &e->desc, &dp, &er) : NULL;
     if (!s->dec) {
         if (!s->hist) pt_errf(&er, "out of memory for a %d-position token history", n_ctx);
@@ -643,6 +659,12 @@ int pt_session_n_ctx(const pt_session *s) {
 }
 uint64_t pt_session_kv_bytes(const pt_session *s) {
     return dec_kv_resident(s->dec);
+}
+uint64_t pt_session_kv_disk_bytes(const pt_session *s) {
+    return dec_kv_disk(s->dec);
+}
+int pt_session_kv_hot(const pt_session *s) {
+    return dec_kv_hot(s->dec);
 }
 const char *pt_engine_kv_types(const pt_engine *e) {
     return e->kv_types;

@@ -475,6 +475,11 @@ int pt_pcache_restore(pt_pcache *pc, pt_session *s, const char *scope, const int
         if (ok) break;
     }
     int got = 0;
+    pt_err rerr = {{0}};
+    if (k > 0 && P > common && dec_kv_reserve(engine_session_dec(s), P, &rerr)) {
+        pc_warn(pc, "prefix cache: %s; the prefix is evaluated instead", rerr.msg);
+        k = 0;
+    }
     if (k > 0 && P > common) {
         const int64_t ring_lo = L.has_ring ? PT_MAX((int64_t)P - L.window + 1, 0) : 0;
         for (int j = 0; j < k; j++)
@@ -687,6 +692,7 @@ int pt_session_load_file(pt_session *s, const char *path, char **extra, size_t *
     const int P = mtp ? n - 1 : n;
     const int64_t ring_lo = L.has_ring ? PT_MAX((int64_t)P - L.window + 1, 0) : 0;
     const char *mm = header_mismatch(h, &want);
+    pt_err rerr = {{0}};
     if (*mm)
         snprintf(err, err_len, "%s: %s; the conversation is restored, its KV is not", path, mm);
     else if (h->a != 0 || n > pt_session_n_ctx(s))
@@ -695,6 +701,8 @@ int pt_session_load_file(pt_session *s, const char *path, char **extra, size_t *
     else if (L.has_ring && h->ring_from > ring_lo)
         snprintf(err, err_len, "%s: the sliding-window rows are missing; the KV is not restored",
                  path);
+    else if (P > 0 && dec_kv_reserve(engine_session_dec(s), P, &rerr))
+        snprintf(err, err_len, "%s: %s; the KV is not restored", path, rerr.msg);
     else if (P > 0) {
         seg_apply(&g, &L, ring_lo, P, mtp);
         memcpy(engine_session_hist(s), g.tokens, (size_t)P * sizeof(int32_t));

@@ -120,19 +120,29 @@ void fe_kv_stats_of(const pt_session *s, int hits, int hits_disk, fe_kv_stats *k
     k->n_past = pt_session_n_past(s);
     k->types = pt_engine_kv_types(pt_session_engine(s));
     k->ram_bytes = pt_session_kv_bytes(s);
+    k->disk_bytes = pt_session_kv_disk_bytes(s);
     k->hits = hits > 0 ? hits : 0;
     k->hits_disk = hits_disk > 0 && hits > 0 ? (hits_disk < hits ? hits_disk : hits) : 0;
 }
 
-void fe_kv_format(const fe_kv_stats *k, char *out, size_t cap) {
-    const double b = (double)k->ram_bytes;
-    char ram[32];
+static void kv_size(uint64_t bytes, char out[32]) {
+    const double b = (double)bytes;
     if (b >= 1073741824.0)
-        snprintf(ram, sizeof ram, "%.2f GB", b / 1073741824.0);
+        snprintf(out, 32, "%.2f GB", b / 1073741824.0);
     else if (b >= 1048576.0)
-        snprintf(ram, sizeof ram, "%.1f MB", b / 1048576.0);
+        snprintf(out, 32, "%.1f MB", b / 1048576.0);
     else
-        snprintf(ram, sizeof ram, "%.0f KB", b / 1024.0);
-    snprintf(out, cap, "KV %d/%d %s, %s in RAM, prefix hits %d (%d from disk)", k->n_past, k->n_ctx,
-             k->types, ram, k->hits, k->hits_disk);
+        snprintf(out, 32, "%.0f KB", b / 1024.0);
+}
+
+void fe_kv_format(const fe_kv_stats *k, char *out, size_t cap) {
+    char ram[32], disk[48] = "";
+    kv_size(k->ram_bytes, ram);
+    if (k->disk_bytes) {
+        char d[32];
+        kv_size(k->disk_bytes, d);
+        snprintf(disk, sizeof disk, ", %s on disk", d);
+    }
+    snprintf(out, cap, "KV %d/%d %s, %s in RAM%s, prefix hits %d (%d from disk)", k->n_past,
+             k->n_ctx, k->types, ram, disk, k->hits, k->hits_disk);
 }

@@ -79,10 +79,11 @@ typedef struct fe_turn_result {
 /* What a session's KV cache holds after a turn: `petrel generate --stats`, `petrel chat`'s
  * statistics line and the server's line per request show it, in the same words. */
 typedef struct fe_kv_stats {
-    int n_ctx;          /* positions the cache can hold */
-    int n_past;         /* positions it holds */
-    const char *types;  /* element types (pt_engine_kv_types) */
-    uint64_t ram_bytes; /* bytes backed by memory (pt_session_kv_bytes) */
+    int n_ctx;           /* positions the cache can hold */
+    int n_past;          /* positions it holds */
+    const char *types;   /* element types (pt_engine_kv_types) */
+    uint64_t ram_bytes;  /* bytes backed by memory (pt_session_kv_bytes) */
+    uint64_t disk_bytes; /* bytes of the spill file on disk (pt_session_kv_disk_bytes) */
     /* Prefix-cache hits of the turn's prompt: every position reused (pt_gen_prefill's
      * return), and how many of them were restored from the prefix cache on disk. */
     int hits, hits_disk;
@@ -92,7 +93,7 @@ typedef struct fe_kv_stats {
  * failed; counted as 0), hits_disk of them restored from disk. */
 void fe_kv_stats_of(const pt_session *s, int hits, int hits_disk, fe_kv_stats *k);
 /* "KV 1204/40960 f16, 4.2 MB in RAM, prefix hits 1180 (1024 from disk)" into out (always
- * NUL-terminated, cut to cap). */
+ * NUL-terminated, cut to cap); a spilled cache adds ", 38.1 MB on disk" after "in RAM". */
 void fe_kv_format(const fe_kv_stats *k, char *out, size_t cap);
 
 /* Run one turn on g's session. r must be zeroed before the first use; it can

@@ -361,8 +361,14 @@ static void *g4_state_new(const void *model, fam_ctx *c, pt_err *err) {
         const gemma4_layer *ly = &m->layers[l];
         s->cap[l] = ly->swa ? c->ring : c->n_ctx;
         const int64_t n = (int64_t)ly->n_kv * ly->head_dim;
-        s->k[l] = kv_arena_take(c->kv, (size_t)s->cap[l] * kv_bytes(c->k_type, n));
-        s->v[l] = kv_arena_take(c->kv, (size_t)s->cap[l] * kv_bytes(c->v_type, n));
+        /* sliding-window rings stay in RAM; global layers' rows may spill (nn/kv.h) */
+        if (ly->swa) {
+            s->k[l] = kv_arena_take(c->kv, (size_t)s->cap[l] * kv_bytes(c->k_type, n));
+            s->v[l] = kv_arena_take(c->kv, (size_t)s->cap[l] * kv_bytes(c->v_type, n));
+        } else {
+            s->k[l] = kv_arena_rows(c->kv, kv_bytes(c->k_type, n), s->cap[l], 0);
+            s->v[l] = kv_arena_rows(c->kv, kv_bytes(c->v_type, n), s->cap[l], 0);
+        }
         if (!s->k[l] || !s->v[l]) fail = 1;
     }
     s->h = pt_falloc(B * E, &fail);

@@ -405,7 +405,10 @@ static void *glm_state_new(const void *model, fam_ctx *c, pt_err *err) {
     s->idx_k = calloc((size_t)hp->n_layer + 1, sizeof(float *));
     if (!s->kv || !s->idx_k) fail = 1;
     for (int l = 0; l < n_all && !fail; l++) {
-        s->kv[l] = kv_arena_take(c->kv, (size_t)c->n_ctx * kv_bytes(c->k_type, (int64_t)KVD));
+        /* the trunk's latent rows may spill to the SSD (nn/kv.h); the MTP block's stay in RAM */
+        const size_t row = kv_bytes(c->k_type, (int64_t)KVD);
+        s->kv[l] = l < hp->n_layer ? kv_arena_rows(c->kv, row, c->n_ctx, hp->idx_n_head > 0)
+                                   : kv_arena_take(c->kv, (size_t)c->n_ctx * row);
         if (!s->kv[l]) fail = 1;
         if (l < hp->n_layer && m->layers[l].attn.has_idx &&
             !(s->idx_k[l] = kv_arena_take(c->kv, (size_t)c->n_ctx * (size_t)hp->idx_head_dim *
@@ -416,6 +419,12 @@ static void *glm_state_new(const void *model, fam_ctx *c, pt_err *err) {
     if (!fail && nn_mla_init(&s->attn, &d, c->pool, &c->mm, c->n_ctx, c->tile, c->max_batch))
         fail = 1;
     s->attn.kv_type = c->k_type; /* latent and rope key: the K type, as llama.cpp */
+    if (!fail && kv_arena_spills(c->kv) && hp->idx_n_head > 0) {
+        /* the indexer's selection read ahead from the spill file, a byte per page */
+        s->attn.n_pmark =
+            ((size_t)c->n_ctx * kv_bytes(c->k_type, (int64_t)KVD) + kv_page() - 1) / kv_page() + 1;
+        if (!(s->attn.pmark = calloc(s->attn.n_pmark, 1))) fail = 1;
+    }
     s->out = pt_falloc(B * E, &fail);
     s->g = pt_falloc(A * ffn_width(hp), &fail);
     s->u = pt_falloc(A * ffn_width(hp), &fail);

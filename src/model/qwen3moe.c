@@ -227,8 +227,9 @@ static void *q3_state_new(const void *model, fam_ctx *c, pt_err *err) {
     s->v = calloc((size_t)hp->n_layer, sizeof(void *));
     if (!s->k || !s->v) fail = 1;
     for (int l = 0; l < hp->n_layer && !fail; l++) {
-        s->k[l] = kv_arena_take(c->kv, (size_t)c->n_ctx * kv_bytes(c->k_type, (int64_t)KVD));
-        s->v[l] = kv_arena_take(c->kv, (size_t)c->n_ctx * kv_bytes(c->v_type, (int64_t)KVD));
+        /* full attention reads every position: spilled rows are read whole (nn/kv.h) */
+        s->k[l] = kv_arena_rows(c->kv, kv_bytes(c->k_type, (int64_t)KVD), c->n_ctx, 0);
+        s->v[l] = kv_arena_rows(c->kv, kv_bytes(c->v_type, (int64_t)KVD), c->n_ctx, 0);
         if (!s->k[l] || !s->v[l]) fail = 1;
     }
     s->out = pt_falloc(B * E, &fail);

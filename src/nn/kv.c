@@ -1,11 +1,15 @@
 /* kv.c — KV cache element types (see kv.h). */
 #include "kv.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -145,14 +149,15 @@ float kv_weight(uint32_t type, float p) {
 
 /* ===== The arena ===== */
 
-static size_t page_size(void) {
+size_t kv_page(void) {
     const long p = sysconf(_SC_PAGESIZE);
     return p > 0 ? (size_t)p : 4096;
 }
 
 int kv_arena_init(kv_arena *a, size_t cap) {
-    const size_t pg = page_size();
+    const size_t pg = kv_page();
     *a = (kv_arena){0};
+    a->fd = -1;
     cap = (cap + pg - 1) / pg * pg;
     if (!cap) cap = pg;
 #ifdef MAP_NORESERVE
@@ -168,7 +173,7 @@ int kv_arena_init(kv_arena *a, size_t cap) {
 }
 
 void *kv_arena_take(kv_arena *a, size_t bytes) {
-    const size_t pg = page_size();
+    const size_t pg = kv_page();
     const size_t n = (bytes + pg - 1) / pg * pg;
     if (!a->base || n > a->cap - a->used) return NULL;
     void *p = a->base + a->used;
@@ -176,15 +181,195 @@ void *kv_arena_take(kv_arena *a, size_t bytes) {
     return p; /* anonymous pages read as zero until written */
 }
 
-size_t kv_arena_resident(const kv_arena *a) {
-    if (!a->base) return 0;
-    const size_t pg = page_size(), n = a->cap / pg;
+static int mkdirs(const char *dir) {
+    char d[512];
+    if (snprintf(d, sizeof d, "%s", dir) >= (int)sizeof d) return errno = ENAMETOOLONG, -1;
+    for (char *p = d + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(d, 0755) && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    return mkdir(d, 0755) && errno != EEXIST ? -1 : 0;
+}
+
+/* An unlinked file in dir: O_TMPFILE where the file system has it, else a
+ * named one removed at once. */
+static int spill_file(const char *dir) {
+#ifdef O_TMPFILE
+    const int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd >= 0) return fd;
+#endif
+    char path[600];
+    snprintf(path, sizeof path, "%s/kv-spill-XXXXXX", dir);
+    const int f = mkstemp(path);
+    if (f < 0) return -1;
+    unlink(path);
+    fcntl(f, F_SETFD, FD_CLOEXEC);
+    return f;
+}
+
+int kv_arena_spill(kv_arena *a, size_t fcap, const char *dir, int64_t hot, int64_t n_ctx,
+                   pt_err *err) {
+    const size_t pg = kv_page();
+    fcap = (fcap + pg - 1) / pg * pg;
+    snprintf(a->dir, sizeof a->dir, "%s", dir);
+    if (mkdirs(dir) || (a->fd = spill_file(dir)) < 0)
+        return pt_errf(err, "%s: cannot create the KV spill file there: %s", dir, strerror(errno));
+    void *p = mmap(NULL, fcap ? fcap : pg, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd, 0);
+    if (p == MAP_FAILED) {
+        const int e = errno;
+        close(a->fd);
+        return pt_errf(err, "%s: cannot map the KV spill file: %s", dir, strerror(e));
+    }
+    madvise(p, fcap ? fcap : pg, MADV_RANDOM); /* a fault reads its page, no more */
+    a->fbase = p;
+    a->fcap = fcap ? fcap : pg;
+    /* positions turn cold in blocks of a quarter of the share (one write back per block, not
+     * per token): the newest hot - blk are always in RAM, never more than hot */
+    a->blk = hot >= 8 ? hot / 4 : 1;
+    a->hot = hot > a->blk ? hot - a->blk : 1;
+    a->n_ctx = n_ctx;
+    return 0;
+}
+
+int kv_arena_spills(const kv_arena *a) {
+    return a->fbase != NULL;
+}
+
+void *kv_arena_rows(kv_arena *a, size_t row_bytes, int64_t n, int sparse) {
+    if (!a->fbase) return kv_arena_take(a, row_bytes * (size_t)n);
+    const size_t pg = kv_page(), bytes = (row_bytes * (size_t)n + pg - 1) / pg * pg;
+    if (bytes > a->fcap - a->fused) return NULL;
+    if (a->n_rows == a->rows_cap) {
+        const int cap = a->rows_cap ? 2 * a->rows_cap : 16;
+        kv_rows *r = realloc(a->rows, (size_t)cap * sizeof *r);
+        if (!r) return NULL;
+        a->rows = r;
+        a->rows_cap = cap;
+    }
+    uint8_t *p = a->fbase + a->fused;
+    a->fused += bytes ? bytes : pg;
+    a->rows[a->n_rows++] = (kv_rows){p, row_bytes, sparse};
+    return p; /* the file's holes read as zero until written */
+}
+
+/* Bytes [0, n rows) of a buffer rounded down / up to a page. */
+static size_t rows_down(const kv_rows *r, int64_t n) {
+    const size_t pg = kv_page();
+    return r->row * (size_t)n / pg * pg;
+}
+static size_t rows_up(const kv_rows *r, int64_t n) {
+    const size_t pg = kv_page();
+    return (r->row * (size_t)n + pg - 1) / pg * pg;
+}
+
+int kv_arena_reserve(kv_arena *a, int64_t n, pt_err *err) {
+    if (!a->fbase || n <= a->backed) return 0;
+    /* ahead in steps of 1024 positions: one call per step, not per token */
+    int64_t to = (n + 1023) / 1024 * 1024;
+    if (to > a->n_ctx) to = a->n_ctx;
+    if (to < n) to = n;
+    for (int i = 0; i < a->n_rows; i++) {
+        const kv_rows *r = &a->rows[i];
+        const size_t lo = rows_down(r, a->backed), hi = rows_up(r, to);
+        const off_t off = (off_t)(r->p - a->fbase) + (off_t)lo;
+        int e = 0;
+#if defined(__linux__)
+        e = posix_fallocate(a->fd, off, (off_t)(hi - lo));
+#else
+        /* no posix_fallocate: write the zeros, so the blocks exist before a store */
+        static const uint8_t zero[65536];
+        for (size_t o = 0; o < hi - lo && !e;) {
+            const size_t k = hi - lo - o < sizeof zero ? hi - lo - o : sizeof zero;
+            const ssize_t w = pwrite(a->fd, zero, k, off + (off_t)o);
+            if (w <= 0) e = w < 0 ? errno : ENOSPC;
+            o += w > 0 ? (size_t)w : 0;
+        }
+#endif
+        if (e)
+            return pt_errf(err,
+                           "the KV spill file in %s cannot grow to %lld positions: %s (free disk "
+                           "space there, or give the KV more RAM with --kv-ram-mb)",
+                           a->dir, (long long)to, strerror(e));
+    }
+    a->backed = to;
+    return 0;
+}
+
+void kv_arena_prefetch(kv_arena *a, int64_t n_past) {
+    if (!a->fbase) return;
+    const int64_t cold = n_past < a->cold ? n_past : a->cold;
+    for (int i = 0; i < a->n_rows; i++)
+        if (!a->rows[i].sparse && cold > 0)
+            madvise(a->rows[i].p, rows_up(&a->rows[i], cold), MADV_WILLNEED);
+}
+
+int kv_arena_settle(kv_arena *a, int64_t n_past, pt_err *err) {
+    if (!a->fbase) return 0;
+    int64_t cold = n_past - a->hot;
+    if (cold < 0) cold = 0;
+    if (cold > a->cold && cold - a->cold < a->blk) cold = a->cold; /* not a whole block yet */
+    for (int i = 0; i < a->n_rows; i++) {
+        const kv_rows *r = &a->rows[i];
+        const size_t lo = rows_down(r, a->cold < cold ? a->cold : cold), hi = rows_down(r, cold);
+        /* the newly cold rows to the file, then every cold row out of RAM */
+        if (hi > lo && msync(r->p + lo, hi - lo, MS_SYNC))
+            return pt_errf(err, "writing the KV spill file in %s: %s", a->dir, strerror(errno));
+        if (!hi) continue;
+        madvise(r->p, hi, MADV_DONTNEED);
+#if defined(POSIX_FADV_DONTNEED)
+        posix_fadvise(a->fd, (off_t)(r->p - a->fbase), (off_t)hi, POSIX_FADV_DONTNEED);
+#endif
+    }
+    if (cold > a->cold) a->cold = cold;
+    return 0;
+}
+
+void kv_arena_truncate(kv_arena *a, int64_t n) {
+    if (n < a->cold) a->cold = n;
+}
+
+void kv_prefetch_mark(uint8_t *marks, size_t row, const int *sel, int n) {
+    const size_t pg = kv_page();
+    for (int i = 0; i < n; i++) {
+        const size_t b = (size_t)sel[i] * row;
+        for (size_t p = b / pg; p <= (b + row - 1) / pg; p++)
+            marks[p] = 1;
+    }
+}
+
+/* Marked runs closer than this many pages are read as one: on an SSD a few
+ * pages more in one request cost less than another request (a 4 KiB read at
+ * queue depth 1 is ~60 MB/s here, a 1 MiB one 1.4 GB/s: bench/RESULTS.md). */
+#define KV_GAP_PAGES 16
+
+void kv_prefetch_flush(const void *buf, uint8_t *marks, size_t n_marks) {
+    const size_t pg = kv_page();
+    for (size_t i = 0; i < n_marks;) {
+        if (!marks[i]) {
+            i++;
+            continue;
+        }
+        size_t j = i, end = i; /* end: one past the last marked page of the run */
+        while (j < n_marks && j < end + KV_GAP_PAGES) {
+            if (marks[j]) end = j + 1;
+            marks[j++] = 0;
+        }
+        madvise((uint8_t *)buf + i * pg, (end - i) * pg, MADV_WILLNEED);
+        i = j;
+    }
+}
+
+static size_t resident_pages(const uint8_t *base, size_t cap) {
+    if (!base) return 0;
+    const size_t pg = kv_page(), n = cap / pg;
 #ifdef __APPLE__
     char *vec = malloc(n);
 #else
     unsigned char *vec = malloc(n);
 #endif
-    if (!vec || mincore(a->base, a->cap, vec)) {
+    if (!vec || mincore((void *)base, cap, vec)) {
         free(vec);
         return 0;
     }
@@ -195,7 +380,23 @@ size_t kv_arena_resident(const kv_arena *a) {
     return r * pg;
 }
 
+size_t kv_arena_resident(const kv_arena *a) {
+    return resident_pages(a->base, a->cap) + (a->fbase ? resident_pages(a->fbase, a->fcap) : 0);
+}
+
+size_t kv_arena_disk(const kv_arena *a) {
+    struct stat st;
+    if (!a->fbase || fstat(a->fd, &st)) return 0;
+    return (size_t)st.st_blocks * 512;
+}
+
 void kv_arena_free(kv_arena *a) {
     if (a->base) munmap(a->base, a->cap);
+    if (a->fbase) {
+        munmap(a->fbase, a->fcap);
+        close(a->fd); /* unlinked: the file goes with its last reference */
+    }
+    free(a->rows);
     *a = (kv_arena){0};
+    a->fd = -1;
 }

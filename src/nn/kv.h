@@ -29,6 +29,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common.h" /* pt_err */
+
 /* 1 when type (a ggml type id) is a KV cache type petrel supports. */
 int kv_type_ok(uint32_t type);
 /* Elements per block of the type (32 for q8_0 / q4_0, else 1): head widths
@@ -58,20 +60,91 @@ float kv_weight(uint32_t type, float p);
  * when a row in it is first written, so a 1M-position context costs what the
  * positions actually evaluated fill (rows of every layer are laid out by
  * position, each layer's buffer from its own page boundary). Truncation keeps
- * the pages: the next positions reuse them. */
+ * the pages: the next positions reuse them.
+ *
+ * Beyond RAM (kv_arena_spill): when the context's KV exceeds its RAM share,
+ * the per-position buffers (kv_arena_rows) come from a second reservation, a
+ * MAP_SHARED mapping of an unlinked file in the cache directory (gone when
+ * the session ends, however it ends), read with MADV_RANDOM so a fault reads
+ * the touched page only. Rows are the same bytes wherever they live, so the
+ * arithmetic, and every logit, is the RAM cache's by construction. The RAM
+ * share is enforced here, not left to the kernel: the newest positions that
+ * fit it stay in RAM; after every chunk (kv_arena_settle) the older ones are
+ * written back (msync, a block of a quarter of the share at a time) and
+ * dropped (MADV_DONTNEED on the mapping, POSIX_FADV_DONTNEED on the file),
+ * including the older rows the chunk read.
+ * File blocks are allocated (posix_fallocate) before positions are written
+ * (kv_arena_reserve), so a full disk is an error from the evaluation, never a
+ * SIGBUS from a store into the mapping. Buffers a family keeps resident by
+ * design (the DSA indexer keys, sliding-window rings, the MTP block's rows)
+ * come from kv_arena_take and stay anonymous. */
+typedef struct kv_rows {
+    uint8_t *p; /* the buffer: row r at p + r * row */
+    size_t row; /* bytes per position */
+    int sparse; /* 1: attention reads the rows it selects (kv_prefetch_rows), not all */
+} kv_rows;
+
 typedef struct kv_arena {
     uint8_t *base; /* the reservation, page aligned */
     size_t cap;    /* bytes reserved */
     size_t used;   /* bytes handed out (each buffer rounded up to a page) */
+    /* spilling (kv_arena_spill); fbase NULL: none */
+    int fd;         /* the unlinked spill file */
+    uint8_t *fbase; /* its mapping (MAP_SHARED), offset = address - fbase */
+    size_t fcap, fused;
+    kv_rows *rows; /* the per-position buffers in it */
+    int n_rows, rows_cap;
+    int64_t hot;    /* positions always kept in RAM: the newest */
+    int64_t blk;    /* ... and up to blk - 1 more: positions turn cold a block at a time */
+    int64_t backed; /* positions [0, backed) have file blocks */
+    int64_t cold;   /* positions [0, cold) written back and dropped from RAM */
+    int64_t n_ctx;  /* positions the buffers hold */
+    char dir[512];  /* where the file is (for messages and the plan line) */
 } kv_arena;
 
 /* Reserve cap bytes. 0, or -1 (no address space). */
 int kv_arena_init(kv_arena *a, size_t cap);
 /* A zeroed buffer of `bytes` from the reservation, page aligned; NULL when
- * the reservation is exhausted. */
+ * the reservation is exhausted. Stays in RAM when spilling. */
 void *kv_arena_take(kv_arena *a, size_t bytes);
-/* Bytes of the reservation backed by memory now (pages touched). */
+/* Spill per-position buffers beyond `hot` positions of n_ctx to an unlinked
+ * file in dir (created when missing); fcap bytes of file mapping are
+ * reserved. 0, or -1 with err naming the folder and the reason. */
+int kv_arena_spill(kv_arena *a, size_t fcap, const char *dir, int64_t hot, int64_t n_ctx,
+                   pt_err *err);
+/* A per-position buffer of n rows of row_bytes (in the spill file when
+ * spilling, else as kv_arena_take); NULL when the reservation is exhausted.
+ * sparse: attention reads only the rows it selects. */
+void *kv_arena_rows(kv_arena *a, size_t row_bytes, int64_t n, int sparse);
+/* 1 when the arena spills. */
+int kv_arena_spills(const kv_arena *a);
+/* Before positions below n are written: file blocks for them (a no-op when
+ * not spilling). -1 with err (a full disk: ENOSPC, a file size limit: EFBIG)
+ * and nothing written: the positions already cached stay valid. */
+int kv_arena_reserve(kv_arena *a, int64_t n, pt_err *err);
+/* Before a chunk reads the cache of n_past positions: start reading the
+ * spilled rows of buffers that are read whole (MADV_WILLNEED), so the
+ * attention's faults find them in flight. */
+void kv_arena_prefetch(kv_arena *a, int64_t n_past);
+/* After positions below n_past are written: write back and drop from RAM
+ * every position older than the newest `hot`. -1 with err when the write
+ * back fails (the rows are then still in the page cache, not lost). */
+int kv_arena_settle(kv_arena *a, int64_t n_past, pt_err *err);
+/* The cache was cut to n positions: those from n on will be written again. */
+void kv_arena_truncate(kv_arena *a, int64_t n);
+/* A sparse buffer's selected rows, read ahead in runs of pages: mark the
+ * pages of rows sel[0..n) in marks (one byte per page of the buffer, zeroed),
+ * then kv_prefetch_flush starts reading the marked runs (MADV_WILLNEED) and
+ * clears the marks. */
+void kv_prefetch_mark(uint8_t *marks, size_t row, const int *sel, int n);
+void kv_prefetch_flush(const void *buf, uint8_t *marks, size_t n_marks);
+/* Bytes of one page. */
+size_t kv_page(void);
+/* Bytes of the reservation backed by memory now (pages touched, spilled
+ * pages in the page cache included). */
 size_t kv_arena_resident(const kv_arena *a);
+/* Bytes of the spill file on disk (0 when not spilling). */
+size_t kv_arena_disk(const kv_arena *a);
 void kv_arena_free(kv_arena *a);
 
 #endif

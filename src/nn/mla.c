@@ -96,6 +96,7 @@ void nn_mla_free(nn_mla *a) {
         free(bufs[i]);
     free(a->sel_all);
     free(a->n_sel_all);
+    free(a->pmark);
     memset(a, 0, sizeof *a);
 }
 
@@ -440,6 +441,13 @@ static void mla_tile(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, int 
                    (size_t)KVL * sizeof(float));
     }
     if (use_dsa && ly->has_idx) dsa_select(s, ly, xn, T, pos0, idx_keys);
+    /* a spilled cache: the selected rows' pages read ahead, in runs, before the faults */
+    if (use_dsa && s->pmark) {
+        for (int t = 0; t < T; t++)
+            kv_prefetch_mark(s->pmark, kv_bytes(s->kv_type, KVD),
+                             s->sel + (size_t)t * hp->idx_top_k, s->n_sel[t]);
+        kv_prefetch_flush(cache, s->pmark, s->n_pmark);
+    }
     /* heads per unit: what the allocated sum lanes hold, but for a single row
      * the heads are split across the threads (a head's bits do not depend on
      * its group) */

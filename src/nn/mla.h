@@ -88,9 +88,12 @@ typedef struct nn_mla {
     int *sel_all;      /* [block rows][top_k] key selection of the last full DSA layer */
     int *n_sel_all;    /* [block rows] */
     int *sel, *n_sel;  /* the rows of sel_all, n_sel_all of the tile in progress */
-    float *iq;         /* [B][idx_heads][idx_dim] */
-    float *ik;         /* [B][idx_dim] */
-    float *iw;         /* [B][idx_heads] */
+    uint8_t *pmark;    /* a spilled cache (nn/kv.h): one byte per page of a layer's rows, for
+                          reading the selected rows ahead (kv_prefetch_mark); NULL: in RAM */
+    size_t n_pmark;
+    float *iq;   /* [B][idx_heads][idx_dim] */
+    float *ik;   /* [B][idx_dim] */
+    float *iw;   /* [B][idx_heads] */
     float *irot; /* [idx_dim][idx_dim] Walsh-Hadamard rotation (NULL: idx_dim not a power of two >=
                     64) */
     float *itmp; /* [idx_dim] one rotated vector */

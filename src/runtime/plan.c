@@ -40,7 +40,13 @@ int plan_compute(const plan_in *in, const char *path, plan_out *out, pt_err *err
                       : in->n_ctx_train > 0 ? in->n_ctx_train
                                             : PT_DEFAULT_CTX;
     out->n_ctx = out->n_ctx_want;
-    if (in->n_ctx <= 0 && in->budget && in->kv_per_pos) {
+    /* the positions the KV's RAM share holds: forced, or (a context not asked
+     * for) what the budget leaves beside the floor; the rest spill to the SSD */
+    uint64_t hot = UINT64_MAX;
+    if (in->kv_ram && in->kv_per_pos) {
+        hot = in->kv_ram / in->kv_per_pos;
+        if (hot < 1) hot = 1;
+    } else if (in->n_ctx <= 0 && in->budget && in->kv_per_pos) {
         int floor_slots = 2 * (in->n_expert_used > 0 ? in->n_expert_used : 1);
         if (in->n_expert > 0 && floor_slots > in->n_expert) floor_slots = in->n_expert;
         out->floor_bytes = sat_mul(out->slot_sum, (uint64_t)floor_slots);
@@ -49,12 +55,15 @@ int plan_compute(const plan_in *in, const char *path, plan_out *out, pt_err *err
         const uint64_t taken = sat_add(
             sat_add(sat_add(sat_add(in->resident, in->margin), out->floor_bytes), in->kv_fixed),
             block);
-        const uint64_t fit = in->budget > taken ? (in->budget - taken) / in->kv_per_pos : 0;
+        hot = in->budget > taken ? (in->budget - taken) / in->kv_per_pos : 0;
         /* never below what the default was before the share existed */
         const int least = out->n_ctx < PT_DEFAULT_CTX ? out->n_ctx : PT_DEFAULT_CTX;
-        if (fit < (uint64_t)out->n_ctx) out->n_ctx = fit > (uint64_t)least ? (int)fit : least;
+        if (hot < (uint64_t)least) hot = (uint64_t)least;
     }
-    out->kv_bytes = sat_add(sat_mul((uint64_t)out->n_ctx, in->kv_per_pos), in->kv_fixed);
+    if (hot < (uint64_t)out->n_ctx) out->kv_hot = (int)hot;
+    snprintf(out->spill_dir, sizeof out->spill_dir, "%s", in->spill_dir ? in->spill_dir : "");
+    out->kv_bytes = sat_add(
+        sat_mul((uint64_t)(out->kv_hot ? out->kv_hot : out->n_ctx), in->kv_per_pos), in->kv_fixed);
     const uint64_t fixed = sat_add(sat_add(in->resident, out->kv_bytes), in->margin);
     if (in->slots > 0) {
         out->streaming = 1;
@@ -66,11 +75,12 @@ int plan_compute(const plan_in *in, const char *path, plan_out *out, pt_err *err
             return pt_errf(
                 err,
                 "%s%snot enough memory: petrel needs at least %.2f GB (tensors %.2f GB, "
-                "KV cache %.2f GB for %d positions, margin %.2f GB, one expert slot per layer "
+                "KV cache %.2f GB for %d positions in RAM, margin %.2f GB, one expert slot per "
+                "layer "
                 "%.2f GB) but the budget is %.2f GB (set --ram, a shorter context or free memory)",
                 path ? path : "", path ? ": " : "", need / GIB, in->resident / GIB,
-                out->kv_bytes / GIB, out->n_ctx, in->margin / GIB, out->slot_sum / GIB,
-                in->budget / GIB);
+                out->kv_bytes / GIB, out->kv_hot ? out->kv_hot : out->n_ctx, in->margin / GIB,
+                out->slot_sum / GIB, in->budget / GIB);
         out->streaming = 1;
         const uint64_t slots = (in->budget - fixed) / out->slot_sum;
         out->slots = in->n_expert > 0 && slots > (uint64_t)in->n_expert ? in->n_expert
@@ -108,26 +118,29 @@ int plan_compute(const plan_in *in, const char *path, plan_out *out, pt_err *err
 }
 
 const char *plan_line(const plan_out *p, const char *store, char *buf, size_t cap) {
-    char b1[32], b2[32], b3[32], b4[32], b5[32], ctx[224], blk[96] = "";
-    if (p->n_ctx < p->n_ctx_want)
+    char b1[32], b2[32], b3[32], b4[32], b5[32], ctx[400], blk[96] = "", kvn[64];
+    if (p->kv_hot) {
         snprintf(ctx, sizeof ctx,
-                 "; context %d (KV %s, RAM share %s, grows as used; spill: positions beyond %d of "
-                 "the %d wanted would go to the SSD, not built yet: context capped)",
-                 p->n_ctx, p->kv_types, plan_gb(p->kv_bytes, b1), p->n_ctx, p->n_ctx_want);
-    else
+                 "; context %d (KV %s, RAM share %s, grows as used; spill: positions beyond %d "
+                 "to %s)",
+                 p->n_ctx, p->kv_types, plan_gb(p->kv_bytes, b1), p->kv_hot,
+                 p->spill_dir[0] ? p->spill_dir : "the SSD");
+        snprintf(kvn, sizeof kvn, "%d of %d positions in RAM", p->kv_hot, p->n_ctx);
+    } else {
         snprintf(ctx, sizeof ctx, "; context %d (KV %s, RAM share %s, grows as used; spill: none)",
                  p->n_ctx, p->kv_types, plan_gb(p->kv_bytes, b1));
+        snprintf(kvn, sizeof kvn, "%d ctx", p->n_ctx);
+    }
     size_t n;
     if (p->block_bytes)
         snprintf(blk, sizeof blk, "; prompt blocks of %d rows (activations %s)", p->block_rows,
                  plan_gb(p->block_bytes, b1));
     if (p->streaming)
         snprintf(buf, cap,
-                 "budget %s: resident %s, KV %s (%d ctx), experts %s on disk streamed into %d "
+                 "budget %s: resident %s, KV %s (%s), experts %s on disk streamed into %d "
                  "slots/layer (%s%s)%s",
-                 plan_gb(p->budget, b1), plan_gb(p->resident, b2), plan_gb(p->kv_bytes, b3),
-                 p->n_ctx, plan_gb(p->routed, b4), p->slots, plan_gb(p->cache_bytes, b5), store,
-                 blk);
+                 plan_gb(p->budget, b1), plan_gb(p->resident, b2), plan_gb(p->kv_bytes, b3), kvn,
+                 plan_gb(p->routed, b4), p->slots, plan_gb(p->cache_bytes, b5), store, blk);
     else
         snprintf(buf, cap, "budget %s: resident %s, experts %s read through the memory map",
                  plan_gb(p->budget, b1), plan_gb(p->resident, b2), plan_gb(p->routed, b3));

@@ -16,11 +16,14 @@
  *     n_expert), so a long default context never starves the expert cache
  *     (it never goes below min(training context, PT_DEFAULT_CTX), the default
  *     before the share existed: below that the floor yields, as it did).
- *     Positions beyond the share would spill to the SSD, which is not built
- *     yet: the context is capped there and the plan line says so. The KV
- *     cache is paid for as it is used (pages backed as positions are
- *     written, nn/kv.h), so a large context costs nothing until it is filled;
- *     the plan still counts it whole, since a session may fill it;
+ *     Positions beyond the share (or beyond a share forced with kv_ram, for
+ *     any context) spill to the SSD: the context is the one wanted, the
+ *     share's positions (kv_hot) stay in RAM, the older ones live in a file
+ *     in spill_dir (nn/kv.h, kv_arena_spill); only the share counts as a
+ *     fixed cost. The KV cache is paid for as it is used (pages backed as
+ *     positions are written, nn/kv.h), so a large context costs nothing until
+ *     it is filled; the plan still counts the share whole, since a session
+ *     may fill it;
  *  2. resident tensors + KV cache + a margin (scratch, I/O buffers, allocator)
  *     are fixed costs;
  *  3. when the whole model fits beside them (fixed + routed bytes <= budget) and
@@ -80,25 +83,29 @@ typedef struct plan_in {
     char kv_types[32];   /* the cache types for the plan line ("f16", "K q8_0, V f16") */
     uint64_t row_bytes;  /* activation bytes per row of a prompt block (0: blocks stay `batch`) */
     int batch;           /* rows of the default block, covered by the margin (>= 1) */
+    uint64_t kv_ram;     /* > 0: the KV's RAM share forced to this many bytes (--kv-ram-mb) */
+    const char *spill_dir; /* where spilled positions go (for the plan line); NULL: "the SSD" */
 } plan_in;
 
 typedef struct plan_out {
     int streaming;        /* 1: experts streamed into a cache; 0: read through the mmap */
     int n_ctx;            /* positions the KV cache is budgeted for */
-    int n_ctx_want;       /* the context wanted before the KV share's cap */
+    int n_ctx_want;       /* the context wanted (= n_ctx: the share spills, never caps) */
+    int kv_hot;           /* > 0: positions the KV's RAM share holds, the rest spill; 0: all */
+    char spill_dir[256];  /* the input spill_dir ("" for none) */
     uint64_t floor_bytes; /* the expert-cache floor the KV share leaves (0: no budget) */
     int slots;            /* cache slots per MoE layer (streaming), else 0 */
     uint64_t budget;      /* the input budget, bytes */
     uint64_t resident;    /* the input resident bytes */
     uint64_t routed;      /* the input routed bytes */
-    uint64_t kv_bytes;    /* KV cache of n_ctx positions: n_ctx * kv_per_pos + kv_fixed */
+    uint64_t kv_bytes;    /* KV cache in RAM: (kv_hot or n_ctx) * kv_per_pos + kv_fixed */
     uint64_t slot_sum;    /* bytes of one slot in every layer */
     uint64_t cache_bytes; /* expert cache: slot_sum * slots (0 in mmap mode) */
     uint64_t pin_bytes;   /* share of the cache for pinned experts (0 in mmap mode or no_pin) */
     char kv_types[32];    /* the input kv_types */
     int block_rows;       /* rows per prompt block a session takes by default */
     uint64_t block_bytes; /* their activations beyond the margin (0: the default batch) */
-    char line[512];       /* the budget part of the plan line (see plan_line) */
+    char line[768];       /* the budget part of the plan line (see plan_line) */
 } plan_out;
 
 /* Compute the plan for `in`. Returns 0 with *out filled, or -1 with err naming
@@ -114,9 +121,8 @@ int plan_compute(const plan_in *in, const char *path, plan_out *out, pt_err *err
  *    RAM share 1.2 GB, grows as used; spill: none)"
  *   "budget 64.00 GB: resident 1.5 GB, experts 14.2 GB read through the memory
  *    map; context ..."
- * The spill part says when the context was capped by the KV share: "spill:
- * positions beyond 52000 of the 1048576 trained would go to the SSD (not yet:
- * the context is capped)".
+ * When the KV spills, the KV part reads "KV 511.5 MB (4096 of 1048576 positions in
+ * RAM)" and the spill part "spill: positions beyond 4096 to /home/u/.cache/petrel".
  * Writes at most cap bytes into buf; returns buf. */
 const char *plan_line(const plan_out *p, const char *store, char *buf, size_t cap);
 
