@@ -18,9 +18,10 @@
  * at most max(1, 6%) of the rows. Skipped by name when the data is absent.
  *
  * A reference named `NAME.kv-TYPE.pNk.ref` was made with llama.cpp's K and V cache in TYPE
- * (f16, bf16, q8_0, q4_0) and runs with petrel's in TYPE, twice: in RAM, and through a
- * prefix stored in a prefix cache on disk and restored into a new session, whose logits must
- * equal the first run's bit for bit. */
+ * (f16, bf16, q8_0, q4_0) and runs with petrel's in TYPE three times: in RAM, with all but
+ * about 32 positions of the KV spilled to the SSD (kv_ram_mb), and through a prefix stored in
+ * a prefix cache on disk and restored into a new session; the last two runs' logits must
+ * equal the first's bit for bit. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -112,7 +113,8 @@ static gate_stats ex_compare(const ex_ref *r, const float *got, uint32_t r0, uin
  * is evaluated by one session and stored in a prefix cache on disk, and a second session
  * restores it and evaluates the rest: rows from the restored position on are that session's.
  * Returns the first row the second session computed (0 for how 0), or -1. */
-static int ex_run(pt_engine *e, const ex_ref *r, int how, float *got, const char *refname) {
+static int ex_run(pt_engine *e, const ex_ref *r, int how, float *got, const char *refname,
+                  uint64_t *disk) {
     char err[512], dir[4200];
     const uint32_t nr = r->np + r->ng;
     pt_session_params sp = {.n_ctx = (int)nr + 1};
@@ -151,6 +153,7 @@ static int ex_run(pt_engine *e, const ex_ref *r, int how, float *got, const char
         rc = pt_session_eval(s, &r->tok[r->np + j], 1, got + (size_t)(r->np + j) * r->nv, 0, NULL,
                              err, sizeof err);
     CHECKF(rc == 0, "%s: %s", refname, err);
+    if (disk) *disk = pt_session_kv_disk_bytes(s);
     pt_session_free(s);
     rc = rc ? -1 : from;
 out:
@@ -215,7 +218,7 @@ static void ex_check(const char *refname, double f32, const char *model_spec) {
     CHECK(pt_engine_n_vocab(e) == (int)r.nv);
     const uint32_t nr = r.np + r.ng;
     float *got = malloc(sizeof(float) * (size_t)nr * r.nv);
-    if (ex_run(e, &r, 0, got, refname) == 0) {
+    if (ex_run(e, &r, 0, got, refname, NULL) == 0) {
         gate_stats b = ex_compare(&r, got, 0, r.np), o = ex_compare(&r, got, r.np, nr),
                    all = ex_compare(&r, got, 0, nr);
         fprintf(stderr,
@@ -240,11 +243,26 @@ static void ex_check(const char *refname, double f32, const char *model_spec) {
             }
             CHECKF(same, "%s: greedy continuation differs", refname);
         }
-        /* the KV-type references also run through a prefix restored from disk: its logits
-         * must be the in-RAM run's bits, so the gate holds there too */
+        /* the KV-type references also run with the KV spilled to the SSD (a RAM share of
+         * about 32 positions) and through a prefix restored from disk: each run's logits must
+         * be the in-RAM run's bits, so the gate holds there too */
         if (kvp) {
             float *again = malloc(sizeof(float) * (size_t)nr * r.nv);
-            const int held = ex_run(e, &r, 1, again, refname);
+            ep.kv_ram_mb = 0.02;
+            pt_engine *es = pt_engine_open(&ep, err, sizeof err);
+            CHECKF(es, "%s (KV spilled): %s", refname, err);
+            uint64_t disk = 0;
+            if (es && ex_run(es, &r, 0, again, refname, &disk) == 0) {
+                CHECKF(disk > 0, "%s: --kv-ram-mb 0.02 spilled nothing", refname);
+                CHECKF(!memcmp(again, got, (size_t)nr * r.nv * sizeof(float)),
+                       "%s: with the KV spilled to the SSD the logits differ from the in-RAM run",
+                       refname);
+                fprintf(stderr,
+                        "  %s: KV spilled to the SSD (%.1f MB on disk): identical rows 0..%u\n",
+                        refname, (double)disk / 1e6, nr - 1);
+            }
+            pt_engine_close(es);
+            const int held = ex_run(e, &r, 1, again, refname, NULL);
             if (held > 0) {
                 const size_t at = (size_t)held * r.nv, n = (size_t)nr * r.nv - at;
                 CHECKF(!memcmp(again + at, got + at, n * sizeof(float)),
