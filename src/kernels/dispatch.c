@@ -2,11 +2,11 @@
  *
  * ISA levels: scalar (the reference in quant_ref.c / quant_iq.c, always
  * present); on x86-64 AVX2 (dot_avx2.c) and AVX-512 F+BW+VL+VNNI (dot_avx512.c);
- * on arm64 NEON (dot_neon.c), dotprod (dot_dotprod.c) and i8mm (no kernels of its
- * own yet: the level below serves). The SIMD files are compiled with their own ISA
- * flags and only for their architecture (Makefile);
- * this file is compiled for the baseline ISA and must not call into them
- * before qt_isa_detect has confirmed the CPU supports that level.
+ * on arm64 NEON (dot_neon.c), dotprod (dot_dotprod.c) and i8mm (dot_i8mm.c: the Q8_0
+ * tile kernel of matmuls; its one-row kernels are the level below's). The SIMD files are compiled
+ * with their own ISA flags and only for their architecture (Makefile); this file is compiled for
+ * the baseline ISA and must not call into them before qt_isa_detect has confirmed the CPU supports
+ * that level.
  *
  * qt_dot_best resolves every type once (pthread_once, so concurrent first
  * calls from worker threads are safe) and afterwards is a table lookup.
@@ -337,8 +337,7 @@ qt_dot4_fn qt_dot4_upto(uint32_t type, int max_isa) {
 qt_tile_fn qt_tile_impl(uint32_t type, int isa) {
     if (type >= QT_COUNT) return NULL;
 #if defined(__aarch64__)
-    (void)isa;
-    return NULL; /* no arm64 tile kernels yet */
+    return isa == QT_ISA_I8MM ? qt_tile_i8mm(type) : NULL; /* smmla: dot_i8mm.c */
 #endif
     switch (isa) {
     case QT_ISA_AVX2: return qt_tile_avx2(type);
@@ -368,6 +367,13 @@ qt_dot4_fn qt_mm_dot4_upto(uint32_t type, int max_isa) {
 qt_tile_fn qt_mm_tile_upto(uint32_t type, int max_isa) {
     if (qt_has_panel(type)) return NULL;
     const int top = isa_top();
+#if defined(__aarch64__)
+    /* every arm64 level computes the scalar reference's bits, so the i8mm tile kernel
+     * matches whichever level's one-row kernel qt_mm_dot_upto picks */
+    if (top >= QT_ISA_I8MM && (max_isa < 0 || max_isa >= QT_ISA_I8MM))
+        return qt_tile_impl(type, QT_ISA_I8MM);
+    return NULL;
+#endif
     for (int isa = max_isa < 0 || max_isa > top ? top : max_isa; isa >= QT_ISA_SCALAR; isa--)
         if (qt_dot_impl(type, isa))
             return qt_tile_impl(type, isa); /* the level qt_dot_upto picks */
