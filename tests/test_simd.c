@@ -218,6 +218,42 @@ static void simd_panel_matches_ref(void) {
     }
 }
 
+/* Each row of the four-row kernel f4 against the single-row kernel f (memcmp), at every
+ * length of lens, three trials of random weights and four activation rows `pad` bytes
+ * apart beyond a row (seeded by seed, the type and the length). */
+static void dot4_vs_dot(qt_dot4_fn f4, qt_dot_fn f, uint32_t type, int isa, const int64_t *lens,
+                        size_t n_lens, uint64_t seed, uint64_t pad, const char *what) {
+    const qt_traits *t = qt_get(type);
+    for (size_t k = 0; k < n_lens; k++) {
+        const int64_t n = lens[k];
+        uint64_t wbytes = 0, abytes = 0;
+        CHECK(qt_row_bytes(type, n, &wbytes) == 0 &&
+              qt_row_bytes((uint32_t)t->act_type, n, &abytes) == 0);
+        const uint64_t stride = abytes + pad;
+        uint8_t *w = malloc(wbytes), *a = calloc(4, stride);
+        float *x = malloc((size_t)n * sizeof *x);
+        qr_rng r = {seed + type * 131 + (uint64_t)n};
+        for (int trial = 0; trial < 3; trial++) {
+            qr_fill_weights(&r, type, w, n);
+            for (int row = 0; row < 4; row++) {
+                qr_fill_acts(&r, x, n);
+                qt_quantize_act_ref((uint32_t)t->act_type, x, a + row * stride, n);
+            }
+            float got[4];
+            f4(w, a, stride, n, got);
+            for (int row = 0; row < 4; row++) {
+                const float one = f(w, a + row * stride, n);
+                CHECKF(memcmp(&one, &got[row], sizeof one) == 0,
+                       "%s %s n=%lld row %d: %s %.9g, single %.9g", t->name, isa_name(isa),
+                       (long long)n, row, what, (double)got[row], (double)one);
+            }
+        }
+        free(w);
+        free(a);
+        free(x);
+    }
+}
+
 /* The four-row kernels return, for each activation row, the bits of the
  * single-row kernel of their level (a stride wider than a row, lengths of one
  * block to 7168 weights); qt_dot4_upto follows qt_dot_upto's level. */
@@ -245,34 +281,7 @@ static void simd_dot4_bit_identical(void) {
             tested++;
             const int64_t lens[] = {t->block, 2 * (int64_t)t->block, 9 * (int64_t)t->block, 4096,
                                     7168};
-            for (size_t k = 0; k < PT_ARRAY_LEN(lens); k++) {
-                const int64_t n = lens[k];
-                uint64_t wbytes = 0, abytes = 0;
-                CHECK(qt_row_bytes(type, n, &wbytes) == 0 &&
-                      qt_row_bytes((uint32_t)t->act_type, n, &abytes) == 0);
-                const uint64_t stride = abytes + 96;
-                uint8_t *w = malloc(wbytes), *a = calloc(4, stride);
-                float *x = malloc((size_t)n * sizeof *x);
-                qr_rng r = {0xD074 + type * 131 + (uint64_t)n};
-                for (int trial = 0; trial < 3; trial++) {
-                    qr_fill_weights(&r, type, w, n);
-                    for (int row = 0; row < 4; row++) {
-                        qr_fill_acts(&r, x, n);
-                        qt_quantize_act_ref((uint32_t)t->act_type, x, a + row * stride, n);
-                    }
-                    float got[4];
-                    f4(w, a, stride, n, got);
-                    for (int row = 0; row < 4; row++) {
-                        const float one = f(w, a + row * stride, n);
-                        CHECKF(memcmp(&one, &got[row], sizeof one) == 0,
-                               "%s %s n=%lld row %d: four-row %.9g, single %.9g", t->name,
-                               isa_name(isa), (long long)n, row, (double)got[row], (double)one);
-                    }
-                }
-                free(w);
-                free(a);
-                free(x);
-            }
+            dot4_vs_dot(f4, f, type, isa, lens, PT_ARRAY_LEN(lens), 0xD074, 96, "four-row");
         }
     }
     for (size_t i = 0; i < PT_ARRAY_LEN(want4); i++)
@@ -397,34 +406,7 @@ static void simd_mm_dot4_matches_mm_dot(void) {
             if (!f4) continue;
             tested++;
             const int64_t lens[] = {t->block, 9 * (int64_t)t->block, 4096};
-            for (size_t k = 0; k < PT_ARRAY_LEN(lens); k++) {
-                const int64_t n = lens[k];
-                uint64_t wbytes = 0, abytes = 0;
-                CHECK(qt_row_bytes(type, n, &wbytes) == 0 &&
-                      qt_row_bytes((uint32_t)t->act_type, n, &abytes) == 0);
-                const uint64_t stride = abytes + 32;
-                uint8_t *w = malloc(wbytes), *a = calloc(4, stride);
-                float *x = malloc((size_t)n * sizeof *x);
-                qr_rng r = {0x3D4 + type * 977 + (uint64_t)n};
-                for (int trial = 0; trial < 3; trial++) {
-                    qr_fill_weights(&r, type, w, n);
-                    for (int row = 0; row < 4; row++) {
-                        qr_fill_acts(&r, x, n);
-                        qt_quantize_act_ref((uint32_t)t->act_type, x, a + row * stride, n);
-                    }
-                    float got[4];
-                    f4(w, a, stride, n, got);
-                    for (int row = 0; row < 4; row++) {
-                        const float one = f(w, a + row * stride, n);
-                        CHECKF(memcmp(&one, &got[row], sizeof one) == 0,
-                               "%s %s n=%lld row %d: matmul four-row %.9g, single %.9g", t->name,
-                               isa_name(isa), (long long)n, row, (double)got[row], (double)one);
-                    }
-                }
-                free(w);
-                free(a);
-                free(x);
-            }
+            dot4_vs_dot(f4, f, type, isa, lens, PT_ARRAY_LEN(lens), 0x3D4, 32, "matmul four-row");
         }
     }
 #if defined(__aarch64__)
