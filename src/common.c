@@ -1,8 +1,10 @@
-/* common.c — error formatting, the always-on assertion, array growth and the
- * monotonic clock (see common.h). */
+/* common.c — error formatting, the always-on assertion, array growth, the monotonic
+ * clock and `mkdir -p` (see common.h). */
 #include "common.h"
 
+#include <errno.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <time.h>
 
 int pt_errf(pt_err *err, const char *fmt, ...) {
@@ -40,4 +42,16 @@ double pt_now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int pt_mkdirs(const char *dir) {
+    char d[4096];
+    if (snprintf(d, sizeof d, "%s", dir) >= (int)sizeof d) return errno = ENAMETOOLONG, -1;
+    for (char *p = d + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(d, 0755) && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    return mkdir(d, 0755) && errno != EEXIST ? -1 : 0;
 }

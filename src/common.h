@@ -70,6 +70,10 @@ int pt_grow(void **p, size_t *cap, size_t need, size_t elem);
  * zero is arbitrary. */
 double pt_now_s(void);
 
+/* Create the folder dir and any missing parents (mode 0755), as `mkdir -p`. Returns 0 when
+ * it exists afterwards, or -1 with errno set (ENAMETOOLONG past 4095 bytes). */
+int pt_mkdirs(const char *dir);
+
 #define PT_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define PT_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define PT_MAX(a, b) ((a) > (b) ? (a) : (b))

@@ -341,21 +341,9 @@ static void seg_apply(const pc_seg *g, const pc_layout *L, int64_t ring_lo, int6
 
 /* ===== The store ===== */
 
-static int mkdirs(const char *dir) {
-    char d[4096];
-    if (snprintf(d, sizeof d, "%s", dir) >= (int)sizeof d) return errno = ENAMETOOLONG, -1;
-    for (char *p = d + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(d, 0755) && errno != EEXIST) return -1;
-        *p = '/';
-    }
-    return mkdir(d, 0755) && errno != EEXIST ? -1 : 0;
-}
-
 pt_pcache *pt_pcache_open(pt_engine *e, const pt_pcache_params *p, char *err, size_t err_len) {
     if (!p->dir || !*p->dir) return snprintf(err, err_len, "no folder for the prefix cache"), NULL;
-    if (mkdirs(p->dir) || access(p->dir, W_OK | X_OK))
+    if (pt_mkdirs(p->dir) || access(p->dir, W_OK | X_OK))
         return snprintf(err, err_len, "%s: cannot use as the prefix cache folder: %s", p->dir,
                         strerror(errno)),
                NULL;

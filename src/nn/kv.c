@@ -181,18 +181,6 @@ void *kv_arena_take(kv_arena *a, size_t bytes) {
     return p; /* anonymous pages read as zero until written */
 }
 
-static int mkdirs(const char *dir) {
-    char d[512];
-    if (snprintf(d, sizeof d, "%s", dir) >= (int)sizeof d) return errno = ENAMETOOLONG, -1;
-    for (char *p = d + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(d, 0755) && errno != EEXIST) return -1;
-        *p = '/';
-    }
-    return mkdir(d, 0755) && errno != EEXIST ? -1 : 0;
-}
-
 /* An unlinked file in dir: O_TMPFILE where the file system has it, else a
  * named one removed at once. */
 static int spill_file(const char *dir) {
@@ -214,7 +202,7 @@ int kv_arena_spill(kv_arena *a, size_t fcap, const char *dir, int64_t hot, int64
     const size_t pg = kv_page();
     fcap = (fcap + pg - 1) / pg * pg;
     snprintf(a->dir, sizeof a->dir, "%s", dir);
-    if (mkdirs(dir) || (a->fd = spill_file(dir)) < 0)
+    if (pt_mkdirs(dir) || (a->fd = spill_file(dir)) < 0)
         return pt_errf(err, "%s: cannot create the KV spill file there: %s", dir, strerror(errno));
     void *p = mmap(NULL, fcap ? fcap : pg, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd, 0);
     if (p == MAP_FAILED) {
