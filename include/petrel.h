@@ -818,13 +818,15 @@ typedef int (*pt_gen_emit_fn)(void *ud, const char *s, size_t n);
 #define PT_MAX_DRAFT 16
 
 typedef struct pt_draft_stats {
-    int n_draft;       /* draft length in effect (0: off) */
-    uint64_t verify;   /* verify passes (forwards over 1 + drafts positions) */
-    uint64_t plain;    /* one-token forwards (backed off, or no room for drafts) */
-    uint64_t drafted;  /* tokens drafted */
-    uint64_t accepted; /* drafts the sampled token matched */
-    uint64_t tokens;   /* tokens whose logits these forwards gave */
-    uint64_t backoffs; /* times drafting backed off */
+    int n_draft;         /* draft length in effect (0: off) */
+    uint64_t verify;     /* verify passes (forwards over 1 + drafts positions) */
+    uint64_t plain;      /* one-token forwards (backed off, or no room for drafts) */
+    uint64_t drafted;    /* tokens drafted */
+    uint64_t accepted;   /* drafts the sampled token matched */
+    uint64_t tokens;     /* tokens whose logits these forwards gave */
+    uint64_t backoffs;   /* times drafting backed off */
+    uint64_t probes;     /* plain steps the head drafted after, without a verify pass */
+    uint64_t probe_hits; /* probes whose draft the sampled token matched */
 } pt_draft_stats;
 
 /* Draft n tokens per verify pass (0: off). Returns the length in effect (n clamped to

@@ -12,6 +12,10 @@
  * sampling reduces to "draw from the final distribution, accept iff it is the draft", which
  * spends the same random numbers as plain decoding).
  *
+ * Adaptive (spec_adaptive_probes, the default mode): the same ids again; a verify pass runs
+ * only after a probe hit: the demo model's head hits and drafts, the random head of
+ * glm-dsa-rq2k never does and no verify pass runs.
+ *
  * Statistically (spec_chi_square): on a vocabulary cut to 6 tokens by logit biases, the
  * distribution of the 2nd..4th sampled tokens over 3000 seeds with drafting against 3000
  * other seeds without, two-sample chi-square at a false-failure rate of 1e-6 per token
@@ -206,6 +210,84 @@ static void spec_sampling_same_per_seed(void) {
         lossless_on(&MODELS[sizeof MODELS / sizeof MODELS[0] - 1], 2, &smp, &n_mtp);
     }
     CHECKF(n_mtp == 4, "%d runs had an MTP head", n_mtp);
+}
+
+/* Adaptive drafting (the default) gives the same ids, and risks a verify pass only on a head
+ * that has just drafted right (a probe hit): on the demo model, whose head drafts right about
+ * half the time, probes hit and drafting starts; on glm-dsa-rq2k, whose head is random, the
+ * probes miss and no verify pass runs, so a useless head costs its probes' MTP rows only. */
+static void adaptive_on(const char *path, int expect_hits) {
+    char err[512];
+    pt_engine *e = open_model(path, 0, err, sizeof err);
+    CHECKF(e, "%s", err);
+    if (!e) return;
+    int32_t prompt[64];
+    int np = 0;
+    if (expect_hits) {
+        pt_ids ids = {0};
+        const char *text = "In the beginning God created the heaven and the earth.";
+        if (!pt_tokenize(e, text, strlen(text), PT_TOKENIZE_ADD_SPECIAL, &ids, err, sizeof err))
+            for (size_t i = 0; i < ids.n && np < 64; i++)
+                prompt[np++] = ids.v[i];
+        pt_ids_free(&ids);
+    } else {
+        np = prompt_tokens("glm-dsa-rq2k.ref.json", prompt, 64);
+    }
+    pt_sampling greedy;
+    pt_sampling_default(&greedy);
+    greedy.temp = 0;
+    pt_session_params sp = {.n_ctx = np + N_GEN + 8, .n_batch = 16};
+    pt_session *s = pt_session_new(e, &sp, err, sizeof err);
+    pt_gen *g = s ? pt_gen_new(s, &greedy, err, sizeof err) : NULL;
+    CHECKF(g && np > 0, "%s: %s", path, err);
+    static ids_out base, got;
+    if (g && np > 0 && !run_gen(g, prompt, np, N_GEN, &base)) {
+        CHECK(pt_gen_set_draft(g, 3, err, sizeof err) == 3); /* adaptive: the default */
+        pt_gen_clear(g);
+        if (!run_gen(g, prompt, np, N_GEN, &got)) {
+            pt_draft_stats ds;
+            pt_gen_draft_stats(g, &ds);
+            CHECKF(got.n == base.n && !memcmp(got.v, base.v, sizeof(int32_t) * (size_t)got.n),
+                   "%s: adaptive drafting changed the ids", path);
+            CHECKF(ds.probes >= 2 && ds.probe_hits <= ds.probes, "%s: %llu probes, %llu hits", path,
+                   (unsigned long long)ds.probes, (unsigned long long)ds.probe_hits);
+            CHECKF(ds.verify == 0 || ds.probe_hits > 0,
+                   "%s: %llu verify passes without a probe hit", path,
+                   (unsigned long long)ds.verify);
+            CHECKF(ds.plain + ds.accepted + ds.verify == ds.tokens,
+                   "%s: %llu plain + %llu accepted + %llu verified != %llu tokens", path,
+                   (unsigned long long)ds.plain, (unsigned long long)ds.accepted,
+                   (unsigned long long)ds.verify, (unsigned long long)ds.tokens);
+            if (expect_hits)
+                CHECKF(ds.probe_hits > 0 && ds.verify > 0,
+                       "%s: %llu of %llu probes hit, %llu verify passes", path,
+                       (unsigned long long)ds.probe_hits, (unsigned long long)ds.probes,
+                       (unsigned long long)ds.verify);
+            else
+                CHECKF(ds.probe_hits == 0 && ds.verify == 0 && ds.backoffs >= 2,
+                       "%s (a random head): %llu probe hits, %llu verify passes, %llu back-offs",
+                       path, (unsigned long long)ds.probe_hits, (unsigned long long)ds.verify,
+                       (unsigned long long)ds.backoffs);
+            if (getenv("PETREL_TEST_VERBOSE"))
+                fprintf(stderr,
+                        "%s adaptive: %llu probes (%llu hits), %llu verify, %llu plain, %llu "
+                        "back-offs, %llu of %llu drafts accepted\n",
+                        path, (unsigned long long)ds.probes, (unsigned long long)ds.probe_hits,
+                        (unsigned long long)ds.verify, (unsigned long long)ds.plain,
+                        (unsigned long long)ds.backoffs, (unsigned long long)ds.accepted,
+                        (unsigned long long)ds.drafted);
+        }
+    }
+    pt_gen_free(g);
+    pt_session_free(s);
+    pt_engine_close(e);
+}
+
+static void spec_adaptive_probes(void) {
+    adaptive_on(DEMO_MODEL, 1);
+    const char *rq = t_need("glm-dsa-rq2k.gguf");
+    char path[1024];
+    if (rq && snprintf(path, sizeof path, "%s", rq) < (int)sizeof path) adaptive_on(path, 0);
 }
 
 /* ===== The statistical test ===== */
@@ -415,5 +497,6 @@ T_SUITE(spec) {
     T_ADD_TIMEOUT(spec_greedy_lossless, 600);
     T_ADD_TIMEOUT(spec_sampling_same_per_seed, 300);
     T_ADD_TIMEOUT(spec_chi_square, 600);
+    T_ADD_TIMEOUT(spec_adaptive_probes, 300);
     T_ADD(spec_refusals);
 }

@@ -61,6 +61,17 @@ static int run(pt_gen *g, pt_engine *e, const int32_t *prompt, int np, int n_gen
     return 0;
 }
 
+static double median_tok_s(const result *r, int n) {
+    double v[8];
+    for (int i = 0; i < n; i++) {
+        int j = i;
+        for (; j > 0 && v[j - 1] > r[i].tok_s; j--)
+            v[j] = v[j - 1];
+        v[j] = r[i].tok_s;
+    }
+    return v[n / 2];
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: bench_spec MODEL [expert_slots] [n_gen] [threads]\n");
@@ -103,27 +114,43 @@ int main(int argc, char **argv) {
     result r0, r;
     run(g, e, prompt, np, n_gen, &base, &r0); /* warm-up */
     if (run(g, e, prompt, np, n_gen, &base, &r0)) return 1;
-    printf("%-34s %9s %8s %14s %9s %8s\n", "", "tok/s", "x", "MB read/token", "accepted",
-           "tok/fwd");
-    printf("%-34s %9.2f %8.2f %14.2f %9s %8.2f\n", "no drafting", r0.tok_s, 1.0,
-           r0.bytes_per_tok / 1e6, "-", 1.0);
-    for (int k = 1; k <= 4; k++) {
-        pt_gen_set_draft(g, k, err, sizeof err);
-        pt_gen_set_draft_replay(g, base.v, base.n);
-        if (run(g, e, prompt, np, n_gen, &got, &r)) return 1;
-        char name[64];
-        snprintf(name, sizeof name, "ceiling (replay), draft %d", k);
-        printf("%-34s %9.2f %8.2f %14.2f %8.1f%% %8.2f%s\n", name, r.tok_s, r.tok_s / r0.tok_s,
-               r.bytes_per_tok / 1e6, 100 * r.acc, r.tpf,
-               got.n == base.n && !memcmp(got.v, base.v, sizeof(int32_t) * (size_t)got.n)
-                   ? ""
-                   : "  OUTPUT DIFFERS");
-        pt_gen_set_draft_replay(g, NULL, 0);
+    /* no drafting, the ceiling at lengths 1-4 and the head at its defaults, each run REPS
+     * times in turn (a fresh drafting state each run, as a new `petrel generate` has): the
+     * medians, and each against the median without drafting */
+    enum { REPS = 3, NCFG = 6 };
+    static const char *names[NCFG] = {"no drafting",
+                                      "ceiling (replay), draft 1",
+                                      "ceiling (replay), draft 2",
+                                      "ceiling (replay), draft 3",
+                                      "ceiling (replay), draft 4",
+                                      "MTP head, default (3, adaptive)"};
+    result res[NCFG][REPS];
+    int differs[NCFG] = {0};
+    for (int rep = 0; rep < REPS; rep++)
+        for (int c = 0; c < NCFG; c++) {
+            const int k = c == 0 ? 0 : c <= 4 ? c : 3;
+            pt_gen_set_draft(g, 0, err, sizeof err);
+            if (k && pt_gen_set_draft(g, k, err, sizeof err) != k) {
+                fprintf(stderr, "bench_spec: %s\n", err);
+                return 1;
+            }
+            if (c >= 1 && c <= 4) pt_gen_set_draft_replay(g, base.v, base.n);
+            if (run(g, e, prompt, np, n_gen, &got, &res[c][rep])) return 1;
+            differs[c] |= got.n != base.n || memcmp(got.v, base.v, sizeof(int32_t) * (size_t)got.n);
+        }
+    printf("%-34s %9s %8s %14s %9s %8s   (median of %d, in turn)\n", "", "tok/s", "x",
+           "MB read/token", "accepted", "tok/fwd", REPS);
+    const double plain = median_tok_s(res[0], REPS);
+    for (int c = 0; c < NCFG; c++) {
+        const double t = median_tok_s(res[c], REPS);
+        const result *m = &res[c][REPS - 1];
+        char acc[16] = "-";
+        if (c) snprintf(acc, sizeof acc, "%.1f%%", 100 * m->acc);
+        printf("%-34s %9.2f %8.2f %14.2f %9s %8.2f%s\n", names[c], t, t / plain,
+               m->bytes_per_tok / 1e6, acc, c ? m->tpf : 1.0, differs[c] ? "  OUTPUT DIFFERS" : "");
     }
+    r0.tok_s = plain;
     pt_gen_set_draft(g, 3, err, sizeof err);
-    if (run(g, e, prompt, np, n_gen, &got, &r)) return 1;
-    printf("%-34s %9.2f %8.2f %14.2f %8.1f%% %8.2f\n", "MTP head, default (3, adaptive)", r.tok_s,
-           r.tok_s / r0.tok_s, r.bytes_per_tok / 1e6, 100 * r.acc, r.tpf);
     pt_gen_set_draft_adaptive(g, 0);
     if (run(g, e, prompt, np, n_gen, &got, &r)) return 1;
     printf("%-34s %9.2f %8.2f %14.2f %8.1f%% %8.2f\n", "MTP head, draft 3 fixed, greedy", r.tok_s,

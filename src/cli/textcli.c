@@ -722,7 +722,8 @@ void tcli_print_stats(FILE *f, const tcli_model *m, const tcli_turn *t, int json
             "\"expert_hits\": %llu, \"expert_misses\": %llu, \"gb_read\": %.6f, \"io_wait_s\": "
             "%.4f, "
             "\"rss_mb\": %.1f, \"peak_rss_mb\": %.1f, \"draft\": %d, \"draft_accept\": %.4f, "
-            "\"tokens_per_forward\": %.3f, \"draft_backoffs\": %llu, \"seed\": %llu, "
+            "\"tokens_per_forward\": %.3f, \"draft_backoffs\": %llu, \"draft_probes\": %llu, "
+            "\"draft_probe_hits\": %llu, \"seed\": %llu, "
             "\"n_ctx\": %d, \"kv_positions\": %d, \"kv_types\": \"%s\", \"kv_ram_bytes\": %llu, "
             "\"kv_disk_bytes\": %llu, "
             "\"prefix_hits\": %d, \"prefix_hits_disk\": %d, \"prompt_batch\": %d, "
@@ -731,6 +732,7 @@ void tcli_print_stats(FILE *f, const tcli_model *m, const tcli_turn *t, int json
             hit / 100, (unsigned long long)st.hits, (unsigned long long)st.misses,
             st.bytes_read / 1e9, st.io_wait_s, st.rss_bytes / 1048576.0,
             st.peak_rss_bytes / 1048576.0, ds.n_draft, acc, tpf, (unsigned long long)ds.backoffs,
+            (unsigned long long)ds.probes, (unsigned long long)ds.probe_hits,
             (unsigned long long)m->sp.seed, kv.n_ctx, kv.n_past, kv.types,
             (unsigned long long)kv.ram_bytes, (unsigned long long)kv.disk_bytes, kv.hits,
             kv.hits_disk, ps.n_batch, ps.expert_bytes_read / 1e9, ps.routed_expert_bytes / 1e9,

@@ -34,6 +34,13 @@
  * one-token forwards. When drafting costs more per token than plain decoding it backs off for
  * a number of tokens that doubles on each failed retry (32 .. 4096) and resets when a retry
  * pays; a retry is one cycle with one draft (the cheapest verify), judged on its own cost.
+ * A verify pass is only risked on a head that has just drafted right: before the first cycle
+ * and after every back-off, drafting waits for a probe to hit. A probe is a plain step whose
+ * token the head also drafts after (one MTP row, no verify pass: its cost is the head's
+ * upkeep, which the next cycle would pay anyway); the next token sampled either matches the
+ * draft (a hit: the next cycle drafts) or not (the first two tokens of the first run are
+ * probes; a miss after them, or the one probe that ends a back-off, backs off again). So a
+ * head that never drafts right costs the head's rows at the probes, never a rejected verify.
  * The draft length itself follows acceptance (up to --draft N): one more after a cycle whose
  * drafts were all taken, else one past the number taken. The first two tokens of the first
  * run decode plain to measure the plain cost, and one token in every 48 while drafting
@@ -52,7 +59,7 @@
 #include "common.h"
 #include "engine/progress.h"
 
-enum { BACKOFF_MIN = 32, BACKOFF_MAX = 4096, PLAIN_PROBES = 2, PLAIN_EVERY = 48 };
+enum { BACKOFF_MIN = 32, BACKOFF_MAX = 4096, PLAIN_PROBES = 2, PLAIN_EVERY = 48, FIRST_PROBES = 2 };
 
 struct spec {
     pt_session *s;
@@ -78,6 +85,10 @@ struct spec {
     int n_plain_seen;
     int since_plain; /* tokens since the last plain forward (its cost is measured again) */
     int backoff_left, backoff_len;
+    int need_hit;      /* drafting waits for a probe's draft to match the token sampled */
+    int probes_left;   /* probes that may miss before it backs off */
+    int probe_at;      /* the position the pending probe drafted for (-1: none) */
+    int32_t probe_tok; /* its draft */
     /* replay (tests, bench) */
     int32_t *replay;
     int n_replay;
@@ -113,6 +124,9 @@ spec *spec_new(pt_session *s, int n_draft, int n_tok, char *err, size_t err_len)
     sp->n_ctx = pt_session_n_ctx(s);
     sp->n_tok = n_tok;
     sp->backoff_len = BACKOFF_MIN;
+    sp->need_hit = 1;
+    sp->probes_left = FIRST_PROBES;
+    sp->probe_at = -1;
     sp->k_eff = 1;
     const size_t E = (size_t)sp->E, V = (size_t)sp->n_vocab, R = (size_t)n_draft + 1;
     sp->hid = malloc((size_t)sp->n_ctx * E * sizeof *sp->hid);
@@ -170,6 +184,7 @@ void spec_set_adaptive(spec *sp, int on) {
 void spec_clear(spec *sp) {
     sp->hid_n = sp->hid_lo = 0;
     sp->n_rows = sp->row = 0;
+    sp->probe_at = -1;
 }
 
 /* Bring the MTP cache to positions 0..upto-1 from the hidden rows (logits not needed).
@@ -190,6 +205,7 @@ static int mtp_catch_up(spec *sp, int upto, char *err, size_t err_len) {
 int spec_prefill(spec *sp, const int32_t *ids, int n, float *logits,
                  const volatile sig_atomic_t *stop, char *err, size_t err_len) {
     sp->n_rows = sp->row = 0;
+    sp->probe_at = -1;
     if (n <= 0) return fail(err, err_len, "the prompt is empty (no tokens)");
     if (n > sp->n_ctx) {
         if (err && err_len)
@@ -266,12 +282,14 @@ int spec_catch_up(spec *sp) {
 void spec_restored(spec *sp) {
     sp->hid_lo = sp->hid_n = pt_session_n_past(sp->s);
     sp->n_rows = sp->row = 0;
+    sp->probe_at = -1;
 }
 
 void spec_begin(spec *sp) {
     memset(&sp->st, 0, sizeof sp->st);
     sp->st.n_draft = sp->k;
     sp->run_n = 0;
+    sp->probe_at = -1;
 }
 
 static int32_t argmax(const float *x, int n) {
@@ -279,6 +297,18 @@ static int32_t argmax(const float *x, int n) {
     for (int32_t i = 1; i < n; i++)
         if (x[i] > x[best]) best = i;
     return best;
+}
+
+/* Decode plain for backoff_len tokens (doubled for the next time), then probe once; the try
+ * after a hit is one cheap cycle (one draft), judged on its own cost. */
+static void back_off(spec *sp) {
+    sp->backoff_left = sp->backoff_len;
+    sp->st.backoffs++;
+    if (sp->backoff_len < BACKOFF_MAX) sp->backoff_len *= 2;
+    sp->k_eff = 1;
+    sp->spt_spec = 0;
+    sp->need_hit = 1;
+    sp->probes_left = 1;
 }
 
 /* The cycle that handed out its last token is over: fold its cost into the estimates and
@@ -297,16 +327,10 @@ static void cycle_done(spec *sp) {
     sp->cyc_tokens = sp->cyc_drafts = 0;
     sp->cyc_t = 0;
     if (sp->replay || sp->fixed || sp->spt_plain <= 0) return;
-    if (sp->spt_spec > sp->spt_plain) {
-        /* the next try is one cheap cycle (one draft), judged on its own cost */
-        sp->backoff_left = sp->backoff_len;
-        sp->st.backoffs++;
-        if (sp->backoff_len < BACKOFF_MAX) sp->backoff_len *= 2;
-        sp->k_eff = 1;
-        sp->spt_spec = 0;
-    } else {
+    if (sp->spt_spec > sp->spt_plain)
+        back_off(sp);
+    else
         sp->backoff_len = BACKOFF_MIN;
-    }
 }
 
 /* Cut the session back to the positions whose logits were handed out. */
@@ -317,6 +341,34 @@ static void drop_unused(spec *sp) {
     if (sp->hid_n > upto) sp->hid_n = upto;
     if (sp->hid_lo > sp->hid_n) sp->hid_lo = sp->hid_n;
     sp->n_rows = sp->row = 0;
+}
+
+/* The pending probe's outcome: tok is the token sampled for position n_past. */
+static void probe_outcome(spec *sp, int32_t tok) {
+    if (sp->probe_at < 0) return;
+    const int hit = sp->probe_at == pt_session_n_past(sp->s) && tok == sp->probe_tok;
+    sp->probe_at = -1;
+    sp->st.probes++;
+    if (hit) {
+        sp->st.probe_hits++;
+        sp->need_hit = 0;
+    } else if (--sp->probes_left <= 0) {
+        back_off(sp);
+    }
+}
+
+/* Draft one token after tok (position P) from the MTP head, to be compared with the token
+ * sampled next. The MTP row made here is a real position (trunk hidden row P-1 + tok): it
+ * stays in the head's cache. Without the head's context (hidden rows missing) no probe. */
+static int probe(spec *sp, int32_t tok, int P, char *err, size_t err_len) {
+    if (P < 1 || mtp_catch_up(sp, P - 1, err, err_len)) return P < 1 ? 0 : -1;
+    if (pt_session_mtp_n_past(sp->s) != P - 1) return 0;
+    if (pt_session_mtp_ex(sp->s, &tok, sp->hid + (size_t)(P - 1) * sp->E, 1, sp->mlog, 1, NULL, err,
+                          err_len))
+        return -1;
+    sp->probe_tok = argmax(sp->mlog, sp->n_tok);
+    sp->probe_at = P + 1;
+    return 0;
 }
 
 static int plain_step(spec *sp, int32_t tok, float *logits, char *err, size_t err_len) {
@@ -346,19 +398,27 @@ int spec_next(spec *sp, int32_t tok, float *logits, char *err, size_t err_len) {
         sp->cyc_tokens++;
         return 0;
     }
+    probe_outcome(sp, tok);
     drop_unused(sp);
     cycle_done(sp);
     const int P = pt_session_n_past(sp->s);
     int k = sp->replay || sp->fixed ? sp->k : sp->k_eff;
+    int probing = 0;
     if (P + k + 1 > sp->n_ctx) k = sp->n_ctx - P - 1;
     if (sp->replay) {
         if (gi + k >= sp->n_replay) k = sp->n_replay - gi - 1;
     } else if (!sp->fixed && (sp->n_plain_seen < PLAIN_PROBES || sp->backoff_left > 0 ||
-                              sp->since_plain >= PLAIN_EVERY)) {
-        if (sp->backoff_left > 0) sp->backoff_left--;
+                              sp->since_plain >= PLAIN_EVERY || sp->need_hit)) {
+        if (sp->backoff_left > 0)
+            sp->backoff_left--;
+        else
+            probing = sp->need_hit && P + 1 < sp->n_ctx;
         k = 0;
     }
-    if (k <= 0 || sp->hid_n < P) return plain_step(sp, tok, logits, err, err_len);
+    if (k <= 0 || sp->hid_n < P) {
+        if (probing && sp->hid_n >= P && probe(sp, tok, P, err, err_len)) return -1;
+        return plain_step(sp, tok, logits, err, err_len);
+    }
     const double t0 = pt_now();
     sp->vtok[0] = tok;
     if (sp->replay) {
