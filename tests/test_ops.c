@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include "common.h"
+#include "kernels/quant.h"
+#include "nn/ffn.h"
 #include "nn/ops.h"
 #include "test.h"
 
@@ -186,7 +188,35 @@ static void ops_swiglu_ggml(void) {
     }
 }
 
+/* nn_gelu_f16 (a table filled once) gives the bits of the direct evaluation for every fp16
+ * value, the clamps' neighbourhoods and random floats; a table off by one entry fails. */
+static void ops_gelu_table_matches(void) {
+    int bad = 0;
+    for (uint32_t u = 0; u < 1u << 16; u++) {
+        const float x = qt_f16_to_f32((pt_f16)u);
+        if (x != x) continue; /* NaN in, NaN out; the payload is not the point */
+        const float a = nn_gelu_f16(x), b = nn_gelu_f16_ref(x);
+        if (memcmp(&a, &b, sizeof a) && bad++ < 5)
+            t_fail_at(__FILE__, __LINE__, "gelu(%a): table %a, direct %a", x, a, b);
+    }
+    uint64_t r = 12345;
+    for (int i = 0; i < 200000; i++) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        const float x = ((float)(r >> 40) / (float)(1 << 24) - 0.5f) * (i & 1 ? 24.0f : 0.02f);
+        const float c = i % 4 == 0 ? -10.0f + x * 1e-3f : i % 4 == 2 ? 10.0f + x * 1e-3f : x;
+        const float a = nn_gelu_f16(c), b = nn_gelu_f16_ref(c);
+        if (memcmp(&a, &b, sizeof a) && bad++ < 10)
+            t_fail_at(__FILE__, __LINE__, "gelu(%a): table %a, direct %a", c, a, b);
+    }
+    CHECKF(bad == 0, "%d inputs differ", bad);
+    /* the check can fail: the neighbouring entry's value differs for most inputs */
+    const float x = 0.75f;
+    const float nb = qt_f16_to_f32((pt_f16)(qt_f32_to_f16(x) + 1));
+    CHECK(nn_gelu_f16_ref(nb) != nn_gelu_f16(x));
+}
+
 T_SUITE(ops) {
+    T_ADD(ops_gelu_table_matches);
     T_ADD(ops_dot_f32_order);
     T_ADD(ops_wsum_lanes);
     T_ADD(ops_wsum_add_keys);

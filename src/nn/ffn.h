@@ -23,6 +23,9 @@ typedef struct nn_ffn {
  * indexed by the fp16 input and holding fp16 outputs, y = f16(gelu(f16(x))),
  * for |x| < 10; the identity above and 0 below. */
 float nn_gelu_f16(float x);
+/* The same, evaluated directly (tanhf): the reference the table is filled from and tested
+ * against (ops_gelu_table_matches). */
+float nn_gelu_f16_ref(float x);
 
 /* SwiGLU: out = down(silu(gate x) * up x). */
 void nn_swiglu(const nn_ffn *f, const mm_weight *gate, const mm_weight *up, const mm_weight *down,
