@@ -1,5 +1,6 @@
 /* test_ops.c — the attention helpers of nn/ops.c that reproduce ggml's float
- * lane order (nn_dot_f32, nn_wsum_*, nn_softmax).
+ * lane order (nn_dot_f32, nn_wsum_*, nn_softmax), the attention of nn/attn.c
+ * against one head at a time, and the GELU table.
  *
  * Whole-model agreement with llama.cpp is tested against the fixtures
  * (test_model*.c); these cases pin the order itself with inputs whose result
@@ -12,7 +13,9 @@
 
 #include "common.h"
 #include "kernels/quant.h"
+#include "nn/attn.h"
 #include "nn/ffn.h"
+#include "nn/kv.h"
 #include "nn/ops.h"
 #include "test.h"
 
@@ -215,7 +218,140 @@ static void ops_gelu_table_matches(void) {
     CHECK(nn_gelu_f16_ref(nb) != nn_gelu_f16(x));
 }
 
+/* One query row t, head h, alone: the plain composition of the helpers (scores key by key,
+ * softmax, nn_wsum_add key by key), the reference nn_attn_run's grouped blocks must equal. */
+static void attn_ref_one(const nn_attn *a, int t, int h, float *out) {
+    const int D = a->head_dim;
+    const int64_t pos = a->pos0 + t;
+    const int64_t lo = a->window > 0 && pos - a->window + 1 > 0 ? pos - a->window + 1 : 0;
+    const int64_t base = lo & ~(int64_t)15;
+    const int n_pad = (int)(((pos + 1 - base) + 15) & ~(int64_t)15);
+    const int kh = h / (a->n_head / a->n_kv);
+    const float *q = a->q + ((size_t)t * a->n_head + h) * D;
+    float *sc = malloc(sizeof(float) * (size_t)n_pad), *vb = malloc(sizeof(float) * (size_t)D);
+    float *acc = malloc(sizeof(float) * (size_t)NN_WSUM_LANES * (size_t)D);
+    uint8_t qb[4096];
+    const size_t koff = kv_bytes(a->k_type, (int64_t)kh * D),
+                 voff = kv_bytes(a->v_type, (int64_t)kh * D);
+#define KR(p) (a->k + (size_t)((p) % a->cap) * a->k_row + koff)
+#define VR(p) (a->v + (size_t)((p) % a->cap) * a->v_row + voff)
+    for (int j = 0; j < n_pad; j++)
+        sc[j] = -INFINITY;
+    int64_t p = lo;
+    if (a->k_type == QT_F32) {
+        for (; p + 1 <= pos; p += 2)
+            nn_dot2_f32(q, (const float *)KR(p), (const float *)KR(p + 1), D, sc + (p - base));
+        if (p <= pos) sc[p - base] = nn_dot_f32(q, (const float *)KR(p), D);
+    } else {
+        kv_query(a->k_type, q, D, qb);
+        for (; p <= pos; p++)
+            sc[p - base] = kv_dot(a->k_type, qb, KR(p), D);
+    }
+    nn_softmax(sc, n_pad, a->scale);
+    uint64_t used;
+    nn_wsum_begin(acc, NN_WSUM_LANES, D, &used);
+    for (p = lo; p <= pos; p++) {
+        if (sc[p - base] == 0.0f) continue;
+        if (a->v_type == QT_F32) {
+            nn_wsum_add(acc, NN_WSUM_LANES, D, p, sc[p - base], (const float *)VR(p), &used);
+        } else {
+            kv_load(a->v_type, VR(p), D, vb);
+            nn_wsum_add(acc, NN_WSUM_LANES, D, p, kv_weight(a->v_type, sc[p - base]), vb, &used);
+        }
+    }
+#undef KR
+#undef VR
+    nn_wsum_end(acc, NN_WSUM_LANES, D, out, used);
+    free(sc), free(vb), free(acc);
+}
+
+/* nn_attn_run (groups of query heads per KV head, keys in blocks, value rows decoded once a
+ * block) gives every (row, head) the bits of the head computed alone: group sizes 1, 4 and 8,
+ * one row and a batch, linear caches and a ring that wraps inside a block, a sliding window,
+ * f32 / f16 / q8_0 keys and values, 1 and 2 threads. */
+static void ops_attn_groups_match_heads(void) {
+    const int D = 64, H = 8;
+    const uint32_t types[][2] = {{QT_F32, QT_F32}, {QT_F16, QT_F16}, {QT_Q8_0, QT_F16}};
+    tp_pool *pools[2] = {tp_new(1), tp_new(2)};
+    uint64_t r = 7;
+    int n_cases = 0, bad = 0;
+    for (int ti = 0; ti < 3; ti++)
+        for (int n_kv = 1; n_kv <= 8; n_kv *= 2) {
+            if (n_kv == 4) continue; /* groups of 8, 2... */
+            for (int shape = 0; shape < 4; shape++) {
+                const int T = shape & 1 ? 7 : 1, window = shape >= 2 ? 45 : 0;
+                const int64_t pos0 = 150;
+                const int64_t cap = window ? window + T + 9 : pos0 + T; /* the ring wraps */
+                const uint32_t kt = types[ti][0], vt = types[ti][1];
+                const int KVD = n_kv * D;
+                const size_t krow = kv_bytes(kt, KVD), vrow = kv_bytes(vt, KVD);
+                uint8_t *k = calloc((size_t)cap, krow), *v = calloc((size_t)cap, vrow);
+                float *x = malloc(sizeof(float) * (size_t)KVD);
+                float *q = malloc(sizeof(float) * (size_t)T * H * D);
+                float *got = malloc(sizeof(float) * (size_t)T * H * D),
+                      *want = malloc(sizeof(float) * (size_t)D);
+                for (int64_t p = 0; p < pos0 + T; p++) { /* in order: a ring keeps the newest */
+                    for (int i = 0; i < KVD; i++) {
+                        r = r * 6364136223846793005ull + 1442695040888963407ull;
+                        x[i] = (float)((int)(r >> 41) - (1 << 22)) / (float)(1 << 21);
+                    }
+                    kv_store(kt, x, KVD, k + (size_t)(p % cap) * krow);
+                    for (int i = 0; i < KVD; i++)
+                        x[i] = x[(i * 7 + 3) % KVD] * 0.5f - x[i] * 0.25f;
+                    kv_store(vt, x, KVD, v + (size_t)(p % cap) * vrow);
+                }
+                for (int i = 0; i < T * H * D; i++) {
+                    r = r * 6364136223846793005ull + 1442695040888963407ull;
+                    q[i] = (float)((int)(r >> 41) - (1 << 22)) / (float)(1 << 22);
+                }
+                for (int pi = 0; pi < 2; pi++) {
+                    tp_pool *pool = pools[pi];
+                    const int64_t keys = window ? window : pos0 + T;
+                    const int64_t stride = nn_attn_stride(keys, D, H / n_kv);
+                    float *scr = malloc(sizeof(float) * (size_t)(stride * tp_size(pool)));
+                    nn_attn a = {.q = q,
+                                 .k = k,
+                                 .v = v,
+                                 .k_type = kt,
+                                 .v_type = vt,
+                                 .k_row = krow,
+                                 .v_row = vrow,
+                                 .out = got,
+                                 .T = T,
+                                 .pos0 = pos0,
+                                 .n_head = H,
+                                 .n_kv = n_kv,
+                                 .head_dim = D,
+                                 .cap = cap,
+                                 .window = window,
+                                 .scale = 0.125f,
+                                 .scores = scr,
+                                 .scores_keys = keys,
+                                 .scores_stride = stride};
+                    /* past the small-job cut (work stays on the caller below it) both ways */
+                    nn_attn_run(pool, &a);
+                    for (int t = 0; t < T; t++)
+                        for (int h = 0; h < H; h++) {
+                            attn_ref_one(&a, t, h, want);
+                            n_cases++;
+                            if (memcmp(want, got + ((size_t)t * H + h) * D, sizeof(float) * D) &&
+                                bad++ < 5)
+                                t_fail_at(__FILE__, __LINE__,
+                                          "types %u/%u, %d KV heads, T %d, window %d, %d "
+                                          "threads: row %d head %d differs",
+                                          kt, vt, n_kv, T, window, tp_size(pool), t, h);
+                        }
+                    free(scr);
+                }
+                free(k), free(v), free(x), free(q), free(got), free(want);
+            }
+        }
+    CHECKF(bad == 0 && n_cases > 1000, "%d of %d (row, head) outputs differ", bad, n_cases);
+    tp_free(pools[0]), tp_free(pools[1]);
+}
+
 T_SUITE(ops) {
+    T_ADD(ops_attn_groups_match_heads);
     T_ADD(ops_gelu_table_matches);
     T_ADD(ops_dot_f32_order);
     T_ADD(ops_wsum_lanes);

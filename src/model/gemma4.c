@@ -52,6 +52,7 @@ typedef struct gemma4_hparams {
     int n_ctx_train;
     int max_head_dim; /* largest head dim over layers */
     int max_kv_dim;   /* largest n_kv * head_dim over layers */
+    int max_group;    /* largest n_head / n_kv over layers */
 } gemma4_hparams;
 
 /* One decoder block. Pointers to F32 vectors are NULL when absent. */
@@ -176,6 +177,9 @@ static int load_hparams(ld_ctx *L, gemma4_model *m) {
         else if (hp->n_head < 1 || ly->n_kv < 1 || hp->n_head % ly->n_kv)
             L->rc = pt_errf(L->err, "%s: layer %d: %d KV heads do not divide %d query heads",
                             L->path, l, ly->n_kv, hp->n_head);
+        else if (hp->n_head / ly->n_kv > NN_ATTN_MAX_GROUP)
+            L->rc = pt_errf(L->err, "%s: layer %d: %d query heads per KV head (at most %d)",
+                            L->path, l, hp->n_head / ly->n_kv, NN_ATTN_MAX_GROUP);
         else if (ly->head_dim < 2 || vdim != ly->head_dim)
             L->rc = pt_errf(L->err, "%s: layer %d: key length %d and value length %d must be equal",
                             L->path, l, ly->head_dim, vdim);
@@ -192,6 +196,8 @@ static int load_hparams(ld_ctx *L, gemma4_model *m) {
         rp->attn_factor = 1.0f;
         if (ly->head_dim > hp->max_head_dim) hp->max_head_dim = ly->head_dim;
         if (ly->n_kv * ly->head_dim > hp->max_kv_dim) hp->max_kv_dim = ly->n_kv * ly->head_dim;
+        if (ly->n_kv > 0 && hp->n_head / ly->n_kv > hp->max_group)
+            hp->max_group = hp->n_head / ly->n_kv;
     }
     free(heads), free(kv), free(swa);
     char key[160];
@@ -376,7 +382,7 @@ static void *g4_state_new(const void *model, fam_ctx *c, pt_err *err) {
     s->moe = pt_falloc(B * E, &fail);
     s->pf_in = pt_falloc(B * E, &fail);
     if (nn_gqa_scratch_init(&s->attn, c->pool, &c->mm, c->tile, (int64_t)QD, (int64_t)KVD,
-                            hp->max_head_dim, c->n_ctx))
+                            hp->max_head_dim, hp->max_group, c->n_ctx))
         fail = 1;
     s->g = pt_falloc(A * PT_MAX(F, 2 * FX), &fail);
     s->u = pt_falloc(A * PT_MAX(F, FX), &fail);

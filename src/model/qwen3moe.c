@@ -94,6 +94,9 @@ static int load_hparams(ld_ctx *L, qwen3moe_hparams *hp) {
     if (hp->n_kv < 1 || hp->n_head % hp->n_kv)
         return L->rc = pt_errf(L->err, "%s: %d KV heads do not divide %d query heads", L->path,
                                hp->n_kv, hp->n_head);
+    if (hp->n_head / hp->n_kv > NN_ATTN_MAX_GROUP)
+        return L->rc = pt_errf(L->err, "%s: %d query heads per KV head (at most %d)", L->path,
+                               hp->n_head / hp->n_kv, NN_ATTN_MAX_GROUP);
     if (hp->head_dim < 2 || vl != hp->head_dim)
         return L->rc = pt_errf(L->err, "%s: key length %d and value length %d must be equal",
                                L->path, hp->head_dim, vl);
@@ -234,7 +237,7 @@ static void *q3_state_new(const void *model, fam_ctx *c, pt_err *err) {
     }
     s->out = pt_falloc(B * E, &fail);
     if (nn_gqa_scratch_init(&s->attn, c->pool, &c->mm, c->tile, (int64_t)QD, (int64_t)KVD,
-                            hp->head_dim, c->n_ctx))
+                            hp->head_dim, hp->n_head / hp->n_kv, c->n_ctx))
         fail = 1;
     s->g = pt_falloc(A * (size_t)hp->n_ff_exp, &fail);
     s->u = pt_falloc(A * (size_t)hp->n_ff_exp, &fail);

@@ -11,68 +11,110 @@
 #include "nn/kv.h"
 #include "nn/ops.h"
 
-int64_t nn_attn_stride(int64_t max_keys, int head_dim) {
-    /* a softmax row from a 16-aligned position, the query in the key type and
-     * one decoded value row, then the weighted-sum lanes */
-    return ((max_keys + 15) & ~(int64_t)15) + 16 + 2 * (int64_t)head_dim +
-           (int64_t)NN_WSUM_LANES * head_dim;
+int64_t nn_attn_stride(int64_t max_keys, int head_dim, int max_group) {
+    /* per head of a group: a softmax row from a 16-aligned position, the query in the key
+     * type and the weighted-sum lanes; shared: one block of decoded value rows */
+    const int64_t D = head_dim, G = max_group > 0 ? max_group : 1;
+    return G * (((max_keys + 15) & ~(int64_t)15) + 16 + D + (int64_t)NN_WSUM_LANES * D) +
+           (int64_t)NN_WSUM_KEYS * D;
 }
 
-/* One query row t, head h. The softmax row starts at a position that is a
- * multiple of 16 (earlier window keys masked) so its chunks of 16 line up with
- * llama.cpp's KV cells, where cell = position. */
-static void attend_one(const nn_attn *a, int t, int h, float *sc, float *qb, float *vb,
-                       float *acc) {
-    const int D = a->head_dim;
+/* Query row t, the G = n_head / n_kv query heads that read KV head kh. The softmax rows start
+ * at a position that is a multiple of 16 (earlier window keys masked) so their chunks of 16
+ * line up with llama.cpp's KV cells, where cell = position. Each head's scores, softmax and
+ * value sum are what it would get alone (the same calls per head, in key order); what the
+ * heads share is the work on the cache: keys are scored in blocks of NN_WSUM_KEYS for every
+ * head while the block is in cache, and a block's value rows are decoded once for all. */
+static void attend_group(const nn_attn *a, int t, int kh, float *scratch) {
+    const int D = a->head_dim, G = a->n_head / a->n_kv;
     const int64_t pos = a->pos0 + t;
     const int64_t lo = a->window > 0 && pos - a->window + 1 > 0 ? pos - a->window + 1 : 0;
     const int64_t base = lo & ~(int64_t)15;
     const int n_pad = (int)(((pos + 1 - base) + 15) & ~(int64_t)15);
-    const int kh = h / (a->n_head / a->n_kv);
-    const float *q = a->q + ((size_t)t * a->n_head + h) * D;
+    const int64_t sc_len = ((a->scores_keys + 15) & ~(int64_t)15) + 16;
+    float *scb = scratch, *qbb = scb + (size_t)G * sc_len, *acb = qbb + (size_t)G * D,
+          *vb = acb + (size_t)G * NN_WSUM_LANES * D;
+#define SC(hh) (scb + (size_t)(hh)*sc_len)
+#define QB(hh) (qbb + (size_t)(hh)*D)
+#define ACC(hh) (acb + (size_t)(hh)*NN_WSUM_LANES * D)
+    const float *q0 = a->q + ((size_t)t * a->n_head + (size_t)kh * G) * D;
     const size_t koff = kv_bytes(a->k_type, (int64_t)kh * D),
                  voff = kv_bytes(a->v_type, (int64_t)kh * D);
 #define KROW(p) (a->k + (size_t)((p) % a->cap) * a->k_row + koff)
 #define VROW(p) (a->v + (size_t)((p) % a->cap) * a->v_row + voff)
-    for (int j = 0; j < n_pad; j++)
-        sc[j] = -INFINITY;
-    int64_t p = lo;
-    if (a->k_type == QT_F32) {
-        for (; p + 1 <= pos; p += 2) /* two keys per query load */
-            nn_dot2_f32(q, (const float *)KROW(p), (const float *)KROW(p + 1), D, sc + (p - base));
-        if (p <= pos) sc[p - base] = nn_dot_f32(q, (const float *)KROW(p), D);
-    } else {
-        kv_query(a->k_type, q, D, qb);
-        for (; p <= pos; p++)
-            sc[p - base] = kv_dot(a->k_type, qb, KROW(p), D);
+    for (int hh = 0; hh < G; hh++) {
+        float *sc = SC(hh);
+        for (int j = 0; j < n_pad; j++)
+            sc[j] = -INFINITY;
+        if (a->k_type != QT_F32) kv_query(a->k_type, q0 + (size_t)hh * D, D, QB(hh));
     }
-    nn_softmax(sc, n_pad, a->scale);
-    const int lanes = NN_WSUM_LANES; /* for one query row too: see nn_wsum_add */
-    uint64_t used;
-    nn_wsum_begin(acc, lanes, D, &used);
-    for (p = lo; p <= pos; p++) {
-        if (sc[p - base] == 0.0f) continue;
-        if (a->v_type == QT_F32) {
-            nn_wsum_add(acc, lanes, D, p, sc[p - base], (const float *)VROW(p), &used);
-        } else {
-            kv_load(a->v_type, VROW(p), D, vb);
-            nn_wsum_add(acc, lanes, D, p, kv_weight(a->v_type, sc[p - base]), vb, &used);
+    for (int64_t b0 = lo; b0 <= pos; b0 += NN_WSUM_KEYS) {
+        const int64_t b1 = b0 + NN_WSUM_KEYS - 1 < pos ? b0 + NN_WSUM_KEYS - 1 : pos;
+        for (int hh = 0; hh < G; hh++) {
+            float *sc = SC(hh) - base;
+            const float *q = q0 + (size_t)hh * D;
+            int64_t p = b0;
+            if (a->k_type == QT_F32) {
+                /* two keys per query load, pairs counted from lo as a lone head counts */
+                for (; p + 1 <= b1; p += 2)
+                    nn_dot2_f32(q, (const float *)KROW(p), (const float *)KROW(p + 1), D, sc + p);
+                if (p <= b1) sc[p] = nn_dot_f32(q, (const float *)KROW(p), D);
+            } else {
+                for (; p <= b1; p++)
+                    sc[p] = kv_dot(a->k_type, QB(hh), KROW(p), D);
+            }
         }
     }
+    uint64_t used[NN_ATTN_MAX_GROUP];
+    for (int hh = 0; hh < G; hh++) {
+        nn_softmax(SC(hh), n_pad, a->scale);
+        nn_wsum_begin(ACC(hh), NN_WSUM_LANES, D, &used[hh]);
+    }
+    float pk[NN_WSUM_KEYS];
+    unsigned char on[NN_WSUM_KEYS];
+    for (int64_t p0 = lo; p0 <= pos;) {
+        /* a block of keys in consecutive cache slots (a ring's wrap ends one) */
+        int nk = (int)(pos + 1 - p0 < NN_WSUM_KEYS ? pos + 1 - p0 : NN_WSUM_KEYS);
+        if (p0 % a->cap + nk > a->cap) nk = (int)(a->cap - p0 % a->cap);
+        const float *rows = (const float *)VROW(p0);
+        size_t stride = a->v_row / sizeof(float);
+        if (a->v_type != QT_F32) {
+            for (int k = 0; k < nk; k++) {
+                int any = 0;
+                for (int hh = 0; hh < G && !any; hh++)
+                    any = SC(hh)[p0 + k - base] != 0.0f;
+                if (any) kv_load(a->v_type, VROW(p0 + k), D, vb + (size_t)k * D);
+            }
+            rows = vb;
+            stride = (size_t)D;
+        }
+        for (int hh = 0; hh < G; hh++) {
+            const float *sc = SC(hh) + (p0 - base);
+            for (int k = 0; k < nk; k++) {
+                on[k] = sc[k] != 0.0f;
+                pk[k] = !on[k] || a->v_type == QT_F32 ? sc[k] : kv_weight(a->v_type, sc[k]);
+            }
+            nn_wsum_add_keys(ACC(hh), NN_WSUM_LANES, D, p0, nk, pk, on, rows, stride, &used[hh]);
+        }
+        p0 += nk;
+    }
+    for (int hh = 0; hh < G; hh++)
+        nn_wsum_end(ACC(hh), NN_WSUM_LANES, D,
+                    a->out + ((size_t)t * a->n_head + (size_t)kh * G + hh) * D, used[hh]);
 #undef KROW
 #undef VROW
-    nn_wsum_end(acc, lanes, D, a->out + ((size_t)t * a->n_head + h) * D, used);
+#undef SC
+#undef QB
+#undef ACC
 }
 
-/* Pairs ith, ith + nth, ...: the later rows of a prompt see more keys, and a
+/* Units (row, KV head) ith, ith + nth, ...: the later rows of a prompt see more keys, and a
  * contiguous split would leave the last part with most of the work. */
 static void attn_worker(void *arg, int ith, int nth) {
     const nn_attn *a = arg;
-    float *sc = a->scores + (size_t)ith * a->scores_stride;
-    float *acc = sc + (a->scores_stride - (int64_t)NN_WSUM_LANES * a->head_dim);
-    float *vb = acc - a->head_dim, *qb = vb - a->head_dim;
-    for (long i = ith; i < (long)a->T * a->n_head; i += nth)
-        attend_one(a, (int)(i / a->n_head), (int)(i % a->n_head), sc, qb, vb, acc);
+    float *scratch = a->scores + (size_t)ith * a->scores_stride;
+    for (long i = ith; i < (long)a->T * a->n_kv; i += nth)
+        attend_group(a, (int)(i / a->n_kv), (int)(i % a->n_kv), scratch);
 }
 
 void nn_attn_run(tp_pool *pool, const nn_attn *a) {
@@ -86,13 +128,14 @@ void nn_attn_run(tp_pool *pool, const nn_attn *a) {
 }
 
 int nn_gqa_scratch_init(nn_gqa_scratch *s, tp_pool *pool, mm_ctx *mm, int max_batch, int64_t q_dim,
-                        int64_t kv_dim, int head_dim, int64_t n_ctx) {
+                        int64_t kv_dim, int head_dim, int max_group, int64_t n_ctx) {
     const size_t B = (size_t)max_batch;
     int fail = 0;
     *s = (nn_gqa_scratch){.pool = pool,
                           .mm = mm,
                           .rows = max_batch,
-                          .scores_stride = nn_attn_stride(n_ctx, head_dim)};
+                          .scores_keys = n_ctx,
+                          .scores_stride = nn_attn_stride(n_ctx, head_dim, max_group)};
     s->q = pt_falloc(B * (size_t)q_dim, &fail);
     s->kx = pt_falloc(B * (size_t)kv_dim, &fail);
     s->vx = pt_falloc(B * (size_t)kv_dim, &fail);
@@ -161,6 +204,7 @@ static void gqa_tile(const nn_gqa *g, nn_gqa_scratch *s, const float *xn, int T,
                   .window = g->window,
                   .scale = g->scale,
                   .scores = s->scores,
+                  .scores_keys = s->scores_keys,
                   .scores_stride = s->scores_stride};
     nn_attn_run(s->pool, &at);
     mm_run(s->mm, g->wo, s->o, T, out, g->n_embd);

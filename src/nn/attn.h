@@ -12,8 +12,10 @@
  * Numerics follow llama.cpp without flash attention, rounding included: scores
  * by nn_dot_f32, softmax by nn_softmax over rows aligned to 16 cells, values
  * summed by nn_wsum_* (lanes by key position; 16 lanes for a batch, 64 for a
- * single row, as llama.cpp's kernel choice). Work is split over (row, head)
- * pairs, so the result does not depend on the thread count.
+ * single row, as llama.cpp's kernel choice). Work is split over (row, KV head)
+ * pairs, each running its group of query heads (scores in blocks of keys, a
+ * block's value rows decoded once for the group; every head gets the bits it
+ * would get alone), so the result does not depend on the thread count.
  */
 #ifndef PT_NN_ATTN_H
 #define PT_NN_ATTN_H
@@ -39,11 +41,16 @@ typedef struct nn_attn {
     int window;            /* 0: every earlier key; > 0: keys s with pos - s < window */
     float scale;           /* attention logit scale */
     float *scores;         /* scratch [tp_size(pool)][scores_stride] */
-    int64_t scores_stride; /* nn_attn_stride(the most keys one query sees, head_dim) */
+    int64_t scores_keys;   /* the most keys one query sees (sizes the softmax rows) */
+    int64_t scores_stride; /* nn_attn_stride(scores_keys, head_dim, n_head / n_kv or more) */
 } nn_attn;
 
-/* Scratch floats one thread needs (softmax row and weighted-sum lanes). */
-int64_t nn_attn_stride(int64_t max_keys, int head_dim);
+/* Query heads per KV head at most (n_head / n_kv). */
+enum { NN_ATTN_MAX_GROUP = 256 };
+
+/* Scratch floats one thread needs for groups of up to max_group query heads (softmax rows,
+ * queries in the key type, weighted-sum lanes, one block of decoded value rows). */
+int64_t nn_attn_stride(int64_t max_keys, int head_dim, int max_group);
 
 void nn_attn_run(tp_pool *pool, const nn_attn *a);
 
@@ -77,15 +84,17 @@ typedef struct nn_gqa_scratch {
     float *cs;             /* [max head_dim] rope table */
     float *krow, *vrow;    /* [max n_kv * head_dim] one position's key / value row before storing */
     float *scores;         /* [n_threads][scores_stride] */
-    int64_t scores_stride; /* nn_attn_stride(n_ctx, max head_dim) */
+    int64_t scores_keys;   /* n_ctx */
+    int64_t scores_stride; /* nn_attn_stride(n_ctx, max head_dim, max group) */
 } nn_gqa_scratch;
 
 /* Allocate the scratch for max_batch rows of at most q_dim query floats
- * (n_head * head_dim), kv_dim key floats (n_kv * head_dim) and heads of at
- * most head_dim, over n_ctx positions. 0, or -1 (out of memory; free it all
+ * (n_head * head_dim), kv_dim key floats (n_kv * head_dim), heads of at
+ * most head_dim and at most max_group query heads per KV head
+ * (<= NN_ATTN_MAX_GROUP), over n_ctx positions. 0, or -1 (out of memory; free it all
  * the same). */
 int nn_gqa_scratch_init(nn_gqa_scratch *s, tp_pool *pool, mm_ctx *mm, int max_batch, int64_t q_dim,
-                        int64_t kv_dim, int head_dim, int64_t n_ctx);
+                        int64_t kv_dim, int head_dim, int max_group, int64_t n_ctx);
 void nn_gqa_scratch_free(nn_gqa_scratch *s);
 
 /* Attention of rows xn[T][n_embd] at positions pos0.. over the cache k, v
