@@ -510,7 +510,69 @@ static void test_kernels_dequant_layout(void) {
     }
 }
 
+/* qt_quantize_act_best (the AVX2 quantisers on x86) gives qt_quantize_act_ref's bytes for
+ * Q8_0, Q8_1 and Q8_K rows: Gaussian rows at several scales, rounding ties (x = k + 0.5
+ * with amax 127, so the scale is 1), a largest magnitude that is negative or shared by +a
+ * and -a (Q8_K takes the first), all-zero blocks, tiny and huge values, NaN and infinite
+ * entries. On a CPU without them it compares the reference with itself (said so). */
+static void test_kernels_quantize_act_best(void) {
+    enum { N = 1024 };
+    static float x[N];
+    static uint8_t a[N * 2], b[N * 2];
+    const uint32_t types[] = {QT_Q8_0, QT_Q8_1, QT_Q8_K};
+    krng r = {77};
+    int bad = 0, rows = 0;
+    for (int pat = 0; pat < 12; pat++)
+        for (int rep = 0; rep < 40; rep++) {
+            const float scale = pat == 1 ? 1e-30f : pat == 2 ? 1e30f : (float)(1 + rep);
+            for (int i = 0; i < N; i++)
+                x[i] = krng_gauss(&r) * scale;
+            if (pat == 3) /* ties: amax 127 makes the scale 1, and k + 0.5 rounds to even */
+                for (int i = 0; i < N; i++)
+                    x[i] = i % 32 == 0 ? 127.0f : (float)((int)(krng_unif(&r) * 250) - 125) + 0.5f;
+            if (pat == 4) /* the largest magnitude negative, shared by +a later */
+                for (int i = 0; i < N; i += 32) {
+                    x[i + 5] = -40.0f * scale;
+                    x[i + 20] = 40.0f * scale;
+                }
+            if (pat == 5) memset(x + 256 * (rep % 4), 0, 256 * sizeof(float)); /* a zero block */
+            if (pat == 6) x[(rep * 37) % N] = NAN;
+            if (pat == 7) x[(rep * 53) % N] = rep & 1 ? INFINITY : -INFINITY;
+            if (pat == 8) /* values just past +-127.5 after scaling, and exact halves */
+                for (int i = 0; i < N; i++)
+                    x[i] = (i % 3 ? 63.5f : -127.0f) + (float)(i % 7) * 0.25f;
+            if (pat == 9)
+                for (int i = 0; i < N; i++)
+                    x[i] = -0.0f;
+            if (pat == 10) x[(rep * 11) % N] = -NAN;
+            if (pat == 11) /* denormals beside normal values */
+                for (int i = 0; i < N; i += 2)
+                    x[i] = 1e-40f * (float)(i % 5);
+            for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+                uint64_t bytes = 0;
+                CHECK(qt_row_bytes(types[ti], N, &bytes) == 0 && bytes <= sizeof a);
+                memset(a, 0xa5, bytes);
+                memset(b, 0x5a, bytes);
+                qt_quantize_act_ref(types[ti], x, a, N);
+                qt_quantize_act_best()(types[ti], x, b, N);
+                rows++;
+                if (memcmp(a, b, bytes) && bad++ < 5) {
+                    size_t at = 0; /* bytes fits a[] (checked above) */
+                    while (at < bytes && a[at] == b[at])
+                        at++;
+                    t_fail_at(__FILE__, __LINE__, "type %u pattern %d rep %d: byte %zu differs",
+                              types[ti], pat, rep, at);
+                }
+            }
+        }
+    CHECKF(bad == 0, "%d of %d rows differ", bad, rows);
+    if (qt_quantize_act_best() == qt_quantize_act_ref)
+        fprintf(stderr,
+                "  (no SIMD activation quantiser on this CPU: the reference against itself)\n");
+}
+
 T_SUITE(kernels) {
+    T_ADD(test_kernels_quantize_act_best);
     T_ADD(test_kernels_row_bytes);
     T_ADD(test_kernels_f16_exhaustive);
     T_ADD(test_kernels_bf16_exhaustive);

@@ -162,6 +162,9 @@ const qt_f32_kernels *qt_f32_avx512(void) {
 qt_f32_axpyn_fn qt_f32_axpyn_avx2(void) {
     return NULL;
 }
+qt_quantize_act_fn qt_quantize_act_avx2(void) {
+    return NULL;
+}
 qt_f32_axpyn_fn qt_f32_axpyn_avx512(void) {
     return NULL;
 }
@@ -211,6 +214,9 @@ const qt_f32_kernels *qt_f32_avx512(void) {
     return NULL;
 }
 qt_f32_axpyn_fn qt_f32_axpyn_avx2(void) {
+    return NULL;
+}
+qt_quantize_act_fn qt_quantize_act_avx2(void) {
     return NULL;
 }
 qt_f32_axpyn_fn qt_f32_axpyn_avx512(void) {
@@ -437,6 +443,19 @@ static void axpyn_init(void) {
 qt_f32_axpyn_fn qt_f32_axpyn_best(void) {
     pthread_once(&axpyn_once, axpyn_init);
     return axpyn_best;
+}
+
+static qt_quantize_act_fn act_best;
+static pthread_once_t act_once = PTHREAD_ONCE_INIT;
+
+static void act_init(void) {
+    if (qt_isa_detect() >= QT_ISA_AVX2) act_best = qt_quantize_act_avx2(); /* NULL off x86 */
+    if (!act_best) act_best = qt_quantize_act_ref;
+}
+
+qt_quantize_act_fn qt_quantize_act_best(void) {
+    pthread_once(&act_once, act_init);
+    return act_best;
 }
 
 /* ===== Panel order ===== */

@@ -38,6 +38,11 @@ void qt_dequant_ref(uint32_t type, const void *src, float *dst, int64_t n);
 /* Convert n float activations to act_type (QT_F32, QT_F16, QT_BF16, QT_Q8_0,
  * QT_Q8_1 or QT_Q8_K), writing qt_row_bytes(act_type, n) bytes to dst. */
 void qt_quantize_act_ref(uint32_t act_type, const float *x, void *dst, int64_t n);
+/* The same conversion, the fastest this CPU has (resolved once; thread-safe): the same bits
+ * as qt_quantize_act_ref for every input (simd_quantize_act_bit_identical). */
+typedef void (*qt_quantize_act_fn)(uint32_t act_type, const float *x, void *dst, int64_t n);
+qt_quantize_act_fn qt_quantize_act_best(void);
+qt_quantize_act_fn qt_quantize_act_avx2(void); /* dot_avx2.c; NULL elsewhere */
 
 /* Dot product of n weights of `type` with n activations already converted to
  * qt_get(type)->act_type. Accumulation order follows ggml's generic code. */

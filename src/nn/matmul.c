@@ -94,8 +94,9 @@ static void act_worker(void *arg, int ith, int nth) {
     const act_job *j = arg;
     long lo, hi;
     tp_range(j->n_rows, ith, nth, &lo, &hi);
+    const qt_quantize_act_fn quantize = qt_quantize_act_best();
     for (long t = lo; t < hi; t++)
-        qt_quantize_act_ref(j->type, j->x + t * j->n_in, j->act + (uint64_t)t * j->arb, j->n_in);
+        quantize(j->type, j->x + t * j->n_in, j->act + (uint64_t)t * j->arb, j->n_in);
 }
 
 /* One pass: n_rows rows whose conversion fits the context's buffer. */
