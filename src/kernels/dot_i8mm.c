@@ -143,10 +143,9 @@ TILE_I8MM(
  * lanes[l] += (d_x * d_y) * acc[l], the min term sumf -= (dmin_x * d_y) * sumi, and at the end
  * sumf + lanes 0..7 in order. */
 
-/* The loops over a block's chunks, lane pairs, row pairs and tile entries are short and
- * fixed: unrolled, their indices become register names and offsets rather than address
- * arithmetic (GCC's -O2 keeps them as loops otherwise). */
-#define PT_UNROLL _Pragma("GCC unroll 16")
+/* The loops over a block's chunks, lane pairs, row pairs and tile entries below are short and
+ * fixed: unrolled (#pragma GCC unroll, which clang reads too), their indices become register
+ * names and offsets rather than address arithmetic (GCC's -O2 keeps them as loops otherwise). */
 
 /* Byte i of lane pair lp's gather from 64 bytes: byte 8 (i % 8) + 2 lp + i / 8, i.e. lane
  * 2lp's eight bytes of the chunk, then lane 2lp + 1's. */
@@ -174,20 +173,21 @@ static inline void k_side_by_side(uint8x16_t g0, uint8x16_t g1, uint8x16_t *op) 
  * bytes) and hi (the signed high bytes). */
 static inline __attribute__((always_inline)) void
 k_weight_pair(const int8x16_t (*wv)[16], const int8_t (*sc)[16], k_ops lo, k_ops hi) {
-    PT_UNROLL
+#pragma GCC unroll 16
     for (int c = 0; c < 4; c++) {
         uint8x16x4_t dl[2], dh[2];
-        PT_UNROLL
+#pragma GCC unroll 16
         for (int r = 0; r < 2; r++)
-            PT_UNROLL
-        for (int k = 0; k < 4; k++) {
-            const int8x16_t wk = wv[r][4 * c + k], s = vdupq_n_s8(sc[r][4 * c + k]);
-            const uint8x16_t p0 = vreinterpretq_u8_s16(vmull_s8(vget_low_s8(wk), vget_low_s8(s)));
-            const uint8x16_t p1 = vreinterpretq_u8_s16(vmull_high_s8(wk, s));
-            dl[r].val[k] = vuzp1q_u8(p0, p1); /* little-endian: even bytes are the low */
-            dh[r].val[k] = vuzp2q_u8(p0, p1);
-        }
-        PT_UNROLL
+#pragma GCC unroll 16
+            for (int k = 0; k < 4; k++) {
+                const int8x16_t wk = wv[r][4 * c + k], s = vdupq_n_s8(sc[r][4 * c + k]);
+                const uint8x16_t p0 =
+                    vreinterpretq_u8_s16(vmull_s8(vget_low_s8(wk), vget_low_s8(s)));
+                const uint8x16_t p1 = vreinterpretq_u8_s16(vmull_high_s8(wk, s));
+                dl[r].val[k] = vuzp1q_u8(p0, p1); /* little-endian: even bytes are the low */
+                dh[r].val[k] = vuzp2q_u8(p0, p1);
+            }
+#pragma GCC unroll 16
         for (int lp = 0; lp < 4; lp++) {
             const uint8x16_t g = vld1q_u8(lane_gather[lp]);
             k_side_by_side(vqtbl4q_u8(dl[0], g), vqtbl4q_u8(dl[1], g), lo[c][lp]);
@@ -199,11 +199,11 @@ k_weight_pair(const int8x16_t (*wv)[16], const int8_t (*sc)[16], k_ops lo, k_ops
 /* Two Q8_K rows' 256 activations as operands. */
 static inline __attribute__((always_inline)) void k_act_pair(const int8_t *q0, const int8_t *q1,
                                                              k_ops op) {
-    PT_UNROLL
+#pragma GCC unroll 16
     for (int c = 0; c < 4; c++) {
         const uint8x16x4_t t0 = vld1q_u8_x4((const uint8_t *)q0 + 64 * c);
         const uint8x16x4_t t1 = vld1q_u8_x4((const uint8_t *)q1 + 64 * c);
-        PT_UNROLL
+#pragma GCC unroll 16
         for (int lp = 0; lp < 4; lp++) {
             const uint8x16_t g = vld1q_u8(lane_gather[lp]);
             k_side_by_side(vqtbl4q_u8(t0, g), vqtbl4q_u8(t1, g), op[c][lp]);
@@ -216,32 +216,33 @@ static inline __attribute__((always_inline)) void k_act_pair(const int8_t *q0, c
  * lo_sum + 256 hi_sum. */
 static inline __attribute__((always_inline)) void k_lane_sums(k_ops *wlo, k_ops *whi, k_ops *act,
                                                               int32_t s[2][2][8][4]) {
-    PT_UNROLL
+#pragma GCC unroll 16
     for (int lp = 0; lp < 4; lp++)
-        PT_UNROLL
-    for (int h = 0; h < 2; h++) {
-        int32x4_t lo[2][2], hi[2][2]; /* [wp][ap] */
-        PT_UNROLL
-        for (int wp = 0; wp < 2; wp++)
-            PT_UNROLL
-        for (int ap = 0; ap < 2; ap++)
-            lo[wp][ap] = hi[wp][ap] = vdupq_n_s32(0);
-        PT_UNROLL
-        for (int c = 0; c < 4; c++)
-            PT_UNROLL
-        for (int wp = 0; wp < 2; wp++)
-            PT_UNROLL
-        for (int ap = 0; ap < 2; ap++) {
-            const int8x16_t y = vreinterpretq_s8_u8(act[ap][c][lp][h]);
-            lo[wp][ap] = vusmmlaq_s32(lo[wp][ap], wlo[wp][c][lp][h], y);
-            hi[wp][ap] = vmmlaq_s32(hi[wp][ap], vreinterpretq_s8_u8(whi[wp][c][lp][h]), y);
+#pragma GCC unroll 16
+        for (int h = 0; h < 2; h++) {
+            int32x4_t lo[2][2], hi[2][2]; /* [wp][ap] */
+#pragma GCC unroll 16
+            for (int wp = 0; wp < 2; wp++)
+#pragma GCC unroll 16
+                for (int ap = 0; ap < 2; ap++)
+                    lo[wp][ap] = hi[wp][ap] = vdupq_n_s32(0);
+#pragma GCC unroll 16
+            for (int c = 0; c < 4; c++)
+#pragma GCC unroll 16
+                for (int wp = 0; wp < 2; wp++)
+#pragma GCC unroll 16
+                    for (int ap = 0; ap < 2; ap++) {
+                        const int8x16_t y = vreinterpretq_s8_u8(act[ap][c][lp][h]);
+                        lo[wp][ap] = vusmmlaq_s32(lo[wp][ap], wlo[wp][c][lp][h], y);
+                        hi[wp][ap] =
+                            vmmlaq_s32(hi[wp][ap], vreinterpretq_s8_u8(whi[wp][c][lp][h]), y);
+                    }
+#pragma GCC unroll 16
+            for (int wp = 0; wp < 2; wp++)
+#pragma GCC unroll 16
+                for (int ap = 0; ap < 2; ap++)
+                    vst1q_s32(s[wp][ap][2 * lp + h], vmlaq_n_s32(lo[wp][ap], hi[wp][ap], 256));
         }
-        PT_UNROLL
-        for (int wp = 0; wp < 2; wp++)
-            PT_UNROLL
-        for (int ap = 0; ap < 2; ap++)
-            vst1q_s32(s[wp][ap][2 * lp + h], vmlaq_n_s32(lo[wp][ap], hi[wp][ap], 256));
-    }
 }
 
 /* The tile of Q4_K, Q5_K or Q6_K (type: a constant in each caller, so the branches fold). */
@@ -254,18 +255,18 @@ static inline __attribute__((always_inline)) void tile_k(uint32_t type, const vo
                                         : sizeof(block_q4_K);
     const uint8_t *x[4];
     const block_q8_K *y[4];
-    PT_UNROLL
+#pragma GCC unroll 16
     for (int k = 0; k < 4; k++) {
         x[k] = (const uint8_t *)w + (uint64_t)k * w_stride;
         y[k] = (const block_q8_K *)((const uint8_t *)a + (uint64_t)k * a_stride);
     }
     float32x4_t lanes[4][4][2]; /* [activation row][weight row]: the reference's float lanes */
     float sumf[4][4] = {{0}};   /* [activation row][weight row]: the min term (Q4_K/Q5_K) */
-    PT_UNROLL
+#pragma GCC unroll 16
     for (int r = 0; r < 4; r++)
-        PT_UNROLL
-    for (int k = 0; k < 4; k++)
-        lanes[r][k][0] = lanes[r][k][1] = vdupq_n_f32(0);
+#pragma GCC unroll 16
+        for (int k = 0; k < 4; k++)
+            lanes[r][k][0] = lanes[r][k][1] = vdupq_n_f32(0);
     for (int64_t i = 0; i < n / QK_K; i++) {
         int8x16_t wv[4][16];
         int8_t sc16[4][16];
@@ -310,28 +311,28 @@ static inline __attribute__((always_inline)) void tile_k(uint32_t type, const vo
         if (type != QT_Q6_K)
             for (int r = 0; r < 4; r++)
                 b8[r] = vpaddq_s16(vld1q_s16(y[r][i].bsums), vld1q_s16(y[r][i].bsums + 8));
-        PT_UNROLL
+#pragma GCC unroll 16
         for (int wp = 0; wp < 2; wp++)
-            PT_UNROLL
-        for (int ap = 0; ap < 2; ap++) {
-            /* q[0].val[e]: lanes 0-3 of pair e, q[1].val[e]: lanes 4-7 */
-            const int32x4x4_t q[2] = {vld4q_s32(s[wp][ap][0]), vld4q_s32(s[wp][ap][4])};
-            PT_UNROLL
-            for (int e = 0; e < 4; e++) {
-                const int kw = 2 * wp + (e >> 1), ka = 2 * ap + (e & 1);
-                lanes_add(lanes[ka][kw], q[0].val[e], q[1].val[e], dx[kw] * y[ka][i].d);
-                if (type == QT_Q6_K) continue;
-                const int32_t sumi = vaddvq_s32(vmlal_high_s16(
-                    vmull_s16(vget_low_s16(b8[ka]), vget_low_s16(mn[kw])), b8[ka], mn[kw]));
-                sumf[ka][kw] -= (dminx[kw] * y[ka][i].d) * (float)sumi;
+#pragma GCC unroll 16
+            for (int ap = 0; ap < 2; ap++) {
+                /* q[0].val[e]: lanes 0-3 of pair e, q[1].val[e]: lanes 4-7 */
+                const int32x4x4_t q[2] = {vld4q_s32(s[wp][ap][0]), vld4q_s32(s[wp][ap][4])};
+#pragma GCC unroll 16
+                for (int e = 0; e < 4; e++) {
+                    const int kw = 2 * wp + (e >> 1), ka = 2 * ap + (e & 1);
+                    lanes_add(lanes[ka][kw], q[0].val[e], q[1].val[e], dx[kw] * y[ka][i].d);
+                    if (type == QT_Q6_K) continue;
+                    const int32_t sumi = vaddvq_s32(vmlal_high_s16(
+                        vmull_s16(vget_low_s16(b8[ka]), vget_low_s16(mn[kw])), b8[ka], mn[kw]));
+                    sumf[ka][kw] -= (dminx[kw] * y[ka][i].d) * (float)sumi;
+                }
             }
-        }
     }
-    PT_UNROLL
+#pragma GCC unroll 16
     for (int r = 0; r < 4; r++)
-        PT_UNROLL
-    for (int k = 0; k < 4; k++)
-        out[r * ldo + k] = lanes_sum(sumf[r][k], lanes[r][k]);
+#pragma GCC unroll 16
+        for (int k = 0; k < 4; k++)
+            out[r * ldo + k] = lanes_sum(sumf[r][k], lanes[r][k]);
 }
 
 static void tile_q4_k(const void *w, uint64_t w_stride, const void *a, uint64_t a_stride, int64_t n,
