@@ -5,13 +5,16 @@
 #
 # tools/kernel_icount.c is linked statically (fixed addresses) and run under
 # `qemu-aarch64 -singlestep -d exec,nochain -dfilter RANGE`, which logs one line per executed
-# instruction inside RANGE: the kernel objects' .text (dot_neon.o + dot_dotprod.o; for the
+# instruction inside RANGE: the kernel objects' .text (dot_dotprod.o, dot_i8mm.o, dot_neon.o; for the
 # scalar level dispatch.o .. quant_iq.o), read from the link map. Two runs per kernel, 4 and
 # 12 blocks; everything outside the kernel call is the same in both, so the difference / 8
 # is the cost of one block (F32/F16/BF16: of 256 weights).
 # Columns: dot = the single-row order (qt_dot_upto), mm = the engine's matmul kernel
 # (qt_mm_dot_upto: the panel order for the IQ types and F32), mm4 = its four-row form per
-# block of all four rows, and per row. Needs the arm64 cross toolchain and qemu-user
+# block of all four rows, and per row; an i8mm row (only for the types with a tile kernel;
+# "=": the level runs the dotprod level's one- and four-row kernels), tile = the 4 x 4 kernel
+# (qt_mm_tile_upto, dot_i8mm.c: smmla) per block of all sixteen (weight row, activation row)
+# pairs, and per pair, the figure to set beside mm4/row. Needs the arm64 cross toolchain and qemu-user
 # (tools/deps-arm64.sh); `make arm64-icount`. Usage: sh bench/arm64_icount.sh [TYPE...]
 set -eu
 CC=${CROSS_CC:-aarch64-linux-gnu-gcc}
@@ -51,9 +54,15 @@ per_block() {
     if [ "$a" = - ] || [ "$b" = - ]; then echo -; else echo $(((b - a) / 8)); fi
 }
 types=${*:-"F16 BF16 F32 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 MXFP4 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS IQ1_S IQ1_M IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S"}
-printf '%-8s %-8s %8s %8s %8s %8s\n' type level dot mm mm4 mm4/row
+printf '%-8s %-8s %8s %8s %8s %8s %8s %9s\n' type level dot mm mm4 mm4/row tile tile/pair
 for t in $types; do
-    for level in scalar neon dotprod; do
+    for level in scalar neon dotprod i8mm; do
+        if [ $level = i8mm ]; then
+            tile=$(per_block "$t" i8mm tile)
+            [ "$tile" = - ] || printf '%-8s %-8s %8s %8s %8s %8s %8s %9s\n' "$t" i8mm = = = = \
+                "$tile" $((tile / 16))
+            continue
+        fi
         d=$(per_block "$t" "$level" dot)
         m=$(per_block "$t" "$level" mm)
         m4=-
@@ -62,6 +71,6 @@ for t in $types; do
             m4=$(per_block "$t" "$level" mm4)
             [ "$m4" != - ] && row=$((m4 / 4))
         fi
-        printf '%-8s %-8s %8s %8s %8s %8s\n' "$t" "$level" "$d" "$m" "$m4" "$row"
+        printf '%-8s %-8s %8s %8s %8s %8s %8s %9s\n' "$t" "$level" "$d" "$m" "$m4" "$row" - -
     done
 done

@@ -314,11 +314,14 @@ static void reverse_blocks(uint8_t *p, int64_t nb, uint64_t bs) {
  * activation row) pair, the bits of the single-row kernel of their level
  * (strides wider than a row, lengths of one block to 7168 weights, an output
  * stride wider than 4); qt_mm_tile_upto follows qt_mm_dot_upto's level. And
- * memcmp does see a reordered float sum: the same terms summed in the opposite
- * block order (blocks reversed in both operands) differ in some output, so a
- * tile kernel that folded its lanes or blocks in another order would fail here. */
+ * memcmp does see a reordered float sum: for every type with a tile, the same
+ * terms summed in the opposite block order (blocks reversed in both operands)
+ * differ in some output, so a tile kernel that folded its lanes or blocks in
+ * another order would fail here. (The random K-quant blocks carry scales and mins
+ * up to 63 (Q6_K: +-128), so their lane sums are large and a reassociated scale
+ * product, d_x * (d_y * sum) for (d_x * d_y) * sum, rounds differently: it fails.) */
 static void simd_tile_bit_identical(void) {
-    int tested = 0, reorder_seen = 0;
+    int tested = 0;
     for (int isa = QT_ISA_SCALAR; isa <= qt_isa_detect(); isa++) {
         for (uint32_t type = 0; type < QT_COUNT; type++) {
             const qt_traits *t = qt_get(type);
@@ -332,6 +335,7 @@ static void simd_tile_bit_identical(void) {
                    isa_name(isa));
             if (!f) continue;
             tested++;
+            int reorder_seen = 0;
             CHECK(qt_mm_tile_upto(type, isa) == ft);
             const int64_t lens[] = {t->block, 2 * (int64_t)t->block, 9 * (int64_t)t->block, 4096,
                                     7168};
@@ -345,11 +349,18 @@ static void simd_tile_bit_identical(void) {
                 uint8_t *w = calloc(4, ws), *a = calloc(4, as);
                 float *x = malloc((size_t)n * sizeof *x);
                 qr_rng r = {0x711E + type * 131 + (uint64_t)n};
-                for (int trial = 0; trial < 3; trial++) {
+                for (int trial = 0; trial < 4; trial++) {
                     for (int kw = 0; kw < 4; kw++)
                         qr_fill_weights(&r, type, w + kw * ws, n);
                     for (int row = 0; row < 4; row++) {
-                        qr_fill_acts(&r, x, n);
+                        /* the last trial's activation row r is weight row r dequantised:
+                         * the block sums are then as large as the type allows, so a
+                         * product of the sum with one scale at a time rounds (random rows'
+                         * sums are small enough that sum * d_x is often exact) */
+                        if (trial == 3)
+                            qt_dequant_ref(type, w + row * ws, x, n);
+                        else
+                            qr_fill_acts(&r, x, n);
                         qt_quantize_act_ref((uint32_t)t->act_type, x, a + row * as, n);
                     }
                     float got[4 * 7];
@@ -378,16 +389,24 @@ static void simd_tile_bit_identical(void) {
                 free(a);
                 free(x);
             }
+            CHECKF(reorder_seen > 0, "%s %s: reversing the block order never changed a bit",
+                   t->name, isa_name(isa));
         }
     }
 #if defined(__x86_64__)
     if (qt_isa_detect() >= QT_ISA_AVX512) CHECK(qt_tile_impl(QT_Q8_0, QT_ISA_AVX512) != NULL);
 #endif
+#if defined(__aarch64__)
+    static const uint32_t i8mm_tiles[] = {QT_Q8_0, QT_Q4_0, QT_Q5_0, QT_Q4_K, QT_Q5_K, QT_Q6_K};
+    if (qt_isa_detect() >= QT_ISA_I8MM)
+        for (size_t k = 0; k < PT_ARRAY_LEN(i8mm_tiles); k++)
+            CHECKF(qt_tile_impl(i8mm_tiles[k], QT_ISA_I8MM) != NULL, "%s has no i8mm tile",
+                   qt_name(i8mm_tiles[k]));
+#endif
     if (!tested) {
         t_skip("no tile kernel on this CPU");
         return;
     }
-    CHECKF(reorder_seen > 0, "reversing the block order never changed a bit (%d)", reorder_seen);
 }
 
 /* The matmul pair (qt_mm_dot_upto, qt_mm_dot4_upto): wherever a type has a four-row

@@ -5,9 +5,10 @@
  * Usage: kernel_icount TYPE LEVEL SHAPE NBLOCKS
  *   TYPE: a ggml type name (Q8_0, IQ2_XXS, F16 ...); LEVEL: scalar, neon, dotprod (an ISA
  *   level number also works); SHAPE: dot (qt_dot_upto: the single-row order), mm (the
- *   engine's matmul kernel, qt_mm_dot_upto: the panel order where the type has one) or
- *   mm4 (its four-row form, qt_mm_dot4_upto); NBLOCKS: 1..16 blocks of the type (F32/F16/
- *   BF16: of 256 weights).
+ *   engine's matmul kernel, qt_mm_dot_upto: the panel order where the type has one),
+ *   mm4 (its four-row form, qt_mm_dot4_upto) or tile (four weight rows against four
+ *   activation rows, qt_mm_tile_upto); NBLOCKS: 1..16 blocks of the type (F32/F16/BF16: of
+ *   256 weights).
  * Everything but the one kernel call does the same work whatever NBLOCKS is (16 blocks of
  * weights and four activation rows are always made), so the difference of two runs'
  * counts divided by the difference of NBLOCKS is the kernel's cost per block.
@@ -38,7 +39,7 @@ static int parse_level(const char *s) {
 
 int main(int argc, char **argv) {
     if (argc != 5) {
-        fprintf(stderr, "usage: kernel_icount TYPE LEVEL dot|mm|mm4 NBLOCKS\n");
+        fprintf(stderr, "usage: kernel_icount TYPE LEVEL dot|mm|mm4|tile NBLOCKS\n");
         return 2;
     }
     uint32_t type = QT_COUNT;
@@ -67,20 +68,28 @@ int main(int argc, char **argv) {
         fprintf(stderr, "kernel_icount: %s: no row size\n", argv[1]);
         return 2;
     }
-    uint8_t *w = malloc(wbytes), *a = malloc(4 * abytes);
+    uint8_t *w = malloc(4 * wbytes), *a = malloc(4 * abytes);
     float *x = malloc((size_t)nmax * sizeof *x);
     if (!w || !a || !x) {
         fprintf(stderr, "kernel_icount: out of memory\n");
         return 1;
     }
     qr_rng r = {42};
-    qr_fill_weights(&r, type, w, nmax);
+    for (int row = 0; row < 4; row++)
+        qr_fill_weights(&r, type, w + row * wbytes, nmax);
     for (int row = 0; row < 4; row++) {
         qr_fill_acts(&r, x, nmax);
         qt_quantize_act_ref((uint32_t)t->act_type, x, a + row * abytes, nmax);
     }
-    float out[4] = {0, 0, 0, 0};
-    if (!strcmp(shape, "mm4")) {
+    float out[16] = {0};
+    if (!strcmp(shape, "tile")) {
+        qt_tile_fn ft = qt_mm_tile_upto(type, level);
+        if (!ft) {
+            fprintf(stderr, "kernel_icount: %s has no tile kernel at %s\n", argv[1], argv[2]);
+            return 3;
+        }
+        ft(w, wbytes, a, abytes, n, out, 4);
+    } else if (!strcmp(shape, "mm4")) {
         qt_dot4_fn f4 = qt_mm_dot4_upto(type, level);
         if (!f4) {
             fprintf(stderr, "kernel_icount: %s has no four-row kernel at %s\n", argv[1], argv[2]);
@@ -97,7 +106,7 @@ int main(int argc, char **argv) {
         }
         out[0] = f(w, a, n);
     } else {
-        fprintf(stderr, "kernel_icount: shape '%s' is not dot, mm or mm4\n", shape);
+        fprintf(stderr, "kernel_icount: shape '%s' is not dot, mm, mm4 or tile\n", shape);
         return 2;
     }
     printf("%s %s %s %d: %.9g %.9g %.9g %.9g\n", argv[1], argv[2], shape, nb, (double)out[0],

@@ -2,8 +2,9 @@
  *
  * ISA levels: scalar (the reference in quant_ref.c / quant_iq.c, always
  * present); on x86-64 AVX2 (dot_avx2.c) and AVX-512 F+BW+VL+VNNI (dot_avx512.c);
- * on arm64 NEON (dot_neon.c), dotprod (dot_dotprod.c) and i8mm (dot_i8mm.c: the Q8_0
- * tile kernel of matmuls; its one-row kernels are the level below's). The SIMD files are compiled
+ * on arm64 NEON (dot_neon.c), dotprod (dot_dotprod.c) and i8mm (dot_i8mm.c: the tile kernels
+ * of matmuls for Q8_0, Q4_0, Q5_0, Q4_K, Q5_K and Q6_K; its one-row kernels are the level
+ * below's). The SIMD files are compiled
  * with their own ISA flags and only for their architecture (Makefile); this file is compiled for
  * the baseline ISA and must not call into them before qt_isa_detect has confirmed the CPU supports
  * that level.

@@ -162,7 +162,8 @@ qt_dot_fn qt_dot_panel_dotprod(uint32_t type);
  * returns them on arm64 (x86's panel kernels have none). */
 qt_dot4_fn qt_dot4_panel_neon(uint32_t type);
 qt_dot4_fn qt_dot4_panel_dotprod(uint32_t type);
-/* The i8mm level's tile kernels (dot_i8mm.c: Q8_0 through smmla; NULL: none). */
+/* The i8mm level's tile kernels (dot_i8mm.c, smmla: Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K; NULL:
+ * none). */
 qt_tile_fn qt_tile_i8mm(uint32_t type);
 
 /* ===== F32 kernels in ggml's lane order =====
