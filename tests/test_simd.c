@@ -26,6 +26,7 @@
 
 #include "common.h"
 #include "kernels/quant.h"
+#include "nn/matmul.h"
 #include "qt_random.h"
 #include "test.h"
 
@@ -394,7 +395,10 @@ static void simd_tile_bit_identical(void) {
         }
     }
 #if defined(__x86_64__)
-    if (qt_isa_detect() >= QT_ISA_AVX512) CHECK(qt_tile_impl(QT_Q8_0, QT_ISA_AVX512) != NULL);
+    if (qt_isa_detect() >= QT_ISA_AVX512) {
+        CHECK(qt_tile_impl(QT_Q8_0, QT_ISA_AVX512) != NULL);
+        CHECK(qt_tile_impl(QT_Q4_K, QT_ISA_AVX512) != NULL); /* a K-quant tile is covered too */
+    }
 #endif
 #if defined(__aarch64__)
     static const uint32_t i8mm_tiles[] = {QT_Q8_0, QT_Q4_0, QT_Q5_0, QT_Q4_K, QT_Q5_K, QT_Q6_K};
@@ -407,6 +411,53 @@ static void simd_tile_bit_identical(void) {
         t_skip("no tile kernel on this CPU");
         return;
     }
+}
+
+/* The matmul driver (mm_run, nn/matmul.c) over batches of 4, 7, 16 and 37
+ * activation rows on 2 threads: every output row is the bits of that row run
+ * alone, whichever kernel took it (tile, the K-quant tiles' four-row first
+ * group, four-row leftovers past a multiple of 4 weight rows, single rows
+ * past a multiple of 4 activation rows). 203 weight rows span several of the
+ * driver's weight tiles. */
+static void simd_mm_run_rows_match_one_row(void) {
+    const uint32_t types[] = {QT_Q8_0, QT_Q4_0, QT_Q4_K, QT_Q6_K, QT_Q2_K};
+    const int64_t n_in = 512, n_out = 203;
+    const int batches[] = {4, 7, 16, 37};
+    enum { MAXR = 37 };
+    tp_pool *pool = tp_new(2);
+    mm_ctx mc;
+    CHECK(pool != NULL);
+    if (!pool) return;
+    CHECK(mm_ctx_init(&mc, pool, -1, MAXR, n_in) == 0);
+    float *x = malloc((size_t)MAXR * n_in * sizeof *x);
+    float *yb = malloc((size_t)MAXR * n_out * sizeof *yb), *y1 = malloc((size_t)n_out * sizeof *y1);
+    for (size_t ti = 0; ti < PT_ARRAY_LEN(types); ti++) {
+        uint64_t rb = 0;
+        CHECK(qt_row_bytes(types[ti], n_in, &rb) == 0);
+        uint8_t *wd = malloc((size_t)(rb * (uint64_t)n_out));
+        qr_rng r = {0x3A11 + types[ti]};
+        qr_fill_weights(&r, types[ti], wd, n_out * n_in);
+        for (int k = 0; k < MAXR; k++)
+            qr_fill_acts(&r, x + (size_t)k * n_in, n_in);
+        const mm_weight w = {types[ti], n_in, n_out, rb, wd};
+        for (size_t bi = 0; bi < PT_ARRAY_LEN(batches); bi++) {
+            mm_run(&mc, &w, x, batches[bi], yb, n_out);
+            for (int t = 0; t < batches[bi]; t++) {
+                mm_run(&mc, &w, x + (size_t)t * n_in, 1, y1, n_out);
+                for (int64_t o = 0; o < n_out; o++)
+                    CHECKF(memcmp(&yb[(size_t)t * n_out + o], &y1[o], sizeof *y1) == 0,
+                           "%s batch %d row %d output %lld: %.9g in the batch, %.9g alone",
+                           qt_name(types[ti]), batches[bi], t, (long long)o,
+                           (double)yb[(size_t)t * n_out + o], (double)y1[o]);
+            }
+        }
+        free(wd);
+    }
+    free(x);
+    free(yb);
+    free(y1);
+    mm_ctx_free(&mc);
+    tp_free(pool);
 }
 
 /* The matmul pair (qt_mm_dot_upto, qt_mm_dot4_upto): wherever a type has a four-row
@@ -547,6 +598,7 @@ T_SUITE(simd) {
     T_ADD(simd_panel_matches_ref);
     T_ADD(simd_dot4_bit_identical);
     T_ADD(simd_tile_bit_identical);
+    T_ADD(simd_mm_run_rows_match_one_row);
     T_ADD(simd_mm_dot4_matches_mm_dot);
     T_ADD(simd_dispatch_picks_best);
     T_ADD(simd_avx2_matches_ref);

@@ -1139,6 +1139,82 @@ static inline __m256 f16x8(pt_f16 h) {
 TILE_LEGACY1(tile_q8_0, block_q8_0, loadu256(xb->qs))
 TILE_LEGACY1(tile_q4_0, block_q4_0, decode_q4_0(xb))
 TILE_LEGACY1(tile_q5_0, block_q5_0, decode_q5_0(xb))
+
+/* ----- K-quant tiles -----
+ * Q4_K: pair (k, r) gets the single-row kernel's own integer operations on
+ * each 32-weight chunk (vpmaddubsw of the nibbles and activations, vpdpwssd by
+ * the chunk's scale) and its float operations per block, in its order. The
+ * four weight rows' blocks are unrolled into one loop body per block, which
+ * shares each activation block's group sums and scale, and lets the 16 chains
+ * interleave; the scale products y.d * d and -y.d * dmin are formed as vector
+ * products of broadcasts made once per row (f16x8), the same products as the
+ * single-row kernel's scalar ones. On the Zen 4 machine measured this runs
+ * 3-10% above dot4_q4_K on cached rows and 15-28% below it on rows streamed
+ * from memory, hence mm_run's tile_warm (nn/matmul.c). Not here, because they
+ * ran below their four-row kernels on that machine (bench/RESULTS.md,
+ * 2026-12-03): Q5_K and Q6_K tiles of the same form, and four-byte sums by
+ * vpdpbusd packed two chunks to an int32 lane (int16 halves) for a single
+ * vpdpwssd, the same lanes with a multiply-add fewer per two chunks. */
+
+static void tile_q4_K(const void *w, uint64_t ws, const void *a, uint64_t as, int64_t n, float *out,
+                      int64_t ldo) {
+    ROWS4(block_q4_K, w, ws, x);
+    ROWS4(block_q8_K, a, as, y);
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    __m256 acc[NT4][NR4];
+    __m128 acc_m[NT4][NR4];
+    for (int k = 0; k < NT4; k++)
+        for (int r = 0; r < NR4; r++)
+            acc[k][r] = _mm256_setzero_ps(), acc_m[k][r] = _mm_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        __m128i q8s[NR4];
+        __m256 dy[NR4];
+        __m128 ndy[NR4];
+        for (int r = 0; r < NR4; r++) {
+            q8s[r] = _mm_hadd_epi16(loadu128(y[r][i].bsums), loadu128(y[r][i].bsums + 8));
+            dy[r] = _mm256_set1_ps(y[r][i].d);
+            ndy[r] = _mm_set1_ps(-y[r][i].d);
+        }
+#pragma GCC unroll 4
+        for (int k = 0; k < NT4; k++) {
+            const block_q4_K *xb = &x[k][i];
+            const __m128i scmn = k4_scales_mins(xb->scales);
+            const __m128i mins = _mm_cvtepu8_epi16(_mm_srli_si128(scmn, 8));
+            const __m256 d = f16x8(xb->d);
+            const __m128 dmin = _mm256_castps256_ps128(f16x8(xb->dmin));
+            __m256i sumi[NR4];
+#pragma GCC unroll 4
+            for (int r = 0; r < NR4; r++) {
+                const __m128i pm = _mm_madd_epi16(mins, q8s[r]);
+                acc_m[k][r] =
+                    _mm_fmadd_ps(_mm_mul_ps(ndy[r], dmin), _mm_cvtepi32_ps(pm), acc_m[k][r]);
+                sumi[r] = _mm256_setzero_si256();
+            }
+            const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scmn));
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) {
+                const __m256i q = loadu256(xb->qs + 32 * c);
+                const __m256i lo = _mm256_and_si256(q, m4),
+                              hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                const __m256i s0 =
+                    _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)((4 * c + 1) << 8 | 4 * c)));
+                const __m256i s1 = _mm256_shuffle_epi8(
+                    sc16, _mm256_set1_epi16((short)((4 * c + 3) << 8 | (4 * c + 2))));
+                chunk4x2(sumi, lo, s0, hi, s1, y, i, 64 * c);
+            }
+#pragma GCC unroll 4
+            for (int r = 0; r < NR4; r++)
+                acc[k][r] = _mm256_fmadd_ps(_mm256_mul_ps(dy[r], d), _mm256_cvtepi32_ps(sumi[r]),
+                                            acc[k][r]);
+        }
+    }
+    for (int k = 0; k < NT4; k++)
+        for (int r = 0; r < NR4; r++) {
+            __m128 m = _mm_add_ps(acc_m[k][r], _mm_movehl_ps(acc_m[k][r], acc_m[k][r]));
+            m = _mm_add_ss(m, _mm_movehdup_ps(m));
+            out[r * ldo + k] = hsum_ps(acc[k][r]) + _mm_cvtss_f32(m);
+        }
+}
 #endif
 
 /* The 4 x 4 tile kernel for `type`, or NULL (none at this level). */
@@ -1148,6 +1224,7 @@ static qt_tile_fn x86_tile_table(uint32_t type) {
     case QT_Q8_0: return tile_q8_0;
     case QT_Q4_0: return tile_q4_0;
     case QT_Q5_0: return tile_q5_0;
+    case QT_Q4_K: return tile_q4_K;
     default: return NULL;
     }
 #else
