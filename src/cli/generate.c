@@ -51,7 +51,7 @@ static void generate_usage(FILE *f) {
            "prints\n"
            "                          the ids of exactly N greedy tokens (-n, default 16; EOS does "
            "not\n"
-           "                          stop); -c defaults to prompt + N\n"
+           "                          stop); -c defaults to prompt + N; @FILE: the list in FILE\n"
            "  --dump-logits FILE      with --tokens: write prompt logits, float32 "
            "[n_prompt][n_vocab]\n"
            "  --session FILE          with --tokens: restore the KV of the prompt's ids but the "
@@ -461,6 +461,19 @@ static int generate_with(tcli_opts *opts, int argc, char **argv) {
     if (mrc) {
         if (mrc == CLI_USAGE && !opts->hf) generate_usage(stderr);
         return mrc;
+    }
+    if (tokens_arg && tokens_arg[0] == '@') { /* ids from a file: longer than an argument may be */
+        FILE *tf = fopen(tokens_arg + 1, "rb");
+        if (!tf) return cli_error("--tokens %s: %s", tokens_arg, strerror(errno));
+        size_t tlen = 0;
+        char *ids = cli_read_all(tf, &tlen);
+        fclose(tf);
+        if (!ids) return cli_error("--tokens %s: cannot read the ids", tokens_arg);
+        while (tlen && (ids[tlen - 1] == '\n' || ids[tlen - 1] == '\r' || ids[tlen - 1] == ' '))
+            ids[--tlen] = 0;
+        const int rc = run_tokens(opts, ids, dump, session);
+        free(ids);
+        return rc;
     }
     if (tokens_arg) return run_tokens(opts, tokens_arg, dump, session);
     if (reasoning < 0) reasoning = !quiet && !json;

@@ -330,7 +330,8 @@ static uint32_t page_age(const kv_arena *a, uint32_t stamp) {
 static void settle_sparse(kv_arena *a, const kv_rows *r, size_t hi, int keep_age, size_t *quota) {
     const size_t pg = kv_page(), p0 = (size_t)(r->p - a->fbase) / pg, n = hi / pg;
     uint32_t *st = a->stamp + p0;
-    size_t run = 0, any = 0; /* the run of pages not kept starts at run; any: one may be in RAM */
+    size_t run = 0; /* the run of pages not kept starts here */
+    int any = 0;    /* 1: a page of the run may be in RAM */
     for (size_t i = 0; i <= n; i++) {
         int keep = 0;
         if (i < n && st[i] != KV_PAGE_OUT && st[i] != KV_PAGE_READ) {
@@ -430,10 +431,14 @@ void kv_prefetch_mark(uint8_t *marks, size_t row, const int *sel, int n) {
     }
 }
 
-/* Marked runs closer than this many pages are read as one: on an SSD a few
- * pages more in one request cost less than another request (a 4 KiB read at
- * queue depth 1 is ~60 MB/s here, a 1 MiB one 1.4 GB/s: bench/RESULTS.md). */
-#define KV_GAP_PAGES 16
+/* Marked runs closer than this many pages are read as one. 1: only adjacent
+ * marked pages merge. Reading across gaps paid at 8k positions (a quarter of
+ * the rows selected, most pages marked anyway) but not at 32k, where the
+ * selection marks ~1 page in 4 and a gap of 16 read every page: decode after
+ * a 32k context spilled, streaming model, 7.1-7.4 tok/s with 1, 5.0-6.7 with
+ * 4, 4.5-5.0 with 16 (bench/RESULTS.md, 2026-12-03 15:35). The many small
+ * reads go out together (MADV_WILLNEED on each run), not one at a time. */
+#define KV_GAP_PAGES 1
 
 void kv_prefetch_flush(kv_arena *a, const void *buf, uint8_t *marks, size_t n_marks) {
     const size_t pg = kv_page();
