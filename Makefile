@@ -27,8 +27,10 @@
 #   make arm64-icount    instructions per block of every arm64 kernel, counted under qemu
 #                        (bench/arm64_icount.sh; make test-arm64 for the arm64 tests)
 #   make bench BENCH_KVSPILL=1  also KV beyond RAM (bench/kvspill.sh: root to drop the page cache;
-#                        decode after an 8k context with most of the KV on the SSD vs all in RAM,
-#                        alternated, 3 runs each; ~15 min on two shared cores)
+#                        decode after a 32k context on a streaming glm-dsa with most of the KV on
+#                        the SSD vs all in RAM, alternated, 3 runs each; the context's KV is
+#                        computed once (~25 min on two shared cores) and kept in build/bench/,
+#                        then ~3 min a run of the benchmark)
 #   make format          clang-format every source file (make format-check: only check; make test does)
 
 CC       ?= cc
@@ -347,7 +349,7 @@ bench-run: $(BUILD)/bench_petrel $(BUILD)/petrel $(BUILD)/mkmodel $(BUILD)/belad
 	@if [ "$(BENCH_PROMPT)" = 1 ]; then BUILD=$(BUILD) sh bench/prompt.sh || exit 1; \
 	 else echo "make bench: long-prompt benchmark skipped (BENCH_PROMPT=1 runs bench/prompt.sh, root, ~1 h)"; fi
 	@if [ "$(BENCH_KVSPILL)" = 1 ]; then BUILD=$(BUILD) sh bench/kvspill.sh || exit 1; \
-	 else echo "make bench: KV-beyond-RAM benchmark skipped (BENCH_KVSPILL=1 runs bench/kvspill.sh, root, ~15 min)"; fi
+	 else echo "make bench: KV-beyond-RAM benchmark skipped (BENCH_KVSPILL=1 runs bench/kvspill.sh, root, ~30 min the first time)"; fi
 
 FORMAT_SRC = $$(find include src tests bench tools -name '*.[ch]' -not -path 'tests/fixtures/*' \
                -not -path '*/node_modules/*')

@@ -236,9 +236,18 @@ void pt_session_prompt_stats(const pt_session *s, pt_prompt_stats *st);
  * positions written (pages of a reservation for the whole context). */
 uint64_t pt_session_kv_bytes(const pt_session *s);
 /* Bytes of the session's KV spill file on disk (pt_engine_params.kv_ram_mb; 0 when the
- * whole cache is in RAM), and the positions its RAM share holds when it spills (0: all). */
+ * whole cache is in RAM), and the newest positions its RAM share holds when it spills (0:
+ * all; with a DSA indexer half the share: the other half caches spilled pages it selected). */
 uint64_t pt_session_kv_disk_bytes(const pt_session *s);
 int pt_session_kv_hot(const pt_session *s);
+/* A spilling DSA cache's pages of selected spilled rows kept in RAM: bytes now and their
+ * bound (all 0 when none), and since the session opened, the selected spilled pages and how
+ * many of them were already in RAM. */
+typedef struct pt_kv_cache_stats {
+    uint64_t bytes, cap_bytes;
+    uint64_t selected, hits;
+} pt_kv_cache_stats;
+void pt_session_kv_cache(const pt_session *s, pt_kv_cache_stats *st);
 /* Positions the session holds; pt_session_tokens gives their token ids, [n_past],
  * valid until the next call that changes the session. The session is the only
  * record of what its cache holds: callers keep no mirror of it. */

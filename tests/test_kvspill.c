@@ -7,7 +7,8 @@
  * (RLIMIT_FSIZE, as a full disk gives ENOSPC) fails the evaluation with a message naming the
  * file's folder; the positions cached before stay valid and the session continues exactly.
  * `petrel generate --kv-ram-mb` spills into the cache directory and says so in the plan line
- * and the KV statistics.
+ * and the KV statistics. The arena's cache of selected spilled pages keeps what recent steps
+ * selected, within the share, and returns the bytes written (kvspill_cache_bounded).
  */
 #include <signal.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "nn/kv.h"
 #include "petrel.h"
 #include "test.h"
 
@@ -203,7 +205,126 @@ static void kvspill_cli_flag_and_stats(void) {
     CHECK_STR_CONTAINS(out, "--kv-ram-mb");
 }
 
+/* `petrel generate --tokens --session FILE`: the first run evaluates the prompt and saves its
+ * KV, a second one (its KV spilled this time) restores it and decodes the same ids; other ids
+ * are evaluated again, not restored. */
+static void kvspill_cli_session_restore(void) {
+    static char out[3][1 << 14], log[1 << 14];
+    char ids[4096] = "", cmd[8192], file[600];
+    size_t n = 0;
+    for (int i = 0; i < 400; i++)
+        n += (size_t)snprintf(ids + n, sizeof ids - n, "%s%d", i ? "," : "", 3 + (i * 53) % 200);
+    const char *bin =
+        getenv("PETREL_BIN") && *getenv("PETREL_BIN") ? getenv("PETREL_BIN") : "build/petrel";
+    snprintf(file, sizeof file, "%s/kvspill-session.bin", t_tmpdir());
+    remove(file);
+    const char *flags[3] = {"", "--kv-ram-mb 0.02", "--kv-ram-mb 0.02"};
+    for (int r = 0; r < 3; r++) {
+        if (r == 2) ids[0] = '4'; /* another prompt */
+        snprintf(cmd, sizeof cmd,
+                 "XDG_CACHE_HOME=%s %s generate -m %s --tokens %s -n 6 -t 2 -c 512 --session %s %s "
+                 "2>%s/kvspill-session.log",
+                 t_tmpdir(), bin, t_fixture("glm-dsa-rq2k.gguf"), ids, file, flags[r], t_tmpdir());
+        CHECKF(t_run(cmd, out[r], sizeof out[r]) == 0, "run %d: %s", r, out[r]);
+        snprintf(cmd, sizeof cmd, "cat %s/kvspill-session.log", t_tmpdir());
+        t_run(cmd, log, sizeof log);
+        if (r == 1) {
+            CHECK_STR_CONTAINS(log, "399 positions of KV restored");
+            CHECKF(!strcmp(out[0], out[1]), "restored and spilled: %s, evaluated: %s", out[1],
+                   out[0]);
+        }
+        if (r == 2) CHECK_STR_CONTAINS(log, "another prompt's or model's; evaluating the prompt");
+    }
+    snprintf(cmd, sizeof cmd, "%s generate -m %s -p hi --session %s 2>&1", bin,
+             t_fixture("glm-dsa-rq2k.gguf"), file);
+    CHECK(t_run(cmd, out[0], sizeof out[0]) == 2);
+    CHECK_STR_CONTAINS(out[0], "--session needs --tokens");
+    remove(file);
+}
+
+/* The byte of row r, column j, as the arena test writes it. */
+static uint8_t row_byte(int r, int j) {
+    return (uint8_t)(r * 31 + j * 7 + 1);
+}
+
+/* Two sparse buffers (rows of 1152 bytes, as GLM-5's f16 latent) in an arena spilling beyond a
+ * share of 64 positions: 32 newest positions in RAM, a cache of 2 x 9 pages. Written in chunks
+ * of 16 positions, then "decode steps" that select rows: after every settle the cache holds no
+ * more than its bound, the spill mapping's resident pages stay within the window plus the cache
+ * (mincore: what the kernel really holds), a selection that fits, repeated, is all hits,
+ * and every row reads back its bytes. */
+static void kvspill_cache_bounded(void) {
+    enum { ROW = 1152, CTX = 2048, SHARE = 64, N = 1500 };
+    kv_arena a;
+    pt_err e = {0};
+    CHECK(kv_arena_init(&a, 1 << 20) == 0);
+    CHECKF(kv_arena_spill(&a, 2 * (CTX * ROW + 65536), t_tmpdir(), SHARE, CTX, &e) == 0, "%s",
+           e.msg);
+    uint8_t *buf[2] = {kv_arena_rows(&a, ROW, CTX, 1), kv_arena_rows(&a, ROW, CTX, 1)};
+    CHECK(buf[0] && buf[1]);
+    size_t cap = 0;
+    kv_arena_cache_pages(&a, &cap);
+    CHECKF(cap == 2 * (SHARE / 2 * ROW / kv_page()), "cache bound %zu pages", cap);
+    const size_t np = (CTX * ROW + kv_page() - 1) / kv_page() + 1;
+    /* the hot window's pages (two partial ones at its ends) and the cache */
+    const size_t bound = 2 * ((size_t)(SHARE / 2) * ROW / kv_page() + 2) + cap;
+    uint8_t *marks = calloc(np, 1);
+    int pos = 0;
+    for (int step = 0; pos < N && buf[0] && buf[1]; step++) {
+        const int T = pos < 1200 ? 16 : 1;
+        CHECK(kv_arena_reserve(&a, pos + T, &e) == 0);
+        /* the selection: while decoding, 40 rows of the cold part, the same set on even steps
+         * (a working set of up to 2 x 40 x 2 pages: beyond the cache, so evictions happen)
+         * and 6 fixed rows on odd ones */
+        for (int b = 0; b < 2 && T == 1; b++) {
+            int sel[40], n = 0;
+            for (int i = 0; i < (step % 2 ? 6 : 40); i++)
+                sel[n++] = step % 2 ? 100 + 150 * i : (i * 997 + b * 13) % 1000;
+            kv_prefetch_mark(marks, ROW, sel, n);
+            kv_prefetch_flush(&a, buf[b], marks, np);
+            for (int i = 0; i < n; i++)
+                for (int j = 0; j < ROW; j += 97)
+                    if (buf[b][(size_t)sel[i] * ROW + j] != row_byte(sel[i], j)) {
+                        CHECKF(0, "row %d byte %d read back wrong at step %d", sel[i], j, step);
+                        i = n;
+                        break;
+                    }
+        }
+        for (int b = 0; b < 2; b++)
+            for (int t = 0; t < T; t++)
+                for (int j = 0; j < ROW; j++)
+                    buf[b][(size_t)(pos + t) * ROW + j] = row_byte(pos + t, j);
+        pos += T;
+        CHECKF(kv_arena_settle(&a, pos, &e) == 0, "%s", e.msg);
+        const size_t kept = kv_arena_cache_pages(&a, NULL);
+        CHECKF(kept <= cap, "step %d: %zu pages cached, bound %zu", step, kept, cap);
+        const size_t res = kv_arena_resident(&a) / kv_page();
+        CHECKF(res <= bound, "step %d: %zu pages resident, bound %zu", step, res, bound);
+        if (T == 1 && step % 2 == 0)
+            CHECKF(kept == cap, "step %d: cache not full (%zu)", step, kept);
+    }
+    /* a selection that fits the cache (4 rows a buffer: 16 pages at most), repeated: from its
+     * second step on, every selected page is a hit */
+    for (int step = 0; step < 3; step++) {
+        const uint64_t hits0 = a.sel_hits, pages0 = a.sel_pages;
+        for (int b = 0; b < 2; b++) {
+            const int sel[4] = {100, 350, 600, 850};
+            kv_prefetch_mark(marks, ROW, sel, 4);
+            kv_prefetch_flush(&a, buf[b], marks, np);
+        }
+        CHECK(kv_arena_settle(&a, pos, &e) == 0);
+        const uint64_t hits = a.sel_hits - hits0, pages = a.sel_pages - pages0;
+        CHECKF(pages >= 8 && pages <= 16 && hits == (step ? pages : 0),
+               "repeat %d: %llu hits of %llu pages", step, (unsigned long long)hits,
+               (unsigned long long)pages);
+    }
+    free(marks);
+    kv_arena_free(&a);
+}
+
 T_SUITE(kvspill) {
+    T_ADD_TIMEOUT(kvspill_cache_bounded, 60);
+    T_ADD_TIMEOUT(kvspill_cli_session_restore, 120);
     T_ADD_TIMEOUT(kvspill_glm_dsa, 300);
     T_ADD_TIMEOUT(kvspill_deepseek2, 300);
     T_ADD_TIMEOUT(kvspill_gemma4, 300);

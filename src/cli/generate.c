@@ -14,7 +14,10 @@
  * stop at EOS, like llama.cpp's reference runs; -n 0 is allowed) and printed
  * space-separated on one line of stdout. --dump-logits writes the logits of
  * every prompt position as little-endian float32 [n_prompt][n_vocab], the
- * format of the fixtures' reference files. Timing goes to stderr.
+ * format of the fixtures' reference files. Timing goes to stderr. --session
+ * FILE keeps the KV of all the prompt's ids but the last in FILE: a later run
+ * with the same model, KV types and ids restores it instead of evaluating them
+ * (long-context benchmarks pay for their prefill once: bench/kvspill.sh).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -48,9 +51,13 @@ static void generate_usage(FILE *f) {
            "prints\n"
            "                          the ids of exactly N greedy tokens (-n, default 16; EOS does "
            "not\n"
-           "                          stop); -c defaults to prompt + N\n"
+           "                          stop); -c defaults to prompt + N; @FILE: the list in FILE\n"
            "  --dump-logits FILE      with --tokens: write prompt logits, float32 "
-           "[n_prompt][n_vocab]\n");
+           "[n_prompt][n_vocab]\n"
+           "  --session FILE          with --tokens: restore the KV of the prompt's ids but the "
+           "last\n"
+           "                          from FILE when it holds them (same model, KV types, ids),\n"
+           "                          else evaluate them and save FILE\n");
     tcli_usage(f);
 }
 
@@ -96,8 +103,34 @@ static int argmax(const float *x, int n) {
     return best;
 }
 
+/* --session FILE in token mode: positions [0, n - 1) of the prompt restored from FILE when
+ * it holds exactly them (its extra bytes are their ids), else evaluated and saved there.
+ * Returns the positions now cached (n - 1), or -1 with err. */
+static int prompt_session(pt_session *s, const char *path, const int32_t *prompt, int n,
+                          float *logits, char *err, size_t err_len) {
+    const size_t len = (size_t)(n - 1) * sizeof *prompt;
+    if (access(path, F_OK) == 0) {
+        char *extra = NULL, why[512] = "";
+        size_t elen = 0;
+        const int got = pt_session_load_file(s, path, &extra, &elen, why, sizeof why);
+        const int same = got == n - 1 && elen == len && !memcmp(extra, prompt, len);
+        free(extra);
+        if (same) {
+            fprintf(stderr, "petrel: session %s: %d positions of KV restored\n", path, got);
+            return got;
+        }
+        fprintf(stderr, "petrel: session %s: %s; evaluating the prompt\n", path,
+                got < 0 ? why : "another prompt's or model's");
+        pt_session_truncate(s, 0);
+    }
+    if (pt_session_eval(s, prompt, n - 1, logits, 0, NULL, err, err_len)) return -1;
+    if (pt_session_save_file(s, path, prompt, len, err, err_len)) return -1;
+    return n - 1;
+}
+
 /* Token mode: the ids verbatim, exactly n_gen greedy tokens, ids on stdout. */
-static int run_tokens(const tcli_opts *o, const char *tokens_arg, const char *dump) {
+static int run_tokens(const tcli_opts *o, const char *tokens_arg, const char *dump,
+                      const char *session) {
     const char *model = o->model;
     long n_gen = o->n_gen < 0 ? 16 : o->n_gen, threads = o->threads, n_ctx = o->n_ctx,
          n_batch = o->n_batch;
@@ -153,7 +186,11 @@ static int run_tokens(const tcli_opts *o, const char *tokens_arg, const char *du
         goto done;
     }
     double t1 = pt_now();
-    if (pt_session_eval(s, prompt, n_prompt, logits, dump != NULL, NULL, err, sizeof err)) {
+    const int pre = session && n_prompt > 1
+                        ? prompt_session(s, session, prompt, n_prompt, logits, err, sizeof err)
+                        : 0;
+    if (pre < 0 || pt_session_eval(s, prompt + pre, n_prompt - pre, logits, dump != NULL, NULL, err,
+                                   sizeof err)) {
         rc = cli_error("%s", err);
         goto done;
     }
@@ -222,7 +259,7 @@ static int run_tokens(const tcli_opts *o, const char *tokens_arg, const char *du
                 (unsigned long long)st.checked_reads, st.verify_s, (unsigned long long)st.bad_reads,
                 (unsigned long long)st.fallbacks);
         fe_kv_stats kv;
-        char kline[192];
+        char kline[320];
         fe_kv_stats_of(s, 0, 0, &kv);
         fe_kv_format(&kv, kline, sizeof kline);
         fprintf(stderr, "petrel: %s\n", kline);
@@ -343,14 +380,15 @@ done:
 
 /* The command on options cmd_generate owns (and frees, whatever the way out). */
 static int generate_with(tcli_opts *opts, int argc, char **argv) {
-    const char *tokens_arg = NULL, *dump = NULL, *prompt = NULL, *file = NULL, *system = NULL;
+    const char *tokens_arg = NULL, *dump = NULL, *prompt = NULL, *file = NULL, *system = NULL,
+               *session = NULL;
     int chat = 0, quiet = 0, json = 0, reasoning = -1; /* -1: shown unless --quiet/--json */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         int needs = !strcmp(a, "--tokens") || !strcmp(a, "--dump-logits") || !strcmp(a, "-p") ||
                     !strcmp(a, "--prompt") || !strcmp(a, "-f") || !strcmp(a, "--file") ||
-                    !strcmp(a, "--system");
+                    !strcmp(a, "--system") || !strcmp(a, "--session");
         if (needs && !v) {
             fprintf(stderr, "petrel generate: %s needs a value\n", a);
             generate_usage(stderr);
@@ -369,6 +407,8 @@ static int generate_with(tcli_opts *opts, int argc, char **argv) {
             file = argv[++i];
         } else if (!strcmp(a, "--system")) {
             system = argv[++i];
+        } else if (!strcmp(a, "--session")) {
+            session = argv[++i];
         } else if (!strcmp(a, "--chat")) {
             chat = 1;
         } else if (!strcmp(a, "--quiet")) {
@@ -401,6 +441,10 @@ static int generate_with(tcli_opts *opts, int argc, char **argv) {
         fprintf(stderr, "petrel generate: %s needs a text prompt (-p or -f)\n", opts->grammar_flag);
         return CLI_USAGE;
     }
+    if (session && (!tokens_arg || dump)) {
+        fprintf(stderr, "petrel generate: --session needs --tokens (and no --dump-logits)\n");
+        return CLI_USAGE;
+    }
     if (dump && !tokens_arg) {
         fprintf(stderr, "petrel generate: --dump-logits needs --tokens\n");
         return CLI_USAGE;
@@ -418,7 +462,20 @@ static int generate_with(tcli_opts *opts, int argc, char **argv) {
         if (mrc == CLI_USAGE && !opts->hf) generate_usage(stderr);
         return mrc;
     }
-    if (tokens_arg) return run_tokens(opts, tokens_arg, dump);
+    if (tokens_arg && tokens_arg[0] == '@') { /* ids from a file: longer than an argument may be */
+        FILE *tf = fopen(tokens_arg + 1, "rb");
+        if (!tf) return cli_error("--tokens %s: %s", tokens_arg, strerror(errno));
+        size_t tlen = 0;
+        char *ids = cli_read_all(tf, &tlen);
+        fclose(tf);
+        if (!ids) return cli_error("--tokens %s: cannot read the ids", tokens_arg);
+        while (tlen && (ids[tlen - 1] == '\n' || ids[tlen - 1] == '\r' || ids[tlen - 1] == ' '))
+            ids[--tlen] = 0;
+        const int rc = run_tokens(opts, ids, dump, session);
+        free(ids);
+        return rc;
+    }
+    if (tokens_arg) return run_tokens(opts, tokens_arg, dump, session);
     if (reasoning < 0) reasoning = !quiet && !json;
     if (prompt) return run_text(opts, prompt, strlen(prompt), chat, system, quiet, json, reasoning);
     FILE *f = !file || !strcmp(file, "-") ? stdin : fopen(file, "rb");

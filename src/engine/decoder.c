@@ -234,6 +234,13 @@ uint64_t dec_kv_disk(const dec *x) {
 int dec_kv_hot(const dec *x) {
     return kv_arena_spills(&x->kv) ? (int)(x->kv.hot + x->kv.blk - 1) : 0;
 }
+void dec_kv_cache(const dec *x, uint64_t *bytes, uint64_t *cap, uint64_t *sel, uint64_t *hits) {
+    size_t c = 0;
+    *bytes = (uint64_t)kv_arena_cache_pages(&x->kv, &c) * kv_page();
+    *cap = (uint64_t)c * kv_page();
+    *sel = x->kv.sel_pages;
+    *hits = x->kv.sel_hits;
+}
 int dec_kv_reserve(dec *x, int n, pt_err *err) {
     return kv_arena_reserve(&x->kv, n, err);
 }

@@ -67,6 +67,9 @@ uint64_t dec_kv_reserved(const dec *x);
  * positions kept in RAM when it spills (0: all). */
 uint64_t dec_kv_disk(const dec *x);
 int dec_kv_hot(const dec *x);
+/* The spill's cache of selected pages (kv_arena_cache_pages): bytes kept, bound, selected
+ * spilled pages and hits so far. */
+void dec_kv_cache(const dec *x, uint64_t *bytes, uint64_t *cap, uint64_t *sel, uint64_t *hits);
 /* Before rows of positions below n are written other than by dec_eval (a
  * prefix restored from disk): file blocks for them when the cache spills.
  * 0, or -1 with err (a full disk); dec_set_restored then writes them back. */

@@ -121,6 +121,7 @@ void fe_kv_stats_of(const pt_session *s, int hits, int hits_disk, fe_kv_stats *k
     k->types = pt_engine_kv_types(pt_session_engine(s));
     k->ram_bytes = pt_session_kv_bytes(s);
     k->disk_bytes = pt_session_kv_disk_bytes(s);
+    pt_session_kv_cache(s, &k->cache);
     k->hits = hits > 0 ? hits : 0;
     k->hits_disk = hits_disk > 0 && hits > 0 ? (hits_disk < hits ? hits_disk : hits) : 0;
 }
@@ -136,13 +137,21 @@ static void kv_size(uint64_t bytes, char out[32]) {
 }
 
 void fe_kv_format(const fe_kv_stats *k, char *out, size_t cap) {
-    char ram[32], disk[48] = "";
+    char ram[32], disk[48] = "", cache[160] = "";
     kv_size(k->ram_bytes, ram);
     if (k->disk_bytes) {
         char d[32];
         kv_size(k->disk_bytes, d);
         snprintf(disk, sizeof disk, ", %s on disk", d);
     }
-    snprintf(out, cap, "KV %d/%d %s, %s in RAM%s, prefix hits %d (%d from disk)", k->n_past,
-             k->n_ctx, k->types, ram, disk, k->hits, k->hits_disk);
+    if (k->cache.cap_bytes) {
+        char c[32], b[32];
+        kv_size(k->cache.bytes, c);
+        kv_size(k->cache.cap_bytes, b);
+        snprintf(cache, sizeof cache, "; selected spilled pages cached %s of %s, %.0f%% hits", c, b,
+                 k->cache.selected ? 100.0 * (double)k->cache.hits / (double)k->cache.selected
+                                   : 0.0);
+    }
+    snprintf(out, cap, "KV %d/%d %s, %s in RAM%s, prefix hits %d (%d from disk)%s", k->n_past,
+             k->n_ctx, k->types, ram, disk, k->hits, k->hits_disk, cache);
 }

@@ -87,6 +87,7 @@ typedef struct fe_kv_stats {
     /* Prefix-cache hits of the turn's prompt: every position reused (pt_gen_prefill's
      * return), and how many of them were restored from the prefix cache on disk. */
     int hits, hits_disk;
+    pt_kv_cache_stats cache; /* a spilling DSA cache's selected pages (pt_session_kv_cache) */
 } fe_kv_stats;
 
 /* The session's numbers after a turn whose prefill reused `hits` positions (< 0: the prefill

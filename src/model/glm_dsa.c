@@ -424,6 +424,7 @@ static void *glm_state_new(const void *model, fam_ctx *c, pt_err *err) {
         s->attn.n_pmark =
             ((size_t)c->n_ctx * kv_bytes(c->k_type, (int64_t)KVD) + kv_page() - 1) / kv_page() + 1;
         if (!(s->attn.pmark = calloc(s->attn.n_pmark, 1))) fail = 1;
+        s->attn.spill = c->kv;
     }
     s->out = pt_falloc(B * E, &fail);
     s->g = pt_falloc(A * ffn_width(hp), &fail);

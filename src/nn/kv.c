@@ -197,6 +197,14 @@ static int spill_file(const char *dir) {
     return f;
 }
 
+/* The hot window: `hot` positions. They turn cold in blocks of a quarter of
+ * the window (one write back per block, not per token): the newest hot - blk
+ * are always in RAM, never more than hot. */
+static void window(kv_arena *a, int64_t hot) {
+    a->blk = hot >= 8 ? hot / 4 : 1;
+    a->hot = hot > a->blk ? hot - a->blk : 1;
+}
+
 int kv_arena_spill(kv_arena *a, size_t fcap, const char *dir, int64_t hot, int64_t n_ctx,
                    pt_err *err) {
     const size_t pg = kv_page();
@@ -213,11 +221,19 @@ int kv_arena_spill(kv_arena *a, size_t fcap, const char *dir, int64_t hot, int64
     madvise(p, fcap ? fcap : pg, MADV_RANDOM); /* a fault reads its page, no more */
     a->fbase = p;
     a->fcap = fcap ? fcap : pg;
-    /* positions turn cold in blocks of a quarter of the share (one write back per block, not
-     * per token): the newest hot - blk are always in RAM, never more than hot */
-    a->blk = hot >= 8 ? hot / 4 : 1;
-    a->hot = hot > a->blk ? hot - a->blk : 1;
+    a->stamp = calloc(a->fcap / pg, sizeof *a->stamp); /* KV_PAGE_OUT: nothing read yet */
+    if (!a->stamp) {
+        munmap(a->fbase, a->fcap);
+        close(a->fd);
+        a->fbase = NULL;
+        a->fd = -1;
+        return pt_errf(err, "out of memory for the KV spill file's page table (%zu pages)",
+                       a->fcap / pg);
+    }
+    a->step = 1;
     a->n_ctx = n_ctx;
+    a->share = hot;
+    window(a, hot);
     return 0;
 }
 
@@ -239,6 +255,12 @@ void *kv_arena_rows(kv_arena *a, size_t row_bytes, int64_t n, int sparse) {
     uint8_t *p = a->fbase + a->fused;
     a->fused += bytes ? bytes : pg;
     a->rows[a->n_rows++] = (kv_rows){p, row_bytes, sparse};
+    if (sparse) {
+        /* half the share for the newest positions, half for the selected pages' cache; the
+         * halves are fixed before the first chunk (buffers are taken when a session opens) */
+        window(a, a->share - a->share / 2);
+        a->cache_cap += (size_t)(a->share / 2) * row_bytes / pg;
+    }
     return p; /* the file's holes read as zero until written */
 }
 
@@ -293,24 +315,106 @@ void kv_arena_prefetch(kv_arena *a, int64_t n_past) {
             madvise(a->rows[i].p, rows_up(&a->rows[i], cold), MADV_WILLNEED);
 }
 
+/* A selected page's age in steps; ages from KV_AGES - 1 on count as one (the
+ * least recent), so the cache's cut is a histogram of KV_AGES counts. */
+#define KV_AGES 64
+static uint32_t page_age(const kv_arena *a, uint32_t stamp) {
+    const uint32_t age = a->step - stamp;
+    return age < KV_AGES - 1 ? age : KV_AGES - 1;
+}
+
+/* Pages of cold positions below `hi` bytes of sparse buffer r: drop every page
+ * the cache does not keep (keep_age: stamps at most this many steps old are
+ * kept; *quota more of age keep_age + 1). Maximal runs of pages not kept are
+ * dropped with one call each when they hold a page that may be in RAM. */
+static void settle_sparse(kv_arena *a, const kv_rows *r, size_t hi, int keep_age, size_t *quota) {
+    const size_t pg = kv_page(), p0 = (size_t)(r->p - a->fbase) / pg, n = hi / pg;
+    uint32_t *st = a->stamp + p0;
+    size_t run = 0; /* the run of pages not kept starts here */
+    int any = 0;    /* 1: a page of the run may be in RAM */
+    for (size_t i = 0; i <= n; i++) {
+        int keep = 0;
+        if (i < n && st[i] != KV_PAGE_OUT && st[i] != KV_PAGE_READ) {
+            const int age = (int)page_age(a, st[i]);
+            keep = age <= keep_age || (age == keep_age + 1 && *quota > 0 && (*quota)--);
+        }
+        if (i < n && !keep) {
+            any |= st[i] != KV_PAGE_OUT;
+            st[i] = KV_PAGE_OUT;
+            continue;
+        }
+        if (any) {
+            madvise(r->p + run * pg, (i - run) * pg, MADV_DONTNEED);
+#if defined(POSIX_FADV_DONTNEED)
+            posix_fadvise(a->fd, (off_t)((p0 + run) * pg), (off_t)((i - run) * pg),
+                          POSIX_FADV_DONTNEED);
+#endif
+        }
+        if (keep) a->cached++;
+        run = i + 1;
+        any = 0;
+    }
+}
+
+/* Ages of selection kept by the cache: stamps at most *keep_age steps old, and
+ * the returned count of pages one step older, so that no more than cache_cap
+ * cold pages stay. */
+static size_t cache_cut(kv_arena *a, int64_t cold, int *keep_age) {
+    size_t h[KV_AGES] = {0};
+    const size_t pg = kv_page();
+    for (int b = 0; b < a->n_rows; b++) {
+        const kv_rows *r = &a->rows[b];
+        if (!r->sparse) continue;
+        const uint32_t *st = a->stamp + (size_t)(r->p - a->fbase) / pg;
+        for (size_t i = 0, n = rows_down(r, cold) / pg; i < n; i++)
+            if (st[i] != KV_PAGE_OUT && st[i] != KV_PAGE_READ) {
+                h[page_age(a, st[i])]++;
+            }
+    }
+    size_t sum = 0;
+    *keep_age = -1;
+    for (int g = 0; g < KV_AGES; g++) {
+        if (sum + h[g] > a->cache_cap) return a->cache_cap - sum;
+        sum += h[g];
+        *keep_age = g;
+    }
+    return 0;
+}
+
 int kv_arena_settle(kv_arena *a, int64_t n_past, pt_err *err) {
     if (!a->fbase) return 0;
+    const size_t pg = kv_page();
     int64_t cold = n_past - a->hot;
     if (cold < 0) cold = 0;
     if (cold > a->cold && cold - a->cold < a->blk) cold = a->cold; /* not a whole block yet */
     for (int i = 0; i < a->n_rows; i++) {
         const kv_rows *r = &a->rows[i];
         const size_t lo = rows_down(r, a->cold < cold ? a->cold : cold), hi = rows_down(r, cold);
-        /* the newly cold rows to the file, then every cold row out of RAM */
+        /* the newly cold rows to the file */
         if (hi > lo && msync(r->p + lo, hi - lo, MS_SYNC))
             return pt_errf(err, "writing the KV spill file in %s: %s", a->dir, strerror(errno));
         if (!hi) continue;
+        if (r->sparse) { /* in RAM until the cache decides (below) */
+            uint32_t *st = a->stamp + (size_t)(r->p - a->fbase) / pg;
+            for (size_t k = lo / pg; k < hi / pg; k++)
+                if (st[k] == KV_PAGE_OUT) st[k] = KV_PAGE_READ;
+            continue;
+        }
+        /* rows read whole every step: every cold row out of RAM */
         madvise(r->p, hi, MADV_DONTNEED);
 #if defined(POSIX_FADV_DONTNEED)
         posix_fadvise(a->fd, (off_t)(r->p - a->fbase), (off_t)hi, POSIX_FADV_DONTNEED);
 #endif
     }
+    /* sparse buffers: the most recently selected cold pages stay, up to cache_cap */
+    int keep_age = -1;
+    size_t quota = cache_cut(a, cold, &keep_age);
+    a->cached = 0;
+    for (int i = 0; i < a->n_rows; i++)
+        if (a->rows[i].sparse)
+            settle_sparse(a, &a->rows[i], rows_down(&a->rows[i], cold), keep_age, &quota);
     if (cold > a->cold) a->cold = cold;
+    a->step++;
     return 0;
 }
 
@@ -327,13 +431,30 @@ void kv_prefetch_mark(uint8_t *marks, size_t row, const int *sel, int n) {
     }
 }
 
-/* Marked runs closer than this many pages are read as one: on an SSD a few
- * pages more in one request cost less than another request (a 4 KiB read at
- * queue depth 1 is ~60 MB/s here, a 1 MiB one 1.4 GB/s: bench/RESULTS.md). */
-#define KV_GAP_PAGES 16
+/* Marked runs closer than this many pages are read as one. 1: only adjacent
+ * marked pages merge. Reading across gaps paid at 8k positions (a quarter of
+ * the rows selected, most pages marked anyway) but not at 32k, where the
+ * selection marks ~1 page in 4 and a gap of 16 read every page: decode after
+ * a 32k context spilled, streaming model, 7.1-7.4 tok/s with 1, 5.0-6.7 with
+ * 4, 4.5-5.0 with 16 (bench/RESULTS.md, 2026-12-03 15:35). The many small
+ * reads go out together (MADV_WILLNEED on each run), not one at a time. */
+#define KV_GAP_PAGES 1
 
-void kv_prefetch_flush(const void *buf, uint8_t *marks, size_t n_marks) {
+void kv_prefetch_flush(kv_arena *a, const void *buf, uint8_t *marks, size_t n_marks) {
     const size_t pg = kv_page();
+    uint32_t *st = a->stamp + (size_t)((const uint8_t *)buf - a->fbase) / pg;
+    size_t n_cold = 0; /* the buffer's cold pages: selections there count as hits or misses */
+    for (int b = 0; b < a->n_rows; b++)
+        if (a->rows[b].p == buf) n_cold = rows_down(&a->rows[b], a->cold) / pg;
+    for (size_t i = 0; i < n_marks; i++) /* the selected pages */
+        if (marks[i]) {
+            if (i < n_cold) {
+                a->sel_hits += st[i] != KV_PAGE_OUT && st[i] != KV_PAGE_READ;
+                a->sel_pages++;
+            }
+            if (st[i] != KV_PAGE_OUT) marks[i] = 0; /* in RAM: nothing to read */
+            st[i] = a->step;
+        }
     for (size_t i = 0; i < n_marks;) {
         if (!marks[i]) {
             i++;
@@ -344,9 +465,16 @@ void kv_prefetch_flush(const void *buf, uint8_t *marks, size_t n_marks) {
             if (marks[j]) end = j + 1;
             marks[j++] = 0;
         }
+        for (size_t k = i; k < end; k++) /* gap pages come in with the run */
+            if (st[k] == KV_PAGE_OUT) st[k] = KV_PAGE_READ;
         madvise((uint8_t *)buf + i * pg, (end - i) * pg, MADV_WILLNEED);
         i = j;
     }
+}
+
+size_t kv_arena_cache_pages(const kv_arena *a, size_t *cap) {
+    if (cap) *cap = a->cache_cap;
+    return a->cached;
 }
 
 static size_t resident_pages(const uint8_t *base, size_t cap) {
@@ -385,6 +513,7 @@ void kv_arena_free(kv_arena *a) {
         close(a->fd); /* unlinked: the file goes with its last reference */
     }
     free(a->rows);
+    free(a->stamp);
     *a = (kv_arena){0};
     a->fd = -1;
 }

@@ -73,6 +73,15 @@ float kv_weight(uint32_t type, float p);
  * written back (msync, a block of a quarter of the share at a time) and
  * dropped (MADV_DONTNEED on the mapping, POSIX_FADV_DONTNEED on the file),
  * including the older rows the chunk read.
+ * Sparse buffers (attention reads the rows its selection picks: the DSA
+ * indexer's top-k) split the share in two: half holds the newest positions,
+ * half is a cache of the spilled pages recent steps selected. Each page of the
+ * mapping carries a stamp (the step that last selected it, KV_PAGE_OUT when
+ * dropped, KV_PAGE_READ when read but not selected: a gap page of a merged
+ * read, a row just turned cold); after every chunk the cache keeps the most
+ * recently selected pages up to its bound and drops every other cold page, so
+ * a step re-reads only what it selects anew, and the resident bytes never
+ * exceed the share (kv_arena_cache_pages).
  * File blocks are allocated (posix_fallocate) before positions are written
  * (kv_arena_reserve), so a full disk is an error from the evaluation, never a
  * SIGBUS from a store into the mapping. Buffers a family keeps resident by
@@ -99,8 +108,18 @@ typedef struct kv_arena {
     int64_t backed; /* positions [0, backed) have file blocks */
     int64_t cold;   /* positions [0, cold) written back and dropped from RAM */
     int64_t n_ctx;  /* positions the buffers hold */
-    char dir[512];  /* where the file is (for messages and the plan line) */
+    int64_t share;  /* positions the RAM share holds (the hot window, plus the cache's half) */
+    /* the cache of selected spilled pages (sparse buffers only) */
+    uint32_t *stamp;  /* [fcap / page]: a page's last selecting step, or KV_PAGE_OUT / _READ */
+    uint32_t step;    /* the current step (chunk), from 1 */
+    size_t cache_cap; /* pages the cache may keep: half the share's bytes of sparse rows */
+    size_t cached;    /* pages it keeps after the last settle */
+    uint64_t sel_pages, sel_hits; /* selected cold pages, and those the cache already held */
+    char dir[512];                /* where the file is (for messages and the plan line) */
 } kv_arena;
+
+#define KV_PAGE_OUT 0u          /* a page not in RAM (dropped, or never read) */
+#define KV_PAGE_READ UINT32_MAX /* in the page cache, not selected: dropped at the next settle */
 
 /* Reserve cap bytes. 0, or -1 (no address space). */
 int kv_arena_init(kv_arena *a, size_t cap);
@@ -134,10 +153,13 @@ int kv_arena_settle(kv_arena *a, int64_t n_past, pt_err *err);
 void kv_arena_truncate(kv_arena *a, int64_t n);
 /* A sparse buffer's selected rows, read ahead in runs of pages: mark the
  * pages of rows sel[0..n) in marks (one byte per page of the buffer, zeroed),
- * then kv_prefetch_flush starts reading the marked runs (MADV_WILLNEED) and
- * clears the marks. */
+ * then kv_prefetch_flush stamps the marked pages as selected by this step (a
+ * is the buffer's arena), starts reading the runs of those not cached
+ * (MADV_WILLNEED) and clears the marks. */
 void kv_prefetch_mark(uint8_t *marks, size_t row, const int *sel, int n);
-void kv_prefetch_flush(const void *buf, uint8_t *marks, size_t n_marks);
+void kv_prefetch_flush(kv_arena *a, const void *buf, uint8_t *marks, size_t n_marks);
+/* Pages of spilled rows the cache of selected pages keeps now, and its bound. */
+size_t kv_arena_cache_pages(const kv_arena *a, size_t *cap);
 /* Bytes of one page. */
 size_t kv_page(void);
 /* Bytes of the reservation backed by memory now (pages touched, spilled

@@ -446,7 +446,7 @@ static void mla_tile(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, int 
         for (int t = 0; t < T; t++)
             kv_prefetch_mark(s->pmark, kv_bytes(s->kv_type, KVD),
                              s->sel + (size_t)t * hp->idx_top_k, s->n_sel[t]);
-        kv_prefetch_flush(cache, s->pmark, s->n_pmark);
+        kv_prefetch_flush(s->spill, cache, s->pmark, s->n_pmark);
     }
     /* heads per unit: what the allocated sum lanes hold, but for a single row
      * the heads are split across the threads (a head's bits do not depend on

@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nn/kv.h"
 #include "nn/matmul.h"
 #include "nn/ops.h"
 #include "runtime/threadpool.h"
@@ -91,9 +92,10 @@ typedef struct nn_mla {
     uint8_t *pmark;    /* a spilled cache (nn/kv.h): one byte per page of a layer's rows, for
                           reading the selected rows ahead (kv_prefetch_mark); NULL: in RAM */
     size_t n_pmark;
-    float *iq;   /* [B][idx_heads][idx_dim] */
-    float *ik;   /* [B][idx_dim] */
-    float *iw;   /* [B][idx_heads] */
+    kv_arena *spill; /* the arena pmark's buffers are spilled in (their cache of selected pages) */
+    float *iq;       /* [B][idx_heads][idx_dim] */
+    float *ik;       /* [B][idx_dim] */
+    float *iw;       /* [B][idx_heads] */
     float *irot; /* [idx_dim][idx_dim] Walsh-Hadamard rotation (NULL: idx_dim not a power of two >=
                     64) */
     float *itmp; /* [idx_dim] one rotated vector */
