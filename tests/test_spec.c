@@ -55,6 +55,21 @@ static int prompt_tokens(const char *ref_name, int32_t *out, int cap) {
     return n;
 }
 
+/* A case's prompt: the first prompt of reference ref_name, or (ref_name NULL) a line of
+ * English tokenized by e's model. Returns the number of ids (at most cap). */
+static int case_prompt(pt_engine *e, const char *ref_name, int32_t *out, int cap) {
+    if (ref_name) return prompt_tokens(ref_name, out, cap);
+    char err[256];
+    int np = 0;
+    pt_ids ids = {0};
+    const char *text = "In the beginning God created the heaven and the earth.";
+    if (!pt_tokenize(e, text, strlen(text), PT_TOKENIZE_ADD_SPECIAL, &ids, err, sizeof err))
+        for (size_t i = 0; i < ids.n && np < cap; i++)
+            out[np++] = ids.v[i];
+    pt_ids_free(&ids);
+    return np;
+}
+
 /* Prefill + run n_gen tokens on g; ids into out. 0 or -1. */
 static int run_gen(pt_gen *g, const int32_t *prompt, int np, int n_gen, ids_out *out) {
     char err[512];
@@ -101,17 +116,7 @@ static void lossless_on(const model_case *mc, int slots, const pt_sampling *smp,
     }
     (*n_mtp)++;
     int32_t prompt[256];
-    int np = 0;
-    if (mc->ref) {
-        np = prompt_tokens(mc->ref, prompt, 64);
-    } else {
-        pt_ids ids = {0};
-        const char *text = "In the beginning God created the heaven and the earth.";
-        if (!pt_tokenize(e, text, strlen(text), PT_TOKENIZE_ADD_SPECIAL, &ids, err, sizeof err))
-            for (size_t i = 0; i < ids.n && np < 64; i++)
-                prompt[np++] = ids.v[i];
-        pt_ids_free(&ids);
-    }
+    const int np = case_prompt(e, mc->ref, prompt, 64);
     CHECKF(np > 0, "%s: no prompt", path);
     pt_session_params sp = {.n_ctx = np + N_GEN + 8, .n_batch = 16};
     pt_session *s = pt_session_new(e, &sp, err, sizeof err);
@@ -222,17 +227,7 @@ static void adaptive_on(const char *path, int expect_hits) {
     CHECKF(e, "%s", err);
     if (!e) return;
     int32_t prompt[64];
-    int np = 0;
-    if (expect_hits) {
-        pt_ids ids = {0};
-        const char *text = "In the beginning God created the heaven and the earth.";
-        if (!pt_tokenize(e, text, strlen(text), PT_TOKENIZE_ADD_SPECIAL, &ids, err, sizeof err))
-            for (size_t i = 0; i < ids.n && np < 64; i++)
-                prompt[np++] = ids.v[i];
-        pt_ids_free(&ids);
-    } else {
-        np = prompt_tokens("glm-dsa-rq2k.ref.json", prompt, 64);
-    }
+    const int np = case_prompt(e, expect_hits ? NULL : "glm-dsa-rq2k.ref.json", prompt, 64);
     pt_sampling greedy;
     pt_sampling_default(&greedy);
     greedy.temp = 0;

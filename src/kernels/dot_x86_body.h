@@ -780,6 +780,25 @@ static inline void chunk4x2(__m256i *sumi, __m256i v0, __m256i s0, __m256i v1, _
     }
 }
 
+/* One Q4_K block against four activation rows' Q8_K blocks i: sumi[r] += its four 64-weight
+ * chunks (low nibbles scaled by scale 2c, high nibbles by 2c + 1); scmn from k4_scales_mins. */
+static inline void q4k_chunks4(__m256i *sumi, const uint8_t *qs, __m128i scmn,
+                               const block_q8_K *const *y, int64_t i) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scmn));
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        const __m256i q = loadu256(qs + 32 * c);
+        const __m256i lo = _mm256_and_si256(q, m4),
+                      hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        const __m256i s0 =
+            _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)((4 * c + 1) << 8 | 4 * c)));
+        const __m256i s1 =
+            _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)((4 * c + 3) << 8 | (4 * c + 2))));
+        chunk4x2(sumi, lo, s0, hi, s1, y, i, 64 * c);
+    }
+}
+
 /* The end of a K-quant block: acc[r] += (y_r.d * d) * sumi[r]. */
 static inline void block_end4(__m256 *acc, const __m256i *sumi, const block_q8_K *const *y,
                               int64_t i, float d) {
@@ -987,7 +1006,6 @@ static void dot4_q5_K(const void *w, const void *a, uint64_t as, int64_t n, floa
 static void dot4_q4_K(const void *w, const void *a, uint64_t as, int64_t n, float *out) {
     const block_q4_K *x = w;
     ROWS4(block_q8_K, a, as, y);
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
     __m256 acc[NR4];
     __m128 acc_m[NR4];
     for (int r = 0; r < NR4; r++)
@@ -1006,18 +1024,7 @@ static void dot4_q4_K(const void *w, const void *a, uint64_t as, int64_t n, floa
             acc_m[r] = _mm_fmadd_ps(_mm_set1_ps(-y[r][i].d * dmin), _mm_cvtepi32_ps(pm), acc_m[r]);
             sumi[r] = _mm256_setzero_si256();
         }
-        const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scmn));
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) {
-            const __m256i q = loadu256(x[i].qs + 32 * c);
-            const __m256i lo = _mm256_and_si256(q, m4),
-                          hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-            const __m256i s0 =
-                _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)((4 * c + 1) << 8 | 4 * c)));
-            const __m256i s1 = _mm256_shuffle_epi8(
-                sc16, _mm256_set1_epi16((short)((4 * c + 3) << 8 | (4 * c + 2))));
-            chunk4x2(sumi, lo, s0, hi, s1, y, i, 64 * c);
-        }
+        q4k_chunks4(sumi, x[i].qs, scmn, y, i);
         block_end4(acc, sumi, y, i, d);
     }
     for (int r = 0; r < NR4; r++) {
@@ -1160,7 +1167,6 @@ static void tile_q4_K(const void *w, uint64_t ws, const void *a, uint64_t as, in
                       int64_t ldo) {
     ROWS4(block_q4_K, w, ws, x);
     ROWS4(block_q8_K, a, as, y);
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
     __m256 acc[NT4][NR4];
     __m128 acc_m[NT4][NR4];
     for (int k = 0; k < NT4; k++)
@@ -1190,18 +1196,7 @@ static void tile_q4_K(const void *w, uint64_t ws, const void *a, uint64_t as, in
                     _mm_fmadd_ps(_mm_mul_ps(ndy[r], dmin), _mm_cvtepi32_ps(pm), acc_m[k][r]);
                 sumi[r] = _mm256_setzero_si256();
             }
-            const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scmn));
-#pragma GCC unroll 4
-            for (int c = 0; c < 4; c++) {
-                const __m256i q = loadu256(xb->qs + 32 * c);
-                const __m256i lo = _mm256_and_si256(q, m4),
-                              hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-                const __m256i s0 =
-                    _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)((4 * c + 1) << 8 | 4 * c)));
-                const __m256i s1 = _mm256_shuffle_epi8(
-                    sc16, _mm256_set1_epi16((short)((4 * c + 3) << 8 | (4 * c + 2))));
-                chunk4x2(sumi, lo, s0, hi, s1, y, i, 64 * c);
-            }
+            q4k_chunks4(sumi, xb->qs, scmn, y, i);
 #pragma GCC unroll 4
             for (int r = 0; r < NR4; r++)
                 acc[k][r] = _mm256_fmadd_ps(_mm256_mul_ps(dy[r], d), _mm256_cvtepi32_ps(sumi[r]),
