@@ -259,7 +259,7 @@ static int run_tokens(const tcli_opts *o, const char *tokens_arg, const char *du
                 (unsigned long long)st.checked_reads, st.verify_s, (unsigned long long)st.bad_reads,
                 (unsigned long long)st.fallbacks);
         fe_kv_stats kv;
-        char kline[320];
+        char kline[FE_KV_LINE];
         fe_kv_stats_of(s, 0, 0, &kv);
         fe_kv_format(&kv, kline, sizeof kline);
         fprintf(stderr, "petrel: %s\n", kline);

@@ -740,7 +740,7 @@ void tcli_print_stats(FILE *f, const tcli_model *m, const tcli_turn *t, int json
         free(fields);
         return;
     }
-    char kline[320];
+    char kline[FE_KV_LINE];
     fe_kv_format(&kv, kline, sizeof kline);
     fprintf(f,
             "[prompt %d tokens (%d reused) in %.2f s, TTFT %.2f s | %d tokens, %.2f tok/s, %s | "

@@ -94,7 +94,9 @@ typedef struct fe_kv_stats {
  * failed; counted as 0), hits_disk of them restored from disk. */
 void fe_kv_stats_of(const pt_session *s, int hits, int hits_disk, fe_kv_stats *k);
 /* "KV 1204/40960 f16, 4.2 MB in RAM, prefix hits 1180 (1024 from disk)" into out (always
- * NUL-terminated, cut to cap); a spilled cache adds ", 38.1 MB on disk" after "in RAM". */
+ * NUL-terminated, cut to cap); a spilled cache adds ", 38.1 MB on disk" after "in RAM", and a
+ * DSA one its selected-page cache. FE_KV_LINE bytes hold the longest. */
+enum { FE_KV_LINE = 320 };
 void fe_kv_format(const fe_kv_stats *k, char *out, size_t cap);
 
 /* Run one turn on g's session. r must be zeroed before the first use; it can

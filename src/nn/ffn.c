@@ -31,11 +31,16 @@ static void gelu_fill(void) {
         gelu_tab[u] = gelu_of_f16(qt_f16_to_f32((pt_f16)u));
 }
 
-float nn_gelu_f16(float x) {
+/* nn_gelu_f16 once the table is filled (the loops below fill it once per call). */
+static inline float gelu_lookup(float x) {
     if (x <= -10.0f) return 0.0f;
     if (x >= 10.0f) return x;
-    pthread_once(&gelu_once, gelu_fill);
     return qt_f16_to_f32(gelu_tab[qt_f32_to_f16(x)]);
+}
+
+float nn_gelu_f16(float x) {
+    pthread_once(&gelu_once, gelu_fill);
+    return gelu_lookup(x);
 }
 
 static void run(const nn_ffn *f, const mm_weight *w, const float *x, int T, float *y, int64_t ldy) {
@@ -71,8 +76,9 @@ void nn_geglu(const nn_ffn *f, const mm_weight *gate, const mm_weight *up, const
         n = tile_rows(f, T, t0);
         run(f, gate, x + (size_t)t0 * n_in, n, f->g, F);
         run(f, up, x + (size_t)t0 * n_in, n, f->u, F);
+        pthread_once(&gelu_once, gelu_fill);
         for (int64_t i = 0; i < (int64_t)n * F; i++)
-            f->g[i] = nn_gelu_f16(f->g[i]) * f->u[i];
+            f->g[i] = gelu_lookup(f->g[i]) * f->u[i];
         run(f, down, f->g, n, out + (size_t)t0 * n_out, n_out);
     }
 }
@@ -83,11 +89,12 @@ void nn_geglu_fused(const nn_ffn *f, const mm_weight *gate_up, int64_t n_ff, con
     for (int t0 = 0, n; t0 < T; t0 += n) {
         n = tile_rows(f, T, t0);
         run(f, gate_up, x + (size_t)t0 * n_in, n, f->g, 2 * n_ff);
+        pthread_once(&gelu_once, gelu_fill);
         for (int t = 0; t < n; t++) {
             const float *gu = f->g + (size_t)t * 2 * n_ff;
             float *act = f->u + (size_t)t * n_ff;
             for (int64_t j = 0; j < n_ff; j++)
-                act[j] = nn_gelu_f16(gu[j]) * gu[n_ff + j];
+                act[j] = gelu_lookup(gu[j]) * gu[n_ff + j];
         }
         run(f, down, f->u, n, out + (size_t)t0 * n_out, n_out);
     }

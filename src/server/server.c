@@ -277,7 +277,7 @@ static void log_job(srv *s, const job *j, int status, int n_prompt, int cached,
     /* the KV cache after the request: context, types, RAM, prefix-cache hits */
     fe_kv_stats kv;
     fe_kv_stats_of(s->m.s, cached, pt_gen_last_restored(s->m.g), &kv);
-    char kline[320];
+    char kline[FE_KV_LINE];
     fe_kv_format(&kv, kline, sizeof kline);
     fprintf(s->p.log,
             "petrel: %d POST %s%s: prompt %d tokens (%d cached), prefill %.3f s, %d generated, "

@@ -184,7 +184,6 @@ void spec_set_adaptive(spec *sp, int on) {
 void spec_clear(spec *sp) {
     sp->hid_n = sp->hid_lo = 0;
     sp->n_rows = sp->row = 0;
-    sp->probe_at = -1;
 }
 
 /* Bring the MTP cache to positions 0..upto-1 from the hidden rows (logits not needed).
@@ -205,7 +204,6 @@ static int mtp_catch_up(spec *sp, int upto, char *err, size_t err_len) {
 int spec_prefill(spec *sp, const int32_t *ids, int n, float *logits,
                  const volatile sig_atomic_t *stop, char *err, size_t err_len) {
     sp->n_rows = sp->row = 0;
-    sp->probe_at = -1;
     if (n <= 0) return fail(err, err_len, "the prompt is empty (no tokens)");
     if (n > sp->n_ctx) {
         if (err && err_len)
@@ -282,7 +280,6 @@ int spec_catch_up(spec *sp) {
 void spec_restored(spec *sp) {
     sp->hid_lo = sp->hid_n = pt_session_n_past(sp->s);
     sp->n_rows = sp->row = 0;
-    sp->probe_at = -1;
 }
 
 void spec_begin(spec *sp) {
@@ -361,7 +358,8 @@ static void probe_outcome(spec *sp, int32_t tok) {
  * sampled next. The MTP row made here is a real position (trunk hidden row P-1 + tok): it
  * stays in the head's cache. Without the head's context (hidden rows missing) no probe. */
 static int probe(spec *sp, int32_t tok, int P, char *err, size_t err_len) {
-    if (P < 1 || mtp_catch_up(sp, P - 1, err, err_len)) return P < 1 ? 0 : -1;
+    if (P < 1) return 0;
+    if (mtp_catch_up(sp, P - 1, err, err_len)) return -1;
     if (pt_session_mtp_n_past(sp->s) != P - 1) return 0;
     if (pt_session_mtp_ex(sp->s, &tok, sp->hid + (size_t)(P - 1) * sp->E, 1, sp->mlog, 1, NULL, err,
                           err_len))
