@@ -582,6 +582,27 @@ static void simd_f32_kernels_bit_identical(void) {
             CHECKF(memcmp(a, b, 4096 * sizeof *a) == 0, "%s axpy n=%lld differs", isa_name(isa),
                    (long long)lens[i]);
         }
+        /* m rows at once (weighted sums): 1..19 rows, so that groups of 8 and
+         * every remainder run, each against the reference's fma chain */
+        const qt_f32_axpyn_fn axpyn =
+            isa >= QT_ISA_AVX512 ? qt_f32_axpyn_avx512() : qt_f32_axpyn_avx2();
+        CHECKF(axpyn != NULL, "%s: no axpyn", isa_name(isa));
+        for (int m = 1; axpyn && m <= 19; m++)
+            for (size_t i = 0; i < PT_ARRAY_LEN(lens); i++) {
+                const int64_t n = lens[i] < 4096 - 19 * 5 ? lens[i] : 4096 - 19 * 5;
+                float f[19];
+                const float *xs[19];
+                for (int r = 0; r < m; r++) {
+                    f[r] = y[(r * 131 + m) % 4096];
+                    xs[r] = x + 5 * r; /* overlapping, misaligned rows */
+                }
+                for (int j = 0; j < 4096; j++)
+                    a[j] = b[j] = y[(j * 3) % 4096];
+                qt_f32_axpyn_ref(a, m, f, xs, n);
+                axpyn(b, m, f, xs, n);
+                CHECKF(memcmp(a, b, 4096 * sizeof *a) == 0, "%s axpyn m=%d n=%lld differs",
+                       isa_name(isa), m, (long long)n);
+            }
     }
     CHECK(qt_f32_best() == qt_f32_impl(top));
     CHECK(qt_f32_impl(QT_ISA_SCALAR)->dot == qt_f32_dot_ref);

@@ -727,20 +727,53 @@ static void f32_dot2_ggml(const float *x, const float *y0, const float *y1, int6
 }
 
 /* qt_f32_axpyn_fn: m axpys, each 8-float chunk of acc loaded once, its m
- * fused multiply-adds chained in k order, stored once (f32_axpy's operations). */
-static void f32_axpyn(float *acc, int m, const float *a, const float *const *x, int64_t n) {
+ * fused multiply-adds chained in k order, stored once (f32_axpy's operations).
+ * M rows at a time with their factors broadcast once, two chunks per step;
+ * more than 8 rows go in groups of 8, each group's chain continuing the one
+ * before, so every element sees the same fmas in the same order. */
+static inline __attribute__((always_inline)) void axpyn_m(float *acc, const int M, const float *a,
+                                                          const float *const *x, int64_t n) {
+    __m256 av[8];
+    for (int k = 0; k < M; k++)
+        av[k] = _mm256_set1_ps(a[k]);
     int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256 v0 = _mm256_loadu_ps(acc + i), v1 = _mm256_loadu_ps(acc + i + 8);
+        for (int k = 0; k < M; k++) {
+            v0 = _mm256_fmadd_ps(av[k], _mm256_loadu_ps(x[k] + i), v0);
+            v1 = _mm256_fmadd_ps(av[k], _mm256_loadu_ps(x[k] + i + 8), v1);
+        }
+        _mm256_storeu_ps(acc + i, v0);
+        _mm256_storeu_ps(acc + i + 8, v1);
+    }
     for (; i + 8 <= n; i += 8) {
         __m256 v = _mm256_loadu_ps(acc + i);
-        for (int k = 0; k < m; k++)
-            v = _mm256_fmadd_ps(_mm256_set1_ps(a[k]), _mm256_loadu_ps(x[k] + i), v);
+        for (int k = 0; k < M; k++)
+            v = _mm256_fmadd_ps(av[k], _mm256_loadu_ps(x[k] + i), v);
         _mm256_storeu_ps(acc + i, v);
     }
     for (; i < n; i++) {
         float v = acc[i];
-        for (int k = 0; k < m; k++)
+        for (int k = 0; k < M; k++)
             v = fmaf(a[k], x[k][i], v);
         acc[i] = v;
+    }
+}
+
+static void f32_axpyn(float *acc, int m, const float *a, const float *const *x, int64_t n) {
+    for (int k0 = 0; k0 < m; k0 += 8) {
+        const float *as = a + k0;
+        const float *const *xs = x + k0;
+        switch (m - k0 < 8 ? m - k0 : 8) {
+        case 1: axpyn_m(acc, 1, as, xs, n); break;
+        case 2: axpyn_m(acc, 2, as, xs, n); break;
+        case 3: axpyn_m(acc, 3, as, xs, n); break;
+        case 4: axpyn_m(acc, 4, as, xs, n); break;
+        case 5: axpyn_m(acc, 5, as, xs, n); break;
+        case 6: axpyn_m(acc, 6, as, xs, n); break;
+        case 7: axpyn_m(acc, 7, as, xs, n); break;
+        default: axpyn_m(acc, 8, as, xs, n); break;
+        }
     }
 }
 

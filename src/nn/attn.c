@@ -70,8 +70,10 @@ static void attend_group(const nn_attn *a, int t, int kh, float *scratch) {
         nn_softmax(SC(hh), n_pad, a->scale);
         nn_wsum_begin(ACC(hh), NN_WSUM_LANES, D, &used[hh]);
     }
-    float pk[NN_WSUM_KEYS];
-    unsigned char on[NN_WSUM_KEYS];
+    float *accs[NN_ATTN_MAX_GROUP];
+    const float *ps[NN_ATTN_MAX_GROUP];
+    for (int hh = 0; hh < G; hh++)
+        accs[hh] = ACC(hh);
     for (int64_t p0 = lo; p0 <= pos;) {
         /* a block of keys in consecutive cache slots (a ring's wrap ends one) */
         int nk = (int)(pos + 1 - p0 < NN_WSUM_KEYS ? pos + 1 - p0 : NN_WSUM_KEYS);
@@ -88,14 +90,9 @@ static void attend_group(const nn_attn *a, int t, int kh, float *scratch) {
             rows = vb;
             stride = (size_t)D;
         }
-        for (int hh = 0; hh < G; hh++) {
-            const float *sc = SC(hh) + (p0 - base);
-            for (int k = 0; k < nk; k++) {
-                on[k] = sc[k] != 0.0f;
-                pk[k] = !on[k] || a->v_type == QT_F32 ? sc[k] : kv_weight(a->v_type, sc[k]);
-            }
-            nn_wsum_add_keys(ACC(hh), NN_WSUM_LANES, D, p0, nk, pk, on, rows, stride, &used[hh]);
-        }
+        for (int hh = 0; hh < G; hh++)
+            ps[hh] = SC(hh) + (p0 - base);
+        kv_wsum_keys(G, accs, ps, a->v_type, D, p0, nk, rows, stride, used);
         p0 += nk;
     }
     for (int hh = 0; hh < G; hh++)

@@ -147,6 +147,23 @@ float kv_weight(uint32_t type, float p) {
     return p;
 }
 
+void kv_wsum_keys(int g, float *const *acc, const float *const *p, uint32_t v_type, int d,
+                  int64_t key0, int nk, const float *rows, size_t stride, uint64_t *used) {
+    float pk[NN_WSUM_HEADS][NN_WSUM_KEYS];
+    unsigned char on[NN_WSUM_HEADS][NN_WSUM_KEYS];
+    for (int h0 = 0; h0 < g; h0 += NN_WSUM_HEADS) {
+        const int gb = g - h0 < NN_WSUM_HEADS ? g - h0 : NN_WSUM_HEADS;
+        for (int b = 0; b < gb; b++)
+            for (int k = 0; k < nk; k++) {
+                const float pr = p[h0 + b][k];
+                on[b][k] = pr != 0.0f;
+                pk[b][k] = on[b][k] ? kv_weight(v_type, pr) : 0.0f;
+            }
+        nn_wsum_add_keys_heads(gb, acc + h0, NN_WSUM_LANES, d, key0, nk, &pk[0][0], &on[0][0], rows,
+                               stride, used + h0);
+    }
+}
+
 /* ===== The arena ===== */
 
 size_t kv_page(void) {

@@ -53,6 +53,13 @@ float kv_dot(uint32_t type, const void *qbuf, const void *krow, int64_t n);
 void kv_round(uint32_t type, float *x, int64_t n);
 /* A probability as it multiplies a value row of the type. */
 float kv_weight(uint32_t type, float p);
+/* The weighted sums of g heads (nn_wsum_*, NN_WSUM_LANES lanes of d floats at
+ * acc[h], lane mask used[h]) over one block of nk <= NN_WSUM_KEYS keys from
+ * key0: head h's probabilities at p[h][0..nk), a key counted where its
+ * probability is not 0, weighted as it multiplies a value row of v_type;
+ * rows (float, stride floats apart) are the block's value rows. */
+void kv_wsum_keys(int g, float *const *acc, const float *const *p, uint32_t v_type, int d,
+                  int64_t key0, int nk, const float *rows, size_t stride, uint64_t *used);
 
 /* ===== The cache's memory: paid for as it is used =====
  * A session's KV rows live in one reservation of address space (anonymous

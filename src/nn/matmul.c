@@ -82,64 +82,117 @@ static void mm_worker(void *arg, int ith, int nth) {
 }
 
 /* Quantising the activation rows for the dot products: in the workers too
- * when there are several (a prompt batch), else it would be the serial part. */
+ * when there are several (a prompt batch, several tasks), else it would be
+ * the serial part. Row r of the flattened (task, row) list is task r / rows's. */
 typedef struct act_job {
-    uint32_t type;
-    const float *x;
-    int64_t n_in;
+    const mm_task *tasks;
+    const uint64_t *arb, *off; /* per task: converted row bytes, offset in act */
+    int rows;
+    long n;
     uint8_t *act;
-    uint64_t arb;
-    int n_rows;
 } act_job;
 
 static void act_worker(void *arg, int ith, int nth) {
     const act_job *j = arg;
     long lo, hi;
-    tp_range(j->n_rows, ith, nth, &lo, &hi);
+    tp_range(j->n, ith, nth, &lo, &hi);
     const qt_quantize_act_fn quantize = qt_quantize_act_best();
-    for (long t = lo; t < hi; t++)
-        quantize(j->type, j->x + t * j->n_in, j->act + (uint64_t)t * j->arb, j->n_in);
+    for (long r = lo; r < hi; r++) {
+        const long i = r / j->rows, t = r % j->rows;
+        const mm_task *k = &j->tasks[i];
+        quantize((uint32_t)qt_get(k->w->type)->act_type, k->x + t * k->ldx,
+                 j->act + j->off[i] + (uint64_t)t * j->arb[i], k->w->n_in);
+    }
 }
 
-/* One pass: n_rows rows whose conversion fits the context's buffer. */
-static void mm_pass(mm_ctx *c, const mm_weight *w, const qt_traits *tr, uint64_t arb,
-                    const float *x, int n_rows, float *y, int64_t ldy) {
-    act_job aj = {(uint32_t)tr->act_type, x, w->n_in, c->act, arb, n_rows};
-    if (n_rows >= 4)
+typedef struct many_job {
+    const mm_job *jobs;
+    int n;
+} many_job;
+
+static void many_worker(void *arg, int ith, int nth) {
+    const many_job *m = arg;
+    for (int i = 0; i < m->n; i++)
+        mm_worker((void *)&m->jobs[i], ith, nth);
+}
+
+/* One pass: n tasks of n_rows rows each whose conversions fit the context's
+ * buffer, arb[i] bytes a converted row of task i. */
+static void mm_pass(mm_ctx *c, const mm_task *tasks, int n, const uint64_t *arb, int n_rows) {
+    uint64_t off[MM_MANY_MAX];
+    mm_job jobs[MM_MANY_MAX];
+    uint64_t at = 0, work = 0;
+    for (int i = 0; i < n; i++) {
+        off[i] = at;
+        at += arb[i] * (uint64_t)n_rows;
+    }
+    act_job aj = {tasks, arb, off, n_rows, (long)n * n_rows, c->act};
+    if (aj.n >= 4)
         tp_run(c->pool, act_worker, &aj);
     else
         act_worker(&aj, 0, 1);
-    /* one kernel per weight type, whatever n_rows is (qt_mm_dot_upto): a row's
-     * outputs are the same bits in a batch of any size */
-    qt_dot_fn dot = qt_mm_dot_upto(w->type, c->max_isa);
-    qt_dot4_fn dot4 = n_rows >= 4 ? qt_mm_dot4_upto(w->type, c->max_isa) : NULL;
-    qt_tile_fn tile = dot4 ? qt_mm_tile_upto(w->type, c->max_isa) : NULL;
-    /* The K-quant tiles (256-weight blocks) ran slower than their four-row
-     * kernels on weight rows not yet in cache, and faster once the rows are in
-     * L1 (bench/RESULTS.md, 2026-12-03): the four-row kernel takes each weight
-     * tile's first group of activation rows and brings the rows in. */
-    const int tile_warm = tile && tr->block == QK_K;
-    mm_job j = {w, c->act, arb, n_rows, y, ldy, dot, dot4, tile, tile_warm};
+    for (int i = 0; i < n; i++) {
+        const mm_weight *w = tasks[i].w;
+        const qt_traits *tr = qt_get(w->type);
+        /* one kernel per weight type, whatever n_rows is (qt_mm_dot_upto): a
+         * row's outputs are the same bits in a batch of any size */
+        qt_dot_fn dot = qt_mm_dot_upto(w->type, c->max_isa);
+        qt_dot4_fn dot4 = n_rows >= 4 ? qt_mm_dot4_upto(w->type, c->max_isa) : NULL;
+        qt_tile_fn tile = dot4 ? qt_mm_tile_upto(w->type, c->max_isa) : NULL;
+        /* The K-quant tiles (256-weight blocks) ran slower than their four-row
+         * kernels on weight rows not yet in cache, and faster once the rows are
+         * in L1 (bench/RESULTS.md, 2026-12-03): the four-row kernel takes each
+         * weight tile's first group of activation rows and brings the rows in. */
+        const int tile_warm = tile && tr->block == QK_K;
+        jobs[i] =
+            (mm_job){w,    c->act + off[i], arb[i], n_rows, tasks[i].y, tasks[i].ldy, dot, dot4,
+                     tile, tile_warm};
+        work += (uint64_t)w->n_out * w->row_bytes * (uint64_t)n_rows;
+    }
+    many_job m = {jobs, n};
     /* small jobs are not worth waking the workers for */
-    if ((uint64_t)w->n_out * w->row_bytes * (uint64_t)n_rows < 32768)
-        mm_worker(&j, 0, 1);
+    if (work < 32768)
+        many_worker(&m, 0, 1);
     else
-        tp_run(c->pool, mm_worker, &j);
+        tp_run(c->pool, many_worker, &m);
+}
+
+void mm_run_many(mm_ctx *c, const mm_task *tasks, int n, int n_rows) {
+    if (n <= 0 || n_rows <= 0) return;
+    uint64_t arb[MM_MANY_MAX], row_sum = 0;
+    const int head = n < MM_MANY_MAX ? n : MM_MANY_MAX;
+    for (int i = 0; i < head; i++) {
+        const qt_traits *tr = qt_get(tasks[i].w->type);
+        PT_ASSERT(tr && tr->act_type >= 0);
+        PT_ASSERT(qt_row_bytes((uint32_t)tr->act_type, tasks[i].w->n_in, &arb[i]) == 0);
+        row_sum += arb[i];
+    }
+    /* more tasks than fit one row of each: halves; more rows than fit: passes
+     * of what the buffer holds (every output row is computed alone, so
+     * neither changes a bit) */
+    if (head < n || (row_sum > c->act_cap && n > 1)) {
+        const int h = head < n ? head : n / 2;
+        mm_run_many(c, tasks, h, n_rows);
+        mm_run_many(c, tasks + h, n - h, n_rows);
+        return;
+    }
+    const uint64_t fit = c->act_cap / row_sum;
+    PT_ASSERT(fit >= 1);
+    const int pass = fit < (uint64_t)n_rows ? (int)fit : n_rows;
+    for (int r = 0; r < n_rows; r += pass) {
+        mm_task part[MM_MANY_MAX];
+        for (int i = 0; i < n; i++) {
+            part[i] = tasks[i];
+            part[i].x += (int64_t)r * tasks[i].ldx;
+            part[i].y += (int64_t)r * tasks[i].ldy;
+        }
+        mm_pass(c, part, n, arb, n_rows - r < pass ? n_rows - r : pass);
+    }
 }
 
 void mm_run(mm_ctx *c, const mm_weight *w, const float *x, int n_rows, float *y, int64_t ldy) {
-    const qt_traits *tr = qt_get(w->type);
-    PT_ASSERT(tr && tr->act_type >= 0);
-    uint64_t arb;
-    PT_ASSERT(qt_row_bytes((uint32_t)tr->act_type, w->n_in, &arb) == 0);
-    /* more rows than the conversion buffer holds run in passes: every output
-     * row is computed alone, so passes change no bit */
-    const uint64_t fit = c->act_cap / arb;
-    PT_ASSERT(fit >= 1);
-    const int pass = fit < (uint64_t)n_rows ? (int)fit : n_rows;
-    for (int r = 0; r < n_rows; r += pass)
-        mm_pass(c, w, tr, arb, x + (size_t)r * (size_t)w->n_in,
-                n_rows - r < pass ? n_rows - r : pass, y + (size_t)r * (size_t)ldy, ldy);
+    const mm_task t = {w, x, w->n_in, y, ldy};
+    mm_run_many(c, &t, 1, n_rows);
 }
 
 void mm_get_row(const mm_weight *w, int64_t r, float *out) {

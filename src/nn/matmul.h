@@ -41,6 +41,21 @@ void mm_ctx_free(mm_ctx *c);
  * (ldy >= n_out). */
 void mm_run(mm_ctx *c, const mm_weight *w, const float *x, int n_rows, float *y, int64_t ldy);
 
+/* Several products at once: task i is y_i = W_i x_i for the same number of
+ * rows, x_i's rows ldx apart, y_i's ldy apart. The activations of every task
+ * are converted in one pool job and the products run in one more (instead of
+ * two per task): for the many small per-head matmuls of an attention layer.
+ * Each output is the bits mm_run gives it. */
+enum { MM_MANY_MAX = 64 };
+typedef struct mm_task {
+    const mm_weight *w;
+    const float *x;
+    int64_t ldx;
+    float *y;
+    int64_t ldy;
+} mm_task;
+void mm_run_many(mm_ctx *c, const mm_task *tasks, int n, int n_rows);
+
 /* Dequantise row r of W into out[n_in] (embedding lookup). */
 void mm_get_row(const mm_weight *w, int64_t r, float *out);
 

@@ -55,11 +55,7 @@ int nn_mla_init(nn_mla *a, const nn_mla_dims *d, tp_pool *pool, mm_ctx *mm, int 
     a->q = pt_falloc(B * qd, &fail);
     a->kva = pt_falloc(B * (size_t)a->kv_dim, &fail);
     a->qfull = pt_falloc(B * H * (size_t)a->kv_dim, &fail);
-    a->qnope = pt_falloc(B * (size_t)d->qk_nope, &fail);
-    a->qabs = pt_falloc(B * (size_t)d->kv_lora, &fail);
     a->ctx = pt_falloc(B * H * (size_t)d->kv_lora, &fail);
-    a->ctxh = pt_falloc(B * (size_t)d->kv_lora, &fail);
-    a->vout = pt_falloc(B * (size_t)d->v_head, &fail);
     a->o = pt_falloc(B * H * (size_t)d->v_head, &fail);
     /* per thread: score rows and sum lanes for a group of heads (attention) */
     const size_t NT = (size_t)tp_size(pool);
@@ -89,9 +85,8 @@ int nn_mla_init(nn_mla *a, const nn_mla_dims *d, tp_pool *pool, mm_ctx *mm, int 
 }
 
 void nn_mla_free(nn_mla *a) {
-    float *bufs[] = {a->qa,   a->q,    a->kva,  a->qfull,  a->qnope, a->qabs, a->ctx,
-                     a->ctxh, a->vout, a->o,    a->scores, a->wacc,  a->cs,   a->iq,
-                     a->ik,   a->iw,   a->irot, a->itmp,   a->krow,  a->kvq,  a->kvrow};
+    float *bufs[] = {a->qa, a->q,  a->kva, a->qfull, a->ctx,  a->o,    a->scores, a->wacc, a->cs,
+                     a->iq, a->ik, a->iw,  a->irot,  a->itmp, a->krow, a->kvq,    a->kvrow};
     for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++)
         free(bufs[i]);
     free(a->sel_all);
@@ -169,39 +164,75 @@ typedef struct idx_job {
     const float *cache;
 } idx_job;
 
+/* The indexer scores of row t for keys [j0, j1) (j0 even: pairs of keys as the
+ * whole row takes them, so the same bits however a row is split). */
+static void idx_score(const idx_job *a, int t, int j0, int j1, float *scores) {
+    const nn_mla_dims *hp = &a->s->d;
+    const int D = hp->idx_head_dim, NH = hp->idx_n_head;
+    const float *q = a->s->iq + (size_t)t * NH * D, *w = a->s->iw + (size_t)t * NH;
+    int j = j0;
+    for (; j + 2 <= j1; j += 2) { /* two keys per query load */
+        const float *k0 = a->cache + (size_t)j * D, *k1 = k0 + D;
+        float sc0 = 0, sc1 = 0, d[2];
+        for (int h = 0; h < NH; h++) {
+            nn_dot2_f32(q + (size_t)h * D, k0, k1, D, d);
+            sc0 += (d[0] > 0 ? d[0] : 0) * w[h];
+            sc1 += (d[1] > 0 ? d[1] : 0) * w[h];
+        }
+        scores[j] = sc0, scores[j + 1] = sc1;
+    }
+    if (j < j1) {
+        const float *kj = a->cache + (size_t)j * D;
+        float sc = 0;
+        for (int h = 0; h < NH; h++) {
+            const float d = nn_dot_f32(q + (size_t)h * D, kj, D);
+            sc += (d > 0 ? d : 0) * w[h];
+        }
+        scores[j] = sc;
+    }
+}
+
+static void idx_select(const idx_job *a, int t, const float *scores) {
+    nn_mla *s = a->s;
+    const int n_keys = a->pos0 + t + 1, TOPK = s->d.idx_top_k;
+    const int k = n_keys < TOPK ? n_keys : TOPK;
+    idx_top_k(scores, n_keys, k, s->sel + (size_t)t * TOPK);
+    s->n_sel[t] = k;
+}
+
+/* Row t's scores in thread t's score rows (T <= threads). */
+static float *idx_row_scores(const idx_job *a, int t) {
+    return a->s->scores + (size_t)t * a->s->score_rows * a->s->n_scores;
+}
+
+/* A row per thread, strided. */
 static void idx_worker(void *arg, int ith, int nth) {
     const idx_job *a = arg;
-    nn_mla *s = a->s;
-    const nn_mla_dims *hp = &s->d;
-    const int D = hp->idx_head_dim, NH = hp->idx_n_head, TOPK = hp->idx_top_k;
-    float *scores = s->scores + (size_t)ith * s->score_rows * s->n_scores;
+    float *scores = idx_row_scores(a, ith);
     for (int t = ith; t < a->T; t += nth) {
-        const int n_keys = a->pos0 + t + 1;
-        const float *q = s->iq + (size_t)t * NH * D, *w = s->iw + (size_t)t * NH;
-        int j = 0;
-        for (; j + 2 <= n_keys; j += 2) { /* two keys per query load */
-            const float *k0 = a->cache + (size_t)j * D, *k1 = k0 + D;
-            float sc0 = 0, sc1 = 0, d[2];
-            for (int h = 0; h < NH; h++) {
-                nn_dot2_f32(q + (size_t)h * D, k0, k1, D, d);
-                sc0 += (d[0] > 0 ? d[0] : 0) * w[h];
-                sc1 += (d[1] > 0 ? d[1] : 0) * w[h];
-            }
-            scores[j] = sc0, scores[j + 1] = sc1;
-        }
-        if (j < n_keys) {
-            const float *kj = a->cache + (size_t)j * D;
-            float sc = 0;
-            for (int h = 0; h < NH; h++) {
-                const float d = nn_dot_f32(q + (size_t)h * D, kj, D);
-                sc += (d > 0 ? d : 0) * w[h];
-            }
-            scores[j] = sc;
-        }
-        const int k = n_keys < TOPK ? n_keys : TOPK;
-        idx_top_k(scores, n_keys, k, s->sel + (size_t)t * TOPK);
-        s->n_sel[t] = k;
+        idx_score(a, t, 0, a->pos0 + t + 1, scores);
+        idx_select(a, t, scores);
     }
+}
+
+/* Fewer rows than threads (decode): every thread scores a share of each
+ * row's keys (in even-sized parts), then each row's top-k is one thread's. */
+#define IDX_KEY_PART 256
+static void idx_split_worker(void *arg, int ith, int nth) {
+    const idx_job *a = arg;
+    int u = 0;
+    for (int t = 0; t < a->T; t++) {
+        const int n_keys = a->pos0 + t + 1;
+        for (int j0 = 0; j0 < n_keys; j0 += IDX_KEY_PART, u++)
+            if (u % nth == ith)
+                idx_score(a, t, j0, PT_MIN(j0 + IDX_KEY_PART, n_keys), idx_row_scores(a, t));
+    }
+}
+
+static void idx_select_worker(void *arg, int ith, int nth) {
+    const idx_job *a = arg;
+    for (int t = ith; t < a->T; t += nth)
+        idx_select(a, t, idx_row_scores(a, t));
 }
 
 /* x = H x in place, each output one dot product of a rotation row with x in
@@ -247,7 +278,12 @@ static void dsa_select(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, in
             s->iw[(size_t)t * NH + h] *= wscale;
     }
     idx_job j = {s, T, pos0, cache};
-    tp_run(s->pool, idx_worker, &j);
+    if (T < tp_size(s->pool)) {
+        tp_run(s->pool, idx_split_worker, &j);
+        tp_run(s->pool, idx_select_worker, &j);
+    } else {
+        tp_run(s->pool, idx_worker, &j);
+    }
 }
 
 /* ===== MLA attention (absorbed) ===== */
@@ -287,19 +323,30 @@ static void mla_unit_typed(const mla_job *a, int t, int h0, int g, int n_keys, f
     const int H = s->d.n_head, KVL = s->d.kv_lora, KVD = s->kv_dim;
     const size_t qb = kv_query_bytes(ty, KVD);
     const int n_pad = (n_keys + 15) & ~15;
-    for (int hh = 0; hh < g; hh++) {
+    for (int hh = 0; hh < g; hh++)
         kv_query(ty, s->qfull + ((size_t)t * H + h0 + hh) * KVD, KVD, (uint8_t *)qbuf + hh * qb);
+    /* keys in blocks that stay in cache while every head of the unit scores them */
+    for (int j0 = 0; j0 < n_keys; j0 += MLA_KEY_BLOCK) {
+        const int j1 = j0 + MLA_KEY_BLOCK < n_keys ? j0 + MLA_KEY_BLOCK : n_keys;
+        for (int hh = 0; hh < g; hh++) {
+            float *sc = scores + (size_t)hh * s->n_scores;
+            for (int j = j0; j < j1; j++)
+                if (sc[j] != -INFINITY)
+                    sc[j] =
+                        kv_dot(ty, (uint8_t *)qbuf + hh * qb, a->rows + (size_t)j * a->row, KVD);
+        }
+    }
+    for (int hh = 0; hh < g; hh++) {
         float *sc = scores + (size_t)hh * s->n_scores;
-        for (int j = 0; j < n_keys; j++)
-            if (sc[j] != -INFINITY)
-                sc[j] = kv_dot(ty, (uint8_t *)qbuf + hh * qb, a->rows + (size_t)j * a->row, KVD);
         nn_softmax(sc, n_pad, a->kq_scale);
         nn_wsum_begin(wacc + (size_t)hh * a->lanes * KVL, a->lanes, KVL, &used[hh]);
     }
     /* keys in blocks of NN_WSUM_KEYS: each row decoded once (vrow holds the
      * block's rows), then every head adds the block lane by lane */
-    float pk[NN_WSUM_KEYS];
-    unsigned char on[NN_WSUM_KEYS];
+    float *accs[MLA_MAX_GROUP];
+    const float *ps[MLA_MAX_GROUP];
+    for (int hh = 0; hh < g; hh++)
+        accs[hh] = wacc + (size_t)hh * a->lanes * KVL;
     for (int j0 = 0; j0 < n_keys; j0 += NN_WSUM_KEYS) {
         const int nk = n_keys - j0 < NN_WSUM_KEYS ? n_keys - j0 : NN_WSUM_KEYS;
         int n_any = 0;
@@ -312,15 +359,9 @@ static void mla_unit_typed(const mla_job *a, int t, int h0, int g, int n_keys, f
             kv_load(ty, a->rows + (size_t)(j0 + k) * a->row, KVL, vrow + (size_t)k * KVL);
         }
         if (!n_any) continue;
-        for (int hh = 0; hh < g; hh++) {
-            const float *sc = scores + (size_t)hh * s->n_scores + j0;
-            for (int k = 0; k < nk; k++) {
-                on[k] = sc[k] != 0.0f;
-                pk[k] = on[k] ? kv_weight(ty, sc[k]) : 0.0f;
-            }
-            nn_wsum_add_keys(wacc + (size_t)hh * a->lanes * KVL, a->lanes, KVL, j0, nk, pk, on,
-                             vrow, (size_t)KVL, &used[hh]);
-        }
+        for (int hh = 0; hh < g; hh++)
+            ps[hh] = scores + (size_t)hh * s->n_scores + j0;
+        kv_wsum_keys(g, accs, ps, ty, KVL, j0, nk, vrow, (size_t)KVL, used);
     }
     for (int hh = 0; hh < g; hh++)
         nn_wsum_end(wacc + (size_t)hh * a->lanes * KVL, a->lanes, KVL,
@@ -381,16 +422,16 @@ static void mla_worker(void *arg, int ith, int nth) {
             nn_softmax(scores + (size_t)hh * s->n_scores, n_pad, a->kq_scale);
             nn_wsum_begin(wacc + (size_t)hh * a->lanes * KVL, a->lanes, KVL, &used[hh]);
         }
+        float *accs[MLA_MAX_GROUP];
+        const float *ps[MLA_MAX_GROUP];
+        for (int hh = 0; hh < g; hh++)
+            accs[hh] = wacc + (size_t)hh * a->lanes * KVL;
         for (int j0 = 0; j0 < n_keys; j0 += NN_WSUM_KEYS) {
             const int nk = n_keys - j0 < NN_WSUM_KEYS ? n_keys - j0 : NN_WSUM_KEYS;
-            for (int hh = 0; hh < g; hh++) {
-                const float *sc = scores + (size_t)hh * s->n_scores + j0;
-                unsigned char on[NN_WSUM_KEYS];
-                for (int k = 0; k < nk; k++)
-                    on[k] = sc[k] != 0.0f;
-                nn_wsum_add_keys(wacc + (size_t)hh * a->lanes * KVL, a->lanes, KVL, j0, nk, sc, on,
-                                 a->cache + (size_t)j0 * KVD, (size_t)KVD, &used[hh]);
-            }
+            for (int hh = 0; hh < g; hh++)
+                ps[hh] = scores + (size_t)hh * s->n_scores + j0;
+            kv_wsum_keys(g, accs, ps, QT_F32, KVL, j0, nk, a->cache + (size_t)j0 * KVD, (size_t)KVD,
+                         used);
         }
         for (int hh = 0; hh < g; hh++)
             nn_wsum_end(wacc + (size_t)hh * a->lanes * KVL, a->lanes, KVL,
@@ -430,15 +471,14 @@ static void mla_tile(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, int 
             memcpy(s->qfull + ((size_t)t * H + h) * KVD + KVL, qr, (size_t)ROPE * sizeof(float));
         }
     }
-    /* absorb k_b into the query: q_abs[h] = k_b[h] q_nope[h] */
-    for (int h = 0; h < H; h++) {
-        for (int t = 0; t < T; t++)
-            memcpy(s->qnope + (size_t)t * NOPE, s->q + ((size_t)t * H + h) * QD,
-                   (size_t)NOPE * sizeof(float));
-        mm_run(s->mm, &ly->k_b[h], s->qnope, T, s->qabs, KVL);
-        for (int t = 0; t < T; t++)
-            memcpy(s->qfull + ((size_t)t * H + h) * KVD, s->qabs + (size_t)t * KVL,
-                   (size_t)KVL * sizeof(float));
+    /* absorb k_b into the query: q_abs[h] = k_b[h] q_nope[h], every head in one job */
+    mm_task heads[MM_MANY_MAX];
+    for (int h0 = 0; h0 < H; h0 += MM_MANY_MAX) {
+        const int n = H - h0 < MM_MANY_MAX ? H - h0 : MM_MANY_MAX;
+        for (int i = 0; i < n; i++)
+            heads[i] = (mm_task){&ly->k_b[h0 + i], s->q + (size_t)(h0 + i) * QD, (int64_t)H * QD,
+                                 s->qfull + (size_t)(h0 + i) * KVD, (int64_t)H * KVD};
+        mm_run_many(s->mm, heads, n, T);
     }
     if (use_dsa && ly->has_idx) dsa_select(s, ly, xn, T, pos0, idx_keys);
     /* a spilled cache: the selected rows' pages read ahead, in runs, before the faults */
@@ -463,15 +503,14 @@ static void mla_tile(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, int 
                  G,       (const float *)cache,
                  cache,   kv_bytes(s->kv_type, KVD)};
     tp_run(s->pool, mla_worker, &j);
-    /* per-head value projection, then the output projection */
-    for (int h = 0; h < H; h++) {
-        for (int t = 0; t < T; t++)
-            memcpy(s->ctxh + (size_t)t * KVL, s->ctx + ((size_t)t * H + h) * KVL,
-                   (size_t)KVL * sizeof(float));
-        mm_run(s->mm, &ly->v_b[h], s->ctxh, T, s->vout, hp->v_head);
-        for (int t = 0; t < T; t++)
-            memcpy(s->o + ((size_t)t * H + h) * hp->v_head, s->vout + (size_t)t * hp->v_head,
-                   (size_t)hp->v_head * sizeof(float));
+    /* per-head value projections in one job, then the output projection */
+    for (int h0 = 0; h0 < H; h0 += MM_MANY_MAX) {
+        const int n = H - h0 < MM_MANY_MAX ? H - h0 : MM_MANY_MAX;
+        for (int i = 0; i < n; i++)
+            heads[i] =
+                (mm_task){&ly->v_b[h0 + i], s->ctx + (size_t)(h0 + i) * KVL, (int64_t)H * KVL,
+                          s->o + (size_t)(h0 + i) * hp->v_head, (int64_t)H * hp->v_head};
+        mm_run_many(s->mm, heads, n, T);
     }
     mm_run(s->mm, &ly->wo, s->o, T, out, hp->n_embd);
 }

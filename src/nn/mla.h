@@ -69,11 +69,7 @@ typedef struct nn_mla {
     float *q;          /* [B][H][nope + rope] */
     float *kva;        /* [B][kv_dim] */
     float *qfull;      /* [B][H][kv_dim]: absorbed query | roped query */
-    float *qnope;      /* [B][nope] one head, gathered */
-    float *qabs;       /* [B][kv_lora] */
     float *ctx;        /* [B][H][kv_lora] attention-weighted latents */
-    float *ctxh;       /* [B][kv_lora] one head, gathered */
-    float *vout;       /* [B][v_head] */
     float *o;          /* [B][H * v_head] */
     float *scores;     /* [n_threads][score_rows][n_scores] softmax rows (attention, indexer) */
     float *wacc;       /* [n_threads][mla_heads * NN_WSUM_LANES][kv_lora] weighted-sum lanes */

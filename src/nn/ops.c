@@ -177,28 +177,38 @@ void nn_wsum_add(float *acc, int lanes, int d, int64_t key, float p, const float
     qt_f32_best()->axpy(a, p, row, d);
 }
 
-void nn_wsum_add_keys(float *acc, int lanes, int d, int64_t key0, int nk, const float *p,
-                      const unsigned char *on, const float *rows, size_t stride, uint64_t *used) {
-    PT_ASSERT(nk <= NN_WSUM_KEYS);
+void nn_wsum_add_keys_heads(int g, float *const *acc, int lanes, int d, int64_t key0, int nk,
+                            const float *p, const unsigned char *on, const float *rows,
+                            size_t stride, uint64_t *used) {
+    PT_ASSERT(nk <= NN_WSUM_KEYS && g <= NN_WSUM_HEADS);
     const qt_f32_axpyn_fn axpyn = qt_f32_axpyn_best();
     for (int k0 = 0; k0 < lanes && k0 < nk; k0++) {
-        float a[NN_WSUM_KEYS];
-        const float *x[NN_WSUM_KEYS];
-        int m = 0;
-        for (int k = k0; k < nk; k += lanes)
-            if (on[k]) {
-                a[m] = p[k];
-                x[m++] = rows + (size_t)k * stride;
-            }
-        if (!m) continue;
         const int lane = (int)((key0 + k0) % lanes);
-        float *acc_l = acc + (size_t)lane * (size_t)d;
-        if (!(*used >> lane & 1)) {
-            memset(acc_l, 0, (size_t)d * sizeof(float));
-            *used |= 1ull << lane;
+        for (int h = 0; h < g; h++) { /* the lane's rows stay in cache across the heads */
+            const float *ph = p + (size_t)h * NN_WSUM_KEYS;
+            const unsigned char *onh = on + (size_t)h * NN_WSUM_KEYS;
+            float a[NN_WSUM_KEYS];
+            const float *x[NN_WSUM_KEYS];
+            int m = 0;
+            for (int k = k0; k < nk; k += lanes)
+                if (onh[k]) {
+                    a[m] = ph[k];
+                    x[m++] = rows + (size_t)k * stride;
+                }
+            if (!m) continue;
+            float *acc_l = acc[h] + (size_t)lane * (size_t)d;
+            if (!(used[h] >> lane & 1)) {
+                memset(acc_l, 0, (size_t)d * sizeof(float));
+                used[h] |= 1ull << lane;
+            }
+            axpyn(acc_l, m, a, x, d);
         }
-        axpyn(acc_l, m, a, x, d);
     }
+}
+
+void nn_wsum_add_keys(float *acc, int lanes, int d, int64_t key0, int nk, const float *p,
+                      const unsigned char *on, const float *rows, size_t stride, uint64_t *used) {
+    nn_wsum_add_keys_heads(1, &acc, lanes, d, key0, nk, p, on, rows, stride, used);
 }
 
 void nn_wsum_end(float *acc, int lanes, int d, float *out, uint64_t used) {
@@ -259,8 +269,39 @@ static inline __attribute__((always_inline)) float expf_ggml(float x) {
     return scale2(j, (int)n);
 }
 
-/* ggml_soft_max_ext order: whole chunks of 16 through expf_ggml with a
- * folded float sum per chunk, the tail through expf; sums in double. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/* expf_ggml's fmaf as one instruction where the CPU has it (a libm call per
+ * fmaf otherwise: 35 ns an element instead of 8) */
+static int fma_ok;
+static pthread_once_t fma_once = PTHREAD_ONCE_INIT;
+static void fma_init(void) {
+    fma_ok = qt_isa_detect() >= QT_ISA_AVX2; /* the AVX2 level includes FMA (dispatch.c) */
+}
+#endif
+
+/* ggml_soft_max_ext's exponentials: whole chunks of 16 through expf_ggml with
+ * a folded float sum per chunk, summed in double; the count done is returned. */
+static inline __attribute__((always_inline)) int softmax_exp16(float *x, int n, float max,
+                                                               double *sum) {
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        float lanes[16];
+        for (int l = 0; l < 16; l++)
+            lanes[l] = x[i + l] = expf_ggml(x[i + l] - max);
+        *sum += fold_lanes(lanes, 16);
+    }
+    return i;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("fma"))) static int softmax_exp16_fma(float *x, int n, float max,
+                                                            double *sum) {
+    return softmax_exp16(x, n, max, sum);
+}
+#endif
+
+/* ggml_soft_max_ext order: the chunks of 16 (softmax_exp16), the tail
+ * through expf; sums in double. */
 void nn_softmax(float *x, int n, float scale) {
     float max = -INFINITY;
     for (int i = 0; i < n; i++) {
@@ -268,13 +309,16 @@ void nn_softmax(float *x, int n, float scale) {
         if (x[i] > max) max = x[i];
     }
     double sum = 0;
-    int i = 0;
-    for (; i + 16 <= n; i += 16) {
-        float lanes[16];
-        for (int l = 0; l < 16; l++)
-            lanes[l] = x[i + l] = expf_ggml(x[i + l] - max);
-        sum += fold_lanes(lanes, 16);
-    }
+    int i;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    pthread_once(&fma_once, fma_init);
+    if (fma_ok)
+        i = softmax_exp16_fma(x, n, max, &sum);
+    else
+        i = softmax_exp16(x, n, max, &sum);
+#else
+    i = softmax_exp16(x, n, max, &sum);
+#endif
     for (; i < n; i++) {
         x[i] = expf(x[i] - max);
         sum += x[i];
@@ -298,15 +342,9 @@ static inline __attribute__((always_inline)) void swiglu_ggml(float *g, const fl
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-/* The same arithmetic with fmaf as one instruction (a libm call per fmaf
- * otherwise: 35 ns an element instead of 8). */
+/* The same arithmetic with fmaf as one instruction (fma_ok). */
 __attribute__((target("fma"))) static void swiglu_fma(float *g, const float *u, int64_t n) {
     swiglu_ggml(g, u, n);
-}
-static int fma_ok;
-static pthread_once_t fma_once = PTHREAD_ONCE_INIT;
-static void fma_init(void) {
-    fma_ok = qt_isa_detect() >= QT_ISA_AVX2; /* the AVX2 level includes FMA (dispatch.c) */
 }
 #endif
 
