@@ -47,6 +47,14 @@ static void run(const nn_ffn *f, const mm_weight *w, const float *x, int T, floa
     mm_run(f->mm, w, x, T, y, ldy);
 }
 
+/* gate and up of x's n rows into f->g, f->u in one job (mm_run_many) */
+static void run_gate_up(const nn_ffn *f, const mm_weight *gate, const mm_weight *up,
+                        const float *x, int n) {
+    const mm_task t[2] = {{gate, x, gate->n_in, f->g, gate->n_out},
+                          {up, x, up->n_in, f->u, up->n_out}};
+    mm_run_many(f->mm, t, 2, n);
+}
+
 /* The FFNs below run x[T] in tiles of the rows the scratch holds (f->rows):
  * every output row is computed alone, so tiles change no bit. x and out may
  * be the same rows (a routed expert in place): a tile reads its rows before
@@ -61,8 +69,7 @@ void nn_swiglu(const nn_ffn *f, const mm_weight *gate, const mm_weight *up, cons
     const int64_t F = gate->n_out, n_in = gate->n_in;
     for (int t0 = 0, n; t0 < T; t0 += n) {
         n = tile_rows(f, T, t0);
-        run(f, gate, x + (size_t)t0 * n_in, n, f->g, F);
-        run(f, up, x + (size_t)t0 * n_in, n, f->u, F);
+        run_gate_up(f, gate, up, x + (size_t)t0 * n_in, n);
         for (int t = 0; t < n; t++)
             nn_swiglu_row(f->g + (size_t)t * F, f->u + (size_t)t * F, F);
         run(f, down, f->g, n, out + (size_t)t0 * n_out, n_out);
@@ -74,8 +81,7 @@ void nn_geglu(const nn_ffn *f, const mm_weight *gate, const mm_weight *up, const
     const int64_t F = gate->n_out, n_in = gate->n_in;
     for (int t0 = 0, n; t0 < T; t0 += n) {
         n = tile_rows(f, T, t0);
-        run(f, gate, x + (size_t)t0 * n_in, n, f->g, F);
-        run(f, up, x + (size_t)t0 * n_in, n, f->u, F);
+        run_gate_up(f, gate, up, x + (size_t)t0 * n_in, n);
         pthread_once(&gelu_once, gelu_fill);
         for (int64_t i = 0; i < (int64_t)n * F; i++)
             f->g[i] = gelu_lookup(f->g[i]) * f->u[i];

@@ -87,6 +87,7 @@ static void mm_worker(void *arg, int ith, int nth) {
 typedef struct act_job {
     const mm_task *tasks;
     const uint64_t *arb, *off; /* per task: converted row bytes, offset in act */
+    const uint8_t *same;       /* per task: 1 = the previous task's conversion serves */
     int rows;
     long n;
     uint8_t *act;
@@ -100,6 +101,7 @@ static void act_worker(void *arg, int ith, int nth) {
     for (long r = lo; r < hi; r++) {
         const long i = r / j->rows, t = r % j->rows;
         const mm_task *k = &j->tasks[i];
+        if (j->same[i]) continue;
         quantize((uint32_t)qt_get(k->w->type)->act_type, k->x + t * k->ldx,
                  j->act + j->off[i] + (uint64_t)t * j->arb[i], k->w->n_in);
     }
@@ -120,13 +122,18 @@ static void many_worker(void *arg, int ith, int nth) {
  * buffer, arb[i] bytes a converted row of task i. */
 static void mm_pass(mm_ctx *c, const mm_task *tasks, int n, const uint64_t *arb, int n_rows) {
     uint64_t off[MM_MANY_MAX];
+    uint8_t same[MM_MANY_MAX];
     mm_job jobs[MM_MANY_MAX];
     uint64_t at = 0, work = 0;
     for (int i = 0; i < n; i++) {
-        off[i] = at;
-        at += arb[i] * (uint64_t)n_rows;
+        const mm_task *k = &tasks[i], *p = i ? &tasks[i - 1] : NULL;
+        /* gate and up read the same rows: converted once */
+        same[i] = p && p->x == k->x && p->ldx == k->ldx && p->w->n_in == k->w->n_in &&
+                  qt_get(p->w->type)->act_type == qt_get(k->w->type)->act_type;
+        off[i] = same[i] ? off[i - 1] : at;
+        if (!same[i]) at += arb[i] * (uint64_t)n_rows;
     }
-    act_job aj = {tasks, arb, off, n_rows, (long)n * n_rows, c->act};
+    act_job aj = {tasks, arb, off, same, n_rows, (long)n * n_rows, c->act};
     if (aj.n >= 4)
         tp_run(c->pool, act_worker, &aj);
     else
