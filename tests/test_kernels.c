@@ -519,7 +519,7 @@ static void test_kernels_quantize_act_best(void) {
     enum { N = 1024 };
     static float x[N];
     static uint8_t a[N * 2], b[N * 2];
-    const uint32_t types[] = {QT_Q8_0, QT_Q8_1, QT_Q8_K};
+    const uint32_t types[] = {QT_Q8_0, QT_Q8_1, QT_Q8_K, QT_F16};
     if (qt_quantize_act_best() == qt_quantize_act_ref) {
         t_skip("no SIMD activation quantiser on this CPU (the reference is used)");
         return;

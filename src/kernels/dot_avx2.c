@@ -164,6 +164,20 @@ static void quantize_act(uint32_t act_type, const float *x, void *dst, int64_t n
             if (q8k_block(x + QK_K * i, (block_q8_K *)dst + i))
                 qt_quantize_act_ref(act_type, x + QK_K * i, (block_q8_K *)dst + i, QK_K);
         break;
+    case QT_F16: { /* F16C rounds to nearest even as qt_f32_to_f16 does; NaNs go to it */
+        pt_f16 *h = dst;
+        int64_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+            const __m256 v = _mm256_loadu_ps(x + i);
+            if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)))
+                qt_quantize_act_ref(act_type, x + i, h + i, 8);
+            else
+                _mm_storeu_si128((__m128i *)(h + i),
+                                 _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        }
+        if (i < n) qt_quantize_act_ref(act_type, x + i, h + i, n - i);
+        break;
+    }
     default: qt_quantize_act_ref(act_type, x, dst, n);
     }
 }

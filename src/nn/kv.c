@@ -57,7 +57,7 @@ void kv_store(uint32_t type, const float *x, int64_t n, void *dst) {
     else if (type == QT_Q4_0)
         store_q4_0(x, n, dst);
     else
-        qt_quantize_act_ref(type, x, dst, n); /* fp16/bf16 rounding; ggml-cpu's q8_0 rows */
+        qt_quantize_act_best()(type, x, dst, n); /* fp16/bf16 rounding; ggml-cpu's q8_0 rows */
 }
 
 /* fp16 -> float by table: value rows are decoded once per (query, head, key) */
@@ -125,7 +125,7 @@ void kv_query(uint32_t type, const float *q, int64_t n, void *qbuf) {
     if (type == QT_F32)
         memcpy(qbuf, q, (size_t)n * sizeof(float));
     else
-        qt_quantize_act_ref(query_type(type), q, qbuf, n);
+        qt_quantize_act_best()(query_type(type), q, qbuf, n);
 }
 
 float kv_dot(uint32_t type, const void *qbuf, const void *krow, int64_t n) {
@@ -153,12 +153,21 @@ void kv_wsum_keys(int g, float *const *acc, const float *const *p, uint32_t v_ty
     unsigned char on[NN_WSUM_HEADS][NN_WSUM_KEYS];
     for (int h0 = 0; h0 < g; h0 += NN_WSUM_HEADS) {
         const int gb = g - h0 < NN_WSUM_HEADS ? g - h0 : NN_WSUM_HEADS;
-        for (int b = 0; b < gb; b++)
+        for (int b = 0; b < gb; b++) {
             for (int k = 0; k < nk; k++) {
                 const float pr = p[h0 + b][k];
                 on[b][k] = pr != 0.0f;
-                pk[b][k] = on[b][k] ? kv_weight(v_type, pr) : 0.0f;
+                pk[b][k] = on[b][k] ? pr : 0.0f;
             }
+            if (v_type == QT_F16) { /* kv_weight's rounding, a row at a time */
+                pt_f16 h[NN_WSUM_KEYS];
+                qt_quantize_act_best()(QT_F16, pk[b], h, nk);
+                kv_load(QT_F16, h, nk, pk[b]);
+            } else if (v_type != QT_F32) {
+                for (int k = 0; k < nk; k++)
+                    pk[b][k] = kv_weight(v_type, pk[b][k]);
+            }
+        }
         nn_wsum_add_keys_heads(gb, acc + h0, NN_WSUM_LANES, d, key0, nk, &pk[0][0], &on[0][0], rows,
                                stride, used + h0);
     }
