@@ -171,6 +171,20 @@ static void idx_score(const idx_job *a, int t, int j0, int j1, float *scores) {
     const int D = hp->idx_head_dim, NH = hp->idx_n_head;
     const float *q = a->s->iq + (size_t)t * NH * D, *w = a->s->iw + (size_t)t * NH;
     int j = j0;
+    /* eight keys at a time: their sums over the heads are eight independent
+     * chains (each in head order, as one key alone), two keys per query load */
+    for (; j + 8 <= j1; j += 8) {
+        const float *k0 = a->cache + (size_t)j * D;
+        float sc[8] = {0}, d[8];
+        for (int h = 0; h < NH; h++) {
+            for (int k = 0; k < 8; k += 2)
+                nn_dot2_f32(q + (size_t)h * D, k0 + (size_t)k * D, k0 + (size_t)(k + 1) * D, D,
+                            d + k);
+            for (int k = 0; k < 8; k++)
+                sc[k] += (d[k] > 0 ? d[k] : 0) * w[h];
+        }
+        memcpy(scores + j, sc, sizeof sc);
+    }
     for (; j + 2 <= j1; j += 2) { /* two keys per query load */
         const float *k0 = a->cache + (size_t)j * D, *k1 = k0 + D;
         float sc0 = 0, sc1 = 0, d[2];
