@@ -582,6 +582,29 @@ static void simd_f32_kernels_bit_identical(void) {
             CHECKF(memcmp(a, b, 4096 * sizeof *a) == 0, "%s axpy n=%lld differs", isa_name(isa),
                    (long long)lens[i]);
         }
+        /* two heads' fp16 scores over one row, against the level's F16 dot per head */
+        const qt_f16_dot2_fn d2 = isa >= QT_ISA_AVX512 ? qt_f16_dot2_avx512() : qt_f16_dot2_avx2();
+        const qt_dot_fn d16 = qt_dot_impl(QT_F16, isa);
+        CHECKF(d2 && d16, "%s: no fp16 dot", isa_name(isa));
+        for (size_t i = 0; d2 && d16 && i < PT_ARRAY_LEN(lens); i++) {
+            const int64_t n = lens[i] < 1024 ? lens[i] : 1024;
+            pt_f16 w16[1024], q16[2][1024];
+            float qf[2][1024], got[2];
+            for (int64_t e = 0; e < n; e++) {
+                w16[e] = qt_f32_to_f16(x[e]);
+                for (int h = 0; h < 2; h++) {
+                    q16[h][e] = qt_f32_to_f16(y[(e * (h + 3)) % 4096]);
+                    qf[h][e] = qt_f16_to_f32(q16[h][e]);
+                }
+            }
+            d2(w16, qf[0], qf[1], n, got);
+            for (int h = 0; h < 2; h++) {
+                const float want = d16(w16, q16[h], n);
+                CHECKF(memcmp(&want, &got[h], sizeof want) == 0,
+                       "%s fp16 dot2 head %d n=%lld: %.9g, dot %.9g", isa_name(isa), h,
+                       (long long)n, got[h], want);
+            }
+        }
         /* m rows at once (weighted sums): 1..19 rows, so that groups of 8 and
          * every remainder run, each against the reference's fma chain */
         const qt_f32_axpyn_fn axpyn =

@@ -169,6 +169,12 @@ qt_quantize_act_fn qt_quantize_act_avx2(void) {
 qt_f32_axpyn_fn qt_f32_axpyn_avx512(void) {
     return NULL;
 }
+qt_f16_dot2_fn qt_f16_dot2_avx2(void) {
+    return NULL;
+}
+qt_f16_dot2_fn qt_f16_dot2_avx512(void) {
+    return NULL;
+}
 
 #else
 
@@ -221,6 +227,12 @@ qt_quantize_act_fn qt_quantize_act_avx2(void) {
     return NULL;
 }
 qt_f32_axpyn_fn qt_f32_axpyn_avx512(void) {
+    return NULL;
+}
+qt_f16_dot2_fn qt_f16_dot2_avx2(void) {
+    return NULL;
+}
+qt_f16_dot2_fn qt_f16_dot2_avx512(void) {
     return NULL;
 }
 
@@ -444,6 +456,26 @@ static void axpyn_init(void) {
 qt_f32_axpyn_fn qt_f32_axpyn_best(void) {
     pthread_once(&axpyn_once, axpyn_init);
     return axpyn_best;
+}
+
+/* the level qt_dot_best's F16 kernel comes from, so the bits are its */
+static qt_f16_dot2_fn f16_dot2_best;
+static pthread_once_t f16_dot2_once = PTHREAD_ONCE_INIT;
+
+static void f16_dot2_init(void) {
+    const int top = qt_isa_detect();
+#if !defined(__aarch64__)
+    f16_dot2_best = top >= QT_ISA_AVX512 ? qt_f16_dot2_avx512()
+                    : top >= QT_ISA_AVX2 ? qt_f16_dot2_avx2()
+                                         : NULL;
+#else
+    (void)top;
+#endif
+}
+
+qt_f16_dot2_fn qt_f16_dot2_best(void) {
+    pthread_once(&f16_dot2_once, f16_dot2_init);
+    return f16_dot2_best;
 }
 
 static qt_quantize_act_fn act_best;

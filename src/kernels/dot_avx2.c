@@ -49,6 +49,10 @@ qt_f32_axpyn_fn qt_f32_axpyn_avx2(void) {
     return f32_axpyn;
 }
 
+qt_f16_dot2_fn qt_f16_dot2_avx2(void) {
+    return dot_f16_q2;
+}
+
 /* ===== Activation quantisation =====
  * Q8_0, Q8_1 and Q8_K rows with qt_quantize_act_ref's bits: the same amax (max is exact in any
  * order; vmaxps(|x|, acc) keeps acc for a NaN x as fmaxf does), the same scalar scale, the

@@ -49,3 +49,7 @@ qt_tile_fn qt_tile_avx512(uint32_t type) {
 qt_f32_axpyn_fn qt_f32_axpyn_avx512(void) {
     return f32_axpyn;
 }
+
+qt_f16_dot2_fn qt_f16_dot2_avx512(void) {
+    return dot_f16_q2;
+}

@@ -154,6 +154,40 @@ static float dot_f16(const void *w, const void *a, int64_t n) {
     return sum;
 }
 
+/* dot_f16(w, q0) and dot_f16(w, q1) with the queries given as floats (fp16
+ * values decoded, so every product is dot_f16's) and each row vector
+ * converted once for both: the attention scores of two heads over one fp16
+ * key row. Each output keeps dot_f16's accumulators and order. */
+static void dot_f16_q2(const void *w, const float *q0, const float *q1, int64_t n, float *out) {
+    const pt_f16 *x = w;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) { /* named accumulators: they stay in registers */
+        const __m256 k0 = load_f16x8(x + i), k1 = load_f16x8(x + i + 8),
+                     k2 = load_f16x8(x + i + 16), k3 = load_f16x8(x + i + 24);
+        a0 = _mm256_fmadd_ps(k0, _mm256_loadu_ps(q0 + i), a0);
+        b0 = _mm256_fmadd_ps(k0, _mm256_loadu_ps(q1 + i), b0);
+        a1 = _mm256_fmadd_ps(k1, _mm256_loadu_ps(q0 + i + 8), a1);
+        b1 = _mm256_fmadd_ps(k1, _mm256_loadu_ps(q1 + i + 8), b1);
+        a2 = _mm256_fmadd_ps(k2, _mm256_loadu_ps(q0 + i + 16), a2);
+        b2 = _mm256_fmadd_ps(k2, _mm256_loadu_ps(q1 + i + 16), b2);
+        a3 = _mm256_fmadd_ps(k3, _mm256_loadu_ps(q0 + i + 24), a3);
+        b3 = _mm256_fmadd_ps(k3, _mm256_loadu_ps(q1 + i + 24), b3);
+    }
+    for (; i + 8 <= n; i += 8) {
+        const __m256 k = load_f16x8(x + i);
+        a0 = _mm256_fmadd_ps(k, _mm256_loadu_ps(q0 + i), a0);
+        b0 = _mm256_fmadd_ps(k, _mm256_loadu_ps(q1 + i), b0);
+    }
+    float s0 = hsum_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    float s1 = hsum_ps(_mm256_add_ps(_mm256_add_ps(b0, b1), _mm256_add_ps(b2, b3)));
+    for (; i < n; i++) {
+        s0 += f16(x[i]) * q0[i];
+        s1 += f16(x[i]) * q1[i];
+    }
+    out[0] = s0, out[1] = s1;
+}
+
 /* ===== 32-weight blocks against Q8_0 activations ===== */
 
 /* The legacy kernels below share one shape: per block, 32 signed weight bytes

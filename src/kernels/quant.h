@@ -201,6 +201,15 @@ qt_f32_axpyn_fn qt_f32_axpyn_best(void);
 void qt_f32_axpyn_ref(float *acc, int m, const float *a, const float *const *x, int64_t n);
 qt_f32_axpyn_fn qt_f32_axpyn_avx2(void); /* dot_avx2.c / dot_avx512.c; NULL elsewhere */
 qt_f32_axpyn_fn qt_f32_axpyn_avx512(void);
+/* Two heads' scores over one fp16 row: out[h] = qt_dot_best()(QT_F16)(w, the
+ * fp16 query whose decoded values are q_h), the same bits, the row converted
+ * once for both (mla.c's fp16 cache). NULL where the level has none: then
+ * the caller uses the dot product per head. */
+typedef void (*qt_f16_dot2_fn)(const void *w, const float *q0, const float *q1, int64_t n,
+                               float *out);
+qt_f16_dot2_fn qt_f16_dot2_best(void);
+qt_f16_dot2_fn qt_f16_dot2_avx2(void); /* dot_avx2.c / dot_avx512.c; NULL elsewhere */
+qt_f16_dot2_fn qt_f16_dot2_avx512(void);
 
 /* ===== fp16 / bf16 helpers (exact IEEE conversions, no F16C needed) ===== */
 

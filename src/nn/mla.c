@@ -337,17 +337,47 @@ static void mla_unit_typed(const mla_job *a, int t, int h0, int g, int n_keys, f
     const int H = s->d.n_head, KVL = s->d.kv_lora, KVD = s->kv_dim;
     const size_t qb = kv_query_bytes(ty, KVD);
     const int n_pad = (n_keys + 15) & ~15;
-    for (int hh = 0; hh < g; hh++)
-        kv_query(ty, s->qfull + ((size_t)t * H + h0 + hh) * KVD, KVD, (uint8_t *)qbuf + hh * qb);
+    /* fp16 keys: two heads per pass over a row (qt_f16_dot2_fn), the queries
+     * rounded to fp16 and held as floats */
+    const qt_f16_dot2_fn dot2 = ty == QT_F16 && KVD <= 1024 ? qt_f16_dot2_best() : NULL;
+    for (int hh = 0; hh < g; hh++) {
+        const float *q = s->qfull + ((size_t)t * H + h0 + hh) * KVD;
+        if (dot2) {
+            memcpy(qbuf + (size_t)hh * KVD, q, (size_t)KVD * sizeof(float));
+            kv_round(ty, qbuf + (size_t)hh * KVD, KVD);
+        } else {
+            kv_query(ty, q, KVD, (uint8_t *)qbuf + hh * qb);
+        }
+    }
     /* keys in blocks that stay in cache while every head of the unit scores them */
     for (int j0 = 0; j0 < n_keys; j0 += MLA_KEY_BLOCK) {
         const int j1 = j0 + MLA_KEY_BLOCK < n_keys ? j0 + MLA_KEY_BLOCK : n_keys;
-        for (int hh = 0; hh < g; hh++) {
+        int hh = 0;
+        for (; dot2 && hh + 2 <= g; hh += 2) {
+            float *sc0 = scores + (size_t)hh * s->n_scores, *sc1 = sc0 + s->n_scores;
+            const float *q0 = qbuf + (size_t)hh * KVD, *q1 = q0 + KVD;
+            for (int j = j0; j < j1; j++) {
+                if (sc0[j] == -INFINITY && sc1[j] == -INFINITY) continue;
+                float d[2];
+                dot2(a->rows + (size_t)j * a->row, q0, q1, KVD, d);
+                if (sc0[j] != -INFINITY) sc0[j] = d[0];
+                if (sc1[j] != -INFINITY) sc1[j] = d[1];
+            }
+        }
+        for (; hh < g; hh++) {
             float *sc = scores + (size_t)hh * s->n_scores;
-            for (int j = j0; j < j1; j++)
-                if (sc[j] != -INFINITY)
-                    sc[j] =
-                        kv_dot(ty, (uint8_t *)qbuf + hh * qb, a->rows + (size_t)j * a->row, KVD);
+            const float *q = qbuf + (size_t)hh * KVD;
+            for (int j = j0; j < j1; j++) {
+                if (sc[j] == -INFINITY) continue;
+                const uint8_t *row = a->rows + (size_t)j * a->row;
+                if (dot2) { /* a head left over: the pair kernel with itself */
+                    float d[2];
+                    dot2(row, q, q, KVD, d);
+                    sc[j] = d[0];
+                } else {
+                    sc[j] = kv_dot(ty, (uint8_t *)qbuf + hh * qb, row, KVD);
+                }
+            }
         }
     }
     for (int hh = 0; hh < g; hh++) {
