@@ -177,7 +177,9 @@ dec *dec_new(const fam_ops *ops, const void *model, const fam_desc *d, const dec
     x->routed = calloc((size_t)(d->n_layer > 0 ? d->n_layer : 1) * X, 1);
     x->n_routed = calloc((size_t)(d->n_layer > 0 ? d->n_layer : 1), sizeof(int));
     if (!x->topk || !x->pf_topk || !x->pf_uniq || !x->routed || !x->n_routed) fail = 1;
-    if (moe_scratch_init(&x->ms, (int)X, p->max_batch, (int)K, d->n_embd)) fail = 1;
+    if (moe_scratch_init(&x->ms, (int)X, p->max_batch, (int)K, d->n_embd, p->pool, d->max_in,
+                         p->max_isa))
+        fail = 1;
     if (!fail && mm_ctx_init(&c->mm, p->pool, p->max_isa, (int64_t)p->tile, d->max_in)) fail = 1;
     /* the whole context's KV reserved, backed as positions are written; a
      * page of slack for every buffer a state takes (each starts on a page) */

@@ -410,12 +410,13 @@ static void g4_router_input(const g4_state *s, const float *gain, int T, float *
 /* One routed expert on x[n] in place: GeGLU over the fused gate|up
  * projection, down projection, times the expert's output scale. */
 static int g4_expert(void *st, int layer, int e, const uint8_t *const mats[3], float *x, int n,
-                     pt_err *err) {
+                     moe_worker *wk, pt_err *err) {
     g4_state *s = st;
     (void)err;
     const int E = s->m->hp.n_embd;
     const gemma4_expert_w w = gemma4_expert(s->m, layer, e, mats);
-    const nn_ffn f = {&s->c->mm, s->g, s->u, s->c->tile};
+    const nn_ffn f = wk ? (nn_ffn){&wk->mm, wk->g, wk->u, wk->rows}
+                        : (nn_ffn){&s->c->mm, s->g, s->u, s->c->tile};
     nn_geglu_fused(&f, &w.gate_up, s->m->hp.n_ff_exp, &w.down, x, n, x, E);
     for (size_t i = 0; i < (size_t)n * E; i++)
         x[i] *= w.scale;

@@ -446,14 +446,14 @@ static nn_ffn ffn(glm_state *s) {
 
 /* One routed expert on x[n] in place: SwiGLU with the slices in mats[]. */
 static int glm_expert(void *st, int layer, int e, const uint8_t *const mats[3], float *x, int n,
-                      pt_err *err) {
+                      moe_worker *wk, pt_err *err) {
     glm_state *s = st;
     const glm_layer *ly = &s->m->layers[layer];
     (void)e;
     (void)err;
     const mm_weight g = ld_slice_at(ly->gate_exps, mats[0]), u = ld_slice_at(ly->up_exps, mats[1]),
                     dn = ld_slice_at(ly->down_exps, mats[2]);
-    const nn_ffn f = ffn(s);
+    const nn_ffn f = wk ? (nn_ffn){&wk->mm, wk->g, wk->u, wk->rows} : ffn(s);
     nn_swiglu(&f, &g, &u, &dn, x, n, x, s->m->hp.n_embd);
     return 0;
 }

@@ -252,12 +252,13 @@ static void *q3_state_new(const void *model, fam_ctx *c, pt_err *err) {
 
 /* One routed expert on x[n] in place: SwiGLU. */
 static int q3_expert(void *st, int layer, int e, const uint8_t *const mats[3], float *x, int n,
-                     pt_err *err) {
+                     moe_worker *wk, pt_err *err) {
     q3_state *s = st;
     (void)e;
     (void)err;
     const qwen3moe_expert_w w = qwen3moe_expert(s->m, layer, mats);
-    const nn_ffn f = {&s->c->mm, s->g, s->u, s->c->tile};
+    const nn_ffn f = wk ? (nn_ffn){&wk->mm, wk->g, wk->u, wk->rows}
+                        : (nn_ffn){&s->c->mm, s->g, s->u, s->c->tile};
     nn_swiglu(&f, &w.gate, &w.up, &w.down, x, n, x, s->m->hp.n_embd);
     return 0;
 }

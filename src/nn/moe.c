@@ -1,17 +1,38 @@
 /* moe.c — the routed-expert executor (see moe.h). */
 #include "moe.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-int moe_scratch_init(moe_scratch *s, int n_expert, int B, int K, int n_embd) {
+int moe_scratch_init(moe_scratch *s, int n_expert, int B, int K, int n_embd, tp_pool *pool,
+                     int64_t max_in, int max_isa) {
     int fail = 0;
+    memset(s, 0, sizeof *s);
     s->uniq = calloc((size_t)n_expert + 1, sizeof(int)); /* + 1: no zero-size calloc */
     s->seen = calloc((size_t)n_expert + 1, 1);
     s->rows = calloc((size_t)B, sizeof(int)); /* a row chooses an expert at most once */
     s->xg = pt_falloc((size_t)B * (size_t)n_embd, &fail);
     s->yk = pt_falloc((size_t)B * (size_t)K * (size_t)n_embd, &fail);
-    return fail || !s->uniq || !s->seen || !s->rows ? -1 : 0;
+    if (fail || !s->uniq || !s->seen || !s->rows) return -1;
+    const int nt = tp_size(pool), rows = MOE_PAR_ROWS * K;
+    if (nt < 2 || B < MOE_PAR_ROWS) return 0;
+    s->pool = pool;
+    s->workers = calloc((size_t)nt, sizeof *s->workers);
+    s->slot_pos = calloc((size_t)rows, sizeof(int));
+    s->first = calloc((size_t)n_expert + 1, sizeof(int));
+    s->count = calloc((size_t)n_expert + 1, sizeof(int));
+    s->mats = calloc((size_t)rows, sizeof *s->mats);
+    if (!s->workers || !s->slot_pos || !s->first || !s->count || !s->mats) return -1;
+    for (int i = 0; i < nt; i++) {
+        moe_worker *w = &s->workers[i];
+        w->rows = rows;
+        w->g = pt_falloc((size_t)rows * 2 * (size_t)max_in, &fail);
+        w->u = pt_falloc((size_t)rows * 2 * (size_t)max_in, &fail);
+        if (fail || mm_ctx_init(&w->mm, NULL, max_isa, rows, max_in)) return -1;
+    }
+    s->par_rows = rows;
+    return 0;
 }
 
 void moe_scratch_free(moe_scratch *s) {
@@ -20,6 +41,16 @@ void moe_scratch_free(moe_scratch *s) {
     free(s->rows);
     free(s->xg);
     free(s->yk);
+    for (int i = 0; s->workers && i < tp_size(s->pool); i++) {
+        free(s->workers[i].g);
+        free(s->workers[i].u);
+        mm_ctx_free(&s->workers[i].mm);
+    }
+    free(s->workers);
+    free(s->slot_pos);
+    free(s->first);
+    free(s->count);
+    free(s->mats);
     memset(s, 0, sizeof *s);
 }
 
@@ -36,6 +67,81 @@ void moe_unmark(uint8_t *seen, const int *uniq, int n) {
         seen[uniq[i]] = 0;
 }
 
+/* The parallel path: every expert of the call is in memory at once, so each
+ * thread takes whole experts (claimed in turn) and runs them alone. */
+typedef struct par_job {
+    const moe_call *c;
+    moe_scratch *s;
+    int n; /* experts */
+    atomic_int next, failed;
+} par_job;
+
+static void par_worker(void *arg, int ith, int nth) {
+    par_job *j = arg;
+    (void)nth;
+    const moe_call *c = j->c;
+    moe_scratch *s = j->s;
+    for (int i; (i = atomic_fetch_add(&j->next, 1)) < j->n;) {
+        const int e = s->uniq[i];
+        if (c->expert(c->arch, c->layer, e, s->mats[i], s->yk + (size_t)s->first[e] * c->n_embd,
+                      s->count[e], &s->workers[ith], &s->workers[ith].err))
+            atomic_store(&j->failed, ith + 1);
+    }
+}
+
+static int run_parallel(const moe_call *c, moe_scratch *s, int n_uniq, pt_err *err) {
+    const int T = c->T, K = c->K, E = c->n_embd;
+    PT_ASSERT(n_uniq <= s->par_rows);
+    /* the experts in the store's order, then the slots grouped by expert */
+    int e, rc = 1, n = 0;
+    while (n < n_uniq && (rc = xs_next(c->xs, c->layer, &e, s->mats[n], err)) == 1)
+        s->uniq[n++] = e;
+    if (rc < 0) return -1;
+    PT_ASSERT(n == n_uniq);
+    int at = 0;
+    for (int i = 0; i < n; i++) {
+        const int x = s->uniq[i];
+        s->first[x] = at;
+        s->count[x] = 0;
+        for (int t = 0; t < T; t++)
+            for (int k = 0; k < K; k++)
+                if (c->topk[t * K + k] == x) {
+                    s->slot_pos[t * K + k] = at + s->count[x]++;
+                    memcpy(s->yk + (size_t)(at + s->count[x] - 1) * E, c->x + (size_t)t * E,
+                           (size_t)E * sizeof(float));
+                }
+        at += s->count[x];
+    }
+    par_job j = {.c = c, .s = s, .n = n};
+    atomic_init(&j.next, 0);
+    atomic_init(&j.failed, 0);
+    tp_run(s->pool, par_worker, &j);
+    const int f = atomic_load(&j.failed);
+    if (f) {
+        *err = s->workers[f - 1].err;
+        return -1;
+    }
+    return 0;
+}
+
+/* out[t] = sum over k of topw * the output of slot (t, k), at yk + pos(t, k) */
+static void weigh(const moe_call *c, const float *yk, const int *pos) {
+    const int T = c->T, K = c->K, E = c->n_embd;
+    for (int t = 0; t < T; t++) {
+        float *o = c->out + (size_t)t * E;
+        for (int k = 0; k < K; k++) {
+            const float w = c->topw[t * K + k];
+            const float *y = yk + (size_t)(pos ? pos[t * K + k] : t * K + k) * E;
+            if (k == 0)
+                for (int i = 0; i < E; i++)
+                    o[i] = y[i] * w;
+            else
+                for (int i = 0; i < E; i++)
+                    o[i] += y[i] * w;
+        }
+    }
+}
+
 int moe_run(const moe_call *c, moe_scratch *s, pt_err *err) {
     const int T = c->T, K = c->K, E = c->n_embd;
     int n_uniq = 0;
@@ -43,6 +149,13 @@ int moe_run(const moe_call *c, moe_scratch *s, pt_err *err) {
     moe_unmark(s->seen, s->uniq, n_uniq);
     if (xs_begin(c->xs, c->layer, s->uniq, n_uniq, err)) return -1;
     if (c->overlap && c->overlap(c->overlap_arg, c->layer, T, err)) return -1;
+    /* few rows and every expert in memory: whole experts per thread, one job
+     * instead of two or three per expert */
+    if (T * K <= s->par_rows && n_uniq > 1 && xs_slots(c->xs) == 0) {
+        if (run_parallel(c, s, n_uniq, err)) return -1;
+        weigh(c, s->yk, s->slot_pos);
+        return 0;
+    }
     int e, rc;
     const uint8_t *mats[3];
     while ((rc = xs_next(c->xs, c->layer, &e, mats, err)) == 1) {
@@ -54,24 +167,12 @@ int moe_run(const moe_call *c, moe_scratch *s, pt_err *err) {
                     memcpy(s->xg + (size_t)n * E, c->x + (size_t)t * E, (size_t)E * sizeof(float));
                     n++;
                 }
-        if (c->expert(c->arch, c->layer, e, mats, s->xg, n, err)) return -1;
+        if (c->expert(c->arch, c->layer, e, mats, s->xg, n, NULL, err)) return -1;
         for (int i = 0; i < n; i++)
             memcpy(s->yk + (size_t)s->rows[i] * E, s->xg + (size_t)i * E,
                    (size_t)E * sizeof(float));
     }
     if (rc < 0) return -1;
-    for (int t = 0; t < T; t++) {
-        float *o = c->out + (size_t)t * E;
-        for (int k = 0; k < K; k++) {
-            const float w = c->topw[t * K + k];
-            const float *y = s->yk + ((size_t)t * K + k) * E;
-            if (k == 0)
-                for (int i = 0; i < E; i++)
-                    o[i] = y[i] * w;
-            else
-                for (int i = 0; i < E; i++)
-                    o[i] += y[i] * w;
-        }
-    }
+    weigh(c, s->yk, NULL);
     return 0;
 }

@@ -17,12 +17,27 @@
 #include <stdint.h>
 
 #include "common.h"
+#include "nn/matmul.h"
 #include "runtime/experts.h"
+#include "runtime/threadpool.h"
+
+/* One thread's scratch for running whole experts by itself (moe_run's
+ * parallel path): a matmul context without a pool, and FFN scratch of `rows`
+ * rows (g, u: 2 * max_in floats a row). */
+typedef struct moe_worker {
+    mm_ctx mm;
+    float *g, *u;
+    int rows;
+    pt_err err; /* where an expert run by this thread reports */
+} moe_worker;
 
 /* Compute expert e of `layer` on x[n][n_embd] in place (inputs in, outputs
- * out); mats[] are its weight slices from the store. 0, or -1 with err. */
+ * out); mats[] are its weight slices from the store. w NULL: with the
+ * architecture's own scratch and threaded matmuls; else on the calling thread
+ * alone with w's scratch (the same bits: no output depends on the thread
+ * count). 0, or -1 with err. */
 typedef int (*moe_expert_fn)(void *arch, int layer, int e, const uint8_t *const mats[3], float *x,
-                             int n, pt_err *err);
+                             int n, moe_worker *w, pt_err *err);
 
 /* Work to overlap with the layer's first reads. 0, or -1 with err. */
 typedef int (*moe_overlap_fn)(void *arch, int layer, int T, pt_err *err);
@@ -34,11 +49,22 @@ typedef struct moe_scratch {
     int *rows;     /* [B] (row, choice) slots routed to one expert */
     float *xg;     /* [B][n_embd] gathered inputs / outputs of one expert */
     float *yk;     /* [B][K][n_embd] per-(row, choice) outputs */
+    /* the parallel path (few rows, resident experts): whole experts per thread */
+    tp_pool *pool;
+    moe_worker *workers;       /* [tp_size(pool)] */
+    int par_rows;              /* at most this many (row, choice) slots: 0 = never */
+    int *slot_pos;             /* [par_rows] where slot t * K + k's output is in yk */
+    int *first, *count;        /* [n_expert + 1] an expert's slots in yk */
+    const uint8_t *(*mats)[3]; /* [par_rows] the call's experts' weight slices */
 } moe_scratch;
 
 /* Allocate / free a scratch for n_expert experts, B rows, K choices per row,
- * n_embd-wide rows. 0, or -1 (out of memory; free it all the same). */
-int moe_scratch_init(moe_scratch *s, int n_expert, int B, int K, int n_embd);
+ * n_embd-wide rows; with a pool of several threads also the parallel path's
+ * (MOE_PAR_ROWS rows per call, matmul inputs up to max_in wide, kernels up to
+ * max_isa). 0, or -1 (out of memory; free it all the same). */
+enum { MOE_PAR_ROWS = 4 };
+int moe_scratch_init(moe_scratch *s, int n_expert, int B, int K, int n_embd, tp_pool *pool,
+                     int64_t max_in, int max_isa);
 void moe_scratch_free(moe_scratch *s);
 
 /* Append to uniq[*n] each of ids[m] that seen[] does not mark yet, marking it;
