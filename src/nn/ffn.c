@@ -48,8 +48,8 @@ static void run(const nn_ffn *f, const mm_weight *w, const float *x, int T, floa
 }
 
 /* gate and up of x's n rows into f->g, f->u in one job (mm_run_many) */
-static void run_gate_up(const nn_ffn *f, const mm_weight *gate, const mm_weight *up,
-                        const float *x, int n) {
+static void run_gate_up(const nn_ffn *f, const mm_weight *gate, const mm_weight *up, const float *x,
+                        int n) {
     const mm_task t[2] = {{gate, x, gate->n_in, f->g, gate->n_out},
                           {up, x, up->n_in, f->u, up->n_out}};
     mm_run_many(f->mm, t, 2, n);
