@@ -159,14 +159,8 @@ void kv_wsum_keys(int g, float *const *acc, const float *const *p, uint32_t v_ty
                 on[b][k] = pr != 0.0f;
                 pk[b][k] = on[b][k] ? pr : 0.0f;
             }
-            if (v_type == QT_F16) { /* kv_weight's rounding, a row at a time */
-                pt_f16 h[NN_WSUM_KEYS];
-                qt_quantize_act_best()(QT_F16, pk[b], h, nk);
-                kv_load(QT_F16, h, nk, pk[b]);
-            } else if (v_type != QT_F32) {
-                for (int k = 0; k < nk; k++)
-                    pk[b][k] = kv_weight(v_type, pk[b][k]);
-            }
+            /* kv_weight's rounding (fp16, bf16; the identity for the rest), a row at a time */
+            if (v_type == QT_F16 || v_type == QT_BF16) kv_round(v_type, pk[b], nk);
         }
         nn_wsum_add_keys_heads(gb, acc + h0, NN_WSUM_LANES, d, key0, nk, &pk[0][0], &on[0][0], rows,
                                stride, used + h0);

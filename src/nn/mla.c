@@ -164,8 +164,9 @@ typedef struct idx_job {
     const float *cache;
 } idx_job;
 
-/* The indexer scores of row t for keys [j0, j1) (j0 even: pairs of keys as the
- * whole row takes them, so the same bits however a row is split). */
+/* The indexer scores of row t for keys [j0, j1). A key's score depends on
+ * that key alone (dot2 gives dot's bits), so the same bits however a row is
+ * split. */
 static void idx_score(const idx_job *a, int t, int j0, int j1, float *scores) {
     const nn_mla_dims *hp = &a->s->d;
     const int D = hp->idx_head_dim, NH = hp->idx_n_head;
@@ -230,7 +231,7 @@ static void idx_worker(void *arg, int ith, int nth) {
 }
 
 /* Fewer rows than threads (decode): every thread scores a share of each
- * row's keys (in even-sized parts), then each row's top-k is one thread's. */
+ * row's keys (in parts of IDX_KEY_PART), then each row's top-k is one thread's. */
 #define IDX_KEY_PART 256
 static void idx_split_worker(void *arg, int ith, int nth) {
     const idx_job *a = arg;

@@ -106,9 +106,9 @@ static int run_parallel(const moe_call *c, moe_scratch *s, int n_uniq, pt_err *e
         for (int t = 0; t < T; t++)
             for (int k = 0; k < K; k++)
                 if (c->topk[t * K + k] == x) {
-                    s->slot_pos[t * K + k] = at + s->count[x]++;
-                    memcpy(s->yk + (size_t)(at + s->count[x] - 1) * E, c->x + (size_t)t * E,
-                           (size_t)E * sizeof(float));
+                    const int p = at + s->count[x]++;
+                    s->slot_pos[t * K + k] = p;
+                    memcpy(s->yk + (size_t)p * E, c->x + (size_t)t * E, (size_t)E * sizeof(float));
                 }
         at += s->count[x];
     }
