@@ -582,7 +582,9 @@ static void simd_f32_kernels_bit_identical(void) {
             CHECKF(memcmp(a, b, 4096 * sizeof *a) == 0, "%s axpy n=%lld differs", isa_name(isa),
                    (long long)lens[i]);
         }
-        /* two heads' fp16 scores over one row, against the level's F16 dot per head */
+#if defined(__x86_64__)
+        /* x86 only (arm64 has no pair kernel: MLA keeps the per-head dot there).
+         * Two heads' fp16 scores over one row, against the level's F16 dot per head */
         const qt_f16_dot2_fn d2 = isa >= QT_ISA_AVX512 ? qt_f16_dot2_avx512() : qt_f16_dot2_avx2();
         const qt_dot_fn d16 = qt_dot_impl(QT_F16, isa);
         CHECKF(d2 && d16, "%s: no fp16 dot", isa_name(isa));
@@ -626,6 +628,7 @@ static void simd_f32_kernels_bit_identical(void) {
                 CHECKF(memcmp(a, b, 4096 * sizeof *a) == 0, "%s axpyn m=%d n=%lld differs",
                        isa_name(isa), m, (long long)n);
             }
+#endif
     }
     CHECK(qt_f32_best() == qt_f32_impl(top));
     CHECK(qt_f32_impl(QT_ISA_SCALAR)->dot == qt_f32_dot_ref);
