@@ -607,27 +607,38 @@ static void simd_f32_kernels_bit_identical(void) {
                        (long long)n, got[h], want);
             }
         }
-        /* m rows at once (weighted sums): 1..19 rows, so that groups of 8 and
-         * every remainder run, each against the reference's fma chain */
+        /* m rows at once (weighted sums) for nh heads: 1..19 rows, so that groups of 4 and 8
+         * and every remainder run, 1..5 heads (passes of 2 and 4 and what is left), each
+         * head against the reference's fma chain */
         const qt_f32_axpyn_fn axpyn =
             isa >= QT_ISA_AVX512 ? qt_f32_axpyn_avx512() : qt_f32_axpyn_avx2();
         CHECKF(axpyn != NULL, "%s: no axpyn", isa_name(isa));
-        for (int m = 1; axpyn && m <= 19; m++)
-            for (size_t i = 0; i < PT_ARRAY_LEN(lens); i++) {
-                const int64_t n = lens[i] < 4096 - 19 * 5 ? lens[i] : 4096 - 19 * 5;
-                float f[19];
-                const float *xs[19];
-                for (int r = 0; r < m; r++) {
-                    f[r] = y[(r * 131 + m) % 4096];
-                    xs[r] = x + 5 * r; /* overlapping, misaligned rows */
+        float *ha = malloc(5 * 4096 * sizeof *ha), *hb = malloc(5 * 4096 * sizeof *hb);
+        for (int nh = 1; axpyn && nh <= 5; nh++)
+            for (int m = 1; m <= 19; m++)
+                for (size_t i = 0; i < PT_ARRAY_LEN(lens); i++) {
+                    const int64_t n = lens[i] < 4096 - 19 * 5 ? lens[i] : 4096 - 19 * 5;
+                    float f[5 * 19];
+                    const float *xs[19];
+                    float *pa[5], *pb[5];
+                    for (int r = 0; r < m; r++)
+                        xs[r] = x + 5 * r; /* overlapping, misaligned rows */
+                    for (int h = 0; h < nh; h++) {
+                        for (int r = 0; r < m; r++)
+                            f[h * m + r] = y[(r * 131 + m + 977 * h) % 4096];
+                        pa[h] = ha + (size_t)h * 4096 + h; /* misaligned lanes too */
+                        pb[h] = hb + (size_t)h * 4096 + h;
+                    }
+                    for (int j = 0; j < 5 * 4096; j++)
+                        ha[j] = hb[j] = y[(j * 3) % 4096];
+                    qt_f32_axpyn_ref(pa, nh, m, f, xs, n);
+                    axpyn(pb, nh, m, f, xs, n);
+                    CHECKF(memcmp(ha, hb, 5 * 4096 * sizeof *ha) == 0,
+                           "%s axpyn nh=%d m=%d n=%lld differs", isa_name(isa), nh, m,
+                           (long long)n);
                 }
-                for (int j = 0; j < 4096; j++)
-                    a[j] = b[j] = y[(j * 3) % 4096];
-                qt_f32_axpyn_ref(a, m, f, xs, n);
-                axpyn(b, m, f, xs, n);
-                CHECKF(memcmp(a, b, 4096 * sizeof *a) == 0, "%s axpyn m=%d n=%lld differs",
-                       isa_name(isa), m, (long long)n);
-            }
+        free(ha);
+        free(hb);
 #endif
     }
     CHECK(qt_f32_best() == qt_f32_impl(top));

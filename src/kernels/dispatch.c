@@ -430,13 +430,15 @@ const qt_f32_kernels *qt_f32_best(void) {
     return f32_best;
 }
 
-void qt_f32_axpyn_ref(float *acc, int m, const float *a, const float *const *x, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        float v = acc[i];
-        for (int k = 0; k < m; k++)
-            v = fmaf(a[k], x[k][i], v);
-        acc[i] = v;
-    }
+void qt_f32_axpyn_ref(float *const *acc, int nh, int m, const float *a, const float *const *x,
+                      int64_t n) {
+    for (int h = 0; h < nh; h++)
+        for (int64_t i = 0; i < n; i++) {
+            float v = acc[h][i];
+            for (int k = 0; k < m; k++)
+                v = fmaf(a[(int64_t)h * m + k], x[k][i], v);
+            acc[h][i] = v;
+        }
 }
 
 static qt_f32_axpyn_fn axpyn_best;

@@ -794,22 +794,110 @@ static inline __attribute__((always_inline)) void axpyn_m(float *acc, const int 
     }
 }
 
-static void f32_axpyn(float *acc, int m, const float *a, const float *const *x, int64_t n) {
-    for (int k0 = 0; k0 < m; k0 += 8) {
-        const float *as = a + k0;
-        const float *const *xs = x + k0;
-        switch (m - k0 < 8 ? m - k0 : 8) {
-        case 1: axpyn_m(acc, 1, as, xs, n); break;
-        case 2: axpyn_m(acc, 2, as, xs, n); break;
-        case 3: axpyn_m(acc, 3, as, xs, n); break;
-        case 4: axpyn_m(acc, 4, as, xs, n); break;
-        case 5: axpyn_m(acc, 5, as, xs, n); break;
-        case 6: axpyn_m(acc, 6, as, xs, n); break;
-        case 7: axpyn_m(acc, 7, as, xs, n); break;
-        default: axpyn_m(acc, 8, as, xs, n); break;
+/* H heads over the same M rows (M <= 4): each 8-float chunk of a row loaded once for the H
+ * heads' chains (head h's factors at a + h * as), each head's chunk of acc loaded and
+ * stored once. H chains in flight hide the FMA latency with one chunk per step. */
+static inline __attribute__((always_inline)) void axpyn_hm(float *const *acc, const int H,
+                                                           const int M, const float *a, int64_t as,
+                                                           const float *const *x, int64_t n) {
+    /* the pointers in locals: stores through acc cannot change them */
+    float *ap[4];
+    const float *xp[4];
+#pragma GCC unroll 4
+    for (int h = 0; h < H; h++)
+        ap[h] = acc[h];
+#pragma GCC unroll 4
+    for (int k = 0; k < M; k++)
+        xp[k] = x[k];
+    __m256 av[4][4];
+#pragma GCC unroll 4
+    for (int h = 0; h < H; h++)
+#pragma GCC unroll 4
+        for (int k = 0; k < M; k++)
+            av[h][k] = _mm256_set1_ps(a[h * as + k]);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v[4];
+#pragma GCC unroll 4
+        for (int h = 0; h < H; h++)
+            v[h] = _mm256_loadu_ps(ap[h] + i);
+#pragma GCC unroll 4
+        for (int k = 0; k < M; k++) {
+            const __m256 xv = _mm256_loadu_ps(xp[k] + i);
+#pragma GCC unroll 4
+            for (int h = 0; h < H; h++)
+                v[h] = _mm256_fmadd_ps(av[h][k], xv, v[h]);
+        }
+#pragma GCC unroll 4
+        for (int h = 0; h < H; h++)
+            _mm256_storeu_ps(ap[h] + i, v[h]);
+    }
+    for (; i < n; i++)
+        for (int h = 0; h < H; h++) {
+            float v = ap[h][i];
+            for (int k = 0; k < M; k++)
+                v = fmaf(a[h * as + k], xp[k][i], v);
+            ap[h][i] = v;
+        }
+}
+
+/* Heads per pass: the factors stay in registers (AVX-512's 32 of them hold four heads'). */
+#if defined(__AVX512VL__)
+#define AXPYN_HEADS 4
+#else
+#define AXPYN_HEADS 2
+#endif
+
+static void f32_axpyn(float *const *acc, int nh, int m, const float *a, const float *const *x,
+                      int64_t n) {
+    if (nh == 1) {
+        for (int k0 = 0; k0 < m; k0 += 8) {
+            const float *as = a + k0;
+            const float *const *xs = x + k0;
+            switch (m - k0 < 8 ? m - k0 : 8) {
+            case 1: axpyn_m(acc[0], 1, as, xs, n); break;
+            case 2: axpyn_m(acc[0], 2, as, xs, n); break;
+            case 3: axpyn_m(acc[0], 3, as, xs, n); break;
+            case 4: axpyn_m(acc[0], 4, as, xs, n); break;
+            case 5: axpyn_m(acc[0], 5, as, xs, n); break;
+            case 6: axpyn_m(acc[0], 6, as, xs, n); break;
+            case 7: axpyn_m(acc[0], 7, as, xs, n); break;
+            default: axpyn_m(acc[0], 8, as, xs, n); break;
+            }
+        }
+        return;
+    }
+    /* rows in groups of 4, each group's chains continuing the one before through acc */
+    for (int h0 = 0; h0 < nh; h0 += AXPYN_HEADS) {
+        const int H = nh - h0 < AXPYN_HEADS ? nh - h0 : AXPYN_HEADS;
+        for (int k0 = 0; k0 < m; k0 += 4) {
+            const int M = m - k0 < 4 ? m - k0 : 4;
+            const float *as = a + (int64_t)h0 * m + k0;
+            const float *const *xs = x + k0;
+            float *const *ac = acc + h0;
+#define AXPYN_HM(HH)                                                                               \
+    switch (M) {                                                                                   \
+    case 1: axpyn_hm(ac, HH, 1, as, m, xs, n); break;                                              \
+    case 2: axpyn_hm(ac, HH, 2, as, m, xs, n); break;                                              \
+    case 3: axpyn_hm(ac, HH, 3, as, m, xs, n); break;                                              \
+    default: axpyn_hm(ac, HH, 4, as, m, xs, n); break;                                             \
+    }
+            if (H == 1) {
+                AXPYN_HM(1)
+            } else if (H == 2) {
+                AXPYN_HM(2)
+#if AXPYN_HEADS == 4
+            } else if (H == 3) {
+                AXPYN_HM(3)
+            } else {
+                AXPYN_HM(4)
+#endif
+            }
+#undef AXPYN_HM
         }
     }
 }
+#undef AXPYN_HEADS
 
 static const qt_f32_kernels x86_f32_kernels = {f32_dot_ggml, f32_axpy, f32_dot2_ggml};
 

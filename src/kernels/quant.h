@@ -190,15 +190,18 @@ const qt_f32_kernels *qt_f32_best(void);
 const qt_f32_kernels *qt_f32_avx2(void); /* dot_avx2.c / dot_avx512.c */
 const qt_f32_kernels *qt_f32_avx512(void);
 const qt_f32_kernels *qt_f32_neon(void); /* dot_neon.c */
-/* m axpy calls in one pass over acc: acc[i] = fma(a[k], x[k][i], acc[i]) for
- * k = 0..m-1 in that order, each element's chain kept in a register, so acc is
- * loaded and stored once instead of m times. The same bits as the m calls
- * (the same fused multiply-adds in the same order). The attention's weighted
- * value sums (nn_wsum_add_keys) use it for the keys that share a lane. */
-typedef void (*qt_f32_axpyn_fn)(float *acc, int m, const float *a, const float *const *x,
-                                int64_t n);
+/* m axpy calls in one pass over acc, for nh heads over the same m rows: for
+ * each head h, acc[h][i] = fma(a[h * m + k], x[k][i], acc[h][i]) for
+ * k = 0..m-1 in that order, each element's chain kept in a register, so acc
+ * is loaded and stored once instead of m times and a row is loaded once for
+ * several heads. The same bits as the nh * m axpy calls (the same fused
+ * multiply-adds in the same order). The attention's weighted value sums
+ * (nn_wsum_add_keys_heads) use it for the keys that share a lane. */
+typedef void (*qt_f32_axpyn_fn)(float *const *acc, int nh, int m, const float *a,
+                                const float *const *x, int64_t n);
 qt_f32_axpyn_fn qt_f32_axpyn_best(void);
-void qt_f32_axpyn_ref(float *acc, int m, const float *a, const float *const *x, int64_t n);
+void qt_f32_axpyn_ref(float *const *acc, int nh, int m, const float *a, const float *const *x,
+                      int64_t n);
 qt_f32_axpyn_fn qt_f32_axpyn_avx2(void); /* dot_avx2.c / dot_avx512.c; NULL elsewhere */
 qt_f32_axpyn_fn qt_f32_axpyn_avx512(void);
 /* Two heads' scores over one fp16 row: out[h] = qt_dot_best()(QT_F16)(w, the

@@ -11,93 +11,145 @@
 #include "nn/kv.h"
 #include "nn/ops.h"
 
+/* Query rows per unit for a group of G heads: rows x G fills NN_WSUM_HEADS (one row when a
+ * group alone fills it), so a unit's value rows are decoded once for all its heads. */
+static int attn_unit_rows(int G) {
+    return G < NN_WSUM_HEADS ? NN_WSUM_HEADS / G : 1;
+}
+
 int64_t nn_attn_stride(int64_t max_keys, int head_dim, int max_group) {
-    /* per head of a group: a softmax row from a 16-aligned position, the query in the key
-     * type and the weighted-sum lanes; shared: one block of decoded value rows */
+    /* per head of a unit (rows x group, at most max(max_group, NN_WSUM_HEADS)): a softmax row
+     * from a 16-aligned position, the query in the key type and the weighted-sum lanes;
+     * shared: one block of decoded value rows */
     const int64_t D = head_dim, G = max_group > 0 ? max_group : 1;
-    return G * (((max_keys + 15) & ~(int64_t)15) + 16 + D + (int64_t)NN_WSUM_LANES * D) +
+    const int64_t NH = G > NN_WSUM_HEADS ? G : NN_WSUM_HEADS;
+    return NH * (((max_keys + 15) & ~(int64_t)15) + 16 + D + (int64_t)NN_WSUM_LANES * D) +
            (int64_t)NN_WSUM_KEYS * D;
 }
 
-/* Query row t, the G = n_head / n_kv query heads that read KV head kh. The softmax rows start
- * at a position that is a multiple of 16 (earlier window keys masked) so their chunks of 16
- * line up with llama.cpp's KV cells, where cell = position. Each head's scores, softmax and
- * value sum are what it would get alone (the same calls per head, in key order); what the
- * heads share is the work on the cache: keys are scored in blocks of NN_WSUM_KEYS for every
- * head while the block is in cache, and a block's value rows are decoded once for all. */
-static void attend_group(const nn_attn *a, int t, int kh, float *scratch) {
-    const int D = a->head_dim, G = a->n_head / a->n_kv;
-    const int64_t pos = a->pos0 + t;
-    const int64_t lo = a->window > 0 && pos - a->window + 1 > 0 ? pos - a->window + 1 : 0;
-    const int64_t base = lo & ~(int64_t)15;
-    const int n_pad = (int)(((pos + 1 - base) + 15) & ~(int64_t)15);
+/* Query rows t0 .. t0+R-1, the G = n_head / n_kv query heads of each that read KV head kh:
+ * R * G heads. Each row's softmax row starts at a position that is a multiple of 16 (earlier
+ * window keys masked) so its chunks of 16 line up with llama.cpp's KV cells, where cell =
+ * position. Each head's scores, softmax and value sum are what it would get alone (the same
+ * calls per head, in key order; the lane of a key is its position's, whatever block it is
+ * summed in, and keys of weight 0 are skipped); what the heads share is the work on the
+ * cache: keys are scored in blocks of NN_WSUM_KEYS for every head while the block is in
+ * cache, and a block's value rows are decoded once for all. The rows' softmax rows lie on
+ * one span of positions from the first row's start (zero outside each row's own range). */
+static void attend_rows(const nn_attn *a, int t0, int R, int kh, float *scratch) {
+    const int D = a->head_dim, G = a->n_head / a->n_kv, NH = R * G;
+    int64_t pos[NN_WSUM_HEADS], lo[NN_WSUM_HEADS], base[NN_WSUM_HEADS];
+    int n_pad[NN_WSUM_HEADS];
+    for (int r = 0; r < R; r++) {
+        pos[r] = a->pos0 + t0 + r;
+        lo[r] = a->window > 0 && pos[r] - a->window + 1 > 0 ? pos[r] - a->window + 1 : 0;
+        base[r] = lo[r] & ~(int64_t)15;
+        n_pad[r] = (int)(((pos[r] + 1 - base[r]) + 15) & ~(int64_t)15);
+    }
+    /* the span: from the first row's start to the last row's end */
+    const int64_t lo_u = lo[0], base_u = base[0], hi_u = pos[R - 1];
+    const int64_t span = base[R - 1] + n_pad[R - 1] - base_u;
     const int64_t sc_len = ((a->scores_keys + 15) & ~(int64_t)15) + 16;
-    float *scb = scratch, *qbb = scb + (size_t)G * sc_len, *acb = qbb + (size_t)G * D,
-          *vb = acb + (size_t)G * NN_WSUM_LANES * D;
-#define SC(hh) (scb + (size_t)(hh)*sc_len)
-#define QB(hh) (qbb + (size_t)(hh)*D)
-#define ACC(hh) (acb + (size_t)(hh)*NN_WSUM_LANES * D)
-    const float *q0 = a->q + ((size_t)t * a->n_head + (size_t)kh * G) * D;
+    float *scb = scratch, *qbb = scb + (size_t)NH * sc_len, *acb = qbb + (size_t)NH * D,
+          *vb = acb + (size_t)NH * NN_WSUM_LANES * D;
+#define SC(i) (scb + (size_t)(i)*sc_len)
+#define QB(i) (qbb + (size_t)(i)*D)
+#define ACC(i) (acb + (size_t)(i)*NN_WSUM_LANES * D)
     const size_t koff = kv_bytes(a->k_type, (int64_t)kh * D),
                  voff = kv_bytes(a->v_type, (int64_t)kh * D);
 #define KROW(p) (a->k + (size_t)((p) % a->cap) * a->k_row + koff)
 #define VROW(p) (a->v + (size_t)((p) % a->cap) * a->v_row + voff)
-    for (int hh = 0; hh < G; hh++) {
-        float *sc = SC(hh);
-        for (int j = 0; j < n_pad; j++)
+    /* fp16 keys: two heads per pass over a key row (qt_f16_dot2_fn), the queries rounded to
+     * fp16 and held as floats (the same products as kv_dot's fp16 query) */
+    const qt_f16_dot2_fn dot2 = a->k_type == QT_F16 && D <= 1024 ? qt_f16_dot2_best() : NULL;
+    for (int i = 0; i < NH; i++) {
+        const float *q = a->q + ((size_t)(t0 + i / G) * a->n_head + (size_t)kh * G + i % G) * D;
+        float *sc = SC(i);
+        for (int64_t j = 0; j < span; j++)
             sc[j] = -INFINITY;
-        if (a->k_type != QT_F32) kv_query(a->k_type, q0 + (size_t)hh * D, D, QB(hh));
+        if (dot2) {
+            memcpy(QB(i), q, (size_t)D * sizeof(float));
+            kv_round(a->k_type, QB(i), D);
+        } else if (a->k_type != QT_F32) {
+            kv_query(a->k_type, q, D, QB(i));
+        }
     }
-    for (int64_t b0 = lo; b0 <= pos; b0 += NN_WSUM_KEYS) {
-        const int64_t b1 = b0 + NN_WSUM_KEYS - 1 < pos ? b0 + NN_WSUM_KEYS - 1 : pos;
-        for (int hh = 0; hh < G; hh++) {
-            float *sc = SC(hh) - base;
-            const float *q = q0 + (size_t)hh * D;
-            int64_t p = b0;
-            if (a->k_type == QT_F32) {
-                /* two keys per query load, pairs counted from lo as a lone head counts */
-                for (; p + 1 <= b1; p += 2)
-                    nn_dot2_f32(q, (const float *)KROW(p), (const float *)KROW(p + 1), D, sc + p);
-                if (p <= b1) sc[p] = nn_dot_f32(q, (const float *)KROW(p), D);
-            } else {
-                for (; p <= b1; p++)
-                    sc[p] = kv_dot(a->k_type, QB(hh), KROW(p), D);
+    for (int64_t b0 = lo_u; b0 <= hi_u; b0 += NN_WSUM_KEYS) {
+        const int64_t b1 = b0 + NN_WSUM_KEYS - 1 < hi_u ? b0 + NN_WSUM_KEYS - 1 : hi_u;
+        for (int r = 0; r < R; r++) {
+            const int64_t k0 = b0 > lo[r] ? b0 : lo[r], k1 = b1 < pos[r] ? b1 : pos[r];
+            for (int hh = 0; hh < G && k0 <= k1; hh++) {
+                const int i = r * G + hh;
+                float *sc = SC(i) - base_u;
+                const float *q = a->q + ((size_t)(t0 + r) * a->n_head + (size_t)kh * G + hh) * D;
+                int64_t p = k0;
+                if (a->k_type == QT_F32) {
+                    /* two keys per query load (each score is nn_dot_f32's bits) */
+                    for (; p + 1 <= k1; p += 2)
+                        nn_dot2_f32(q, (const float *)KROW(p), (const float *)KROW(p + 1), D,
+                                    sc + p);
+                    if (p <= k1) sc[p] = nn_dot_f32(q, (const float *)KROW(p), D);
+                } else if (dot2) {
+                    /* this head and the next of the row together; a head left over: the pair
+                     * kernel with itself */
+                    const int pair = hh + 1 < G;
+                    float *sc1 = pair ? SC(i + 1) - base_u : NULL;
+                    const float *q1 = QB(i + pair);
+                    for (; p <= k1; p++) {
+                        float d[2];
+                        dot2(KROW(p), QB(i), q1, D, d);
+                        sc[p] = d[0];
+                        if (pair) sc1[p] = d[1];
+                    }
+                    hh += pair;
+                } else {
+                    for (; p <= k1; p++)
+                        sc[p] = kv_dot(a->k_type, QB(i), KROW(p), D);
+                }
             }
         }
     }
     uint64_t used[NN_ATTN_MAX_GROUP];
-    for (int hh = 0; hh < G; hh++) {
-        nn_softmax(SC(hh), n_pad, a->scale);
-        nn_wsum_begin(ACC(hh), NN_WSUM_LANES, D, &used[hh]);
+    for (int i = 0; i < NH; i++) {
+        const int r = i / G;
+        float *sc = SC(i);
+        const int64_t off = base[r] - base_u;
+        nn_softmax(sc + off, n_pad[r], a->scale);
+        for (int64_t j = 0; j < off; j++) /* earlier rows' keys: weight 0 */
+            sc[j] = 0.0f;
+        for (int64_t j = off + n_pad[r]; j < span; j++) /* later rows' keys */
+            sc[j] = 0.0f;
+        nn_wsum_begin(ACC(i), NN_WSUM_LANES, D, &used[i]);
     }
     float *accs[NN_ATTN_MAX_GROUP];
     const float *ps[NN_ATTN_MAX_GROUP];
-    for (int hh = 0; hh < G; hh++)
-        accs[hh] = ACC(hh);
-    for (int64_t p0 = lo; p0 <= pos;) {
+    for (int i = 0; i < NH; i++)
+        accs[i] = ACC(i);
+    for (int64_t p0 = lo_u; p0 <= hi_u;) {
         /* a block of keys in consecutive cache slots (a ring's wrap ends one) */
-        int nk = (int)(pos + 1 - p0 < NN_WSUM_KEYS ? pos + 1 - p0 : NN_WSUM_KEYS);
+        int nk = (int)(hi_u + 1 - p0 < NN_WSUM_KEYS ? hi_u + 1 - p0 : NN_WSUM_KEYS);
         if (p0 % a->cap + nk > a->cap) nk = (int)(a->cap - p0 % a->cap);
         const float *rows = (const float *)VROW(p0);
         size_t stride = a->v_row / sizeof(float);
         if (a->v_type != QT_F32) {
             for (int k = 0; k < nk; k++) {
                 int any = 0;
-                for (int hh = 0; hh < G && !any; hh++)
-                    any = SC(hh)[p0 + k - base] != 0.0f;
+                for (int i = 0; i < NH && !any; i++)
+                    any = SC(i)[p0 + k - base_u] != 0.0f;
                 if (any) kv_load(a->v_type, VROW(p0 + k), D, vb + (size_t)k * D);
             }
             rows = vb;
             stride = (size_t)D;
         }
-        for (int hh = 0; hh < G; hh++)
-            ps[hh] = SC(hh) + (p0 - base);
-        kv_wsum_keys(G, accs, ps, a->v_type, D, p0, nk, rows, stride, used);
+        for (int i = 0; i < NH; i++)
+            ps[i] = SC(i) + (p0 - base_u);
+        kv_wsum_keys(NH, accs, ps, a->v_type, D, p0, nk, rows, stride, used);
         p0 += nk;
     }
-    for (int hh = 0; hh < G; hh++)
-        nn_wsum_end(ACC(hh), NN_WSUM_LANES, D,
-                    a->out + ((size_t)t * a->n_head + (size_t)kh * G + hh) * D, used[hh]);
+    for (int i = 0; i < NH; i++)
+        nn_wsum_end(ACC(i), NN_WSUM_LANES, D,
+                    a->out + ((size_t)(t0 + i / G) * a->n_head + (size_t)kh * G + i % G) * D,
+                    used[i]);
 #undef KROW
 #undef VROW
 #undef SC
@@ -105,13 +157,17 @@ static void attend_group(const nn_attn *a, int t, int kh, float *scratch) {
 #undef ACC
 }
 
-/* Units (row, KV head) ith, ith + nth, ...: the later rows of a prompt see more keys, and a
- * contiguous split would leave the last part with most of the work. */
+/* Units (row block, KV head) ith, ith + nth, ...: the later rows of a prompt see more keys,
+ * and a contiguous split would leave the last part with most of the work. */
 static void attn_worker(void *arg, int ith, int nth) {
     const nn_attn *a = arg;
     float *scratch = a->scores + (size_t)ith * a->scores_stride;
-    for (long i = ith; i < (long)a->T * a->n_kv; i += nth)
-        attend_group(a, (int)(i / a->n_kv), (int)(i % a->n_kv), scratch);
+    const int R = attn_unit_rows(a->n_head / a->n_kv);
+    const long n_blocks = (a->T + R - 1) / R;
+    for (long i = ith; i < n_blocks * a->n_kv; i += nth) {
+        const int t0 = (int)(i / a->n_kv) * R;
+        attend_rows(a, t0, a->T - t0 < R ? a->T - t0 : R, (int)(i % a->n_kv), scratch);
+    }
 }
 
 void nn_attn_run(tp_pool *pool, const nn_attn *a) {

@@ -12,10 +12,12 @@
  * Numerics follow llama.cpp without flash attention, rounding included: scores
  * by nn_dot_f32, softmax by nn_softmax over rows aligned to 16 cells, values
  * summed by nn_wsum_* (lanes by key position; 16 lanes for a batch, 64 for a
- * single row, as llama.cpp's kernel choice). Work is split over (row, KV head)
- * pairs, each running its group of query heads (scores in blocks of keys, a
- * block's value rows decoded once for the group; every head gets the bits it
- * would get alone), so the result does not depend on the thread count.
+ * single row, as llama.cpp's kernel choice). Work is split over units of (a
+ * few consecutive rows, KV head), each running the rows' query heads of that
+ * group together (scores in blocks of keys, fp16 keys scored for two heads per
+ * pass, a block's value rows decoded once for all the unit's heads; every head
+ * gets the bits it would get alone), so the result depends neither on the
+ * thread count nor on how the rows are batched.
  */
 #ifndef PT_NN_ATTN_H
 #define PT_NN_ATTN_H
@@ -49,7 +51,8 @@ typedef struct nn_attn {
 enum { NN_ATTN_MAX_GROUP = 256 };
 
 /* Scratch floats one thread needs for groups of up to max_group query heads (softmax rows,
- * queries in the key type, weighted-sum lanes, one block of decoded value rows). */
+ * queries in the key type, weighted-sum lanes, one block of decoded value rows), for units
+ * of max(max_group, NN_WSUM_HEADS) heads. */
 int64_t nn_attn_stride(int64_t max_keys, int head_dim, int max_group);
 
 void nn_attn_run(tp_pool *pool, const nn_attn *a);

@@ -184,24 +184,40 @@ void nn_wsum_add_keys_heads(int g, float *const *acc, int lanes, int d, int64_t 
     const qt_f32_axpyn_fn axpyn = qt_f32_axpyn_best();
     for (int k0 = 0; k0 < lanes && k0 < nk; k0++) {
         const int lane = (int)((key0 + k0) % lanes);
-        for (int h = 0; h < g; h++) { /* the lane's rows stay in cache across the heads */
-            const float *ph = p + (size_t)h * NN_WSUM_KEYS;
+        /* which of the lane's keys each head counts (bit j: key k0 + j * lanes) */
+        uint64_t mask[NN_WSUM_HEADS];
+        for (int h = 0; h < g; h++) {
             const unsigned char *onh = on + (size_t)h * NN_WSUM_KEYS;
-            float a[NN_WSUM_KEYS];
+            mask[h] = 0;
+            for (int k = k0, j = 0; k < nk; k += lanes, j++)
+                mask[h] |= (uint64_t)(onh[k] != 0) << j;
+        }
+        /* heads that count the same keys go through one pass over the rows (each head's
+         * chain is its own); the lane's rows stay in cache across the passes */
+        for (int h = 0; h < g; h++) {
+            if (!mask[h]) continue;
+            const uint64_t mk = mask[h];
             const float *x[NN_WSUM_KEYS];
             int m = 0;
-            for (int k = k0; k < nk; k += lanes)
-                if (onh[k]) {
-                    a[m] = ph[k];
-                    x[m++] = rows + (size_t)k * stride;
+            for (int k = k0, j = 0; k < nk; k += lanes, j++)
+                if (mk >> j & 1) x[m++] = rows + (size_t)k * stride;
+            float a[NN_WSUM_HEADS * NN_WSUM_KEYS];
+            float *accs[NN_WSUM_HEADS];
+            int nh = 0;
+            for (int h2 = h; h2 < g; h2++) {
+                if (mask[h2] != mk) continue;
+                const float *ph = p + (size_t)h2 * NN_WSUM_KEYS;
+                for (int k = k0, j = 0, i = 0; k < nk; k += lanes, j++)
+                    if (mk >> j & 1) a[nh * m + i++] = ph[k];
+                float *acc_l = acc[h2] + (size_t)lane * (size_t)d;
+                if (!(used[h2] >> lane & 1)) {
+                    memset(acc_l, 0, (size_t)d * sizeof(float));
+                    used[h2] |= 1ull << lane;
                 }
-            if (!m) continue;
-            float *acc_l = acc[h] + (size_t)lane * (size_t)d;
-            if (!(used[h] >> lane & 1)) {
-                memset(acc_l, 0, (size_t)d * sizeof(float));
-                used[h] |= 1ull << lane;
+                accs[nh++] = acc_l;
+                if (h2 > h) mask[h2] = 0; /* done */
             }
-            axpyn(acc_l, m, a, x, d);
+            axpyn(accs, nh, m, a, x, d);
         }
     }
 }

@@ -78,7 +78,9 @@ void nn_wsum_add_keys(float *acc, int lanes, int d, int64_t key0, int nk, const 
 /* nn_wsum_add_keys for g <= NN_WSUM_HEADS heads over the same rows: head h's
  * lanes at acc[h], its probabilities and flags at p, on + h * NN_WSUM_KEYS,
  * its lane mask used[h]. Lane by lane, every head adds the lane's rows while
- * they are in cache; each head gets the bits nn_wsum_add_keys gives it. */
+ * they are in cache, the heads that count the same keys of the lane in one
+ * pass over its rows (qt_f32_axpyn_fn for several heads); each head gets the
+ * bits nn_wsum_add_keys gives it. */
 enum { NN_WSUM_HEADS = 8 };
 void nn_wsum_add_keys_heads(int g, float *const *acc, int lanes, int d, int64_t key0, int nk,
                             const float *p, const unsigned char *on, const float *rows,
