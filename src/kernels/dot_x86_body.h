@@ -438,6 +438,7 @@ static float dot_q4_K(const void *w, const void *a, int64_t n) {
         /* the 8 scales as int16 in both lanes; vpshufb broadcasts scale k */
         const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scmn));
         __m256i sumi = _mm256_setzero_si256();
+#pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
             const __m256i q = loadu256(x[i].qs + 32 * c);
             const int8_t *q8 = y[i].qs + 64 * c;
@@ -476,6 +477,7 @@ static float dot_q5_K(const void *w, const void *a, int64_t n) {
         const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scmn));
         const __m256i qh = loadu256(x[i].qh);
         __m256i sumi = _mm256_setzero_si256();
+#pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
             const __m256i q = loadu256(x[i].qs + 32 * c);
             const __m256i hb = srl16(qh, 2 * c); /* bit 0: low half's bit, bit 1: high half's */
@@ -515,6 +517,7 @@ static float dot_q6_K(const void *w, const void *a, int64_t n) {
         __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
         __m256i half[2];
         scales16_s8(sc, &half[0], &half[1]);
+#pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             const __m256i la = loadu256(x[i].ql + 64 * h);
             const __m256i lb = loadu256(x[i].ql + 64 * h + 32);
