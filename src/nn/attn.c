@@ -62,8 +62,10 @@ static void attend_rows(const nn_attn *a, int t0, int R, int kh, float *scratch)
     /* fp16 keys: two heads per pass over a key row (qt_f16_dot2_fn), the queries rounded to
      * fp16 and held as floats (the same products as kv_dot's fp16 query) */
     const qt_f16_dot2_fn dot2 = a->k_type == QT_F16 && D <= 1024 ? qt_f16_dot2_best() : NULL;
+    const float *qs[NN_ATTN_MAX_GROUP]; /* head i's query: row t0 + i / G, head kh * G + i % G */
     for (int i = 0; i < NH; i++) {
-        const float *q = a->q + ((size_t)(t0 + i / G) * a->n_head + (size_t)kh * G + i % G) * D;
+        const float *q = qs[i] =
+            a->q + ((size_t)(t0 + i / G) * a->n_head + (size_t)kh * G + i % G) * D;
         float *sc = SC(i);
         for (int64_t j = 0; j < span; j++)
             sc[j] = -INFINITY;
@@ -81,7 +83,7 @@ static void attend_rows(const nn_attn *a, int t0, int R, int kh, float *scratch)
             for (int hh = 0; hh < G && k0 <= k1; hh++) {
                 const int i = r * G + hh;
                 float *sc = SC(i) - base_u;
-                const float *q = a->q + ((size_t)(t0 + r) * a->n_head + (size_t)kh * G + hh) * D;
+                const float *q = qs[i];
                 int64_t p = k0;
                 if (a->k_type == QT_F32) {
                     /* two keys per query load (each score is nn_dot_f32's bits) */
