@@ -46,6 +46,14 @@ static inline float f16(pt_f16 h) {
     return _cvtsh_ss(h);
 }
 
+/* An fp16 scale as 8 equal floats, converted in the vector unit: with both
+ * factors of a scale product as vectors the product is one vmulps (the
+ * compiler turns a product of two _mm256_set1_ps into a scalar multiply and a
+ * broadcast, two instructions per output pair). The same product either way. */
+static inline __m256 f16x8(pt_f16 h) {
+    return _mm256_cvtph_ps(_mm_set1_epi16((short)h));
+}
+
 static inline __m256i loadu256(const void *p) {
     return _mm256_loadu_si256((const __m256i *)p);
 }
@@ -222,14 +230,14 @@ static void dot_f16_q2(const void *w, const float *q0, const float *q1, int64_t 
 
 /* One accumulator, blocks in order: llama.cpp's order for Q8_0 and Q4_0, and
  * for IQ4_NL in its batched (tinyBLAS) path, see qt_dot_panel_ref. */
-#define LEGACY_LOOP1(XT, DECODE, SCALE)                                                            \
+#define LEGACY_LOOP1(XT, DECODE, SCALE8)                                                           \
     const XT *x = w;                                                                               \
     const block_q8_0 *y = a;                                                                       \
     __m256 acc = _mm256_setzero_ps();                                                              \
     for (int64_t i = 0; i < n / 32; i++) {                                                         \
         const XT *xb = &x[i];                                                                      \
         __m256i p = dot_s8s8(_mm256_setzero_si256(), DECODE, loadu256(y[i].qs));                   \
-        acc = _mm256_fmadd_ps(_mm256_set1_ps((SCALE)*f16(y[i].d)), _mm256_cvtepi32_ps(p), acc);    \
+        acc = _mm256_fmadd_ps(_mm256_mul_ps(SCALE8, f16x8(y[i].d)), _mm256_cvtepi32_ps(p), acc);   \
     }                                                                                              \
     return hsum_ps(acc);
 
@@ -238,7 +246,7 @@ static void dot_f16_q2(const void *w, const float *q0, const float *q1, int64_t 
  * (two chains would differ from it in the last bit, enough to flip a later
  * activation rounding). */
 static float dot_q8_0(const void *w, const void *a, int64_t n) {
-    LEGACY_LOOP1(block_q8_0, loadu256(xb->qs), f16(xb->d))
+    LEGACY_LOOP1(block_q8_0, loadu256(xb->qs), f16x8(xb->d))
 }
 
 /* Q4_0: weight = nibble - 8. */
@@ -246,7 +254,7 @@ static inline __m256i decode_q4_0(const block_q4_0 *b) {
     return _mm256_sub_epi8(nibbles32(b->qs), _mm256_set1_epi8(8));
 }
 static float dot_q4_0(const void *w, const void *a, int64_t n) {
-    LEGACY_LOOP1(block_q4_0, decode_q4_0(xb), f16(xb->d))
+    LEGACY_LOOP1(block_q4_0, decode_q4_0(xb), f16x8(xb->d))
 }
 
 /* Q5_0: weight = (nibble | bit << 4) - 16, bit j of qh for weight j. As a
@@ -258,7 +266,7 @@ static inline __m256i decode_q5_0(const block_q5_0 *b) {
                            _mm256_andnot_si256(bits_to_bytes(qh), _mm256_set1_epi8((char)0xF0)));
 }
 static float dot_q5_0(const void *w, const void *a, int64_t n) {
-    LEGACY_LOOP1(block_q5_0, decode_q5_0(xb), f16(xb->d))
+    LEGACY_LOOP1(block_q5_0, decode_q5_0(xb), f16x8(xb->d))
 }
 
 /* IQ4_NL / MXFP4: nibble -> int8 through a 16-entry table (vpshufb). */
@@ -672,7 +680,7 @@ static float panel_iq4_xs(const void *w, const void *a, int64_t n) {
 
 static float panel_iq4_nl(const void *w, const void *a, int64_t n) {
     const __m256i tab = table16(kvalues_iq4nl);
-    LEGACY_LOOP1(block_iq4_nl, _mm256_shuffle_epi8(tab, nibbles32(xb->qs)), f16(xb->d))
+    LEGACY_LOOP1(block_iq4_nl, _mm256_shuffle_epi8(tab, nibbles32(xb->qs)), f16x8(xb->d))
 }
 
 static qt_dot_fn x86_panel_table(uint32_t type) {
@@ -1252,14 +1260,6 @@ static void dot4_q6_K(const void *w, const void *a, uint64_t as, int64_t n, floa
  * AVX2 level keeps the four-row kernels. */
 #if defined(X86_BODY_TILES)
 #define NT4 4
-
-/* An fp16 scale as 8 equal floats, converted in the vector unit: with both
- * factors of a scale product as vectors the product is one vmulps (the
- * compiler turns a product of two _mm256_set1_ps into a scalar multiply and a
- * broadcast, two instructions per output pair). The same product either way. */
-static inline __m256 f16x8(pt_f16 h) {
-    return _mm256_cvtph_ps(_mm_set1_epi16((short)h));
-}
 
 /* One 32-weight block type with one accumulator (LEGACY_LOOP1's order): XT the
  * block, DECODE(xb) its 32 signed weight bytes, xb->d its fp16 scale. */
