@@ -339,6 +339,7 @@ bench-run: $(BUILD)/bench_petrel $(BUILD)/petrel $(BUILD)/mkmodel $(BUILD)/belad
 	$(BUILD)/bench_tokenizer
 	$(BUILD)/bench_grammar $(BENCH_GRAMMAR_MODELS)
 	@BUILD=$(BUILD) sh bench/run.sh
+	@BUILD=$(BUILD) sh bench/gemm.sh
 	@BUILD=$(BUILD) sh bench/inmem.sh
 	@BUILD=$(BUILD) sh bench/serve.sh
 	@BUILD=$(BUILD) sh bench/spec.sh

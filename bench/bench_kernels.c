@@ -17,12 +17,15 @@
  * GFLOP/s (2 x rows x weights per second), beside this machine's memory read
  * bandwidth at 1 and 2 threads (the roofline of a one-row pass over weights in
  * DRAM). Last, the SwiGLU activation's cost per element. Usage:
- * bench_petrel [TYPE]  (e.g. Q4_K: that type only; swiglu: the activation only).
+ * bench_petrel [TYPE]  (e.g. Q4_K: that type only; swiglu: the activation only; gemm:
+ * the matmul at llama.cpp's MUL_MAT perf shape instead, which bench/gemm.sh prints beside
+ * llama.cpp's own figures).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../tests/qt_random.h"
 #include "common.h"
@@ -125,8 +128,69 @@ static void bw_worker(void *arg, int ith, int nth) {
     j->sum[ith & 1] += s0 + s1 + s2 + s3;
 }
 
+/* The engine's matmul at the shape of llama.cpp's `test-backend-ops perf -o MUL_MAT` cases (a
+ * 4096 x 14336 weight matrix, n = 1, 4, 8, 512 activation rows), on half the processors of
+ * this machine as that tool runs (at least one), so bench/gemm.sh can print the two side by
+ * side. */
+static void llama_shape_table(qr_rng *rp) {
+    qr_rng r = *rp;
+    volatile float sink = 0;
+    enum { LM = 4096, LK = 14336, LN = 512 };
+    const uint32_t ltypes[] = {QT_Q4_0, QT_Q5_0, QT_Q8_0, QT_Q2_K, QT_Q4_K, QT_Q6_K};
+    const int nrows[] = {1, 4, 8, LN};
+    const int nt = sysconf(_SC_NPROCESSORS_ONLN) > 1 ? (int)sysconf(_SC_NPROCESSORS_ONLN) / 2 : 1;
+    printf("\nmatmul (mm_run) at llama.cpp's MUL_MAT perf shape: m=%d, k=%d, %d threads, best "
+           "ISA: GFLOP/s\n",
+           LM, LK, nt);
+    printf("%-8s %9s %9s %9s %9s\n", "type", "n=1", "n=4", "n=8", "n=512");
+    float *lx = malloc((size_t)LN * LK * sizeof *lx), *ly = malloc((size_t)LN * LM * sizeof *ly);
+    tp_pool *pool = tp_new(nt);
+    mm_ctx mc;
+    const int ok = lx && ly && pool && mm_ctx_init(&mc, pool, -1, LN, LK) == 0;
+    for (int k = 0; ok && k < LN; k++)
+        qr_fill_acts(&r, lx + (size_t)k * LK, LK);
+    for (size_t ti = 0; ok && ti < PT_ARRAY_LEN(ltypes); ti++) {
+        const uint32_t type = ltypes[ti];
+        const qt_traits *t = qt_get(type);
+        uint64_t rb64;
+        if (qt_row_bytes(type, LK, &rb64)) continue;
+        uint8_t *lw = malloc((size_t)(rb64 * LM));
+        if (!lw) break;
+        qr_fill_weights(&r, type, lw, (int64_t)LM * LK);
+        const mm_weight mw = {type, LK, LM, rb64, lw};
+        printf("%-8s", t->name);
+        for (size_t ri = 0; ri < PT_ARRAY_LEN(nrows); ri++) {
+            const int nr = nrows[ri];
+            mm_run(&mc, &mw, lx, nr, ly, LM); /* warm-up */
+            double best = 1e30;
+            const double start = now_s();
+            do {
+                const double t0 = now_s();
+                mm_run(&mc, &mw, lx, nr, ly, LM);
+                const double dt = now_s() - t0;
+                if (dt < best) best = dt;
+            } while (now_s() - start < MEASURE_S);
+            sink += ly[0];
+            printf(" %9.2f", 2.0 * nr * (double)LK * (double)LM / best / 1e9);
+            fflush(stdout);
+        }
+        printf("\n");
+        free(lw);
+    }
+    if (ok) mm_ctx_free(&mc);
+    tp_free(pool);
+    free(lx);
+    free(ly);
+    *rp = r;
+}
+
 int main(int argc, char **argv) {
     const char *only = argc > 1 ? argv[1] : NULL; /* optional: bench one type by name */
+    if (only && strcmp(only, "gemm") == 0) {
+        qr_rng r = {20240601};
+        llama_shape_table(&r);
+        return 0;
+    }
     const int top = qt_isa_detect();
     const size_t sizes[2] = {(size_t)1 << 20, (size_t)64 << 20};
     printf("petrel kernel bench: single thread, %d-weight rows, best ISA here: %s\n", NCOLS,
