@@ -128,6 +128,22 @@ static void bw_worker(void *arg, int ith, int nth) {
     j->sum[ith & 1] += s0 + s1 + s2 + s3;
 }
 
+/* The fastest of mm_run's passes over nr activation rows in MEASURE_S seconds, after one
+ * warm-up pass. */
+static double mm_best_s(mm_ctx *mc, const mm_weight *mw, const float *x, int nr, float *y,
+                        int64_t ldy) {
+    mm_run(mc, mw, x, nr, y, ldy);
+    double best = 1e30;
+    const double start = now_s();
+    do {
+        const double t0 = now_s();
+        mm_run(mc, mw, x, nr, y, ldy);
+        const double dt = now_s() - t0;
+        if (dt < best) best = dt;
+    } while (now_s() - start < MEASURE_S);
+    return best;
+}
+
 /* The engine's matmul at the shape of llama.cpp's `test-backend-ops perf -o MUL_MAT` cases (a
  * 4096 x 14336 weight matrix, n = 1, 4, 8, 512 activation rows), on half the processors of
  * this machine as that tool runs (at least one), so bench/gemm.sh can print the two side by
@@ -161,15 +177,7 @@ static void llama_shape_table(qr_rng *rp) {
         printf("%-8s", t->name);
         for (size_t ri = 0; ri < PT_ARRAY_LEN(nrows); ri++) {
             const int nr = nrows[ri];
-            mm_run(&mc, &mw, lx, nr, ly, LM); /* warm-up */
-            double best = 1e30;
-            const double start = now_s();
-            do {
-                const double t0 = now_s();
-                mm_run(&mc, &mw, lx, nr, ly, LM);
-                const double dt = now_s() - t0;
-                if (dt < best) best = dt;
-            } while (now_s() - start < MEASURE_S);
+            const double best = mm_best_s(&mc, &mw, lx, nr, ly, LM);
             sink += ly[0];
             printf(" %9.2f", 2.0 * nr * (double)LK * (double)LM / best / 1e9);
             fflush(stdout);
@@ -366,15 +374,7 @@ int main(int argc, char **argv) {
                 const int nrows[] = {1, 4, 16, 64};
                 for (size_t ri = 0; ri < PT_ARRAY_LEN(nrows); ri++) {
                     const int nr = nrows[ri];
-                    mm_run(&mc, &mw, gx, nr, gy, n_out); /* warm-up */
-                    double best = 1e30;
-                    const double start = now_s();
-                    do {
-                        const double t0 = now_s();
-                        mm_run(&mc, &mw, gx, nr, gy, n_out);
-                        const double dt = now_s() - t0;
-                        if (dt < best) best = dt;
-                    } while (now_s() - start < MEASURE_S);
+                    const double best = mm_best_s(&mc, &mw, gx, nr, gy, n_out);
                     sink += gy[0];
                     const double gbs = (double)rb64 * (double)n_out / best / 1e9;
                     const double gfl = 2.0 * nr * (double)NCOLS * (double)n_out / best / 1e9;
