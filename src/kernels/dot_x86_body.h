@@ -49,7 +49,7 @@ static inline float f16(pt_f16 h) {
 /* An fp16 scale as 8 equal floats, converted in the vector unit: with both
  * factors of a scale product as vectors the product is one vmulps (the
  * compiler turns a product of two _mm256_set1_ps into a scalar multiply and a
- * broadcast, two instructions per output pair). The same product either way. */
+ * broadcast, after two scalar conversions). The same product either way. */
 static inline __m256 f16x8(pt_f16 h) {
     return _mm256_cvtph_ps(_mm_set1_epi16((short)h));
 }
@@ -229,7 +229,8 @@ static void dot_f16_q2(const void *w, const float *q0, const float *q1, int64_t 
     return hsum_ps(_mm256_add_ps(acc0, acc1));
 
 /* One accumulator, blocks in order: llama.cpp's order for Q8_0 and Q4_0, and
- * for IQ4_NL in its batched (tinyBLAS) path, see qt_dot_panel_ref. */
+ * for IQ4_NL in its batched (tinyBLAS) path, see qt_dot_panel_ref. SCALE8: the
+ * block's weight scale as 8 equal floats (f16x8). */
 #define LEGACY_LOOP1(XT, DECODE, SCALE8)                                                           \
     const XT *x = w;                                                                               \
     const block_q8_0 *y = a;                                                                       \
