@@ -1,13 +1,13 @@
 #!/bin/sh
 # bench/kvspill.sh — KV beyond RAM (issue 16, point 3), run by `make bench BENCH_KVSPILL=1`:
 # decode speed after a long context with most of the KV cache on the SSD (--kv-ram-mb small:
-# half the share holds the newest positions, half caches the spilled pages recent steps
-# selected; every other spilled row is written back and dropped from the page cache after
-# every step, so each step reads from disk what its selection picks anew) vs the same run with
+# half the share holds the newest positions, half is the buffer each layer step reads its
+# selected spilled rows into with O_DIRECT, so each step reads from disk what its selection
+# picks; without O_DIRECT, half caches the spilled pages recent steps selected) vs the same run with
 # the KV all in RAM. One run of each, alternated, KVSPILL_RUNS times, the page cache dropped
 # before each (root: /proc/sys/vm/drop_caches; else not dropped, said so); reported: each
 # run's decode tok/s with the load average beside it and its KV line (bytes in RAM and on
-# disk after the run, the selected-page cache and its hit rate), the medians and their ratio
+# disk after the run, the rows, reads and bytes of a layer step's direct reads), the medians and their ratio
 # (spilled / in RAM), and whether both runs decoded the same token ids (they must: the rows
 # are the same bytes wherever they live).
 #

@@ -242,10 +242,13 @@ uint64_t pt_session_kv_disk_bytes(const pt_session *s);
 int pt_session_kv_hot(const pt_session *s);
 /* A spilling DSA cache's pages of selected spilled rows kept in RAM: bytes now and their
  * bound (all 0 when none), and since the session opened, the selected spilled pages and how
- * many of them were already in RAM. */
+ * many of them were already in RAM. Where the selected spilled rows are read directly
+ * (O_DIRECT into a buffer of gather_cap bytes, the cache's half of the share): the layer
+ * steps that did so, the rows, the reads and the bytes read. */
 typedef struct pt_kv_cache_stats {
     uint64_t bytes, cap_bytes;
     uint64_t selected, hits;
+    uint64_t gather_cap, gathers, gather_rows, gather_reads, gather_bytes;
 } pt_kv_cache_stats;
 void pt_session_kv_cache(const pt_session *s, pt_kv_cache_stats *st);
 /* Positions the session holds; pt_session_tokens gives their token ids, [n_past],

@@ -8,7 +8,8 @@
  * file's folder; the positions cached before stay valid and the session continues exactly.
  * `petrel generate --kv-ram-mb` spills into the cache directory and says so in the plan line
  * and the KV statistics. The arena's cache of selected spilled pages keeps what recent steps
- * selected, within the share, and returns the bytes written (kvspill_cache_bounded).
+ * selected, within the share, and returns the bytes written (kvspill_cache_bounded); a
+ * gathered buffer's selected rows read directly come back whole (kvspill_gather_rows).
  */
 #include <signal.h>
 #include <stdio.h>
@@ -81,6 +82,14 @@ static void spill_equals_ram(const char *model, int ctk) {
             CHECKF(!memcmp(la, lb, sizeof(float) * nv), "%s: decode step %d differs spilled", model,
                    i);
         }
+        /* glm-dsa's typed latent rows: decode steps read their selected spilled rows
+         * directly where the file system allows (the prompt's chunks select more than the
+         * gather buffer holds: through the mapping) */
+        pt_kv_cache_stats st;
+        pt_session_kv_cache(b, &st);
+        if (st.gather_cap)
+            CHECKF(st.gathers >= N_DECODE && st.gather_rows > 0, "%s: %llu gathers", model,
+                   (unsigned long long)st.gathers);
         /* the spilled rows are on disk and out of RAM */
         CHECKF(pt_session_kv_disk_bytes(b) > 0, "%s: nothing on disk", model);
         CHECKF(pt_session_kv_bytes(b) < pt_session_kv_bytes(a), "%s: %llu in RAM spilled, %llu not",
@@ -322,7 +331,73 @@ static void kvspill_cache_bounded(void) {
     kv_arena_free(&a);
 }
 
+/* Rows of a gathered buffer (KV_READ_GATHERED) read directly (kv_gather): every selected row
+ * reads back its bytes from the gather buffer, rows next to each other come in one read, a
+ * selection larger than the buffer is refused (the caller reads through the mapping) and so
+ * is a buffer read through the mapping. */
+static void kvspill_gather_rows(void) {
+    enum { ROW = 1152, CTX = 4096, SHARE = 512 };
+    kv_arena a;
+    pt_err e = {0};
+    CHECK(kv_arena_init(&a, 1 << 20) == 0);
+    CHECKF(kv_arena_spill(&a, 2 * (CTX * ROW + 65536), t_tmpdir(), SHARE, CTX, &e) == 0, "%s",
+           e.msg);
+    uint8_t *g = kv_arena_rows(&a, ROW, CTX, KV_READ_GATHERED);
+    uint8_t *m = kv_arena_rows(&a, ROW, CTX, KV_READ_SELECTED);
+    CHECK(g && m);
+    if (!g || !m || !a.gcap) {
+        if (g && m) t_skip("no O_DIRECT reads on the temporary folder's file system");
+        kv_arena_free(&a);
+        return;
+    }
+    CHECKF(a.gcap == (size_t)(SHARE / 2) * ROW, "gather buffer %zu", a.gcap);
+    for (int pos = 0; pos < CTX; pos += 64) {
+        CHECK(kv_arena_reserve(&a, pos + 64, &e) == 0);
+        for (int t = pos; t < pos + 64; t++)
+            for (int j = 0; j < ROW; j++)
+                g[(size_t)t * ROW + j] = m[(size_t)t * ROW + j] = row_byte(t, j);
+        CHECKF(kv_arena_settle(&a, pos + 64, &e) == 0, "%s", e.msg);
+    }
+    const int cold = (int)a.cold;
+    CHECKF(cold > CTX / 2, "%d positions spilled", cold);
+    const uint8_t **rowp = calloc(CTX, sizeof *rowp);
+    int *sel = malloc(sizeof(int) * CTX);
+    /* spread rows (17 apart: gaps of ~19 KB, each its own read), then a run of 100 rows */
+    int n = 0;
+    for (int r = 5; r < cold && n < 120; r += 17)
+        sel[n++] = r;
+    const uint64_t reads0 = a.g_reads;
+    CHECK(kv_gather(&a, g, sel, n, rowp, &e) == 1);
+    CHECKF(a.g_reads - reads0 == (uint64_t)n, "%llu reads for %d spread rows",
+           (unsigned long long)(a.g_reads - reads0), n);
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < ROW; j++)
+            if (rowp[sel[i]][j] != row_byte(sel[i], j)) {
+                CHECKF(0, "row %d byte %d gathered wrong", sel[i], j);
+                i = n;
+                break;
+            }
+    for (int i = 0; i < 100; i++)
+        sel[i] = 1000 + i;
+    const uint64_t reads1 = a.g_reads;
+    CHECK(kv_gather(&a, g, sel, 100, rowp, &e) == 1);
+    CHECKF(a.g_reads - reads1 == 1, "%llu reads for 100 adjacent rows",
+           (unsigned long long)(a.g_reads - reads1));
+    for (int i = 0; i < 100; i++)
+        CHECKF(!memcmp(rowp[sel[i]], m + (size_t)sel[i] * ROW, ROW), "row %d gathered wrong",
+               sel[i]);
+    /* every spilled row: more than the buffer holds */
+    for (int i = 0; i < cold; i++)
+        sel[i] = i;
+    CHECK(kv_gather(&a, g, sel, cold, rowp, &e) == 0);
+    CHECK(kv_gather(&a, m, sel, 10, rowp, &e) == 0);
+    free(rowp);
+    free(sel);
+    kv_arena_free(&a);
+}
+
 T_SUITE(kvspill) {
+    T_ADD_TIMEOUT(kvspill_gather_rows, 60);
     T_ADD_TIMEOUT(kvspill_cache_bounded, 60);
     T_ADD_TIMEOUT(kvspill_cli_session_restore, 120);
     T_ADD_TIMEOUT(kvspill_glm_dsa, 300);

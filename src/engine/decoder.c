@@ -236,12 +236,18 @@ uint64_t dec_kv_disk(const dec *x) {
 int dec_kv_hot(const dec *x) {
     return kv_arena_spills(&x->kv) ? (int)(x->kv.hot + x->kv.blk - 1) : 0;
 }
-void dec_kv_cache(const dec *x, uint64_t *bytes, uint64_t *cap, uint64_t *sel, uint64_t *hits) {
+void dec_kv_cache(const dec *x, pt_kv_cache_stats *st) {
     size_t c = 0;
-    *bytes = (uint64_t)kv_arena_cache_pages(&x->kv, &c) * kv_page();
-    *cap = (uint64_t)c * kv_page();
-    *sel = x->kv.sel_pages;
-    *hits = x->kv.sel_hits;
+    const kv_arena *a = &x->kv;
+    *st = (pt_kv_cache_stats){.bytes = (uint64_t)kv_arena_cache_pages(a, &c) * kv_page(),
+                              .cap_bytes = (uint64_t)c * kv_page(),
+                              .selected = a->sel_pages,
+                              .hits = a->sel_hits,
+                              .gather_cap = a->dfd >= 0 ? a->gcap : 0,
+                              .gathers = a->g_steps,
+                              .gather_rows = a->g_rows,
+                              .gather_reads = a->g_reads,
+                              .gather_bytes = a->g_bytes};
 }
 int dec_kv_reserve(dec *x, int n, pt_err *err) {
     return kv_arena_reserve(&x->kv, n, err);

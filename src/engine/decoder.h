@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "model/family.h"
+#include "petrel.h" /* pt_kv_cache_stats */
 
 typedef struct dec dec;
 
@@ -69,7 +70,7 @@ uint64_t dec_kv_disk(const dec *x);
 int dec_kv_hot(const dec *x);
 /* The spill's cache of selected pages (kv_arena_cache_pages): bytes kept, bound, selected
  * spilled pages and hits so far. */
-void dec_kv_cache(const dec *x, uint64_t *bytes, uint64_t *cap, uint64_t *sel, uint64_t *hits);
+void dec_kv_cache(const dec *x, pt_kv_cache_stats *st);
 /* Before rows of positions below n are written other than by dec_eval (a
  * prefix restored from disk): file blocks for them when the cache spills.
  * 0, or -1 with err (a full disk); dec_set_restored then writes them back. */

@@ -667,7 +667,7 @@ int pt_session_kv_hot(const pt_session *s) {
     return dec_kv_hot(s->dec);
 }
 void pt_session_kv_cache(const pt_session *s, pt_kv_cache_stats *st) {
-    dec_kv_cache(s->dec, &st->bytes, &st->cap_bytes, &st->selected, &st->hits);
+    dec_kv_cache(s->dec, st);
 }
 const char *pt_engine_kv_types(const pt_engine *e) {
     return e->kv_types;

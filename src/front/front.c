@@ -137,7 +137,7 @@ static void kv_size(uint64_t bytes, char out[32]) {
 }
 
 void fe_kv_format(const fe_kv_stats *k, char *out, size_t cap) {
-    char ram[32], disk[48] = "", cache[160] = "";
+    char ram[32], disk[48] = "", cache[160] = "", gather[200] = "";
     kv_size(k->ram_bytes, ram);
     if (k->disk_bytes) {
         char d[32];
@@ -152,6 +152,18 @@ void fe_kv_format(const fe_kv_stats *k, char *out, size_t cap) {
                  k->cache.selected ? 100.0 * (double)k->cache.hits / (double)k->cache.selected
                                    : 0.0);
     }
-    snprintf(out, cap, "KV %d/%d %s, %s in RAM%s, prefix hits %d (%d from disk)%s", k->n_past,
-             k->n_ctx, k->types, ram, disk, k->hits, k->hits_disk, cache);
+    if (k->cache.gather_cap) {
+        const pt_kv_cache_stats *c = &k->cache;
+        const double n = c->gathers ? (double)c->gathers : 1.0;
+        char b[32], per[32];
+        kv_size(c->gather_cap, b);
+        kv_size((uint64_t)((double)c->gather_bytes / n), per);
+        snprintf(gather, sizeof gather,
+                 "; selected spilled rows read directly (%s buffer): %llu layer steps, %.0f rows "
+                 "in %.0f reads (%s) each",
+                 b, (unsigned long long)c->gathers, (double)c->gather_rows / n,
+                 (double)c->gather_reads / n, per);
+    }
+    snprintf(out, cap, "KV %d/%d %s, %s in RAM%s, prefix hits %d (%d from disk)%s%s", k->n_past,
+             k->n_ctx, k->types, ram, disk, k->hits, k->hits_disk, cache, gather);
 }

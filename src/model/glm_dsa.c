@@ -407,7 +407,10 @@ static void *glm_state_new(const void *model, fam_ctx *c, pt_err *err) {
     for (int l = 0; l < n_all && !fail; l++) {
         /* the trunk's latent rows may spill to the SSD (nn/kv.h); the MTP block's stay in RAM */
         const size_t row = kv_bytes(c->k_type, (int64_t)KVD);
-        s->kv[l] = l < hp->n_layer ? kv_arena_rows(c->kv, row, c->n_ctx, hp->idx_n_head > 0)
+        const int read = hp->idx_n_head <= 0   ? KV_READ_ALL
+                         : c->k_type == QT_F32 ? KV_READ_SELECTED /* f32 sums read blocks */
+                                               : KV_READ_GATHERED;
+        s->kv[l] = l < hp->n_layer ? kv_arena_rows(c->kv, row, c->n_ctx, read)
                                    : kv_arena_take(c->kv, (size_t)c->n_ctx * row);
         if (!s->kv[l]) fail = 1;
         if (l < hp->n_layer && m->layers[l].attn.has_idx &&
@@ -425,6 +428,12 @@ static void *glm_state_new(const void *model, fam_ctx *c, pt_err *err) {
             ((size_t)c->n_ctx * kv_bytes(c->k_type, (int64_t)KVD) + kv_page() - 1) / kv_page() + 1;
         if (!(s->attn.pmark = calloc(s->attn.n_pmark, 1))) fail = 1;
         s->attn.spill = c->kv;
+        if (c->k_type != QT_F32 && c->kv->gcap) { /* rows read directly where they can be */
+            s->attn.rowp = calloc((size_t)c->n_ctx, sizeof *s->attn.rowp);
+            s->attn.gmark = calloc((size_t)c->n_ctx, 1);
+            s->attn.glist = calloc((size_t)c->n_ctx, sizeof *s->attn.glist);
+            if (!s->attn.rowp || !s->attn.gmark || !s->attn.glist) fail = 1;
+        }
     }
     s->out = pt_falloc(B * E, &fail);
     s->g = pt_falloc(A * ffn_width(hp), &fail);

@@ -89,16 +89,33 @@ void kv_wsum_keys(int g, float *const *acc, const float *const *p, uint32_t v_ty
  * recently selected pages up to its bound and drops every other cold page, so
  * a step re-reads only what it selects anew, and the resident bytes never
  * exceed the share (kv_arena_cache_pages).
+ * Gathered buffers (KV_READ_GATHERED: glm-dsa's typed latent rows) skip the
+ * mapping for their spilled rows where the file system has O_DIRECT: the rows
+ * a step selects are read with direct reads, merged across small gaps, into a
+ * gather buffer of the cache's half of the share (kv_gather), and attention
+ * reads them there. No page of the mapping is faulted, mapped or dropped for
+ * them, which is what the page-cache path pays per page; a step whose rows do
+ * not fit the buffer (a prompt chunk's many rows) reads through the mapping,
+ * with no cache of pages between steps.
  * File blocks are allocated (posix_fallocate) before positions are written
  * (kv_arena_reserve), so a full disk is an error from the evaluation, never a
  * SIGBUS from a store into the mapping. Buffers a family keeps resident by
  * design (the DSA indexer keys, sliding-window rings, the MTP block's rows)
  * come from kv_arena_take and stay anonymous. */
+/* How attention reads a per-position buffer (kv_arena_rows). */
+enum {
+    KV_READ_ALL = 0,      /* every row, every step */
+    KV_READ_SELECTED = 1, /* the rows it selects, through the mapping (kv_prefetch_*) */
+    KV_READ_GATHERED = 2  /* the rows it selects, its spilled ones by kv_gather when it can */
+};
+
 typedef struct kv_rows {
     uint8_t *p; /* the buffer: row r at p + r * row */
     size_t row; /* bytes per position */
-    int sparse; /* 1: attention reads the rows it selects (kv_prefetch_rows), not all */
+    int sparse; /* KV_READ_* */
 } kv_rows;
+
+struct xio;
 
 typedef struct kv_arena {
     uint8_t *base; /* the reservation, page aligned */
@@ -122,7 +139,14 @@ typedef struct kv_arena {
     size_t cache_cap; /* pages the cache may keep: half the share's bytes of sparse rows */
     size_t cached;    /* pages it keeps after the last settle */
     uint64_t sel_pages, sel_hits; /* selected cold pages, and those the cache already held */
-    char dir[512];                /* where the file is (for messages and the plan line) */
+    /* direct reads of selected spilled rows (kv_gather; KV_READ_GATHERED buffers) */
+    int dfd;          /* the spill file opened with O_DIRECT; -1: no direct reads here */
+    size_t dio_align; /* offset and length alignment of those reads */
+    size_t gcap;      /* bytes of the gather buffer: the share's cache half of gathered rows */
+    uint8_t *gbuf;    /* the gather buffer (allocated at the first gather) */
+    struct xio *io;   /* its reader */
+    uint64_t g_steps, g_rows, g_reads, g_bytes; /* gathers done, rows, reads and bytes read */
+    char dir[512]; /* where the file is (for messages and the plan line) */
 } kv_arena;
 
 #define KV_PAGE_OUT 0u          /* a page not in RAM (dropped, or never read) */
@@ -140,7 +164,7 @@ int kv_arena_spill(kv_arena *a, size_t fcap, const char *dir, int64_t hot, int64
                    pt_err *err);
 /* A per-position buffer of n rows of row_bytes (in the spill file when
  * spilling, else as kv_arena_take); NULL when the reservation is exhausted.
- * sparse: attention reads only the rows it selects. */
+ * sparse: how attention reads it (KV_READ_*). */
 void *kv_arena_rows(kv_arena *a, size_t row_bytes, int64_t n, int sparse);
 /* 1 when the arena spills. */
 int kv_arena_spills(const kv_arena *a);
@@ -165,6 +189,21 @@ void kv_arena_truncate(kv_arena *a, int64_t n);
  * (MADV_WILLNEED) and clears the marks. */
 void kv_prefetch_mark(uint8_t *marks, size_t row, const int *sel, int n);
 void kv_prefetch_flush(kv_arena *a, const void *buf, uint8_t *marks, size_t n_marks);
+/* Selected spilled rows read directly, without the mapping: the rows
+ * rows[0..n) (ascending, each below a->cold) of KV_READ_GATHERED buffer buf
+ * are read from the spill file with O_DIRECT into the arena's gather buffer,
+ * and rowp[rows[i]] points at each row's bytes there until the next gather.
+ * Rows whose blocks lie close together are read as one (gaps up to 16 KB: on
+ * the SSDs measured a read of that size costs what a 4 KB one does, their
+ * rate is bounded by requests, not bytes), less when the bytes would not fit
+ * the buffer. A step reads no page through the mapping, so it faults none,
+ * maps none and drops none: the page-cache path's cost per page.
+ * 1: read; 0: not possible here (no O_DIRECT on the file system, f32 rows,
+ * or the rows exceed the buffer) and the caller reads through the mapping
+ * (kv_prefetch_*); -1 with err: a read failed (the caller may still read
+ * through the mapping). */
+int kv_gather(kv_arena *a, const void *buf, const int *rows, int n, const uint8_t **rowp,
+              pt_err *err);
 /* Pages of spilled rows the cache of selected pages keeps now, and its bound. */
 size_t kv_arena_cache_pages(const kv_arena *a, size_t *cap);
 /* Bytes of one page. */

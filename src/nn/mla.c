@@ -92,6 +92,9 @@ void nn_mla_free(nn_mla *a) {
     free(a->sel_all);
     free(a->n_sel_all);
     free(a->pmark);
+    free(a->rowp);
+    free(a->gmark);
+    free(a->glist);
     memset(a, 0, sizeof *a);
 }
 
@@ -326,7 +329,14 @@ typedef struct mla_job {
     const float *cache;  /* f32 cache rows (kv_type QT_F32) */
     const uint8_t *rows; /* the same rows in any type; row bytes apart */
     size_t row;
+    const uint8_t *const *rowp; /* rows below n_cold: where kv_gather read them (or NULL) */
+    int n_cold;
 } mla_job;
+
+/* Key row j of a typed cache: gathered from the spill file, or in the cache itself. */
+static inline const uint8_t *mla_row(const mla_job *a, int j) {
+    return j < a->n_cold ? a->rowp[j] : a->rows + (size_t)j * a->row;
+}
 
 /* Scores and weighted latent sums of one unit over a cache of another type
  * than f32 (nn/kv.h): the query in the key type's dot form, each latent row
@@ -360,7 +370,7 @@ static void mla_unit_typed(const mla_job *a, int t, int h0, int g, int n_keys, f
             for (int j = j0; j < j1; j++) {
                 if (sc0[j] == -INFINITY && sc1[j] == -INFINITY) continue;
                 float d[2];
-                dot2(a->rows + (size_t)j * a->row, q0, q1, KVD, d);
+                dot2(mla_row(a, j), q0, q1, KVD, d);
                 if (sc0[j] != -INFINITY) sc0[j] = d[0];
                 if (sc1[j] != -INFINITY) sc1[j] = d[1];
             }
@@ -370,7 +380,7 @@ static void mla_unit_typed(const mla_job *a, int t, int h0, int g, int n_keys, f
             const float *q = qbuf + (size_t)hh * KVD;
             for (int j = j0; j < j1; j++) {
                 if (sc[j] == -INFINITY) continue;
-                const uint8_t *row = a->rows + (size_t)j * a->row;
+                const uint8_t *row = mla_row(a, j);
                 if (dot2) { /* a head left over: the pair kernel with itself */
                     float d[2];
                     dot2(row, q, q, KVD, d);
@@ -401,7 +411,7 @@ static void mla_unit_typed(const mla_job *a, int t, int h0, int g, int n_keys, f
                 any = scores[(size_t)hh * s->n_scores + j0 + k] != 0.0f;
             if (!any) continue;
             n_any++; /* the latent: V is K's first part */
-            kv_load(ty, a->rows + (size_t)(j0 + k) * a->row, KVL, vrow + (size_t)k * KVL);
+            kv_load(ty, mla_row(a, j0 + k), KVL, vrow + (size_t)k * KVL);
         }
         if (!n_any) continue;
         for (int hh = 0; hh < g; hh++)
@@ -484,6 +494,33 @@ static void mla_worker(void *arg, int ith, int nth) {
     }
 }
 
+/* The tile's selected rows below the spilled boundary (its rows that read every key: all of
+ * theirs), read into the gather buffer (kv_gather): the boundary when they were, 0 when
+ * nothing is spilled, -1 when they must be read through the mapping. */
+static int gather_selected(nn_mla *s, int T, int pos0, const void *cache) {
+    const int64_t cold = s->spill->cold;
+    if (!s->rowp) return -1;
+    if (cold <= 0) return 0;
+    int n = 0;
+    for (int t = 0; t < T; t++) {
+        const int n_keys = pos0 + t + 1;
+        if (s->n_sel[t] < n_keys) {
+            const int *sel = s->sel + (size_t)t * s->d.idx_top_k;
+            for (int i = 0; i < s->n_sel[t]; i++)
+                if (sel[i] < cold) s->gmark[sel[i]] = 1;
+        } else {
+            memset(s->gmark, 1, (size_t)(n_keys < cold ? n_keys : cold));
+        }
+    }
+    for (int64_t j = 0; j < cold; j++)
+        if (s->gmark[j]) {
+            s->gmark[j] = 0;
+            s->glist[n++] = (int)j;
+        }
+    pt_err err = {0};
+    return kv_gather(s->spill, cache, s->glist, n, s->rowp, &err) == 1 ? (int)cold : -1;
+}
+
 /* One tile: T <= s->rows query rows; s->sel, s->n_sel point at its rows. */
 static void mla_tile(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, int pos0, void *cache,
                      float *idx_keys, int use_dsa, float *out) {
@@ -526,8 +563,10 @@ static void mla_tile(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, int 
         mm_run_many(s->mm, heads, n, T);
     }
     if (use_dsa && ly->has_idx) dsa_select(s, ly, xn, T, pos0, idx_keys);
-    /* a spilled cache: the selected rows' pages read ahead, in runs, before the faults */
-    if (use_dsa && s->pmark) {
+    /* a spilled cache: the selected spilled rows read into the gather buffer, or else the
+     * selected rows' pages read ahead, in runs, before the faults */
+    const int n_cold = use_dsa && s->pmark ? gather_selected(s, T, pos0, cache) : 0;
+    if (use_dsa && s->pmark && n_cold < 0) {
         for (int t = 0; t < T; t++)
             kv_prefetch_mark(s->pmark, kv_bytes(s->kv_type, KVD),
                              s->sel + (size_t)t * hp->idx_top_k, s->n_sel[t]);
@@ -546,7 +585,8 @@ static void mla_tile(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, int 
                  T,       pos0,
                  use_dsa, lanes,
                  G,       (const float *)cache,
-                 cache,   kv_bytes(s->kv_type, KVD)};
+                 cache,   kv_bytes(s->kv_type, KVD),
+                 s->rowp, n_cold > 0 ? n_cold : 0};
     tp_run(s->pool, mla_worker, &j);
     /* per-head value projections in one job, then the output projection */
     for (int h0 = 0; h0 < H; h0 += MM_MANY_MAX) {

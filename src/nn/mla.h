@@ -89,9 +89,13 @@ typedef struct nn_mla {
                           reading the selected rows ahead (kv_prefetch_mark); NULL: in RAM */
     size_t n_pmark;
     kv_arena *spill; /* the arena pmark's buffers are spilled in (their cache of selected pages) */
-    float *iq;       /* [B][idx_heads][idx_dim] */
-    float *ik;       /* [B][idx_dim] */
-    float *iw;       /* [B][idx_heads] */
+    /* selected spilled rows read directly (kv_gather; a cache type other than f32): */
+    const uint8_t **rowp; /* [n_ctx] where a gathered row's bytes are; NULL: not gathered */
+    uint8_t *gmark;       /* [n_ctx] the rows a tile selects, one byte each */
+    int *glist;           /* [n_ctx] ... in ascending order */
+    float *iq;            /* [B][idx_heads][idx_dim] */
+    float *ik;            /* [B][idx_dim] */
+    float *iw;            /* [B][idx_heads] */
     float *irot; /* [idx_dim][idx_dim] Walsh-Hadamard rotation (NULL: idx_dim not a power of two >=
                     64) */
     float *itmp; /* [idx_dim] one rotated vector */
