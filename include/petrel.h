@@ -244,11 +244,13 @@ int pt_session_kv_hot(const pt_session *s);
  * bound (all 0 when none), and since the session opened, the selected spilled pages and how
  * many of them were already in RAM. Where the selected spilled rows are read directly
  * (O_DIRECT into a buffer of gather_cap bytes, the cache's half of the share): the layer
- * steps that did so, the rows, the reads and the bytes read. */
+ * steps that did so, the rows, the reads and the bytes read, and the rows found kept in
+ * the buffer from earlier steps (where consecutive steps select mostly the same rows). */
 typedef struct pt_kv_cache_stats {
     uint64_t bytes, cap_bytes;
     uint64_t selected, hits;
     uint64_t gather_cap, gathers, gather_rows, gather_reads, gather_bytes;
+    uint64_t gather_kept; /* of gather_rows, those the buffer kept from earlier steps */
 } pt_kv_cache_stats;
 void pt_session_kv_cache(const pt_session *s, pt_kv_cache_stats *st);
 /* Positions the session holds; pt_session_tokens gives their token ids, [n_past],

@@ -45,11 +45,11 @@ static pt_engine *open_model(const char *model, int ctk, double kv_ram_mb, char 
 }
 
 /* The prompt in chunks of 64, then N_DECODE single-token steps: every step's logits equal. */
-static void spill_equals_ram(const char *model, int ctk) {
+static void spill_equals_ram(const char *model, int ctk, double kv_ram_mb) {
     char err[512];
     pt_engine *ram = open_model(model, ctk, 0, err, sizeof err);
     CHECKF(ram, "%s: %s", model, err);
-    pt_engine *ssd = open_model(model, ctk, 0.02, err, sizeof err);
+    pt_engine *ssd = open_model(model, ctk, kv_ram_mb, err, sizeof err);
     CHECKF(ssd, "%s: %s", model, err);
     if (!ram || !ssd) {
         pt_engine_close(ram);
@@ -59,8 +59,8 @@ static void spill_equals_ram(const char *model, int ctk) {
     CHECKF(strstr(pt_engine_plan(ssd), "spill: positions beyond"), "%s: %s", model,
            pt_engine_plan(ssd));
     const int nv = pt_engine_n_vocab(ram);
-    int32_t t[N_PROMPT + N_DECODE];
-    make_tokens(t, N_PROMPT + N_DECODE, nv);
+    int32_t t[N_PROMPT + 3 * N_DECODE];
+    make_tokens(t, N_PROMPT + 3 * N_DECODE, nv);
     const pt_session_params sp = {.n_ctx = N_CTX, .n_batch = N_BATCH};
     pt_session *a = pt_session_new(ram, &sp, err, sizeof err);
     CHECKF(a, "%s", err);
@@ -102,6 +102,20 @@ static void spill_equals_ram(const char *model, int ctk) {
         CHECK(pt_session_eval(a, t + ka, N_PROMPT - ka, la, 0, NULL, err, sizeof err) == 0);
         CHECK(pt_session_eval(b, t + ka, N_PROMPT - ka, lb, 0, NULL, err, sizeof err) == 0);
         CHECKF(!memcmp(la, lb, sizeof(float) * nv), "%s: logits after a truncation differ", model);
+        /* decode again over the rows written after the truncation (a gather buffer that kept
+         * rows holds none of the old ones) */
+        for (int i = 0; i < 3 * N_DECODE; i++) {
+            CHECK(pt_session_eval(a, t + N_PROMPT + i, 1, la, 0, NULL, err, sizeof err) == 0);
+            CHECK(pt_session_eval(b, t + N_PROMPT + i, 1, lb, 0, NULL, err, sizeof err) == 0);
+            CHECKF(!memcmp(la, lb, sizeof(float) * nv),
+                   "%s: decode step %d after a truncation differs spilled", model, i);
+        }
+        /* with room for a decode step's rows, the buffer kept rows between steps (this
+         * model's indexer selects most of its rows again) */
+        pt_session_kv_cache(b, &st);
+        if (st.gather_cap && kv_ram_mb >= 0.1)
+            CHECKF(st.gather_kept > 0, "%s: %llu of %llu gathered rows kept", model,
+                   (unsigned long long)st.gather_kept, (unsigned long long)st.gather_rows);
     }
     free(la), free(lb);
     pt_session_free(a), pt_session_free(b);
@@ -109,17 +123,18 @@ static void spill_equals_ram(const char *model, int ctk) {
 }
 
 static void kvspill_glm_dsa(void) {
-    spill_equals_ram("glm-dsa-rq2k.gguf", PT_KV_F16);
-    spill_equals_ram("glm-dsa-rq2k.gguf", PT_KV_F32);
+    spill_equals_ram("glm-dsa-rq2k.gguf", PT_KV_F16, 0.02);
+    spill_equals_ram("glm-dsa-rq2k.gguf", PT_KV_F32, 0.02);
+    spill_equals_ram("glm-dsa-rq2k.gguf", PT_KV_F16, 0.1);
 }
 static void kvspill_deepseek2(void) {
-    spill_equals_ram("deepseek2-q8_0.gguf", PT_KV_F16);
+    spill_equals_ram("deepseek2-q8_0.gguf", PT_KV_F16, 0.02);
 }
 static void kvspill_gemma4(void) {
-    spill_equals_ram("gemma4-rq2k.gguf", PT_KV_F16);
+    spill_equals_ram("gemma4-rq2k.gguf", PT_KV_F16, 0.02);
 }
 static void kvspill_qwen3moe(void) {
-    spill_equals_ram("qwen3moe-rq2k.gguf", PT_KV_Q8_0);
+    spill_equals_ram("qwen3moe-rq2k.gguf", PT_KV_Q8_0, 0.02);
 }
 
 /* The soft limit only: the hard one stays, so the limit can be lifted again. */
@@ -396,8 +411,93 @@ static void kvspill_gather_rows(void) {
     kv_arena_free(&a);
 }
 
+/* Rows a buffer's steps select again are kept: the same rows gathered four times switch the
+ * buffer to caching, then they are found there and not read again; rows new to a step are
+ * read and kept; a truncation drops the copies of the rows written again; selections that
+ * no longer repeat switch it back to streaming. */
+static void kvspill_gather_cache(void) {
+    enum { ROW = 1152, CTX = 4096, SHARE = 512, N = 100 };
+    kv_arena a;
+    pt_err e = {0};
+    CHECK(kv_arena_init(&a, 1 << 20) == 0);
+    CHECKF(kv_arena_spill(&a, CTX * ROW + 65536, t_tmpdir(), SHARE, CTX, &e) == 0, "%s", e.msg);
+    uint8_t *g = kv_arena_rows(&a, ROW, CTX, KV_READ_GATHERED);
+    CHECK(g != NULL);
+    if (!g || !a.gcap) {
+        if (g) t_skip("no O_DIRECT reads on the temporary folder's file system");
+        kv_arena_free(&a);
+        return;
+    }
+    for (int pos = 0; pos < CTX; pos += 64) {
+        CHECK(kv_arena_reserve(&a, pos + 64, &e) == 0);
+        for (int t = pos; t < pos + 64; t++)
+            for (int j = 0; j < ROW; j++)
+                g[(size_t)t * ROW + j] = row_byte(t, j);
+        CHECKF(kv_arena_settle(&a, pos + 64, &e) == 0, "%s", e.msg);
+    }
+    const int cold = (int)a.cold;
+    CHECKF(cold > 2 * 17 * N, "%d positions spilled", cold);
+    const uint8_t **rowp = calloc(CTX, sizeof *rowp);
+    int sel[2 * N];
+    int bad = 0;
+#define GATHER(n, flip)                                                                            \
+    do {                                                                                           \
+        CHECK(kv_gather(&a, g, sel, (n), rowp, &e) == 1);                                          \
+        for (int i = 0; i < (n); i++)                                                              \
+            for (int j = 0; j < ROW; j++)                                                          \
+                bad += rowp[sel[i]][j] != (uint8_t)(row_byte(sel[i], j) ^ (flip(sel[i])));         \
+    } while (0)
+#define NONE(r) 0
+    for (int i = 0; i < N; i++)
+        sel[i] = 5 + 17 * i;
+    for (int k = 0; k < 4; k++)
+        GATHER(N, NONE);
+    CHECKF(a.g_caching == 1, "caching %d after four equal selections", a.g_caching);
+    GATHER(N, NONE); /* the slots start empty: read, and kept */
+    uint64_t reads = a.g_reads, hits = a.g_hits;
+    GATHER(N, NONE);
+    CHECKF(a.g_reads == reads && a.g_hits - hits == N, "%llu reads, %llu rows kept",
+           (unsigned long long)(a.g_reads - reads), (unsigned long long)(a.g_hits - hits));
+    /* half the rows again, half new (between them): only the new ones are read */
+    for (int i = 0; i < N; i++)
+        sel[i] = 5 + 17 * (2 * (i / 2)) + (i % 2 ? 8 : 0);
+    reads = a.g_reads, hits = a.g_hits;
+    GATHER(N, NONE);
+    CHECKF(a.g_reads - reads == N / 2 && a.g_hits - hits == N / 2, "%llu reads, %llu rows kept",
+           (unsigned long long)(a.g_reads - reads), (unsigned long long)(a.g_hits - hits));
+    /* cut to 1000 positions and written again with other bytes: no copy of the old ones */
+    const int cut = 1000;
+    kv_arena_truncate(&a, cut);
+#define FLIPPED(r) ((r) >= cut ? 0x5a : 0)
+    for (int pos = cut; pos < CTX; pos += 8) {
+        CHECK(kv_arena_reserve(&a, pos + 8, &e) == 0);
+        for (int t = pos; t < pos + 8; t++)
+            for (int j = 0; j < ROW; j++)
+                g[(size_t)t * ROW + j] = (uint8_t)(row_byte(t, j) ^ FLIPPED(t));
+        CHECKF(kv_arena_settle(&a, pos + 8, &e) == 0, "%s", e.msg);
+    }
+    CHECKF(a.cold > 5 + 17 * N, "%lld positions spilled", (long long)a.cold);
+    GATHER(N, FLIPPED);
+    CHECKF(a.g_caching == 1, "caching %d", a.g_caching);
+    CHECKF(!bad, "%d bytes gathered wrong", bad);
+    /* selections that share nothing with the step before: streaming again */
+    for (int k = 0; k < 8; k++) {
+        for (int i = 0; i < N; i++)
+            sel[i] = 3 + k + 11 * i;
+        GATHER(N, FLIPPED);
+    }
+    CHECKF(a.g_caching == 0, "caching %d after eight new selections", a.g_caching);
+    CHECKF(!bad, "%d bytes gathered wrong", bad);
+#undef GATHER
+#undef NONE
+#undef FLIPPED
+    free(rowp);
+    kv_arena_free(&a);
+}
+
 T_SUITE(kvspill) {
     T_ADD_TIMEOUT(kvspill_gather_rows, 60);
+    T_ADD_TIMEOUT(kvspill_gather_cache, 60);
     T_ADD_TIMEOUT(kvspill_cache_bounded, 60);
     T_ADD_TIMEOUT(kvspill_cli_session_restore, 120);
     T_ADD_TIMEOUT(kvspill_glm_dsa, 300);

@@ -247,7 +247,8 @@ void dec_kv_cache(const dec *x, pt_kv_cache_stats *st) {
                               .gathers = a->g_steps,
                               .gather_rows = a->g_rows,
                               .gather_reads = a->g_reads,
-                              .gather_bytes = a->g_bytes};
+                              .gather_bytes = a->g_bytes,
+                              .gather_kept = a->g_hits};
 }
 int dec_kv_reserve(dec *x, int n, pt_err *err) {
     return kv_arena_reserve(&x->kv, n, err);

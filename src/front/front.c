@@ -158,10 +158,14 @@ void fe_kv_format(const fe_kv_stats *k, char *out, size_t cap) {
         char b[32], per[32];
         kv_size(c->gather_cap, b);
         kv_size((uint64_t)((double)c->gather_bytes / n), per);
+        char kept[48] = "";
+        if (c->gather_kept)
+            snprintf(kept, sizeof kept, " (%.0f kept from earlier steps)",
+                     (double)c->gather_kept / n);
         snprintf(gather, sizeof gather,
-                 "; selected spilled rows read directly (%s buffer): %llu layer steps, %.0f rows "
+                 "; selected spilled rows read directly (%s buffer): %llu layer steps, %.0f rows%s "
                  "in %.0f reads (%s) each",
-                 b, (unsigned long long)c->gathers, (double)c->gather_rows / n,
+                 b, (unsigned long long)c->gathers, (double)c->gather_rows / n, kept,
                  (double)c->gather_reads / n, per);
     }
     snprintf(out, cap, "KV %d/%d %s, %s in RAM%s, prefix hits %d (%d from disk)%s%s", k->n_past,

@@ -247,6 +247,48 @@ static int direct_fd(int fd, size_t *align) {
 #endif
 }
 
+/* A gathered buffer's rows between steps, sorted: streaming, the rows its
+ * last step selected (what the next step selects again is counted); caching,
+ * the rows its slots hold, slot[i] holding row[i]. */
+typedef struct kv_gsel {
+    int *row;
+    uint32_t *slot;
+    int n, cap;
+    int *tmp;            /* [cap] scratch: a step's rows not held */
+    int *trow;           /* [cap] scratch: the rows just kept */
+    uint32_t *tslot;     /* [cap] scratch: their slots */
+    int n_slots, hand;   /* caching: slots, and where the next free one is looked for */
+    int *slot_row;       /* [n_slots] the row a slot holds, -1 none */
+    uint64_t *slot_used; /* [n_slots] the gather that last used it */
+    uint8_t *mem;        /* the slots' bytes: slot k at mem + k * row */
+} kv_gsel;
+
+static void gsel_free(kv_gsel *g) {
+    if (!g) return;
+    free(g->row), free(g->slot), free(g->tmp), free(g->trow), free(g->tslot), free(g->slot_row);
+    free(g->slot_used);
+    free(g);
+}
+
+/* Room for n rows in the lists. 0, or -1 (out of memory). */
+static int gsel_room(kv_gsel *g, int n) {
+    if (n <= g->cap) return 0;
+    const int cap = n > 2 * g->cap ? n : 2 * g->cap;
+    int *r = realloc(g->row, sizeof(int) * (size_t)cap);
+    if (r) g->row = r;
+    uint32_t *sl = realloc(g->slot, sizeof(uint32_t) * (size_t)cap);
+    if (sl) g->slot = sl;
+    int *t = realloc(g->tmp, sizeof(int) * (size_t)cap);
+    if (t) g->tmp = t;
+    int *tr = realloc(g->trow, sizeof(int) * (size_t)cap);
+    if (tr) g->trow = tr;
+    uint32_t *ts = realloc(g->tslot, sizeof(uint32_t) * (size_t)cap);
+    if (ts) g->tslot = ts;
+    if (!r || !sl || !t || !tr || !ts) return -1;
+    g->cap = cap;
+    return 0;
+}
+
 /* The hot window: `hot` positions. They turn cold in blocks of a quarter of
  * the window (one write back per block, not per token): the newest hot - blk
  * are always in RAM, never more than hot. */
@@ -305,7 +347,11 @@ void *kv_arena_rows(kv_arena *a, size_t row_bytes, int64_t n, int sparse) {
     }
     uint8_t *p = a->fbase + a->fused;
     a->fused += bytes ? bytes : pg;
-    a->rows[a->n_rows++] = (kv_rows){p, row_bytes, sparse};
+    a->rows[a->n_rows++] = (kv_rows){p, row_bytes, sparse, NULL};
+    if (sparse == KV_READ_GATHERED && a->dfd >= 0) {
+        if (!(a->rows[a->n_rows - 1].gs = calloc(1, sizeof(kv_gsel)))) return NULL;
+        a->n_gathered++;
+    }
     if (sparse) {
         /* half the share for the newest positions, half for the selected pages' cache (or,
          * where rows are read directly, the gather buffer); the halves are fixed before the
@@ -475,6 +521,15 @@ int kv_arena_settle(kv_arena *a, int64_t n_past, pt_err *err) {
 
 void kv_arena_truncate(kv_arena *a, int64_t n) {
     if (n < a->cold) a->cold = n;
+    /* rows from n on will be written again: the gather buffer's copies go */
+    for (int b = 0; b < a->n_rows; b++) {
+        kv_gsel *g = a->rows[b].gs;
+        if (!g) continue;
+        while (g->n > 0 && g->row[g->n - 1] >= n) {
+            g->n--;
+            if (a->g_caching) g->slot_row[g->slot[g->n]] = -1;
+        }
+    }
 }
 
 void kv_prefetch_mark(uint8_t *marks, size_t row, const int *sel, int n) {
@@ -593,40 +648,198 @@ static int64_t gather_runs(kv_arena *a, uint64_t base, size_t r, const int *rows
     return (int64_t)bytes;
 }
 
+/* The rows rows[0..n) of the buffer at base (row bytes r each) read into the
+ * reads' part of the gather buffer, merged across the widest gap whose reads
+ * fit it, and rowp pointed at them; reads and bytes added up. 1, 0 when even
+ * unmerged they do not fit, -1 with err when a read failed. */
+static int gather_read(kv_arena *a, uint64_t base, size_t r, const int *rows, int n,
+                       const uint8_t **rowp, size_t *reads, uint64_t *bytes, pt_err *err) {
+    size_t gap = SIZE_MAX, nr = 0;
+    int64_t b = 0;
+    for (size_t k = 0; k < sizeof gather_gaps / sizeof *gather_gaps && gap == SIZE_MAX; k++) {
+        b = gather_runs(a, base, r, rows, n, gather_gaps[k], NULL, &nr, err);
+        if ((uint64_t)b <= a->g_stage) gap = gather_gaps[k];
+    }
+    if (gap == SIZE_MAX) return 0;
+    if (gather_runs(a, base, r, rows, n, gap, rowp, &nr, err) < 0) return -1;
+    xio_kick(a->io);
+    if (gather_drain(a, err)) return -1;
+    *reads += nr;
+    *bytes += (uint64_t)b;
+    return 1;
+}
+
+/* Caching when at least half the rows a buffer's steps select were selected by
+ * its step before (judged over two steps of every gathered buffer), streaming
+ * again when under a quarter were found in the slots. On the random synthetic
+ * models of bench/kvspill.sh consecutive selections share ~7% of their rows,
+ * and caching would only take bytes from the reads' merging. */
+#define KV_GATHER_CACHE_ON 0.5
+#define KV_GATHER_CACHE_OFF 0.25
+
+/* Into caching mode (on 1; not when a buffer's slots would hold fewer than
+ * `rows`, what its steps select) or out of it: the slots start empty. */
+static void gather_mode(kv_arena *a, int on, int rows) {
+    a->g_caching = 0;
+    a->g_stage = a->gcap;
+    for (int b = 0; b < a->n_rows; b++)
+        if (a->rows[b].gs) a->rows[b].gs->n = 0;
+    if (!on || !a->n_gathered) return;
+    /* a quarter of the buffer for the reads, the rest in equal shares of slots */
+    const size_t stage = a->gcap / 4 / a->dio_align * a->dio_align;
+    const size_t share = (a->gcap - stage) / (size_t)a->n_gathered;
+    size_t off = stage;
+    for (int b = 0; b < a->n_rows; b++) {
+        kv_gsel *g = a->rows[b].gs;
+        if (!g) continue;
+        const int n_slots = (int)(share / a->rows[b].row);
+        if (n_slots < rows || n_slots < 1 || gsel_room(g, n_slots)) return;
+        if (n_slots > g->n_slots) {
+            int *r = realloc(g->slot_row, sizeof(int) * (size_t)n_slots);
+            if (r) g->slot_row = r;
+            uint64_t *u = realloc(g->slot_used, sizeof(uint64_t) * (size_t)n_slots);
+            if (u) g->slot_used = u;
+            if (!r || !u) return;
+        }
+        g->n_slots = n_slots;
+        g->hand = 0;
+        for (int k = 0; k < n_slots; k++)
+            g->slot_row[k] = -1, g->slot_used[k] = 0;
+        g->mem = a->gbuf + off;
+        off += share;
+    }
+    a->g_stage = stage;
+    a->g_caching = 1;
+}
+
+/* Caching: the rows just read (miss[0..m), ascending, at rowp) copied into
+ * slots this gather did not use, as long as there are such slots, and rowp
+ * pointed there; the list of held rows updated. */
+static void gather_keep(kv_gsel *g, size_t r, const int *miss, int m, const uint8_t **rowp,
+                        uint64_t id) {
+    int placed = 0;
+    int *nrow = g->trow; /* [placed] rows kept, ascending */
+    uint32_t *nslot = g->tslot;
+    for (int i = 0; i < m; i++) {
+        int k = -1;
+        for (int t = 0; t < g->n_slots && k < 0; t++) {
+            if (g->slot_used[g->hand] != id) k = g->hand;
+            g->hand = (g->hand + 1) % g->n_slots;
+        }
+        if (k < 0) break; /* every slot holds a row of this gather */
+        g->slot_row[k] = miss[i];
+        g->slot_used[k] = id;
+        memcpy(g->mem + (size_t)k * r, rowp[miss[i]], r);
+        rowp[miss[i]] = g->mem + (size_t)k * r;
+        nrow[placed] = miss[i], nslot[placed] = (uint32_t)k;
+        placed++;
+    }
+    if (!placed) return;
+    /* merge the rows still held (their slot not taken) with those just kept, in place from
+     * the top: the list has room for n_slots rows and holds at most that many */
+    int o = 0;
+    for (int k = 0; k < g->n; k++) /* drop the rows whose slots were taken */
+        if (g->slot_row[g->slot[k]] == g->row[k]) g->row[o] = g->row[k], g->slot[o++] = g->slot[k];
+    int i = o - 1, j = placed - 1;
+    o = o + placed;
+    g->n = o;
+    while (j >= 0) {
+        o--;
+        if (i >= 0 && g->row[i] > nrow[j]) {
+            g->row[o] = g->row[i], g->slot[o] = g->slot[i];
+            i--;
+        } else {
+            g->row[o] = nrow[j], g->slot[o] = nslot[j];
+            j--;
+        }
+    }
+}
+
 int kv_gather(kv_arena *a, const void *buf, const int *rows, int n, const uint8_t **rowp,
               pt_err *err) {
     if (a->dfd < 0 || !a->gcap) return 0;
-    size_t r = 0;
-    for (int b = 0; b < a->n_rows; b++)
-        if (a->rows[b].p == buf && a->rows[b].sparse == KV_READ_GATHERED) r = a->rows[b].row;
-    if (!r) return 0;
+    const kv_rows *b = NULL;
+    for (int k = 0; k < a->n_rows; k++)
+        if (a->rows[k].p == buf && a->rows[k].gs) b = &a->rows[k];
+    if (!b) return 0;
     if (n <= 0) return 1;
-    const uint64_t base = (uint64_t)((const uint8_t *)buf - a->fbase);
-    size_t gap = SIZE_MAX, reads = 0;
-    int64_t bytes = 0;
-    for (size_t g = 0; g < sizeof gather_gaps / sizeof *gather_gaps && gap == SIZE_MAX; g++) {
-        bytes = gather_runs(a, base, r, rows, n, gather_gaps[g], NULL, &reads, err);
-        if ((uint64_t)bytes <= a->gcap) gap = gather_gaps[g];
-    }
-    if (gap == SIZE_MAX) return 0; /* the rows alone exceed the buffer */
     if (!a->gbuf) {
         void *p = mmap(NULL, a->gcap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (p == MAP_FAILED) return 0;
         memset(p, 0, a->gcap); /* backed now, not faulted in by every later read */
         a->gbuf = p;
+        a->g_stage = a->gcap;
     }
+    /* 64 reads in flight: 1024 (a step's reads in one submission, fewer system calls) ran
+     * slower here, 20.0-21.4 vs 22.5-24.4 tok/s (bench/RESULTS.md, 2026-12-04 13:15) */
     if (!a->io && !(a->io = xio_open(XIO_AUTO, 64, err))) {
         close(a->dfd); /* no reader: the mapping from now on */
         a->dfd = -1;
         return -1;
     }
-    if (gather_runs(a, base, r, rows, n, gap, rowp, &reads, err) < 0) return -1;
-    xio_kick(a->io);
-    if (gather_drain(a, err)) return -1;
-    a->g_steps++;
+    kv_gsel *g = b->gs;
+    const size_t r = b->row;
+    if (gsel_room(g, n)) return 0;
+    const uint64_t id = a->g_steps + 1;
+    /* the rows held (caching) or selected by the step before (streaming): hits */
+    int m = 0, hits = 0;
+    for (int i = 0, k = 0; i < n; i++) {
+        while (k < g->n && g->row[k] < rows[i])
+            k++;
+        if (k < g->n && g->row[k] == rows[i]) {
+            hits++;
+            if (a->g_caching) {
+                rowp[rows[i]] = g->mem + (size_t)g->slot[k] * r;
+                g->slot_used[g->slot[k]] = id;
+                continue;
+            }
+        }
+        g->tmp[m++] = rows[i];
+    }
+    const uint64_t base = (uint64_t)((const uint8_t *)buf - a->fbase);
+    size_t reads = 0;
+    uint64_t bytes = 0;
+    int rc = 1;
+    const int per = (int)(a->g_stage / (r + 2 * a->dio_align)); /* rows a round surely fits */
+    if (a->g_caching && m > per && m <= g->n_slots - hits && per > 0) {
+        /* more than the reads' part of the buffer holds, but room in the slots: in rounds,
+         * each kept before the next reuses the part */
+        for (int i0 = 0; i0 < m && rc == 1; i0 += per) {
+            const int c = m - i0 < per ? m - i0 : per;
+            rc = gather_read(a, base, r, g->tmp + i0, c, rowp, &reads, &bytes, err);
+            if (rc == 1) gather_keep(g, r, g->tmp + i0, c, rowp, id);
+        }
+    } else if (m > 0) {
+        rc = gather_read(a, base, r, g->tmp, m, rowp, &reads, &bytes, err);
+        if (rc == 1 && a->g_caching) gather_keep(g, r, g->tmp, m, rowp, id);
+    }
+    if (rc == 0 && a->g_caching) {
+        /* more rows than the slots and the reads' part hold (a prompt chunk): the slots go,
+         * and the reads get the whole buffer again, for every row of this step */
+        gather_mode(a, 0, 0);
+        hits = 0;
+        rc = gather_read(a, base, r, rows, n, rowp, &reads, &bytes, err);
+    }
+    if (rc != 1) return rc;
+    if (!a->g_caching) { /* this step's rows, for the next step to count */
+        memcpy(g->row, rows, sizeof(int) * (size_t)n);
+        g->n = n;
+    }
+    a->g_steps = id;
     a->g_rows += (uint64_t)n;
     a->g_reads += reads;
-    a->g_bytes += (uint64_t)bytes;
+    a->g_bytes += bytes;
+    if (a->g_caching) a->g_hits += (uint64_t)hits;
+    /* stream or cache from here on */
+    a->g_win[0]++, a->g_win[1] += (uint64_t)n, a->g_win[2] += (uint64_t)hits;
+    if (a->g_win[0] >= 2 * (uint64_t)a->n_gathered) {
+        const double f = (double)a->g_win[2] / (double)a->g_win[1];
+        if (!a->g_caching && f >= KV_GATHER_CACHE_ON)
+            gather_mode(a, 1, (int)(a->g_win[1] / a->g_win[0]));
+        else if (a->g_caching && f < KV_GATHER_CACHE_OFF)
+            gather_mode(a, 0, 0);
+        a->g_win[0] = a->g_win[1] = a->g_win[2] = 0;
+    }
     return 1;
 }
 
@@ -674,6 +887,8 @@ void kv_arena_free(kv_arena *a) {
     if (a->dfd >= 0) close(a->dfd);
     if (a->gbuf) munmap(a->gbuf, a->gcap);
     xio_close(a->io);
+    for (int b = 0; b < a->n_rows; b++)
+        gsel_free(a->rows[b].gs);
     free(a->rows);
     free(a->stamp);
     *a = (kv_arena){0};

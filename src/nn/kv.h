@@ -96,7 +96,12 @@ void kv_wsum_keys(int g, float *const *acc, const float *const *p, uint32_t v_ty
  * reads them there. No page of the mapping is faulted, mapped or dropped for
  * them, which is what the page-cache path pays per page; a step whose rows do
  * not fit the buffer (a prompt chunk's many rows) reads through the mapping,
- * with no cache of pages between steps.
+ * with no cache of pages between steps. When a buffer's consecutive steps
+ * select mostly the same rows (a trained indexer attends where it attended a
+ * token before; a random one does not), the gather buffer switches to caching:
+ * a quarter stays for the reads, the rest is split into slots per buffer that
+ * keep rows between steps, so a step reads only the rows it selects anew; it
+ * switches back when too few of a step's rows are found there (kv_gather).
  * File blocks are allocated (posix_fallocate) before positions are written
  * (kv_arena_reserve), so a full disk is an error from the evaluation, never a
  * SIGBUS from a store into the mapping. Buffers a family keeps resident by
@@ -109,10 +114,13 @@ enum {
     KV_READ_GATHERED = 2  /* the rows it selects, its spilled ones by kv_gather when it can */
 };
 
+struct kv_gsel;
+
 typedef struct kv_rows {
-    uint8_t *p; /* the buffer: row r at p + r * row */
-    size_t row; /* bytes per position */
-    int sparse; /* KV_READ_* */
+    uint8_t *p;         /* the buffer: row r at p + r * row */
+    size_t row;         /* bytes per position */
+    int sparse;         /* KV_READ_* */
+    struct kv_gsel *gs; /* gathered buffers: the rows kept between steps (kv.c) */
 } kv_rows;
 
 struct xio;
@@ -146,7 +154,12 @@ typedef struct kv_arena {
     uint8_t *gbuf;    /* the gather buffer (allocated at the first gather) */
     struct xio *io;   /* its reader */
     uint64_t g_steps, g_rows, g_reads, g_bytes; /* gathers done, rows, reads and bytes read */
-    char dir[512]; /* where the file is (for messages and the plan line) */
+    uint64_t g_hits;   /* rows of those the gather buffer already held (caching mode) */
+    int g_caching;     /* 1: part of the gather buffer keeps rows between steps */
+    int n_gathered;    /* gathered buffers */
+    size_t g_stage;    /* caching: the bytes of the gather buffer that reads land in */
+    uint64_t g_win[3]; /* the gathers, rows and rows selected again since the last decision */
+    char dir[512];     /* where the file is (for messages and the plan line) */
 } kv_arena;
 
 #define KV_PAGE_OUT 0u          /* a page not in RAM (dropped, or never read) */
@@ -198,6 +211,8 @@ void kv_prefetch_flush(kv_arena *a, const void *buf, uint8_t *marks, size_t n_ma
  * rate is bounded by requests, not bytes), less when the bytes would not fit
  * the buffer. A step reads no page through the mapping, so it faults none,
  * maps none and drops none: the page-cache path's cost per page.
+ * In caching mode (see the arena's comment) rows the buffer's slots hold are
+ * not read again, and rows read are copied into slots not used by this step.
  * 1: read; 0: not possible here (no O_DIRECT on the file system, f32 rows,
  * or the rows exceed the buffer) and the caller reads through the mapping
  * (kv_prefetch_*); -1 with err: a read failed (the caller may still read
