@@ -223,6 +223,21 @@ static void kvspill_cli_flag_and_stats(void) {
     CHECK_STR_CONTAINS(out, want);
     CHECK_STR_CONTAINS(out, "KV 403/512 f16"); /* the last token is not evaluated */
     CHECK_STR_CONTAINS(out, "on disk, prefix hits 0");
+    /* --json has the direct reads' figures: decode steps gathered where the file system
+     * has O_DIRECT (kv_gather_cap 0 where it has not) */
+    snprintf(cmd, sizeof cmd,
+             "yes 'the quick brown fox jumps over the lazy dog' | head -18 | XDG_CACHE_HOME=%s "
+             "%s generate -m %s -n 8 --greedy -t 2 -c 512 --kv-ram-mb 0.02 --json 2>&1 >/dev/null",
+             t_tmpdir(), bin, t_fixture("glm-dsa-rq2k.gguf"));
+    CHECKF(t_run(cmd, out, sizeof out) == 0, "%s", out);
+    unsigned long long cap = 1, gathers = 0, rows = 0, reads = 0;
+    const char *j = strstr(out, "\"kv_gather_cap\": ");
+    CHECKF(j && sscanf(j,
+                       "\"kv_gather_cap\": %llu, \"kv_gathers\": %llu, \"kv_gather_rows\": %llu, "
+                       "\"kv_gather_kept\": %*u, \"kv_gather_reads\": %llu",
+                       &cap, &gathers, &rows, &reads) == 4,
+           "%s", out);
+    if (cap) CHECKF(gathers >= 7 && rows > 0 && reads > 0, "%s", out);
     snprintf(cmd, sizeof cmd, "%s generate -m %s -p hi --kv-ram-mb 0 2>&1", bin,
              t_fixture("glm-dsa-rq2k.gguf"));
     CHECK(t_run(cmd, out, sizeof out) == 2);

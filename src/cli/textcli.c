@@ -725,7 +725,9 @@ void tcli_print_stats(FILE *f, const tcli_model *m, const tcli_turn *t, int json
             "\"tokens_per_forward\": %.3f, \"draft_backoffs\": %llu, \"draft_probes\": %llu, "
             "\"draft_probe_hits\": %llu, \"seed\": %llu, "
             "\"n_ctx\": %d, \"kv_positions\": %d, \"kv_types\": \"%s\", \"kv_ram_bytes\": %llu, "
-            "\"kv_disk_bytes\": %llu, "
+            "\"kv_disk_bytes\": %llu, \"kv_gather_cap\": %llu, \"kv_gathers\": %llu, "
+            "\"kv_gather_rows\": %llu, \"kv_gather_kept\": %llu, \"kv_gather_reads\": %llu, "
+            "\"kv_gather_bytes\": %llu, "
             "\"prefix_hits\": %d, \"prefix_hits_disk\": %d, \"prompt_batch\": %d, "
             "\"prompt_expert_gb_read\": %.6f, \"prompt_routed_expert_gb\": %.6f%s%s}\n",
             t->n_prompt, t->n_reused, prefill_s, ttft, t->n_gen, tps, tcli_reason_name(t->reason),
@@ -734,9 +736,12 @@ void tcli_print_stats(FILE *f, const tcli_model *m, const tcli_turn *t, int json
             st.peak_rss_bytes / 1048576.0, ds.n_draft, acc, tpf, (unsigned long long)ds.backoffs,
             (unsigned long long)ds.probes, (unsigned long long)ds.probe_hits,
             (unsigned long long)m->sp.seed, kv.n_ctx, kv.n_past, kv.types,
-            (unsigned long long)kv.ram_bytes, (unsigned long long)kv.disk_bytes, kv.hits,
-            kv.hits_disk, ps.n_batch, ps.expert_bytes_read / 1e9, ps.routed_expert_bytes / 1e9,
-            fields ? "," : "", fields ? fields : "");
+            (unsigned long long)kv.ram_bytes, (unsigned long long)kv.disk_bytes,
+            (unsigned long long)kv.cache.gather_cap, (unsigned long long)kv.cache.gathers,
+            (unsigned long long)kv.cache.gather_rows, (unsigned long long)kv.cache.gather_kept,
+            (unsigned long long)kv.cache.gather_reads, (unsigned long long)kv.cache.gather_bytes,
+            kv.hits, kv.hits_disk, ps.n_batch, ps.expert_bytes_read / 1e9,
+            ps.routed_expert_bytes / 1e9, fields ? "," : "", fields ? fields : "");
         free(fields);
         return;
     }
