@@ -286,6 +286,33 @@ static uint8_t row_byte(int r, int j) {
     return (uint8_t)(r * 31 + j * 7 + 1);
 }
 
+/* Positions [from, to) of the buffers bufs[0..nb) (rows of `row` bytes) written in chunks of
+ * `step` positions, each chunk reserved and settled: row r's byte j is row_byte(r, j), xor
+ * 0x5a from position `flip` on (rows written again with other bytes). */
+static void write_rows(kv_arena *a, uint8_t *const *bufs, int nb, size_t row, int from, int to,
+                       int step, int flip) {
+    pt_err e = {0};
+    for (int pos = from; pos < to; pos += step) {
+        CHECK(kv_arena_reserve(a, pos + step, &e) == 0);
+        for (int t = pos; t < pos + step; t++)
+            for (size_t j = 0; j < row; j++)
+                for (int b = 0; b < nb; b++)
+                    bufs[b][(size_t)t * row + j] =
+                        (uint8_t)(row_byte(t, (int)j) ^ (t >= flip ? 0x5a : 0));
+        CHECKF(kv_arena_settle(a, pos + step, &e) == 0, "%s", e.msg);
+    }
+}
+
+/* Bytes of the rows sel[0..n) at rowp[sel[i]] other than write_rows wrote them. */
+static int rows_wrong(const uint8_t *const *rowp, const int *sel, int n, size_t row, int flip) {
+    int bad = 0;
+    for (int i = 0; i < n; i++)
+        for (size_t j = 0; j < row; j++)
+            bad += rowp[sel[i]][j] !=
+                   (uint8_t)(row_byte(sel[i], (int)j) ^ (sel[i] >= flip ? 0x5a : 0));
+    return bad;
+}
+
 /* Two sparse buffers (rows of 1152 bytes, as GLM-5's f16 latent) in an arena spilling beyond a
  * share of 64 positions: 32 newest positions in RAM, a cache of 2 x 9 pages. Written in chunks
  * of 16 positions, then "decode steps" that select rows: after every settle the cache holds no
@@ -381,13 +408,7 @@ static void kvspill_gather_rows(void) {
         return;
     }
     CHECKF(a.gcap == (size_t)(SHARE / 2) * ROW, "gather buffer %zu", a.gcap);
-    for (int pos = 0; pos < CTX; pos += 64) {
-        CHECK(kv_arena_reserve(&a, pos + 64, &e) == 0);
-        for (int t = pos; t < pos + 64; t++)
-            for (int j = 0; j < ROW; j++)
-                g[(size_t)t * ROW + j] = m[(size_t)t * ROW + j] = row_byte(t, j);
-        CHECKF(kv_arena_settle(&a, pos + 64, &e) == 0, "%s", e.msg);
-    }
+    write_rows(&a, (uint8_t *const[]){g, m}, 2, ROW, 0, CTX, 64, CTX);
     const int cold = (int)a.cold;
     CHECKF(cold > CTX / 2, "%d positions spilled", cold);
     const uint8_t **rowp = calloc(CTX, sizeof *rowp);
@@ -400,13 +421,7 @@ static void kvspill_gather_rows(void) {
     CHECK(kv_gather(&a, g, sel, n, rowp, &e) == 1);
     CHECKF(a.g_reads - reads0 == (uint64_t)n, "%llu reads for %d spread rows",
            (unsigned long long)(a.g_reads - reads0), n);
-    for (int i = 0; i < n; i++)
-        for (int j = 0; j < ROW; j++)
-            if (rowp[sel[i]][j] != row_byte(sel[i], j)) {
-                CHECKF(0, "row %d byte %d gathered wrong", sel[i], j);
-                i = n;
-                break;
-            }
+    CHECK(!rows_wrong(rowp, sel, n, ROW, CTX));
     for (int i = 0; i < 100; i++)
         sel[i] = 1000 + i;
     const uint64_t reads1 = a.g_reads;
@@ -426,7 +441,7 @@ static void kvspill_gather_rows(void) {
     kv_arena_free(&a);
 }
 
-/* Rows a buffer's steps select again are kept: the same rows gathered four times switch the
+/* Rows a buffer's steps select again are kept: the same rows gathered repeatedly switch the
  * buffer to caching, then they are found there and not read again; rows new to a step are
  * read and kept; a truncation drops the copies of the rows written again; selections that
  * no longer repeat switch it back to streaming. */
@@ -443,69 +458,51 @@ static void kvspill_gather_cache(void) {
         kv_arena_free(&a);
         return;
     }
-    for (int pos = 0; pos < CTX; pos += 64) {
-        CHECK(kv_arena_reserve(&a, pos + 64, &e) == 0);
-        for (int t = pos; t < pos + 64; t++)
-            for (int j = 0; j < ROW; j++)
-                g[(size_t)t * ROW + j] = row_byte(t, j);
-        CHECKF(kv_arena_settle(&a, pos + 64, &e) == 0, "%s", e.msg);
-    }
+    write_rows(&a, &g, 1, ROW, 0, CTX, 64, CTX);
     const int cold = (int)a.cold;
     CHECKF(cold > 2 * 17 * N, "%d positions spilled", cold);
     const uint8_t **rowp = calloc(CTX, sizeof *rowp);
     int sel[2 * N];
-    int bad = 0;
-#define GATHER(n, flip)                                                                            \
+    int bad = 0, flip = CTX; /* rows from flip on were written again */
+#define GATHER(n)                                                                                  \
     do {                                                                                           \
         CHECK(kv_gather(&a, g, sel, (n), rowp, &e) == 1);                                          \
-        for (int i = 0; i < (n); i++)                                                              \
-            for (int j = 0; j < ROW; j++)                                                          \
-                bad += rowp[sel[i]][j] != (uint8_t)(row_byte(sel[i], j) ^ (flip(sel[i])));         \
+        bad += rows_wrong(rowp, sel, (n), ROW, flip);                                              \
     } while (0)
-#define NONE(r) 0
     for (int i = 0; i < N; i++)
         sel[i] = 5 + 17 * i;
     for (int k = 0; k < 4; k++)
-        GATHER(N, NONE);
+        GATHER(N);
     CHECKF(a.g_caching == 1, "caching %d after four equal selections", a.g_caching);
-    GATHER(N, NONE); /* the slots start empty: read, and kept */
+    GATHER(N); /* the slots start empty: read, and kept */
     uint64_t reads = a.g_reads, hits = a.g_hits;
-    GATHER(N, NONE);
+    GATHER(N);
     CHECKF(a.g_reads == reads && a.g_hits - hits == N, "%llu reads, %llu rows kept",
            (unsigned long long)(a.g_reads - reads), (unsigned long long)(a.g_hits - hits));
     /* half the rows again, half new (between them): only the new ones are read */
     for (int i = 0; i < N; i++)
         sel[i] = 5 + 17 * (2 * (i / 2)) + (i % 2 ? 8 : 0);
     reads = a.g_reads, hits = a.g_hits;
-    GATHER(N, NONE);
+    GATHER(N);
     CHECKF(a.g_reads - reads == N / 2 && a.g_hits - hits == N / 2, "%llu reads, %llu rows kept",
            (unsigned long long)(a.g_reads - reads), (unsigned long long)(a.g_hits - hits));
     /* cut to 1000 positions and written again with other bytes: no copy of the old ones */
-    const int cut = 1000;
-    kv_arena_truncate(&a, cut);
-#define FLIPPED(r) ((r) >= cut ? 0x5a : 0)
-    for (int pos = cut; pos < CTX; pos += 8) {
-        CHECK(kv_arena_reserve(&a, pos + 8, &e) == 0);
-        for (int t = pos; t < pos + 8; t++)
-            for (int j = 0; j < ROW; j++)
-                g[(size_t)t * ROW + j] = (uint8_t)(row_byte(t, j) ^ FLIPPED(t));
-        CHECKF(kv_arena_settle(&a, pos + 8, &e) == 0, "%s", e.msg);
-    }
+    flip = 1000;
+    kv_arena_truncate(&a, flip);
+    write_rows(&a, &g, 1, ROW, flip, CTX, 8, flip);
     CHECKF(a.cold > 5 + 17 * N, "%lld positions spilled", (long long)a.cold);
-    GATHER(N, FLIPPED);
+    GATHER(N);
     CHECKF(a.g_caching == 1, "caching %d", a.g_caching);
     CHECKF(!bad, "%d bytes gathered wrong", bad);
     /* selections that share nothing with the step before: streaming again */
     for (int k = 0; k < 8; k++) {
         for (int i = 0; i < N; i++)
             sel[i] = 3 + k + 11 * i;
-        GATHER(N, FLIPPED);
+        GATHER(N);
     }
     CHECKF(a.g_caching == 0, "caching %d after eight new selections", a.g_caching);
     CHECKF(!bad, "%d bytes gathered wrong", bad);
 #undef GATHER
-#undef NONE
-#undef FLIPPED
     free(rowp);
     kv_arena_free(&a);
 }
