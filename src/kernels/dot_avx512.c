@@ -4,11 +4,11 @@
  * The kernels are those of dot_x86_body.h with the VNNI instructions as the
  * integer multiply-accumulate primitives: vpdpbusd (u8 x s8, four products
  * summed into int32, no saturation) and vpdpwssd (int16 pairs into int32),
- * each replacing a two- or three-instruction AVX2 sequence. They run on
- * 256-bit vectors (AVX512VL encodings), which avoids the frequency drop some
- * CPUs take on 512-bit instructions and keeps one kernel body for both ISA
- * levels. Compiled with the AVX-512 flags only; the dispatcher calls in here
- * after checking the CPU.
+ * each replacing a two- or three-instruction AVX2 sequence. The one- and
+ * four-row kernels run on 256-bit vectors (AVX512VL encodings), one kernel body
+ * for both ISA levels; the 4 x 4 tiles a prompt's matmuls use (this level
+ * only) put two pairs' 256-bit lanes in one 512-bit vector. Compiled with the
+ * AVX-512 flags only; the dispatcher calls in here after checking the CPU.
  */
 #include <immintrin.h>
 

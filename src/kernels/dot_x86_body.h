@@ -1252,6 +1252,12 @@ static void dot4_q6_K(const void *w, const void *a, uint64_t as, int64_t n, floa
  * same scale product and the same FMA, in block order; the final fold is
  * hsum_ps. What the 16 pairs share is loads: an activation block is loaded and
  * biased once for four weight rows, a weight block once for four activation rows.
+ * 512-bit vectors. Two pairs' 8-lane values go side by side in one 512-bit
+ * register (pair_si512, pair_ps512), so one instruction does the two 256-bit
+ * operations of the single-row kernel, lane for lane: the legacy types pair two
+ * activation rows against one weight block, the K-quants two weight rows
+ * against one activation chunk (act2). On the Zen 5 machine measured
+ * (bench/RESULTS.md, 2026-12-04) this ran 1.2-1.4x the 256-bit tiles.
  * Integer lanes. vpdpbusd multiplies unsigned by signed bytes; the activation
  * byte a is fed as a + 128 (xor 0x80) and the weight block's 128 * sum(w) per
  * lane subtracted first, so every lane is exactly sum(a * w) over its four
@@ -1262,8 +1268,31 @@ static void dot4_q6_K(const void *w, const void *a, uint64_t as, int64_t n, floa
 #if defined(X86_BODY_TILES)
 #define NT4 4
 
+/* Two pairs' 8-lane values side by side in one 512-bit vector: the low half
+ * is one pair's, the high half the other's, and every 512-bit operation below
+ * is the two 256-bit operations of the single-row kernel, lane for lane. */
+static inline __m512i pair_si512(__m256i lo, __m256i hi) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+static inline __m512 pair_ps512(__m256 lo, __m256 hi) {
+    return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+}
+/* chunk_scales of two rows' halves side by side (pair_si512 of scales16_*). */
+static inline __m512i chunk_scales512(__m512i half, int m) {
+    const int k = 4 * (m & 3);
+    const __m256i sel = _mm256_set_m128i(_mm_set1_epi16((short)((k + 3) << 8 | (k + 2))),
+                                         _mm_set1_epi16((short)((k + 1) << 8 | k)));
+    return _mm512_shuffle_epi8(half, _mm512_broadcast_i64x4(sel));
+}
+/* An activation chunk of 32 bytes in both halves. */
+static inline __m512i act2(const int8_t *q8) {
+    return _mm512_broadcast_i64x4(loadu256(q8));
+}
+
 /* One 32-weight block type with one accumulator (LEGACY_LOOP1's order): XT the
- * block, DECODE(xb) its 32 signed weight bytes, xb->d its fp16 scale. */
+ * block, DECODE(xb) its 32 signed weight bytes, xb->d its fp16 scale. Pairs
+ * (k, 2h) and (k, 2h + 1) share a 512-bit accumulator (pair_ps512): the two
+ * activation rows' blocks side by side, the weight block in both halves. */
 #define TILE_LEGACY1(NAME, XT, DECODE)                                                             \
     static void NAME(const void *w, uint64_t ws, const void *a, uint64_t as, int64_t n,            \
                      float *out, int64_t ldo) {                                                    \
@@ -1271,35 +1300,40 @@ static void dot4_q6_K(const void *w, const void *a, uint64_t as, int64_t n, floa
         for (int k = 0; k < NT4; k++)                                                              \
             x[k] = (const XT *)((const uint8_t *)w + (uint64_t)k * ws);                            \
         ROWS4(block_q8_0, a, as, y);                                                               \
-        const __m256i bias = _mm256_set1_epi8((char)0x80);                                         \
-        __m256 acc[NT4][NR4];                                                                      \
+        const __m512i bias = _mm512_set1_epi8((char)0x80);                                         \
+        __m512 acc[NT4][NR4 / 2];                                                                  \
         for (int k = 0; k < NT4; k++)                                                              \
-            for (int r = 0; r < NR4; r++)                                                          \
-                acc[k][r] = _mm256_setzero_ps();                                                   \
+            for (int h = 0; h < NR4 / 2; h++)                                                      \
+                acc[k][h] = _mm512_setzero_ps();                                                   \
         for (int64_t i = 0; i < n / 32; i++) {                                                     \
-            __m256i au[NR4];                                                                       \
-            __m256 dy[NR4];                                                                        \
-            _Pragma("GCC unroll 4") for (int r = 0; r < NR4; r++) {                                \
-                au[r] = _mm256_xor_si256(loadu256(y[r][i].qs), bias);                              \
-                dy[r] = f16x8(y[r][i].d);                                                          \
+            __m512i au[NR4 / 2];                                                                   \
+            __m512 dy[NR4 / 2];                                                                    \
+            _Pragma("GCC unroll 2") for (int h = 0; h < NR4 / 2; h++) {                            \
+                au[h] = _mm512_xor_si512(                                                          \
+                    pair_si512(loadu256(y[2 * h][i].qs), loadu256(y[2 * h + 1][i].qs)), bias);     \
+                dy[h] = pair_ps512(f16x8(y[2 * h][i].d), f16x8(y[2 * h + 1][i].d));                \
             }                                                                                      \
             _Pragma("GCC unroll 4") for (int k = 0; k < NT4; k++) {                                \
                 const XT *xb = &x[k][i];                                                           \
-                const __m256i wv = DECODE;                                                         \
-                const __m256i neg =                                                                \
+                const __m256i wv8 = DECODE;                                                        \
+                const __m512i wv = _mm512_broadcast_i64x4(wv8);                                    \
+                const __m512i neg = _mm512_broadcast_i64x4(                                        \
                     _mm256_sub_epi32(_mm256_setzero_si256(),                                       \
-                                     _mm256_dpbusd_epi32(_mm256_setzero_si256(), bias, wv));       \
-                const __m256 dx = f16x8(xb->d);                                                    \
-                _Pragma("GCC unroll 4") for (int r = 0; r < NR4; r++) {                            \
-                    const __m256i p = _mm256_dpbusd_epi32(neg, au[r], wv);                         \
-                    acc[k][r] = _mm256_fmadd_ps(_mm256_mul_ps(dx, dy[r]), _mm256_cvtepi32_ps(p),   \
-                                                acc[k][r]);                                        \
+                                     _mm256_dpbusd_epi32(_mm256_setzero_si256(),                   \
+                                                         _mm512_castsi512_si256(bias), wv8)));     \
+                const __m512 dx = _mm512_cvtph_ps(_mm256_set1_epi16((short)xb->d));                \
+                _Pragma("GCC unroll 2") for (int h = 0; h < NR4 / 2; h++) {                        \
+                    const __m512i p = _mm512_dpbusd_epi32(neg, au[h], wv);                         \
+                    acc[k][h] = _mm512_fmadd_ps(_mm512_mul_ps(dx, dy[h]), _mm512_cvtepi32_ps(p),   \
+                                                acc[k][h]);                                        \
                 }                                                                                  \
             }                                                                                      \
         }                                                                                          \
         for (int k = 0; k < NT4; k++)                                                              \
-            for (int r = 0; r < NR4; r++)                                                          \
-                out[r * ldo + k] = hsum_ps(acc[k][r]);                                             \
+            for (int h = 0; h < NR4 / 2; h++) {                                                    \
+                out[2 * h * ldo + k] = hsum_ps(_mm512_castps512_ps256(acc[k][h]));                 \
+                out[(2 * h + 1) * ldo + k] = hsum_ps(_mm512_extractf32x8_ps(acc[k][h], 1));        \
+            }                                                                                      \
     }
 
 TILE_LEGACY1(tile_q8_0, block_q8_0, loadu256(xb->qs))
@@ -1309,64 +1343,312 @@ TILE_LEGACY1(tile_q5_0, block_q5_0, decode_q5_0(xb))
 /* ----- K-quant tiles -----
  * Q4_K: pair (k, r) gets the single-row kernel's own integer operations on
  * each 32-weight chunk (vpmaddubsw of the nibbles and activations, vpdpwssd by
- * the chunk's scale) and its float operations per block, in its order. The
- * four weight rows' blocks are unrolled into one loop body per block, which
- * shares each activation block's group sums and scale, and lets the 16 chains
- * interleave; the scale products y.d * d and -y.d * dmin are formed as vector
- * products of broadcasts made once per row (f16x8), the same products as the
- * single-row kernel's scalar ones. On the Zen 4 machine measured this runs
- * 3-10% above dot4_q4_K on cached rows and 15-28% below it on rows streamed
- * from memory, hence mm_run's tile_warm (nn/matmul.c). Not here, because they
- * ran below their four-row kernels on that machine (bench/RESULTS.md,
- * 2026-12-03): Q5_K and Q6_K tiles of the same form, and four-byte sums by
- * vpdpbusd packed two chunks to an int32 lane (int16 halves) for a single
- * vpdpwssd, the same lanes with a multiply-add fewer per two chunks. */
+ * the chunk's scale) and its float operations per block, in its order; weight
+ * rows 2g and 2g + 1 share the 512-bit vectors, the activation chunk is in both
+ * halves. The scale products y.d * d and -y.d * dmin are formed as vector
+ * products of broadcasts (f16x8), the same products as the single-row kernel's
+ * scalar ones. The K-quant tiles ran below the four-row kernels on rows
+ * streamed from memory on a Zen 4 machine, hence mm_run's tile_warm
+ * (nn/matmul.c); on the Zen 5 one the 512-bit Q4_K tile without it was +8% at
+ * 16 activation rows and -3% at 64, so it stays. Tried on Zen 4 and dropped:
+ * four-byte sums by vpdpbusd packed two chunks to an int32 lane (int16 halves)
+ * for a single vpdpwssd, the same lanes with a multiply-add fewer per two
+ * chunks. */
 
 static void tile_q4_K(const void *w, uint64_t ws, const void *a, uint64_t as, int64_t n, float *out,
                       int64_t ldo) {
     ROWS4(block_q4_K, w, ws, x);
     ROWS4(block_q8_K, a, as, y);
-    __m256 acc[NT4][NR4];
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    __m512 acc[NT4 / 2][NR4]; /* weight rows 2g (low half) and 2g + 1 (high half) */
     __m128 acc_m[NT4][NR4];
+    for (int g = 0; g < NT4 / 2; g++)
+        for (int r = 0; r < NR4; r++)
+            acc[g][r] = _mm512_setzero_ps();
     for (int k = 0; k < NT4; k++)
         for (int r = 0; r < NR4; r++)
-            acc[k][r] = _mm256_setzero_ps(), acc_m[k][r] = _mm_setzero_ps();
+            acc_m[k][r] = _mm_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         __m128i q8s[NR4];
-        __m256 dy[NR4];
+        __m512 dy[NR4];
         __m128 ndy[NR4];
         for (int r = 0; r < NR4; r++) {
             q8s[r] = _mm_hadd_epi16(loadu128(y[r][i].bsums), loadu128(y[r][i].bsums + 8));
-            dy[r] = _mm256_set1_ps(y[r][i].d);
+            dy[r] = _mm512_set1_ps(y[r][i].d);
             ndy[r] = _mm_set1_ps(-y[r][i].d);
         }
+#pragma GCC unroll 2
+        for (int g = 0; g < NT4 / 2; g++) {
+            const block_q4_K *xa = &x[2 * g][i], *xb = &x[2 * g + 1][i];
+            const __m128i scmn[2] = {k4_scales_mins(xa->scales), k4_scales_mins(xb->scales)};
+            const __m128 dmin[2] = {_mm256_castps256_ps128(f16x8(xa->dmin)),
+                                    _mm256_castps256_ps128(f16x8(xb->dmin))};
+#pragma GCC unroll 2
+            for (int u = 0; u < 2; u++) {
+                const __m128i mins = _mm_cvtepu8_epi16(_mm_srli_si128(scmn[u], 8));
 #pragma GCC unroll 4
-        for (int k = 0; k < NT4; k++) {
-            const block_q4_K *xb = &x[k][i];
-            const __m128i scmn = k4_scales_mins(xb->scales);
-            const __m128i mins = _mm_cvtepu8_epi16(_mm_srli_si128(scmn, 8));
-            const __m256 d = f16x8(xb->d);
-            const __m128 dmin = _mm256_castps256_ps128(f16x8(xb->dmin));
-            __m256i sumi[NR4];
-#pragma GCC unroll 4
-            for (int r = 0; r < NR4; r++) {
-                const __m128i pm = _mm_madd_epi16(mins, q8s[r]);
-                acc_m[k][r] =
-                    _mm_fmadd_ps(_mm_mul_ps(ndy[r], dmin), _mm_cvtepi32_ps(pm), acc_m[k][r]);
-                sumi[r] = _mm256_setzero_si256();
+                for (int r = 0; r < NR4; r++) {
+                    const __m128i pm = _mm_madd_epi16(mins, q8s[r]);
+                    acc_m[2 * g + u][r] = _mm_fmadd_ps(_mm_mul_ps(ndy[r], dmin[u]),
+                                                       _mm_cvtepi32_ps(pm), acc_m[2 * g + u][r]);
+                }
             }
-            q4k_chunks4(sumi, xb->qs, scmn, y, i);
+            const __m512 d = pair_ps512(f16x8(xa->d), f16x8(xb->d));
+            const __m512i sc16 =
+                pair_si512(_mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scmn[0])),
+                           _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scmn[1])));
+            __m512i sumi[NR4];
+            for (int r = 0; r < NR4; r++)
+                sumi[r] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) {
+                const __m512i q = pair_si512(loadu256(xa->qs + 32 * c), loadu256(xb->qs + 32 * c));
+                const __m512i lo = _mm512_and_si512(q, m4),
+                              hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+                const __m512i s0 =
+                    _mm512_shuffle_epi8(sc16, _mm512_set1_epi16((short)((4 * c + 1) << 8 | 4 * c)));
+                const __m512i s1 = _mm512_shuffle_epi8(
+                    sc16, _mm512_set1_epi16((short)((4 * c + 3) << 8 | (4 * c + 2))));
+#pragma GCC unroll 4
+                for (int r = 0; r < NR4; r++) {
+                    const int8_t *q8 = y[r][i].qs + 64 * c;
+                    sumi[r] = _mm512_dpwssd_epi32(sumi[r], _mm512_maddubs_epi16(lo, act2(q8)), s0);
+                    sumi[r] =
+                        _mm512_dpwssd_epi32(sumi[r], _mm512_maddubs_epi16(hi, act2(q8 + 32)), s1);
+                }
+            }
 #pragma GCC unroll 4
             for (int r = 0; r < NR4; r++)
-                acc[k][r] = _mm256_fmadd_ps(_mm256_mul_ps(dy[r], d), _mm256_cvtepi32_ps(sumi[r]),
-                                            acc[k][r]);
+                acc[g][r] = _mm512_fmadd_ps(_mm512_mul_ps(dy[r], d), _mm512_cvtepi32_ps(sumi[r]),
+                                            acc[g][r]);
         }
     }
     for (int k = 0; k < NT4; k++)
         for (int r = 0; r < NR4; r++) {
+            const __m512 v = acc[k / 2][r];
             __m128 m = _mm_add_ps(acc_m[k][r], _mm_movehl_ps(acc_m[k][r], acc_m[k][r]));
             m = _mm_add_ss(m, _mm_movehdup_ps(m));
-            out[r * ldo + k] = hsum_ps(acc[k][r]) + _mm_cvtss_f32(m);
+            out[r * ldo + k] =
+                hsum_ps(k & 1 ? _mm512_extractf32x8_ps(v, 1) : _mm512_castps512_ps256(v)) +
+                _mm_cvtss_f32(m);
+        }
+}
+
+/* Q2_K: as tile_q4_K, two weight rows to a 512-bit vector (g: rows 2g, 2g + 1)
+ * and each activation chunk in both halves; per pair the single-row kernel's
+ * mins FMA, then its chunks' vpmaddubsw / vpdpwssd lanes, then its block FMA. */
+static void tile_q2_K(const void *w, uint64_t ws, const void *a, uint64_t as, int64_t n, float *out,
+                      int64_t ldo) {
+    ROWS4(block_q2_K, w, ws, x);
+    ROWS4(block_q8_K, a, as, y);
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    const __m512i m3 = _mm512_set1_epi8(3);
+    __m512 acc[NT4 / 2][NR4];
+    for (int g = 0; g < NT4 / 2; g++)
+        for (int r = 0; r < NR4; r++)
+            acc[g][r] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+#pragma GCC unroll 2
+        for (int g = 0; g < NT4 / 2; g++) {
+            const block_q2_K *xa = &x[2 * g][i], *xb = &x[2 * g + 1][i];
+            const __m128i raw_a = loadu128(xa->scales), raw_b = loadu128(xb->scales);
+            const __m512i mn =
+                pair_si512(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw_a, 4), m4)),
+                           _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw_b, 4), m4)));
+            const __m512 dmin = pair_ps512(f16x8(xa->dmin), f16x8(xb->dmin));
+            const __m512 d = pair_ps512(f16x8(xa->d), f16x8(xb->d));
+            __m512i sumi[NR4];
+#pragma GCC unroll 4
+            for (int r = 0; r < NR4; r++) {
+                const __m512i pm =
+                    _mm512_madd_epi16(mn, _mm512_broadcast_i64x4(loadu256(y[r][i].bsums)));
+                acc[g][r] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(-y[r][i].d), dmin),
+                                            _mm512_cvtepi32_ps(pm), acc[g][r]);
+                sumi[r] = _mm512_setzero_si512();
+            }
+            __m256i half_a[2], half_b[2];
+            scales16_u8(_mm_and_si128(raw_a, m4), &half_a[0], &half_a[1]);
+            scales16_u8(_mm_and_si128(raw_b, m4), &half_b[0], &half_b[1]);
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                const __m512i half = pair_si512(half_a[h], half_b[h]);
+                const __m512i q = pair_si512(loadu256(xa->qs + 32 * h), loadu256(xb->qs + 32 * h));
+#pragma GCC unroll 4
+                for (int j = 0; j < 4; j++) {
+                    const __m512i v =
+                        _mm512_and_si512(_mm512_srl_epi16(q, _mm_cvtsi32_si128(2 * j)), m3);
+                    const __m512i cs = chunk_scales512(half, j);
+#pragma GCC unroll 4
+                    for (int r = 0; r < NR4; r++)
+                        sumi[r] = _mm512_dpwssd_epi32(
+                            sumi[r], _mm512_maddubs_epi16(v, act2(y[r][i].qs + 128 * h + 32 * j)),
+                            cs);
+                }
+            }
+#pragma GCC unroll 4
+            for (int r = 0; r < NR4; r++)
+                acc[g][r] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(y[r][i].d), d),
+                                            _mm512_cvtepi32_ps(sumi[r]), acc[g][r]);
+        }
+    }
+    for (int k = 0; k < NT4; k++)
+        for (int r = 0; r < NR4; r++) {
+            const __m512 v = acc[k / 2][r];
+            out[r * ldo + k] =
+                hsum_ps(k & 1 ? _mm512_extractf32x8_ps(v, 1) : _mm512_castps512_ps256(v));
+        }
+}
+
+/* Q6_K: as tile_q2_K; per pair the single-row kernel's offset term (-32 *
+ * sum of scale x group sum) as the lanes' start, its four chunks per half and
+ * its block FMA. */
+static void tile_q6_K(const void *w, uint64_t ws, const void *a, uint64_t as, int64_t n, float *out,
+                      int64_t ldo) {
+    ROWS4(block_q6_K, w, ws, x);
+    ROWS4(block_q8_K, a, as, y);
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m3 = _mm512_set1_epi8(0x30);
+    __m512 acc[NT4 / 2][NR4];
+    for (int g = 0; g < NT4 / 2; g++)
+        for (int r = 0; r < NR4; r++)
+            acc[g][r] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+#pragma GCC unroll 2
+        for (int g = 0; g < NT4 / 2; g++) {
+            const block_q6_K *xa = &x[2 * g][i], *xb = &x[2 * g + 1][i];
+            const __m128i sc_a = loadu128(xa->scales), sc_b = loadu128(xb->scales);
+            const __m512i sc16 = pair_si512(_mm256_cvtepi8_epi16(sc_a), _mm256_cvtepi8_epi16(sc_b));
+            const __m512 d = pair_ps512(f16x8(xa->d), f16x8(xb->d));
+            __m512i sumi[NR4];
+#pragma GCC unroll 4
+            for (int r = 0; r < NR4; r++)
+                sumi[r] = _mm512_sub_epi32(
+                    _mm512_setzero_si512(),
+                    _mm512_slli_epi32(
+                        _mm512_madd_epi16(sc16, _mm512_broadcast_i64x4(loadu256(y[r][i].bsums))),
+                        5));
+            __m256i half_a[2], half_b[2];
+            scales16_s8(sc_a, &half_a[0], &half_a[1]);
+            scales16_s8(sc_b, &half_b[0], &half_b[1]);
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                const __m512i half = pair_si512(half_a[h], half_b[h]);
+                const __m512i la = pair_si512(loadu256(xa->ql + 64 * h), loadu256(xb->ql + 64 * h));
+                const __m512i lb =
+                    pair_si512(loadu256(xa->ql + 64 * h + 32), loadu256(xb->ql + 64 * h + 32));
+                const __m512i hq = pair_si512(loadu256(xa->qh + 32 * h), loadu256(xb->qh + 32 * h));
+                const __m512i v[4] = {
+                    _mm512_or_si512(_mm512_and_si512(la, m4),
+                                    _mm512_and_si512(_mm512_slli_epi16(hq, 4), m3)),
+                    _mm512_or_si512(_mm512_and_si512(lb, m4),
+                                    _mm512_and_si512(_mm512_slli_epi16(hq, 2), m3)),
+                    _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(la, 4), m4),
+                                    _mm512_and_si512(hq, m3)),
+                    _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(lb, 4), m4),
+                                    _mm512_and_si512(_mm512_srli_epi16(hq, 2), m3))};
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; k++) {
+                    const __m512i cs = chunk_scales512(half, k);
+#pragma GCC unroll 4
+                    for (int r = 0; r < NR4; r++)
+                        sumi[r] = _mm512_dpwssd_epi32(
+                            sumi[r],
+                            _mm512_maddubs_epi16(v[k], act2(y[r][i].qs + 128 * h + 32 * k)), cs);
+                }
+            }
+#pragma GCC unroll 4
+            for (int r = 0; r < NR4; r++)
+                acc[g][r] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(y[r][i].d), d),
+                                            _mm512_cvtepi32_ps(sumi[r]), acc[g][r]);
+        }
+    }
+    for (int k = 0; k < NT4; k++)
+        for (int r = 0; r < NR4; r++) {
+            const __m512 v = acc[k / 2][r];
+            out[r * ldo + k] =
+                hsum_ps(k & 1 ? _mm512_extractf32x8_ps(v, 1) : _mm512_castps512_ps256(v));
+        }
+}
+
+/* Q5_K: as tile_q4_K with the fifth bit. The mins term is the single-row
+ * kernel's one float per pair, fmaf(-y.d * dmin, total, summs): here lane r of
+ * summs[k] for the four activation rows at once, the same single rounding; the
+ * block's integer total by another route (vpmaddwd of the mins and the
+ * activation's pair sums, then horizontal adds), the same integer. */
+static void tile_q5_K(const void *w, uint64_t ws, const void *a, uint64_t as, int64_t n, float *out,
+                      int64_t ldo) {
+    ROWS4(block_q5_K, w, ws, x);
+    ROWS4(block_q8_K, a, as, y);
+    const __m512i m4 = _mm512_set1_epi8(0x0f), b4 = _mm512_set1_epi8(0x10);
+    __m512 acc[NT4 / 2][NR4];
+    __m128 summs[NT4]; /* lane r: pair (k, r) */
+    for (int g = 0; g < NT4 / 2; g++)
+        for (int r = 0; r < NR4; r++)
+            acc[g][r] = _mm512_setzero_ps();
+    for (int k = 0; k < NT4; k++)
+        summs[k] = _mm_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        __m128i q8s[NR4];
+        for (int r = 0; r < NR4; r++)
+            q8s[r] = _mm_hadd_epi16(loadu128(y[r][i].bsums), loadu128(y[r][i].bsums + 8));
+        const __m128 ndy = _mm_setr_ps(-y[0][i].d, -y[1][i].d, -y[2][i].d, -y[3][i].d);
+#pragma GCC unroll 2
+        for (int g = 0; g < NT4 / 2; g++) {
+            const block_q5_K *xa = &x[2 * g][i], *xb = &x[2 * g + 1][i];
+            const __m128i scmn[2] = {k4_scales_mins(xa->scales), k4_scales_mins(xb->scales)};
+            const pt_f16 dmin[2] = {xa->dmin, xb->dmin};
+#pragma GCC unroll 2
+            for (int u = 0; u < 2; u++) {
+                const __m128i mins = _mm_cvtepu8_epi16(_mm_srli_si128(scmn[u], 8));
+                const __m128i tot = _mm_hadd_epi32(
+                    _mm_hadd_epi32(_mm_madd_epi16(mins, q8s[0]), _mm_madd_epi16(mins, q8s[1])),
+                    _mm_hadd_epi32(_mm_madd_epi16(mins, q8s[2]), _mm_madd_epi16(mins, q8s[3])));
+                summs[2 * g + u] =
+                    _mm_fmadd_ps(_mm_mul_ps(ndy, _mm256_castps256_ps128(f16x8(dmin[u]))),
+                                 _mm_cvtepi32_ps(tot), summs[2 * g + u]);
+            }
+            const __m512 d = pair_ps512(f16x8(xa->d), f16x8(xb->d));
+            const __m512i sc16 =
+                pair_si512(_mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scmn[0])),
+                           _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scmn[1])));
+            const __m512i qh = pair_si512(loadu256(xa->qh), loadu256(xb->qh));
+            __m512i sumi[NR4];
+            for (int r = 0; r < NR4; r++)
+                sumi[r] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) {
+                const __m512i q = pair_si512(loadu256(xa->qs + 32 * c), loadu256(xb->qs + 32 * c));
+                const __m512i hb = _mm512_srl_epi16(qh, _mm_cvtsi32_si128(2 * c));
+                const __m512i v0 = _mm512_or_si512(_mm512_and_si512(q, m4),
+                                                   _mm512_and_si512(_mm512_slli_epi16(hb, 4), b4));
+                const __m512i v1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(q, 4), m4),
+                                                   _mm512_and_si512(_mm512_slli_epi16(hb, 3), b4));
+                const __m512i s0 =
+                    _mm512_shuffle_epi8(sc16, _mm512_set1_epi16((short)((4 * c + 1) << 8 | 4 * c)));
+                const __m512i s1 = _mm512_shuffle_epi8(
+                    sc16, _mm512_set1_epi16((short)((4 * c + 3) << 8 | (4 * c + 2))));
+#pragma GCC unroll 4
+                for (int r = 0; r < NR4; r++) {
+                    const int8_t *q8 = y[r][i].qs + 64 * c;
+                    sumi[r] = _mm512_dpwssd_epi32(sumi[r], _mm512_maddubs_epi16(v0, act2(q8)), s0);
+                    sumi[r] =
+                        _mm512_dpwssd_epi32(sumi[r], _mm512_maddubs_epi16(v1, act2(q8 + 32)), s1);
+                }
+            }
+#pragma GCC unroll 4
+            for (int r = 0; r < NR4; r++)
+                acc[g][r] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(y[r][i].d), d),
+                                            _mm512_cvtepi32_ps(sumi[r]), acc[g][r]);
+        }
+    }
+    float sm[NT4][NR4];
+    for (int k = 0; k < NT4; k++)
+        _mm_storeu_ps(sm[k], summs[k]);
+    for (int k = 0; k < NT4; k++)
+        for (int r = 0; r < NR4; r++) {
+            const __m512 v = acc[k / 2][r];
+            out[r * ldo + k] =
+                hsum_ps(k & 1 ? _mm512_extractf32x8_ps(v, 1) : _mm512_castps512_ps256(v)) +
+                sm[k][r];
         }
 }
 #endif
@@ -1378,7 +1660,10 @@ static qt_tile_fn x86_tile_table(uint32_t type) {
     case QT_Q8_0: return tile_q8_0;
     case QT_Q4_0: return tile_q4_0;
     case QT_Q5_0: return tile_q5_0;
+    case QT_Q2_K: return tile_q2_K;
     case QT_Q4_K: return tile_q4_K;
+    case QT_Q5_K: return tile_q5_K;
+    case QT_Q6_K: return tile_q6_K;
     default: return NULL;
     }
 #else
