@@ -1347,10 +1347,12 @@ TILE_LEGACY1(tile_q5_0, block_q5_0, decode_q5_0(xb))
  * rows 2g and 2g + 1 share the 512-bit vectors, the activation chunk is in both
  * halves. The scale products y.d * d and -y.d * dmin are formed as vector
  * products of broadcasts (f16x8), the same products as the single-row kernel's
- * scalar ones. The K-quant tiles ran below the four-row kernels on rows
- * streamed from memory on a Zen 4 machine, hence mm_run's tile_warm
- * (nn/matmul.c); on the Zen 5 one the 512-bit Q4_K tile without it was +8% at
- * 16 activation rows and -3% at 64, so it stays. Tried on Zen 4 and dropped:
+ * scalar ones. The 256-bit K-quant tiles ran below the four-row kernels on
+ * rows streamed from memory on a Zen 4 machine, so mm_run gave each weight
+ * tile's first activation group to the four-row kernel; the 512-bit tiles on
+ * the Zen 5 one run ahead of it there too (Q2_K 159 -> 205 GFLOP/s, Q4_K
+ * 126-164 -> 128-171 on 75 MB of rows), and every group takes the tile. Tried
+ * on Zen 4 and dropped:
  * four-byte sums by vpdpbusd packed two chunks to an int32 lane (int16 halves)
  * for a single vpdpwssd, the same lanes with a multiply-add fewer per two
  * chunks. */

@@ -31,7 +31,6 @@ typedef struct mm_job {
     qt_dot_fn dot;
     qt_dot4_fn dot4; /* NULL: rows one at a time */
     qt_tile_fn tile; /* NULL: none; else 4 weight rows x 4 activation rows at once */
-    int tile_warm;   /* the first activation group of a weight tile goes through dot4 */
 } mm_job;
 
 /* Weight bytes a worker keeps hot while it passes over groups of four
@@ -43,8 +42,7 @@ typedef struct mm_job {
  * activation rows four at a time, so a weight block is read and unpacked once
  * per four activation rows; with a tile kernel, four weight rows at a time meet
  * each group of four activation rows (an activation block is loaded once per
- * four weight rows too; with tile_warm the first group still takes the
- * four-row kernel). What is left over goes through the four-row kernel
+ * four weight rows too). What is left over goes through the four-row kernel
  * (weight rows past a multiple of 4) or one by one (n_rows % 4). Every output
  * is the same dot product either way (qt_dot4_fn and qt_tile_fn are
  * bit-identical to qt_dot_fn). */
@@ -61,7 +59,7 @@ static void mm_worker(void *arg, int ith, int nth) {
         for (int t = 0; t < n4; t += 4) {
             const uint8_t *act = j->act + (uint64_t)t * j->act_row_bytes;
             long o = o0;
-            if (j->tile && !(j->tile_warm && t == 0))
+            if (j->tile)
                 for (; o + 4 <= o1; o += 4)
                     j->tile(w->data + (uint64_t)o * w->row_bytes, w->row_bytes, act,
                             j->act_row_bytes, w->n_in, j->y + (int64_t)t * j->ldy + o, j->ldy);
@@ -140,20 +138,13 @@ static void mm_pass(mm_ctx *c, const mm_task *tasks, int n, const uint64_t *arb,
         act_worker(&aj, 0, 1);
     for (int i = 0; i < n; i++) {
         const mm_weight *w = tasks[i].w;
-        const qt_traits *tr = qt_get(w->type);
         /* one kernel per weight type, whatever n_rows is (qt_mm_dot_upto): a
          * row's outputs are the same bits in a batch of any size */
         qt_dot_fn dot = qt_mm_dot_upto(w->type, c->max_isa);
         qt_dot4_fn dot4 = n_rows >= 4 ? qt_mm_dot4_upto(w->type, c->max_isa) : NULL;
         qt_tile_fn tile = dot4 ? qt_mm_tile_upto(w->type, c->max_isa) : NULL;
-        /* The K-quant tiles (256-weight blocks) ran slower than their four-row
-         * kernels on weight rows not yet in cache, and faster once the rows are
-         * in L1 (bench/RESULTS.md, 2026-12-03): the four-row kernel takes each
-         * weight tile's first group of activation rows and brings the rows in. */
-        const int tile_warm = tile && tr->block == QK_K;
         jobs[i] =
-            (mm_job){w,    c->act + off[i], arb[i], n_rows, tasks[i].y, tasks[i].ldy, dot, dot4,
-                     tile, tile_warm};
+            (mm_job){w, c->act + off[i], arb[i], n_rows, tasks[i].y, tasks[i].ldy, dot, dot4, tile};
         work += (uint64_t)w->n_out * w->row_bytes * (uint64_t)n_rows;
     }
     many_job m = {jobs, n};

@@ -16,13 +16,13 @@ int moe_scratch_init(moe_scratch *s, int n_expert, int B, int K, int n_embd, tp_
     s->yk = pt_falloc((size_t)B * (size_t)K * (size_t)n_embd, &fail);
     if (fail || !s->uniq || !s->seen || !s->rows) return -1;
     const int nt = tp_size(pool), rows = MOE_PAR_ROWS * K;
-    if (nt < 2 || B < MOE_PAR_ROWS) return 0;
+    if (nt < 2) return 0;
     s->pool = pool;
     s->workers = calloc((size_t)nt, sizeof *s->workers);
-    s->slot_pos = calloc((size_t)rows, sizeof(int));
+    s->slot_pos = calloc((size_t)B * (size_t)K, sizeof(int));
     s->first = calloc((size_t)n_expert + 1, sizeof(int));
     s->count = calloc((size_t)n_expert + 1, sizeof(int));
-    s->mats = calloc((size_t)rows, sizeof *s->mats);
+    s->mats = calloc((size_t)n_expert + 1, sizeof *s->mats);
     if (!s->workers || !s->slot_pos || !s->first || !s->count || !s->mats) return -1;
     for (int i = 0; i < nt; i++) {
         moe_worker *w = &s->workers[i];
@@ -31,7 +31,7 @@ int moe_scratch_init(moe_scratch *s, int n_expert, int B, int K, int n_embd, tp_
         w->u = pt_falloc((size_t)rows * 2 * (size_t)max_in, &fail);
         if (fail || mm_ctx_init(&w->mm, NULL, max_isa, rows, max_in)) return -1;
     }
-    s->par_rows = rows;
+    s->par_rows = B * K;
     return 0;
 }
 
@@ -91,7 +91,7 @@ static void par_worker(void *arg, int ith, int nth) {
 
 static int run_parallel(const moe_call *c, moe_scratch *s, int n_uniq, pt_err *err) {
     const int T = c->T, K = c->K, E = c->n_embd;
-    PT_ASSERT(n_uniq <= s->par_rows);
+    PT_ASSERT(T * K <= s->par_rows);
     /* the experts in the store's order, then the slots grouped by expert */
     int e, rc = 1, n = 0;
     while (n < n_uniq && (rc = xs_next(c->xs, c->layer, &e, s->mats[n], err)) == 1)
@@ -149,8 +149,8 @@ int moe_run(const moe_call *c, moe_scratch *s, pt_err *err) {
     moe_unmark(s->seen, s->uniq, n_uniq);
     if (xs_begin(c->xs, c->layer, s->uniq, n_uniq, err)) return -1;
     if (c->overlap && c->overlap(c->overlap_arg, c->layer, T, err)) return -1;
-    /* few rows and every expert in memory: whole experts per thread, one job
-     * instead of two or three per expert */
+    /* every expert in memory: whole experts per thread (a prompt's expert in
+     * tiles of the worker's rows), one job instead of three or four per expert */
     if (T * K <= s->par_rows && n_uniq > 1 && xs_slots(c->xs) == 0) {
         if (run_parallel(c, s, n_uniq, err)) return -1;
         weigh(c, s->yk, s->slot_pos);

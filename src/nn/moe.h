@@ -49,18 +49,19 @@ typedef struct moe_scratch {
     int *rows;     /* [B] (row, choice) slots routed to one expert */
     float *xg;     /* [B][n_embd] gathered inputs / outputs of one expert */
     float *yk;     /* [B][K][n_embd] per-(row, choice) outputs */
-    /* the parallel path (few rows, resident experts): whole experts per thread */
+    /* the parallel path (resident experts): whole experts per thread */
     tp_pool *pool;
     moe_worker *workers;       /* [tp_size(pool)] */
     int par_rows;              /* at most this many (row, choice) slots: 0 = never */
     int *slot_pos;             /* [par_rows] where slot t * K + k's output is in yk */
     int *first, *count;        /* [n_expert + 1] an expert's slots in yk */
-    const uint8_t *(*mats)[3]; /* [par_rows] the call's experts' weight slices */
+    const uint8_t *(*mats)[3]; /* [n_expert + 1] the call's experts' weight slices */
 } moe_scratch;
 
 /* Allocate / free a scratch for n_expert experts, B rows, K choices per row,
  * n_embd-wide rows; with a pool of several threads also the parallel path's
- * (MOE_PAR_ROWS rows per call, matmul inputs up to max_in wide, kernels up to
+ * (FFN scratch of MOE_PAR_ROWS * K rows per thread: an expert with more rows
+ * runs in tiles of that many; matmul inputs up to max_in wide, kernels up to
  * max_isa). 0, or -1 (out of memory; free it all the same). */
 enum { MOE_PAR_ROWS = 4 };
 int moe_scratch_init(moe_scratch *s, int n_expert, int B, int K, int n_embd, tp_pool *pool,
