@@ -11,19 +11,21 @@ int moe_scratch_init(moe_scratch *s, int n_expert, int B, int K, int n_embd, tp_
     memset(s, 0, sizeof *s);
     s->uniq = calloc((size_t)n_expert + 1, sizeof(int)); /* + 1: no zero-size calloc */
     s->seen = calloc((size_t)n_expert + 1, 1);
-    s->rows = calloc((size_t)B, sizeof(int)); /* a row chooses an expert at most once */
-    s->xg = pt_falloc((size_t)B * (size_t)n_embd, &fail);
+    s->ids = calloc((size_t)n_expert + 1, sizeof(int));
     s->yk = pt_falloc((size_t)B * (size_t)K * (size_t)n_embd, &fail);
-    if (fail || !s->uniq || !s->seen || !s->rows) return -1;
-    const int nt = tp_size(pool), rows = MOE_PAR_ROWS * K;
-    if (nt < 2) return 0;
-    s->pool = pool;
-    s->workers = calloc((size_t)nt, sizeof *s->workers);
     s->slot_pos = calloc((size_t)B * (size_t)K, sizeof(int));
     s->first = calloc((size_t)n_expert + 1, sizeof(int));
     s->count = calloc((size_t)n_expert + 1, sizeof(int));
     s->mats = calloc((size_t)n_expert + 1, sizeof *s->mats);
-    if (!s->workers || !s->slot_pos || !s->first || !s->count || !s->mats) return -1;
+    if (fail || !s->uniq || !s->seen || !s->ids || !s->slot_pos || !s->first || !s->count ||
+        !s->mats)
+        return -1;
+    s->slots = B * K;
+    s->pool = pool;
+    const int nt = tp_size(pool), rows = MOE_PAR_ROWS * K;
+    if (nt < 2) return 0;
+    s->workers = calloc((size_t)nt, sizeof *s->workers);
+    if (!s->workers) return -1;
     for (int i = 0; i < nt; i++) {
         moe_worker *w = &s->workers[i];
         w->rows = rows;
@@ -31,15 +33,13 @@ int moe_scratch_init(moe_scratch *s, int n_expert, int B, int K, int n_embd, tp_
         w->u = pt_falloc((size_t)rows * 2 * (size_t)max_in, &fail);
         if (fail || mm_ctx_init(&w->mm, NULL, max_isa, rows, max_in)) return -1;
     }
-    s->par_rows = B * K;
     return 0;
 }
 
 void moe_scratch_free(moe_scratch *s) {
     free(s->uniq);
     free(s->seen);
-    free(s->rows);
-    free(s->xg);
+    free(s->ids);
     free(s->yk);
     for (int i = 0; s->workers && i < tp_size(s->pool); i++) {
         free(s->workers[i].g);
@@ -67,12 +67,13 @@ void moe_unmark(uint8_t *seen, const int *uniq, int n) {
         seen[uniq[i]] = 0;
 }
 
-/* The parallel path: every expert of the call is in memory at once, so each
- * thread takes whole experts (claimed in turn) and runs them alone. */
+/* Experts delivered together (resident ones all at once, streamed ones as
+ * many as are ready): each thread takes whole experts, claimed in turn, and
+ * runs them alone on their rows in yk. */
 typedef struct par_job {
     const moe_call *c;
     moe_scratch *s;
-    int n; /* experts */
+    int n; /* experts: s->ids[0..n), s->mats[0..n) */
     atomic_int next, failed;
 } par_job;
 
@@ -82,35 +83,20 @@ static void par_worker(void *arg, int ith, int nth) {
     const moe_call *c = j->c;
     moe_scratch *s = j->s;
     for (int i; (i = atomic_fetch_add(&j->next, 1)) < j->n;) {
-        const int e = s->uniq[i];
+        const int e = s->ids[i];
         if (c->expert(c->arch, c->layer, e, s->mats[i], s->yk + (size_t)s->first[e] * c->n_embd,
                       s->count[e], &s->workers[ith], &s->workers[ith].err))
             atomic_store(&j->failed, ith + 1);
     }
 }
 
-static int run_parallel(const moe_call *c, moe_scratch *s, int n_uniq, pt_err *err) {
-    const int T = c->T, K = c->K, E = c->n_embd;
-    PT_ASSERT(T * K <= s->par_rows);
-    /* the experts in the store's order, then the slots grouped by expert */
-    int e, rc = 1, n = 0;
-    while (n < n_uniq && (rc = xs_next(c->xs, c->layer, &e, s->mats[n], err)) == 1)
-        s->uniq[n++] = e;
-    if (rc < 0) return -1;
-    PT_ASSERT(n == n_uniq);
-    int at = 0;
-    for (int i = 0; i < n; i++) {
-        const int x = s->uniq[i];
-        s->first[x] = at;
-        s->count[x] = 0;
-        for (int t = 0; t < T; t++)
-            for (int k = 0; k < K; k++)
-                if (c->topk[t * K + k] == x) {
-                    const int p = at + s->count[x]++;
-                    s->slot_pos[t * K + k] = p;
-                    memcpy(s->yk + (size_t)p * E, c->x + (size_t)t * E, (size_t)E * sizeof(float));
-                }
-        at += s->count[x];
+/* Experts ids[0..n): one alone runs with the architecture's threaded matmuls,
+ * several whole per thread. 0, or -1 with err. */
+static int run_delivered(const moe_call *c, moe_scratch *s, int n, pt_err *err) {
+    if (n == 1) {
+        const int e = s->ids[0];
+        return c->expert(c->arch, c->layer, e, s->mats[0], s->yk + (size_t)s->first[e] * c->n_embd,
+                         s->count[e], NULL, err);
     }
     par_job j = {.c = c, .s = s, .n = n};
     atomic_init(&j.next, 0);
@@ -131,7 +117,7 @@ static void weigh(const moe_call *c, const float *yk, const int *pos) {
         float *o = c->out + (size_t)t * E;
         for (int k = 0; k < K; k++) {
             const float w = c->topw[t * K + k];
-            const float *y = yk + (size_t)(pos ? pos[t * K + k] : t * K + k) * E;
+            const float *y = yk + (size_t)pos[t * K + k] * E;
             if (k == 0)
                 for (int i = 0; i < E; i++)
                     o[i] = y[i] * w;
@@ -144,35 +130,33 @@ static void weigh(const moe_call *c, const float *yk, const int *pos) {
 
 int moe_run(const moe_call *c, moe_scratch *s, pt_err *err) {
     const int T = c->T, K = c->K, E = c->n_embd;
+    PT_ASSERT(T * K <= s->slots);
     int n_uniq = 0;
     moe_mark(c->topk, T * K, s->seen, s->uniq, &n_uniq);
     moe_unmark(s->seen, s->uniq, n_uniq);
     if (xs_begin(c->xs, c->layer, s->uniq, n_uniq, err)) return -1;
     if (c->overlap && c->overlap(c->overlap_arg, c->layer, T, err)) return -1;
-    /* every expert in memory: whole experts per thread (a prompt's expert in
-     * tiles of the worker's rows), one job instead of three or four per expert */
-    if (T * K <= s->par_rows && n_uniq > 1 && xs_slots(c->xs) == 0) {
-        if (run_parallel(c, s, n_uniq, err)) return -1;
-        weigh(c, s->yk, s->slot_pos);
-        return 0;
-    }
-    int e, rc;
-    const uint8_t *mats[3];
-    while ((rc = xs_next(c->xs, c->layer, &e, mats, err)) == 1) {
-        int n = 0;
+    /* the slots grouped by expert in yk, each expert's rows in row order */
+    int at = 0;
+    for (int i = 0; i < n_uniq; i++) {
+        const int x = s->uniq[i];
+        s->first[x] = at;
+        s->count[x] = 0;
         for (int t = 0; t < T; t++)
             for (int k = 0; k < K; k++)
-                if (c->topk[t * K + k] == e) {
-                    s->rows[n] = t * K + k;
-                    memcpy(s->xg + (size_t)n * E, c->x + (size_t)t * E, (size_t)E * sizeof(float));
-                    n++;
+                if (c->topk[t * K + k] == x) {
+                    const int p = at + s->count[x]++;
+                    s->slot_pos[t * K + k] = p;
+                    memcpy(s->yk + (size_t)p * E, c->x + (size_t)t * E, (size_t)E * sizeof(float));
                 }
-        if (c->expert(c->arch, c->layer, e, mats, s->xg, n, NULL, err)) return -1;
-        for (int i = 0; i < n; i++)
-            memcpy(s->yk + (size_t)s->rows[i] * E, s->xg + (size_t)i * E,
-                   (size_t)E * sizeof(float));
+        at += s->count[x];
     }
-    if (rc < 0) return -1;
-    weigh(c, s->yk, NULL);
+    /* with several threads, every expert the store has ready at once */
+    const int max = s->workers ? n_uniq : 1;
+    int n;
+    while ((n = xs_next_ready(c->xs, c->layer, max, s->ids, s->mats, err)) > 0)
+        if (run_delivered(c, s, n, err)) return -1;
+    if (n < 0) return -1;
+    weigh(c, s->yk, s->slot_pos);
     return 0;
 }

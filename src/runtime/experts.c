@@ -455,10 +455,13 @@ static int bad_read(xs_store *s, int l, int i, pt_err *err) {
                    e, l, s->g->files[L->mats[0]->file].path, where, s->cfg.sums->path);
 }
 
-int xs_next(xs_store *s, int l, int *expert, const uint8_t *mats[3], pt_err *err) {
+/* Deliver one requested expert that is ready (read, checked), without waiting
+ * or starting reads other than a bad record's second read: 1 with *expert and
+ * mats[], 0 when none is ready, -1 with err. */
+static int deliver_ready(xs_store *s, int l, int *expert, const uint8_t *mats[3], pt_err *err) {
     xs_lay *L = &s->lay[l];
-    if (L->n_delivered == L->n_need) return 0;
     if (!s->cfg.streaming) {
+        if (L->n_delivered == L->n_need) return 0;
         int k = L->n_delivered++;
         int e = L->need[k];
         L->delivered[k] = 1;
@@ -467,33 +470,52 @@ int xs_next(xs_store *s, int l, int *expert, const uint8_t *mats[3], pt_err *err
             mats[m] = L->map[m] + (uint64_t)e * L->mat_bytes[m];
         return 1;
     }
+    for (int k = 0; k < L->n_need; k++) {
+        if (L->delivered[k]) continue;
+        int e = L->need[k], i = L->where[e];
+        if (i < 0 || L->slots[i].state != SLOT_READY) continue;
+        xs_slot *sl = &L->slots[i];
+        if (!sl->checked) {
+            if (!slot_ok(s, l, i)) {
+                if (bad_read(s, l, i, err)) return -1;
+                continue; /* LOADING again: deliver others, then wait for it */
+            }
+            sl->checked = 1;
+        }
+        L->delivered[k] = 1;
+        L->n_delivered++;
+        mark_used(L, sl);
+        if (sl->prefetched) {
+            sl->prefetched = 0;
+            s->st.prefetch_used++;
+        }
+        *expert = e;
+        const uint8_t *base = L->arena + (uint64_t)i * L->slot_bytes;
+        for (int m = 0; m < L->n_mats; m++)
+            mats[m] = base + L->region[m] + sl->shift[m];
+        return 1;
+    }
+    return 0;
+}
+
+int xs_next_ready(xs_store *s, int l, int max, int *experts, const uint8_t *(*mats)[3],
+                  pt_err *err) {
+    int rc = xs_next(s, l, &experts[0], mats[0], err), n = rc;
+    while (rc == 1 && n < max) {
+        rc = deliver_ready(s, l, &experts[n], mats[n], err);
+        n += rc;
+    }
+    return rc < 0 ? -1 : n;
+}
+
+int xs_next(xs_store *s, int l, int *expert, const uint8_t *mats[3], pt_err *err) {
+    xs_lay *L = &s->lay[l];
+    if (L->n_delivered == L->n_need) return 0;
     for (;;) {
         /* a requested expert that is ready */
-        for (int k = 0; k < L->n_need; k++) {
-            if (L->delivered[k]) continue;
-            int e = L->need[k], i = L->where[e];
-            if (i < 0 || L->slots[i].state != SLOT_READY) continue;
-            xs_slot *sl = &L->slots[i];
-            if (!sl->checked) {
-                if (!slot_ok(s, l, i)) {
-                    if (bad_read(s, l, i, err)) return -1;
-                    continue; /* LOADING again: deliver others, then wait for it */
-                }
-                sl->checked = 1;
-            }
-            L->delivered[k] = 1;
-            L->n_delivered++;
-            mark_used(L, sl);
-            if (sl->prefetched) {
-                sl->prefetched = 0;
-                s->st.prefetch_used++;
-            }
-            *expert = e;
-            const uint8_t *base = L->arena + (uint64_t)i * L->slot_bytes;
-            for (int m = 0; m < L->n_mats; m++)
-                mats[m] = base + L->region[m] + sl->shift[m];
-            return 1;
-        }
+        const int got = deliver_ready(s, l, expert, mats, err);
+        if (got) return got;
+        if (!s->cfg.streaming) return 0;
         /* next wave: misses not yet loading go to slots freed by delivered experts */
         for (int k = 0; k < L->n_need; k++) {
             if (L->delivered[k] || L->where[L->need[k]] >= 0) continue;

@@ -103,6 +103,15 @@ int xs_prefetch(xs_store *s, int layer, const int *experts, int n, pt_err *err);
  * next xs_next/xs_begin call on this layer. */
 int xs_next(xs_store *s, int layer, int *expert, const uint8_t *mats[3], pt_err *err);
 
+/* Deliver the next requested expert as xs_next does (waiting for it when none
+ * is ready), then every other one that is ready now, up to max in all, without
+ * waiting: the count (experts[], mats[] set), 0 when every requested expert
+ * has been delivered, -1 with err. All stay valid until the next
+ * xs_next/xs_next_ready/xs_begin call on this layer (no read goes into a slot
+ * delivered since then). */
+int xs_next_ready(xs_store *s, int layer, int max, int *experts, const uint8_t *(*mats)[3],
+                  pt_err *err);
+
 void xs_get_stats(const xs_store *s, xs_stats *st);
 int xs_io_backend(const xs_store *s); /* XIO_* in use; 0 in resident mode */
 int xs_uses_pack(const xs_store *s);
