@@ -607,6 +607,29 @@ static void simd_f32_kernels_bit_identical(void) {
                        (long long)n, got[h], want);
             }
         }
+        /* eight heads at once (AVX-512 only), each against the F16 dot per head */
+        const qt_f16_dot8_fn d8 = isa >= QT_ISA_AVX512 ? qt_f16_dot8_avx512() : NULL;
+        CHECKF((d8 != NULL) == (isa >= QT_ISA_AVX512), "%s: fp16 dot8 presence", isa_name(isa));
+        for (size_t i = 0; d8 && d16 && i < PT_ARRAY_LEN(lens); i++) {
+            const int64_t n = lens[i] < 1024 ? lens[i] : 1024;
+            static pt_f16 w16[1024], q16[8][1024];
+            static float qf[8][1024];
+            float got[8];
+            for (int64_t e = 0; e < n; e++) {
+                w16[e] = qt_f32_to_f16(x[e]);
+                for (int h = 0; h < 8; h++) {
+                    q16[h][e] = qt_f32_to_f16(y[(e * (h + 3)) % 4096]);
+                    qf[h][e] = qt_f16_to_f32(q16[h][e]);
+                }
+            }
+            d8(w16, qf[0], 1024, n, got);
+            for (int h = 0; h < 8; h++) {
+                const float want = d16(w16, q16[h], n);
+                CHECKF(memcmp(&want, &got[h], sizeof want) == 0,
+                       "%s fp16 dot8 head %d n=%lld: %.9g, dot %.9g", isa_name(isa), h,
+                       (long long)n, got[h], want);
+            }
+        }
         /* m rows at once (weighted sums) for nh heads: 1..19 rows, so that groups of 4 and 8
          * and every remainder run, 1..5 heads (passes of 2 and 4 and what is left), each
          * head against the reference's fma chain */

@@ -175,6 +175,9 @@ qt_f16_dot2_fn qt_f16_dot2_avx2(void) {
 qt_f16_dot2_fn qt_f16_dot2_avx512(void) {
     return NULL;
 }
+qt_f16_dot8_fn qt_f16_dot8_avx512(void) {
+    return NULL;
+}
 
 #else
 
@@ -233,6 +236,9 @@ qt_f16_dot2_fn qt_f16_dot2_avx2(void) {
     return NULL;
 }
 qt_f16_dot2_fn qt_f16_dot2_avx512(void) {
+    return NULL;
+}
+qt_f16_dot8_fn qt_f16_dot8_avx512(void) {
     return NULL;
 }
 
@@ -478,6 +484,10 @@ static void f16_dot2_init(void) {
 qt_f16_dot2_fn qt_f16_dot2_best(void) {
     pthread_once(&f16_dot2_once, f16_dot2_init);
     return f16_dot2_best;
+}
+
+qt_f16_dot8_fn qt_f16_dot8_best(void) {
+    return qt_isa_detect() >= QT_ISA_AVX512 ? qt_f16_dot8_avx512() : NULL;
 }
 
 static qt_quantize_act_fn act_best;

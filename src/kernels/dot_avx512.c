@@ -53,3 +53,41 @@ qt_f32_axpyn_fn qt_f32_axpyn_avx512(void) {
 qt_f16_dot2_fn qt_f16_dot2_avx512(void) {
     return dot_f16_q2;
 }
+
+/* dot_f16(w, query h) for the eight queries q + h * qs, each as dot_f16_q2
+ * computes one: a 512-bit accumulator holds two of dot_f16's 256-bit ones over
+ * 16 consecutive values (s0 | s1, s2 | s3), so each 512-bit FMA is the two
+ * 256-bit FMAs of dot_f16, and the fold adds s0 + s1 and s2 + s3 as it does.
+ * A row chunk is converted once for the eight heads. */
+static void dot_f16_q8(const void *w, const float *q, int64_t qs, int64_t n, float *out) {
+    const pt_f16 *x = w;
+    __m512 a[8], b[8];
+    for (int h = 0; h < 8; h++)
+        a[h] = b[h] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        const __m512 k0 = _mm512_cvtph_ps(loadu256(x + i)),
+                     k1 = _mm512_cvtph_ps(loadu256(x + i + 16));
+#pragma GCC unroll 8
+        for (int h = 0; h < 8; h++) {
+            a[h] = _mm512_fmadd_ps(k0, _mm512_loadu_ps(q + h * qs + i), a[h]);
+            b[h] = _mm512_fmadd_ps(k1, _mm512_loadu_ps(q + h * qs + i + 16), b[h]);
+        }
+    }
+    for (int h = 0; h < 8; h++) {
+        const float *qh = q + h * qs;
+        __m256 s0 = _mm512_castps512_ps256(a[h]), s1 = _mm512_extractf32x8_ps(a[h], 1),
+               s2 = _mm512_castps512_ps256(b[h]), s3 = _mm512_extractf32x8_ps(b[h], 1);
+        int64_t j = i;
+        for (; j + 8 <= n; j += 8)
+            s0 = _mm256_fmadd_ps(load_f16x8(x + j), _mm256_loadu_ps(qh + j), s0);
+        float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+        for (; j < n; j++)
+            sum += f16(x[j]) * qh[j];
+        out[h] = sum;
+    }
+}
+
+qt_f16_dot8_fn qt_f16_dot8_avx512(void) {
+    return dot_f16_q8;
+}

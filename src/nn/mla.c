@@ -348,9 +348,10 @@ static void mla_unit_typed(const mla_job *a, int t, int h0, int g, int n_keys, f
     const int H = s->d.n_head, KVL = s->d.kv_lora, KVD = s->kv_dim;
     const size_t qb = kv_query_bytes(ty, KVD);
     const int n_pad = (n_keys + 15) & ~15;
-    /* fp16 keys: two heads per pass over a row (qt_f16_dot2_fn), the queries
-     * rounded to fp16 and held as floats */
+    /* fp16 keys: eight heads (qt_f16_dot8_fn, AVX-512) or two (qt_f16_dot2_fn)
+     * per pass over a row, the queries rounded to fp16 and held as floats */
     const qt_f16_dot2_fn dot2 = ty == QT_F16 && KVD <= 1024 ? qt_f16_dot2_best() : NULL;
+    const qt_f16_dot8_fn dot8 = dot2 ? qt_f16_dot8_best() : NULL;
     for (int hh = 0; hh < g; hh++) {
         const float *q = s->qfull + ((size_t)t * H + h0 + hh) * KVD;
         if (dot2) {
@@ -364,6 +365,20 @@ static void mla_unit_typed(const mla_job *a, int t, int h0, int g, int n_keys, f
     for (int j0 = 0; j0 < n_keys; j0 += MLA_KEY_BLOCK) {
         const int j1 = j0 + MLA_KEY_BLOCK < n_keys ? j0 + MLA_KEY_BLOCK : n_keys;
         int hh = 0;
+        for (; dot8 && hh + 8 <= g; hh += 8) {
+            float *sc = scores + (size_t)hh * s->n_scores;
+            for (int j = j0; j < j1; j++) {
+                int any = 0;
+                for (int k = 0; k < 8; k++)
+                    any |= sc[(size_t)k * s->n_scores + j] != -INFINITY;
+                if (!any) continue;
+                float d[8];
+                dot8(mla_row(a, j), qbuf + (size_t)hh * KVD, KVD, KVD, d);
+                for (int k = 0; k < 8; k++)
+                    if (sc[(size_t)k * s->n_scores + j] != -INFINITY)
+                        sc[(size_t)k * s->n_scores + j] = d[k];
+            }
+        }
         for (; dot2 && hh + 2 <= g; hh += 2) {
             float *sc0 = scores + (size_t)hh * s->n_scores, *sc1 = sc0 + s->n_scores;
             const float *q0 = qbuf + (size_t)hh * KVD, *q1 = q0 + KVD;
