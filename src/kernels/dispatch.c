@@ -178,6 +178,9 @@ qt_f16_dot2_fn qt_f16_dot2_avx512(void) {
 qt_f16_dot8_fn qt_f16_dot8_avx512(void) {
     return NULL;
 }
+qt_f32_dot4_fn qt_f32_dot4_avx512(void) {
+    return NULL;
+}
 
 #else
 
@@ -239,6 +242,9 @@ qt_f16_dot2_fn qt_f16_dot2_avx512(void) {
     return NULL;
 }
 qt_f16_dot8_fn qt_f16_dot8_avx512(void) {
+    return NULL;
+}
+qt_f32_dot4_fn qt_f32_dot4_avx512(void) {
     return NULL;
 }
 
@@ -488,6 +494,10 @@ qt_f16_dot2_fn qt_f16_dot2_best(void) {
 
 qt_f16_dot8_fn qt_f16_dot8_best(void) {
     return qt_isa_detect() >= QT_ISA_AVX512 ? qt_f16_dot8_avx512() : NULL;
+}
+
+qt_f32_dot4_fn qt_f32_dot4_best(void) {
+    return qt_isa_detect() >= QT_ISA_AVX512 ? qt_f32_dot4_avx512() : NULL;
 }
 
 static qt_quantize_act_fn act_best;

@@ -91,3 +91,40 @@ static void dot_f16_q8(const void *w, const float *q, int64_t qs, int64_t n, flo
 qt_f16_dot8_fn qt_f16_dot8_avx512(void) {
     return dot_f16_q8;
 }
+
+/* f32_dot_ggml(x, y + k * ys, n) for k = 0..3, x loaded once for the four: a
+ * 512-bit accumulator holds two of its eight 256-bit ones over 16 consecutive
+ * values (acc0 | acc1, ..., acc6 | acc7), so the fold acc[k] += acc[k + 4],
+ * then acc[k] += acc[k + 2], then acc0 + acc1 is (z0 + z2) + (z1 + z3) and its
+ * halves' sum, the same adds. */
+static void f32_dot4_ggml(const float *x, const float *y, int64_t ys, int64_t n, float *out) {
+    __m512 z[4][4];
+    for (int k = 0; k < 4; k++)
+        for (int c = 0; c < 4; c++)
+            z[k][c] = _mm512_setzero_ps();
+    const int64_t np = n & ~(int64_t)63;
+    for (int64_t i = 0; i < np; i += 64)
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            const __m512 xv = _mm512_loadu_ps(x + i + 16 * c);
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++)
+                z[k][c] = _mm512_fmadd_ps(xv, _mm512_loadu_ps(y + k * ys + i + 16 * c), z[k][c]);
+        }
+    for (int k = 0; k < 4; k++) {
+        const __m512 w =
+            _mm512_add_ps(_mm512_add_ps(z[k][0], z[k][2]), _mm512_add_ps(z[k][1], z[k][3]));
+        const __m256 a = _mm256_add_ps(_mm512_castps512_ps256(w), _mm512_extractf32x8_ps(w, 1));
+        __m128 v = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+        v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+        v = _mm_add_ss(v, _mm_shuffle_ps(v, v, 1));
+        float sum = _mm_cvtss_f32(v);
+        for (int64_t i = np; i < n; i++)
+            sum += x[i] * y[k * ys + i];
+        out[k] = sum;
+    }
+}
+
+qt_f32_dot4_fn qt_f32_dot4_avx512(void) {
+    return f32_dot4_ggml;
+}

@@ -219,6 +219,11 @@ qt_f16_dot2_fn qt_f16_dot2_avx512(void);
 typedef void (*qt_f16_dot8_fn)(const void *w, const float *q, int64_t qs, int64_t n, float *out);
 qt_f16_dot8_fn qt_f16_dot8_best(void);
 qt_f16_dot8_fn qt_f16_dot8_avx512(void); /* dot_avx512.c; NULL elsewhere */
+/* out[k] = qt_f32_best()->dot(x, y + k * ys, n) for k = 0..3, the same bits, x
+ * loaded once (the DSA indexer's keys). AVX-512 only; NULL elsewhere. */
+typedef void (*qt_f32_dot4_fn)(const float *x, const float *y, int64_t ys, int64_t n, float *out);
+qt_f32_dot4_fn qt_f32_dot4_best(void);
+qt_f32_dot4_fn qt_f32_dot4_avx512(void); /* dot_avx512.c; NULL elsewhere */
 
 /* ===== fp16 / bf16 helpers (exact IEEE conversions, no F16C needed) ===== */
 

@@ -176,14 +176,20 @@ static void idx_score(const idx_job *a, int t, int j0, int j1, float *scores) {
     const float *q = a->s->iq + (size_t)t * NH * D, *w = a->s->iw + (size_t)t * NH;
     int j = j0;
     /* eight keys at a time: their sums over the heads are eight independent
-     * chains (each in head order, as one key alone), two keys per query load */
+     * chains (each in head order, as one key alone), four keys (AVX-512) or two
+     * per query load */
+    const qt_f32_dot4_fn dot4 = qt_f32_dot4_best();
     for (; j + 8 <= j1; j += 8) {
         const float *k0 = a->cache + (size_t)j * D;
         float sc[8] = {0}, d[8];
         for (int h = 0; h < NH; h++) {
-            for (int k = 0; k < 8; k += 2)
-                nn_dot2_f32(q + (size_t)h * D, k0 + (size_t)k * D, k0 + (size_t)(k + 1) * D, D,
-                            d + k);
+            if (dot4)
+                for (int k = 0; k < 8; k += 4)
+                    dot4(q + (size_t)h * D, k0 + (size_t)k * D, D, D, d + k);
+            else
+                for (int k = 0; k < 8; k += 2)
+                    nn_dot2_f32(q + (size_t)h * D, k0 + (size_t)k * D, k0 + (size_t)(k + 1) * D, D,
+                                d + k);
             for (int k = 0; k < 8; k++)
                 sc[k] += (d[k] > 0 ? d[k] : 0) * w[h];
         }
