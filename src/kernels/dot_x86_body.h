@@ -1288,6 +1288,42 @@ static inline __m512i chunk_scales512(__m512i half, int m) {
 static inline __m512i act2(const int8_t *q8) {
     return _mm512_broadcast_i64x4(loadu256(q8));
 }
+/* Q4_K/Q5_K chunk c of two weight rows against four activation rows: sumi[r]
+ * += the low-nibble part (v0, scale 2c) then the high one (v1, scale 2c + 1);
+ * sc16: both rows' int16 scales (pair_si512). */
+static inline void chunk2x512(__m512i *sumi, __m512i v0, __m512i v1, __m512i sc16, int c,
+                              const block_q8_K *const *y, int64_t i) {
+    const __m512i s0 =
+        _mm512_shuffle_epi8(sc16, _mm512_set1_epi16((short)((4 * c + 1) << 8 | 4 * c)));
+    const __m512i s1 =
+        _mm512_shuffle_epi8(sc16, _mm512_set1_epi16((short)((4 * c + 3) << 8 | (4 * c + 2))));
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++) {
+        const int8_t *q8 = y[r][i].qs + 64 * c;
+        sumi[r] = _mm512_dpwssd_epi32(sumi[r], _mm512_maddubs_epi16(v0, act2(q8)), s0);
+        sumi[r] = _mm512_dpwssd_epi32(sumi[r], _mm512_maddubs_epi16(v1, act2(q8 + 32)), s1);
+    }
+}
+/* The end of a K-quant block for weight rows 2g and 2g + 1 (d: their scales,
+ * pair_ps512): acc[r] += (y_r.d * d) * sumi[r], the single-row kernel's FMA. */
+static inline void block_end512(__m512 *acc, const __m512i *sumi, const block_q8_K *const *y,
+                                int64_t i, __m512 d) {
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++)
+        acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(y[r][i].d), d),
+                                 _mm512_cvtepi32_ps(sumi[r]), acc[r]);
+}
+/* out[r * ldo + k] = the fold of pair (k, r)'s lanes (weight rows 2g, 2g + 1 in
+ * the halves of acc[g][r]), plus add[k][r] when add is not NULL. */
+static inline void tile_out512(__m512 acc[2][4], const float add[4][4], float *out, int64_t ldo) {
+    for (int k = 0; k < 4; k++)
+        for (int r = 0; r < 4; r++) {
+            const __m512 v = acc[k / 2][r];
+            const float f =
+                hsum_ps(k & 1 ? _mm512_extractf32x8_ps(v, 1) : _mm512_castps512_ps256(v));
+            out[r * ldo + k] = add ? f + add[k][r] : f;
+        }
+}
 
 /* One 32-weight block type with one accumulator (LEGACY_LOOP1's order): XT the
  * block, DECODE(xb) its 32 signed weight bytes, xb->d its fp16 scale. Pairs
@@ -1372,11 +1408,9 @@ static void tile_q4_K(const void *w, uint64_t ws, const void *a, uint64_t as, in
             acc_m[k][r] = _mm_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         __m128i q8s[NR4];
-        __m512 dy[NR4];
         __m128 ndy[NR4];
         for (int r = 0; r < NR4; r++) {
             q8s[r] = _mm_hadd_epi16(loadu128(y[r][i].bsums), loadu128(y[r][i].bsums + 8));
-            dy[r] = _mm512_set1_ps(y[r][i].d);
             ndy[r] = _mm_set1_ps(-y[r][i].d);
         }
 #pragma GCC unroll 2
@@ -1405,35 +1439,20 @@ static void tile_q4_K(const void *w, uint64_t ws, const void *a, uint64_t as, in
 #pragma GCC unroll 4
             for (int c = 0; c < 4; c++) {
                 const __m512i q = pair_si512(loadu256(xa->qs + 32 * c), loadu256(xb->qs + 32 * c));
-                const __m512i lo = _mm512_and_si512(q, m4),
-                              hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-                const __m512i s0 =
-                    _mm512_shuffle_epi8(sc16, _mm512_set1_epi16((short)((4 * c + 1) << 8 | 4 * c)));
-                const __m512i s1 = _mm512_shuffle_epi8(
-                    sc16, _mm512_set1_epi16((short)((4 * c + 3) << 8 | (4 * c + 2))));
-#pragma GCC unroll 4
-                for (int r = 0; r < NR4; r++) {
-                    const int8_t *q8 = y[r][i].qs + 64 * c;
-                    sumi[r] = _mm512_dpwssd_epi32(sumi[r], _mm512_maddubs_epi16(lo, act2(q8)), s0);
-                    sumi[r] =
-                        _mm512_dpwssd_epi32(sumi[r], _mm512_maddubs_epi16(hi, act2(q8 + 32)), s1);
-                }
+                chunk2x512(sumi, _mm512_and_si512(q, m4),
+                           _mm512_and_si512(_mm512_srli_epi16(q, 4), m4), sc16, c, y, i);
             }
-#pragma GCC unroll 4
-            for (int r = 0; r < NR4; r++)
-                acc[g][r] = _mm512_fmadd_ps(_mm512_mul_ps(dy[r], d), _mm512_cvtepi32_ps(sumi[r]),
-                                            acc[g][r]);
+            block_end512(acc[g], sumi, y, i, d);
         }
     }
+    float mins[NT4][NR4];
     for (int k = 0; k < NT4; k++)
         for (int r = 0; r < NR4; r++) {
-            const __m512 v = acc[k / 2][r];
             __m128 m = _mm_add_ps(acc_m[k][r], _mm_movehl_ps(acc_m[k][r], acc_m[k][r]));
             m = _mm_add_ss(m, _mm_movehdup_ps(m));
-            out[r * ldo + k] =
-                hsum_ps(k & 1 ? _mm512_extractf32x8_ps(v, 1) : _mm512_castps512_ps256(v)) +
-                _mm_cvtss_f32(m);
+            mins[k][r] = _mm_cvtss_f32(m);
         }
+    tile_out512(acc, (const float(*)[NR4])mins, out, ldo);
 }
 
 /* Q2_K: as tile_q4_K, two weight rows to a 512-bit vector (g: rows 2g, 2g + 1)
@@ -1487,18 +1506,10 @@ static void tile_q2_K(const void *w, uint64_t ws, const void *a, uint64_t as, in
                             cs);
                 }
             }
-#pragma GCC unroll 4
-            for (int r = 0; r < NR4; r++)
-                acc[g][r] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(y[r][i].d), d),
-                                            _mm512_cvtepi32_ps(sumi[r]), acc[g][r]);
+            block_end512(acc[g], sumi, y, i, d);
         }
     }
-    for (int k = 0; k < NT4; k++)
-        for (int r = 0; r < NR4; r++) {
-            const __m512 v = acc[k / 2][r];
-            out[r * ldo + k] =
-                hsum_ps(k & 1 ? _mm512_extractf32x8_ps(v, 1) : _mm512_castps512_ps256(v));
-        }
+    tile_out512(acc, NULL, out, ldo);
 }
 
 /* Q6_K: as tile_q2_K; per pair the single-row kernel's offset term (-32 *
@@ -1557,18 +1568,10 @@ static void tile_q6_K(const void *w, uint64_t ws, const void *a, uint64_t as, in
                             _mm512_maddubs_epi16(v[k], act2(y[r][i].qs + 128 * h + 32 * k)), cs);
                 }
             }
-#pragma GCC unroll 4
-            for (int r = 0; r < NR4; r++)
-                acc[g][r] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(y[r][i].d), d),
-                                            _mm512_cvtepi32_ps(sumi[r]), acc[g][r]);
+            block_end512(acc[g], sumi, y, i, d);
         }
     }
-    for (int k = 0; k < NT4; k++)
-        for (int r = 0; r < NR4; r++) {
-            const __m512 v = acc[k / 2][r];
-            out[r * ldo + k] =
-                hsum_ps(k & 1 ? _mm512_extractf32x8_ps(v, 1) : _mm512_castps512_ps256(v));
-        }
+    tile_out512(acc, NULL, out, ldo);
 }
 
 /* Q5_K: as tile_q4_K with the fifth bit. The mins term is the single-row
@@ -1624,34 +1627,15 @@ static void tile_q5_K(const void *w, uint64_t ws, const void *a, uint64_t as, in
                                                    _mm512_and_si512(_mm512_slli_epi16(hb, 4), b4));
                 const __m512i v1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(q, 4), m4),
                                                    _mm512_and_si512(_mm512_slli_epi16(hb, 3), b4));
-                const __m512i s0 =
-                    _mm512_shuffle_epi8(sc16, _mm512_set1_epi16((short)((4 * c + 1) << 8 | 4 * c)));
-                const __m512i s1 = _mm512_shuffle_epi8(
-                    sc16, _mm512_set1_epi16((short)((4 * c + 3) << 8 | (4 * c + 2))));
-#pragma GCC unroll 4
-                for (int r = 0; r < NR4; r++) {
-                    const int8_t *q8 = y[r][i].qs + 64 * c;
-                    sumi[r] = _mm512_dpwssd_epi32(sumi[r], _mm512_maddubs_epi16(v0, act2(q8)), s0);
-                    sumi[r] =
-                        _mm512_dpwssd_epi32(sumi[r], _mm512_maddubs_epi16(v1, act2(q8 + 32)), s1);
-                }
+                chunk2x512(sumi, v0, v1, sc16, c, y, i);
             }
-#pragma GCC unroll 4
-            for (int r = 0; r < NR4; r++)
-                acc[g][r] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(y[r][i].d), d),
-                                            _mm512_cvtepi32_ps(sumi[r]), acc[g][r]);
+            block_end512(acc[g], sumi, y, i, d);
         }
     }
     float sm[NT4][NR4];
     for (int k = 0; k < NT4; k++)
         _mm_storeu_ps(sm[k], summs[k]);
-    for (int k = 0; k < NT4; k++)
-        for (int r = 0; r < NR4; r++) {
-            const __m512 v = acc[k / 2][r];
-            out[r * ldo + k] =
-                hsum_ps(k & 1 ? _mm512_extractf32x8_ps(v, 1) : _mm512_castps512_ps256(v)) +
-                sm[k][r];
-        }
+    tile_out512(acc, (const float(*)[NR4])sm, out, ldo);
 }
 #endif
 
