@@ -1313,6 +1313,13 @@ static inline void block_end512(__m512 *acc, const __m512i *sumi, const block_q8
         acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(y[r][i].d), d),
                                  _mm512_cvtepi32_ps(sumi[r]), acc[r]);
 }
+/* A K-quant tile's accumulators (weight rows 2g, 2g + 1 in the halves of
+ * acc[g][r]) zeroed. */
+static inline void zero512(__m512 acc[2][4]) {
+    for (int g = 0; g < 2; g++)
+        for (int r = 0; r < 4; r++)
+            acc[g][r] = _mm512_setzero_ps();
+}
 /* out[r * ldo + k] = the fold of pair (k, r)'s lanes (weight rows 2g, 2g + 1 in
  * the halves of acc[g][r]), plus add[k][r] when add is not NULL. */
 static inline void tile_out512(__m512 acc[2][4], const float add[4][4], float *out, int64_t ldo) {
@@ -1400,9 +1407,7 @@ static void tile_q4_K(const void *w, uint64_t ws, const void *a, uint64_t as, in
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     __m512 acc[NT4 / 2][NR4]; /* weight rows 2g (low half) and 2g + 1 (high half) */
     __m128 acc_m[NT4][NR4];
-    for (int g = 0; g < NT4 / 2; g++)
-        for (int r = 0; r < NR4; r++)
-            acc[g][r] = _mm512_setzero_ps();
+    zero512(acc);
     for (int k = 0; k < NT4; k++)
         for (int r = 0; r < NR4; r++)
             acc_m[k][r] = _mm_setzero_ps();
@@ -1465,9 +1470,7 @@ static void tile_q2_K(const void *w, uint64_t ws, const void *a, uint64_t as, in
     const __m128i m4 = _mm_set1_epi8(0x0f);
     const __m512i m3 = _mm512_set1_epi8(3);
     __m512 acc[NT4 / 2][NR4];
-    for (int g = 0; g < NT4 / 2; g++)
-        for (int r = 0; r < NR4; r++)
-            acc[g][r] = _mm512_setzero_ps();
+    zero512(acc);
     for (int64_t i = 0; i < n / QK_K; i++) {
 #pragma GCC unroll 2
         for (int g = 0; g < NT4 / 2; g++) {
@@ -1521,9 +1524,7 @@ static void tile_q6_K(const void *w, uint64_t ws, const void *a, uint64_t as, in
     ROWS4(block_q8_K, a, as, y);
     const __m512i m4 = _mm512_set1_epi8(0x0f), m3 = _mm512_set1_epi8(0x30);
     __m512 acc[NT4 / 2][NR4];
-    for (int g = 0; g < NT4 / 2; g++)
-        for (int r = 0; r < NR4; r++)
-            acc[g][r] = _mm512_setzero_ps();
+    zero512(acc);
     for (int64_t i = 0; i < n / QK_K; i++) {
 #pragma GCC unroll 2
         for (int g = 0; g < NT4 / 2; g++) {
@@ -1586,9 +1587,7 @@ static void tile_q5_K(const void *w, uint64_t ws, const void *a, uint64_t as, in
     const __m512i m4 = _mm512_set1_epi8(0x0f), b4 = _mm512_set1_epi8(0x10);
     __m512 acc[NT4 / 2][NR4];
     __m128 summs[NT4]; /* lane r: pair (k, r) */
-    for (int g = 0; g < NT4 / 2; g++)
-        for (int r = 0; r < NR4; r++)
-            acc[g][r] = _mm512_setzero_ps();
+    zero512(acc);
     for (int k = 0; k < NT4; k++)
         summs[k] = _mm_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {

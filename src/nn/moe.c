@@ -136,20 +136,22 @@ int moe_run(const moe_call *c, moe_scratch *s, pt_err *err) {
     moe_unmark(s->seen, s->uniq, n_uniq);
     if (xs_begin(c->xs, c->layer, s->uniq, n_uniq, err)) return -1;
     if (c->overlap && c->overlap(c->overlap_arg, c->layer, T, err)) return -1;
-    /* the slots grouped by expert in yk, each expert's rows in row order */
-    int at = 0;
-    for (int i = 0; i < n_uniq; i++) {
+    /* the slots grouped by expert in yk, each expert's rows in row order: count
+     * each expert's slots, place the groups in uniq's order, then fill them */
+    for (int i = 0; i < n_uniq; i++)
+        s->count[s->uniq[i]] = 0;
+    for (int j = 0; j < T * K; j++)
+        s->count[c->topk[j]]++;
+    for (int i = 0, at = 0; i < n_uniq; i++) {
         const int x = s->uniq[i];
         s->first[x] = at;
-        s->count[x] = 0;
-        for (int t = 0; t < T; t++)
-            for (int k = 0; k < K; k++)
-                if (c->topk[t * K + k] == x) {
-                    const int p = at + s->count[x]++;
-                    s->slot_pos[t * K + k] = p;
-                    memcpy(s->yk + (size_t)p * E, c->x + (size_t)t * E, (size_t)E * sizeof(float));
-                }
         at += s->count[x];
+        s->count[x] = 0;
+    }
+    for (int j = 0; j < T * K; j++) {
+        const int x = c->topk[j], p = s->first[x] + s->count[x]++;
+        s->slot_pos[j] = p;
+        memcpy(s->yk + (size_t)p * E, c->x + (size_t)(j / K) * E, (size_t)E * sizeof(float));
     }
     /* with several threads, every expert the store has ready at once */
     const int max = s->workers ? n_uniq : 1;
