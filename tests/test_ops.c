@@ -258,6 +258,37 @@ static void ops_gelu_table_matches(void) {
 
 /* One query row t, head h, alone: the plain composition of the helpers (scores key by key,
  * softmax, nn_wsum_add key by key), the reference nn_attn_run's grouped blocks must equal. */
+/* kv_load's fp16 rows (the value rows of every attention) at each length's
+ * vector and scalar parts: every half value converts to the float
+ * qt_f16_to_f32 gives, whatever the row's offset and length (NaNs to a NaN:
+ * the hardware conversion quiets a signalling one). */
+static int same_f16_load(float got, uint16_t h) {
+    const float want = qt_f16_to_f32(h);
+    return want != want ? got != got : memcmp(&got, &want, 4) == 0;
+}
+static void ops_kv_load_f16_exact(void) {
+    const int64_t N = 65536 + 40;
+    uint16_t *h = malloc((size_t)N * sizeof *h);
+    float *got = malloc((size_t)N * sizeof *got);
+    CHECK(h && got);
+    if (!h || !got) goto out;
+    for (int64_t i = 0; i < N; i++)
+        h[i] = (uint16_t)(i * 40503u); /* odd multiplier: every value once in 65536 */
+    int bad = 0;
+    for (int off = 0; off < 3; off++)
+        for (int64_t n = 1; n <= 64; n += off + 1) {
+            kv_load(QT_F16, h + off + 7 * n, n, got);
+            for (int64_t i = 0; i < n; i++)
+                bad += !same_f16_load(got[i], h[off + 7 * n + i]);
+        }
+    kv_load(QT_F16, h + 1, N - 1, got);
+    for (int64_t i = 0; i < N - 1; i++)
+        bad += !same_f16_load(got[i], h[i + 1]);
+    CHECKF(bad == 0, "%d converted values differ", bad);
+out:
+    free(h), free(got);
+}
+
 static void attn_ref_one(const nn_attn *a, int t, int h, float *out) {
     const int D = a->head_dim;
     const int64_t pos = a->pos0 + t;
@@ -389,6 +420,7 @@ static void ops_attn_groups_match_heads(void) {
 }
 
 T_SUITE(ops) {
+    T_ADD(ops_kv_load_f16_exact);
     T_ADD(ops_attn_groups_match_heads);
     T_ADD(ops_gelu_table_matches);
     T_ADD(ops_dot_f32_order);
