@@ -723,12 +723,31 @@ static float f32_dot_ggml(const float *x, const float *y, int64_t n) {
     return sum;
 }
 
+/* The vectors of f32_axpy and the value sums (f32_axpyn): each element's chain
+ * of fused multiply-adds is its own, so the vector width does not change a
+ * bit; 16 floats at the AVX-512 level (glm-dsa 4096-token prompt: f32_axpyn
+ * 14.8% of the time with 8). */
+#if defined(__AVX512F__)
+#define AXW 16
+typedef __m512 axv;
+#define axv_set1 _mm512_set1_ps
+#define axv_load _mm512_loadu_ps
+#define axv_store _mm512_storeu_ps
+#define axv_fma _mm512_fmadd_ps
+#else
+#define AXW 8
+typedef __m256 axv;
+#define axv_set1 _mm256_set1_ps
+#define axv_load _mm256_loadu_ps
+#define axv_store _mm256_storeu_ps
+#define axv_fma _mm256_fmadd_ps
+#endif
+
 static void f32_axpy(float *acc, float a, const float *x, int64_t n) {
-    const __m256 va = _mm256_set1_ps(a);
+    const axv va = axv_set1(a);
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(acc + i,
-                         _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(acc + i)));
+    for (; i + AXW <= n; i += AXW)
+        axv_store(acc + i, axv_fma(va, axv_load(x + i), axv_load(acc + i)));
     for (; i < n; i++)
         acc[i] = fmaf(a, x[i], acc[i]);
 }
@@ -771,25 +790,6 @@ static void f32_dot2_ggml(const float *x, const float *y0, const float *y1, int6
     out[1] = f32_dot_ggml(x, y1, n);
 #endif
 }
-
-/* The value sums' vectors: each element's chain of fused multiply-adds is its
- * own, so the vector width does not change a bit; 16 floats at the AVX-512
- * level (glm-dsa 4096-token prompt: f32_axpyn 14.8% of the time with 8). */
-#if defined(__AVX512F__)
-#define AXW 16
-typedef __m512 axv;
-#define axv_set1 _mm512_set1_ps
-#define axv_load _mm512_loadu_ps
-#define axv_store _mm512_storeu_ps
-#define axv_fma _mm512_fmadd_ps
-#else
-#define AXW 8
-typedef __m256 axv;
-#define axv_set1 _mm256_set1_ps
-#define axv_load _mm256_loadu_ps
-#define axv_store _mm256_storeu_ps
-#define axv_fma _mm256_fmadd_ps
-#endif
 
 /* qt_f32_axpyn_fn: m axpys, each AXW-float chunk of acc loaded once, its m
  * fused multiply-adds chained in k order, stored once (f32_axpy's operations).
@@ -1282,11 +1282,14 @@ static void dot4_q6_K(const void *w, const void *a, uint64_t as, int64_t n, floa
  * activation rows against one weight block, the K-quants two weight rows
  * against one activation chunk (act2). On the Zen 5 machine measured
  * (bench/RESULTS.md, 2026-12-04) this ran 1.2-1.4x the 256-bit tiles.
- * Integer lanes. vpdpbusd multiplies unsigned by signed bytes; the activation
- * byte a is fed as a + 128 (xor 0x80) and the weight block's 128 * sum(w) per
- * lane subtracted first, so every lane is exactly sum(a * w) over its four
- * weights, the integer the single-row kernel's sign trick produces (integer
- * addition is exact: any route to the lane's value gives the same float). Only
+ * Integer lanes. vpdpbusd multiplies unsigned by signed bytes; the weight
+ * byte w is fed as w + 128 (xor 0x80) and the activation block's 128 * sum(a)
+ * per lane (formed once per block for the four weight rows) subtracted first,
+ * so every lane is exactly sum(a * w) over its four weights, the integer the
+ * single-row kernel's sign trick produces (integer addition is exact: any
+ * route to the lane's value gives the same float). Biasing the weights rather
+ * than the activations saves each weight block its own correction: 12
+ * operations a weight block instead of 14. Only
  * vpdpbusd (no saturation) makes the bias trick exact, hence VNNI only; the
  * AVX2 level keeps the four-row kernels. */
 #if defined(X86_BODY_TILES)
@@ -1373,24 +1376,22 @@ static inline void tile_out512(__m512 acc[2][4], const float add[4][4], float *o
             for (int h = 0; h < NR4 / 2; h++)                                                      \
                 acc[k][h] = _mm512_setzero_ps();                                                   \
         for (int64_t i = 0; i < n / 32; i++) {                                                     \
-            __m512i au[NR4 / 2];                                                                   \
+            __m512i sa[NR4 / 2], na[NR4 / 2];                                                      \
             __m512 dy[NR4 / 2];                                                                    \
             _Pragma("GCC unroll 2") for (int h = 0; h < NR4 / 2; h++) {                            \
-                au[h] = _mm512_xor_si512(                                                          \
-                    pair_si512(loadu256(y[2 * h][i].qs), loadu256(y[2 * h + 1][i].qs)), bias);     \
+                sa[h] = pair_si512(loadu256(y[2 * h][i].qs), loadu256(y[2 * h + 1][i].qs));        \
+                na[h] =                                                                            \
+                    _mm512_sub_epi32(_mm512_setzero_si512(),                                       \
+                                     _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, sa[h]));    \
                 dy[h] = pair_ps512(f16x8(y[2 * h][i].d), f16x8(y[2 * h + 1][i].d));                \
             }                                                                                      \
             _Pragma("GCC unroll 4") for (int k = 0; k < NT4; k++) {                                \
                 const XT *xb = &x[k][i];                                                           \
                 const __m256i wv8 = DECODE;                                                        \
-                const __m512i wv = _mm512_broadcast_i64x4(wv8);                                    \
-                const __m512i neg = _mm512_broadcast_i64x4(                                        \
-                    _mm256_sub_epi32(_mm256_setzero_si256(),                                       \
-                                     _mm256_dpbusd_epi32(_mm256_setzero_si256(),                   \
-                                                         _mm512_castsi512_si256(bias), wv8)));     \
+                const __m512i wu = _mm512_xor_si512(_mm512_broadcast_i64x4(wv8), bias);            \
                 const __m512 dx = _mm512_cvtph_ps(_mm256_set1_epi16((short)xb->d));                \
                 _Pragma("GCC unroll 2") for (int h = 0; h < NR4 / 2; h++) {                        \
-                    const __m512i p = _mm512_dpbusd_epi32(neg, au[h], wv);                         \
+                    const __m512i p = _mm512_dpbusd_epi32(na[h], wu, sa[h]);                       \
                     acc[k][h] = _mm512_fmadd_ps(_mm512_mul_ps(dx, dy[h]), _mm512_cvtepi32_ps(p),   \
                                                 acc[k][h]);                                        \
                 }                                                                                  \

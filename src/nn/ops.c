@@ -228,6 +228,7 @@ void nn_wsum_add_keys(float *acc, int lanes, int d, int64_t key0, int nk, const 
 }
 
 void nn_wsum_end(float *acc, int lanes, int d, float *out, uint64_t used) {
+    void (*const axpy)(float *, float, const float *, int64_t) = qt_f32_best()->axpy;
     for (int w = lanes / 2; w >= 1; w /= 2)
         for (int l = 0; l < w; l++) {
             const int ua = used >> l & 1, ub = used >> (l + w) & 1;
@@ -235,8 +236,7 @@ void nn_wsum_end(float *acc, int lanes, int d, float *out, uint64_t used) {
             float *a = acc + (size_t)l * (size_t)d;
             const float *b = acc + (size_t)(l + w) * (size_t)d;
             if (ua && ub)
-                for (int i = 0; i < d; i++)
-                    a[i] += b[i];
+                axpy(a, 1.0f, b, d); /* fma(1, b, a): 1 * b is exact, so a + b's one rounding */
             else if (ua)
                 for (int i = 0; i < d; i++)
                     a[i] += 0.0f; /* as with a zeroed lane: -0 becomes +0 */
