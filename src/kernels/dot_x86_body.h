@@ -1431,33 +1431,36 @@ static void tile_q4_K(const void *w, uint64_t ws, const void *a, uint64_t as, in
     ROWS4(block_q8_K, a, as, y);
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     __m512 acc[NT4 / 2][NR4]; /* weight rows 2g (low half) and 2g + 1 (high half) */
-    __m128 acc_m[NT4][NR4];
+    /* the mins terms: the single-row kernel's 4-lane accumulator of pair (k, r) in
+     * 128-bit lane r of acc_m[k], so one 512-bit operation is its operation for four
+     * activation rows */
+    __m512 acc_m[NT4];
     zero512(acc);
     for (int k = 0; k < NT4; k++)
-        for (int r = 0; r < NR4; r++)
-            acc_m[k][r] = _mm_setzero_ps();
+        acc_m[k] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         __m128i q8s[NR4];
-        __m128 ndy[NR4];
-        for (int r = 0; r < NR4; r++) {
+        for (int r = 0; r < NR4; r++)
             q8s[r] = _mm_hadd_epi16(loadu128(y[r][i].bsums), loadu128(y[r][i].bsums + 8));
-            ndy[r] = _mm_set1_ps(-y[r][i].d);
-        }
+        const __m512i q8s4 =
+            _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set_m128i(q8s[1], q8s[0])),
+                               _mm256_set_m128i(q8s[3], q8s[2]), 1);
+        const __m512 ndy4 = _mm512_permutexvar_ps(
+            _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+            _mm512_castps128_ps512(_mm_setr_ps(-y[0][i].d, -y[1][i].d, -y[2][i].d, -y[3][i].d)));
 #pragma GCC unroll 2
         for (int g = 0; g < NT4 / 2; g++) {
             const block_q4_K *xa = &x[2 * g][i], *xb = &x[2 * g + 1][i];
             const __m128i scmn[2] = {k4_scales_mins(xa->scales), k4_scales_mins(xb->scales)};
-            const __m128 dmin[2] = {_mm256_castps256_ps128(f16x8(xa->dmin)),
-                                    _mm256_castps256_ps128(f16x8(xb->dmin))};
+            const pt_f16 dmin[2] = {xa->dmin, xb->dmin};
 #pragma GCC unroll 2
             for (int u = 0; u < 2; u++) {
-                const __m128i mins = _mm_cvtepu8_epi16(_mm_srli_si128(scmn[u], 8));
-#pragma GCC unroll 4
-                for (int r = 0; r < NR4; r++) {
-                    const __m128i pm = _mm_madd_epi16(mins, q8s[r]);
-                    acc_m[2 * g + u][r] = _mm_fmadd_ps(_mm_mul_ps(ndy[r], dmin[u]),
-                                                       _mm_cvtepi32_ps(pm), acc_m[2 * g + u][r]);
-                }
+                const __m512i mins =
+                    _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_srli_si128(scmn[u], 8)));
+                const __m512i pm = _mm512_madd_epi16(mins, q8s4);
+                const __m512 dm = _mm512_cvtph_ps(_mm256_set1_epi16((short)dmin[u]));
+                acc_m[2 * g + u] = _mm512_fmadd_ps(_mm512_mul_ps(ndy4, dm), _mm512_cvtepi32_ps(pm),
+                                                   acc_m[2 * g + u]);
             }
             const __m512 d = pair_ps512(f16x8(xa->d), f16x8(xb->d));
             const __m512i sc16 =
@@ -1476,12 +1479,16 @@ static void tile_q4_K(const void *w, uint64_t ws, const void *a, uint64_t as, in
         }
     }
     float mins[NT4][NR4];
-    for (int k = 0; k < NT4; k++)
+    for (int k = 0; k < NT4; k++) {
+        float lanes[16];
+        _mm512_storeu_ps(lanes, acc_m[k]);
         for (int r = 0; r < NR4; r++) {
-            __m128 m = _mm_add_ps(acc_m[k][r], _mm_movehl_ps(acc_m[k][r], acc_m[k][r]));
+            __m128 m = _mm_loadu_ps(lanes + 4 * r);
+            m = _mm_add_ps(m, _mm_movehl_ps(m, m));
             m = _mm_add_ss(m, _mm_movehdup_ps(m));
             mins[k][r] = _mm_cvtss_f32(m);
         }
+    }
     tile_out512(acc, (const float(*)[NR4])mins, out, ldo);
 }
 
