@@ -289,6 +289,40 @@ out:
     free(h), free(got);
 }
 
+/* nn_geglu_row (vectorised where the CPU allows) against nn_gelu_f16(g) * u one
+ * at a time: every fp16 input, floats between them and at the clamps, odd lengths,
+ * in place; NaNs compare as NaNs. */
+static void ops_geglu_row_matches(void) {
+    const int64_t N = 65536 + 4096 + 13;
+    float *g = malloc((size_t)N * sizeof *g), *u = malloc((size_t)N * sizeof *u),
+          *act = malloc((size_t)N * sizeof *act);
+    CHECK(g && u && act);
+    if (!g || !u || !act) goto out;
+    uint32_t r = 12345;
+    for (int64_t i = 0; i < N; i++) {
+        r = r * 1664525u + 1013904223u;
+        if (i < 65536)
+            g[i] = qt_f16_to_f32((pt_f16)i);
+        else if (i % 7 == 0)
+            g[i] = (i & 8 ? -10.0f : 10.0f) * (1.0f + (float)((int)(r >> 20) - 2048) * 1e-7f);
+        else
+            g[i] = ((float)(r >> 8) / 16777216.0f - 0.5f) * 30.0f; /* not fp16 values */
+        u[i] = ((float)((r >> 4) & 0xffff) / 65536.0f - 0.5f) * 4.0f;
+    }
+    int bad = 0;
+    for (int64_t n = N - 37; n <= N; n += 37) {
+        memcpy(act, g, (size_t)n * sizeof *act);
+        nn_geglu_row(act, u, act, n); /* in place, as nn_geglu does */
+        for (int64_t i = 0; i < n; i++) {
+            const float want = nn_gelu_f16(g[i]) * u[i];
+            bad += want != want ? act[i] == act[i] : memcmp(&act[i], &want, 4) != 0;
+        }
+    }
+    CHECKF(bad == 0, "%d GeGLU outputs differ", bad);
+out:
+    free(g), free(u), free(act);
+}
+
 static void attn_ref_one(const nn_attn *a, int t, int h, float *out) {
     const int D = a->head_dim;
     const int64_t pos = a->pos0 + t;
@@ -420,6 +454,7 @@ static void ops_attn_groups_match_heads(void) {
 }
 
 T_SUITE(ops) {
+    T_ADD(ops_geglu_row_matches);
     T_ADD(ops_kv_load_f16_exact);
     T_ADD(ops_attn_groups_match_heads);
     T_ADD(ops_gelu_table_matches);

@@ -23,12 +23,15 @@ float nn_gelu_f16_ref(float x) {
 
 /* The reference's fp16 result for every fp16 input, filled once: between the clamps the
  * reference reads x only through f16(x), so a lookup gives its bits without a tanhf. */
-static pt_f16 gelu_tab[1 << 16];
+static pt_f16 gelu_tab[(1 << 16) + 1]; /* + 1: the vector path reads 4 bytes at an entry */
 static pthread_once_t gelu_once = PTHREAD_ONCE_INIT;
+
+static int gelu_vec; /* nn_geglu_row's AVX-512 path: set with the table */
 
 static void gelu_fill(void) {
     for (uint32_t u = 0; u < 1u << 16; u++)
         gelu_tab[u] = gelu_of_f16(qt_f16_to_f32((pt_f16)u));
+    gelu_vec = qt_isa_detect() >= QT_ISA_AVX512;
 }
 
 /* nn_gelu_f16 once the table is filled (the loops below fill it once per call). */
@@ -41,6 +44,41 @@ static inline float gelu_lookup(float x) {
 float nn_gelu_f16(float x) {
     pthread_once(&gelu_once, gelu_fill);
     return gelu_lookup(x);
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+/* gelu_lookup(g[j]) * u[j] for j < n rounded down to 16, sixteen at a time:
+ * F16C rounds to nearest even as qt_f32_to_f16 does, the table is gathered
+ * (4 bytes at an entry, the low 2 kept), the clamps are masks. Returns the
+ * count done. */
+__attribute__((target("avx512f"))) static int64_t geglu_avx512(const float *g, const float *u,
+                                                               float *act, int64_t n) {
+    const __m512 lo = _mm512_set1_ps(-10.0f), hi = _mm512_set1_ps(10.0f);
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        const __m512 x = _mm512_loadu_ps(g + j);
+        const __m512i h = _mm512_cvtepu16_epi32(
+            _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        const __m512i t = _mm512_i32gather_epi32(h, (const void *)gelu_tab, 2);
+        __m512 y = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(t));
+        y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, hi, _CMP_GE_OQ), x);
+        y = _mm512_maskz_mov_ps(_knot_mask16(_mm512_cmp_ps_mask(x, lo, _CMP_LE_OQ)), y);
+        _mm512_storeu_ps(act + j, _mm512_mul_ps(y, _mm512_loadu_ps(u + j)));
+    }
+    return j;
+}
+#define HAVE_GEGLU_AVX512 1
+#endif
+
+void nn_geglu_row(const float *g, const float *u, float *act, int64_t n) {
+    pthread_once(&gelu_once, gelu_fill);
+    int64_t j = 0;
+#ifdef HAVE_GEGLU_AVX512
+    if (gelu_vec) j = geglu_avx512(g, u, act, n);
+#endif
+    for (; j < n; j++)
+        act[j] = gelu_lookup(g[j]) * u[j];
 }
 
 static void run(const nn_ffn *f, const mm_weight *w, const float *x, int T, float *y, int64_t ldy) {
@@ -82,9 +120,7 @@ void nn_geglu(const nn_ffn *f, const mm_weight *gate, const mm_weight *up, const
     for (int t0 = 0, n; t0 < T; t0 += n) {
         n = tile_rows(f, T, t0);
         run_gate_up(f, gate, up, x + (size_t)t0 * n_in, n);
-        pthread_once(&gelu_once, gelu_fill);
-        for (int64_t i = 0; i < (int64_t)n * F; i++)
-            f->g[i] = gelu_lookup(f->g[i]) * f->u[i];
+        nn_geglu_row(f->g, f->u, f->g, (int64_t)n * F);
         run(f, down, f->g, n, out + (size_t)t0 * n_out, n_out);
     }
 }
@@ -95,12 +131,9 @@ void nn_geglu_fused(const nn_ffn *f, const mm_weight *gate_up, int64_t n_ff, con
     for (int t0 = 0, n; t0 < T; t0 += n) {
         n = tile_rows(f, T, t0);
         run(f, gate_up, x + (size_t)t0 * n_in, n, f->g, 2 * n_ff);
-        pthread_once(&gelu_once, gelu_fill);
         for (int t = 0; t < n; t++) {
             const float *gu = f->g + (size_t)t * 2 * n_ff;
-            float *act = f->u + (size_t)t * n_ff;
-            for (int64_t j = 0; j < n_ff; j++)
-                act[j] = gelu_lookup(gu[j]) * gu[n_ff + j];
+            nn_geglu_row(gu, gu + n_ff, f->u + (size_t)t * n_ff, n_ff);
         }
         run(f, down, f->u, n, out + (size_t)t0 * n_out, n_out);
     }

@@ -27,6 +27,10 @@ float nn_gelu_f16(float x);
  * against (ops_gelu_table_matches). */
 float nn_gelu_f16_ref(float x);
 
+/* act[j] = nn_gelu_f16(g[j]) * u[j] for j < n (act may be g), vectorised where the
+ * CPU allows with the same bits (ops_geglu_row_matches). */
+void nn_geglu_row(const float *g, const float *u, float *act, int64_t n);
+
 /* SwiGLU: out = down(silu(gate x) * up x). */
 void nn_swiglu(const nn_ffn *f, const mm_weight *gate, const mm_weight *up, const mm_weight *down,
                const float *x, int T, float *out, int64_t n_out);
