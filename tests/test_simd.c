@@ -650,8 +650,17 @@ static void simd_f32_kernels_bit_identical(void) {
         const qt_f32_axpyn_fn axpyn =
             isa >= QT_ISA_AVX512 ? qt_f32_axpyn_avx512() : qt_f32_axpyn_avx2();
         CHECKF(axpyn != NULL, "%s: no axpyn", isa_name(isa));
+        const qt_f16_axpyn_fn axpyn16 =
+            isa >= QT_ISA_AVX512 ? qt_f16_axpyn_avx512() : qt_f16_axpyn_avx2();
+        CHECKF(axpyn16 != NULL, "%s: no fp16 axpyn", isa_name(isa));
         float *ha = malloc(5 * 4096 * sizeof *ha), *hb = malloc(5 * 4096 * sizeof *hb);
-        for (int nh = 1; axpyn && nh <= 5; nh++)
+        pt_f16 *x16 = malloc(4096 * sizeof *x16);
+        float *x16f = malloc(4096 * sizeof *x16f);
+        for (int j = 0; j < 4096; j++) {
+            x16[j] = qt_f32_to_f16(x[j]);
+            x16f[j] = qt_f16_to_f32(x16[j]);
+        }
+        for (int nh = 1; axpyn && axpyn16 && nh <= 5; nh++)
             for (int m = 1; m <= 19; m++)
                 for (size_t i = 0; i < PT_ARRAY_LEN(lens); i++) {
                     const int64_t n = lens[i] < 4096 - 19 * 5 ? lens[i] : 4096 - 19 * 5;
@@ -673,9 +682,31 @@ static void simd_f32_kernels_bit_identical(void) {
                     CHECKF(memcmp(ha, hb, 5 * 4096 * sizeof *ha) == 0,
                            "%s axpyn nh=%d m=%d n=%lld differs", isa_name(isa), nh, m,
                            (long long)n);
+                    /* the same over fp16 rows (converted as loaded): against the
+                     * reference, and against the float rows they convert to */
+                    const pt_f16 *hs[19];
+                    const float *hf[19];
+                    for (int r = 0; r < m; r++) {
+                        hs[r] = x16 + 3 * r;
+                        hf[r] = x16f + 3 * r;
+                    }
+                    for (int j = 0; j < 5 * 4096; j++)
+                        ha[j] = hb[j] = y[(j * 5) % 4096];
+                    qt_f32_axpyn_ref(pa, nh, m, f, hf, n);
+                    axpyn16(pb, nh, m, f, hs, n);
+                    CHECKF(memcmp(ha, hb, 5 * 4096 * sizeof *ha) == 0,
+                           "%s fp16 axpyn nh=%d m=%d n=%lld differs", isa_name(isa), nh, m,
+                           (long long)n);
+                    for (int j = 0; j < 5 * 4096; j++)
+                        ha[j] = y[(j * 5) % 4096];
+                    qt_f16_axpyn_ref(pa, nh, m, f, hs, n);
+                    CHECKF(memcmp(ha, hb, 5 * 4096 * sizeof *ha) == 0,
+                           "fp16 axpyn reference nh=%d m=%d n=%lld differs", nh, m, (long long)n);
                 }
         free(ha);
         free(hb);
+        free(x16);
+        free(x16f);
 #endif
     }
     CHECK(qt_f32_best() == qt_f32_impl(top));

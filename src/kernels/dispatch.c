@@ -163,10 +163,16 @@ const qt_f32_kernels *qt_f32_avx512(void) {
 qt_f32_axpyn_fn qt_f32_axpyn_avx2(void) {
     return NULL;
 }
+qt_f16_axpyn_fn qt_f16_axpyn_avx2(void) {
+    return NULL;
+}
 qt_quantize_act_fn qt_quantize_act_avx2(void) {
     return NULL;
 }
 qt_f32_axpyn_fn qt_f32_axpyn_avx512(void) {
+    return NULL;
+}
+qt_f16_axpyn_fn qt_f16_axpyn_avx512(void) {
     return NULL;
 }
 qt_f16_dot2_fn qt_f16_dot2_avx2(void) {
@@ -229,10 +235,16 @@ const qt_f32_kernels *qt_f32_avx512(void) {
 qt_f32_axpyn_fn qt_f32_axpyn_avx2(void) {
     return NULL;
 }
+qt_f16_axpyn_fn qt_f16_axpyn_avx2(void) {
+    return NULL;
+}
 qt_quantize_act_fn qt_quantize_act_avx2(void) {
     return NULL;
 }
 qt_f32_axpyn_fn qt_f32_axpyn_avx512(void) {
+    return NULL;
+}
+qt_f16_axpyn_fn qt_f16_axpyn_avx512(void) {
     return NULL;
 }
 qt_f16_dot2_fn qt_f16_dot2_avx2(void) {
@@ -470,6 +482,36 @@ static void axpyn_init(void) {
 qt_f32_axpyn_fn qt_f32_axpyn_best(void) {
     pthread_once(&axpyn_once, axpyn_init);
     return axpyn_best;
+}
+
+void qt_f16_axpyn_ref(float *const *acc, int nh, int m, const float *a, const pt_f16 *const *x,
+                      int64_t n) {
+    for (int h = 0; h < nh; h++)
+        for (int64_t i = 0; i < n; i++) {
+            float v = acc[h][i];
+            for (int k = 0; k < m; k++)
+                v = fmaf(a[(int64_t)h * m + k], qt_f16_to_f32(x[k][i]), v);
+            acc[h][i] = v;
+        }
+}
+
+static qt_f16_axpyn_fn axpyn16_best;
+static pthread_once_t axpyn16_once = PTHREAD_ONCE_INIT;
+
+static void axpyn16_init(void) {
+    const int top = qt_isa_detect();
+    axpyn16_best = top >= QT_ISA_AVX512 ? qt_f16_axpyn_avx512()
+                   : top >= QT_ISA_AVX2 ? qt_f16_axpyn_avx2()
+                                        : NULL;
+#if defined(__aarch64__)
+    axpyn16_best = NULL; /* as axpyn_init */
+#endif
+    if (!axpyn16_best) axpyn16_best = qt_f16_axpyn_ref;
+}
+
+qt_f16_axpyn_fn qt_f16_axpyn_best(void) {
+    pthread_once(&axpyn16_once, axpyn16_init);
+    return axpyn16_best;
 }
 
 /* the level qt_dot_best's F16 kernel comes from, so the bits are its */

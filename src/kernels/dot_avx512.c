@@ -50,6 +50,10 @@ qt_f32_axpyn_fn qt_f32_axpyn_avx512(void) {
     return f32_axpyn;
 }
 
+qt_f16_axpyn_fn qt_f16_axpyn_avx512(void) {
+    return f16_axpyn;
+}
+
 qt_f16_dot2_fn qt_f16_dot2_avx512(void) {
     return dot_f16_q2;
 }

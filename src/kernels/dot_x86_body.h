@@ -742,6 +742,19 @@ typedef __m256 axv;
 #define axv_store _mm256_storeu_ps
 #define axv_fma _mm256_fmadd_ps
 #endif
+/* AXW floats of row x from element i: f16 rows (a constant once inlined) are
+ * converted exactly on the load. */
+static inline __attribute__((always_inline)) axv axv_row(const void *x, int64_t i, const int f16) {
+#if defined(__AVX512F__)
+    if (f16) return _mm512_cvtph_ps(loadu256((const uint16_t *)x + i));
+#else
+    if (f16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)x + i)));
+#endif
+    return axv_load((const float *)x + i);
+}
+static inline __attribute__((always_inline)) float row_at(const void *x, int64_t i, const int f16) {
+    return f16 ? qt_f16_to_f32(((const pt_f16 *)x)[i]) : ((const float *)x)[i];
+}
 
 static void f32_axpy(float *acc, float a, const float *x, int64_t n) {
     const axv va = axv_set1(a);
@@ -796,8 +809,8 @@ static void f32_dot2_ggml(const float *x, const float *y0, const float *y1, int6
  * M rows at a time with their factors broadcast once, two chunks per step;
  * more than 8 rows go in groups of 8, each group's chain continuing the one
  * before, so every element sees the same fmas in the same order. */
-static inline __attribute__((always_inline)) void axpyn_m(float *acc, const int M, const float *a,
-                                                          const float *const *x, int64_t n) {
+static inline __attribute__((always_inline)) void
+axpyn_m(float *acc, const int M, const float *a, const void *const *x, int64_t n, const int f16) {
     axv av[8];
     for (int k = 0; k < M; k++)
         av[k] = axv_set1(a[k]);
@@ -805,8 +818,8 @@ static inline __attribute__((always_inline)) void axpyn_m(float *acc, const int 
     for (; i + 2 * AXW <= n; i += 2 * AXW) {
         axv v0 = axv_load(acc + i), v1 = axv_load(acc + i + AXW);
         for (int k = 0; k < M; k++) {
-            v0 = axv_fma(av[k], axv_load(x[k] + i), v0);
-            v1 = axv_fma(av[k], axv_load(x[k] + i + AXW), v1);
+            v0 = axv_fma(av[k], axv_row(x[k], i, f16), v0);
+            v1 = axv_fma(av[k], axv_row(x[k], i + AXW, f16), v1);
         }
         axv_store(acc + i, v0);
         axv_store(acc + i + AXW, v1);
@@ -814,13 +827,13 @@ static inline __attribute__((always_inline)) void axpyn_m(float *acc, const int 
     for (; i + AXW <= n; i += AXW) {
         axv v = axv_load(acc + i);
         for (int k = 0; k < M; k++)
-            v = axv_fma(av[k], axv_load(x[k] + i), v);
+            v = axv_fma(av[k], axv_row(x[k], i, f16), v);
         axv_store(acc + i, v);
     }
     for (; i < n; i++) {
         float v = acc[i];
         for (int k = 0; k < M; k++)
-            v = fmaf(a[k], x[k][i], v);
+            v = fmaf(a[k], row_at(x[k], i, f16), v);
         acc[i] = v;
     }
 }
@@ -830,10 +843,11 @@ static inline __attribute__((always_inline)) void axpyn_m(float *acc, const int 
  * stored once. H chains in flight hide the FMA latency with one chunk per step. */
 static inline __attribute__((always_inline)) void axpyn_hm(float *const *acc, const int H,
                                                            const int M, const float *a, int64_t as,
-                                                           const float *const *x, int64_t n) {
+                                                           const void *const *x, int64_t n,
+                                                           const int f16) {
     /* the pointers in locals: stores through acc cannot change them */
     float *ap[4];
-    const float *xp[4];
+    const void *xp[4];
 #pragma GCC unroll 4
     for (int h = 0; h < H; h++)
         ap[h] = acc[h];
@@ -854,7 +868,7 @@ static inline __attribute__((always_inline)) void axpyn_hm(float *const *acc, co
             v[h] = axv_load(ap[h] + i);
 #pragma GCC unroll 4
         for (int k = 0; k < M; k++) {
-            const axv xv = axv_load(xp[k] + i);
+            const axv xv = axv_row(xp[k], i, f16);
 #pragma GCC unroll 4
             for (int h = 0; h < H; h++)
                 v[h] = axv_fma(av[h][k], xv, v[h]);
@@ -867,7 +881,7 @@ static inline __attribute__((always_inline)) void axpyn_hm(float *const *acc, co
         for (int h = 0; h < H; h++) {
             float v = ap[h][i];
             for (int k = 0; k < M; k++)
-                v = fmaf(a[h * as + k], xp[k][i], v);
+                v = fmaf(a[h * as + k], row_at(xp[k], i, f16), v);
             ap[h][i] = v;
         }
 }
@@ -879,21 +893,22 @@ static inline __attribute__((always_inline)) void axpyn_hm(float *const *acc, co
 #define AXPYN_HEADS 2
 #endif
 
-static void f32_axpyn(float *const *acc, int nh, int m, const float *a, const float *const *x,
-                      int64_t n) {
+static inline __attribute__((always_inline)) void axpyn_any(float *const *acc, int nh, int m,
+                                                            const float *a, const void *const *x,
+                                                            int64_t n, const int f16) {
     if (nh == 1) {
         for (int k0 = 0; k0 < m; k0 += 8) {
             const float *as = a + k0;
-            const float *const *xs = x + k0;
+            const void *const *xs = x + k0;
             switch (m - k0 < 8 ? m - k0 : 8) {
-            case 1: axpyn_m(acc[0], 1, as, xs, n); break;
-            case 2: axpyn_m(acc[0], 2, as, xs, n); break;
-            case 3: axpyn_m(acc[0], 3, as, xs, n); break;
-            case 4: axpyn_m(acc[0], 4, as, xs, n); break;
-            case 5: axpyn_m(acc[0], 5, as, xs, n); break;
-            case 6: axpyn_m(acc[0], 6, as, xs, n); break;
-            case 7: axpyn_m(acc[0], 7, as, xs, n); break;
-            default: axpyn_m(acc[0], 8, as, xs, n); break;
+            case 1: axpyn_m(acc[0], 1, as, xs, n, f16); break;
+            case 2: axpyn_m(acc[0], 2, as, xs, n, f16); break;
+            case 3: axpyn_m(acc[0], 3, as, xs, n, f16); break;
+            case 4: axpyn_m(acc[0], 4, as, xs, n, f16); break;
+            case 5: axpyn_m(acc[0], 5, as, xs, n, f16); break;
+            case 6: axpyn_m(acc[0], 6, as, xs, n, f16); break;
+            case 7: axpyn_m(acc[0], 7, as, xs, n, f16); break;
+            default: axpyn_m(acc[0], 8, as, xs, n, f16); break;
             }
         }
         return;
@@ -904,14 +919,14 @@ static void f32_axpyn(float *const *acc, int nh, int m, const float *a, const fl
         for (int k0 = 0; k0 < m; k0 += 4) {
             const int M = m - k0 < 4 ? m - k0 : 4;
             const float *as = a + (int64_t)h0 * m + k0;
-            const float *const *xs = x + k0;
+            const void *const *xs = x + k0;
             float *const *ac = acc + h0;
 #define AXPYN_HM(HH)                                                                               \
     switch (M) {                                                                                   \
-    case 1: axpyn_hm(ac, HH, 1, as, m, xs, n); break;                                              \
-    case 2: axpyn_hm(ac, HH, 2, as, m, xs, n); break;                                              \
-    case 3: axpyn_hm(ac, HH, 3, as, m, xs, n); break;                                              \
-    default: axpyn_hm(ac, HH, 4, as, m, xs, n); break;                                             \
+    case 1: axpyn_hm(ac, HH, 1, as, m, xs, n, f16); break;                                         \
+    case 2: axpyn_hm(ac, HH, 2, as, m, xs, n, f16); break;                                         \
+    case 3: axpyn_hm(ac, HH, 3, as, m, xs, n, f16); break;                                         \
+    default: axpyn_hm(ac, HH, 4, as, m, xs, n, f16); break;                                        \
     }
             if (H == 1) {
                 AXPYN_HM(1)
@@ -927,6 +942,16 @@ static void f32_axpyn(float *const *acc, int nh, int m, const float *a, const fl
 #undef AXPYN_HM
         }
     }
+}
+
+/* qt_f32_axpyn_fn, and the same over fp16 rows (qt_f16_axpyn_fn) */
+static void f32_axpyn(float *const *acc, int nh, int m, const float *a, const float *const *x,
+                      int64_t n) {
+    axpyn_any(acc, nh, m, a, (const void *const *)x, n, 0);
+}
+static void f16_axpyn(float *const *acc, int nh, int m, const float *a, const pt_f16 *const *x,
+                      int64_t n) {
+    axpyn_any(acc, nh, m, a, (const void *const *)x, n, 1);
 }
 #undef AXPYN_HEADS
 #undef AXW

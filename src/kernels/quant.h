@@ -204,6 +204,16 @@ void qt_f32_axpyn_ref(float *const *acc, int nh, int m, const float *a, const fl
                       int64_t n);
 qt_f32_axpyn_fn qt_f32_axpyn_avx2(void); /* dot_avx2.c / dot_avx512.c; NULL elsewhere */
 qt_f32_axpyn_fn qt_f32_axpyn_avx512(void);
+/* qt_f32_axpyn_fn over fp16 rows, each value converted exactly (qt_f16_to_f32)
+ * as it is loaded: the bits of converting the rows first, without the f32 copy
+ * (the attention's fp16 value rows). */
+typedef void (*qt_f16_axpyn_fn)(float *const *acc, int nh, int m, const float *a,
+                                const pt_f16 *const *x, int64_t n);
+qt_f16_axpyn_fn qt_f16_axpyn_best(void);
+void qt_f16_axpyn_ref(float *const *acc, int nh, int m, const float *a, const pt_f16 *const *x,
+                      int64_t n);
+qt_f16_axpyn_fn qt_f16_axpyn_avx2(void); /* dot_avx2.c / dot_avx512.c; NULL elsewhere */
+qt_f16_axpyn_fn qt_f16_axpyn_avx512(void);
 /* Two heads' scores over one fp16 row: out[h] = qt_dot_best()(QT_F16)(w, the
  * fp16 query whose decoded values are q_h), the same bits, the row converted
  * once for both (mla.c's fp16 cache). NULL where the level has none: then

@@ -131,9 +131,12 @@ static void attend_rows(const nn_attn *a, int t0, int R, int kh, float *scratch)
         /* a block of keys in consecutive cache slots (a ring's wrap ends one) */
         int nk = (int)(hi_u + 1 - p0 < NN_WSUM_KEYS ? hi_u + 1 - p0 : NN_WSUM_KEYS);
         if (p0 % a->cap + nk > a->cap) nk = (int)(a->cap - p0 % a->cap);
-        const float *rows = (const float *)VROW(p0);
+        const void *rows = VROW(p0);
         size_t stride = a->v_row / sizeof(float);
-        if (a->v_type != QT_F32) {
+        const int f16 = a->v_type == QT_F16;
+        if (f16) {
+            stride = a->v_row / sizeof(pt_f16); /* the cache's rows, converted as loaded */
+        } else if (a->v_type != QT_F32) {
             for (int k = 0; k < nk; k++) {
                 int any = 0;
                 for (int i = 0; i < NH && !any; i++)
@@ -145,7 +148,7 @@ static void attend_rows(const nn_attn *a, int t0, int R, int kh, float *scratch)
         }
         for (int i = 0; i < NH; i++)
             ps[i] = SC(i) + (p0 - base_u);
-        kv_wsum_keys(NH, accs, ps, a->v_type, D, p0, nk, rows, stride, used);
+        kv_wsum_keys(NH, accs, ps, a->v_type, D, p0, nk, rows, f16, stride, used);
         p0 += nk;
     }
     for (int i = 0; i < NH; i++)

@@ -162,7 +162,8 @@ float kv_weight(uint32_t type, float p) {
 }
 
 void kv_wsum_keys(int g, float *const *acc, const float *const *p, uint32_t v_type, int d,
-                  int64_t key0, int nk, const float *rows, size_t stride, uint64_t *used) {
+                  int64_t key0, int nk, const void *rows, int rows_f16, size_t stride,
+                  uint64_t *used) {
     float pk[NN_WSUM_HEADS][NN_WSUM_KEYS];
     unsigned char on[NN_WSUM_HEADS][NN_WSUM_KEYS];
     for (int h0 = 0; h0 < g; h0 += NN_WSUM_HEADS) {
@@ -176,8 +177,12 @@ void kv_wsum_keys(int g, float *const *acc, const float *const *p, uint32_t v_ty
             /* kv_weight's rounding (fp16, bf16; the identity for the rest), a row at a time */
             if (v_type == QT_F16 || v_type == QT_BF16) kv_round(v_type, pk[b], nk);
         }
-        nn_wsum_add_keys_heads(gb, acc + h0, NN_WSUM_LANES, d, key0, nk, &pk[0][0], &on[0][0], rows,
-                               stride, used + h0);
+        if (rows_f16)
+            nn_wsum_add_keys_heads_f16(gb, acc + h0, NN_WSUM_LANES, d, key0, nk, &pk[0][0],
+                                       &on[0][0], rows, stride, used + h0);
+        else
+            nn_wsum_add_keys_heads(gb, acc + h0, NN_WSUM_LANES, d, key0, nk, &pk[0][0], &on[0][0],
+                                   rows, stride, used + h0);
     }
 }
 

@@ -57,9 +57,12 @@ float kv_weight(uint32_t type, float p);
  * acc[h], lane mask used[h]) over one block of nk <= NN_WSUM_KEYS keys from
  * key0: head h's probabilities at p[h][0..nk), a key counted where its
  * probability is not 0, weighted as it multiplies a value row of v_type;
- * rows (float, stride floats apart) are the block's value rows. */
+ * rows (stride elements apart) are the block's value rows: floats, or the
+ * cache's own fp16 rows when rows_f16 is set (v_type QT_F16), converted as
+ * they are loaded. */
 void kv_wsum_keys(int g, float *const *acc, const float *const *p, uint32_t v_type, int d,
-                  int64_t key0, int nk, const float *rows, size_t stride, uint64_t *used);
+                  int64_t key0, int nk, const void *rows, int rows_f16, size_t stride,
+                  uint64_t *used);
 
 /* ===== The cache's memory: paid for as it is used =====
  * A session's KV rows live in one reservation of address space (anonymous

@@ -437,7 +437,7 @@ static void mla_unit_typed(const mla_job *a, int t, int h0, int g, int n_keys, f
         if (!n_any) continue;
         for (int hh = 0; hh < g; hh++)
             ps[hh] = scores + (size_t)hh * s->n_scores + j0;
-        kv_wsum_keys(g, accs, ps, ty, KVL, j0, nk, vrow, (size_t)KVL, used);
+        kv_wsum_keys(g, accs, ps, ty, KVL, j0, nk, vrow, 0, (size_t)KVL, used);
     }
     for (int hh = 0; hh < g; hh++)
         nn_wsum_end(wacc + (size_t)hh * a->lanes * KVL, a->lanes, KVL,
@@ -506,8 +506,8 @@ static void mla_worker(void *arg, int ith, int nth) {
             const int nk = n_keys - j0 < NN_WSUM_KEYS ? n_keys - j0 : NN_WSUM_KEYS;
             for (int hh = 0; hh < g; hh++)
                 ps[hh] = scores + (size_t)hh * s->n_scores + j0;
-            kv_wsum_keys(g, accs, ps, QT_F32, KVL, j0, nk, a->cache + (size_t)j0 * KVD, (size_t)KVD,
-                         used);
+            kv_wsum_keys(g, accs, ps, QT_F32, KVL, j0, nk, a->cache + (size_t)j0 * KVD, 0,
+                         (size_t)KVD, used);
         }
         for (int hh = 0; hh < g; hh++)
             nn_wsum_end(wacc + (size_t)hh * a->lanes * KVL, a->lanes, KVL,

@@ -177,9 +177,11 @@ void nn_wsum_add(float *acc, int lanes, int d, int64_t key, float p, const float
     qt_f32_best()->axpy(a, p, row, d);
 }
 
-void nn_wsum_add_keys_heads(int g, float *const *acc, int lanes, int d, int64_t key0, int nk,
-                            const float *p, const unsigned char *on, const float *rows,
-                            size_t stride, uint64_t *used) {
+/* The lane loop of nn_wsum_add_keys_heads(_f16): rows of floats, or of halves when
+ * axpyn16 is set. */
+static void wsum_keys_heads(int g, float *const *acc, int lanes, int d, int64_t key0, int nk,
+                            const float *p, const unsigned char *on, const void *rows,
+                            size_t stride, uint64_t *used, qt_f16_axpyn_fn axpyn16) {
     PT_ASSERT(nk <= NN_WSUM_KEYS && g <= NN_WSUM_HEADS);
     const qt_f32_axpyn_fn axpyn = qt_f32_axpyn_best();
     for (int k0 = 0; k0 < lanes && k0 < nk; k0++) {
@@ -197,10 +199,11 @@ void nn_wsum_add_keys_heads(int g, float *const *acc, int lanes, int d, int64_t 
         for (int h = 0; h < g; h++) {
             if (!mask[h]) continue;
             const uint64_t mk = mask[h];
-            const float *x[NN_WSUM_KEYS];
+            const void *x[NN_WSUM_KEYS];
+            const size_t es = axpyn16 ? sizeof(pt_f16) : sizeof(float);
             int m = 0;
             for (int k = k0, j = 0; k < nk; k += lanes, j++)
-                if (mk >> j & 1) x[m++] = rows + (size_t)k * stride;
+                if (mk >> j & 1) x[m++] = (const uint8_t *)rows + (size_t)k * stride * es;
             float a[NN_WSUM_HEADS * NN_WSUM_KEYS];
             float *accs[NN_WSUM_HEADS];
             int nh = 0;
@@ -217,9 +220,24 @@ void nn_wsum_add_keys_heads(int g, float *const *acc, int lanes, int d, int64_t 
                 accs[nh++] = acc_l;
                 if (h2 > h) mask[h2] = 0; /* done */
             }
-            axpyn(accs, nh, m, a, x, d);
+            if (axpyn16)
+                axpyn16(accs, nh, m, a, (const pt_f16 *const *)x, d);
+            else
+                axpyn(accs, nh, m, a, (const float *const *)x, d);
         }
     }
+}
+
+void nn_wsum_add_keys_heads(int g, float *const *acc, int lanes, int d, int64_t key0, int nk,
+                            const float *p, const unsigned char *on, const float *rows,
+                            size_t stride, uint64_t *used) {
+    wsum_keys_heads(g, acc, lanes, d, key0, nk, p, on, rows, stride, used, NULL);
+}
+
+void nn_wsum_add_keys_heads_f16(int g, float *const *acc, int lanes, int d, int64_t key0, int nk,
+                                const float *p, const unsigned char *on, const uint16_t *rows,
+                                size_t stride, uint64_t *used) {
+    wsum_keys_heads(g, acc, lanes, d, key0, nk, p, on, rows, stride, used, qt_f16_axpyn_best());
 }
 
 void nn_wsum_add_keys(float *acc, int lanes, int d, int64_t key0, int nk, const float *p,

@@ -85,6 +85,11 @@ enum { NN_WSUM_HEADS = 8 };
 void nn_wsum_add_keys_heads(int g, float *const *acc, int lanes, int d, int64_t key0, int nk,
                             const float *p, const unsigned char *on, const float *rows,
                             size_t stride, uint64_t *used);
+/* The same over fp16 rows (raw IEEE halves, stride apart), each value converted as it is
+ * loaded (qt_f16_axpyn_fn): the bits of converting the rows first. */
+void nn_wsum_add_keys_heads_f16(int g, float *const *acc, int lanes, int d, int64_t key0, int nk,
+                                const float *p, const unsigned char *on, const uint16_t *rows,
+                                size_t stride, uint64_t *used);
 
 float nn_silu(float x);
 float nn_sigmoid(float x);
