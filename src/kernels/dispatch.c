@@ -465,25 +465,6 @@ void qt_f32_axpyn_ref(float *const *acc, int nh, int m, const float *a, const fl
         }
 }
 
-static qt_f32_axpyn_fn axpyn_best;
-static pthread_once_t axpyn_once = PTHREAD_ONCE_INIT;
-
-static void axpyn_init(void) {
-    const int top = qt_isa_detect();
-    axpyn_best = top >= QT_ISA_AVX512 ? qt_f32_axpyn_avx512()
-                 : top >= QT_ISA_AVX2 ? qt_f32_axpyn_avx2()
-                                      : NULL;
-#if defined(__aarch64__)
-    axpyn_best = NULL; /* the level numbers mean NEON/dotprod there: the portable one */
-#endif
-    if (!axpyn_best) axpyn_best = qt_f32_axpyn_ref;
-}
-
-qt_f32_axpyn_fn qt_f32_axpyn_best(void) {
-    pthread_once(&axpyn_once, axpyn_init);
-    return axpyn_best;
-}
-
 void qt_f16_axpyn_ref(float *const *acc, int nh, int m, const float *a, const pt_f16 *const *x,
                       int64_t n) {
     for (int h = 0; h < nh; h++)
@@ -495,22 +476,34 @@ void qt_f16_axpyn_ref(float *const *acc, int nh, int m, const float *a, const pt
         }
 }
 
+/* the value-sum kernels over float and over fp16 rows, from one level */
+static qt_f32_axpyn_fn axpyn_best;
 static qt_f16_axpyn_fn axpyn16_best;
-static pthread_once_t axpyn16_once = PTHREAD_ONCE_INIT;
+static pthread_once_t axpyn_once = PTHREAD_ONCE_INIT;
 
-static void axpyn16_init(void) {
+static void axpyn_init(void) {
     const int top = qt_isa_detect();
-    axpyn16_best = top >= QT_ISA_AVX512 ? qt_f16_axpyn_avx512()
-                   : top >= QT_ISA_AVX2 ? qt_f16_axpyn_avx2()
-                                        : NULL;
-#if defined(__aarch64__)
-    axpyn16_best = NULL; /* as axpyn_init */
+#if !defined(__aarch64__) /* the level numbers mean NEON/dotprod there: the portable ones */
+    if (top >= QT_ISA_AVX512) {
+        axpyn_best = qt_f32_axpyn_avx512();
+        axpyn16_best = qt_f16_axpyn_avx512();
+    } else if (top >= QT_ISA_AVX2) {
+        axpyn_best = qt_f32_axpyn_avx2();
+        axpyn16_best = qt_f16_axpyn_avx2();
+    }
 #endif
+    (void)top;
+    if (!axpyn_best) axpyn_best = qt_f32_axpyn_ref;
     if (!axpyn16_best) axpyn16_best = qt_f16_axpyn_ref;
 }
 
+qt_f32_axpyn_fn qt_f32_axpyn_best(void) {
+    pthread_once(&axpyn_once, axpyn_init);
+    return axpyn_best;
+}
+
 qt_f16_axpyn_fn qt_f16_axpyn_best(void) {
-    pthread_once(&axpyn16_once, axpyn16_init);
+    pthread_once(&axpyn_once, axpyn_init);
     return axpyn16_best;
 }
 
