@@ -507,8 +507,12 @@ qt_f16_axpyn_fn qt_f16_axpyn_best(void) {
     return axpyn16_best;
 }
 
-/* the level qt_dot_best's F16 kernel comes from, so the bits are its */
+/* the level qt_dot_best's F16 kernel comes from, so the bits are its; the
+ * eight-head and four-key kernels exist at the AVX-512 level only. Looked up
+ * once: qt_isa_detect runs cpuid, which a virtual machine traps. */
 static qt_f16_dot2_fn f16_dot2_best;
+static qt_f16_dot8_fn f16_dot8_best;
+static qt_f32_dot4_fn f32_dot4_best;
 static pthread_once_t f16_dot2_once = PTHREAD_ONCE_INIT;
 
 static void f16_dot2_init(void) {
@@ -517,6 +521,10 @@ static void f16_dot2_init(void) {
     f16_dot2_best = top >= QT_ISA_AVX512 ? qt_f16_dot2_avx512()
                     : top >= QT_ISA_AVX2 ? qt_f16_dot2_avx2()
                                          : NULL;
+    if (top >= QT_ISA_AVX512) {
+        f16_dot8_best = qt_f16_dot8_avx512();
+        f32_dot4_best = qt_f32_dot4_avx512();
+    }
 #else
     (void)top;
 #endif
@@ -528,11 +536,13 @@ qt_f16_dot2_fn qt_f16_dot2_best(void) {
 }
 
 qt_f16_dot8_fn qt_f16_dot8_best(void) {
-    return qt_isa_detect() >= QT_ISA_AVX512 ? qt_f16_dot8_avx512() : NULL;
+    pthread_once(&f16_dot2_once, f16_dot2_init);
+    return f16_dot8_best;
 }
 
 qt_f32_dot4_fn qt_f32_dot4_best(void) {
-    return qt_isa_detect() >= QT_ISA_AVX512 ? qt_f32_dot4_avx512() : NULL;
+    pthread_once(&f16_dot2_once, f16_dot2_init);
+    return f32_dot4_best;
 }
 
 static qt_quantize_act_fn act_best;
