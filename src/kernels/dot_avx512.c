@@ -54,32 +54,28 @@ qt_f16_axpyn_fn qt_f16_axpyn_avx512(void) {
     return f16_axpyn;
 }
 
-qt_f16_dot2_fn qt_f16_dot2_avx512(void) {
-    return dot_f16_q2;
-}
-
-/* dot_f16(w, query h) for the eight queries q + h * qs, each as dot_f16_q2
- * computes one: a 512-bit accumulator holds two of dot_f16's 256-bit ones over
- * 16 consecutive values (s0 | s1, s2 | s3), so each 512-bit FMA is the two
- * 256-bit FMAs of dot_f16, and the fold adds s0 + s1 and s2 + s3 as it does.
- * A row chunk is converted once for the eight heads. */
-static void dot_f16_q8(const void *w, const float *q, int64_t qs, int64_t n, float *out) {
-    const pt_f16 *x = w;
+/* dot_f16(w, q[h]) for the N queries q[h], each as dot_f16_q2 computes one: a
+ * 512-bit accumulator holds two of dot_f16's 256-bit ones over 16 consecutive
+ * values (s0 | s1, s2 | s3), so each 512-bit FMA is the two 256-bit FMAs of
+ * dot_f16, and the fold adds s0 + s1 and s2 + s3 as it does. A row chunk is
+ * converted once for the N heads. */
+static inline __attribute__((always_inline)) void dot_f16_qn(const pt_f16 *x, const float *const *q,
+                                                             int N, int64_t n, float *out) {
     __m512 a[8], b[8];
-    for (int h = 0; h < 8; h++)
+    for (int h = 0; h < N; h++)
         a[h] = b[h] = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
         const __m512 k0 = _mm512_cvtph_ps(loadu256(x + i)),
                      k1 = _mm512_cvtph_ps(loadu256(x + i + 16));
 #pragma GCC unroll 8
-        for (int h = 0; h < 8; h++) {
-            a[h] = _mm512_fmadd_ps(k0, _mm512_loadu_ps(q + h * qs + i), a[h]);
-            b[h] = _mm512_fmadd_ps(k1, _mm512_loadu_ps(q + h * qs + i + 16), b[h]);
+        for (int h = 0; h < N; h++) {
+            a[h] = _mm512_fmadd_ps(k0, _mm512_loadu_ps(q[h] + i), a[h]);
+            b[h] = _mm512_fmadd_ps(k1, _mm512_loadu_ps(q[h] + i + 16), b[h]);
         }
     }
-    for (int h = 0; h < 8; h++) {
-        const float *qh = q + h * qs;
+    for (int h = 0; h < N; h++) {
+        const float *qh = q[h];
         __m256 s0 = _mm512_castps512_ps256(a[h]), s1 = _mm512_extractf32x8_ps(a[h], 1),
                s2 = _mm512_castps512_ps256(b[h]), s3 = _mm512_extractf32x8_ps(b[h], 1);
         int64_t j = i;
@@ -90,6 +86,24 @@ static void dot_f16_q8(const void *w, const float *q, int64_t qs, int64_t n, flo
             sum += f16(x[j]) * qh[j];
         out[h] = sum;
     }
+}
+
+/* dot_f16_q2 on 512-bit vectors (dot_f16_qn, N = 2): the same bits. */
+static void dot_f16_q2_512(const void *w, const float *q0, const float *q1, int64_t n, float *out) {
+    const float *q[2] = {q0, q1};
+    dot_f16_qn(w, q, 2, n, out);
+}
+
+qt_f16_dot2_fn qt_f16_dot2_avx512(void) {
+    return dot_f16_q2_512;
+}
+
+/* The eight queries q + h * qs (dot_f16_qn, N = 8). */
+static void dot_f16_q8(const void *w, const float *q, int64_t qs, int64_t n, float *out) {
+    const float *qh[8];
+    for (int h = 0; h < 8; h++)
+        qh[h] = q + h * qs;
+    dot_f16_qn(w, qh, 8, n, out);
 }
 
 qt_f16_dot8_fn qt_f16_dot8_avx512(void) {

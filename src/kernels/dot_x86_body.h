@@ -165,7 +165,9 @@ static float dot_f16(const void *w, const void *a, int64_t n) {
 /* dot_f16(w, q0) and dot_f16(w, q1) with the queries given as floats (fp16
  * values decoded, so every product is dot_f16's) and each row vector
  * converted once for both: the attention scores of two heads over one fp16
- * key row. Each output keeps dot_f16's accumulators and order. */
+ * key row. Each output keeps dot_f16's accumulators and order. The AVX-512
+ * level has its own on 512-bit vectors (dot_avx512.c). */
+#if !defined(X86_BODY_TILES)
 static void dot_f16_q2(const void *w, const float *q0, const float *q1, int64_t n, float *out) {
     const pt_f16 *x = w;
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
@@ -195,6 +197,7 @@ static void dot_f16_q2(const void *w, const float *q0, const float *q1, int64_t 
     }
     out[0] = s0, out[1] = s1;
 }
+#endif
 
 /* ===== 32-weight blocks against Q8_0 activations ===== */
 

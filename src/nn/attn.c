@@ -59,9 +59,11 @@ static void attend_rows(const nn_attn *a, int t0, int R, int kh, float *scratch)
                  voff = kv_bytes(a->v_type, (int64_t)kh * D);
 #define KROW(p) (a->k + (size_t)((p) % a->cap) * a->k_row + koff)
 #define VROW(p) (a->v + (size_t)((p) % a->cap) * a->v_row + voff)
-    /* fp16 keys: two heads per pass over a key row (qt_f16_dot2_fn), the queries rounded to
-     * fp16 and held as floats (the same products as kv_dot's fp16 query) */
+    /* fp16 keys: eight heads (qt_f16_dot8_fn, AVX-512) or two (qt_f16_dot2_fn) per pass over
+     * a key row, the queries rounded to fp16 and held as floats (the same products as kv_dot's
+     * fp16 query; the three give one head the same bits) */
     const qt_f16_dot2_fn dot2 = a->k_type == QT_F16 && D <= 1024 ? qt_f16_dot2_best() : NULL;
+    const qt_f16_dot8_fn dot8 = dot2 ? qt_f16_dot8_best() : NULL;
     const float *qs[NN_ATTN_MAX_GROUP]; /* head i's query: row t0 + i / G, head kh * G + i % G */
     for (int i = 0; i < NH; i++) {
         const float *q = qs[i] =
@@ -76,8 +78,23 @@ static void attend_rows(const nn_attn *a, int t0, int R, int kh, float *scratch)
             kv_query(a->k_type, q, D, QB(i));
         }
     }
+    /* heads 8e .. 8e + 7 scored together (dot8) over the block's keys that all of them see:
+     * [c0[e], c1[e]], rows ascending, so from the last row's start to the first row's end */
+    int64_t c0[NN_ATTN_MAX_GROUP / 8], c1[NN_ATTN_MAX_GROUP / 8];
+    const int n8 = dot8 ? NH / 8 : 0;
     for (int64_t b0 = lo_u; b0 <= hi_u; b0 += NN_WSUM_KEYS) {
         const int64_t b1 = b0 + NN_WSUM_KEYS - 1 < hi_u ? b0 + NN_WSUM_KEYS - 1 : hi_u;
+        for (int e = 0; e < n8; e++) {
+            const int ra = 8 * e / G, rb = (8 * e + 7) / G;
+            c0[e] = b0 > lo[rb] ? b0 : lo[rb];
+            c1[e] = b1 < pos[ra] ? b1 : pos[ra];
+            for (int64_t p = c0[e]; p <= c1[e]; p++) {
+                float d[8];
+                dot8(KROW(p), QB(8 * e), D, D, d);
+                for (int k = 0; k < 8; k++)
+                    SC(8 * e + k)[p - base_u] = d[k];
+            }
+        }
         for (int r = 0; r < R; r++) {
             const int64_t k0 = b0 > lo[r] ? b0 : lo[r], k1 = b1 < pos[r] ? b1 : pos[r];
             for (int hh = 0; hh < G && k0 <= k1; hh++) {
@@ -85,6 +102,24 @@ static void attend_rows(const nn_attn *a, int t0, int R, int kh, float *scratch)
                 float *sc = SC(i) - base_u;
                 const float *q = qs[i];
                 int64_t p = k0;
+                if (i < 8 * n8 && c0[i / 8] <= c1[i / 8]) {
+                    /* the keys dot8 scored are skipped: those before them here, those
+                     * after them in a second pass (a pair of heads is in one group) */
+                    const int e = i / 8, pair = dot2 && hh + 1 < G;
+                    float d[2];
+                    for (; p < c0[e]; p++) {
+                        dot2(KROW(p), QB(i), QB(i + pair), D, d);
+                        sc[p] = d[0];
+                        if (pair) (SC(i + 1) - base_u)[p] = d[1];
+                    }
+                    for (p = c1[e] + 1; p <= k1; p++) {
+                        dot2(KROW(p), QB(i), QB(i + pair), D, d);
+                        sc[p] = d[0];
+                        if (pair) (SC(i + 1) - base_u)[p] = d[1];
+                    }
+                    hh += pair;
+                    continue;
+                }
                 if (a->k_type == QT_F32) {
                     /* two keys per query load (each score is nn_dot_f32's bits) */
                     for (; p + 1 <= k1; p += 2)
@@ -162,16 +197,18 @@ static void attend_rows(const nn_attn *a, int t0, int R, int kh, float *scratch)
 #undef ACC
 }
 
-/* Units (row block, KV head) ith, ith + nth, ...: the later rows of a prompt see more keys,
- * and a contiguous split would leave the last part with most of the work. */
+/* Units (KV head, row block) ith, ith + nth, ...: the later rows of a prompt see more keys,
+ * and a contiguous split would leave the last part with most of the work. A KV head's row
+ * blocks run one after another, so its keys and values are still in this core's cache
+ * when the next block reads them. */
 static void attn_worker(void *arg, int ith, int nth) {
     const nn_attn *a = arg;
     float *scratch = a->scores + (size_t)ith * a->scores_stride;
     const int R = attn_unit_rows(a->n_head / a->n_kv);
     const long n_blocks = (a->T + R - 1) / R;
     for (long i = ith; i < n_blocks * a->n_kv; i += nth) {
-        const int t0 = (int)(i / a->n_kv) * R;
-        attend_rows(a, t0, a->T - t0 < R ? a->T - t0 : R, (int)(i % a->n_kv), scratch);
+        const int t0 = (int)(i % n_blocks) * R;
+        attend_rows(a, t0, a->T - t0 < R ? a->T - t0 : R, (int)(i / n_blocks), scratch);
     }
 }
 

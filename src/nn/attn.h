@@ -14,7 +14,7 @@
  * summed by nn_wsum_* (lanes by key position; 16 lanes for a batch, 64 for a
  * single row, as llama.cpp's kernel choice). Work is split over units of (a
  * few consecutive rows, KV head), each running the rows' query heads of that
- * group together (scores in blocks of keys, fp16 keys scored for two heads per
+ * group together (scores in blocks of keys, fp16 keys scored for eight or two heads per
  * pass, a block's value rows decoded once for all the unit's heads; every head
  * gets the bits it would get alone), so the result depends neither on the
  * thread count nor on how the rows are batched.
