@@ -154,6 +154,10 @@ qt_tile_fn qt_tile_avx512(uint32_t type) {
     (void)type;
     return NULL;
 }
+qt_widen_fn qt_widen_avx512(uint32_t type) {
+    (void)type;
+    return NULL;
+}
 const qt_f32_kernels *qt_f32_avx2(void) {
     return NULL;
 }
@@ -223,6 +227,10 @@ qt_tile_fn qt_tile_avx2(uint32_t type) {
     return NULL;
 }
 qt_tile_fn qt_tile_avx512(uint32_t type) {
+    (void)type;
+    return NULL;
+}
+qt_widen_fn qt_widen_avx512(uint32_t type) {
     (void)type;
     return NULL;
 }
@@ -421,6 +429,15 @@ qt_tile_fn qt_mm_tile_upto(uint32_t type, int max_isa) {
         if (qt_dot_impl(type, isa))
             return qt_tile_impl(type, isa); /* the level qt_dot_upto picks */
     return NULL;
+}
+
+qt_widen_fn qt_mm_widen_upto(uint32_t type, int max_isa) {
+    /* only where the type's tile is the AVX-512 level's, whose Q8_0 tile is its twin */
+    const qt_tile_fn t = qt_mm_tile_upto(type, max_isa);
+    return t && t == qt_tile_impl(type, QT_ISA_AVX512) &&
+                   qt_mm_tile_upto(QT_Q8_0, max_isa) == qt_tile_impl(QT_Q8_0, QT_ISA_AVX512)
+               ? qt_widen_avx512(type)
+               : NULL;
 }
 
 /* ===== F32 kernels in ggml's lane order ===== */

@@ -46,6 +46,10 @@ qt_tile_fn qt_tile_avx512(uint32_t type) {
     return x86_tile_table(type);
 }
 
+qt_widen_fn qt_widen_avx512(uint32_t type) {
+    return x86_widen_table(type);
+}
+
 qt_f32_axpyn_fn qt_f32_axpyn_avx512(void) {
     return f32_axpyn;
 }

@@ -1698,6 +1698,32 @@ static void tile_q5_K(const void *w, uint64_t ws, const void *a, uint64_t as, in
 }
 #endif
 
+#if defined(X86_BODY_TILES)
+/* A legacy row widened to Q8_0 blocks (qt_widen_fn): each block's scale and DECODE's bytes,
+ * the ones TILE_LEGACY1 would decode in every call. */
+#define WIDEN_LEGACY(NAME, XT, DECODE)                                                             \
+    static void NAME(const void *w, int64_t n, void *out) {                                        \
+        const XT *x = w;                                                                           \
+        block_q8_0 *o = out;                                                                       \
+        for (int64_t i = 0; i < n / 32; i++) {                                                     \
+            const XT *xb = &x[i];                                                                  \
+            _mm256_storeu_si256((__m256i *)(void *)o[i].qs, DECODE);                               \
+            o[i].d = xb->d;                                                                        \
+        }                                                                                          \
+    }
+WIDEN_LEGACY(widen_q4_0, block_q4_0, decode_q4_0(xb))
+WIDEN_LEGACY(widen_q5_0, block_q5_0, decode_q5_0(xb))
+
+/* The widening of `type` to Q8_0 blocks for tile_q8_0, or NULL (none). */
+static qt_widen_fn x86_widen_table(uint32_t type) {
+    switch (type) {
+    case QT_Q4_0: return widen_q4_0;
+    case QT_Q5_0: return widen_q5_0;
+    default: return NULL;
+    }
+}
+#endif
+
 /* The 4 x 4 tile kernel for `type`, or NULL (none at this level). */
 static qt_tile_fn x86_tile_table(uint32_t type) {
 #if defined(X86_BODY_TILES)

@@ -141,6 +141,15 @@ qt_dot4_fn qt_mm_dot4_upto(uint32_t type, int max_isa);
 /* The tile kernel of the level qt_mm_dot_upto picks, or NULL. */
 qt_tile_fn qt_mm_tile_upto(uint32_t type, int max_isa);
 
+/* Widening: a weight row of n weights of `type` written as Q8_0 blocks (each block's fp16
+ * scale and the 32 signed weight bytes the type's kernels decode), so that a matmul with many
+ * activation rows decodes a weight block once rather than once per tile call. On a widened
+ * row the Q8_0 tile of qt_mm_tile_upto's level computes the bits the type's own tile does
+ * (the legacy tiles differ only in how they decode the weight bytes). NULL: the type has no
+ * widening at that level. */
+typedef void (*qt_widen_fn)(const void *w, int64_t n, void *out);
+qt_widen_fn qt_mm_widen_upto(uint32_t type, int max_isa);
+
 /* SIMD tables, filled by dot_avx2.c / dot_avx512.c (NULL entries: none). */
 qt_dot_fn qt_dot_avx2(uint32_t type);
 qt_dot_fn qt_dot_avx512(uint32_t type);
@@ -150,6 +159,7 @@ qt_dot4_fn qt_dot4_avx2(uint32_t type);
 qt_dot4_fn qt_dot4_avx512(uint32_t type);
 qt_tile_fn qt_tile_avx2(uint32_t type);
 qt_tile_fn qt_tile_avx512(uint32_t type);
+qt_widen_fn qt_widen_avx512(uint32_t type);
 
 /* arm64 tables (dot_neon.c, dot_dotprod.c; NULL entries: none). */
 qt_dot_fn qt_dot_neon(uint32_t type);

@@ -31,7 +31,15 @@ typedef struct mm_job {
     qt_dot_fn dot;
     qt_dot4_fn dot4; /* NULL: rows one at a time */
     qt_tile_fn tile; /* NULL: none; else 4 weight rows x 4 activation rows at once */
+    /* non-NULL: a tile's weight rows are first widened to Q8_0 blocks and wide_tile (the
+     * level's Q8_0 tile, the same bits) runs on them (qt_widen_fn) */
+    qt_widen_fn widen;
+    qt_tile_fn wide_tile;
 } mm_job;
+
+/* Activation rows from which widening a weight tile once beats decoding it in each of the
+ * n_rows / 4 tile calls (two calls: the widening costs about one call's decoding). */
+#define MM_WIDEN_ROWS 8
 
 /* Weight bytes a worker keeps hot while it passes over groups of four
  * activation rows: about half of a 48 KiB L1 data cache. */
@@ -45,21 +53,31 @@ typedef struct mm_job {
  * four weight rows too). What is left over goes through the four-row kernel
  * (weight rows past a multiple of 4) or one by one (n_rows % 4). Every output
  * is the same dot product either way (qt_dot4_fn and qt_tile_fn are
- * bit-identical to qt_dot_fn). */
+ * bit-identical to qt_dot_fn). With widening (j->widen), the tile's weight
+ * rows are decoded once into Q8_0 blocks, sized to the tile's byte budget. */
 static void mm_worker(void *arg, int ith, int nth) {
     const mm_job *j = arg;
     const mm_weight *w = j->w;
     long lo, hi;
     tp_range((long)w->n_out, ith, nth, &lo, &hi);
     const int n4 = j->dot4 ? j->n_rows & ~3 : 0;
-    long tile = w->row_bytes < MM_TILE_BYTES ? (long)(MM_TILE_BYTES / w->row_bytes) : 1;
+    const uint64_t wide_row = (uint64_t)(w->n_in / 32) * sizeof(block_q8_0);
+    const uint64_t tile_row = j->widen ? wide_row : w->row_bytes;
+    long tile = tile_row < MM_TILE_BYTES ? (long)(MM_TILE_BYTES / tile_row) : 1;
     if (j->tile) tile = tile < 4 ? 4 : tile & ~3L;
+    uint8_t *wide = j->widen && n4 ? malloc((size_t)tile * wide_row) : NULL;
     for (long o0 = lo; o0 < hi; o0 += tile) {
-        const long o1 = o0 + tile < hi ? o0 + tile : hi;
+        const long o1 = o0 + tile < hi ? o0 + tile : hi, o4 = o0 + ((o1 - o0) & ~3L);
+        for (long o = o0; wide && o < o4; o++)
+            j->widen(w->data + (uint64_t)o * w->row_bytes, w->n_in, wide + (o - o0) * wide_row);
         for (int t = 0; t < n4; t += 4) {
             const uint8_t *act = j->act + (uint64_t)t * j->act_row_bytes;
             long o = o0;
-            if (j->tile)
+            if (wide)
+                for (; o < o4; o += 4)
+                    j->wide_tile(wide + (o - o0) * wide_row, wide_row, act, j->act_row_bytes,
+                                 w->n_in, j->y + (int64_t)t * j->ldy + o, j->ldy);
+            else if (j->tile)
                 for (; o + 4 <= o1; o += 4)
                     j->tile(w->data + (uint64_t)o * w->row_bytes, w->row_bytes, act,
                             j->act_row_bytes, w->n_in, j->y + (int64_t)t * j->ldy + o, j->ldy);
@@ -77,6 +95,7 @@ static void mm_worker(void *arg, int ith, int nth) {
                     j->dot(row, j->act + (uint64_t)t * j->act_row_bytes, w->n_in);
         }
     }
+    free(wide);
 }
 
 /* Quantising the activation rows for the dot products: in the workers too
@@ -143,8 +162,19 @@ static void mm_pass(mm_ctx *c, const mm_task *tasks, int n, const uint64_t *arb,
         qt_dot_fn dot = qt_mm_dot_upto(w->type, c->max_isa);
         qt_dot4_fn dot4 = n_rows >= 4 ? qt_mm_dot4_upto(w->type, c->max_isa) : NULL;
         qt_tile_fn tile = dot4 ? qt_mm_tile_upto(w->type, c->max_isa) : NULL;
-        jobs[i] =
-            (mm_job){w, c->act + off[i], arb[i], n_rows, tasks[i].y, tasks[i].ldy, dot, dot4, tile};
+        qt_widen_fn widen =
+            tile && n_rows >= MM_WIDEN_ROWS ? qt_mm_widen_upto(w->type, c->max_isa) : NULL;
+        jobs[i] = (mm_job){w,
+                           c->act + off[i],
+                           arb[i],
+                           n_rows,
+                           tasks[i].y,
+                           tasks[i].ldy,
+                           dot,
+                           dot4,
+                           tile,
+                           widen,
+                           widen ? qt_mm_tile_upto(QT_Q8_0, c->max_isa) : NULL};
         work += (uint64_t)w->n_out * w->row_bytes * (uint64_t)n_rows;
     }
     many_job m = {jobs, n};
