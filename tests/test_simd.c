@@ -418,7 +418,8 @@ static void simd_tile_bit_identical(void) {
  * alone, whichever kernel took it (tile, the K-quant tiles' four-row first
  * group, four-row leftovers past a multiple of 4 weight rows, single rows
  * past a multiple of 4 activation rows, Q4_0 and Q5_0 tiles widened to Q8_0
- * blocks from 8 rows on where the level has widening). 203 weight rows span
+ * blocks from 8 rows on where the level has widening, Q8_0's eight-weight-row
+ * tile where it has one). 203 weight rows span
  * several of the driver's weight tiles. */
 static void simd_mm_run_rows_match_one_row(void) {
     const uint32_t types[] = {QT_Q8_0, QT_Q4_0, QT_Q5_0, QT_Q4_K, QT_Q6_K, QT_Q2_K};

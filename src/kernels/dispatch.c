@@ -158,6 +158,10 @@ qt_widen_fn qt_widen_avx512(uint32_t type) {
     (void)type;
     return NULL;
 }
+qt_tile_fn qt_tile8_avx512(uint32_t type) {
+    (void)type;
+    return NULL;
+}
 const qt_f32_kernels *qt_f32_avx2(void) {
     return NULL;
 }
@@ -231,6 +235,10 @@ qt_tile_fn qt_tile_avx512(uint32_t type) {
     return NULL;
 }
 qt_widen_fn qt_widen_avx512(uint32_t type) {
+    (void)type;
+    return NULL;
+}
+qt_tile_fn qt_tile8_avx512(uint32_t type) {
     (void)type;
     return NULL;
 }
@@ -429,6 +437,11 @@ qt_tile_fn qt_mm_tile_upto(uint32_t type, int max_isa) {
         if (qt_dot_impl(type, isa))
             return qt_tile_impl(type, isa); /* the level qt_dot_upto picks */
     return NULL;
+}
+
+qt_tile_fn qt_mm_tile8_upto(uint32_t type, int max_isa) {
+    const qt_tile_fn t = qt_mm_tile_upto(type, max_isa);
+    return t && t == qt_tile_impl(type, QT_ISA_AVX512) ? qt_tile8_avx512(type) : NULL;
 }
 
 qt_widen_fn qt_mm_widen_upto(uint32_t type, int max_isa) {

@@ -50,6 +50,10 @@ qt_widen_fn qt_widen_avx512(uint32_t type) {
     return x86_widen_table(type);
 }
 
+qt_tile_fn qt_tile8_avx512(uint32_t type) {
+    return type == QT_Q8_0 ? tile8_q8_0 : NULL;
+}
+
 qt_f32_axpyn_fn qt_f32_axpyn_avx512(void) {
     return f32_axpyn;
 }

@@ -1390,17 +1390,19 @@ static inline void tile_out512(__m512 acc[2][4], const float add[4][4], float *o
 /* One 32-weight block type with one accumulator (LEGACY_LOOP1's order): XT the
  * block, DECODE(xb) its 32 signed weight bytes, xb->d its fp16 scale. Pairs
  * (k, 2h) and (k, 2h + 1) share a 512-bit accumulator (pair_ps512): the two
- * activation rows' blocks side by side, the weight block in both halves. */
-#define TILE_LEGACY1(NAME, XT, DECODE)                                                             \
+ * activation rows' blocks side by side, the weight block in both halves. NT
+ * weight rows (4, or 8 for tile8_q8_0: 16 accumulators, and an activation
+ * block's loads and bias sums shared by twice the rows). */
+#define TILE_LEGACY_NT(NAME, XT, DECODE, NT)                                                       \
     static void NAME(const void *w, uint64_t ws, const void *a, uint64_t as, int64_t n,            \
                      float *out, int64_t ldo) {                                                    \
-        const XT *x[NT4];                                                                          \
-        for (int k = 0; k < NT4; k++)                                                              \
+        const XT *x[NT];                                                                           \
+        for (int k = 0; k < NT; k++)                                                               \
             x[k] = (const XT *)((const uint8_t *)w + (uint64_t)k * ws);                            \
         ROWS4(block_q8_0, a, as, y);                                                               \
         const __m512i bias = _mm512_set1_epi8((char)0x80);                                         \
-        __m512 acc[NT4][NR4 / 2];                                                                  \
-        for (int k = 0; k < NT4; k++)                                                              \
+        __m512 acc[NT][NR4 / 2];                                                                   \
+        for (int k = 0; k < NT; k++)                                                               \
             for (int h = 0; h < NR4 / 2; h++)                                                      \
                 acc[k][h] = _mm512_setzero_ps();                                                   \
         for (int64_t i = 0; i < n / 32; i++) {                                                     \
@@ -1413,7 +1415,7 @@ static inline void tile_out512(__m512 acc[2][4], const float add[4][4], float *o
                                      _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, sa[h]));    \
                 dy[h] = pair_ps512(f16x8(y[2 * h][i].d), f16x8(y[2 * h + 1][i].d));                \
             }                                                                                      \
-            _Pragma("GCC unroll 4") for (int k = 0; k < NT4; k++) {                                \
+            _Pragma("GCC unroll 8") for (int k = 0; k < NT; k++) {                                 \
                 const XT *xb = &x[k][i];                                                           \
                 const __m256i wv8 = DECODE;                                                        \
                 const __m512i wu = _mm512_xor_si512(_mm512_broadcast_i64x4(wv8), bias);            \
@@ -1425,16 +1427,20 @@ static inline void tile_out512(__m512 acc[2][4], const float add[4][4], float *o
                 }                                                                                  \
             }                                                                                      \
         }                                                                                          \
-        for (int k = 0; k < NT4; k++)                                                              \
+        for (int k = 0; k < NT; k++)                                                               \
             for (int h = 0; h < NR4 / 2; h++) {                                                    \
                 out[2 * h * ldo + k] = hsum_ps(_mm512_castps512_ps256(acc[k][h]));                 \
                 out[(2 * h + 1) * ldo + k] = hsum_ps(_mm512_extractf32x8_ps(acc[k][h], 1));        \
             }                                                                                      \
     }
 
+#define TILE_LEGACY1(NAME, XT, DECODE) TILE_LEGACY_NT(NAME, XT, DECODE, NT4)
+
 TILE_LEGACY1(tile_q8_0, block_q8_0, loadu256(xb->qs))
 TILE_LEGACY1(tile_q4_0, block_q4_0, decode_q4_0(xb))
 TILE_LEGACY1(tile_q5_0, block_q5_0, decode_q5_0(xb))
+/* tile_q8_0 over eight weight rows (qt_mm_tile8_upto) */
+TILE_LEGACY_NT(tile8_q8_0, block_q8_0, loadu256(xb->qs), 8)
 
 /* ----- K-quant tiles -----
  * Q4_K: pair (k, r) gets the single-row kernel's own integer operations on

@@ -147,6 +147,10 @@ qt_tile_fn qt_mm_tile_upto(uint32_t type, int max_isa);
  * row the Q8_0 tile of qt_mm_tile_upto's level computes the bits the type's own tile does
  * (the legacy tiles differ only in how they decode the weight bytes). NULL: the type has no
  * widening at that level. */
+/* The eight-weight-row form of qt_mm_tile_upto's tile kernel for `type` (out[r * ldo + k] for
+ * k = 0..7, each the bits of the four-row tile), or NULL: none. */
+qt_tile_fn qt_mm_tile8_upto(uint32_t type, int max_isa);
+
 typedef void (*qt_widen_fn)(const void *w, int64_t n, void *out);
 qt_widen_fn qt_mm_widen_upto(uint32_t type, int max_isa);
 
@@ -160,6 +164,7 @@ qt_dot4_fn qt_dot4_avx512(uint32_t type);
 qt_tile_fn qt_tile_avx2(uint32_t type);
 qt_tile_fn qt_tile_avx512(uint32_t type);
 qt_widen_fn qt_widen_avx512(uint32_t type);
+qt_tile_fn qt_tile8_avx512(uint32_t type);
 
 /* arm64 tables (dot_neon.c, dot_dotprod.c; NULL entries: none). */
 qt_dot_fn qt_dot_neon(uint32_t type);

@@ -29,8 +29,9 @@ typedef struct mm_job {
     float *y;
     int64_t ldy;
     qt_dot_fn dot;
-    qt_dot4_fn dot4; /* NULL: rows one at a time */
-    qt_tile_fn tile; /* NULL: none; else 4 weight rows x 4 activation rows at once */
+    qt_dot4_fn dot4;  /* NULL: rows one at a time */
+    qt_tile_fn tile;  /* NULL: none; else 4 weight rows x 4 activation rows at once */
+    qt_tile_fn tile8; /* NULL: none; else 8 weight rows x 4 (the widened rows' when widening) */
     /* non-NULL: a tile's weight rows are first widened to Q8_0 blocks and wide_tile (the
      * level's Q8_0 tile, the same bits) runs on them (qt_widen_fn) */
     qt_widen_fn widen;
@@ -53,8 +54,10 @@ typedef struct mm_job {
  * four weight rows too). What is left over goes through the four-row kernel
  * (weight rows past a multiple of 4) or one by one (n_rows % 4). Every output
  * is the same dot product either way (qt_dot4_fn and qt_tile_fn are
- * bit-identical to qt_dot_fn). With widening (j->widen), the tile's weight
- * rows are decoded once into Q8_0 blocks, sized to the tile's byte budget. */
+ * bit-identical to qt_dot_fn). Where the type has an eight-weight-row tile
+ * (qt_mm_tile8_upto), it takes the weight rows eight at a time first. With
+ * widening (j->widen), the tile's weight rows are decoded once into Q8_0
+ * blocks, sized to the tile's byte budget. */
 static void mm_worker(void *arg, int ith, int nth) {
     const mm_job *j = arg;
     const mm_weight *w = j->w;
@@ -73,14 +76,21 @@ static void mm_worker(void *arg, int ith, int nth) {
         for (int t = 0; t < n4; t += 4) {
             const uint8_t *act = j->act + (uint64_t)t * j->act_row_bytes;
             long o = o0;
-            if (wide)
+            if (wide) {
+                for (; j->tile8 && o + 8 <= o4; o += 8)
+                    j->tile8(wide + (o - o0) * wide_row, wide_row, act, j->act_row_bytes, w->n_in,
+                             j->y + (int64_t)t * j->ldy + o, j->ldy);
                 for (; o < o4; o += 4)
                     j->wide_tile(wide + (o - o0) * wide_row, wide_row, act, j->act_row_bytes,
                                  w->n_in, j->y + (int64_t)t * j->ldy + o, j->ldy);
-            else if (j->tile)
+            } else if (j->tile) {
+                for (; j->tile8 && o + 8 <= o1; o += 8)
+                    j->tile8(w->data + (uint64_t)o * w->row_bytes, w->row_bytes, act,
+                             j->act_row_bytes, w->n_in, j->y + (int64_t)t * j->ldy + o, j->ldy);
                 for (; o + 4 <= o1; o += 4)
                     j->tile(w->data + (uint64_t)o * w->row_bytes, w->row_bytes, act,
                             j->act_row_bytes, w->n_in, j->y + (int64_t)t * j->ldy + o, j->ldy);
+            }
             for (; o < o1; o++) {
                 float r[4];
                 j->dot4(w->data + (uint64_t)o * w->row_bytes, act, j->act_row_bytes, w->n_in, r);
@@ -164,17 +174,13 @@ static void mm_pass(mm_ctx *c, const mm_task *tasks, int n, const uint64_t *arb,
         qt_tile_fn tile = dot4 ? qt_mm_tile_upto(w->type, c->max_isa) : NULL;
         qt_widen_fn widen =
             tile && n_rows >= MM_WIDEN_ROWS ? qt_mm_widen_upto(w->type, c->max_isa) : NULL;
-        jobs[i] = (mm_job){w,
-                           c->act + off[i],
-                           arb[i],
-                           n_rows,
-                           tasks[i].y,
-                           tasks[i].ldy,
-                           dot,
-                           dot4,
-                           tile,
-                           widen,
-                           widen ? qt_mm_tile_upto(QT_Q8_0, c->max_isa) : NULL};
+        qt_tile_fn tile8 = tile ? qt_mm_tile8_upto(widen ? QT_Q8_0 : w->type, c->max_isa) : NULL;
+        jobs[i] = (mm_job){w,          c->act + off[i],
+                           arb[i],     n_rows,
+                           tasks[i].y, tasks[i].ldy,
+                           dot,        dot4,
+                           tile,       tile8,
+                           widen,      widen ? qt_mm_tile_upto(QT_Q8_0, c->max_isa) : NULL};
         work += (uint64_t)w->n_out * w->row_bytes * (uint64_t)n_rows;
     }
     many_job m = {jobs, n};
