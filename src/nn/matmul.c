@@ -69,6 +69,8 @@ static void mm_worker(void *arg, int ith, int nth) {
     long tile = tile_row < MM_TILE_BYTES ? (long)(MM_TILE_BYTES / tile_row) : 1;
     if (j->tile) tile = tile < 4 ? 4 : tile & ~3L;
     uint8_t *wide = j->widen && n4 ? malloc((size_t)tile * wide_row) : NULL;
+    /* j->tile8 reads widened rows when widening; without the buffer the type's own tiles run */
+    const qt_tile_fn tile8 = j->widen ? NULL : j->tile8;
     for (long o0 = lo; o0 < hi; o0 += tile) {
         const long o1 = o0 + tile < hi ? o0 + tile : hi, o4 = o0 + ((o1 - o0) & ~3L);
         for (long o = o0; wide && o < o4; o++)
@@ -84,9 +86,9 @@ static void mm_worker(void *arg, int ith, int nth) {
                     j->wide_tile(wide + (o - o0) * wide_row, wide_row, act, j->act_row_bytes,
                                  w->n_in, j->y + (int64_t)t * j->ldy + o, j->ldy);
             } else if (j->tile) {
-                for (; j->tile8 && o + 8 <= o1; o += 8)
-                    j->tile8(w->data + (uint64_t)o * w->row_bytes, w->row_bytes, act,
-                             j->act_row_bytes, w->n_in, j->y + (int64_t)t * j->ldy + o, j->ldy);
+                for (; tile8 && o + 8 <= o1; o += 8)
+                    tile8(w->data + (uint64_t)o * w->row_bytes, w->row_bytes, act, j->act_row_bytes,
+                          w->n_in, j->y + (int64_t)t * j->ldy + o, j->ldy);
                 for (; o + 4 <= o1; o += 4)
                     j->tile(w->data + (uint64_t)o * w->row_bytes, w->row_bytes, act,
                             j->act_row_bytes, w->n_in, j->y + (int64_t)t * j->ldy + o, j->ldy);
