@@ -439,18 +439,21 @@ qt_tile_fn qt_mm_tile_upto(uint32_t type, int max_isa) {
     return NULL;
 }
 
-qt_tile_fn qt_mm_tile8_upto(uint32_t type, int max_isa) {
+/* 1: the matmul tile of `type` is the AVX-512 level's, the level of the eight-row tile and of
+ * the widenings */
+static int mm_tile_avx512(uint32_t type, int max_isa) {
     const qt_tile_fn t = qt_mm_tile_upto(type, max_isa);
-    return t && t == qt_tile_impl(type, QT_ISA_AVX512) ? qt_tile8_avx512(type) : NULL;
+    return t && t == qt_tile_impl(type, QT_ISA_AVX512);
+}
+
+qt_tile_fn qt_mm_tile8_upto(uint32_t type, int max_isa) {
+    return mm_tile_avx512(type, max_isa) ? qt_tile8_avx512(type) : NULL;
 }
 
 qt_widen_fn qt_mm_widen_upto(uint32_t type, int max_isa) {
-    /* only where the type's tile is the AVX-512 level's, whose Q8_0 tile is its twin */
-    const qt_tile_fn t = qt_mm_tile_upto(type, max_isa);
-    return t && t == qt_tile_impl(type, QT_ISA_AVX512) &&
-                   qt_mm_tile_upto(QT_Q8_0, max_isa) == qt_tile_impl(QT_Q8_0, QT_ISA_AVX512)
-               ? qt_widen_avx512(type)
-               : NULL;
+    /* the widened rows run that level's Q8_0 tile, the type's twin */
+    return mm_tile_avx512(type, max_isa) && mm_tile_avx512(QT_Q8_0, max_isa) ? qt_widen_avx512(type)
+                                                                             : NULL;
 }
 
 /* ===== F32 kernels in ggml's lane order ===== */

@@ -102,24 +102,6 @@ static void attend_rows(const nn_attn *a, int t0, int R, int kh, float *scratch)
                 float *sc = SC(i) - base_u;
                 const float *q = qs[i];
                 int64_t p = k0;
-                if (i < 8 * n8 && c0[i / 8] <= c1[i / 8]) {
-                    /* the keys dot8 scored are skipped: those before them here, those
-                     * after them in a second pass (a pair of heads is in one group) */
-                    const int e = i / 8, pair = dot2 && hh + 1 < G;
-                    float d[2];
-                    for (; p < c0[e]; p++) {
-                        dot2(KROW(p), QB(i), QB(i + pair), D, d);
-                        sc[p] = d[0];
-                        if (pair) (SC(i + 1) - base_u)[p] = d[1];
-                    }
-                    for (p = c1[e] + 1; p <= k1; p++) {
-                        dot2(KROW(p), QB(i), QB(i + pair), D, d);
-                        sc[p] = d[0];
-                        if (pair) (SC(i + 1) - base_u)[p] = d[1];
-                    }
-                    hh += pair;
-                    continue;
-                }
                 if (a->k_type == QT_F32) {
                     /* two keys per query load (each score is nn_dot_f32's bits) */
                     for (; p + 1 <= k1; p += 2)
@@ -128,11 +110,15 @@ static void attend_rows(const nn_attn *a, int t0, int R, int kh, float *scratch)
                     if (p <= k1) sc[p] = nn_dot_f32(q, (const float *)KROW(p), D);
                 } else if (dot2) {
                     /* this head and the next of the row together; a head left over: the pair
-                     * kernel with itself */
-                    const int pair = hh + 1 < G;
+                     * kernel with itself. The keys dot8 scored for the head's group (a pair is
+                     * in one group), [skip0, skip1] within [k0, k1], are passed over. */
+                    const int pair = hh + 1 < G, in8 = i < 8 * n8 && c0[i / 8] <= c1[i / 8];
+                    const int64_t skip0 = in8 ? c0[i / 8] : k1 + 1, skip1 = in8 ? c1[i / 8] : k1;
                     float *sc1 = pair ? SC(i + 1) - base_u : NULL;
                     const float *q1 = QB(i + pair);
                     for (; p <= k1; p++) {
+                        if (p == skip0) p = skip1 + 1;
+                        if (p > k1) break;
                         float d[2];
                         dot2(KROW(p), QB(i), q1, D, d);
                         sc[p] = d[0];
