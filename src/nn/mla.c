@@ -69,6 +69,8 @@ int nn_mla_init(nn_mla *a, const nn_mla_dims *d, tp_pool *pool, mm_ctx *mm, int 
     a->krow = pt_falloc((size_t)a->kv_dim, &fail);
     a->kvq = pt_falloc(NT * (size_t)a->mla_heads * (size_t)a->kv_dim, &fail);
     a->kvrow = pt_falloc(NT * NN_WSUM_KEYS * (size_t)a->kv_dim, &fail);
+    a->keys = malloc(NT * a->n_scores * sizeof(int));
+    if (!a->keys) fail = 1;
     a->sel_all = calloc((size_t)block_rows * topk, sizeof(int));
     a->n_sel_all = calloc((size_t)block_rows, sizeof(int));
     if (!a->sel_all || !a->n_sel_all) fail = 1;
@@ -89,6 +91,7 @@ void nn_mla_free(nn_mla *a) {
                      a->iq, a->ik, a->iw,  a->irot,  a->itmp, a->krow, a->kvq,    a->kvrow};
     for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++)
         free(bufs[i]);
+    free(a->keys);
     free(a->sel_all);
     free(a->n_sel_all);
     free(a->pmark);
@@ -344,15 +347,29 @@ static inline const uint8_t *mla_row(const mla_job *a, int j) {
     return j < a->n_cold ? a->rowp[j] : a->rows + (size_t)j * a->row;
 }
 
+/* How many selected keys ahead of the one being used a row is requested: the
+ * selection skips rows, which the hardware prefetcher does not follow, and a
+ * row is a few hundred cycles of work. */
+#define MLA_AHEAD 4
+
+static inline void mla_prefetch(const uint8_t *p, size_t n) {
+    for (size_t o = 0; o < n; o += 64)
+        __builtin_prefetch(p + o, 0, 3);
+    __builtin_prefetch(p + n - 1, 0, 3);
+}
+
 /* Scores and weighted latent sums of one unit over a cache of another type
  * than f32 (nn/kv.h): the query in the key type's dot form, each latent row
- * decoded once for the unit's heads, the probabilities as they multiply it. */
-static void mla_unit_typed(const mla_job *a, int t, int h0, int g, int n_keys, float *scores,
-                           float *wacc, uint64_t *used, float *qbuf, float *vrow) {
+ * decoded once for the unit's heads, the probabilities as they multiply it.
+ * keys[0 .. nk) are the unit's keys in increasing order (the causal window,
+ * or the row's DSA selection: the same for every head). */
+static void mla_unit_typed(const mla_job *a, int t, int h0, int g, int n_keys, const int *keys,
+                           int nk, float *scores, float *wacc, uint64_t *used, float *qbuf,
+                           float *vrow) {
     nn_mla *s = a->s;
     const uint32_t ty = s->kv_type;
     const int H = s->d.n_head, KVL = s->d.kv_lora, KVD = s->kv_dim;
-    const size_t qb = kv_query_bytes(ty, KVD);
+    const size_t qb = kv_query_bytes(ty, KVD), lat = kv_bytes(ty, KVL);
     const int n_pad = (n_keys + 15) & ~15;
     /* fp16 keys: eight heads (qt_f16_dot8_fn, AVX-512) or two (qt_f16_dot2_fn)
      * per pass over a row, the queries rounded to fp16 and held as floats */
@@ -367,49 +384,33 @@ static void mla_unit_typed(const mla_job *a, int t, int h0, int g, int n_keys, f
             kv_query(ty, q, KVD, (uint8_t *)qbuf + hh * qb);
         }
     }
-    /* keys in blocks that stay in cache while every head of the unit scores them */
-    for (int j0 = 0; j0 < n_keys; j0 += MLA_KEY_BLOCK) {
-        const int j1 = j0 + MLA_KEY_BLOCK < n_keys ? j0 + MLA_KEY_BLOCK : n_keys;
-        int hh = 0;
-        for (; dot8 && hh + 8 <= g; hh += 8) {
-            float *sc = scores + (size_t)hh * s->n_scores;
-            for (int j = j0; j < j1; j++) {
-                int any = 0;
-                for (int k = 0; k < 8; k++)
-                    any |= sc[(size_t)k * s->n_scores + j] != -INFINITY;
-                if (!any) continue;
-                float d[8];
-                dot8(mla_row(a, j), qbuf + (size_t)hh * KVD, KVD, KVD, d);
-                for (int k = 0; k < 8; k++)
-                    if (sc[(size_t)k * s->n_scores + j] != -INFINITY)
-                        sc[(size_t)k * s->n_scores + j] = d[k];
-            }
-        }
-        for (; dot2 && hh + 2 <= g; hh += 2) {
-            float *sc0 = scores + (size_t)hh * s->n_scores, *sc1 = sc0 + s->n_scores;
-            const float *q0 = qbuf + (size_t)hh * KVD, *q1 = q0 + KVD;
-            for (int j = j0; j < j1; j++) {
-                if (sc0[j] == -INFINITY && sc1[j] == -INFINITY) continue;
-                float d[2];
-                dot2(mla_row(a, j), q0, q1, KVD, d);
-                if (sc0[j] != -INFINITY) sc0[j] = d[0];
-                if (sc1[j] != -INFINITY) sc1[j] = d[1];
-            }
-        }
-        for (; hh < g; hh++) {
+    /* keys in blocks that stay in cache while every head of the unit scores
+     * them; the first pass over a block requests the rows ahead */
+    for (int i0 = 0; i0 < nk; i0 += MLA_KEY_BLOCK) {
+        const int i1 = i0 + MLA_KEY_BLOCK < nk ? i0 + MLA_KEY_BLOCK : nk;
+        for (int hh = 0; hh < g;) {
+            const int n = dot8 && hh + 8 <= g ? 8 : dot2 && hh + 2 <= g ? 2 : 1;
             float *sc = scores + (size_t)hh * s->n_scores;
             const float *q = qbuf + (size_t)hh * KVD;
-            for (int j = j0; j < j1; j++) {
-                if (sc[j] == -INFINITY) continue;
+            for (int i = i0; i < i1; i++) {
+                const int j = keys[i];
+                if (hh == 0 && i + MLA_AHEAD < nk)
+                    mla_prefetch(mla_row(a, keys[i + MLA_AHEAD]), a->row);
                 const uint8_t *row = mla_row(a, j);
-                if (dot2) { /* a head left over: the pair kernel with itself */
-                    float d[2];
+                float d[8];
+                if (n == 8) {
+                    dot8(row, q, KVD, KVD, d);
+                } else if (n == 2) {
+                    dot2(row, q, q + KVD, KVD, d);
+                } else if (dot2) { /* a head left over: the pair kernel with itself */
                     dot2(row, q, q, KVD, d);
-                    sc[j] = d[0];
                 } else {
-                    sc[j] = kv_dot(ty, (uint8_t *)qbuf + hh * qb, row, KVD);
+                    d[0] = kv_dot(ty, (uint8_t *)qbuf + hh * qb, row, KVD);
                 }
+                for (int k = 0; k < n; k++)
+                    sc[(size_t)k * s->n_scores + j] = d[k];
             }
+            hh += n;
         }
     }
     for (int hh = 0; hh < g; hh++) {
@@ -418,26 +419,23 @@ static void mla_unit_typed(const mla_job *a, int t, int h0, int g, int n_keys, f
         nn_wsum_begin(wacc + (size_t)hh * a->lanes * KVL, a->lanes, KVL, &used[hh]);
     }
     /* keys in blocks of NN_WSUM_KEYS: each row decoded once (vrow holds the
-     * block's rows), then every head adds the block lane by lane */
+     * block's rows), then every head adds the block lane by lane (a key
+     * outside the selection has probability 0 and is passed over) */
     float *accs[MLA_MAX_GROUP];
     const float *ps[MLA_MAX_GROUP];
     for (int hh = 0; hh < g; hh++)
         accs[hh] = wacc + (size_t)hh * a->lanes * KVL;
-    for (int j0 = 0; j0 < n_keys; j0 += NN_WSUM_KEYS) {
-        const int nk = n_keys - j0 < NN_WSUM_KEYS ? n_keys - j0 : NN_WSUM_KEYS;
-        int n_any = 0;
-        for (int k = 0; k < nk; k++) {
-            int any = 0;
-            for (int hh = 0; hh < g && !any; hh++)
-                any = scores[(size_t)hh * s->n_scores + j0 + k] != 0.0f;
-            if (!any) continue;
-            n_any++; /* the latent: V is K's first part */
-            kv_load(ty, mla_row(a, j0 + k), KVL, vrow + (size_t)k * KVL);
+    for (int j0 = 0, i = 0; j0 < n_keys; j0 += NN_WSUM_KEYS) {
+        const int nb = n_keys - j0 < NN_WSUM_KEYS ? n_keys - j0 : NN_WSUM_KEYS, i_first = i;
+        for (; i < nk && keys[i] < j0 + nb; i++) {
+            if (i + MLA_AHEAD < nk) mla_prefetch(mla_row(a, keys[i + MLA_AHEAD]), lat);
+            /* the latent: V is K's first part */
+            kv_load(ty, mla_row(a, keys[i]), KVL, vrow + (size_t)(keys[i] - j0) * KVL);
         }
-        if (!n_any) continue;
+        if (i == i_first) continue;
         for (int hh = 0; hh < g; hh++)
             ps[hh] = scores + (size_t)hh * s->n_scores + j0;
-        kv_wsum_keys(g, accs, ps, ty, KVL, j0, nk, vrow, 0, (size_t)KVL, used);
+        kv_wsum_keys(g, accs, ps, ty, KVL, j0, nb, vrow, 0, (size_t)KVL, used);
     }
     for (int hh = 0; hh < g; hh++)
         nn_wsum_end(wacc + (size_t)hh * a->lanes * KVL, a->lanes, KVL,
@@ -469,7 +467,15 @@ static void mla_worker(void *arg, int ith, int nth) {
             }
         }
         if (s->kv_type != QT_F32) {
-            mla_unit_typed(a, t, h0, g, n_keys, scores, wacc, used,
+            int *keys = s->keys + (size_t)ith * s->n_scores, nk = 0;
+            if (sparse) {
+                for (int j = 0; j < n_keys; j++)
+                    if (scores[j] == 0.0f) keys[nk++] = j;
+            } else {
+                for (; nk < n_keys; nk++)
+                    keys[nk] = nk;
+            }
+            mla_unit_typed(a, t, h0, g, n_keys, keys, nk, scores, wacc, used,
                            s->kvq + (size_t)ith * s->mla_heads * KVD,
                            s->kvrow + (size_t)ith * NN_WSUM_KEYS * KVD);
             continue;

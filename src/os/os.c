@@ -205,6 +205,11 @@ int os_privatize(void *addr, size_t len, int fd, uint64_t off) {
     void *m =
         mmap(addr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
     if (m == MAP_FAILED) return -1;
+#ifdef MADV_HUGEPAGE
+    /* huge pages where the system gives them on request: a decode step streams every
+     * resident weight, and with 4 KB pages every page of it is a TLB miss */
+    (void)madvise(addr, len, MADV_HUGEPAGE); /* a hint: failure is harmless */
+#endif
     size_t done = 0;
     while (done < len) {
         const size_t want = len - done < ((size_t)64 << 20) ? len - done : (size_t)64 << 20;
