@@ -358,6 +358,13 @@ static inline void mla_prefetch(const uint8_t *p, size_t n) {
     __builtin_prefetch(p + n - 1, 0, 3);
 }
 
+/* The same into the outer caches only: a whole block of rows requested at once. */
+static inline void mla_prefetch_l2(const uint8_t *p, size_t n) {
+    for (size_t o = 0; o < n; o += 64)
+        __builtin_prefetch(p + o, 0, 1);
+    __builtin_prefetch(p + n - 1, 0, 1);
+}
+
 /* Scores and weighted latent sums of one unit over a cache of another type
  * than f32 (nn/kv.h): the query in the key type's dot form, each latent row
  * decoded once for the unit's heads, the probabilities as they multiply it.
@@ -418,24 +425,34 @@ static void mla_unit_typed(const mla_job *a, int t, int h0, int g, int n_keys, c
         nn_softmax(sc, n_pad, a->kq_scale);
         nn_wsum_begin(wacc + (size_t)hh * a->lanes * KVL, a->lanes, KVL, &used[hh]);
     }
-    /* keys in blocks of NN_WSUM_KEYS: each row decoded once (vrow holds the
-     * block's rows), then every head adds the block lane by lane (a key
-     * outside the selection has probability 0 and is passed over) */
+    /* keys in blocks of NN_WSUM_KEYS, every head adding a block lane by lane
+     * (a key outside the selection has probability 0 and is passed over):
+     * fp16 rows in the cache as they are, converted on the load; other types,
+     * and rows gathered from the spill file, decoded once into vrow first */
     float *accs[MLA_MAX_GROUP];
     const float *ps[MLA_MAX_GROUP];
     for (int hh = 0; hh < g; hh++)
         accs[hh] = wacc + (size_t)hh * a->lanes * KVL;
     for (int j0 = 0, i = 0; j0 < n_keys; j0 += NN_WSUM_KEYS) {
         const int nb = n_keys - j0 < NN_WSUM_KEYS ? n_keys - j0 : NN_WSUM_KEYS, i_first = i;
+        const int direct = ty == QT_F16 && j0 >= a->n_cold;
         for (; i < nk && keys[i] < j0 + nb; i++) {
-            if (i + MLA_AHEAD < nk) mla_prefetch(mla_row(a, keys[i + MLA_AHEAD]), lat);
             /* the latent: V is K's first part */
+            if (direct) {
+                mla_prefetch_l2(mla_row(a, keys[i]), lat);
+                continue;
+            }
+            if (i + MLA_AHEAD < nk) mla_prefetch(mla_row(a, keys[i + MLA_AHEAD]), lat);
             kv_load(ty, mla_row(a, keys[i]), KVL, vrow + (size_t)(keys[i] - j0) * KVL);
         }
         if (i == i_first) continue;
         for (int hh = 0; hh < g; hh++)
             ps[hh] = scores + (size_t)hh * s->n_scores + j0;
-        kv_wsum_keys(g, accs, ps, ty, KVL, j0, nb, vrow, 0, (size_t)KVL, used);
+        if (direct)
+            kv_wsum_keys(g, accs, ps, ty, KVL, j0, nb, mla_row(a, j0), 1, a->row / sizeof(pt_f16),
+                         used);
+        else
+            kv_wsum_keys(g, accs, ps, ty, KVL, j0, nb, vrow, 0, (size_t)KVL, used);
     }
     for (int hh = 0; hh < g; hh++)
         nn_wsum_end(wacc + (size_t)hh * a->lanes * KVL, a->lanes, KVL,

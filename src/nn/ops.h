@@ -71,8 +71,9 @@ void nn_wsum_end(float *acc, int lanes, int d, float *out, uint64_t used);
  * is set, probability p[k], row rows + k * stride: the same bits as calling
  * nn_wsum_add for each in key order, but the keys that share a lane are summed
  * in one pass over the lane (qt_f32_axpyn_fn), so the lane is loaded and
- * stored once per nk keys instead of once per key. */
-enum { NN_WSUM_KEYS = 64 };
+ * stored once per nk keys instead of once per key. 256 keys: a lane gets 16 of
+ * them per pass and stays in L1 across them (64 was 8-14% slower in attention). */
+enum { NN_WSUM_KEYS = 256 };
 void nn_wsum_add_keys(float *acc, int lanes, int d, int64_t key0, int nk, const float *p,
                       const unsigned char *on, const float *rows, size_t stride, uint64_t *used);
 /* nn_wsum_add_keys for g <= NN_WSUM_HEADS heads over the same rows: head h's
