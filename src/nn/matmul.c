@@ -67,7 +67,10 @@ static void mm_worker(void *arg, int ith, int nth) {
     const uint64_t wide_row = (uint64_t)(w->n_in / 32) * sizeof(block_q8_0);
     const uint64_t tile_row = j->widen ? wide_row : w->row_bytes;
     long tile = tile_row < MM_TILE_BYTES ? (long)(MM_TILE_BYTES / tile_row) : 1;
-    if (j->tile) tile = tile < 4 ? 4 : tile & ~3L;
+    if (j->tile) { /* whole tiles of the widest kernel */
+        const long q = j->tile8 ? 8 : 4;
+        tile = tile < q ? q : tile / q * q;
+    }
     uint8_t *wide = j->widen && n4 ? malloc((size_t)tile * wide_row) : NULL;
     /* j->tile8 reads widened rows when widening; without the buffer the type's own tiles run */
     const qt_tile_fn tile8 = j->widen ? NULL : j->tile8;
