@@ -289,6 +289,42 @@ out:
     free(h), free(got);
 }
 
+/* nn_rms_norm_rows against nn_rms_norm row by row, memcmp: 1 to 9 rows (the groups of four and
+ * what is left), with and without a weight, in place and not; values over many binades so the
+ * double sums round. */
+static void ops_rms_norm_rows_match(void) {
+    enum { N = 515, R = 9 };
+    float *x = malloc(sizeof(float) * N * R), *w = malloc(sizeof(float) * N),
+          *y = malloc(sizeof(float) * N * R), *want = malloc(sizeof(float) * N * R);
+    CHECK(x && w && y && want);
+    if (!x || !w || !y || !want) goto out;
+    uint32_t r = 777;
+    for (int i = 0; i < N * R; i++) {
+        r = r * 1664525u + 1013904223u;
+        x[i] = ldexpf((float)(r >> 8) / 16777216.0f - 0.5f, (int)(r % 40) - 20);
+    }
+    for (int i = 0; i < N; i++)
+        w[i] = 0.5f + (float)i / N;
+    int bad = 0;
+    for (int rows = 1; rows <= R; rows++)
+        for (int wi = 0; wi < 2; wi++)
+            for (int inplace = 0; inplace < 2; inplace++) {
+                const float *wt = wi ? w : NULL;
+                for (int k = 0; k < rows; k++)
+                    nn_rms_norm(x + k * N, wt, 1e-6f, N, want + k * N);
+                if (inplace) {
+                    memcpy(y, x, sizeof(float) * N * rows);
+                    nn_rms_norm_rows(y, wt, 1e-6f, N, rows, y);
+                } else {
+                    nn_rms_norm_rows(x, wt, 1e-6f, N, rows, y);
+                }
+                bad += memcmp(y, want, sizeof(float) * N * rows) != 0;
+            }
+    CHECKF(bad == 0, "%d row batches differ", bad);
+out:
+    free(x), free(w), free(y), free(want);
+}
+
 /* nn_geglu_row (vectorised where the CPU allows) against nn_gelu_f16(g) * u one
  * at a time: every fp16 input, floats between them and at the clamps, odd lengths,
  * in place; NaNs compare as NaNs. */
@@ -455,6 +491,7 @@ static void ops_attn_groups_match_heads(void) {
 
 T_SUITE(ops) {
     T_ADD(ops_geglu_row_matches);
+    T_ADD(ops_rms_norm_rows_match);
     T_ADD(ops_kv_load_f16_exact);
     T_ADD(ops_attn_groups_match_heads);
     T_ADD(ops_gelu_table_matches);

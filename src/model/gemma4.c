@@ -399,9 +399,9 @@ static void *g4_state_new(const void *model, fam_ctx *c, pt_err *err) {
 static void g4_router_input(const g4_state *s, const float *gain, int T, float *r) {
     const int E = s->m->hp.n_embd;
     const float inv = 1.0f / sqrtf((float)E);
+    nn_rms_norm_rows(s->h, NULL, s->m->hp.rms_eps, E, T, r);
     for (int t = 0; t < T; t++) {
         float *row = r + (size_t)t * E;
-        nn_rms_norm(s->h + (size_t)t * E, NULL, s->m->hp.rms_eps, E, row);
         for (int i = 0; i < E; i++)
             row[i] = (row[i] * inv) * gain[i];
     }
@@ -430,8 +430,7 @@ static int g4_block(void *st, int layer, int T, int pos0, pt_err *err) {
     const gemma4_layer *ly = &s->m->layers[layer];
     const int E = hp->n_embd;
     const float eps = hp->rms_eps;
-    for (int t = 0; t < T; t++)
-        nn_rms_norm(c->x + (size_t)t * E, ly->attn_norm, eps, E, c->xn + (size_t)t * E);
+    nn_rms_norm_rows(c->x, ly->attn_norm, eps, E, T, c->xn);
     const nn_gqa g = {.wq = &ly->wq,
                       .wk = &ly->wk,
                       .wv = ly->wv.data ? &ly->wv : NULL,
@@ -451,37 +450,29 @@ static int g4_block(void *st, int layer, int T, int pos0, pt_err *err) {
                       .v_type = c->v_type};
     nn_gqa_forward(&g, &s->attn, c->xn, T, pos0, s->k[layer], s->v[layer], s->cap[layer], s->a);
     /* h = x + post_attention_norm(attn) */
+    nn_rms_norm_rows(s->a, ly->post_attn_norm, eps, E, T, s->a);
     for (int t = 0; t < T; t++) {
         float *a = s->a + (size_t)t * E, *h = s->h + (size_t)t * E;
         const float *x = c->x + (size_t)t * E;
-        nn_rms_norm(a, ly->post_attn_norm, eps, E, a);
         for (int i = 0; i < E; i++)
             h[i] = a[i] + x[i];
     }
     /* dense MLP -> a, normed with post_ffw_norm_1 */
-    for (int t = 0; t < T; t++)
-        nn_rms_norm(s->h + (size_t)t * E, ly->ffn_norm, eps, E, c->xn + (size_t)t * E);
+    nn_rms_norm_rows(s->h, ly->ffn_norm, eps, E, T, c->xn);
     const nn_ffn f = {&c->mm, s->g, s->u, c->tile};
     nn_geglu(&f, &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down, c->xn, T, s->a, E);
-    for (int t = 0; t < T; t++)
-        nn_rms_norm(s->a + (size_t)t * E, ly->post_ffw_norm_1, eps, E, s->a + (size_t)t * E);
+    nn_rms_norm_rows(s->a, ly->post_ffw_norm_1, eps, E, T, s->a);
     /* routed experts on pre_ffw_norm_2(h), routed from the scaled unit-normed h -> moe */
-    for (int t = 0; t < T; t++)
-        nn_rms_norm(s->h + (size_t)t * E, ly->pre_ffw_norm_2, eps, E, c->xn + (size_t)t * E);
+    nn_rms_norm_rows(s->h, ly->pre_ffw_norm_2, eps, E, T, c->xn);
     g4_router_input(s, ly->gate_inp_scale, T, s->moe);
     if (c->moe(c, layer, T, s->moe, c->xn, s->moe, g4_expert, NULL, s, err)) return -1;
-    for (int t = 0; t < T; t++)
-        nn_rms_norm(s->moe + (size_t)t * E, ly->post_ffw_norm_2, eps, E, s->moe + (size_t)t * E);
+    nn_rms_norm_rows(s->moe, ly->post_ffw_norm_2, eps, E, T, s->moe);
     /* x = (h + post_ffw_norm(mlp + moe)) * layer_output_scale */
-    for (int t = 0; t < T; t++) {
-        float *a = s->a + (size_t)t * E, *x = c->x + (size_t)t * E;
-        const float *mo = s->moe + (size_t)t * E, *h = s->h + (size_t)t * E;
-        for (int i = 0; i < E; i++)
-            a[i] += mo[i];
-        nn_rms_norm(a, ly->post_ffw_norm, eps, E, a);
-        for (int i = 0; i < E; i++)
-            x[i] = (a[i] + h[i]) * ly->out_scale;
-    }
+    for (size_t i = 0; i < (size_t)T * E; i++)
+        s->a[i] += s->moe[i];
+    nn_rms_norm_rows(s->a, ly->post_ffw_norm, eps, E, T, s->a);
+    for (size_t i = 0; i < (size_t)T * E; i++)
+        c->x[i] = (s->a[i] + s->h[i]) * ly->out_scale;
     return 0;
 }
 

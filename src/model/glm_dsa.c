@@ -483,14 +483,12 @@ static int glm_run_block(glm_state *s, int layer, int T, int pos0, int use_dsa, 
     const glm_hparams *hp = &s->m->hp;
     const glm_layer *ly = &s->m->layers[layer];
     const int E = hp->n_embd;
-    for (int t = 0; t < T; t++)
-        nn_rms_norm(c->x + (size_t)t * E, ly->attn_norm, hp->rms_eps, E, c->xn + (size_t)t * E);
+    nn_rms_norm_rows(c->x, ly->attn_norm, hp->rms_eps, E, T, c->xn);
     nn_mla_forward(&s->attn, &ly->attn, c->xn, T, pos0, s->kv[layer],
                    layer < hp->n_layer ? s->idx_k[layer] : NULL, use_dsa, s->out);
     for (size_t i = 0; i < (size_t)T * E; i++)
         c->x[i] += s->out[i];
-    for (int t = 0; t < T; t++)
-        nn_rms_norm(c->x + (size_t)t * E, ly->ffn_norm, hp->rms_eps, E, c->xn + (size_t)t * E);
+    nn_rms_norm_rows(c->x, ly->ffn_norm, hp->rms_eps, E, T, c->xn);
     if (ly->is_moe) {
         if (c->moe(c, layer, T, c->xn, c->xn, s->out, glm_expert,
                    hp->n_expert_shared ? glm_shared : NULL, s, err))

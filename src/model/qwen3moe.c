@@ -269,8 +269,7 @@ static int q3_block(void *st, int layer, int T, int pos0, pt_err *err) {
     const qwen3moe_hparams *hp = &s->m->hp;
     const qwen3moe_layer *ly = &s->m->layers[layer];
     const int E = hp->n_embd;
-    for (int t = 0; t < T; t++)
-        nn_rms_norm(c->x + (size_t)t * E, ly->attn_norm, hp->rms_eps, E, c->xn + (size_t)t * E);
+    nn_rms_norm_rows(c->x, ly->attn_norm, hp->rms_eps, E, T, c->xn);
     const nn_gqa g = {.wq = &ly->wq,
                       .wk = &ly->wk,
                       .wv = &ly->wv,
@@ -289,8 +288,7 @@ static int q3_block(void *st, int layer, int T, int pos0, pt_err *err) {
     nn_gqa_forward(&g, &s->attn, c->xn, T, pos0, s->k[layer], s->v[layer], c->n_ctx, s->out);
     for (size_t i = 0; i < (size_t)T * E; i++)
         c->x[i] += s->out[i];
-    for (int t = 0; t < T; t++)
-        nn_rms_norm(c->x + (size_t)t * E, ly->ffn_norm, hp->rms_eps, E, c->xn + (size_t)t * E);
+    nn_rms_norm_rows(c->x, ly->ffn_norm, hp->rms_eps, E, T, c->xn);
     if (c->moe(c, layer, T, c->xn, c->xn, s->out, q3_expert, NULL, s, err)) return -1;
     for (size_t i = 0; i < (size_t)T * E; i++)
         c->x[i] += s->out[i];

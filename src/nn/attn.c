@@ -247,23 +247,20 @@ static void gqa_tile(const nn_gqa *g, nn_gqa_scratch *s, const float *xn, int T,
         memcpy(s->vx, s->kx, (size_t)T * KVD * sizeof(float));
     for (int t = 0; t < T; t++) {
         nn_rope_cache(g->rope, pos0 + t, s->cs);
-        for (int h = 0; h < H; h++) {
-            float *q = s->q + ((size_t)t * H + h) * D;
-            nn_rms_norm(q, g->q_norm, g->rms_eps, D, q);
-            nn_rope_apply(g->rope, s->cs, q);
-        }
+        float *qt = s->q + (size_t)t * H * D;
+        nn_rms_norm_rows(qt, g->q_norm, g->rms_eps, D, H, qt);
+        for (int h = 0; h < H; h++)
+            nn_rope_apply(g->rope, s->cs, qt + (size_t)h * D);
         /* normed, roped rows in float, then stored in the cache types */
         float *krow = s->krow, *vrow = s->vrow;
-        for (int h = 0; h < NKV; h++) {
-            const float *kx = s->kx + (size_t)t * KVD + (size_t)h * D,
-                        *vx = s->vx + (size_t)t * KVD + (size_t)h * D;
-            nn_rms_norm(kx, g->k_norm, g->rms_eps, D, krow + (size_t)h * D);
+        const float *kx = s->kx + (size_t)t * KVD, *vx = s->vx + (size_t)t * KVD;
+        nn_rms_norm_rows(kx, g->k_norm, g->rms_eps, D, NKV, krow);
+        for (int h = 0; h < NKV; h++)
             nn_rope_apply(g->rope, s->cs, krow + (size_t)h * D);
-            if (g->v_norm)
-                nn_rms_norm(vx, NULL, g->rms_eps, D, vrow + (size_t)h * D);
-            else
-                memcpy(vrow + (size_t)h * D, vx, (size_t)D * sizeof(float));
-        }
+        if (g->v_norm)
+            nn_rms_norm_rows(vx, NULL, g->rms_eps, D, NKV, vrow);
+        else
+            memcpy(vrow, vx, (size_t)KVD * sizeof(float));
         const int64_t slot = (pos0 + t) % cap;
         kv_store(g->k_type, krow, KVD, (uint8_t *)k + (size_t)slot * kv_bytes(g->k_type, KVD));
         kv_store(g->v_type, vrow, KVD, (uint8_t *)v + (size_t)slot * kv_bytes(g->v_type, KVD));

@@ -20,10 +20,7 @@ static float fold_lanes(float *lanes, int n) {
 
 /* As ggml_compute_forward_rms_norm_f32: each square rounded to float, then
  * summed in double. */
-void nn_rms_norm(const float *x, const float *w, float eps, int n, float *y) {
-    double sum = 0;
-    for (int i = 0; i < n; i++)
-        sum += (double)(x[i] * x[i]);
+static void rms_apply(const float *x, const float *w, float eps, int n, double sum, float *y) {
     const float mean = (float)(sum / n);
     const float scale = 1.0f / sqrtf(mean + eps);
     if (w)
@@ -32,6 +29,35 @@ void nn_rms_norm(const float *x, const float *w, float eps, int n, float *y) {
     else
         for (int i = 0; i < n; i++)
             y[i] = x[i] * scale;
+}
+
+void nn_rms_norm(const float *x, const float *w, float eps, int n, float *y) {
+    double sum = 0;
+    for (int i = 0; i < n; i++)
+        sum += (double)(x[i] * x[i]);
+    rms_apply(x, w, eps, n, sum, y);
+}
+
+/* Four rows' sums advance together: four independent chains of double adds
+ * instead of one (the chain's latency is what a row costs), each in its row's
+ * order, so every row gets nn_rms_norm's bits. */
+void nn_rms_norm_rows(const float *x, const float *w, float eps, int n, int rows, float *y) {
+    int r = 0;
+    for (; r + 4 <= rows; r += 4) {
+        const float *x0 = x + (size_t)r * n, *x1 = x0 + n, *x2 = x1 + n, *x3 = x2 + n;
+        double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (int i = 0; i < n; i++) {
+            s0 += (double)(x0[i] * x0[i]);
+            s1 += (double)(x1[i] * x1[i]);
+            s2 += (double)(x2[i] * x2[i]);
+            s3 += (double)(x3[i] * x3[i]);
+        }
+        const double sums[4] = {s0, s1, s2, s3};
+        for (int k = 0; k < 4; k++)
+            rms_apply(x + (size_t)(r + k) * n, w, eps, n, sums[k], y + (size_t)(r + k) * n);
+    }
+    for (; r < rows; r++)
+        nn_rms_norm(x + (size_t)r * n, w, eps, n, y + (size_t)r * n);
 }
 
 /* As ggml_compute_forward_norm_f32 (AVX-512 build): the mean is the double

@@ -17,6 +17,8 @@
 
 /* y[n] = x * 1/sqrt(mean(x^2) + eps) * w (w may be NULL: no weight). y may alias x. */
 void nn_rms_norm(const float *x, const float *w, float eps, int n, float *y);
+/* nn_rms_norm of rows consecutive rows of n (x and y row-major; y may be x), several at once. */
+void nn_rms_norm_rows(const float *x, const float *w, float eps, int n, int rows, float *y);
 
 /* y[n] = (x - mean) / sqrt(var + eps) * w + b (w, b may be NULL). y may alias x. */
 void nn_layer_norm(const float *x, const float *w, const float *b, float eps, int n, float *y);
