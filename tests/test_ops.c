@@ -196,6 +196,33 @@ static void ops_softmax(void) {
         CHECKF(fabsf(x[i] - y[i]) <= 4e-7f * y[i] + 1e-12f, "%d: %g vs %g", i, x[i], y[i]);
 }
 
+/* nn_softmax (vector exponentials where the CPU has them) against nn_softmax_scalar, memcmp:
+ * scores spread over [-200, 20] after scaling so chunks cross the saturation at |n| > 192 and
+ * the subnormal range, masked keys, lengths with and without a tail. */
+static void ops_softmax_vector_matches(void) {
+    enum { N = 4099 };
+    float *a = malloc(sizeof(float) * N), *b = malloc(sizeof(float) * N);
+    CHECK(a && b);
+    if (!a || !b) goto out;
+    int bad = 0;
+    uint32_t r = 99;
+    for (int round = 0; round < 40; round++) {
+        const int n = round < 20 ? N - round * 13 : 16 * (round - 19);
+        for (int i = 0; i < n; i++) {
+            r = r * 1664525u + 1013904223u;
+            a[i] = (r >> 29) == 0 ? -INFINITY : (float)(r >> 8) / 16777216.0f * 220.0f - 200.0f;
+        }
+        a[(round * 7) % n] = 20.0f; /* the max: everything else at or below it */
+        memcpy(b, a, sizeof(float) * n);
+        nn_softmax(a, n, 1.0f);
+        nn_softmax_scalar(b, n, 1.0f);
+        bad += memcmp(a, b, sizeof(float) * n) != 0;
+    }
+    CHECKF(bad == 0, "%d of 40 rows differ", bad);
+out:
+    free(a), free(b);
+}
+
 /* SwiGLU: a whole chunk of 16 gives ggml_vec_swiglu_f32's bits (AVX-512 build:
  * ggml_v_silu with ggml_v_expf), a tail takes expf. The 16 (x, u, ggml's
  * silu(x) * u) were produced by ggml's own swiglu op; at each, x / (1 +
@@ -499,5 +526,6 @@ T_SUITE(ops) {
     T_ADD(ops_wsum_lanes);
     T_ADD(ops_wsum_add_keys);
     T_ADD(ops_softmax);
+    T_ADD(ops_softmax_vector_matches);
     T_ADD(ops_swiglu_ggml);
 }

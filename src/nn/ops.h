@@ -49,6 +49,9 @@ void nn_rope_apply(const nn_rope *r, const float *cs, float *x);
  * rounded like ggml_soft_max_ext: attention callers pad n to a multiple of 16
  * with -INFINITY, as llama.cpp's KV window is. */
 void nn_softmax(float *x, int n, float scale);
+/* nn_softmax with its chunks' exponentials one lane at a time (the reference the vector path
+ * is tested against): the same bits. */
+void nn_softmax_scalar(float *x, int n, float scale);
 
 /* sum x[i] * y[i] in ggml_vec_dot_f32's order (attention scores). */
 float nn_dot_f32(const float *x, const float *y, int n);
