@@ -473,16 +473,20 @@ static void mla_worker(void *arg, int ith, int nth) {
         const int n_keys = a->pos0 + t + 1, n_pad = (n_keys + 15) & ~15;
         const int sparse = a->use_dsa && s->n_sel[t] < n_keys;
         const float *qf = s->qfull + ((size_t)t * H + h0) * KVD;
-        for (int hh = 0; hh < g; hh++) {
-            float *sc = scores + (size_t)hh * s->n_scores;
-            for (int j = 0; j < n_pad; j++)
-                sc[j] = sparse || j >= n_keys ? -INFINITY : 0.0f;
-            if (sparse) {
-                const int *sel = s->sel + (size_t)t * hp->idx_top_k;
-                for (int i = 0; i < s->n_sel[t]; i++)
-                    sc[sel[i]] = 0.0f;
-            }
+        /* the row's mask (0: a key to score, -inf: masked) in the first head's
+         * scores, copied to the others: every head sees the same keys */
+        const float in = sparse ? -INFINITY : 0.0f;
+        for (int j = 0; j < n_keys; j++)
+            scores[j] = in;
+        for (int j = n_keys; j < n_pad; j++)
+            scores[j] = -INFINITY;
+        if (sparse) {
+            const int *sel = s->sel + (size_t)t * hp->idx_top_k;
+            for (int i = 0; i < s->n_sel[t]; i++)
+                scores[sel[i]] = 0.0f;
         }
+        for (int hh = 1; hh < g; hh++)
+            memcpy(scores + (size_t)hh * s->n_scores, scores, (size_t)n_pad * sizeof(float));
         if (s->kv_type != QT_F32) {
             int *keys = s->keys + (size_t)ith * s->n_scores, nk = 0;
             if (sparse) {
