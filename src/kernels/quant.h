@@ -141,16 +141,16 @@ qt_dot4_fn qt_mm_dot4_upto(uint32_t type, int max_isa);
 /* The tile kernel of the level qt_mm_dot_upto picks, or NULL. */
 qt_tile_fn qt_mm_tile_upto(uint32_t type, int max_isa);
 
+/* The eight-weight-row form of qt_mm_tile_upto's tile kernel for `type` (out[r * ldo + k] for
+ * k = 0..7, each the bits of the four-row tile), or NULL: none. */
+qt_tile_fn qt_mm_tile8_upto(uint32_t type, int max_isa);
+
 /* Widening: a weight row of n weights of `type` written as Q8_0 blocks (each block's fp16
  * scale and the 32 signed weight bytes the type's kernels decode), so that a matmul with many
  * activation rows decodes a weight block once rather than once per tile call. On a widened
  * row the Q8_0 tile of qt_mm_tile_upto's level computes the bits the type's own tile does
  * (the legacy tiles differ only in how they decode the weight bytes). NULL: the type has no
  * widening at that level. */
-/* The eight-weight-row form of qt_mm_tile_upto's tile kernel for `type` (out[r * ldo + k] for
- * k = 0..7, each the bits of the four-row tile), or NULL: none. */
-qt_tile_fn qt_mm_tile8_upto(uint32_t type, int max_isa);
-
 typedef void (*qt_widen_fn)(const void *w, int64_t n, void *out);
 qt_widen_fn qt_mm_widen_upto(uint32_t type, int max_isa);
 
