@@ -239,12 +239,12 @@ void nn_gqa_scratch_free(nn_gqa_scratch *s) {
 static void gqa_tile(const nn_gqa *g, nn_gqa_scratch *s, const float *xn, int T, int64_t pos0,
                      void *k, void *v, int64_t cap, float *out) {
     const int H = g->n_head, D = g->head_dim, NKV = g->n_kv, KVD = NKV * D;
-    mm_run(s->mm, g->wq, xn, T, s->q, (int64_t)H * D);
-    mm_run(s->mm, g->wk, xn, T, s->kx, KVD);
-    if (g->wv)
-        mm_run(s->mm, g->wv, xn, T, s->vx, KVD);
-    else
-        memcpy(s->vx, s->kx, (size_t)T * KVD * sizeof(float));
+    /* the projections of the same rows in one pool job (mm_run_many: the same bits) */
+    const mm_task proj[3] = {{g->wq, xn, g->wq->n_in, s->q, (int64_t)H * D},
+                             {g->wk, xn, g->wk->n_in, s->kx, KVD},
+                             {g->wv, xn, g->wv ? g->wv->n_in : 0, s->vx, KVD}};
+    mm_run_many(s->mm, proj, g->wv ? 3 : 2, T);
+    if (!g->wv) memcpy(s->vx, s->kx, (size_t)T * KVD * sizeof(float));
     for (int t = 0; t < T; t++) {
         nn_rope_cache(g->rope, pos0 + t, s->cs);
         float *qt = s->q + (size_t)t * H * D;

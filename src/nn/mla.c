@@ -576,16 +576,19 @@ static void mla_tile(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, int 
     const int H = hp->n_head, NOPE = hp->qk_nope, ROPE = hp->qk_rope, KVL = hp->kv_lora,
               KVD = s->kv_dim;
     const int QD = NOPE + ROPE;
+    /* the projections of xn (q's first one, kv_a) in one pool job (mm_run_many: the same
+     * bits) */
+    const mm_task proj[2] = {hp->q_lora
+                                 ? (mm_task){&ly->q_a, xn, ly->q_a.n_in, s->qa, hp->q_lora}
+                                 : (mm_task){&ly->q_b, xn, ly->q_b.n_in, s->q, (int64_t)H * QD},
+                             {&ly->kv_a, xn, ly->kv_a.n_in, s->kva, KVD}};
+    mm_run_many(s->mm, proj, 2, T);
     if (hp->q_lora) {
-        mm_run(s->mm, &ly->q_a, xn, T, s->qa, hp->q_lora);
         for (int t = 0; t < T; t++)
             nn_rms_norm(s->qa + (size_t)t * hp->q_lora, ly->q_a_norm, hp->rms_eps, hp->q_lora,
                         s->qa + (size_t)t * hp->q_lora);
         mm_run(s->mm, &ly->q_b, s->qa, T, s->q, (int64_t)H * QD);
-    } else {
-        mm_run(s->mm, &ly->q_b, xn, T, s->q, (int64_t)H * QD);
     }
-    mm_run(s->mm, &ly->kv_a, xn, T, s->kva, KVD);
     for (int t = 0; t < T; t++) {
         float *row = s->krow; /* in float, then stored in the cache type */
         const float *kv = s->kva + (size_t)t * KVD;
