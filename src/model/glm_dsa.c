@@ -549,9 +549,7 @@ static int glm_mtp(void *st, const int32_t *tokens, const float *hidden_prev, in
         if (glm_run_block(s, layer, T, s->mtp_past, 0, err)) return -1;
         s->mtp_past += T;
         if (!logits && !hidden_out) continue;
-        for (int t = 0; t < T; t++)
-            nn_rms_norm(c->x + (size_t)t * E, ly->shared_head_norm, hp->rms_eps, E,
-                        c->xn + (size_t)t * E);
+        nn_rms_norm_rows(c->x, ly->shared_head_norm, hp->rms_eps, E, T, c->xn);
         if (hidden_out) memcpy(hidden_out + (size_t)c0 * E, c->xn, (size_t)T * E * sizeof(float));
         if (logits && !last_only)
             mm_run(&c->mm, &ly->shared_head, c->xn, T, logits + (size_t)c0 * hp->n_vocab,

@@ -584,9 +584,7 @@ static void mla_tile(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, int 
                              {&ly->kv_a, xn, ly->kv_a.n_in, s->kva, KVD}};
     mm_run_many(s->mm, proj, 2, T);
     if (hp->q_lora) {
-        for (int t = 0; t < T; t++)
-            nn_rms_norm(s->qa + (size_t)t * hp->q_lora, ly->q_a_norm, hp->rms_eps, hp->q_lora,
-                        s->qa + (size_t)t * hp->q_lora);
+        nn_rms_norm_rows(s->qa, ly->q_a_norm, hp->rms_eps, hp->q_lora, T, s->qa);
         mm_run(s->mm, &ly->q_b, s->qa, T, s->q, (int64_t)H * QD);
     }
     for (int t = 0; t < T; t++) {
