@@ -89,8 +89,13 @@ static void ops_wsum_add_keys(void) {
     }
     CHECK(reorder_seen > 0);
     /* g heads over the same rows: heads 0, 2, 5 count the same keys (passes over several heads
-     * at once), the others each drop some; every head must get what it gets alone */
-    for (int g = 1; g <= NN_WSUM_HEADS; g++) {
+     * at once), the others each drop some; then (all) every head counts every key, with
+     * weights p + 0.5 (the blocks that take the all-ones masks); every head must get what it
+     * gets alone */
+    for (int ga = 2; ga <= 2 * NN_WSUM_HEADS + 1; ga++) {
+        const int g = ga / 2, all = ga % 2;
+#define KEPT(j, h) (all || (on[j] && ((h) == 0 || (h) == 2 || (h) == 5 || (j) % ((h) + 2) != 0)))
+#define WEIGHT(j, h) ((all ? p[j] + 0.5f : p[j]) * (1.0f + 0.125f * (float)(h)))
         float ph[NN_WSUM_HEADS][NN_WSUM_KEYS], *accs[NN_WSUM_HEADS], outs[NN_WSUM_HEADS][D];
         unsigned char onh[NN_WSUM_HEADS][NN_WSUM_KEYS];
         uint64_t uh[NN_WSUM_HEADS], ua;
@@ -103,9 +108,8 @@ static void ops_wsum_add_keys(void) {
             const int nk = NKEYS - j0 < NN_WSUM_KEYS ? NKEYS - j0 : NN_WSUM_KEYS;
             for (int h = 0; h < g; h++)
                 for (int k = 0; k < nk; k++) {
-                    const int same = h == 0 || h == 2 || h == 5;
-                    onh[h][k] = on[j0 + k] && (same || (j0 + k) % (h + 2) != 0);
-                    ph[h][k] = onh[h][k] ? p[j0 + k] * (1.0f + 0.125f * (float)h) : 0.0f;
+                    onh[h][k] = KEPT(j0 + k, h);
+                    ph[h][k] = onh[h][k] ? WEIGHT(j0 + k, h) : 0.0f;
                 }
             nn_wsum_add_keys_heads(g, accs, NN_WSUM_LANES, D, j0, nk, &ph[0][0], &onh[0][0],
                                    rows + (size_t)j0 * D, D, uh);
@@ -113,19 +117,18 @@ static void ops_wsum_add_keys(void) {
         for (int h = 0; h < g; h++) {
             nn_wsum_end(accs[h], NN_WSUM_LANES, D, outs[h], uh[h]);
             nn_wsum_begin(acc1, NN_WSUM_LANES, D, &ua);
-            for (int j = 0; j < NKEYS; j++) {
-                const int same = h == 0 || h == 2 || h == 5;
-                if (on[j] && (same || j % (h + 2) != 0))
-                    nn_wsum_add(acc1, NN_WSUM_LANES, D, j, p[j] * (1.0f + 0.125f * (float)h),
-                                rows + (size_t)j * D, &ua);
-            }
+            for (int j = 0; j < NKEYS; j++)
+                if (KEPT(j, h))
+                    nn_wsum_add(acc1, NN_WSUM_LANES, D, j, WEIGHT(j, h), rows + (size_t)j * D, &ua);
             float o1[D];
             nn_wsum_end(acc1, NN_WSUM_LANES, D, o1, ua);
-            CHECKF(memcmp(o1, outs[h], sizeof o1) == 0, "%d heads, head %d: %.9g vs %.9g", g, h,
-                   (double)o1[0], (double)outs[h][0]);
+            CHECKF(memcmp(o1, outs[h], sizeof o1) == 0, "%d heads%s, head %d: %.9g vs %.9g", g,
+                   all ? " (all keys)" : "", h, (double)o1[0], (double)outs[h][0]);
         }
         free(hacc);
     }
+#undef KEPT
+#undef WEIGHT
     free(rows);
     free(acc1);
     free(acc2);

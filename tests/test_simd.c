@@ -628,7 +628,7 @@ static void simd_f32_kernels_bit_identical(void) {
         CHECKF((d8 != NULL) == (isa >= QT_ISA_AVX512), "%s: fp16 dot8 presence", isa_name(isa));
         for (size_t i = 0; d8 && d16 && i < PT_ARRAY_LEN(lens); i++) {
             const int64_t n = lens[i] < 1024 ? lens[i] : 1024;
-            static pt_f16 w16[1024], q16[8][1024];
+            static pt_f16 w16[1024 + 4], q16[8][1024];
             static float qf[8][1024];
             float got[8];
             for (int64_t e = 0; e < n; e++) {
@@ -638,12 +638,27 @@ static void simd_f32_kernels_bit_identical(void) {
                     qf[h][e] = qt_f16_to_f32(q16[h][e]);
                 }
             }
-            d8(w16, qf[0], 1024, n, got);
+            for (int64_t e = n; e < n + 4; e++)
+                w16[e] = qt_f32_to_f16(x[e]);
+            /* five rows: row r is w16 shifted by r values (n = 32 k runs the path that
+             * keeps the accumulators in registers and folds the eight heads at once) */
+            const void *rows[5];
+            float got5[8 * 5];
+            for (int r = 0; r < 5; r++)
+                rows[r] = w16 + r;
+            d8(rows, 1, qf[0], 1024, n, got);
+            d8(rows, 5, qf[0], 1024, n, got5);
             for (int h = 0; h < 8; h++) {
                 const float want = d16(w16, q16[h], n);
                 CHECKF(memcmp(&want, &got[h], sizeof want) == 0,
                        "%s fp16 dot8 head %d n=%lld: %.9g, dot %.9g", isa_name(isa), h,
                        (long long)n, got[h], want);
+                for (int r = 0; r < 5; r++) {
+                    const float want5 = d16(w16 + r, q16[h], n);
+                    CHECKF(memcmp(&want5, &got5[8 * r + h], sizeof want5) == 0,
+                           "%s fp16 dot8 row %d of 5, head %d n=%lld: %.9g, dot %.9g",
+                           isa_name(isa), r, h, (long long)n, got5[8 * r + h], want5);
+                }
             }
         }
         /* m rows at once (weighted sums) for nh heads: 1..19 rows, so that groups of 4 and 8

@@ -106,12 +106,74 @@ qt_f16_dot2_fn qt_f16_dot2_avx512(void) {
     return dot_f16_q2_512;
 }
 
-/* The eight queries q + h * qs (dot_f16_qn, N = 8). */
-static void dot_f16_q8(const void *w, const float *q, int64_t qs, int64_t n, float *out) {
+/* dot_f16_qn's fold for eight heads, four heads' vectors at a time instead of
+ * one: lane h of the result is head h's hsum_ps((s0 + s1) + (s2 + s3)), every
+ * add pairing the same two values as the one-head fold (a = s0 | s1,
+ * b = s2 | s3; hsum_ps adds lanes i and i + 4, then i and i + 2, then 0 and 1). */
+static inline __m256 fold8_f16(const __m512 *a, const __m512 *b) {
+    __m512 z[4];
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; p++) {
+        const __m512 a0 = a[2 * p], a1 = a[2 * p + 1], b0 = b[2 * p], b1 = b[2 * p + 1];
+        /* [s0 + s1 | s0' + s1'] and [s2 + s3 | s2' + s3'] of heads 2p, 2p + 1 */
+        const __m512 u =
+            _mm512_add_ps(_mm512_shuffle_f32x4(a0, a1, 0x44), _mm512_shuffle_f32x4(a0, a1, 0xEE));
+        const __m512 w =
+            _mm512_add_ps(_mm512_shuffle_f32x4(b0, b1, 0x44), _mm512_shuffle_f32x4(b0, b1, 0xEE));
+        z[p] = _mm512_add_ps(u, w);
+    }
+    /* low 128 + high 128 of each head: heads 0..3 in r0's four lanes, 4..7 in r1's */
+    const __m512 r0 = _mm512_add_ps(_mm512_shuffle_f32x4(z[0], z[1], 0x88),
+                                    _mm512_shuffle_f32x4(z[0], z[1], 0xDD));
+    const __m512 r1 = _mm512_add_ps(_mm512_shuffle_f32x4(z[2], z[3], 0x88),
+                                    _mm512_shuffle_f32x4(z[2], z[3], 0xDD));
+    /* element e + element e + 2, then element 0 + element 1: lane k holds heads k, k + 4 */
+    const __m512 s = _mm512_add_ps(_mm512_shuffle_ps(r0, r1, _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm512_shuffle_ps(r0, r1, _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m512 f = _mm512_add_ps(_mm512_shuffle_ps(s, s, _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_ps(s, s, _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+    return _mm512_castps512_ps256(_mm512_permutexvar_ps(order, f));
+}
+
+/* Rows ahead of the one being scored whose lines are requested (one line per step of 32
+ * values: a row of n values is requested over the row before it is scored) */
+#define DOT8_AHEAD 2
+
+/* The eight queries q + h * qs (dot_f16_qn, N = 8) over the rows w[0 .. nw): out[8 i + h].
+ * When n is a multiple of 32 the accumulators stay in registers from row to row and the
+ * eight folds run as one (fold8_f16); each row DOT8_AHEAD ahead is requested line by line
+ * as the current one is scored (KV rows of one head lie a whole cache row apart, beyond
+ * what the hardware prefetchers follow). */
+static void dot_f16_q8(const void *const *w, int nw, const float *q, int64_t qs, int64_t n,
+                       float *out) {
     const float *qh[8];
     for (int h = 0; h < 8; h++)
         qh[h] = q + h * qs;
-    dot_f16_qn(w, qh, 8, n, out);
+    if (n % 32) {
+        for (int r = 0; r < nw; r++)
+            dot_f16_qn(w[r], qh, 8, n, out + 8 * r);
+        return;
+    }
+    for (int r = 0; r < nw; r++) {
+        const pt_f16 *x = w[r];
+        const char *ahead = r + DOT8_AHEAD < nw ? (const char *)w[r + DOT8_AHEAD] : NULL;
+        __m512 a[8], b[8];
+#pragma GCC unroll 8
+        for (int h = 0; h < 8; h++)
+            a[h] = b[h] = _mm512_setzero_ps();
+        for (int64_t i = 0; i < n; i += 32) {
+            if (ahead) _mm_prefetch(ahead + 2 * i, _MM_HINT_T0);
+            const __m512 k0 = _mm512_cvtph_ps(loadu256(x + i)),
+                         k1 = _mm512_cvtph_ps(loadu256(x + i + 16));
+#pragma GCC unroll 8
+            for (int h = 0; h < 8; h++) {
+                a[h] = _mm512_fmadd_ps(k0, _mm512_loadu_ps(qh[h] + i), a[h]);
+                b[h] = _mm512_fmadd_ps(k1, _mm512_loadu_ps(qh[h] + i + 16), b[h]);
+            }
+        }
+        _mm256_storeu_ps(out + 8 * r, fold8_f16(a, b));
+    }
 }
 
 qt_f16_dot8_fn qt_f16_dot8_avx512(void) {

@@ -238,10 +238,12 @@ typedef void (*qt_f16_dot2_fn)(const void *w, const float *q0, const float *q1, 
 qt_f16_dot2_fn qt_f16_dot2_best(void);
 qt_f16_dot2_fn qt_f16_dot2_avx2(void); /* dot_avx2.c / dot_avx512.c; NULL elsewhere */
 qt_f16_dot2_fn qt_f16_dot2_avx512(void);
-/* Eight heads' scores over one fp16 row: out[h] = the F16 dot of w with the
- * fp16 query whose decoded values are q + h * qs, the same bits, the row
- * converted once for all (mla.c's fp16 cache). AVX-512 only; NULL elsewhere. */
-typedef void (*qt_f16_dot8_fn)(const void *w, const float *q, int64_t qs, int64_t n, float *out);
+/* Eight heads' scores over nw fp16 rows: out[8 i + h] = the F16 dot of w[i]
+ * with the fp16 query whose decoded values are q + h * qs, the same bits, each
+ * row converted once for all eight (attn.c's and mla.c's fp16 caches). AVX-512
+ * only; NULL elsewhere. */
+typedef void (*qt_f16_dot8_fn)(const void *const *w, int nw, const float *q, int64_t qs, int64_t n,
+                               float *out);
 qt_f16_dot8_fn qt_f16_dot8_best(void);
 qt_f16_dot8_fn qt_f16_dot8_avx512(void); /* dot_avx512.c; NULL elsewhere */
 /* out[k] = qt_f32_best()->dot(x, y + k * ys, n) for k = 0..3, the same bits, x

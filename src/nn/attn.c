@@ -84,15 +84,20 @@ static void attend_rows(const nn_attn *a, int t0, int R, int kh, float *scratch)
     const int n8 = dot8 ? NH / 8 : 0;
     for (int64_t b0 = lo_u; b0 <= hi_u; b0 += NN_WSUM_KEYS) {
         const int64_t b1 = b0 + NN_WSUM_KEYS - 1 < hi_u ? b0 + NN_WSUM_KEYS - 1 : hi_u;
+        const void *krows[NN_WSUM_KEYS];
+        for (int64_t p = b0; n8 && p <= b1; p++)
+            krows[p - b0] = KROW(p);
         for (int e = 0; e < n8; e++) {
             const int ra = 8 * e / G, rb = (8 * e + 7) / G;
             c0[e] = b0 > lo[rb] ? b0 : lo[rb];
             c1[e] = b1 < pos[ra] ? b1 : pos[ra];
-            for (int64_t p = c0[e]; p <= c1[e]; p++) {
-                float d[8];
-                dot8(KROW(p), QB(8 * e), D, D, d);
-                for (int k = 0; k < 8; k++)
-                    SC(8 * e + k)[p - base_u] = d[k];
+            if (c0[e] > c1[e]) continue;
+            float d[8 * NN_WSUM_KEYS];
+            dot8(krows + (c0[e] - b0), (int)(c1[e] - c0[e] + 1), QB(8 * e), D, D, d);
+            for (int k = 0; k < 8; k++) {
+                float *sc = SC(8 * e + k) - base_u;
+                for (int64_t p = c0[e]; p <= c1[e]; p++)
+                    sc[p] = d[8 * (p - c0[e]) + k];
             }
         }
         for (int r = 0; r < R; r++) {

@@ -169,11 +169,13 @@ void kv_wsum_keys(int g, float *const *acc, const float *const *p, uint32_t v_ty
     for (int h0 = 0; h0 < g; h0 += NN_WSUM_HEADS) {
         const int gb = g - h0 < NN_WSUM_HEADS ? g - h0 : NN_WSUM_HEADS;
         for (int b = 0; b < gb; b++) {
-            for (int k = 0; k < nk; k++) {
-                const float pr = p[h0 + b][k];
-                on[b][k] = pr != 0.0f;
-                pk[b][k] = on[b][k] ? pr : 0.0f;
-            }
+            /* a weight of 0 (either sign) is a key passed over, and +0 (x + 0 is x for
+             * every other x, -0 + 0 is +0) */
+            const float *ph = p[h0 + b];
+            for (int k = 0; k < nk; k++)
+                pk[b][k] = ph[k] + 0.0f;
+            for (int k = 0; k < nk; k++)
+                on[b][k] = pk[b][k] != 0.0f;
             /* kv_weight's rounding (fp16, bf16; the identity for the rest), a row at a time */
             if (v_type == QT_F16 || v_type == QT_BF16) kv_round(v_type, pk[b], nk);
         }

@@ -399,15 +399,27 @@ static void mla_unit_typed(const mla_job *a, int t, int h0, int g, int n_keys, c
             const int n = dot8 && hh + 8 <= g ? 8 : dot2 && hh + 2 <= g ? 2 : 1;
             float *sc = scores + (size_t)hh * s->n_scores;
             const float *q = qbuf + (size_t)hh * KVD;
+            if (n == 8) { /* the block's rows at once (the kernel requests its rows ahead) */
+                const void *rw[MLA_KEY_BLOCK];
+                for (int i = i0; i < i1; i++)
+                    rw[i - i0] = mla_row(a, keys[i]);
+                for (int i = i1; hh == 0 && i < i1 + MLA_AHEAD && i < nk; i++)
+                    mla_prefetch(mla_row(a, keys[i]), a->row);
+                float d[8 * MLA_KEY_BLOCK];
+                dot8(rw, i1 - i0, q, KVD, KVD, d);
+                for (int k = 0; k < 8; k++)
+                    for (int i = i0; i < i1; i++)
+                        sc[(size_t)k * s->n_scores + keys[i]] = d[8 * (i - i0) + k];
+                hh += n;
+                continue;
+            }
             for (int i = i0; i < i1; i++) {
                 const int j = keys[i];
                 if (hh == 0 && i + MLA_AHEAD < nk)
                     mla_prefetch(mla_row(a, keys[i + MLA_AHEAD]), a->row);
                 const uint8_t *row = mla_row(a, j);
                 float d[8];
-                if (n == 8) {
-                    dot8(row, q, KVD, KVD, d);
-                } else if (n == 2) {
+                if (n == 2) {
                     dot2(row, q, q + KVD, KVD, d);
                 } else if (dot2) { /* a head left over: the pair kernel with itself */
                     dot2(row, q, q, KVD, d);

@@ -214,12 +214,22 @@ static void wsum_keys_heads(int g, float *const *acc, int lanes, int d, int64_t 
                             size_t stride, uint64_t *used, qt_f16_axpyn_fn axpyn16) {
     PT_ASSERT(nk <= NN_WSUM_KEYS && g <= NN_WSUM_HEADS);
     const qt_f32_axpyn_fn axpyn = qt_f32_axpyn_best();
+    /* every head counts every key (a causal prompt's inner blocks): each lane's masks are
+     * all ones, and not built key by key */
+    int all = 1;
+    for (int h = 0; h < g && all; h++)
+        all = !memchr(on + (size_t)h * NN_WSUM_KEYS, 0, (size_t)nk);
     for (int k0 = 0; k0 < lanes && k0 < nk; k0++) {
         const int lane = (int)((key0 + k0) % lanes);
         /* which of the lane's keys each head counts (bit j: key k0 + j * lanes) */
         uint64_t mask[NN_WSUM_HEADS];
+        const int n_lane = (nk - k0 + lanes - 1) / lanes;
         for (int h = 0; h < g; h++) {
             const unsigned char *onh = on + (size_t)h * NN_WSUM_KEYS;
+            if (all) {
+                mask[h] = n_lane >= 64 ? ~0ull : (1ull << n_lane) - 1;
+                continue;
+            }
             mask[h] = 0;
             for (int k = k0, j = 0; k < nk; k += lanes, j++)
                 mask[h] |= (uint64_t)(onh[k] != 0) << j;
