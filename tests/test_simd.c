@@ -413,18 +413,19 @@ static void simd_tile_bit_identical(void) {
     }
 }
 
-/* The matmul driver (mm_run, nn/matmul.c) over batches of 4, 7, 16 and 37
- * activation rows on 2 threads: every output row is the bits of that row run
- * alone, whichever kernel took it (tile, the K-quant tiles' four-row first
- * group, four-row leftovers past a multiple of 4 weight rows, single rows
- * past a multiple of 4 activation rows, Q4_0 and Q5_0 tiles widened to Q8_0
+/* The matmul driver (mm_run, nn/matmul.c) over batches of 2, 3, 4, 7, 10, 16
+ * and 37 activation rows on 2 threads: every output row is the bits of that row
+ * run alone, whichever kernel took it (tile, the K-quant tiles' four-row first
+ * group, four-row leftovers past a multiple of 4 weight rows, the last two or
+ * three activation rows padded to four through the tile (widened too, at 10),
+ * a last single row one by one, Q4_0 and Q5_0 tiles widened to Q8_0
  * blocks from 8 rows on where the level has widening, Q8_0's eight-weight-row
  * tile where it has one). 203 weight rows span
  * several of the driver's weight tiles. */
 static void simd_mm_run_rows_match_one_row(void) {
     const uint32_t types[] = {QT_Q8_0, QT_Q4_0, QT_Q5_0, QT_Q4_K, QT_Q6_K, QT_Q2_K};
     const int64_t n_in = 512, n_out = 203;
-    const int batches[] = {4, 7, 16, 37};
+    const int batches[] = {2, 3, 4, 7, 10, 16, 37};
     enum { MAXR = 37 };
     tp_pool *pool = tp_new(2);
     mm_ctx mc;

@@ -2,6 +2,7 @@
 #include "matmul.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "common.h"
 #include "kernels/quant.h"
@@ -52,7 +53,9 @@ typedef struct mm_job {
  * per four activation rows; with a tile kernel, four weight rows at a time meet
  * each group of four activation rows (an activation block is loaded once per
  * four weight rows too). What is left over goes through the four-row kernel
- * (weight rows past a multiple of 4) or one by one (n_rows % 4). Every output
+ * (weight rows past a multiple of 4) or one by one (weight rows past the tiles
+ * against the last n_rows % 4 activation rows; those rows, when two or three,
+ * go through the tile first, padded to four). Every output
  * is the same dot product either way (qt_dot4_fn and qt_tile_fn are
  * bit-identical to qt_dot_fn). Where the type has an eight-weight-row tile
  * (qt_mm_tile8_upto), it takes the weight rows eight at a time first. With
@@ -71,7 +74,24 @@ static void mm_worker(void *arg, int ith, int nth) {
         const long q = j->tile8 ? 8 : 4;
         tile = tile < q ? q : tile / q * q;
     }
-    uint8_t *wide = j->widen && n4 ? malloc((size_t)tile * wide_row) : NULL;
+    /* the last n_rows % 4 activation rows, when two or three: padded to four (the last one
+     * repeated, in pad) they go through the tile, whose outputs (pout, tile columns a row)
+     * are copied out for the real rows; one-row dots cost more than a tile per two rows */
+    const int rem = j->n_rows - n4;
+    const int pad_tail = j->tile && n4 == (j->n_rows & ~3) && rem >= 2;
+    uint8_t *pad = pad_tail ? malloc(4 * (size_t)j->act_row_bytes) : NULL;
+    float *pout = pad ? malloc(4 * (size_t)tile * sizeof(float)) : NULL;
+    if (pad_tail && (!pad || !pout)) { /* out of memory: the one-row path */
+        free(pad);
+        free(pout);
+        pad = NULL;
+        pout = NULL;
+    }
+    for (int k = 0; pad && k < 4; k++)
+        memcpy(pad + (size_t)k * j->act_row_bytes,
+               j->act + (uint64_t)(n4 + (k < rem ? k : rem - 1)) * j->act_row_bytes,
+               j->act_row_bytes);
+    uint8_t *wide = j->widen && (n4 || pad) ? malloc((size_t)tile * wide_row) : NULL;
     /* j->tile8 reads widened rows when widening; without the buffer the type's own tiles run */
     const qt_tile_fn tile8 = j->widen ? NULL : j->tile8;
     for (long o0 = lo; o0 < hi; o0 += tile) {
@@ -103,7 +123,21 @@ static void mm_worker(void *arg, int ith, int nth) {
                     j->y[(int64_t)(t + k) * j->ldy + o] = r[k];
             }
         }
-        for (long o = o0; o < o1; o++) {
+        long o = o0;
+        if (pad) {
+            for (; o + 4 <= o1; o += 4) {
+                if (wide)
+                    j->wide_tile(wide + (o - o0) * wide_row, wide_row, pad, j->act_row_bytes,
+                                 w->n_in, pout + (o - o0), tile);
+                else
+                    j->tile(w->data + (uint64_t)o * w->row_bytes, w->row_bytes, pad,
+                            j->act_row_bytes, w->n_in, pout + (o - o0), tile);
+            }
+            for (int k = 0; k < rem; k++)
+                memcpy(j->y + (int64_t)(n4 + k) * j->ldy + o0, pout + (int64_t)k * tile,
+                       (size_t)(o - o0) * sizeof(float));
+        }
+        for (; o < o1; o++) {
             const uint8_t *row = w->data + (uint64_t)o * w->row_bytes;
             for (int t = n4; t < j->n_rows; t++)
                 j->y[(int64_t)t * j->ldy + o] =
@@ -111,6 +145,8 @@ static void mm_worker(void *arg, int ith, int nth) {
         }
     }
     free(wide);
+    free(pad);
+    free(pout);
 }
 
 /* Quantising the activation rows for the dot products: in the workers too
