@@ -318,14 +318,30 @@ static int check_tokens(const dec *x, const int32_t *tokens, int n, int past, pt
     return 0;
 }
 
+/* cap * tanh(v / cap) over v[0 .. n), in parts across the pool (each value on its own: the
+ * same bits whoever computes it; a 262k vocabulary is milliseconds of tanhf a token) */
+typedef struct softcap_job {
+    float *v;
+    long n;
+    float cap;
+} softcap_job;
+
+static void softcap_worker(void *arg, int ith, int nth) {
+    const softcap_job *j = arg;
+    long lo, hi;
+    tp_range(j->n, ith, nth, &lo, &hi);
+    const float inv = 1.0f / j->cap;
+    for (long i = lo; i < hi; i++)
+        j->v[i] = tanhf(j->v[i] * inv) * j->cap;
+}
+
 /* logits[T][n_vocab] of the normed rows xn, soft-capped when the model says so. */
 static void output(dec *x, const float *xn, int T, float *logits) {
     const fam_desc *d = &x->d;
     mm_run(&x->c.mm, d->output, xn, T, logits, d->n_vocab);
     if (d->softcap > 0) {
-        const float inv = 1.0f / d->softcap;
-        for (size_t i = 0; i < (size_t)T * d->n_vocab; i++)
-            logits[i] = tanhf(logits[i] * inv) * d->softcap;
+        softcap_job j = {logits, (long)T * d->n_vocab, d->softcap};
+        tp_run(x->c.pool, softcap_worker, &j);
     }
 }
 
