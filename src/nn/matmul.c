@@ -78,7 +78,7 @@ static void mm_worker(void *arg, int ith, int nth) {
      * repeated, in pad) they go through the tile, whose outputs (pout, tile columns a row)
      * are copied out for the real rows; one-row dots cost more than a tile per two rows */
     const int rem = j->n_rows - n4;
-    const int pad_tail = j->tile && n4 == (j->n_rows & ~3) && rem >= 2;
+    const int pad_tail = j->tile && j->dot4 && rem >= 2;
     uint8_t *pad = pad_tail ? malloc(4 * (size_t)j->act_row_bytes) : NULL;
     float *pout = pad ? malloc(4 * (size_t)tile * sizeof(float)) : NULL;
     if (pad_tail && (!pad || !pout)) { /* out of memory: the one-row path */
