@@ -314,7 +314,9 @@ static void reverse_blocks(uint8_t *p, int64_t nb, uint64_t bs) {
 /* The 4 x 4 tile kernels (qt_tile_fn) return, for every (weight row,
  * activation row) pair, the bits of the single-row kernel of their level
  * (strides wider than a row, lengths of one block to 7168 weights, an output
- * stride wider than 4); qt_mm_tile_upto follows qt_mm_dot_upto's level. And
+ * stride wider than 4); qt_mm_tile_upto follows qt_mm_dot_upto's level. So do
+ * the gemv kernels (qt_mm_gemv_upto: the tile's weight rows against each
+ * activation row alone). And
  * memcmp does see a reordered float sum: for every type with a tile, the same
  * terms summed in the opposite block order (blocks reversed in both operands)
  * differ in some output, so a tile kernel that folded its lanes or blocks in
@@ -322,7 +324,7 @@ static void reverse_blocks(uint8_t *p, int64_t nb, uint64_t bs) {
  * up to 63 (Q6_K: +-128), so their lane sums are large and a reassociated scale
  * product, d_x * (d_y * sum) for (d_x * d_y) * sum, rounds differently: it fails.) */
 static void simd_tile_bit_identical(void) {
-    int tested = 0;
+    int tested = 0, gemvs = 0;
     for (int isa = QT_ISA_SCALAR; isa <= qt_isa_detect(); isa++) {
         for (uint32_t type = 0; type < QT_COUNT; type++) {
             const qt_traits *t = qt_get(type);
@@ -338,6 +340,9 @@ static void simd_tile_bit_identical(void) {
             tested++;
             int reorder_seen = 0;
             CHECK(qt_mm_tile_upto(type, isa) == ft);
+            /* the gemv (one activation row, QT_GEMV_ROWS weight rows) where the level has one */
+            const qt_gemv_fn fg = qt_mm_gemv_upto(type, isa);
+            gemvs += fg != NULL;
             const int64_t lens[] = {t->block, 2 * (int64_t)t->block, 9 * (int64_t)t->block, 4096,
                                     7168};
             for (size_t k = 0; k < PT_ARRAY_LEN(lens); k++) {
@@ -366,14 +371,21 @@ static void simd_tile_bit_identical(void) {
                     }
                     float got[4 * 7];
                     ft(w, ws, a, as, n, got, ldo);
-                    for (int row = 0; row < 4; row++)
+                    for (int row = 0; row < 4; row++) {
+                        float gv[QT_GEMV_ROWS];
+                        if (fg) fg(w, ws, a + row * as, n, gv);
                         for (int kw = 0; kw < 4; kw++) {
                             const float one = f(w + kw * ws, a + row * as, n);
                             CHECKF(memcmp(&one, &got[row * ldo + kw], sizeof one) == 0,
                                    "%s %s n=%lld weight row %d act row %d: tile %.9g, single %.9g",
                                    t->name, isa_name(isa), (long long)n, kw, row,
                                    (double)got[row * ldo + kw], (double)one);
+                            CHECKF(!fg || memcmp(&one, &gv[kw], sizeof one) == 0,
+                                   "%s %s n=%lld weight row %d act row %d: gemv %.9g, single %.9g",
+                                   t->name, isa_name(isa), (long long)n, kw, row, (double)gv[kw],
+                                   (double)one);
                         }
+                    }
                     if (nb < 9) continue;
                     for (int kw = 0; kw < 4; kw++)
                         reverse_blocks(w + kw * ws, nb, wbytes / (uint64_t)nb);
@@ -397,7 +409,10 @@ static void simd_tile_bit_identical(void) {
 #if defined(__x86_64__)
     if (qt_isa_detect() >= QT_ISA_AVX512) {
         CHECK(qt_tile_impl(QT_Q8_0, QT_ISA_AVX512) != NULL);
-        CHECK(qt_tile_impl(QT_Q4_K, QT_ISA_AVX512) != NULL); /* a K-quant tile is covered too */
+        CHECK(qt_tile_impl(QT_Q4_K, QT_ISA_AVX512) != NULL);    /* a K-quant tile is covered too */
+        CHECK(qt_mm_gemv_upto(QT_Q5_0, QT_ISA_AVX512) != NULL); /* and gemvs of both kinds */
+        CHECK(qt_mm_gemv_upto(QT_Q4_K, QT_ISA_AVX512) != NULL);
+        CHECK(gemvs >= 7);
     }
 #endif
 #if defined(__aarch64__)

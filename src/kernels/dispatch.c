@@ -162,6 +162,10 @@ qt_tile_fn qt_tile8_avx512(uint32_t type) {
     (void)type;
     return NULL;
 }
+qt_gemv_fn qt_gemv_avx512(uint32_t type) {
+    (void)type;
+    return NULL;
+}
 const qt_f32_kernels *qt_f32_avx2(void) {
     return NULL;
 }
@@ -239,6 +243,10 @@ qt_widen_fn qt_widen_avx512(uint32_t type) {
     return NULL;
 }
 qt_tile_fn qt_tile8_avx512(uint32_t type) {
+    (void)type;
+    return NULL;
+}
+qt_gemv_fn qt_gemv_avx512(uint32_t type) {
     (void)type;
     return NULL;
 }
@@ -448,6 +456,11 @@ static int mm_tile_avx512(uint32_t type, int max_isa) {
 
 qt_tile_fn qt_mm_tile8_upto(uint32_t type, int max_isa) {
     return mm_tile_avx512(type, max_isa) ? qt_tile8_avx512(type) : NULL;
+}
+
+qt_gemv_fn qt_mm_gemv_upto(uint32_t type, int max_isa) {
+    /* the tiles' level: its one-row kernel is the one the gemv's lanes repeat */
+    return mm_tile_avx512(type, max_isa) ? qt_gemv_avx512(type) : NULL;
 }
 
 qt_widen_fn qt_mm_widen_upto(uint32_t type, int max_isa) {

@@ -7,7 +7,8 @@
  * each replacing a two- or three-instruction AVX2 sequence. The one- and
  * four-row kernels run on 256-bit vectors (AVX512VL encodings), one kernel body
  * for both ISA levels; the 4 x 4 tiles a prompt's matmuls use (this level
- * only) put two pairs' 256-bit lanes in one 512-bit vector. Compiled with the
+ * only) put two pairs' 256-bit lanes in one 512-bit vector, and so do the gemv
+ * kernels a decode step's matmuls use (two weight rows). Compiled with the
  * AVX-512 flags only; the dispatcher calls in here after checking the CPU.
  */
 #include <immintrin.h>
@@ -52,6 +53,10 @@ qt_widen_fn qt_widen_avx512(uint32_t type) {
 
 qt_tile_fn qt_tile8_avx512(uint32_t type) {
     return type == QT_Q8_0 ? tile8_q8_0 : NULL;
+}
+
+qt_gemv_fn qt_gemv_avx512(uint32_t type) {
+    return x86_gemv_table(type);
 }
 
 qt_f32_axpyn_fn qt_f32_axpyn_avx512(void) {

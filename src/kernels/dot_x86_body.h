@@ -1357,17 +1357,19 @@ static inline __m512i chunk_scales512(__m512i half, int m) {
 static inline __m512i act2(const int8_t *q8) {
     return _mm512_broadcast_i64x4(loadu256(q8));
 }
-/* Q4_K/Q5_K chunk c of two weight rows against four activation rows: sumi[r]
+/* Q4_K/Q5_K chunk c of two weight rows against nr activation rows: sumi[r]
  * += the low-nibble part (v0, scale 2c) then the high one (v1, scale 2c + 1);
- * sc16: both rows' int16 scales (pair_si512). */
+ * sc16: both rows' int16 scales (pair_si512). The tiles' helpers take the
+ * activation row count nr: 4 for a tile, 1 for a gemv (a constant where they
+ * are inlined, so the loops unroll). */
 static inline void chunk2x512(__m512i *sumi, __m512i v0, __m512i v1, __m512i sc16, int c,
-                              const block_q8_K *const *y, int64_t i) {
+                              const block_q8_K *const *y, int64_t i, int nr) {
     const __m512i s0 =
         _mm512_shuffle_epi8(sc16, _mm512_set1_epi16((short)((4 * c + 1) << 8 | 4 * c)));
     const __m512i s1 =
         _mm512_shuffle_epi8(sc16, _mm512_set1_epi16((short)((4 * c + 3) << 8 | (4 * c + 2))));
 #pragma GCC unroll 4
-    for (int r = 0; r < 4; r++) {
+    for (int r = 0; r < nr; r++) {
         const int8_t *q8 = y[r][i].qs + 64 * c;
         sumi[r] = _mm512_dpwssd_epi32(sumi[r], _mm512_maddubs_epi16(v0, act2(q8)), s0);
         sumi[r] = _mm512_dpwssd_epi32(sumi[r], _mm512_maddubs_epi16(v1, act2(q8 + 32)), s1);
@@ -1376,9 +1378,9 @@ static inline void chunk2x512(__m512i *sumi, __m512i v0, __m512i v1, __m512i sc1
 /* The end of a K-quant block for weight rows 2g and 2g + 1 (d: their scales,
  * pair_ps512): acc[r] += (y_r.d * d) * sumi[r], the single-row kernel's FMA. */
 static inline void block_end512(__m512 *acc, const __m512i *sumi, const block_q8_K *const *y,
-                                int64_t i, __m512 d) {
+                                int64_t i, __m512 d, int nr) {
 #pragma GCC unroll 4
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < nr; r++)
         acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(y[r][i].d), d),
                                  _mm512_cvtepi32_ps(sumi[r]), acc[r]);
 }
@@ -1390,10 +1392,11 @@ static inline void zero512(__m512 acc[2][4]) {
             acc[g][r] = _mm512_setzero_ps();
 }
 /* out[r * ldo + k] = the fold of pair (k, r)'s lanes (weight rows 2g, 2g + 1 in
- * the halves of acc[g][r]), plus add[k][r] when add is not NULL. */
-static inline void tile_out512(__m512 acc[2][4], const float add[4][4], float *out, int64_t ldo) {
+ * the halves of acc[g][r]), plus add[k][r] when add is not NULL; r < nr. */
+static inline void tile_out512(__m512 acc[2][4], const float add[4][4], float *out, int64_t ldo,
+                               int nr) {
     for (int k = 0; k < 4; k++)
-        for (int r = 0; r < 4; r++) {
+        for (int r = 0; r < nr; r++) {
             const __m512 v = acc[k / 2][r];
             const float f =
                 hsum_ps(k & 1 ? _mm512_extractf32x8_ps(v, 1) : _mm512_castps512_ps256(v));
@@ -1456,6 +1459,63 @@ TILE_LEGACY1(tile_q5_0, block_q5_0, decode_q5_0(xb))
 /* tile_q8_0 over eight weight rows (qt_mm_tile8_upto) */
 TILE_LEGACY_NT(tile8_q8_0, block_q8_0, loadu256(xb->qs), 8)
 
+/* ----- gemv: weight rows against one activation row (a decode step's matmul) -----
+ * qt_gemv_fn: QT_GEMV_ROWS weight rows against one activation row, each output
+ * the single-row kernel's bits. The single-row legacy kernels carry one FMA
+ * chain from block to block (llama.cpp's order), so a row runs at the chain's
+ * latency; here two weight rows share a 512-bit vector (one in each half, the
+ * activation block in both) and the rows' chains are independent. Each lane gets
+ * the tile's integers (the bias trick, the same exact sums as the sign trick)
+ * and the single-row kernel's float operations: (dx * dy) * sum + acc, then
+ * hsum_ps of its half. */
+/* Rows streamed from memory: the rows' streams are short (a row is a few KB) and
+ * side by side, which the hardware prefetchers follow poorly (Zen 5, 64 MB of
+ * Q5_0 rows: 16 GB/s a row at a time, 6 as four side by side). So a gemv call
+ * sweeps the rows GEMV_AHEAD groups further on as it goes: with the block loop's
+ * i-th step it prefetches the i-th step's share of their bytes (rows stored one
+ * after another, as a matmul's are: the sweep is then exactly those rows). */
+#define GEMV_AHEAD 1
+static inline void gemv_sweep(const void *w, uint64_t ws, int64_t i, uint64_t block_bytes) {
+    const char *p = (const char *)w + (uint64_t)GEMV_AHEAD * QT_GEMV_ROWS * ws +
+                    (uint64_t)i * QT_GEMV_ROWS * block_bytes;
+    for (uint64_t b = 0; b < QT_GEMV_ROWS * block_bytes; b += 64)
+        __builtin_prefetch(p + b, 0, 3);
+}
+#define GEMV_LEGACY(NAME, XT, DECODE)                                                              \
+    static void NAME(const void *w, uint64_t ws, const void *a, int64_t n, float *out) {           \
+        const XT *x[QT_GEMV_ROWS];                                                                 \
+        for (int k = 0; k < QT_GEMV_ROWS; k++)                                                     \
+            x[k] = (const XT *)((const uint8_t *)w + (uint64_t)k * ws);                            \
+        const block_q8_0 *y = a;                                                                   \
+        const __m512i bias = _mm512_set1_epi8((char)0x80);                                         \
+        __m512 acc[QT_GEMV_ROWS / 2];                                                              \
+        for (int g = 0; g < QT_GEMV_ROWS / 2; g++)                                                 \
+            acc[g] = _mm512_setzero_ps();                                                          \
+        for (int64_t i = 0; i < n / 32; i++) {                                                     \
+            const __m512i sa = _mm512_broadcast_i64x4(loadu256(y[i].qs));                          \
+            const __m512i na = _mm512_sub_epi32(                                                   \
+                _mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, sa));    \
+            const __m512 dy = _mm512_cvtph_ps(_mm256_set1_epi16((short)y[i].d));                   \
+            gemv_sweep(w, ws, i, sizeof(XT));                                                      \
+            _Pragma("GCC unroll 4") for (int g = 0; g < QT_GEMV_ROWS / 2; g++) {                   \
+                const XT *xb0 = &x[2 * g][i], *xb1 = &x[2 * g + 1][i];                             \
+                const __m256i w0 = DECODE(xb0), w1 = DECODE(xb1);                                  \
+                const __m512i wu = _mm512_xor_si512(pair_si512(w0, w1), bias);                     \
+                const __m512 dx = pair_ps512(f16x8(xb0->d), f16x8(xb1->d));                        \
+                const __m512i p = _mm512_dpbusd_epi32(na, wu, sa);                                 \
+                acc[g] = _mm512_fmadd_ps(_mm512_mul_ps(dx, dy), _mm512_cvtepi32_ps(p), acc[g]);    \
+            }                                                                                      \
+        }                                                                                          \
+        for (int g = 0; g < QT_GEMV_ROWS / 2; g++) {                                               \
+            out[2 * g] = hsum_ps(_mm512_castps512_ps256(acc[g]));                                  \
+            out[2 * g + 1] = hsum_ps(_mm512_extractf32x8_ps(acc[g], 1));                           \
+        }                                                                                          \
+    }
+#define LOAD_Q8_0(xb) loadu256((xb)->qs)
+GEMV_LEGACY(gemv_q8_0, block_q8_0, LOAD_Q8_0)
+GEMV_LEGACY(gemv_q4_0, block_q4_0, decode_q4_0)
+GEMV_LEGACY(gemv_q5_0, block_q5_0, decode_q5_0)
+
 /* ----- K-quant tiles -----
  * Q4_K: pair (k, r) gets the single-row kernel's own integer operations on
  * each 32-weight chunk (vpmaddubsw of the nibbles and activations, vpdpwssd by
@@ -1473,8 +1533,10 @@ TILE_LEGACY_NT(tile8_q8_0, block_q8_0, loadu256(xb->qs), 8)
  * for a single vpdpwssd, the same lanes with a multiply-add fewer per two
  * chunks. */
 
-static void tile_q4_K(const void *w, uint64_t ws, const void *a, uint64_t as, int64_t n, float *out,
-                      int64_t ldo) {
+static inline __attribute__((always_inline)) void tile_q4_K_nr(const void *w, uint64_t ws,
+                                                               const void *a, uint64_t as,
+                                                               int64_t n, float *out, int64_t ldo,
+                                                               const int nr) {
     ROWS4(block_q4_K, w, ws, x);
     ROWS4(block_q8_K, a, as, y);
     const __m512i m4 = _mm512_set1_epi8(0x0f);
@@ -1487,6 +1549,7 @@ static void tile_q4_K(const void *w, uint64_t ws, const void *a, uint64_t as, in
     for (int k = 0; k < NT4; k++)
         acc_m[k] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
+        if (nr == 1) gemv_sweep(w, ws, i, sizeof(block_q4_K));
         __m128i q8s[NR4];
         for (int r = 0; r < NR4; r++)
             q8s[r] = _mm_hadd_epi16(loadu128(y[r][i].bsums), loadu128(y[r][i].bsums + 8));
@@ -1515,15 +1578,15 @@ static void tile_q4_K(const void *w, uint64_t ws, const void *a, uint64_t as, in
                 pair_si512(_mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scmn[0])),
                            _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scmn[1])));
             __m512i sumi[NR4];
-            for (int r = 0; r < NR4; r++)
+            for (int r = 0; r < nr; r++)
                 sumi[r] = _mm512_setzero_si512();
 #pragma GCC unroll 4
             for (int c = 0; c < 4; c++) {
                 const __m512i q = pair_si512(loadu256(xa->qs + 32 * c), loadu256(xb->qs + 32 * c));
                 chunk2x512(sumi, _mm512_and_si512(q, m4),
-                           _mm512_and_si512(_mm512_srli_epi16(q, 4), m4), sc16, c, y, i);
+                           _mm512_and_si512(_mm512_srli_epi16(q, 4), m4), sc16, c, y, i, nr);
             }
-            block_end512(acc[g], sumi, y, i, d);
+            block_end512(acc[g], sumi, y, i, d, nr);
         }
     }
     float mins[NT4][NR4];
@@ -1537,14 +1600,16 @@ static void tile_q4_K(const void *w, uint64_t ws, const void *a, uint64_t as, in
             mins[k][r] = _mm_cvtss_f32(m);
         }
     }
-    tile_out512(acc, (const float(*)[NR4])mins, out, ldo);
+    tile_out512(acc, (const float(*)[NR4])mins, out, ldo, nr);
 }
 
 /* Q2_K: as tile_q4_K, two weight rows to a 512-bit vector (g: rows 2g, 2g + 1)
  * and each activation chunk in both halves; per pair the single-row kernel's
  * mins FMA, then its chunks' vpmaddubsw / vpdpwssd lanes, then its block FMA. */
-static void tile_q2_K(const void *w, uint64_t ws, const void *a, uint64_t as, int64_t n, float *out,
-                      int64_t ldo) {
+static inline __attribute__((always_inline)) void tile_q2_K_nr(const void *w, uint64_t ws,
+                                                               const void *a, uint64_t as,
+                                                               int64_t n, float *out, int64_t ldo,
+                                                               const int nr) {
     ROWS4(block_q2_K, w, ws, x);
     ROWS4(block_q8_K, a, as, y);
     const __m128i m4 = _mm_set1_epi8(0x0f);
@@ -1552,6 +1617,7 @@ static void tile_q2_K(const void *w, uint64_t ws, const void *a, uint64_t as, in
     __m512 acc[NT4 / 2][NR4];
     zero512(acc);
     for (int64_t i = 0; i < n / QK_K; i++) {
+        if (nr == 1) gemv_sweep(w, ws, i, sizeof(block_q2_K));
 #pragma GCC unroll 2
         for (int g = 0; g < NT4 / 2; g++) {
             const block_q2_K *xa = &x[2 * g][i], *xb = &x[2 * g + 1][i];
@@ -1563,7 +1629,7 @@ static void tile_q2_K(const void *w, uint64_t ws, const void *a, uint64_t as, in
             const __m512 d = pair_ps512(f16x8(xa->d), f16x8(xb->d));
             __m512i sumi[NR4];
 #pragma GCC unroll 4
-            for (int r = 0; r < NR4; r++) {
+            for (int r = 0; r < nr; r++) {
                 const __m512i pm =
                     _mm512_madd_epi16(mn, _mm512_broadcast_i64x4(loadu256(y[r][i].bsums)));
                 acc[g][r] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(-y[r][i].d), dmin),
@@ -1583,29 +1649,32 @@ static void tile_q2_K(const void *w, uint64_t ws, const void *a, uint64_t as, in
                         _mm512_and_si512(_mm512_srl_epi16(q, _mm_cvtsi32_si128(2 * j)), m3);
                     const __m512i cs = chunk_scales512(half, j);
 #pragma GCC unroll 4
-                    for (int r = 0; r < NR4; r++)
+                    for (int r = 0; r < nr; r++)
                         sumi[r] = _mm512_dpwssd_epi32(
                             sumi[r], _mm512_maddubs_epi16(v, act2(y[r][i].qs + 128 * h + 32 * j)),
                             cs);
                 }
             }
-            block_end512(acc[g], sumi, y, i, d);
+            block_end512(acc[g], sumi, y, i, d, nr);
         }
     }
-    tile_out512(acc, NULL, out, ldo);
+    tile_out512(acc, NULL, out, ldo, nr);
 }
 
 /* Q6_K: as tile_q2_K; per pair the single-row kernel's offset term (-32 *
  * sum of scale x group sum) as the lanes' start, its four chunks per half and
  * its block FMA. */
-static void tile_q6_K(const void *w, uint64_t ws, const void *a, uint64_t as, int64_t n, float *out,
-                      int64_t ldo) {
+static inline __attribute__((always_inline)) void tile_q6_K_nr(const void *w, uint64_t ws,
+                                                               const void *a, uint64_t as,
+                                                               int64_t n, float *out, int64_t ldo,
+                                                               const int nr) {
     ROWS4(block_q6_K, w, ws, x);
     ROWS4(block_q8_K, a, as, y);
     const __m512i m4 = _mm512_set1_epi8(0x0f), m3 = _mm512_set1_epi8(0x30);
     __m512 acc[NT4 / 2][NR4];
     zero512(acc);
     for (int64_t i = 0; i < n / QK_K; i++) {
+        if (nr == 1) gemv_sweep(w, ws, i, sizeof(block_q6_K));
 #pragma GCC unroll 2
         for (int g = 0; g < NT4 / 2; g++) {
             const block_q6_K *xa = &x[2 * g][i], *xb = &x[2 * g + 1][i];
@@ -1614,7 +1683,7 @@ static void tile_q6_K(const void *w, uint64_t ws, const void *a, uint64_t as, in
             const __m512 d = pair_ps512(f16x8(xa->d), f16x8(xb->d));
             __m512i sumi[NR4];
 #pragma GCC unroll 4
-            for (int r = 0; r < NR4; r++)
+            for (int r = 0; r < nr; r++)
                 sumi[r] = _mm512_sub_epi32(
                     _mm512_setzero_si512(),
                     _mm512_slli_epi32(
@@ -1643,16 +1712,16 @@ static void tile_q6_K(const void *w, uint64_t ws, const void *a, uint64_t as, in
                 for (int k = 0; k < 4; k++) {
                     const __m512i cs = chunk_scales512(half, k);
 #pragma GCC unroll 4
-                    for (int r = 0; r < NR4; r++)
+                    for (int r = 0; r < nr; r++)
                         sumi[r] = _mm512_dpwssd_epi32(
                             sumi[r],
                             _mm512_maddubs_epi16(v[k], act2(y[r][i].qs + 128 * h + 32 * k)), cs);
                 }
             }
-            block_end512(acc[g], sumi, y, i, d);
+            block_end512(acc[g], sumi, y, i, d, nr);
         }
     }
-    tile_out512(acc, NULL, out, ldo);
+    tile_out512(acc, NULL, out, ldo, nr);
 }
 
 /* Q5_K: as tile_q4_K with the fifth bit. The mins term is the single-row
@@ -1660,8 +1729,10 @@ static void tile_q6_K(const void *w, uint64_t ws, const void *a, uint64_t as, in
  * summs[k] for the four activation rows at once, the same single rounding; the
  * block's integer total by another route (vpmaddwd of the mins and the
  * activation's pair sums, then horizontal adds), the same integer. */
-static void tile_q5_K(const void *w, uint64_t ws, const void *a, uint64_t as, int64_t n, float *out,
-                      int64_t ldo) {
+static inline __attribute__((always_inline)) void tile_q5_K_nr(const void *w, uint64_t ws,
+                                                               const void *a, uint64_t as,
+                                                               int64_t n, float *out, int64_t ldo,
+                                                               const int nr) {
     ROWS4(block_q5_K, w, ws, x);
     ROWS4(block_q8_K, a, as, y);
     const __m512i m4 = _mm512_set1_epi8(0x0f), b4 = _mm512_set1_epi8(0x10);
@@ -1671,6 +1742,7 @@ static void tile_q5_K(const void *w, uint64_t ws, const void *a, uint64_t as, in
     for (int k = 0; k < NT4; k++)
         summs[k] = _mm_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
+        if (nr == 1) gemv_sweep(w, ws, i, sizeof(block_q5_K));
         __m128i q8s[NR4];
         for (int r = 0; r < NR4; r++)
             q8s[r] = _mm_hadd_epi16(loadu128(y[r][i].bsums), loadu128(y[r][i].bsums + 8));
@@ -1696,7 +1768,7 @@ static void tile_q5_K(const void *w, uint64_t ws, const void *a, uint64_t as, in
                            _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scmn[1])));
             const __m512i qh = pair_si512(loadu256(xa->qh), loadu256(xb->qh));
             __m512i sumi[NR4];
-            for (int r = 0; r < NR4; r++)
+            for (int r = 0; r < nr; r++)
                 sumi[r] = _mm512_setzero_si512();
 #pragma GCC unroll 4
             for (int c = 0; c < 4; c++) {
@@ -1706,16 +1778,32 @@ static void tile_q5_K(const void *w, uint64_t ws, const void *a, uint64_t as, in
                                                    _mm512_and_si512(_mm512_slli_epi16(hb, 4), b4));
                 const __m512i v1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(q, 4), m4),
                                                    _mm512_and_si512(_mm512_slli_epi16(hb, 3), b4));
-                chunk2x512(sumi, v0, v1, sc16, c, y, i);
+                chunk2x512(sumi, v0, v1, sc16, c, y, i, nr);
             }
-            block_end512(acc[g], sumi, y, i, d);
+            block_end512(acc[g], sumi, y, i, d, nr);
         }
     }
     float sm[NT4][NR4];
     for (int k = 0; k < NT4; k++)
         _mm_storeu_ps(sm[k], summs[k]);
-    tile_out512(acc, (const float(*)[NR4])sm, out, ldo);
+    tile_out512(acc, (const float(*)[NR4])sm, out, ldo, nr);
 }
+
+/* Each K-quant type's tile (nr = 4 activation rows) and gemv (nr = 1: the
+ * activation row at stride 0, so the four-lane mins terms see it four times
+ * and lane 0 is the row's) from its one body. */
+#define TILE_AND_GEMV_K(T)                                                                         \
+    static void tile_##T(const void *w, uint64_t ws, const void *a, uint64_t as, int64_t n,        \
+                         float *out, int64_t ldo) {                                                \
+        tile_##T##_nr(w, ws, a, as, n, out, ldo, NR4);                                             \
+    }                                                                                              \
+    static void gemv_##T(const void *w, uint64_t ws, const void *a, int64_t n, float *out) {       \
+        tile_##T##_nr(w, ws, a, 0, n, out, 0, 1);                                                  \
+    }
+TILE_AND_GEMV_K(q2_K)
+TILE_AND_GEMV_K(q4_K)
+TILE_AND_GEMV_K(q5_K)
+TILE_AND_GEMV_K(q6_K)
 #endif
 
 #if defined(X86_BODY_TILES)
@@ -1762,6 +1850,22 @@ static qt_tile_fn x86_tile_table(uint32_t type) {
     return NULL;
 #endif
 }
+
+#if defined(X86_BODY_TILES)
+/* The gemv kernel for `type`, or NULL (none at this level). */
+static qt_gemv_fn x86_gemv_table(uint32_t type) {
+    switch (type) {
+    case QT_Q8_0: return gemv_q8_0;
+    case QT_Q4_0: return gemv_q4_0;
+    case QT_Q5_0: return gemv_q5_0;
+    case QT_Q2_K: return gemv_q2_K;
+    case QT_Q4_K: return gemv_q4_K;
+    case QT_Q5_K: return gemv_q5_K;
+    case QT_Q6_K: return gemv_q6_K;
+    default: return NULL;
+    }
+}
+#endif
 
 /* The four-row kernel for `type`, or NULL (the caller runs the single-row one four times). */
 static qt_dot4_fn x86_dot4_table(uint32_t type) {

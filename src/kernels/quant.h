@@ -145,6 +145,13 @@ qt_tile_fn qt_mm_tile_upto(uint32_t type, int max_isa);
  * k = 0..7, each the bits of the four-row tile), or NULL: none. */
 qt_tile_fn qt_mm_tile8_upto(uint32_t type, int max_isa);
 
+/* gemv: QT_GEMV_ROWS weight rows against one activation row (a decode step's matmul):
+ * out[k] = dot(w + k * w_stride, a, n), each bit-identical to qt_mm_dot_upto's single-row
+ * kernel; the rows' float chains run side by side. NULL: none at that level. */
+#define QT_GEMV_ROWS 4
+typedef void (*qt_gemv_fn)(const void *w, uint64_t w_stride, const void *a, int64_t n, float *out);
+qt_gemv_fn qt_mm_gemv_upto(uint32_t type, int max_isa);
+
 /* Widening: a weight row of n weights of `type` written as Q8_0 blocks (each block's fp16
  * scale and the 32 signed weight bytes the type's kernels decode), so that a matmul with many
  * activation rows decodes a weight block once rather than once per tile call. On a widened
@@ -165,6 +172,7 @@ qt_tile_fn qt_tile_avx2(uint32_t type);
 qt_tile_fn qt_tile_avx512(uint32_t type);
 qt_widen_fn qt_widen_avx512(uint32_t type);
 qt_tile_fn qt_tile8_avx512(uint32_t type);
+qt_gemv_fn qt_gemv_avx512(uint32_t type);
 
 /* arm64 tables (dot_neon.c, dot_dotprod.c; NULL entries: none). */
 qt_dot_fn qt_dot_neon(uint32_t type);

@@ -37,6 +37,7 @@ typedef struct mm_job {
      * level's Q8_0 tile, the same bits) runs on them (qt_widen_fn) */
     qt_widen_fn widen;
     qt_tile_fn wide_tile;
+    qt_gemv_fn gemv; /* NULL: none; else QT_GEMV_ROWS weight rows x a lone activation row */
 } mm_job;
 
 /* Activation rows from which widening a weight tile once beats decoding it in each of the
@@ -55,8 +56,9 @@ typedef struct mm_job {
  * four weight rows too). What is left over goes through the four-row kernel
  * (weight rows past a multiple of 4) or one by one (weight rows past the tiles
  * against the last n_rows % 4 activation rows; those rows, when two or three,
- * go through the tile first, padded to four). Every output
- * is the same dot product either way (qt_dot4_fn and qt_tile_fn are
+ * go through the tile first, padded to four; a lone last one, as in every decode step, goes
+ * through the gemv kernel, QT_GEMV_ROWS weight rows at a time). Every output
+ * is the same dot product either way (qt_dot4_fn, qt_tile_fn and qt_gemv_fn are
  * bit-identical to qt_dot_fn). Where the type has an eight-weight-row tile
  * (qt_mm_tile8_upto), it takes the weight rows eight at a time first. With
  * widening (j->widen), the tile's weight rows are decoded once into Q8_0
@@ -74,6 +76,10 @@ static void mm_worker(void *arg, int ith, int nth) {
         const long q = j->tile8 ? 8 : 4;
         tile = tile < q ? q : tile / q * q;
     }
+    /* the last activation row, when alone (a decode step: the only one), meets the weight
+     * rows QT_GEMV_ROWS at a time */
+    const qt_gemv_fn gemv = j->n_rows - n4 == 1 ? j->gemv : NULL;
+    if (gemv) tile = tile < QT_GEMV_ROWS ? QT_GEMV_ROWS : tile / QT_GEMV_ROWS * QT_GEMV_ROWS;
     /* the last n_rows % 4 activation rows, when two or three: padded to four (the last one
      * repeated, in pad) they go through the tile, whose outputs (pout, tile columns a row)
      * are copied out for the real rows; one-row dots cost more than a tile per two rows */
@@ -137,6 +143,10 @@ static void mm_worker(void *arg, int ith, int nth) {
                 memcpy(j->y + (int64_t)(n4 + k) * j->ldy + o0, pout + (int64_t)k * tile,
                        (size_t)(o - o0) * sizeof(float));
         }
+        for (; gemv && o + QT_GEMV_ROWS <= o1; o += QT_GEMV_ROWS)
+            gemv(w->data + (uint64_t)o * w->row_bytes, w->row_bytes,
+                 j->act + (uint64_t)n4 * j->act_row_bytes, w->n_in,
+                 j->y + (int64_t)n4 * j->ldy + o);
         for (; o < o1; o++) {
             const uint8_t *row = w->data + (uint64_t)o * w->row_bytes;
             for (int t = n4; t < j->n_rows; t++)
@@ -216,12 +226,19 @@ static void mm_pass(mm_ctx *c, const mm_task *tasks, int n, const uint64_t *arb,
         qt_widen_fn widen =
             tile && n_rows >= MM_WIDEN_ROWS ? qt_mm_widen_upto(w->type, c->max_isa) : NULL;
         qt_tile_fn tile8 = tile ? qt_mm_tile8_upto(widen ? QT_Q8_0 : w->type, c->max_isa) : NULL;
-        jobs[i] = (mm_job){w,          c->act + off[i],
-                           arb[i],     n_rows,
-                           tasks[i].y, tasks[i].ldy,
-                           dot,        dot4,
-                           tile,       tile8,
-                           widen,      widen ? qt_mm_tile_upto(QT_Q8_0, c->max_isa) : NULL};
+        jobs[i] = (mm_job){.w = w,
+                           .act = c->act + off[i],
+                           .act_row_bytes = arb[i],
+                           .n_rows = n_rows,
+                           .y = tasks[i].y,
+                           .ldy = tasks[i].ldy,
+                           .dot = dot,
+                           .dot4 = dot4,
+                           .tile = tile,
+                           .tile8 = tile8,
+                           .widen = widen,
+                           .wide_tile = widen ? qt_mm_tile_upto(QT_Q8_0, c->max_isa) : NULL,
+                           .gemv = qt_mm_gemv_upto(w->type, c->max_isa)};
         work += (uint64_t)w->n_out * w->row_bytes * (uint64_t)n_rows;
     }
     many_job m = {jobs, n};
