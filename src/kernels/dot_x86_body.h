@@ -1551,8 +1551,9 @@ static inline __attribute__((always_inline)) void tile_q4_K_nr(const void *w, ui
     for (int64_t i = 0; i < n / QK_K; i++) {
         if (nr == 1) gemv_sweep(w, ws, i, sizeof(block_q4_K));
         __m128i q8s[NR4];
-        for (int r = 0; r < NR4; r++)
-            q8s[r] = _mm_hadd_epi16(loadu128(y[r][i].bsums), loadu128(y[r][i].bsums + 8));
+        for (int r = 0; r < NR4; r++) /* a gemv's row once, in every lane */
+            q8s[r] = r < nr ? _mm_hadd_epi16(loadu128(y[r][i].bsums), loadu128(y[r][i].bsums + 8))
+                            : q8s[0];
         const __m512i q8s4 =
             _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set_m128i(q8s[1], q8s[0])),
                                _mm256_set_m128i(q8s[3], q8s[2]), 1);
@@ -1744,8 +1745,9 @@ static inline __attribute__((always_inline)) void tile_q5_K_nr(const void *w, ui
     for (int64_t i = 0; i < n / QK_K; i++) {
         if (nr == 1) gemv_sweep(w, ws, i, sizeof(block_q5_K));
         __m128i q8s[NR4];
-        for (int r = 0; r < NR4; r++)
-            q8s[r] = _mm_hadd_epi16(loadu128(y[r][i].bsums), loadu128(y[r][i].bsums + 8));
+        for (int r = 0; r < NR4; r++) /* a gemv's row once, in every lane */
+            q8s[r] = r < nr ? _mm_hadd_epi16(loadu128(y[r][i].bsums), loadu128(y[r][i].bsums + 8))
+                            : q8s[0];
         const __m128 ndy = _mm_setr_ps(-y[0][i].d, -y[1][i].d, -y[2][i].d, -y[3][i].d);
 #pragma GCC unroll 2
         for (int g = 0; g < NT4 / 2; g++) {
