@@ -1516,6 +1516,13 @@ GEMV_LEGACY(gemv_q8_0, block_q8_0, LOAD_Q8_0)
 GEMV_LEGACY(gemv_q4_0, block_q4_0, decode_q4_0)
 GEMV_LEGACY(gemv_q5_0, block_q5_0, decode_q5_0)
 
+/* A K-quant tile's body for nr activation rows (4: the tile; 1: the gemv, TILE_AND_GEMV_K
+ * below), inlined into both so that its row loops unroll for the constant nr. */
+#define TILE_NR(T)                                                                                 \
+    static inline __attribute__((always_inline)) void tile_##T##_nr(                               \
+        const void *w, uint64_t ws, const void *a, uint64_t as, int64_t n, float *out,             \
+        int64_t ldo, const int nr)
+
 /* ----- K-quant tiles -----
  * Q4_K: pair (k, r) gets the single-row kernel's own integer operations on
  * each 32-weight chunk (vpmaddubsw of the nibbles and activations, vpdpwssd by
@@ -1533,10 +1540,7 @@ GEMV_LEGACY(gemv_q5_0, block_q5_0, decode_q5_0)
  * for a single vpdpwssd, the same lanes with a multiply-add fewer per two
  * chunks. */
 
-static inline __attribute__((always_inline)) void tile_q4_K_nr(const void *w, uint64_t ws,
-                                                               const void *a, uint64_t as,
-                                                               int64_t n, float *out, int64_t ldo,
-                                                               const int nr) {
+TILE_NR(q4_K) {
     ROWS4(block_q4_K, w, ws, x);
     ROWS4(block_q8_K, a, as, y);
     const __m512i m4 = _mm512_set1_epi8(0x0f);
@@ -1607,10 +1611,7 @@ static inline __attribute__((always_inline)) void tile_q4_K_nr(const void *w, ui
 /* Q2_K: as tile_q4_K, two weight rows to a 512-bit vector (g: rows 2g, 2g + 1)
  * and each activation chunk in both halves; per pair the single-row kernel's
  * mins FMA, then its chunks' vpmaddubsw / vpdpwssd lanes, then its block FMA. */
-static inline __attribute__((always_inline)) void tile_q2_K_nr(const void *w, uint64_t ws,
-                                                               const void *a, uint64_t as,
-                                                               int64_t n, float *out, int64_t ldo,
-                                                               const int nr) {
+TILE_NR(q2_K) {
     ROWS4(block_q2_K, w, ws, x);
     ROWS4(block_q8_K, a, as, y);
     const __m128i m4 = _mm_set1_epi8(0x0f);
@@ -1665,10 +1666,7 @@ static inline __attribute__((always_inline)) void tile_q2_K_nr(const void *w, ui
 /* Q6_K: as tile_q2_K; per pair the single-row kernel's offset term (-32 *
  * sum of scale x group sum) as the lanes' start, its four chunks per half and
  * its block FMA. */
-static inline __attribute__((always_inline)) void tile_q6_K_nr(const void *w, uint64_t ws,
-                                                               const void *a, uint64_t as,
-                                                               int64_t n, float *out, int64_t ldo,
-                                                               const int nr) {
+TILE_NR(q6_K) {
     ROWS4(block_q6_K, w, ws, x);
     ROWS4(block_q8_K, a, as, y);
     const __m512i m4 = _mm512_set1_epi8(0x0f), m3 = _mm512_set1_epi8(0x30);
@@ -1730,10 +1728,7 @@ static inline __attribute__((always_inline)) void tile_q6_K_nr(const void *w, ui
  * summs[k] for the four activation rows at once, the same single rounding; the
  * block's integer total by another route (vpmaddwd of the mins and the
  * activation's pair sums, then horizontal adds), the same integer. */
-static inline __attribute__((always_inline)) void tile_q5_K_nr(const void *w, uint64_t ws,
-                                                               const void *a, uint64_t as,
-                                                               int64_t n, float *out, int64_t ldo,
-                                                               const int nr) {
+TILE_NR(q5_K) {
     ROWS4(block_q5_K, w, ws, x);
     ROWS4(block_q8_K, a, as, y);
     const __m512i m4 = _mm512_set1_epi8(0x0f), b4 = _mm512_set1_epi8(0x10);
