@@ -1473,7 +1473,9 @@ TILE_LEGACY_NT(tile8_q8_0, block_q8_0, loadu256(xb->qs), 8)
  * Q5_0 rows: 16 GB/s a row at a time, 6 as four side by side). So a gemv call
  * sweeps the rows GEMV_AHEAD groups further on as it goes: with the block loop's
  * i-th step it prefetches the i-th step's share of their bytes (rows stored one
- * after another, as a matmul's are: the sweep is then exactly those rows). */
+ * after another, as a matmul's are: the sweep is then exactly those rows).
+ * __builtin_prefetch, because GCC 12 dropped _mm_prefetch from the inlined
+ * K-quant bodies. */
 #define GEMV_AHEAD 1
 static inline void gemv_sweep(const void *w, uint64_t ws, int64_t i, uint64_t block_bytes) {
     const char *p = (const char *)w + (uint64_t)GEMV_AHEAD * QT_GEMV_ROWS * ws +
