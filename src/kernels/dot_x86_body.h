@@ -1467,8 +1467,9 @@ TILE_LEGACY_NT(tile8_q8_0, block_q8_0, loadu256(xb->qs), 8)
  * activation block in both) and the rows' chains are independent. Each lane gets
  * the tile's integers (the bias trick, the same exact sums as the sign trick)
  * and the single-row kernel's float operations: (dx * dy) * sum + acc, then
- * hsum_ps of its half. */
-/* Rows streamed from memory: the rows' streams are short (a row is a few KB) and
+ * hsum_ps of its half.
+ *
+ * Rows streamed from memory: the rows' streams are short (a row is a few KB) and
  * side by side, which the hardware prefetchers follow poorly (Zen 5, 64 MB of
  * Q5_0 rows: 16 GB/s a row at a time, 6 as four side by side). So a gemv call
  * sweeps the rows GEMV_AHEAD groups further on as it goes: with the block loop's
