@@ -227,6 +227,20 @@ static void idx_select(const idx_job *a, int t, const float *scores) {
     s->n_sel[t] = k;
 }
 
+/* Row t sees no more keys than the top-k keeps: its selection is every key,
+ * whatever the scores, so they are not computed (the attention then reads
+ * every key, as a full selection makes it do). Sets that selection, in key
+ * order, and returns 1; returns 0 for a row whose scores decide. */
+static int idx_select_all(nn_mla *s, int pos0, int t) {
+    const int n_keys = pos0 + t + 1, TOPK = s->d.idx_top_k;
+    if (n_keys > TOPK) return 0;
+    int *sel = s->sel + (size_t)t * TOPK;
+    for (int j = 0; j < n_keys; j++)
+        sel[j] = j;
+    s->n_sel[t] = n_keys;
+    return 1;
+}
+
 /* Row t's scores in thread t's score rows (T <= threads). */
 static float *idx_row_scores(const idx_job *a, int t) {
     return a->s->scores + (size_t)t * a->s->score_rows * a->s->n_scores;
@@ -237,6 +251,7 @@ static void idx_worker(void *arg, int ith, int nth) {
     const idx_job *a = arg;
     float *scores = idx_row_scores(a, ith);
     for (int t = ith; t < a->T; t += nth) {
+        if (idx_select_all(a->s, a->pos0, t)) continue;
         idx_score(a, t, 0, a->pos0 + t + 1, scores);
         idx_select(a, t, scores);
     }
@@ -250,6 +265,7 @@ static void idx_split_worker(void *arg, int ith, int nth) {
     int u = 0;
     for (int t = 0; t < a->T; t++) {
         const int n_keys = a->pos0 + t + 1;
+        if (n_keys <= a->s->d.idx_top_k) continue; /* idx_select_worker selects every key */
         for (int j0 = 0; j0 < n_keys; j0 += IDX_KEY_PART, u++)
             if (u % nth == ith)
                 idx_score(a, t, j0, PT_MIN(j0 + IDX_KEY_PART, n_keys), idx_row_scores(a, t));
@@ -259,7 +275,7 @@ static void idx_split_worker(void *arg, int ith, int nth) {
 static void idx_select_worker(void *arg, int ith, int nth) {
     const idx_job *a = arg;
     for (int t = ith; t < a->T; t += nth)
-        idx_select(a, t, idx_row_scores(a, t));
+        if (!idx_select_all(a->s, a->pos0, t)) idx_select(a, t, idx_row_scores(a, t));
 }
 
 /* x = H x in place, each output one dot product of a rotation row with x in
@@ -283,9 +299,14 @@ static void dsa_select(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, in
                        float *cache) {
     const nn_mla_dims *hp = &s->d;
     const int D = hp->idx_head_dim, NH = hp->idx_n_head;
-    mm_run(s->mm, &ly->idx_q_b, s->qa, T, s->iq, NH * D);
+    /* rows that see at most top-k keys select them all (idx_select_all): while the
+     * context is that short, only the keys are computed, for the rows after it */
+    const int queries = pos0 + T > hp->idx_top_k;
+    if (queries) {
+        mm_run(s->mm, &ly->idx_q_b, s->qa, T, s->iq, NH * D);
+        mm_run(s->mm, &ly->idx_proj, xn, T, s->iw, NH);
+    }
     mm_run(s->mm, &ly->idx_k, xn, T, s->ik, D);
-    mm_run(s->mm, &ly->idx_proj, xn, T, s->iw, NH);
     nn_rope rope = hp->rope; /* the indexer rotates with the model's rope, over its first dims */
     const float wscale = 1.0f / sqrtf((float)(D * NH));
     for (int t = 0; t < T; t++) {
@@ -297,12 +318,18 @@ static void dsa_select(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, in
         memcpy(cache + (size_t)(pos0 + t) * D, k, (size_t)D * sizeof(float));
         /* llama.cpp caches the indexer keys in the K type too: their values */
         kv_round(s->kv_type, cache + (size_t)(pos0 + t) * D, D);
+        if (!queries) continue;
         for (int h = 0; h < NH; h++) {
             nn_rope_apply(&rope, s->cs, s->iq + ((size_t)t * NH + h) * D);
             idx_rotate(s, s->iq + ((size_t)t * NH + h) * D, D, NH);
         }
         for (int h = 0; h < NH; h++)
             s->iw[(size_t)t * NH + h] *= wscale;
+    }
+    if (!queries) {
+        for (int t = 0; t < T; t++)
+            idx_select_all(s, pos0, t);
+        return;
     }
     idx_job j = {s, T, pos0, cache};
     if (T < tp_size(s->pool)) {
