@@ -295,18 +295,14 @@ static void idx_rotate(nn_mla *s, float *x, int D, int columns) {
     memcpy(x, s->itmp, (size_t)D * sizeof(float));
 }
 
-static void dsa_select(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, int pos0,
-                       float *cache) {
+/* The indexer's keys of rows pos0.. (stored in cache) and, with queries, every
+ * row's selection; its projections are in s->ik and, with queries, s->iq and
+ * s->iw (mla_tile runs them in its projection jobs). Without queries (rows that
+ * see at most top-k keys, idx_select_all) only the keys are computed, for the
+ * rows after them. */
+static void dsa_select(nn_mla *s, const nn_mla_w *ly, int T, int pos0, float *cache, int queries) {
     const nn_mla_dims *hp = &s->d;
     const int D = hp->idx_head_dim, NH = hp->idx_n_head;
-    /* rows that see at most top-k keys select them all (idx_select_all): while the
-     * context is that short, only the keys are computed, for the rows after it */
-    const int queries = pos0 + T > hp->idx_top_k;
-    if (queries) {
-        mm_run(s->mm, &ly->idx_q_b, s->qa, T, s->iq, NH * D);
-        mm_run(s->mm, &ly->idx_proj, xn, T, s->iw, NH);
-    }
-    mm_run(s->mm, &ly->idx_k, xn, T, s->ik, D);
     nn_rope rope = hp->rope; /* the indexer rotates with the model's rope, over its first dims */
     const float wscale = 1.0f / sqrtf((float)(D * NH));
     for (int t = 0; t < T; t++) {
@@ -615,16 +611,25 @@ static void mla_tile(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, int 
     const int H = hp->n_head, NOPE = hp->qk_nope, ROPE = hp->qk_rope, KVL = hp->kv_lora,
               KVD = s->kv_dim;
     const int QD = NOPE + ROPE;
-    /* the projections of xn (q's first one, kv_a) in one pool job (mm_run_many: the same
-     * bits) */
-    const mm_task proj[2] = {hp->q_lora
-                                 ? (mm_task){&ly->q_a, xn, ly->q_a.n_in, s->qa, hp->q_lora}
-                                 : (mm_task){&ly->q_b, xn, ly->q_b.n_in, s->q, (int64_t)H * QD},
-                             {&ly->kv_a, xn, ly->kv_a.n_in, s->kva, KVD}};
-    mm_run_many(s->mm, proj, 2, T);
+    /* the indexer: its keys always, its queries for rows that see more than top-k keys */
+    const int idx = use_dsa && ly->has_idx, idx_q = idx && pos0 + T > hp->idx_top_k;
+    const int ID = hp->idx_head_dim, INH = hp->idx_n_head;
+    /* the projections of xn (q's first one, kv_a, the indexer's) in one pool job
+     * (mm_run_many: the same bits), then those of q's normed latent in another */
+    mm_task proj[4] = {hp->q_lora ? (mm_task){&ly->q_a, xn, ly->q_a.n_in, s->qa, hp->q_lora}
+                                  : (mm_task){&ly->q_b, xn, ly->q_b.n_in, s->q, (int64_t)H * QD},
+                       {&ly->kv_a, xn, ly->kv_a.n_in, s->kva, KVD}};
+    int n_proj = 2;
+    if (idx) proj[n_proj++] = (mm_task){&ly->idx_k, xn, ly->idx_k.n_in, s->ik, ID};
+    if (idx_q) proj[n_proj++] = (mm_task){&ly->idx_proj, xn, ly->idx_proj.n_in, s->iw, INH};
+    mm_run_many(s->mm, proj, n_proj, T);
+    const mm_task idx_qb = {&ly->idx_q_b, s->qa, ly->idx_q_b.n_in, s->iq, (int64_t)INH * ID};
     if (hp->q_lora) {
         nn_rms_norm_rows(s->qa, ly->q_a_norm, hp->rms_eps, hp->q_lora, T, s->qa);
-        mm_run(s->mm, &ly->q_b, s->qa, T, s->q, (int64_t)H * QD);
+        const mm_task qb[2] = {{&ly->q_b, s->qa, ly->q_b.n_in, s->q, (int64_t)H * QD}, idx_qb};
+        mm_run_many(s->mm, qb, idx_q ? 2 : 1, T);
+    } else if (idx_q) {
+        mm_run_many(s->mm, &idx_qb, 1, T);
     }
     for (int t = 0; t < T; t++) {
         float *row = s->krow; /* in float, then stored in the cache type */
@@ -650,7 +655,7 @@ static void mla_tile(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, int 
                                  s->qfull + (size_t)(h0 + i) * KVD, (int64_t)H * KVD};
         mm_run_many(s->mm, heads, n, T);
     }
-    if (use_dsa && ly->has_idx) dsa_select(s, ly, xn, T, pos0, idx_keys);
+    if (idx) dsa_select(s, ly, T, pos0, idx_keys, idx_q);
     /* a spilled cache: the selected spilled rows read into the gather buffer, or else the
      * selected rows' pages read ahead, in runs, before the faults */
     const int n_cold = use_dsa && s->pmark ? gather_selected(s, T, pos0, cache) : 0;
