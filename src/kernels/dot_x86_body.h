@@ -1472,14 +1472,18 @@ TILE_LEGACY_NT(tile8_q8_0, block_q8_0, loadu256(xb->qs), 8)
  * Rows streamed from memory: the rows' streams are short (a row is a few KB) and
  * side by side, which the hardware prefetchers follow poorly (Zen 5, 64 MB of
  * Q5_0 rows: 16 GB/s a row at a time, 6 as four side by side). So a gemv call
- * sweeps the rows GEMV_AHEAD groups further on as it goes: with the block loop's
- * i-th step it prefetches the i-th step's share of their bytes (rows stored one
- * after another, as a matmul's are: the sweep is then exactly those rows).
- * __builtin_prefetch, because GCC 12 dropped _mm_prefetch from the inlined
- * K-quant bodies. */
-#define GEMV_AHEAD 1
+ * sweeps the bytes GEMV_AHEAD further on as it goes, a group's worth (its rows'
+ * bytes) in step with its block loop: rows are stored one after another, as a
+ * matmul's are, so the calls' sweeps tile the matrix. The distance is one group,
+ * but at least GEMV_AHEAD_MIN bytes: a group of short rows is too near to hide
+ * the memory's latency (Q5_0 rows of 704 weights, as Gemma 4's expert down
+ * projections, streamed: 17-21 GB/s a group ahead, 28-30 at 8 KB; 2048-weight
+ * rows the same at both). __builtin_prefetch, because GCC 12 dropped
+ * _mm_prefetch from the inlined K-quant bodies. */
+#define GEMV_AHEAD_MIN 8192
 static inline void gemv_sweep(const void *w, uint64_t ws, int64_t i, uint64_t block_bytes) {
-    const char *p = (const char *)w + (uint64_t)GEMV_AHEAD * QT_GEMV_ROWS * ws +
+    const uint64_t group = QT_GEMV_ROWS * ws;
+    const char *p = (const char *)w + (group > GEMV_AHEAD_MIN ? group : GEMV_AHEAD_MIN) +
                     (uint64_t)i * QT_GEMV_ROWS * block_bytes;
     for (uint64_t b = 0; b < QT_GEMV_ROWS * block_bytes; b += 64)
         __builtin_prefetch(p + b, 0, 3);
