@@ -1472,10 +1472,10 @@ TILE_LEGACY_NT(tile8_q8_0, block_q8_0, loadu256(xb->qs), 8)
  * Rows streamed from memory: the rows' streams are short (a row is a few KB) and
  * side by side, which the hardware prefetchers follow poorly (Zen 5, 64 MB of
  * Q5_0 rows: 16 GB/s a row at a time, 6 as four side by side). So a gemv call
- * sweeps the bytes GEMV_AHEAD further on as it goes, a group's worth (its rows'
- * bytes) in step with its block loop: rows are stored one after another, as a
- * matmul's are, so the calls' sweeps tile the matrix. The distance is one group,
- * but at least GEMV_AHEAD_MIN bytes: a group of short rows is too near to hide
+ * prefetches a group's worth of bytes (its rows' bytes) further on, in step with
+ * its block loop: rows are stored one after another, as a matmul's are, so the
+ * calls' sweeps tile the matrix. The distance is one group, but at least
+ * GEMV_AHEAD_MIN bytes: a group of short rows is too near to hide
  * the memory's latency (Q5_0 rows of 704 weights, as Gemma 4's expert down
  * projections, streamed: 17-21 GB/s a group ahead, 28-30 at 8 KB; 2048-weight
  * rows the same at both). __builtin_prefetch, because GCC 12 dropped
