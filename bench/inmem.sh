@@ -1,18 +1,22 @@
 #!/bin/sh
 # bench/inmem.sh — in-memory speed against llama.cpp at its best (`make bench`).
 #
-# Both engines hold every weight in RAM: petrel `generate -lm ram`, llama.cpp
-# `llama-bench -lm none` (weights read into anonymous memory, CPU repacking on).
-# Measured, same thread count, alternated petrel / llama.cpp round by round:
+# Both engines hold every weight in RAM: petrel `-lm ram`, llama.cpp `llama-bench -lm none`
+# (weights read into anonymous memory, CPU repacking on). Both are timed the same way:
+# `petrel bench` times as llama-bench does (a warmup run, then the timed run; for a decode
+# test at a depth, the depth evaluated untimed first). Measured, same thread count,
+# alternated petrel / llama.cpp test by test:
 #   pp512, pp4096   prompt tokens/s of a 512- and a 4096-token prompt
 #   tg@16, tg@4096  decode tokens/s of INMEM_GEN tokens after 16 / 4096 positions
-# on the synthetic glm-dsa bench model (bench/run.sh makes it) and a
-# gemma4-shaped one of ~1.3 GB (made here with mkmodel when missing, ~1 minute).
-# Each figure is the median of INMEM_RUNS rounds with the load average
-# (1 minute) at the start of each run beside it; the ratio is petrel / llama.cpp
-# of the medians. petrel's prompt ids are spread over the vocabulary; llama-bench
-# uses its own random ids (the speed of a dense pass does not depend on them; the
-# routing of a MoE pass does, a little).
+# and, petrel only, "pp512 cold": one `petrel generate` of a 512-token prompt, the first
+# evaluation of its process (what a one-shot command sees: its scratch and KV pages written
+# for the first time), beside llama.cpp's warm pp512.
+# Models: the synthetic glm-dsa bench model (bench/run.sh makes it) and a gemma4-shaped one
+# of ~1.3 GB (made here with mkmodel when missing, ~1 minute). Each figure is the median of
+# INMEM_RUNS rounds with the load average (1 minute) at the start of each run beside it; the
+# ratio is petrel / llama.cpp of the medians. The prompt ids are pseudo-random ids of the
+# vocabulary in both tools (pp512 cold: ids spread over the vocabulary); the speed of a dense
+# pass does not depend on them, the routing of a MoE pass does, a little.
 #
 # Environment: LLAMA_CPP_DIR (a llama.cpp build dir with bin/llama-bench; unset:
 # petrel only), BENCH_THREADS (2), INMEM_RUNS (3), INMEM_LONG (1: also the
@@ -49,19 +53,28 @@ load1() { cut -d' ' -f1 /proc/loadavg; }
 # median of the numbers on stdin (one per line)
 median() { sort -g | awk '{ v[n++] = $1 } END { if (n) printf "%.2f\n", n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2 }'; }
 
-# petrel NAME MODEL NPROMPT NGEN: appends "prompt_tok/s load" to $TMP/p_pp_NAME and
-# "gen_tok/s load" to $TMP/p_tg_NAME
-petrel_run() {
+# petrel_cold NAME MODEL NPROMPT: one generate, the first prompt of its process; appends
+# "prompt_tok/s load" to $TMP/p_NAME
+petrel_cold() {
     l=$(load1)
-    "$BUILD/petrel" generate -m "$2" --tokens "$(ids "$3")" -n "$4" --greedy -t "$THREADS" -lm ram \
+    "$BUILD/petrel" generate -m "$2" --tokens "$(ids "$3")" -n 1 --greedy -t "$THREADS" -lm ram \
         >/dev/null 2>"$TMP/err" || { cat "$TMP/err" >&2; exit 1; }
-    # "... prompt 512 tokens in 9.41 s (54.4 tok/s); generated 32 in 1.06 s (30.1 tok/s)"
+    # "... prompt 512 tokens in 9.41 s (54.4 tok/s); ..."
     pp=$(sed -n 's/.*prompt [0-9]* tokens in [0-9.]* s (\([0-9.]*\) tok\/s).*/\1/p' "$TMP/err")
-    tg=$(sed -n 's/.*generated [0-9]* in [0-9.]* s (\([0-9.]*\) tok\/s).*/\1/p' "$TMP/err")
     [ -n "$pp" ] || { echo "bench/inmem.sh: no timing line from petrel:" >&2; cat "$TMP/err" >&2; exit 1; }
-    echo "$pp $l" >>"$TMP/p_pp_$1"
-    [ -n "$tg" ] && echo "$tg $l" >>"$TMP/p_tg_$1"
-    return 0
+    echo "$pp $l" >>"$TMP/p_$1"
+}
+
+# petrel NAME MODEL ARGS...: `petrel bench` (llama-bench's timing); appends "tok/s load" to
+# $TMP/p_NAME
+petrel_run() {
+    name=$1 model=$2
+    shift 2
+    l=$(load1)
+    v=$("$BUILD/petrel" bench -m "$model" -t "$THREADS" -lm ram -r 1 -o jsonl "$@" 2>"$TMP/err" |
+        sed -n 's/.*"avg_ts": *\([0-9.e+]*\).*/\1/p' | head -1) || true
+    [ -n "$v" ] || { echo "bench/inmem.sh: no figure from petrel bench:" >&2; cat "$TMP/err" >&2; exit 1; }
+    echo "$v $l" >>"$TMP/p_$name"
 }
 
 # llama NAME MODEL ARGS...: appends "tok/s load" to $TMP/l_NAME
@@ -81,7 +94,7 @@ row() {
     lm=$( [ -s "$TMP/$3" ] && cut -d' ' -f1 "$TMP/$3" | median)
     ll=$( [ -s "$TMP/$3" ] && cut -d' ' -f2 "$TMP/$3" | tr '\n' ' ')
     ratio=$(awk -v a="${pm:-0}" -v b="${lm:-0}" 'BEGIN { if (a > 0 && b > 0) printf "%.2fx", a / b; else printf "-" }')
-    printf "   %-8s petrel %8s (load %s)  llama.cpp %8s (load %s)  ratio %s\n" "$1" "${pm:--}" "${pl:--}" "${lm:--}" "${ll:--}" "$ratio"
+    printf "   %-10s petrel %8s (load %s)  llama.cpp %8s (load %s)  ratio %s\n" "$1" "${pm:--}" "${pl:--}" "${lm:--}" "${ll:--}" "$ratio"
 }
 
 for m in $MODELS; do
@@ -102,13 +115,15 @@ for m in $MODELS; do
     fi
     i=0
     while [ $i -lt "$RUNS" ]; do
-        petrel_run "$m.16" "$MODEL" 16 "$GEN"
+        petrel_run "$m.tg16" "$MODEL" -p 0 -n "$GEN" -d 16
         [ -n "$LB" ] && llama_run "$m.tg16" "$MODEL" -p 0 -n "$GEN" -d 16
-        petrel_run "$m.512" "$MODEL" 512 1
+        petrel_run "$m.pp512" "$MODEL" -p 512 -n 0
         [ -n "$LB" ] && llama_run "$m.pp512" "$MODEL" -p 512 -n 0
+        petrel_cold "$m.cold512" "$MODEL" 512
         if [ "$LONG" = 1 ]; then
-            petrel_run "$m.4096" "$MODEL" 4096 "$GEN"
+            petrel_run "$m.pp4096" "$MODEL" -p 4096 -n 0
             [ -n "$LB" ] && llama_run "$m.pp4096" "$MODEL" -p 4096 -n 0
+            petrel_run "$m.tg4096" "$MODEL" -p 0 -n "$GEN" -d 4096
             [ -n "$LB" ] && llama_run "$m.tg4096" "$MODEL" -p 0 -n "$GEN" -d 4096
         fi
         i=$((i + 1))
@@ -117,11 +132,13 @@ for m in $MODELS; do
     echo
     echo "== in memory: $MODEL ($SIZE), $THREADS threads, median of $RUNS alternated rounds"
     echo "   $(date -u '+%Y-%m-%d %H:%M UTC'); nproc $(nproc); load average now $(cut -d' ' -f1-3 /proc/loadavg)"
-    echo "   petrel: $BUILD/petrel generate -m MODEL --tokens <N ids> -n {$GEN|1} --greedy -t $THREADS -lm ram"
+    echo "   petrel: $BUILD/petrel bench -m MODEL -t $THREADS -lm ram -r 1 {-p N -n 0 | -p 0 -n $GEN -d D}"
+    echo "   (pp512 cold: $BUILD/petrel generate -m MODEL --tokens <512 ids> -n 1 --greedy -t $THREADS -lm ram)"
     [ -n "$LB" ] && echo "   llama.cpp: llama-bench -m MODEL -t $THREADS -lm none -r 1 {-p N -n 0 | -p 0 -n $GEN -d D}"
-    row pp512 "p_pp_$m.512" "l_$m.pp512"
-    [ "$LONG" = 1 ] && row pp4096 "p_pp_$m.4096" "l_$m.pp4096"
-    row tg@16 "p_tg_$m.16" "l_$m.tg16"
-    [ "$LONG" = 1 ] && row tg@4096 "p_tg_$m.4096" "l_$m.tg4096"
+    row pp512 "p_$m.pp512" "l_$m.pp512"
+    row "pp512 cold" "p_$m.cold512" "l_$m.pp512"
+    [ "$LONG" = 1 ] && row pp4096 "p_$m.pp4096" "l_$m.pp4096"
+    row tg@16 "p_$m.tg16" "l_$m.tg16"
+    [ "$LONG" = 1 ] && row tg@4096 "p_$m.tg4096" "l_$m.tg4096"
 done
 exit 0

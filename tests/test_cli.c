@@ -2,6 +2,7 @@
  * (0 ok, 1 error, 2 bad usage) and the one-line error convention. The binary
  * is taken from PETREL_BIN (set by `make test`), default build/petrel. */
 #include <jansson.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -218,10 +219,71 @@ static void cli_flag_values(void) {
     }
 }
 
+/* `petrel bench`: llama-bench's tests and figures on the demo model (in the repository) */
+static void cli_bench(void) {
+    const char *demo = "models/petrel-demo-glm.gguf";
+    char args[1024];
+    snprintf(args, sizeof args, "bench -m %s -p 8,16 -n 4 -d 0,8 -r 2 -t 1 2>/dev/null", demo);
+    CHECK(run(args) == 0);
+    CHECK_STR_CONTAINS(out, "| model | size | threads | test | t/s |");
+    /* per depth the prompts, then the decodes */
+    const char *order[] = {"| pp8 |",      "| pp16 |",      "| tg4 |",
+                           "| pp8 @ d8 |", "| pp16 @ d8 |", "| tg4 @ d8 |"};
+    const char *at = out;
+    for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
+        const char *p = strstr(at, order[k]);
+        CHECKF(p != NULL, "no '%s' after the previous test in:\n%s", order[k], out);
+        if (p) at = p;
+    }
+    CHECK(count_lines(out) == 8);
+    snprintf(args, sizeof args, "bench -m %s -p 8 -n 3 -r 3 -t 1 -o jsonl 2>/dev/null", demo);
+    CHECK(run(args) == 0);
+    CHECK(count_lines(out) == 2);
+    const char *line = out;
+    for (int k = 0; k < 2 && line; k++) {
+        json_error_t jerr;
+        json_t *o = json_loadb(line, strcspn(line, "\n"), 0, &jerr);
+        CHECKF(o, "not JSON: %s", jerr.text);
+        if (o) {
+            CHECK(json_integer_value(json_object_get(o, "n_prompt")) == (k ? 0 : 8));
+            CHECK(json_integer_value(json_object_get(o, "n_gen")) == (k ? 3 : 0));
+            json_t *samples = json_object_get(o, "samples_ts");
+            CHECK(json_array_size(samples) == 3);
+            double sum = 0;
+            for (size_t i = 0; i < json_array_size(samples); i++) {
+                const double v = json_real_value(json_array_get(samples, i));
+                CHECK(v > 0);
+                sum += v;
+            }
+            const double avg = json_real_value(json_object_get(o, "avg_ts"));
+            CHECKF(fabs(avg - sum / 3) <= 1e-6 * avg, "avg_ts %g is not the samples' mean %g", avg,
+                   sum / 3);
+            CHECK(json_real_value(json_object_get(o, "stddev_ts")) >= 0);
+            json_decref(o);
+        }
+        line = strchr(line, '\n');
+        if (line) line++;
+    }
+    /* bad usage: exit 2, one line naming the flag */
+    static const char *bad[][2] = {
+        {"-r 0", "for -r: expected"},     {"-p 8,x", "for -p: expected"},
+        {"-p 8,", "for -p: expected"},    {"-o csv", "for -o: expected md or jsonl"},
+        {"-p 0 -n 0", "nothing to time"}, {"-p 64 -c 32", "-c 32 is too small"},
+        {"-n", "-n needs a value"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        snprintf(args, sizeof args, "bench -m %s %s", demo, bad[k][0]);
+        const int rc = run_stderr(args);
+        CHECKF(rc == 2 && count_lines(out) == 1 && strstr(out, bad[k][1]), "%s: exit %d:\n%s", args,
+               rc, out);
+    }
+}
+
 T_SUITE(cli) {
     T_ADD(cli_inspect_text);
     T_ADD(cli_inspect_json);
     T_ADD(cli_errors_are_one_line);
     T_ADD(cli_usage_errors);
     T_ADD(cli_flag_values);
+    T_ADD(cli_bench);
 }

@@ -33,6 +33,7 @@ int cmd_verify(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_pull(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 int cmd_list(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 

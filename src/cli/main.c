@@ -70,6 +70,8 @@ static void usage(FILE *f) {
         "  pull OWNER/NAME[:QUANT]       download a GGUF model from the Hugging Face Hub\n"
         "  list                          the models in petrel's cache, with their sizes\n"
         "  perplexity -m MODEL -f TEXT   perplexity over TEXT, as llama-perplexity computes it\n"
+        "  bench -m MODEL [-p N] [-n N]  prompt and decode tokens/s, timed as llama-bench times "
+        "them\n"
         "  tokenize -m MODEL -p TEXT     print the token ids of TEXT (or -f FILE)\n"
         "  detokenize -m MODEL --ids IDS print the text of token ids\n"
         "  help                          this text\n"
@@ -177,6 +179,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "pull")) return cmd_pull(argc - 1, argv + 1);
     if (!strcmp(cmd, "perplexity")) return cmd_perplexity(argc - 1, argv + 1);
+    if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "list")) return cmd_list(argc - 1, argv + 1);
     if (!strcmp(cmd, "detokenize")) return cmd_detokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
