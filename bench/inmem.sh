@@ -8,15 +8,15 @@
 # alternated petrel / llama.cpp test by test:
 #   pp512, pp4096   prompt tokens/s of a 512- and a 4096-token prompt
 #   tg@16, tg@4096  decode tokens/s of INMEM_GEN tokens after 16 / 4096 positions
-# and, petrel only, "pp512 cold": one `petrel generate` of a 512-token prompt, the first
-# evaluation of its process (what a one-shot command sees: its scratch and KV pages written
-# for the first time), beside llama.cpp's warm pp512.
+# and, petrel only, "pp512 cold": `petrel bench --no-warmup`, the 512-token prompt as the
+# first evaluation of its process (what a one-shot `petrel generate` sees: its scratch and KV
+# pages written for the first time), beside llama.cpp's warm pp512.
 # Models: the synthetic glm-dsa bench model (bench/run.sh makes it) and a gemma4-shaped one
 # of ~1.3 GB (made here with mkmodel when missing, ~1 minute). Each figure is the median of
 # INMEM_RUNS rounds with the load average (1 minute) at the start of each run beside it; the
 # ratio is petrel / llama.cpp of the medians. The prompt ids are pseudo-random ids of the
-# vocabulary in both tools (pp512 cold: ids spread over the vocabulary); the speed of a dense
-# pass does not depend on them, the routing of a MoE pass does, a little.
+# vocabulary in both tools; the speed of a dense pass does not depend on them, the routing of
+# a MoE pass does, a little.
 #
 # Environment: LLAMA_CPP_DIR (a llama.cpp build dir with bin/llama-bench; unset:
 # petrel only), BENCH_THREADS (2), INMEM_RUNS (3), INMEM_LONG (1: also the
@@ -48,22 +48,9 @@ fi
 
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-ids() { awk -v n="$1" 'BEGIN { for (i = 0; i < n; i++) printf "%s%d", i ? "," : "", (1000 + 7919 * i) % 30000 }'; }
 load1() { cut -d' ' -f1 /proc/loadavg; }
 # median of the numbers on stdin (one per line)
 median() { sort -g | awk '{ v[n++] = $1 } END { if (n) printf "%.2f\n", n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2 }'; }
-
-# petrel_cold NAME MODEL NPROMPT: one generate, the first prompt of its process; appends
-# "prompt_tok/s load" to $TMP/p_NAME
-petrel_cold() {
-    l=$(load1)
-    "$BUILD/petrel" generate -m "$2" --tokens "$(ids "$3")" -n 1 --greedy -t "$THREADS" -lm ram \
-        >/dev/null 2>"$TMP/err" || { cat "$TMP/err" >&2; exit 1; }
-    # "... prompt 512 tokens in 9.41 s (54.4 tok/s); ..."
-    pp=$(sed -n 's/.*prompt [0-9]* tokens in [0-9.]* s (\([0-9.]*\) tok\/s).*/\1/p' "$TMP/err")
-    [ -n "$pp" ] || { echo "bench/inmem.sh: no timing line from petrel:" >&2; cat "$TMP/err" >&2; exit 1; }
-    echo "$pp $l" >>"$TMP/p_$1"
-}
 
 # petrel NAME MODEL ARGS...: `petrel bench` (llama-bench's timing); appends "tok/s load" to
 # $TMP/p_NAME
@@ -119,7 +106,7 @@ for m in $MODELS; do
         [ -n "$LB" ] && llama_run "$m.tg16" "$MODEL" -p 0 -n "$GEN" -d 16
         petrel_run "$m.pp512" "$MODEL" -p 512 -n 0
         [ -n "$LB" ] && llama_run "$m.pp512" "$MODEL" -p 512 -n 0
-        petrel_cold "$m.cold512" "$MODEL" 512
+        petrel_run "$m.cold512" "$MODEL" -p 512 -n 0 --no-warmup
         if [ "$LONG" = 1 ]; then
             petrel_run "$m.pp4096" "$MODEL" -p 4096 -n 0
             [ -n "$LB" ] && llama_run "$m.pp4096" "$MODEL" -p 4096 -n 0
@@ -133,7 +120,7 @@ for m in $MODELS; do
     echo "== in memory: $MODEL ($SIZE), $THREADS threads, median of $RUNS alternated rounds"
     echo "   $(date -u '+%Y-%m-%d %H:%M UTC'); nproc $(nproc); load average now $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "   petrel: $BUILD/petrel bench -m MODEL -t $THREADS -lm ram -r 1 {-p N -n 0 | -p 0 -n $GEN -d D}"
-    echo "   (pp512 cold: $BUILD/petrel generate -m MODEL --tokens <512 ids> -n 1 --greedy -t $THREADS -lm ram)"
+    echo "   (pp512 cold: the same with -p 512 -n 0 --no-warmup: the first prompt of the process)"
     [ -n "$LB" ] && echo "   llama.cpp: llama-bench -m MODEL -t $THREADS -lm none -r 1 {-p N -n 0 | -p 0 -n $GEN -d D}"
     row pp512 "p_$m.pp512" "l_$m.pp512"
     row "pp512 cold" "p_$m.cold512" "l_$m.pp512"
