@@ -1,6 +1,6 @@
 /* test_ops.c — the attention helpers of nn/ops.c that reproduce ggml's float
  * lane order (nn_dot_f32, nn_wsum_*, nn_softmax), the attention of nn/attn.c
- * against one head at a time, and the GELU table.
+ * against one head at a time, the GELU table, and the scratch they run in (pt_scratch_alloc).
  *
  * Whole-model agreement with llama.cpp is tested against the fixtures
  * (test_model*.c); these cases pin the order itself with inputs whose result
@@ -8,6 +8,7 @@
  * readable message, rather than as a 0.1 logit drift on one fixture row.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -519,6 +520,35 @@ static void ops_attn_groups_match_heads(void) {
     tp_free(pools[0]), tp_free(pools[1]);
 }
 
+/* pt_scratch_alloc: zeroed, aligned, every byte writable, freed by pt_scratch_free; from 2 MiB
+ * on it lies in whole huge pages (its 64-byte header at a 2 MiB boundary) */
+static void ops_scratch_alloc(void) {
+    const size_t huge = (size_t)2 << 20;
+    const size_t sizes[] = {1, 100, 4096, huge - 65, huge - 64, huge - 63, huge, 5 * huge + 3};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        uint8_t *p = pt_scratch_alloc(sizes[k]);
+        CHECKF(p != NULL, "%zu bytes: NULL", sizes[k]);
+        if (!p) continue;
+        CHECKF((uintptr_t)p % 16 == 0, "%zu bytes at %p", sizes[k], (void *)p);
+        size_t nonzero = 0;
+        for (size_t i = 0; i < sizes[k]; i++)
+            nonzero += p[i] != 0;
+        CHECKF(nonzero == 0, "%zu bytes: %zu not zero", sizes[k], nonzero);
+        memset(p, 0xA5, sizes[k]);
+        if (sizes[k] + 64 >= huge)
+            CHECKF(((uintptr_t)p - 64) % huge == 0, "%zu bytes at %p", sizes[k], (void *)p);
+        pt_scratch_free(p);
+    }
+    pt_scratch_free(NULL);
+    int fail = 0;
+    float *f = pt_falloc(0, &fail);
+    CHECK(f != NULL && !fail && f[0] == 0.0f);
+    pt_scratch_free(f);
+    CHECK(pt_scratch_alloc(SIZE_MAX - 10) == NULL);
+    f = pt_falloc(SIZE_MAX / 2, &fail);
+    CHECK(f == NULL && fail);
+}
+
 T_SUITE(ops) {
     T_ADD(ops_geglu_row_matches);
     T_ADD(ops_rms_norm_rows_match);
@@ -531,4 +561,5 @@ T_SUITE(ops) {
     T_ADD(ops_softmax);
     T_ADD(ops_softmax_vector_matches);
     T_ADD(ops_swiglu_ggml);
+    T_ADD(ops_scratch_alloc);
 }

@@ -212,7 +212,7 @@ void dec_free(dec *x) {
     float *bufs[] = {x->c.x,           x->c.xn,      x->router, x->topw,
                      x->route_scratch, x->pf_logits, x->pf_topw};
     for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++)
-        free(bufs[i]);
+        pt_scratch_free(bufs[i]);
     free(x->topk);
     free(x->pf_topk);
     free(x->pf_uniq);

@@ -344,7 +344,7 @@ static void g4_state_free(void *p) {
     nn_gqa_scratch_free(&s->attn);
     float *bufs[] = {s->h, s->a, s->moe, s->pf_in, s->g, s->u};
     for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++)
-        free(bufs[i]);
+        pt_scratch_free(bufs[i]);
     free(s);
 }
 

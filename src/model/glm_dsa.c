@@ -386,7 +386,7 @@ static void glm_state_free(void *p) {
     nn_mla_free(&s->attn);
     float *bufs[] = {s->out, s->g, s->u, s->sh, s->cat};
     for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++)
-        free(bufs[i]);
+        pt_scratch_free(bufs[i]);
     free(s);
 }
 

@@ -212,7 +212,7 @@ static void q3_state_free(void *p) {
     nn_gqa_scratch_free(&s->attn);
     float *bufs[] = {s->out, s->g, s->u};
     for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++)
-        free(bufs[i]);
+        pt_scratch_free(bufs[i]);
     free(s);
 }
 

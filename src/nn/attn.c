@@ -236,7 +236,7 @@ int nn_gqa_scratch_init(nn_gqa_scratch *s, tp_pool *pool, mm_ctx *mm, int max_ba
 void nn_gqa_scratch_free(nn_gqa_scratch *s) {
     float *bufs[] = {s->q, s->kx, s->vx, s->o, s->cs, s->krow, s->vrow, s->scores};
     for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++)
-        free(bufs[i]);
+        pt_scratch_free(bufs[i]);
     memset(s, 0, sizeof *s);
 }
 

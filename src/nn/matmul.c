@@ -13,12 +13,12 @@ int mm_ctx_init(mm_ctx *c, tp_pool *pool, int max_isa, int64_t max_rows, int64_t
     /* the largest conversion is F32 (4 bytes per value); Q8_K needs 292/256 */
     uint64_t per_row = (uint64_t)max_in * 4 + 512;
     c->act_cap = per_row * (uint64_t)max_rows;
-    c->act = malloc(c->act_cap);
+    c->act = pt_scratch_alloc(c->act_cap);
     return c->act ? 0 : -1;
 }
 
 void mm_ctx_free(mm_ctx *c) {
-    free(c->act);
+    pt_scratch_free(c->act);
     c->act = NULL;
 }
 

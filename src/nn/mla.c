@@ -90,7 +90,7 @@ void nn_mla_free(nn_mla *a) {
     float *bufs[] = {a->qa, a->q,  a->kva, a->qfull, a->ctx,  a->o,    a->scores, a->wacc, a->cs,
                      a->iq, a->ik, a->iw,  a->irot,  a->itmp, a->krow, a->kvq,    a->kvrow};
     for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++)
-        free(bufs[i]);
+        pt_scratch_free(bufs[i]);
     free(a->keys);
     free(a->sel_all);
     free(a->n_sel_all);

@@ -40,10 +40,10 @@ void moe_scratch_free(moe_scratch *s) {
     free(s->uniq);
     free(s->seen);
     free(s->ids);
-    free(s->yk);
+    pt_scratch_free(s->yk);
     for (int i = 0; s->workers && i < tp_size(s->pool); i++) {
-        free(s->workers[i].g);
-        free(s->workers[i].u);
+        pt_scratch_free(s->workers[i].g);
+        pt_scratch_free(s->workers[i].u);
         mm_ctx_free(&s->workers[i].mm);
     }
     free(s->workers);
