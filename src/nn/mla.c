@@ -3,6 +3,7 @@
 #include "nn/mla.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -363,6 +364,7 @@ typedef struct mla_job {
     size_t row;
     const uint8_t *const *rowp; /* rows below n_cold: where kv_gather read them (or NULL) */
     int n_cold;
+    atomic_int next; /* units claimed so far (mla_worker) */
 } mla_job;
 
 /* Key row j of a typed cache: gathered from the spill file, or in the cache itself. */
@@ -494,8 +496,13 @@ static void mla_unit_typed(const mla_job *a, int t, int h0, int g, int n_keys, c
                     s->ctx + ((size_t)t * H + h0 + hh) * KVL, used[hh]);
 }
 
+/* Units (row t, group of G heads), claimed one at a time by whichever thread is free, the
+ * last rows (the most keys) first: a static split left one thread waiting for the other
+ * whenever that one was interrupted or descheduled (the wait, sched_yield in tp_run, was 2%
+ * of a 512-token glm-dsa prompt), and claiming the largest units first leaves a small one
+ * last. Which thread runs a unit changes none of its bits. */
 static void mla_worker(void *arg, int ith, int nth) {
-    const mla_job *a = arg;
+    mla_job *a = arg;
     nn_mla *s = a->s;
     const nn_mla_dims *hp = &s->d;
     const int H = hp->n_head, KVL = hp->kv_lora, KVD = s->kv_dim, G = a->G,
@@ -503,7 +510,10 @@ static void mla_worker(void *arg, int ith, int nth) {
     float *scores = s->scores + (size_t)ith * s->score_rows * s->n_scores;
     float *wacc = s->wacc + (size_t)ith * s->mla_heads * NN_WSUM_LANES * (size_t)KVL;
     uint64_t used[MLA_MAX_GROUP];
-    for (int u = ith; u < a->T * n_groups; u += nth) {
+    (void)nth;
+    const int n_units = a->T * n_groups;
+    for (int c; (c = atomic_fetch_add_explicit(&a->next, 1, memory_order_relaxed)) < n_units;) {
+        const int u = n_units - 1 - c;
         const int t = u / n_groups, h0 = (u % n_groups) * G, g = H - h0 < G ? H - h0 : G;
         const int n_keys = a->pos0 + t + 1, n_pad = (n_keys + 15) & ~15;
         const int sparse = a->use_dsa && s->n_sel[t] < n_keys;
@@ -679,7 +689,8 @@ static void mla_tile(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, int 
                  use_dsa, lanes,
                  G,       (const float *)cache,
                  cache,   kv_bytes(s->kv_type, KVD),
-                 s->rowp, n_cold > 0 ? n_cold : 0};
+                 s->rowp, n_cold > 0 ? n_cold : 0,
+                 0};
     tp_run(s->pool, mla_worker, &j);
     /* per-head value projections in one job, then the output projection */
     for (int h0 = 0; h0 < H; h0 += MM_MANY_MAX) {
