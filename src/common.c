@@ -24,7 +24,9 @@ void pt_assert_fail(const char *file, int line, const char *expr) {
     abort();
 }
 
-void pt_hugepage_hint(void *p, size_t bytes) {
+/* Huge pages asked for under the whole 2 MiB pages inside [p, p + bytes) (a hint: ignored where
+ * the system has no such request). */
+static void hugepage_hint(void *p, size_t bytes) {
 #ifdef MADV_HUGEPAGE
     const uintptr_t huge = (uintptr_t)2 << 20;
     const uintptr_t lo = ((uintptr_t)p + huge - 1) & ~(huge - 1),
@@ -63,7 +65,7 @@ void *pt_scratch_alloc(size_t bytes) {
         h.base = m;
         uint8_t *a =
             (uint8_t *)(((uintptr_t)m + SCRATCH_HUGE - 1) & ~(uintptr_t)(SCRATCH_HUGE - 1));
-        pt_hugepage_hint(a, cap);
+        hugepage_hint(a, cap);
         data = a + SCRATCH_HEAD;
     }
     memcpy(data - SCRATCH_HEAD, &h, sizeof h);

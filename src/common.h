@@ -53,7 +53,7 @@ static inline int pt_stop_requested(const volatile sig_atomic_t *stop) {
 
 /* Zeroed scratch of `bytes` bytes (at least one), 16-byte aligned, freed with pt_scratch_free
  * (free() refuses it: a header precedes it). From 2 MiB on it is a fresh anonymous mapping of
- * whole huge pages where the system gives them on request (pt_hugepage_hint), still paid for
+ * whole huge pages where the system gives them on request (MADV_HUGEPAGE), still paid for
  * as it is first written: scratch first written in 4 KiB pages costs a fault a page, and on a
  * VM such a fault runs ~12 us (0.3 GB/s of first touch, against 3-16 GB/s for huge pages the
  * host already backs), which a process's first prompt paid (~19k faults for a 512-token
@@ -64,10 +64,6 @@ void pt_scratch_free(void *p); /* NULL is fine */
 /* pt_scratch_alloc of n floats (at least one); sets *fail on failure so a state constructor
  * can allocate everything and check once. */
 float *pt_falloc(size_t n, int *fail);
-
-/* Ask for huge pages under the whole 2 MiB pages inside [p, p + bytes) (a hint: ignored where
- * the system has no such request, or for less than 2 MiB). */
-void pt_hugepage_hint(void *p, size_t bytes);
 
 /* Make room for `need` elements of `elem` bytes in the growable array *p of
  * capacity *cap (elements): the capacity doubles from 64 until it holds `need`,

@@ -189,7 +189,7 @@ int cmd_bench(int argc, char **argv) {
         }
     }
     /* the tests, in llama-bench's order: per depth, the prompts, then the decodes */
-    bench_test tests[3 * BENCH_MAX_LIST * BENCH_MAX_LIST];
+    bench_test tests[BENCH_MAX_LIST * 2 * BENCH_MAX_LIST]; /* depths x (prompts + decodes) */
     int nt = 0;
     long most = 1;
     for (int k = 0; k < nd; k++) {
