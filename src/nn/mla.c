@@ -71,7 +71,8 @@ int nn_mla_init(nn_mla *a, const nn_mla_dims *d, tp_pool *pool, mm_ctx *mm, int 
     a->kvq = pt_falloc(NT * (size_t)a->mla_heads * (size_t)a->kv_dim, &fail);
     a->kvrow = pt_falloc(NT * NN_WSUM_KEYS * (size_t)a->kv_dim, &fail);
     a->keys = malloc(NT * a->n_scores * sizeof(int));
-    if (!a->keys) fail = 1;
+    a->keybits = malloc(NT * (a->n_scores / 64 + 1) * sizeof(uint64_t));
+    if (!a->keys || !a->keybits) fail = 1;
     a->sel_all = calloc((size_t)block_rows * topk, sizeof(int));
     a->n_sel_all = calloc((size_t)block_rows, sizeof(int));
     if (!a->sel_all || !a->n_sel_all) fail = 1;
@@ -93,6 +94,7 @@ void nn_mla_free(nn_mla *a) {
     for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++)
         pt_scratch_free(bufs[i]);
     free(a->keys);
+    free(a->keybits);
     free(a->sel_all);
     free(a->n_sel_all);
     free(a->pmark);
@@ -496,6 +498,18 @@ static void mla_unit_typed(const mla_job *a, int t, int h0, int g, int n_keys, c
                     s->ctx + ((size_t)t * H + h0 + hh) * KVL, used[hh]);
 }
 
+/* x[0 .. n) = -inf: sixteen stores, then copies of what is filled (libc's wide ones) */
+static void fill_ninf(float *x, int n) {
+    int i = 0;
+    for (; i < n && i < 16; i++)
+        x[i] = -INFINITY;
+    while (i < n) {
+        const int c = n - i < i ? n - i : i;
+        memcpy(x + i, x, (size_t)c * sizeof(float));
+        i += c;
+    }
+}
+
 /* Units (row t, group of G heads), claimed one at a time by whichever thread is free, the
  * last rows (the most keys) first: a static split left one thread waiting for the other
  * whenever that one was interrupted or descheduled (the wait, sched_yield in tp_run, was 2%
@@ -517,6 +531,33 @@ static void mla_worker(void *arg, int ith, int nth) {
         const int t = u / n_groups, h0 = (u % n_groups) * G, g = H - h0 < G ? H - h0 : G;
         const int n_keys = a->pos0 + t + 1, n_pad = (n_keys + 15) & ~15;
         const int sparse = a->use_dsa && s->n_sel[t] < n_keys;
+        if (s->kv_type != QT_F32) {
+            /* the unit's keys in increasing order: the selection through a bit set */
+            int *keys = s->keys + (size_t)ith * s->n_scores, nk = 0;
+            if (sparse) {
+                uint64_t *bits = s->keybits + (size_t)ith * (s->n_scores / 64 + 1);
+                const int nw = (n_keys + 63) / 64;
+                const int *sel = s->sel + (size_t)t * hp->idx_top_k;
+                memset(bits, 0, (size_t)nw * sizeof *bits);
+                for (int i = 0; i < s->n_sel[t]; i++)
+                    bits[sel[i] / 64] |= 1ull << (sel[i] % 64);
+                for (int w = 0; w < nw; w++)
+                    for (uint64_t b = bits[w]; b; b &= b - 1)
+                        keys[nk++] = 64 * w + __builtin_ctzll(b);
+            } else {
+                for (; nk < n_keys; nk++)
+                    keys[nk] = nk;
+            }
+            /* every head's scores: -inf for the padding and the keys left out; mla_unit_typed
+             * writes the scored keys' */
+            for (int hh = 0; hh < g; hh++)
+                fill_ninf(scores + (size_t)hh * s->n_scores + (sparse ? 0 : n_keys),
+                          n_pad - (sparse ? 0 : n_keys));
+            mla_unit_typed(a, t, h0, g, n_keys, keys, nk, scores, wacc, used,
+                           s->kvq + (size_t)ith * s->mla_heads * KVD,
+                           s->kvrow + (size_t)ith * NN_WSUM_KEYS * KVD);
+            continue;
+        }
         const float *qf = s->qfull + ((size_t)t * H + h0) * KVD;
         /* the row's mask (0: a key to score, -inf: masked) in the first head's
          * scores, copied to the others: every head sees the same keys */
@@ -532,20 +573,6 @@ static void mla_worker(void *arg, int ith, int nth) {
         }
         for (int hh = 1; hh < g; hh++)
             memcpy(scores + (size_t)hh * s->n_scores, scores, (size_t)n_pad * sizeof(float));
-        if (s->kv_type != QT_F32) {
-            int *keys = s->keys + (size_t)ith * s->n_scores, nk = 0;
-            if (sparse) {
-                for (int j = 0; j < n_keys; j++)
-                    if (scores[j] == 0.0f) keys[nk++] = j;
-            } else {
-                for (; nk < n_keys; nk++)
-                    keys[nk] = nk;
-            }
-            mla_unit_typed(a, t, h0, g, n_keys, keys, nk, scores, wacc, used,
-                           s->kvq + (size_t)ith * s->mla_heads * KVD,
-                           s->kvrow + (size_t)ith * NN_WSUM_KEYS * KVD);
-            continue;
-        }
         for (int j0 = 0; j0 < n_keys; j0 += MLA_KEY_BLOCK) {
             const int j1 = j0 + MLA_KEY_BLOCK < n_keys ? j0 + MLA_KEY_BLOCK : n_keys;
             for (int hh = 0; hh < g; hh++) {

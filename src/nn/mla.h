@@ -82,6 +82,7 @@ typedef struct nn_mla {
     float *kvq;        /* [n_threads][mla_heads][kv_dim] queries in the key type's dot form */
     float *kvrow;      /* [n_threads][NN_WSUM_KEYS][kv_dim] decoded latent rows */
     int *keys;         /* [n_threads][n_scores] a unit's keys (mla_unit_typed) */
+    uint64_t *keybits; /* [n_threads][n_scores / 64 + 1] a sparse unit's keys as a bit set */
     int rows;          /* B: query rows per tile (nn_mla_forward runs larger T in tiles) */
     int *sel_all;      /* [block rows][top_k] key selection of the last full DSA layer */
     int *n_sel_all;    /* [block rows] */

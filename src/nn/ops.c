@@ -207,58 +207,77 @@ void nn_wsum_add(float *acc, int lanes, int d, int64_t key, float p, const float
     qt_f32_best()->axpy(a, p, row, d);
 }
 
+/* A block's flags as bits: bit k % 64 of w[k / 64] is on[k] != 0 (k < nk). Eight flags at
+ * a time: each byte's nonzero-ness into its low bit, then the eight low bits (at 8 i) into
+ * one byte by a multiply whose partial products land on distinct bits (56 + i for byte i). */
+static void on_bits(const unsigned char *on, int nk, uint64_t w[NN_WSUM_KEYS / 64]) {
+    for (int i = 0; i < NN_WSUM_KEYS / 64; i++)
+        w[i] = 0;
+    int k = 0;
+    for (; k + 8 <= nk; k += 8) {
+        uint64_t x;
+        memcpy(&x, on + k, 8);
+        x |= x >> 4;
+        x |= x >> 2;
+        x |= x >> 1;
+        x &= 0x0101010101010101ull;
+        w[k / 64] |= (x * 0x0102040810204080ull >> 56) << (k % 64);
+    }
+    for (; k < nk; k++)
+        w[k / 64] |= (uint64_t)(on[k] != 0) << (k % 64);
+}
+
 /* The lane loop of nn_wsum_add_keys_heads(_f16): rows of floats, or of halves when
- * axpyn16 is set. */
+ * axpyn16 is set. The block's keys that a head counts are a bit set; the heads whose sets
+ * are equal (every head of a sparse or causal row, as a rule) share each lane's pass over
+ * its rows, and a lane's keys are its set bits in increasing order (the lane is
+ * (key0 + k) % lanes, lanes a power of two dividing 64: the bits k0, k0 + lanes, ... of
+ * each word). */
 static void wsum_keys_heads(int g, float *const *acc, int lanes, int d, int64_t key0, int nk,
                             const float *p, const unsigned char *on, const void *rows,
                             size_t stride, uint64_t *used, qt_f16_axpyn_fn axpyn16) {
-    PT_ASSERT(nk <= NN_WSUM_KEYS && g <= NN_WSUM_HEADS);
+    PT_ASSERT(nk <= NN_WSUM_KEYS && g <= NN_WSUM_HEADS && lanes >= 1 && lanes <= 64 &&
+              !(lanes & (lanes - 1)));
+    enum { W = NN_WSUM_KEYS / 64 };
     const qt_f32_axpyn_fn axpyn = qt_f32_axpyn_best();
-    /* every head counts every key (a causal prompt's inner blocks): each lane's masks are
-     * all ones, and not built key by key */
-    int all = 1;
-    for (int h = 0; h < g && all; h++)
-        all = !memchr(on + (size_t)h * NN_WSUM_KEYS, 0, (size_t)nk);
-    for (int k0 = 0; k0 < lanes && k0 < nk; k0++) {
-        const int lane = (int)((key0 + k0) % lanes);
-        /* which of the lane's keys each head counts (bit j: key k0 + j * lanes) */
-        uint64_t mask[NN_WSUM_HEADS];
-        const int n_lane = (nk - k0 + lanes - 1) / lanes;
-        for (int h = 0; h < g; h++) {
-            const unsigned char *onh = on + (size_t)h * NN_WSUM_KEYS;
-            if (all) {
-                mask[h] = n_lane >= 64 ? ~0ull : (1ull << n_lane) - 1;
-                continue;
+    const size_t es = axpyn16 ? sizeof(pt_f16) : sizeof(float);
+    uint64_t bits[NN_WSUM_HEADS][W], stride_bits = 0;
+    for (int i = 0; i < 64; i += lanes)
+        stride_bits |= 1ull << i;
+    for (int h = 0; h < g; h++)
+        on_bits(on + (size_t)h * NN_WSUM_KEYS, nk, bits[h]);
+    int done[NN_WSUM_HEADS] = {0};
+    for (int h = 0; h < g; h++) {
+        if (done[h]) continue;
+        /* the heads from h on that count the same keys */
+        int hs[NN_WSUM_HEADS], nh = 0;
+        for (int h2 = h; h2 < g; h2++)
+            if (!done[h2] && !memcmp(bits[h2], bits[h], sizeof bits[h])) {
+                done[h2] = 1;
+                hs[nh++] = h2;
             }
-            mask[h] = 0;
-            for (int k = k0, j = 0; k < nk; k += lanes, j++)
-                mask[h] |= (uint64_t)(onh[k] != 0) << j;
-        }
-        /* heads that count the same keys go through one pass over the rows (each head's
-         * chain is its own); the lane's rows stay in cache across the passes */
-        for (int h = 0; h < g; h++) {
-            if (!mask[h]) continue;
-            const uint64_t mk = mask[h];
+        for (int k0 = 0; k0 < lanes && k0 < nk; k0++) {
             const void *x[NN_WSUM_KEYS];
-            const size_t es = axpyn16 ? sizeof(pt_f16) : sizeof(float);
-            int m = 0;
-            for (int k = k0, j = 0; k < nk; k += lanes, j++)
-                if (mk >> j & 1) x[m++] = (const uint8_t *)rows + (size_t)k * stride * es;
+            int ks[NN_WSUM_KEYS], m = 0;
+            for (int i = 0; i < W; i++)
+                for (uint64_t b = bits[h][i] & stride_bits << k0; b; b &= b - 1)
+                    ks[m++] = 64 * i + __builtin_ctzll(b);
+            if (!m) continue;
+            const int lane = (int)((key0 + k0) % lanes);
+            for (int i = 0; i < m; i++)
+                x[i] = (const uint8_t *)rows + (size_t)ks[i] * stride * es;
             float a[NN_WSUM_HEADS * NN_WSUM_KEYS];
             float *accs[NN_WSUM_HEADS];
-            int nh = 0;
-            for (int h2 = h; h2 < g; h2++) {
-                if (mask[h2] != mk) continue;
-                const float *ph = p + (size_t)h2 * NN_WSUM_KEYS;
-                for (int k = k0, j = 0, i = 0; k < nk; k += lanes, j++)
-                    if (mk >> j & 1) a[nh * m + i++] = ph[k];
-                float *acc_l = acc[h2] + (size_t)lane * (size_t)d;
-                if (!(used[h2] >> lane & 1)) {
+            for (int j = 0; j < nh; j++) {
+                const float *ph = p + (size_t)hs[j] * NN_WSUM_KEYS;
+                for (int i = 0; i < m; i++)
+                    a[j * m + i] = ph[ks[i]];
+                float *acc_l = acc[hs[j]] + (size_t)lane * (size_t)d;
+                if (!(used[hs[j]] >> lane & 1)) {
                     memset(acc_l, 0, (size_t)d * sizeof(float));
-                    used[h2] |= 1ull << lane;
+                    used[hs[j]] |= 1ull << lane;
                 }
-                accs[nh++] = acc_l;
-                if (h2 > h) mask[h2] = 0; /* done */
+                accs[j] = acc_l;
             }
             if (axpyn16)
                 axpyn16(accs, nh, m, a, (const pt_f16 *const *)x, d);
@@ -410,20 +429,54 @@ __attribute__((target("avx512f"))) static int softmax_exp16_avx512(float *x, int
     }
     return i;
 }
+
+/* x[i] *= scale over whole chunks of 16, and their maximum (a NaN is never it, as in the
+ * scalar loop: vmaxps returns its second operand, the running maximum, then; which zero
+ * is the maximum does not matter to x - max). Returns the count done. */
+__attribute__((target("avx512f"))) static int softmax_scale_max_avx512(float *x, int n, float scale,
+                                                                       float *max) {
+    const __m512 s = _mm512_set1_ps(scale);
+    __m512 m = _mm512_set1_ps(-INFINITY);
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + i), s);
+        _mm512_storeu_ps(x + i, v);
+        m = _mm512_max_ps(v, m);
+    }
+    float lanes[16];
+    _mm512_storeu_ps(lanes, m);
+    for (int l = 0; l < 16; l++)
+        if (lanes[l] > *max) *max = lanes[l];
+    return i;
+}
+
+/* x[i] *= inv over whole chunks of 16; returns the count done. */
+__attribute__((target("avx512f"))) static int softmax_mul_avx512(float *x, int n, float inv) {
+    const __m512 v = _mm512_set1_ps(inv);
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), v));
+    return i;
+}
 #endif
 
 /* ggml_soft_max_ext order: the chunks of 16 (softmax_exp16), the tail
- * through expf; sums in double. vec = 0: the scalar chunks, whatever the CPU. */
+ * through expf; sums in double. vec = 0: the scalar chunks, whatever the CPU.
+ * The scaling, the maximum and the final multiply are elementwise (or order-free), so
+ * they take whole vectors whenever the CPU has them. */
 static void softmax(float *x, int n, float scale, int vec) {
     float max = -INFINITY;
-    for (int i = 0; i < n; i++) {
+    int i = 0;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    pthread_once(&fma_once, fma_init);
+    if (avx512_ok) i = softmax_scale_max_avx512(x, n, scale, &max);
+#endif
+    for (; i < n; i++) {
         x[i] *= scale;
         if (x[i] > max) max = x[i];
     }
     double sum = 0;
-    int i;
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    pthread_once(&fma_once, fma_init);
     if (vec && avx512_ok)
         i = softmax_exp16_avx512(x, n, max, &sum);
     else if (fma_ok)
@@ -439,7 +492,11 @@ static void softmax(float *x, int n, float scale, int vec) {
         sum += x[i];
     }
     const float inv = (float)(1.0 / sum);
-    for (i = 0; i < n; i++)
+    i = 0;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (avx512_ok) i = softmax_mul_avx512(x, n, inv);
+#endif
+    for (; i < n; i++)
         x[i] *= inv;
 }
 
