@@ -227,6 +227,42 @@ out:
     free(a), free(b);
 }
 
+/* nn_relu_wsum8 (vectors where the CPU has them) against its definition written here,
+ * memcmp: dots of both signs, zeros of both signs, NaNs (relu gives 0), head counts 1 to
+ * 40, sums that start from nonzero values. */
+static void ops_relu_wsum8_matches(void) {
+    enum { NH = 40 };
+    float d[NH * 8], w[NH];
+    uint32_t r = 7;
+    int bad = 0;
+    for (int round = 0; round < 200; round++) {
+        for (int i = 0; i < NH * 8; i++) {
+            r = r * 1664525u + 1013904223u;
+            const uint32_t c = r >> 28;
+            d[i] = c == 0   ? -0.0f
+                   : c == 1 ? 0.0f
+                   : c == 2 ? NAN
+                            : ((float)(r >> 8) / 16777216.0f - 0.4f) * 3.0f;
+        }
+        for (int h = 0; h < NH; h++) {
+            r = r * 1664525u + 1013904223u;
+            w[h] = ((float)(r >> 8) / 16777216.0f - 0.5f) * 0.7f;
+        }
+        const int nh = 1 + round % NH;
+        float got[8], want[8];
+        for (int k = 0; k < 8; k++)
+            got[k] = want[k] = round % 3 ? 0.0f : 0.25f * (float)(k - 3);
+        nn_relu_wsum8(d, w, nh, got);
+        for (int h = 0; h < nh; h++)
+            for (int k = 0; k < 8; k++) {
+                const float v = d[8 * h + k];
+                want[k] += (v > 0 ? v : 0) * w[h];
+            }
+        bad += memcmp(got, want, sizeof got) != 0;
+    }
+    CHECKF(bad == 0, "%d of 200 differ", bad);
+}
+
 /* SwiGLU: a whole chunk of 16 gives ggml_vec_swiglu_f32's bits (AVX-512 build:
  * ggml_v_silu with ggml_v_expf), a tail takes expf. The 16 (x, u, ggml's
  * silu(x) * u) were produced by ggml's own swiglu op; at each, x / (1 +
@@ -560,6 +596,7 @@ T_SUITE(ops) {
     T_ADD(ops_wsum_add_keys);
     T_ADD(ops_softmax);
     T_ADD(ops_softmax_vector_matches);
+    T_ADD(ops_relu_wsum8_matches);
     T_ADD(ops_swiglu_ggml);
     T_ADD(ops_scratch_alloc);
 }

@@ -461,15 +461,15 @@ __attribute__((target("avx512f"))) static int softmax_mul_avx512(float *x, int n
 #endif
 
 /* ggml_soft_max_ext order: the chunks of 16 (softmax_exp16), the tail
- * through expf; sums in double. vec = 0: the scalar chunks, whatever the CPU.
- * The scaling, the maximum and the final multiply are elementwise (or order-free), so
- * they take whole vectors whenever the CPU has them. */
+ * through expf; sums in double. vec = 0: scalar code throughout, whatever the CPU
+ * (the reference the vector code is tested against). The scaling, the maximum and the
+ * final multiply are elementwise (or order-free) in vectors too. */
 static void softmax(float *x, int n, float scale, int vec) {
     float max = -INFINITY;
     int i = 0;
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     pthread_once(&fma_once, fma_init);
-    if (avx512_ok) i = softmax_scale_max_avx512(x, n, scale, &max);
+    if (vec && avx512_ok) i = softmax_scale_max_avx512(x, n, scale, &max);
 #endif
     for (; i < n; i++) {
         x[i] *= scale;
@@ -494,7 +494,7 @@ static void softmax(float *x, int n, float scale, int vec) {
     const float inv = (float)(1.0 / sum);
     i = 0;
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    if (avx512_ok) i = softmax_mul_avx512(x, n, inv);
+    if (vec && avx512_ok) i = softmax_mul_avx512(x, n, inv);
 #endif
     for (; i < n; i++)
         x[i] *= inv;
@@ -506,6 +506,34 @@ void nn_softmax(float *x, int n, float scale) {
 
 void nn_softmax_scalar(float *x, int n, float scale) {
     softmax(x, n, scale, 0);
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/* The eight keys in one vector: vmaxps(d, 0) is d > 0 ? d : 0 (0 for a NaN, +0 for -0). */
+__attribute__((target("avx"))) static void relu_wsum8_avx(const float *d, const float *w, int nh,
+                                                          float sc[8]) {
+    const __m256 zero = _mm256_setzero_ps();
+    __m256 s = _mm256_loadu_ps(sc);
+    for (int h = 0; h < nh; h++)
+        s = _mm256_add_ps(s, _mm256_mul_ps(_mm256_max_ps(_mm256_loadu_ps(d + 8 * h), zero),
+                                           _mm256_set1_ps(w[h])));
+    _mm256_storeu_ps(sc, s);
+}
+#endif
+
+void nn_relu_wsum8(const float *d, const float *w, int nh, float sc[8]) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    pthread_once(&fma_once, fma_init);
+    if (fma_ok) {
+        relu_wsum8_avx(d, w, nh, sc);
+        return;
+    }
+#endif
+    for (int h = 0; h < nh; h++)
+        for (int k = 0; k < 8; k++) {
+            const float v = d[8 * h + k];
+            sc[k] += (v > 0 ? v : 0) * w[h];
+        }
 }
 
 float nn_silu(float x) {
