@@ -263,6 +263,35 @@ static void ops_relu_wsum8_matches(void) {
     CHECKF(bad == 0, "%d of 200 differ", bad);
 }
 
+/* nn_weights_on (vectors where the CPU has them) against its definition, memcmp: zeros of
+ * both signs, NaNs, subnormals and ordinary weights, lengths with and without a tail. */
+static void ops_weights_on_matches(void) {
+    enum { N = 300 };
+    float p[N], pk[N], want[N];
+    unsigned char on[N], won[N];
+    uint32_t r = 3;
+    int bad = 0;
+    for (int round = 0; round < 50; round++) {
+        for (int i = 0; i < N; i++) {
+            r = r * 1664525u + 1013904223u;
+            const uint32_t c = r >> 29;
+            p[i] = c == 0   ? -0.0f
+                   : c == 1 ? 0.0f
+                   : c == 2 ? NAN
+                   : c == 3 ? 1e-41f
+                            : (float)(r >> 8) / 16777216.0f;
+        }
+        const int n = N - round * 5;
+        nn_weights_on(p, n, pk, on);
+        for (int i = 0; i < n; i++) {
+            want[i] = p[i] + 0.0f;
+            won[i] = want[i] != 0.0f;
+        }
+        bad += memcmp(pk, want, sizeof(float) * n) != 0 || memcmp(on, won, (size_t)n) != 0;
+    }
+    CHECKF(bad == 0, "%d of 50 differ", bad);
+}
+
 /* SwiGLU: a whole chunk of 16 gives ggml_vec_swiglu_f32's bits (AVX-512 build:
  * ggml_v_silu with ggml_v_expf), a tail takes expf. The 16 (x, u, ggml's
  * silu(x) * u) were produced by ggml's own swiglu op; at each, x / (1 +
@@ -597,6 +626,7 @@ T_SUITE(ops) {
     T_ADD(ops_softmax);
     T_ADD(ops_softmax_vector_matches);
     T_ADD(ops_relu_wsum8_matches);
+    T_ADD(ops_weights_on_matches);
     T_ADD(ops_swiglu_ggml);
     T_ADD(ops_scratch_alloc);
 }

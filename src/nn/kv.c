@@ -171,11 +171,7 @@ void kv_wsum_keys(int g, float *const *acc, const float *const *p, uint32_t v_ty
         for (int b = 0; b < gb; b++) {
             /* a weight of 0 (either sign) is a key passed over, and +0 (x + 0 is x for
              * every other x, -0 + 0 is +0) */
-            const float *ph = p[h0 + b];
-            for (int k = 0; k < nk; k++)
-                pk[b][k] = ph[k] + 0.0f;
-            for (int k = 0; k < nk; k++)
-                on[b][k] = pk[b][k] != 0.0f;
+            nn_weights_on(p[h0 + b], nk, pk[b], on[b]);
             /* kv_weight's rounding (fp16, bf16; the identity for the rest), a row at a time */
             if (v_type == QT_F16 || v_type == QT_BF16) kv_round(v_type, pk[b], nk);
         }

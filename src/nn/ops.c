@@ -509,6 +509,36 @@ void nn_softmax_scalar(float *x, int n, float scale) {
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/* nn_weights_on sixteen at a time (the flags: the compare's mask as dwords of 0 or 1,
+ * narrowed to bytes); returns the count done. */
+__attribute__((target("avx512f"))) static int weights_on_avx512(const float *p, int n, float *pk,
+                                                                unsigned char *on) {
+    const __m512 zero = _mm512_setzero_ps();
+    const __m512i one = _mm512_set1_epi32(1);
+    int k = 0;
+    for (; k + 16 <= n; k += 16) {
+        const __m512 v = _mm512_add_ps(_mm512_loadu_ps(p + k), zero);
+        _mm512_storeu_ps(pk + k, v);
+        const __mmask16 m = _mm512_cmp_ps_mask(v, zero, _CMP_NEQ_UQ);
+        _mm_storeu_si128((__m128i *)(on + k), _mm512_cvtepi32_epi8(_mm512_maskz_mov_epi32(m, one)));
+    }
+    return k;
+}
+#endif
+
+void nn_weights_on(const float *p, int n, float *pk, unsigned char *on) {
+    int k = 0;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    pthread_once(&fma_once, fma_init);
+    if (avx512_ok) k = weights_on_avx512(p, n, pk, on);
+#endif
+    for (; k < n; k++) {
+        pk[k] = p[k] + 0.0f;
+        on[k] = pk[k] != 0.0f;
+    }
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 /* The eight keys in one vector: vmaxps(d, 0) is d > 0 ? d : 0 (0 for a NaN, +0 for -0). */
 __attribute__((target("avx"))) static void relu_wsum8_avx(const float *d, const float *w, int nh,
                                                           float sc[8]) {

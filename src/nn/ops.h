@@ -97,6 +97,10 @@ void nn_wsum_add_keys_heads_f16(int g, float *const *acc, int lanes, int d, int6
                                 const float *p, const unsigned char *on, const uint16_t *rows,
                                 size_t stride, uint64_t *used);
 
+/* A block of attention weights for the weighted sums: pk[k] = p[k] + 0 (+0 for either
+ * zero, every other value as it is) and on[k] = pk[k] != 0 (a NaN counts), k < n. */
+void nn_weights_on(const float *p, int n, float *pk, unsigned char *on);
+
 /* The DSA indexer's head sums of eight keys: sc[k] += relu(d[h * 8 + k]) * w[h] for
  * h = 0 .. nh - 1 in turn (a product, then a sum: two roundings). */
 void nn_relu_wsum8(const float *d, const float *w, int nh, float sc[8]);
