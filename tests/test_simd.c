@@ -667,18 +667,19 @@ static void simd_f32_kernels_bit_identical(void) {
                        (long long)n, got[h], want);
             }
         }
-        /* four rows against one vector (AVX-512 only), each against the level's dot */
-        const qt_f32_dot4_fn f4 = isa >= QT_ISA_AVX512 ? qt_f32_dot4_avx512() : NULL;
-        CHECKF((f4 != NULL) == (isa >= QT_ISA_AVX512), "%s: f32 dot4 presence", isa_name(isa));
-        for (size_t i = 0; f4 && i < PT_ARRAY_LEN(lens); i++) {
-            const int64_t n = lens[i] < 1024 ? lens[i] : 1024;
-            float four[4];
-            f4(x, y, 1024 - 5, n, four);
-            for (int r = 0; r < 4; r++) {
-                const float want = k->dot(x, y + r * (1024 - 5), n);
-                CHECKF(memcmp(&want, &four[r], sizeof want) == 0,
-                       "%s f32 dot4 row %d n=%lld: %.9g, dot %.9g", isa_name(isa), r, (long long)n,
-                       four[r], want);
+        /* eight rows against one vector (AVX-512 only), each against the level's dot */
+        const qt_f32_dot8_fn f8 = isa >= QT_ISA_AVX512 ? qt_f32_dot8_avx512() : NULL;
+        CHECKF((f8 != NULL) == (isa >= QT_ISA_AVX512), "%s: f32 dot8 presence", isa_name(isa));
+        for (size_t i = 0; f8 && i < PT_ARRAY_LEN(lens); i++) {
+            const int64_t n = lens[i] < 1024 ? lens[i] : 1024, ys = (4096 - 1024) / 7;
+            float got[16];
+            const float *x1 = y + 4096 - 1024; /* the second head */
+            f8(x, x1, y, ys, n, got);
+            for (int r = 0; r < 16; r++) {
+                const float want = k->dot(r < 8 ? x : x1, y + (r % 8) * ys, n);
+                CHECKF(memcmp(&want, &got[r], sizeof want) == 0,
+                       "%s f32 dot8 head %d row %d n=%lld: %.9g, dot %.9g", isa_name(isa), r / 8,
+                       r % 8, (long long)n, got[r], want);
             }
         }
         /* eight heads at once (AVX-512 only), each against the F16 dot per head */

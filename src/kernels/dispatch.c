@@ -196,7 +196,7 @@ qt_f16_dot2_fn qt_f16_dot2_avx512(void) {
 qt_f16_dot8_fn qt_f16_dot8_avx512(void) {
     return NULL;
 }
-qt_f32_dot4_fn qt_f32_dot4_avx512(void) {
+qt_f32_dot8_fn qt_f32_dot8_avx512(void) {
     return NULL;
 }
 
@@ -280,7 +280,7 @@ qt_f16_dot2_fn qt_f16_dot2_avx512(void) {
 qt_f16_dot8_fn qt_f16_dot8_avx512(void) {
     return NULL;
 }
-qt_f32_dot4_fn qt_f32_dot4_avx512(void) {
+qt_f32_dot8_fn qt_f32_dot8_avx512(void) {
     return NULL;
 }
 
@@ -558,7 +558,7 @@ qt_f16_axpyn_fn qt_f16_axpyn_best(void) {
  * once: qt_isa_detect runs cpuid, which a virtual machine traps. */
 static qt_f16_dot2_fn f16_dot2_best;
 static qt_f16_dot8_fn f16_dot8_best;
-static qt_f32_dot4_fn f32_dot4_best;
+static qt_f32_dot8_fn f32_dot8_best;
 static pthread_once_t f16_dot2_once = PTHREAD_ONCE_INIT;
 
 static void f16_dot2_init(void) {
@@ -569,7 +569,7 @@ static void f16_dot2_init(void) {
                                          : NULL;
     if (top >= QT_ISA_AVX512) {
         f16_dot8_best = qt_f16_dot8_avx512();
-        f32_dot4_best = qt_f32_dot4_avx512();
+        f32_dot8_best = qt_f32_dot8_avx512();
     }
 #else
     (void)top;
@@ -586,9 +586,9 @@ qt_f16_dot8_fn qt_f16_dot8_best(void) {
     return f16_dot8_best;
 }
 
-qt_f32_dot4_fn qt_f32_dot4_best(void) {
+qt_f32_dot8_fn qt_f32_dot8_best(void) {
     pthread_once(&f16_dot2_once, f16_dot2_init);
-    return f32_dot4_best;
+    return f32_dot8_best;
 }
 
 static qt_quantize_act_fn act_best;

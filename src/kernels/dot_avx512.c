@@ -111,10 +111,29 @@ qt_f16_dot2_fn qt_f16_dot2_avx512(void) {
     return dot_f16_q2_512;
 }
 
+/* The sums hsum_ps(v_k) for eight 256-bit vectors v_0..v_7 given as z[p] =
+ * v_2p | v_2p+1, side by side: lane k of the result is v_k's, every add
+ * pairing the same two values as hsum_ps does on one (lanes i and i + 4, then
+ * i and i + 2, then 0 and 1). */
+static inline __m256 hsum8_pairs(const __m512 z[4]) {
+    /* low 128 + high 128 of each: v_0..v_3 in r0's four lanes, v_4..v_7 in r1's */
+    const __m512 r0 = _mm512_add_ps(_mm512_shuffle_f32x4(z[0], z[1], 0x88),
+                                    _mm512_shuffle_f32x4(z[0], z[1], 0xDD));
+    const __m512 r1 = _mm512_add_ps(_mm512_shuffle_f32x4(z[2], z[3], 0x88),
+                                    _mm512_shuffle_f32x4(z[2], z[3], 0xDD));
+    /* element e + element e + 2, then element 0 + element 1: lane k holds v_k, v_k+4 */
+    const __m512 s = _mm512_add_ps(_mm512_shuffle_ps(r0, r1, _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm512_shuffle_ps(r0, r1, _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m512 f = _mm512_add_ps(_mm512_shuffle_ps(s, s, _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_ps(s, s, _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+    return _mm512_castps512_ps256(_mm512_permutexvar_ps(order, f));
+}
+
 /* dot_f16_qn's fold for eight heads, four heads' vectors at a time instead of
  * one: lane h of the result is head h's hsum_ps((s0 + s1) + (s2 + s3)), every
  * add pairing the same two values as the one-head fold (a = s0 | s1,
- * b = s2 | s3; hsum_ps adds lanes i and i + 4, then i and i + 2, then 0 and 1). */
+ * b = s2 | s3). */
 static inline __m256 fold8_f16(const __m512 *a, const __m512 *b) {
     __m512 z[4];
 #pragma GCC unroll 4
@@ -127,18 +146,7 @@ static inline __m256 fold8_f16(const __m512 *a, const __m512 *b) {
             _mm512_add_ps(_mm512_shuffle_f32x4(b0, b1, 0x44), _mm512_shuffle_f32x4(b0, b1, 0xEE));
         z[p] = _mm512_add_ps(u, w);
     }
-    /* low 128 + high 128 of each head: heads 0..3 in r0's four lanes, 4..7 in r1's */
-    const __m512 r0 = _mm512_add_ps(_mm512_shuffle_f32x4(z[0], z[1], 0x88),
-                                    _mm512_shuffle_f32x4(z[0], z[1], 0xDD));
-    const __m512 r1 = _mm512_add_ps(_mm512_shuffle_f32x4(z[2], z[3], 0x88),
-                                    _mm512_shuffle_f32x4(z[2], z[3], 0xDD));
-    /* element e + element e + 2, then element 0 + element 1: lane k holds heads k, k + 4 */
-    const __m512 s = _mm512_add_ps(_mm512_shuffle_ps(r0, r1, _MM_SHUFFLE(1, 0, 1, 0)),
-                                   _mm512_shuffle_ps(r0, r1, _MM_SHUFFLE(3, 2, 3, 2)));
-    const __m512 f = _mm512_add_ps(_mm512_shuffle_ps(s, s, _MM_SHUFFLE(2, 0, 2, 0)),
-                                   _mm512_shuffle_ps(s, s, _MM_SHUFFLE(3, 1, 3, 1)));
-    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
-    return _mm512_castps512_ps256(_mm512_permutexvar_ps(order, f));
+    return hsum8_pairs(z);
 }
 
 /* Rows ahead of the one being scored whose lines are requested (one line per step of 32
@@ -185,17 +193,18 @@ qt_f16_dot8_fn qt_f16_dot8_avx512(void) {
     return dot_f16_q8;
 }
 
-/* f32_dot_ggml(x, y + k * ys, n) for k = 0..3, x loaded once for the four: a
- * 512-bit accumulator holds two of its eight 256-bit ones over 16 consecutive
- * values (acc0 | acc1, ..., acc6 | acc7), so the fold acc[k] += acc[k + 4],
- * then acc[k] += acc[k + 2], then acc0 + acc1 is (z0 + z2) + (z1 + z3) and its
- * halves' sum, the same adds. */
-static void f32_dot4_ggml(const float *x, const float *y, int64_t ys, int64_t n, float *out) {
+/* f32_dot_ggml(x, y + k * ys, n) for k = 0..3 up to the last fold, x loaded
+ * once for the four: a 512-bit accumulator holds two of its eight 256-bit ones
+ * over 16 consecutive values (acc0 | acc1, ..., acc6 | acc7), so the fold
+ * acc[k] += acc[k + 4], then acc[k] += acc[k + 2] is w[k] = (z0 + z2) +
+ * (z1 + z3), whose halves are acc0 and acc1: its sum is f32_dot_ggml's
+ * hsum_ps(acc0 + acc1) before the tail. np is a multiple of 64. */
+static inline __attribute__((always_inline)) void dot4_fold(const float *x, const float *y,
+                                                            int64_t ys, int64_t np, __m512 w[4]) {
     __m512 z[4][4];
     for (int k = 0; k < 4; k++)
         for (int c = 0; c < 4; c++)
             z[k][c] = _mm512_setzero_ps();
-    const int64_t np = n & ~(int64_t)63;
     for (int64_t i = 0; i < np; i += 64)
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
@@ -204,20 +213,72 @@ static void f32_dot4_ggml(const float *x, const float *y, int64_t ys, int64_t n,
             for (int k = 0; k < 4; k++)
                 z[k][c] = _mm512_fmadd_ps(xv, _mm512_loadu_ps(y + k * ys + i + 16 * c), z[k][c]);
         }
-    for (int k = 0; k < 4; k++) {
-        const __m512 w =
-            _mm512_add_ps(_mm512_add_ps(z[k][0], z[k][2]), _mm512_add_ps(z[k][1], z[k][3]));
-        const __m256 a = _mm256_add_ps(_mm512_castps512_ps256(w), _mm512_extractf32x8_ps(w, 1));
-        __m128 v = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-        v = _mm_add_ps(v, _mm_movehl_ps(v, v));
-        v = _mm_add_ss(v, _mm_shuffle_ps(v, v, 1));
-        float sum = _mm_cvtss_f32(v);
-        for (int64_t i = np; i < n; i++)
-            sum += x[i] * y[k * ys + i];
-        out[k] = sum;
-    }
+    for (int k = 0; k < 4; k++)
+        w[k] = _mm512_add_ps(_mm512_add_ps(z[k][0], z[k][2]), _mm512_add_ps(z[k][1], z[k][3]));
 }
 
-qt_f32_dot4_fn qt_f32_dot4_avx512(void) {
-    return f32_dot4_ggml;
+/* [w_2p.lo + w_2p.hi | w_2p+1.lo + w_2p+1.hi]: the 256-bit sums whose
+ * hsum_ps is f32_dot_ggml's, two outputs in one vector (hsum8_pairs' input) */
+static inline __m512 fold_pair(__m512 w0, __m512 w1) {
+    return _mm512_add_ps(_mm512_shuffle_f32x4(w0, w1, 0x44), _mm512_shuffle_f32x4(w0, w1, 0xEE));
+}
+
+/* f32_dot_ggml(x, y + k * ys, n) for k = 0..7 (a query head of the DSA indexer
+ * against eight keys): two dot4_folds, then the eight sums side by side
+ * (hsum8_pairs), then each tail as f32_dot_ggml's. */
+static void f32_dot8_any(const float *x, const float *y, int64_t ys, int64_t n, float *out) {
+    const int64_t np = n & ~(int64_t)63;
+    __m512 w[8], z[4];
+    dot4_fold(x, y, ys, np, w);
+    dot4_fold(x, y + 4 * ys, ys, np, w + 4);
+    for (int p = 0; p < 4; p++)
+        z[p] = fold_pair(w[2 * p], w[2 * p + 1]);
+    _mm256_storeu_ps(out, hsum8_pairs(z));
+    for (int k = 0; k < 8; k++)
+        for (int64_t i = np; i < n; i++)
+            out[k] += x[i] * y[k * ys + i];
+}
+
+/* qt_f32_dot8_fn: f32_dot8_any for the query heads x0 (out[0..8)) and x1
+ * (out[8..16)). At n = 128 (the indexer head of GLM-5 and DeepSeek-V3) both
+ * heads stay in registers and each key is loaded once for the two: a lane's
+ * chain is f32_dot_ggml's two fused multiply-adds (onto zero, then the second
+ * 64 values), the fold and the sums as dot4_fold and hsum8_pairs. */
+static void f32_dot8_ggml(const float *x0, const float *x1, const float *y, int64_t ys, int64_t n,
+                          float *out) {
+    if (n != 128) {
+        f32_dot8_any(x0, y, ys, n, out);
+        f32_dot8_any(x1, y, ys, n, out + 8);
+        return;
+    }
+    __m512 a[8], b[8], za[4], zb[4], wa[2], wb[2];
+    const __m512 zero = _mm512_setzero_ps();
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; c++) {
+        a[c] = _mm512_loadu_ps(x0 + 16 * c);
+        b[c] = _mm512_loadu_ps(x1 + 16 * c);
+    }
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++) {
+        const float *yk = y + k * ys;
+        __m512 ta[4], tb[4];
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            const __m512 y0 = _mm512_loadu_ps(yk + 16 * c), y1 = _mm512_loadu_ps(yk + 64 + 16 * c);
+            ta[c] = _mm512_fmadd_ps(a[4 + c], y1, _mm512_fmadd_ps(a[c], y0, zero));
+            tb[c] = _mm512_fmadd_ps(b[4 + c], y1, _mm512_fmadd_ps(b[c], y0, zero));
+        }
+        wa[k & 1] = _mm512_add_ps(_mm512_add_ps(ta[0], ta[2]), _mm512_add_ps(ta[1], ta[3]));
+        wb[k & 1] = _mm512_add_ps(_mm512_add_ps(tb[0], tb[2]), _mm512_add_ps(tb[1], tb[3]));
+        if (k & 1) {
+            za[k / 2] = fold_pair(wa[0], wa[1]);
+            zb[k / 2] = fold_pair(wb[0], wb[1]);
+        }
+    }
+    _mm256_storeu_ps(out, hsum8_pairs(za));
+    _mm256_storeu_ps(out + 8, hsum8_pairs(zb));
+}
+
+qt_f32_dot8_fn qt_f32_dot8_avx512(void) {
+    return f32_dot8_ggml;
 }

@@ -254,11 +254,14 @@ typedef void (*qt_f16_dot8_fn)(const void *const *w, int nw, const float *q, int
                                float *out);
 qt_f16_dot8_fn qt_f16_dot8_best(void);
 qt_f16_dot8_fn qt_f16_dot8_avx512(void); /* dot_avx512.c; NULL elsewhere */
-/* out[k] = qt_f32_best()->dot(x, y + k * ys, n) for k = 0..3, the same bits, x
- * loaded once (the DSA indexer's keys). AVX-512 only; NULL elsewhere. */
-typedef void (*qt_f32_dot4_fn)(const float *x, const float *y, int64_t ys, int64_t n, float *out);
-qt_f32_dot4_fn qt_f32_dot4_best(void);
-qt_f32_dot4_fn qt_f32_dot4_avx512(void); /* dot_avx512.c; NULL elsewhere */
+/* out[k] = qt_f32_best()->dot(x0, y + k * ys, n) and out[8 + k] = the same of
+ * x1, for k = 0..7, the same bits (two query heads of the DSA indexer against
+ * eight keys, each key loaded once for both where n = 128). AVX-512 only;
+ * NULL elsewhere. */
+typedef void (*qt_f32_dot8_fn)(const float *x0, const float *x1, const float *y, int64_t ys,
+                               int64_t n, float *out);
+qt_f32_dot8_fn qt_f32_dot8_best(void);
+qt_f32_dot8_fn qt_f32_dot8_avx512(void); /* dot_avx512.c; NULL elsewhere */
 
 /* ===== fp16 / bf16 helpers (exact IEEE conversions, no F16C needed) ===== */
 

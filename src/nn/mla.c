@@ -182,25 +182,25 @@ static void idx_score(const idx_job *a, int t, int j0, int j1, float *scores) {
     const float *q = a->s->iq + (size_t)t * NH * D, *w = a->s->iw + (size_t)t * NH;
     int j = j0;
     /* eight keys at a time: their sums over the heads are eight independent
-     * chains (each in head order, as one key alone), four keys (AVX-512) or two
-     * per query load */
-    const qt_f32_dot4_fn dot4 = qt_f32_dot4_best();
+     * chains (each in head order, as one key alone); the eight dots of two
+     * heads in one call (AVX-512; an odd last head goes in twice, its copy's
+     * dots left unread) or two keys per query load */
+    const qt_f32_dot8_fn dot8 = qt_f32_dot8_best();
     enum { HB = 16 }; /* heads whose dots are summed at once */
     for (; j + 8 <= j1; j += 8) {
         const float *k0 = a->cache + (size_t)j * D;
-        float sc[8] = {0}, d[HB * 8];
+        float sc[8] = {0}, d[(HB + 1) * 8];
         for (int h0 = 0; h0 < NH; h0 += HB) {
             const int nh = NH - h0 < HB ? NH - h0 : HB;
-            for (int h = h0; h < h0 + nh; h++) {
-                float *dh = d + 8 * (h - h0);
-                if (dot4)
-                    for (int k = 0; k < 8; k += 4)
-                        dot4(q + (size_t)h * D, k0 + (size_t)k * D, D, D, dh + k);
-                else
+            if (dot8)
+                for (int h = h0; h < h0 + nh; h += 2)
+                    dot8(q + (size_t)h * D, q + (size_t)(h + 1 < h0 + nh ? h + 1 : h) * D, k0, D, D,
+                         d + 8 * (h - h0));
+            else
+                for (int h = h0; h < h0 + nh; h++)
                     for (int k = 0; k < 8; k += 2)
                         nn_dot2_f32(q + (size_t)h * D, k0 + (size_t)k * D, k0 + (size_t)(k + 1) * D,
-                                    D, dh + k);
-            }
+                                    D, d + 8 * (h - h0) + k);
             nn_relu_wsum8(d, w + h0, nh, sc); /* the sums go on in head order */
         }
         memcpy(scores + j, sc, sizeof sc);
