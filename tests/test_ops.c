@@ -17,6 +17,7 @@
 #include "nn/attn.h"
 #include "nn/ffn.h"
 #include "nn/kv.h"
+#include "nn/mla.h"
 #include "nn/ops.h"
 #include "test.h"
 
@@ -261,6 +262,60 @@ static void ops_relu_wsum8_matches(void) {
         bad += memcmp(got, want, sizeof got) != 0;
     }
     CHECKF(bad == 0, "%d of 200 differ", bad);
+}
+
+static int cmp_int(const void *a, const void *b) {
+    const int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* nn_idx_top_k keeps the set that the heap (nn_idx_top_k_heap) keeps: scores
+ * without ties (where it selects by radix: its keys come in key order), with
+ * a few distinct values (ties on the cut), in a narrow range (the radix bytes
+ * below the top), and with zeros of both signs, infinities and NaNs. */
+static void ops_idx_top_k_set(void) {
+    enum { N = 3000 };
+    static float x[N];
+    static int got[N], want[N];
+    static uint32_t tmp[N];
+    uint32_t r = 11;
+    int bad = 0, ordered = 0, plain = 0;
+    for (int round = 0; round < 400; round++) {
+        const int mode = round % 4;
+        r = r * 1664525u + 1013904223u;
+        const int n = 1 + (int)(r >> 8) % N;
+        r = r * 1664525u + 1013904223u;
+        const int k = 1 + (int)(r >> 8) % n;
+        for (int i = 0; i < n; i++) {
+            r = r * 1664525u + 1013904223u;
+            const float u = (float)(r >> 8) / 16777216.0f;
+            const uint32_t c = r & 15;
+            x[i] = mode == 0   ? (u - 0.3f) * 100.0f
+                   : mode == 1 ? (float)(int)(u * 6.0f) - 2.0f
+                   : mode == 2 ? 1.0f + u * 0.001f
+                   : c == 0    ? -0.0f
+                   : c == 1    ? 0.0f
+                   : c == 2    ? INFINITY
+                   : c == 3    ? -INFINITY
+                   : c == 4 && round % 8 == 3 ? NAN
+                                              : u - 0.5f;
+        }
+        nn_idx_top_k(x, n, k, got, tmp);
+        nn_idx_top_k_heap(x, n, k, want);
+        if (mode == 0 && k >= 3 && k < n) {
+            plain++;
+            int inc = 1;
+            for (int i = 1; i < k; i++)
+                inc &= got[i] > got[i - 1];
+            ordered += inc;
+        }
+        qsort(got, (size_t)k, sizeof *got, cmp_int);
+        qsort(want, (size_t)k, sizeof *want, cmp_int);
+        bad += memcmp(got, want, sizeof(int) * (size_t)k) != 0;
+    }
+    CHECKF(bad == 0, "%d of 400 sets differ", bad);
+    CHECKF(ordered == plain && plain > 50, "radix selection ran on %d of %d tie-free rounds",
+           ordered, plain);
 }
 
 /* nn_weights_on (vectors where the CPU has them) against its definition, memcmp: zeros of
@@ -627,6 +682,7 @@ T_SUITE(ops) {
     T_ADD(ops_softmax_vector_matches);
     T_ADD(ops_relu_wsum8_matches);
     T_ADD(ops_weights_on_matches);
+    T_ADD(ops_idx_top_k_set);
     T_ADD(ops_swiglu_ggml);
     T_ADD(ops_scratch_alloc);
 }

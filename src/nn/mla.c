@@ -155,7 +155,7 @@ static void idx_heap_adjust(int *h, const float *x, long hole, long len, int v) 
 }
 
 /* idx[0..k) = the selected keys of x[0..n) (k <= n), in heap order. */
-static void idx_top_k(const float *x, int n, int k, int *idx) {
+void nn_idx_top_k_heap(const float *x, int n, int k, int *idx) {
     for (int j = 0; j < k; j++)
         idx[j] = j;
     if (k >= 2)
@@ -165,6 +165,73 @@ static void idx_top_k(const float *x, int n, int k, int *idx) {
         }
     for (int i = k; i < n; i++)
         if (k > 0 && x[i] > x[idx[0]]) idx_heap_adjust(idx, x, 0, k, i);
+}
+
+/* A score's bits as an unsigned key in the scores' order (NaN excluded):
+ * the larger float has the larger key, -0 just below +0. */
+static inline uint32_t idx_ukey(float f) {
+    uint32_t b;
+    memcpy(&b, &f, sizeof b);
+    return b & 0x80000000u ? ~b : b | 0x80000000u;
+}
+
+static inline float idx_unkey(uint32_t u) {
+    const uint32_t b = u & 0x80000000u ? u & 0x7FFFFFFFu : ~u;
+    float f;
+    memcpy(&f, &b, sizeof f);
+    return f;
+}
+
+/* The heap's key set without the heap where it can have only one value:
+ * when exactly k scores are >= the k-th largest v (no tie on the cut; -0 and
+ * +0 tie) and none is NaN, the heap returns those k keys, because a key it
+ * leaves out scores at most its smallest. v comes from a radix selection on
+ * the scores' keys (idx_ukey), a byte at a time from the top, the candidates
+ * of each byte in tmp[n]. Sets idx[0..k) in key order and returns 1; returns 0
+ * (idx undefined) where the heap must decide. */
+static int idx_top_k_radix(const float *x, int n, int k, int *idx, uint32_t *tmp) {
+    uint32_t hist[256] = {0};
+    for (int i = 0; i < n; i++) {
+        uint32_t b;
+        memcpy(&b, x + i, sizeof b);
+        if ((b & 0x7FFFFFFFu) > 0x7F800000u) return 0; /* NaN */
+        hist[idx_ukey(x[i]) >> 24]++;
+    }
+    uint32_t prefix = 0;
+    int need = k, m = 0; /* the k-th largest is the need-th largest of the candidates */
+    for (int shift = 24;; shift -= 8) {
+        int d = 255;
+        while ((int)hist[d] < need)
+            need -= (int)hist[d--];
+        prefix |= (uint32_t)d << shift;
+        if (shift == 0) break;
+        int j = 0;
+        if (shift == 24) {
+            for (int i = 0; i < n; i++) {
+                const uint32_t u = idx_ukey(x[i]);
+                if (u >> 24 == (uint32_t)d) tmp[j++] = u;
+            }
+        } else {
+            for (int i = 0; i < m; i++)
+                if ((tmp[i] >> shift & 255u) == (uint32_t)d) tmp[j++] = tmp[i];
+        }
+        m = j;
+        memset(hist, 0, sizeof hist);
+        for (int i = 0; i < m; i++)
+            hist[tmp[i] >> (shift - 8) & 255u]++;
+    }
+    const float v = idx_unkey(prefix);
+    int j = 0;
+    for (int i = 0; i < n; i++)
+        if (x[i] >= v) {
+            if (j == k) return 0; /* a tie on the cut */
+            idx[j++] = i;
+        }
+    return j == k;
+}
+
+void nn_idx_top_k(const float *x, int n, int k, int *idx, uint32_t *tmp) {
+    if (k >= n || !idx_top_k_radix(x, n, k, idx, tmp)) nn_idx_top_k_heap(x, n, k, idx);
 }
 
 typedef struct idx_job {
@@ -226,11 +293,14 @@ static void idx_score(const idx_job *a, int t, int j0, int j1, float *scores) {
     }
 }
 
-static void idx_select(const idx_job *a, int t, const float *scores) {
+/* Row t's selection; ith is the calling thread (its key buffer is the
+ * selection's scratch). */
+static void idx_select(const idx_job *a, int t, const float *scores, int ith) {
     nn_mla *s = a->s;
     const int n_keys = a->pos0 + t + 1, TOPK = s->d.idx_top_k;
     const int k = n_keys < TOPK ? n_keys : TOPK;
-    idx_top_k(scores, n_keys, k, s->sel + (size_t)t * TOPK);
+    nn_idx_top_k(scores, n_keys, k, s->sel + (size_t)t * TOPK,
+                 (uint32_t *)s->keys + (size_t)ith * s->n_scores);
     s->n_sel[t] = k;
 }
 
@@ -260,7 +330,7 @@ static void idx_worker(void *arg, int ith, int nth) {
     for (int t = ith; t < a->T; t += nth) {
         if (idx_select_all(a->s, a->pos0, t)) continue;
         idx_score(a, t, 0, a->pos0 + t + 1, scores);
-        idx_select(a, t, scores);
+        idx_select(a, t, scores, ith);
     }
 }
 
@@ -282,7 +352,7 @@ static void idx_split_worker(void *arg, int ith, int nth) {
 static void idx_select_worker(void *arg, int ith, int nth) {
     const idx_job *a = arg;
     for (int t = ith; t < a->T; t += nth)
-        if (!idx_select_all(a->s, a->pos0, t)) idx_select(a, t, idx_row_scores(a, t));
+        if (!idx_select_all(a->s, a->pos0, t)) idx_select(a, t, idx_row_scores(a, t), ith);
 }
 
 /* x = H x in place, each output one dot product of a rotation row with x in

@@ -81,7 +81,7 @@ typedef struct nn_mla {
     float *krow;       /* [kv_dim] one position's cache row before storing */
     float *kvq;        /* [n_threads][mla_heads][kv_dim] queries in the key type's dot form */
     float *kvrow;      /* [n_threads][NN_WSUM_KEYS][kv_dim] decoded latent rows */
-    int *keys;         /* [n_threads][n_scores] a unit's keys (mla_unit_typed) */
+    int *keys;         /* [n_threads][n_scores] a unit's keys (mla_unit_typed); the top-k scratch */
     uint64_t *keybits; /* [n_threads][n_scores / 64 + 1] a sparse unit's keys as a bit set */
     int rows;          /* B: query rows per tile (nn_mla_forward runs larger T in tiles) */
     int *sel_all;      /* [block rows][top_k] key selection of the last full DSA layer */
@@ -109,6 +109,14 @@ typedef struct nn_mla {
 int nn_mla_init(nn_mla *a, const nn_mla_dims *d, tp_pool *pool, mm_ctx *mm, int n_ctx,
                 int max_batch, int block_rows);
 void nn_mla_free(nn_mla *a);
+
+/* The DSA indexer's top-k as a set: idx[0..k) = the keys of x[0..n) (k <= n)
+ * that GNU libstdc++'s heap selection keeps (llama.cpp's CPU top-k), ties on
+ * the cut broken its way. nn_idx_top_k gives the heap's set (in key order
+ * where no tie or NaN needs the heap itself) through tmp[n]; nn_idx_top_k_heap
+ * is the heap, its order. */
+void nn_idx_top_k(const float *x, int n, int k, int *idx, uint32_t *tmp);
+void nn_idx_top_k_heap(const float *x, int n, int k, int *idx);
 
 /* Widest input any of its matmuls sees (for mm_ctx_init). */
 int64_t nn_mla_max_in(const nn_mla_dims *d);
