@@ -290,13 +290,13 @@ static void ops_idx_top_k_set(void) {
             r = r * 1664525u + 1013904223u;
             const float u = (float)(r >> 8) / 16777216.0f;
             const uint32_t c = r & 15;
-            x[i] = mode == 0   ? (u - 0.3f) * 100.0f
-                   : mode == 1 ? (float)(int)(u * 6.0f) - 2.0f
-                   : mode == 2 ? 1.0f + u * 0.001f
-                   : c == 0    ? -0.0f
-                   : c == 1    ? 0.0f
-                   : c == 2    ? INFINITY
-                   : c == 3    ? -INFINITY
+            x[i] = mode == 0                  ? (u - 0.3f) * 100.0f
+                   : mode == 1                ? (float)(int)(u * 6.0f) - 2.0f
+                   : mode == 2                ? 1.0f + u * 0.001f
+                   : c == 0                   ? -0.0f
+                   : c == 1                   ? 0.0f
+                   : c == 2                   ? INFINITY
+                   : c == 3                   ? -INFINITY
                    : c == 4 && round % 8 == 3 ? NAN
                                               : u - 0.5f;
         }
