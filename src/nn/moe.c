@@ -110,10 +110,24 @@ static int run_delivered(const moe_call *c, moe_scratch *s, int n, pt_err *err) 
     return 0;
 }
 
-/* out[t] = sum over k of topw * the output of slot (t, k), at yk + pos(t, k) */
-static void weigh(const moe_call *c, const float *yk, const int *pos) {
-    const int T = c->T, K = c->K, E = c->n_embd;
-    for (int t = 0; t < T; t++) {
+/* Rows of a prompt block that the copies into yk and the weighted sum split
+ * across the pool (each row's bytes are the same whoever copies or sums it);
+ * below that, the calling thread alone. */
+enum { MOE_SPLIT_ROWS = 32 };
+
+/* The input rows of slots [j0, j1) at their places in yk (slot_pos). */
+static void gather(const moe_call *c, const moe_scratch *s, long j0, long j1) {
+    const int K = c->K, E = c->n_embd;
+    for (long j = j0; j < j1; j++)
+        memcpy(s->yk + (size_t)s->slot_pos[j] * E, c->x + (size_t)(j / K) * E,
+               (size_t)E * sizeof(float));
+}
+
+/* out[t] = sum over k of topw * the output of slot (t, k), at yk + pos(t, k),
+ * for rows [t0, t1) */
+static void weigh(const moe_call *c, const float *yk, const int *pos, long t0, long t1) {
+    const int K = c->K, E = c->n_embd;
+    for (long t = t0; t < t1; t++) {
         float *o = c->out + (size_t)t * E;
         for (int k = 0; k < K; k++) {
             const float w = c->topw[t * K + k];
@@ -128,8 +142,27 @@ static void weigh(const moe_call *c, const float *yk, const int *pos) {
     }
 }
 
+typedef struct rows_job {
+    const moe_call *c;
+    const moe_scratch *s;
+} rows_job;
+
+static void gather_worker(void *arg, int ith, int nth) {
+    const rows_job *j = arg;
+    long lo, hi;
+    tp_range((long)j->c->T * j->c->K, ith, nth, &lo, &hi);
+    gather(j->c, j->s, lo, hi);
+}
+
+static void weigh_worker(void *arg, int ith, int nth) {
+    const rows_job *j = arg;
+    long lo, hi;
+    tp_range(j->c->T, ith, nth, &lo, &hi);
+    weigh(j->c, j->s->yk, j->s->slot_pos, lo, hi);
+}
+
 int moe_run(const moe_call *c, moe_scratch *s, pt_err *err) {
-    const int T = c->T, K = c->K, E = c->n_embd;
+    const int T = c->T, K = c->K;
     PT_ASSERT(T * K <= s->slots);
     int n_uniq = 0;
     moe_mark(c->topk, T * K, s->seen, s->uniq, &n_uniq);
@@ -149,16 +182,24 @@ int moe_run(const moe_call *c, moe_scratch *s, pt_err *err) {
         s->count[x] = 0;
     }
     for (int j = 0; j < T * K; j++) {
-        const int x = c->topk[j], p = s->first[x] + s->count[x]++;
-        s->slot_pos[j] = p;
-        memcpy(s->yk + (size_t)p * E, c->x + (size_t)(j / K) * E, (size_t)E * sizeof(float));
+        const int x = c->topk[j];
+        s->slot_pos[j] = s->first[x] + s->count[x]++;
     }
+    const rows_job rj = {c, s};
+    const int split = s->workers && T >= MOE_SPLIT_ROWS;
+    if (split)
+        tp_run(s->pool, gather_worker, (void *)&rj);
+    else
+        gather(c, s, 0, (long)T * K);
     /* with several threads, every expert the store has ready at once */
     const int max = s->workers ? n_uniq : 1;
     int n;
     while ((n = xs_next_ready(c->xs, c->layer, max, s->ids, s->mats, err)) > 0)
         if (run_delivered(c, s, n, err)) return -1;
     if (n < 0) return -1;
-    weigh(c, s->yk, s->slot_pos);
+    if (split)
+        tp_run(s->pool, weigh_worker, (void *)&rj);
+    else
+        weigh(c, s->yk, s->slot_pos, 0, T);
     return 0;
 }
