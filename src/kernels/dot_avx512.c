@@ -151,7 +151,7 @@ static inline __m256 fold8_f16(const __m512 *a, const __m512 *b) {
 
 /* Rows ahead of the one being scored whose lines are requested (one line per step of 32
  * values: a row of n values is requested over the row before it is scored) */
-#define DOT8_AHEAD 2
+#define DOT8_AHEAD 4
 
 /* The eight queries q + h * qs (dot_f16_qn, N = 8) over the rows w[0 .. nw): out[8 i + h].
  * When n is a multiple of 32 the accumulators stay in registers from row to row and the
