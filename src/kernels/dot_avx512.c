@@ -130,6 +130,12 @@ static inline __m256 hsum8_pairs(const __m512 z[4]) {
     return _mm512_castps512_ps256(_mm512_permutexvar_ps(order, f));
 }
 
+/* [w0.lo + w0.hi | w1.lo + w1.hi]: the sums of two 512-bit vectors' 256-bit
+ * halves, two outputs in one vector (hsum8_pairs' input) */
+static inline __m512 fold_pair(__m512 w0, __m512 w1) {
+    return _mm512_add_ps(_mm512_shuffle_f32x4(w0, w1, 0x44), _mm512_shuffle_f32x4(w0, w1, 0xEE));
+}
+
 /* dot_f16_qn's fold for eight heads, four heads' vectors at a time instead of
  * one: lane h of the result is head h's hsum_ps((s0 + s1) + (s2 + s3)), every
  * add pairing the same two values as the one-head fold (a = s0 | s1,
@@ -138,13 +144,8 @@ static inline __m256 fold8_f16(const __m512 *a, const __m512 *b) {
     __m512 z[4];
 #pragma GCC unroll 4
     for (int p = 0; p < 4; p++) {
-        const __m512 a0 = a[2 * p], a1 = a[2 * p + 1], b0 = b[2 * p], b1 = b[2 * p + 1];
-        /* [s0 + s1 | s0' + s1'] and [s2 + s3 | s2' + s3'] of heads 2p, 2p + 1 */
-        const __m512 u =
-            _mm512_add_ps(_mm512_shuffle_f32x4(a0, a1, 0x44), _mm512_shuffle_f32x4(a0, a1, 0xEE));
-        const __m512 w =
-            _mm512_add_ps(_mm512_shuffle_f32x4(b0, b1, 0x44), _mm512_shuffle_f32x4(b0, b1, 0xEE));
-        z[p] = _mm512_add_ps(u, w);
+        /* [s0 + s1 | s0' + s1'] + [s2 + s3 | s2' + s3'] of heads 2p, 2p + 1 */
+        z[p] = _mm512_add_ps(fold_pair(a[2 * p], a[2 * p + 1]), fold_pair(b[2 * p], b[2 * p + 1]));
     }
     return hsum8_pairs(z);
 }
@@ -215,12 +216,6 @@ static inline __attribute__((always_inline)) void dot4_fold(const float *x, cons
         }
     for (int k = 0; k < 4; k++)
         w[k] = _mm512_add_ps(_mm512_add_ps(z[k][0], z[k][2]), _mm512_add_ps(z[k][1], z[k][3]));
-}
-
-/* [w_2p.lo + w_2p.hi | w_2p+1.lo + w_2p+1.hi]: the 256-bit sums whose
- * hsum_ps is f32_dot_ggml's, two outputs in one vector (hsum8_pairs' input) */
-static inline __m512 fold_pair(__m512 w0, __m512 w1) {
-    return _mm512_add_ps(_mm512_shuffle_f32x4(w0, w1, 0x44), _mm512_shuffle_f32x4(w0, w1, 0xEE));
 }
 
 /* f32_dot_ggml(x, y + k * ys, n) for k = 0..7 (a query head of the DSA indexer
