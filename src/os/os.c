@@ -234,3 +234,15 @@ int os_privatize(void *addr, size_t len, int fd, uint64_t off) {
 int os_lock(const void *addr, size_t len) {
     return len ? mlock(addr, len) : 0;
 }
+
+void os_populate(void *addr, size_t len) {
+#if defined(__linux__)
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+    if (!len || madvise(addr, len, MADV_POPULATE_WRITE) == 0) return;
+#endif
+    const size_t pg = os_page_size();
+    for (size_t o = 0; o < len; o += pg) /* the memory is zero: a zero written keeps it so */
+        ((volatile uint8_t *)addr)[o] = 0;
+}

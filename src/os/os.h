@@ -52,5 +52,9 @@ int os_privatize(void *addr, size_t len, int fd, uint64_t off);
 int os_lock(const void *addr, size_t len);
 /* The page size. */
 size_t os_page_size(void);
+/* Back [addr, addr + len) of fresh anonymous memory with pages now (Linux:
+ * MADV_POPULATE_WRITE; elsewhere, or on a kernel before 5.14, one write a page), so no
+ * later access faults it in. */
+void os_populate(void *addr, size_t len);
 
 #endif
