@@ -12,7 +12,9 @@
 #     blocks), same figures (PROMPT_BASELINE=0 skips it);
 #   - llama.cpp's prompt tok/s with `llama-completion --no-repack --load-mode
 #     mmap` (what survives the limit), bounded by PROMPT_LLAMA_TIMEOUT seconds:
-#     a run cut there is reported as "< N/timeout tok/s", a bound, not a figure.
+#     a run cut there is reported as "< N/timeout tok/s", a bound, not a figure;
+#   - beside each, the wall time of the whole command (and petrel's model load):
+#     work done at load (petrel backs its expert arena with pages there) shows.
 #
 #   sudo BUILD=build LLAMA_CPP_DIR=/path/to/llama.cpp/build sh bench/prompt.sh
 #
@@ -80,6 +82,16 @@ pfig() {
         awk -v t="${tps:-?}" '{ printf "%s tok/s, blocks of %s, read %s GB, routed %s GB (x%s)", t, $1, $2, $3, $4 }'
 }
 
+# "model load X s, whole run Y s" of petrel's run NAME (X from its --stats line), and "whole
+# run Y s" of llama.cpp's (its "load time" runs to the first token, prompt included): Y is
+# the wall time of the whole command (load, prompt and the rest), what a prompt's tok/s
+# leaves out
+run_times() {
+    lt=$(sed -n 's/.*; load \([0-9.]*\) s; prompt.*/\1/p' "$OUT/$1.log" | head -1)
+    case "$1" in *-petrel*) printf 'model load %s s, ' "${lt:-?}" ;; esac
+    echo "whole run $(cgf "$1" wall) s"
+}
+
 # pseudo-words of 2-7 letters from a fixed seed: varied tokens, varied routing
 words() { awk -v n="$1" 'BEGIN { srand(7); for (i = 0; i < n; i++) { w = ""; l = 2 + int(rand() * 6);
     for (j = 0; j < l; j++) w = w sprintf("%c", 97 + int(rand() * 26)); printf "%s%s", w, (i % 17 == 16) ? ".\n" : " " } }'; }
@@ -115,7 +127,7 @@ for ARCH in $ARCHS; do
         P="$BUILD/petrel generate -m $MODEL --tokens $(cat "$OUT/$ARCH-$N.ids") -n 1 -t $THREADS --stats --no-pin -c $((N + 16))"
         # shellcheck disable=SC2086 # P splits into its words
         run "$ARCH-$N-petrel" "$LIMIT" $P
-        line="$ARCH, $N tokens, limit $LIMIT: petrel $(pfig "$ARCH-$N-petrel") [peak $(cgf "$ARCH-$N-petrel" max_usage_mib) MiB, load $(load "$ARCH-$N-petrel")]"
+        line="$ARCH, $N tokens, limit $LIMIT: petrel $(pfig "$ARCH-$N-petrel") [$(run_times "$ARCH-$N-petrel"), peak $(cgf "$ARCH-$N-petrel" max_usage_mib) MiB, load $(load "$ARCH-$N-petrel")]"
         if [ "$BASELINE" = 1 ]; then
             # shellcheck disable=SC2086
             run "$ARCH-$N-petrel-b256" "$LIMIT" $P -b 256
@@ -126,7 +138,7 @@ for ARCH in $ARCHS; do
                 -no-cnv -c $((N + N / 8 + 64)) --no-repack --load-mode mmap --no-warmup -f "$TXT"
             lt=$(sed -n 's/.*prompt eval time = *[0-9.]* ms \/ *\([0-9]*\) tokens.* \([0-9.]*\) tokens per second.*/\2 tok\/s (\1 tokens)/p' "$OUT/$ARCH-$N-llama.log" | head -1)
             [ -n "$lt" ] || lt="< $(awk -v n="$N" -v t="$LTIMEOUT" 'BEGIN { printf "%.2f", n / t }') tok/s (cut at ${LTIMEOUT} s, rc $(cgf "$ARCH-$N-llama" rc))"
-            line="$line; llama.cpp mmap $lt [load $(load "$ARCH-$N-llama")]"
+            line="$line; llama.cpp mmap $lt [$(run_times "$ARCH-$N-llama"), load $(load "$ARCH-$N-llama")]"
         fi ;; esac
         echo "$line" | tee -a "$REPORT"
     done

@@ -474,6 +474,36 @@ static void os_privatize_copies(void) {
     free(buf);
 }
 
+/* os_populate backs every page of the range, the parts of its threads included, and leaves
+ * the memory zero; a range that is not a whole number of its parts is covered too. */
+static void os_populate_backs_pages(void) {
+    const size_t ps = os_page_size(), huge = (size_t)2 << 20;
+    const size_t lens[] = {ps, 3 * huge + 5 * ps, 9 * huge};
+    for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+        const size_t len = lens[k], n = len / ps;
+        uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        CHECK(p != MAP_FAILED);
+        if (p == MAP_FAILED) return;
+        os_populate(p, len);
+#ifdef __linux__
+        unsigned char *vec = malloc(n);
+#else
+        char *vec = malloc(n);
+#endif
+        CHECK(vec && mincore(p, len, vec) == 0);
+        size_t in = 0;
+        for (size_t i = 0; vec && i < n; i++)
+            in += vec[i] & 1;
+        CHECKF(in == n, "%zu of %zu pages resident after os_populate (%zu bytes)", in, n, len);
+        size_t nz = 0;
+        for (size_t i = 0; i < len; i += 64)
+            nz += p[i] != 0;
+        CHECK(nz == 0);
+        free(vec);
+        munmap(p, len);
+    }
+}
+
 static void stream_refuses_tiny_budget(void) {
     char err[512] = "";
     if (!t_need("glm-dsa-f32.gguf")) return; /* the budgets below are sized for this model */
@@ -508,4 +538,5 @@ T_SUITE(stream) {
     T_ADD(stream_refuses_tiny_budget);
     T_ADD(stream_load_modes);
     T_ADD(os_privatize_copies);
+    T_ADD(os_populate_backs_pages);
 }

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -235,14 +236,47 @@ int os_lock(const void *addr, size_t len) {
     return len ? mlock(addr, len) : 0;
 }
 
-void os_populate(void *addr, size_t len) {
+/* One thread's part of os_populate. */
+typedef struct populate_part {
+    uint8_t *p;
+    size_t n;
+} populate_part;
+
+static void *populate_run(void *arg) {
+    const populate_part *q = arg;
 #if defined(__linux__)
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
-    if (!len || madvise(addr, len, MADV_POPULATE_WRITE) == 0) return;
+    if (madvise(q->p, q->n, MADV_POPULATE_WRITE) == 0 || errno != EINVAL) return NULL;
 #endif
     const size_t pg = os_page_size();
-    for (size_t o = 0; o < len; o += pg) /* the memory is zero: a zero written keeps it so */
-        ((volatile uint8_t *)addr)[o] = 0;
+    for (size_t o = 0; o < q->n; o += pg) /* the memory is zero: a zero written keeps it so */
+        ((volatile uint8_t *)q->p)[o] = 0;
+    return NULL;
+}
+
+void os_populate(void *addr, size_t len) {
+    /* parts of whole 2 MiB pages, one a processor (up to 8): the kernel clears the pages
+     * (and a hypervisor backs them) in each part's thread */
+    enum { MAX_PARTS = 8 };
+    const size_t huge = (size_t)2 << 20;
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int n = cpus < 1 ? 1 : cpus > MAX_PARTS ? MAX_PARTS : (int)cpus;
+    if ((size_t)n > len / huge) n = len / huge > 0 ? (int)(len / huge) : 1;
+    const size_t step = n > 1 ? (len / (size_t)n + huge - 1) / huge * huge : len;
+    populate_part part[MAX_PARTS];
+    pthread_t tid[MAX_PARTS];
+    int started[MAX_PARTS] = {0};
+    for (int i = 0; i < n; i++) {
+        const size_t lo = (size_t)i * step < len ? (size_t)i * step : len;
+        part[i] = (populate_part){(uint8_t *)addr + lo, i == n - 1 || lo + step > len ? len - lo
+                                                                                       : step};
+        if (i > 0 && part[i].n)
+            started[i] = pthread_create(&tid[i], NULL, populate_run, &part[i]) == 0;
+    }
+    for (int i = 0; i < n; i++) /* this thread: part 0, and any part whose thread did not start */
+        if ((i == 0 || !started[i]) && part[i].n) populate_run(&part[i]);
+    for (int i = 1; i < n; i++)
+        if (started[i]) pthread_join(tid[i], NULL);
 }

@@ -54,7 +54,9 @@ int os_lock(const void *addr, size_t len);
 size_t os_page_size(void);
 /* Back [addr, addr + len) of fresh anonymous memory with pages now (Linux:
  * MADV_POPULATE_WRITE; elsewhere, or on a kernel before 5.14, one write a page), so no
- * later access faults it in. */
+ * later access faults it in; in parts of whole 2 MiB pages, one thread each, up to one a
+ * processor (at most 8). Where the kernel cannot (out of memory), the pages stay to be
+ * faulted in as they are used, as without this. */
 void os_populate(void *addr, size_t len);
 
 #endif
