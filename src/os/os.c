@@ -270,8 +270,8 @@ void os_populate(void *addr, size_t len) {
     int started[MAX_PARTS] = {0};
     for (int i = 0; i < n; i++) {
         const size_t lo = (size_t)i * step < len ? (size_t)i * step : len;
-        part[i] = (populate_part){(uint8_t *)addr + lo, i == n - 1 || lo + step > len ? len - lo
-                                                                                       : step};
+        part[i] =
+            (populate_part){(uint8_t *)addr + lo, i == n - 1 || lo + step > len ? len - lo : step};
         if (i > 0 && part[i].n)
             started[i] = pthread_create(&tid[i], NULL, populate_run, &part[i]) == 0;
     }
