@@ -1,6 +1,7 @@
 /* matmul.c — batched, threaded y = W x over quantised weights (see matmul.h). */
 #include "matmul.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,7 +38,8 @@ typedef struct mm_job {
      * level's Q8_0 tile, the same bits) runs on them (qt_widen_fn) */
     qt_widen_fn widen;
     qt_tile_fn wide_tile;
-    qt_gemv_fn gemv; /* NULL: none; else QT_GEMV_ROWS weight rows x a lone activation row */
+    qt_gemv_fn gemv;  /* NULL: none; else QT_GEMV_ROWS weight rows x a lone activation row */
+    atomic_long next; /* output rows claimed so far (four or more activation rows) */
 } mm_job;
 
 /* Activation rows from which widening a weight tile once beats decoding it in each of the
@@ -62,12 +64,20 @@ typedef struct mm_job {
  * bit-identical to qt_dot_fn). Where the type has an eight-weight-row tile
  * (qt_mm_tile8_upto), it takes the weight rows eight at a time first. With
  * widening (j->widen), the tile's weight rows are decoded once into Q8_0
- * blocks, sized to the tile's byte budget. */
+ * blocks, sized to the tile's byte budget.
+ * A decode step's rows (fewer than four activation rows) are split into one
+ * range per thread, each streamed from memory in order; with four or more,
+ * threads claim tiles of output rows as they finish them, so a thread that was
+ * preempted or slowed leaves its share to the others instead of holding them
+ * at the end of the pool job (every output row is the same bits whoever
+ * computes it). */
 static void mm_worker(void *arg, int ith, int nth) {
-    const mm_job *j = arg;
+    mm_job *j = arg;
     const mm_weight *w = j->w;
     long lo, hi;
     tp_range((long)w->n_out, ith, nth, &lo, &hi);
+    const int claim = j->n_rows >= 4 && nth > 1;
+    if (claim) lo = 0, hi = (long)w->n_out;
     const int n4 = j->dot4 ? j->n_rows & ~3 : 0;
     const uint64_t wide_row = (uint64_t)(w->n_in / 32) * sizeof(block_q8_0);
     const uint64_t tile_row = j->widen ? wide_row : w->row_bytes;
@@ -100,7 +110,9 @@ static void mm_worker(void *arg, int ith, int nth) {
     uint8_t *wide = j->widen && (n4 || pad) ? malloc((size_t)tile * wide_row) : NULL;
     /* j->tile8 reads widened rows when widening; without the buffer the type's own tiles run */
     const qt_tile_fn tile8 = j->widen ? NULL : j->tile8;
-    for (long o0 = lo; o0 < hi; o0 += tile) {
+    for (long o0 = claim ? atomic_fetch_add_explicit(&j->next, tile, memory_order_relaxed) : lo;
+         o0 < hi;
+         o0 = claim ? atomic_fetch_add_explicit(&j->next, tile, memory_order_relaxed) : o0 + tile) {
         const long o1 = o0 + tile < hi ? o0 + tile : hi, o4 = o0 + ((o1 - o0) & ~3L);
         for (long o = o0; wide && o < o4; o++)
             j->widen(w->data + (uint64_t)o * w->row_bytes, w->n_in, wide + (o - o0) * wide_row);
@@ -186,14 +198,14 @@ static void act_worker(void *arg, int ith, int nth) {
 }
 
 typedef struct many_job {
-    const mm_job *jobs;
+    mm_job *jobs;
     int n;
 } many_job;
 
 static void many_worker(void *arg, int ith, int nth) {
     const many_job *m = arg;
     for (int i = 0; i < m->n; i++)
-        mm_worker((void *)&m->jobs[i], ith, nth);
+        mm_worker(&m->jobs[i], ith, nth);
 }
 
 /* One pass: n tasks of n_rows rows each whose conversions fit the context's
@@ -239,6 +251,7 @@ static void mm_pass(mm_ctx *c, const mm_task *tasks, int n, const uint64_t *arb,
                            .widen = widen,
                            .wide_tile = widen ? qt_mm_tile_upto(QT_Q8_0, c->max_isa) : NULL,
                            .gemv = qt_mm_gemv_upto(w->type, c->max_isa)};
+        atomic_init(&jobs[i].next, 0);
         work += (uint64_t)w->n_out * w->row_bytes * (uint64_t)n_rows;
     }
     many_job m = {jobs, n};
