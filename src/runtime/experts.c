@@ -254,13 +254,14 @@ xs_store *xs_open(const gguf_ctx *g, const xs_layer_desc *layers, int n_layers,
     if (total >= XS_ARENA_ALIGN)
         (void)madvise(s->arena, total, MADV_HUGEPAGE); /* a hint: failure is harmless */
 #endif
-    /* Backed now, in one pass at load, rather than page by page as the first reads land:
-     * a read into an unbacked page makes the kernel fault it in, and with O_DIRECT through
-     * io_uring that runs in the ring's worker threads, which then take the CPUs from the
-     * compute threads (6% of a 2k-token glm-dsa prompt's samples were workers clearing
-     * pages) while the other thread waits at the next barrier. 2k-token glm-dsa prompt
-     * under 4 GiB, 2 threads: 60.3-64.1 tok/s against 50.4-59.5, load 0.07 s -> 0.2 s
-     * (bench/RESULTS.md, 2026-12-06). */
+    /* Backed now, at load, rather than page by page as the first reads land: a read into
+     * an unbacked page makes the kernel fault it in, and with O_DIRECT through io_uring
+     * that runs in the ring's worker threads, which then take the CPUs from the compute
+     * threads (6% of a 2k-token glm-dsa prompt's samples were workers clearing pages)
+     * while the other thread waits at the next barrier. 2k-token glm-dsa prompt under
+     * 4 GiB, 2 threads: 60.3-64.1 tok/s against 50.4-59.5; the load takes 0.1-0.6 s more
+     * for its 2.39 GB, 2.5-4.7 s where a VM's host must back the memory first, which the
+     * reads paid before (bench/RESULTS.md, 2026-12-06). */
     os_populate(s->arena, total);
     uint64_t off = 0;
     for (int l = 0; l < n_layers; l++) {
