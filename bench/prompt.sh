@@ -87,8 +87,10 @@ pfig() {
 # the wall time of the whole command (load, prompt and the rest), what a prompt's tok/s
 # leaves out
 run_times() {
-    lt=$(sed -n 's/.*; load \([0-9.]*\) s; prompt.*/\1/p' "$OUT/$1.log" | head -1)
-    case "$1" in *-petrel*) printf 'model load %s s, ' "${lt:-?}" ;; esac
+    case "$1" in *-petrel*)
+        lt=$(sed -n 's/.*; load \([0-9.]*\) s; prompt.*/\1/p' "$OUT/$1.log" | head -1)
+        printf 'model load %s s, ' "${lt:-?}" ;;
+    esac
     echo "whole run $(cgf "$1" wall) s"
 }
 

@@ -74,10 +74,9 @@ typedef struct mm_job {
 static void mm_worker(void *arg, int ith, int nth) {
     mm_job *j = arg;
     const mm_weight *w = j->w;
-    long lo, hi;
-    tp_range((long)w->n_out, ith, nth, &lo, &hi);
     const int claim = j->n_rows >= 4 && nth > 1;
-    if (claim) lo = 0, hi = (long)w->n_out;
+    long lo = 0, hi = (long)w->n_out;
+    if (!claim) tp_range((long)w->n_out, ith, nth, &lo, &hi);
     const int n4 = j->dot4 ? j->n_rows & ~3 : 0;
     const uint64_t wide_row = (uint64_t)(w->n_in / 32) * sizeof(block_q8_0);
     const uint64_t tile_row = j->widen ? wide_row : w->row_bytes;

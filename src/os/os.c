@@ -260,7 +260,7 @@ void os_populate(void *addr, size_t len) {
     /* parts of whole 2 MiB pages, one a processor (up to 8): the kernel clears the pages
      * (and a hypervisor backs them) in each part's thread */
     enum { MAX_PARTS = 8 };
-    const size_t huge = (size_t)2 << 20;
+    const size_t huge = OS_HUGE_PAGE;
     const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     int n = cpus < 1 ? 1 : cpus > MAX_PARTS ? MAX_PARTS : (int)cpus;
     if ((size_t)n > len / huge) n = len / huge > 0 ? (int)(len / huge) : 1;

@@ -52,6 +52,8 @@ int os_privatize(void *addr, size_t len, int fd, uint64_t off);
 int os_lock(const void *addr, size_t len);
 /* The page size. */
 size_t os_page_size(void);
+/* The huge-page size on x86-64 and most arm64 kernels: what arenas align to and populate in. */
+#define OS_HUGE_PAGE ((size_t)2 << 20)
 /* Back [addr, addr + len) of fresh anonymous memory with pages now (Linux:
  * MADV_POPULATE_WRITE; elsewhere, or on a kernel before 5.14, one write a page), so no
  * later access faults it in; in parts of whole 2 MiB pages, one thread each, up to one a

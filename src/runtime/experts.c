@@ -38,7 +38,7 @@
 #include "runtime/xio.h"
 
 #define XS_ALIGN 4096
-#define XS_ARENA_ALIGN (2u << 20) /* huge-page size on x86-64 and most arm64 kernels */
+#define XS_ARENA_ALIGN OS_HUGE_PAGE
 #define XS_LFU_DECAY 0.9f /* per token: an expert unused for ~7 tokens has lost half its weight */
 
 enum { SLOT_EMPTY = 0, SLOT_LOADING, SLOT_READY };
