@@ -100,7 +100,8 @@ static void plan_streaming_slot_arithmetic(void) {
 
 /* Streaming: a prompt block takes half of what the fixed costs and one slot
  * per layer leave (the rest stays expert cache), at most the context; in mmap
- * mode, or when not one more row than the default fits, it is the default. */
+ * mode half of what the fixed costs and the whole model leave; when not one
+ * more row than the default fits, or the budget is unknown, the default. */
 static void plan_prompt_block(void) {
     plan_in in = base_in(10 * GIB_U);
     in.n_expert = 64;
@@ -129,10 +130,27 @@ static void plan_prompt_block(void) {
     in.row_bytes = MIB;
     in.slots = 4;
     CHECK(plan_compute(&in, NULL, &p, &err) == 0 && p.slots == 4 && p.block_rows == 3438);
-    /* experts through the mmap: the default block */
-    in = base_in(200 * GIB_U);
+    /* experts through the mmap: (120 GiB - 2 GiB - 4096 * 1000 - 512 MiB - 100 GiB) / 2 /
+     * 1 MiB = 8958 rows, capped at the context (4096), and for a 32768-position context at
+     * PLAN_BLOCK_MAX; then 1 GiB more than the model and the fixed costs: 510 rows */
+    in = base_in(120 * GIB_U);
     in.row_bytes = MIB;
     in.batch = 256;
+    CHECKF(plan_compute(&in, NULL, &p, &err) == 0 && !p.streaming && p.block_rows == 4096 &&
+               p.block_bytes == 4096 * MIB,
+           "block %d rows", p.block_rows);
+    CHECK_STR_CONTAINS(p.line, "read through the memory map; prompt blocks of 4096 rows "
+                               "(activations 4.00 GB)");
+    in.n_ctx = 32768;
+    CHECKF(plan_compute(&in, NULL, &p, &err) == 0 && !p.streaming &&
+               p.block_rows == PLAN_BLOCK_MAX && p.block_bytes == PLAN_BLOCK_MAX * MIB,
+           "block %d rows", p.block_rows);
+    in.n_ctx = 0;
+    in.budget = 2 * GIB_U + 4096 * 1000 + PLAN_MARGIN + 100 * GIB_U + GIB_U;
+    CHECKF(plan_compute(&in, NULL, &p, &err) == 0 && !p.streaming && p.block_rows == 512,
+           "block %d rows", p.block_rows);
+    /* a budget not known: the default block */
+    in.budget = 0;
     CHECK(plan_compute(&in, NULL, &p, &err) == 0 && !p.streaming && p.block_rows == 256 &&
           p.block_bytes == 0);
 }

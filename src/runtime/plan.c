@@ -89,10 +89,13 @@ int plan_compute(const plan_in *in, const char *path, plan_out *out, pt_err *err
     }
     out->block_rows = in->batch > 0 ? in->batch : 1;
     if (out->block_rows > out->n_ctx) out->block_rows = out->n_ctx;
-    /* the slots kept before the block takes its share: one per layer, or the forced ones */
-    const uint64_t keep = sat_mul(out->slot_sum, (uint64_t)(in->slots > 0 ? in->slots : 1));
-    if (out->streaming && in->row_bytes && in->budget > sat_add(fixed, keep)) {
-        /* half of what is left; the other half stays expert cache */
+    /* what the block may take half of: streaming, what the fixed costs and the slots kept
+     * (one per layer, or the forced ones) leave; the other half stays expert cache. In
+     * memory, what the fixed costs and the whole model leave. */
+    const uint64_t keep = out->streaming
+                              ? sat_mul(out->slot_sum, (uint64_t)(in->slots > 0 ? in->slots : 1))
+                              : in->routed;
+    if (in->row_bytes && in->budget > sat_add(fixed, keep)) {
         const uint64_t share = (in->budget - sat_add(fixed, keep)) / 2;
         uint64_t rows = share / in->row_bytes;
         if (rows > (uint64_t)out->n_ctx) rows = (uint64_t)out->n_ctx;
@@ -100,7 +103,7 @@ int plan_compute(const plan_in *in, const char *path, plan_out *out, pt_err *err
         if (rows > (uint64_t)out->block_rows) {
             out->block_rows = (int)rows;
             out->block_bytes = sat_mul(rows, in->row_bytes);
-            if (in->slots == 0) {
+            if (out->streaming && in->slots == 0) {
                 const uint64_t slots = (in->budget - fixed - out->block_bytes) / out->slot_sum;
                 out->slots = slots < (uint64_t)out->slots ? (int)slots : out->slots;
             }
@@ -142,8 +145,8 @@ const char *plan_line(const plan_out *p, const char *store, char *buf, size_t ca
                  plan_gb(p->budget, b1), plan_gb(p->resident, b2), plan_gb(p->kv_bytes, b3), kvn,
                  plan_gb(p->routed, b4), p->slots, plan_gb(p->cache_bytes, b5), store, blk);
     else
-        snprintf(buf, cap, "budget %s: resident %s, experts %s read through the memory map",
-                 plan_gb(p->budget, b1), plan_gb(p->resident, b2), plan_gb(p->routed, b3));
+        snprintf(buf, cap, "budget %s: resident %s, experts %s read through the memory map%s",
+                 plan_gb(p->budget, b1), plan_gb(p->resident, b2), plan_gb(p->routed, b3), blk);
     n = strlen(buf);
     if (n < cap) snprintf(buf + n, cap - n, "%s", ctx);
     return buf;
