@@ -132,7 +132,7 @@ static void plan_prompt_block(void) {
     CHECK(plan_compute(&in, NULL, &p, &err) == 0 && p.slots == 4 && p.block_rows == 3438);
     /* experts through the mmap: (120 GiB - 2 GiB - 4096 * 1000 - 512 MiB - 100 GiB) / 2 /
      * 1 MiB = 8958 rows, capped at the context (4096), and for a 32768-position context at
-     * PLAN_BLOCK_MAX; then 1 GiB more than the model and the fixed costs: 510 rows */
+     * PLAN_BLOCK_MAX; then 1 GiB more than the model and the fixed costs: 512 rows */
     in = base_in(120 * GIB_U);
     in.row_bytes = MIB;
     in.batch = 256;

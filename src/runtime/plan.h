@@ -42,7 +42,7 @@
  *     the margin, as before). In mmap mode with a known budget the block is
  *     half of what the fixed costs and the whole model leave, with the same
  *     bounds: fewer, larger blocks run a long prompt faster in memory too
- *     (4096-token prompts, 2026-12-06: glm-dsa 1.2x, gemma4-shaped ~1.1x
+ *     (4096-token prompts, 2026-12-06: glm-dsa 1.1-1.3x, gemma4-shaped 1.05-1.1x
  *     with 4096-row blocks against 256).
  * A share of the cache (PLAN_PIN_SHARE by default) may hold experts pinned from
  * usage history; the engine picks them.
