@@ -50,6 +50,11 @@ typedef struct mm_job {
  * activation rows: about half of a 48 KiB L1 data cache. */
 #define MM_TILE_BYTES 24576
 
+/* The first output row of the next tile of `tile` rows no thread has claimed yet. */
+static long next_tile(mm_job *j, long tile) {
+    return atomic_fetch_add_explicit(&j->next, tile, memory_order_relaxed);
+}
+
 /* Output rows [lo, hi) for every activation row. With a four-row kernel the
  * weight rows go in tiles of ~MM_TILE_BYTES, and each tile meets the
  * activation rows four at a time, so a weight block is read and unpacked once
@@ -109,9 +114,8 @@ static void mm_worker(void *arg, int ith, int nth) {
     uint8_t *wide = j->widen && (n4 || pad) ? malloc((size_t)tile * wide_row) : NULL;
     /* j->tile8 reads widened rows when widening; without the buffer the type's own tiles run */
     const qt_tile_fn tile8 = j->widen ? NULL : j->tile8;
-    for (long o0 = claim ? atomic_fetch_add_explicit(&j->next, tile, memory_order_relaxed) : lo;
-         o0 < hi;
-         o0 = claim ? atomic_fetch_add_explicit(&j->next, tile, memory_order_relaxed) : o0 + tile) {
+    for (long o0 = claim ? next_tile(j, tile) : lo; o0 < hi;
+         o0 = claim ? next_tile(j, tile) : o0 + tile) {
         const long o1 = o0 + tile < hi ? o0 + tile : hi, o4 = o0 + ((o1 - o0) & ~3L);
         for (long o = o0; wide && o < o4; o++)
             j->widen(w->data + (uint64_t)o * w->row_bytes, w->n_in, wide + (o - o0) * wide_row);
