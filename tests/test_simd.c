@@ -321,8 +321,32 @@ static void reverse_blocks(uint8_t *p, int64_t nb, uint64_t bs) {
  * another order would fail here. (The random K-quant blocks carry scales and mins
  * up to 63 (Q6_K: +-128), so their lane sums are large and a reassociated scale
  * product, d_x * (d_y * sum) for (d_x * d_y) * sum, rounds differently: it fails.) */
+/* Where the matmul has a ptile for `type` at level isa (qt_mm_ptile_upto), it returns the
+ * tile's outputs got (ldo apart) on a panel of the four activation rows at a (as apart)
+ * written by its panel writer: 1 when there is one. */
+static int ptile_matches(uint32_t type, int isa, const uint8_t *w, uint64_t ws, const uint8_t *a,
+                         uint64_t as, int64_t n, const float *got, int64_t ldo) {
+    qt_panel_row_fn prow = NULL;
+    const qt_ptile_fn pt = qt_mm_ptile_upto(type, isa, &prow);
+    if (!pt) return 0;
+    CHECK(prow != NULL);
+    uint8_t *panel = malloc((size_t)(n / QK_K) * QT_PANEL_BLOCK);
+    for (int row = 0; row < 4; row++)
+        prow(a + row * as, n, row, panel);
+    float pgot[4 * 7];
+    pt(w, ws, panel, n, pgot, ldo);
+    for (int row = 0; row < 4; row++)
+        for (int kw = 0; kw < 4; kw++)
+            CHECKF(memcmp(&pgot[row * ldo + kw], &got[row * ldo + kw], sizeof(float)) == 0,
+                   "%s %s n=%lld weight row %d act row %d: ptile %.9g, tile %.9g", qt_name(type),
+                   isa_name(isa), (long long)n, kw, row, (double)pgot[row * ldo + kw],
+                   (double)got[row * ldo + kw]);
+    free(panel);
+    return 1;
+}
+
 static void simd_tile_bit_identical(void) {
-    int tested = 0;
+    int tested = 0, ptiled = 0;
     for (int isa = QT_ISA_SCALAR; isa <= qt_isa_detect(); isa++) {
         for (uint32_t type = 0; type < QT_COUNT; type++) {
             const qt_traits *t = qt_get(type);
@@ -374,6 +398,7 @@ static void simd_tile_bit_identical(void) {
                                    t->name, isa_name(isa), (long long)n, kw, row,
                                    (double)got[row * ldo + kw], (double)one);
                         }
+                    ptiled += ptile_matches(type, isa, w, ws, a, as, n, got, ldo);
                     if (nb < 9) continue;
                     for (int kw = 0; kw < 4; kw++)
                         reverse_blocks(w + kw * ws, nb, wbytes / (uint64_t)nb);
@@ -398,6 +423,7 @@ static void simd_tile_bit_identical(void) {
     if (qt_isa_detect() >= QT_ISA_AVX512) {
         CHECK(qt_tile_impl(QT_Q8_0, QT_ISA_AVX512) != NULL);
         CHECK(qt_tile_impl(QT_Q4_K, QT_ISA_AVX512) != NULL); /* a K-quant tile is covered too */
+        CHECK(ptiled > 0);                                   /* and Q4_K's ptile */
     }
 #endif
 #if defined(__aarch64__)
@@ -517,6 +543,63 @@ static void simd_mm_run_rows_match_one_row(void) {
     free(yb);
     free(y1);
     mm_ctx_free(&mc);
+    tp_free(pool);
+}
+
+/* The matmul's panels (qt_mm_ptile_upto): a conversion that several tasks share (gate and up
+ * read the same rows) carries the panel when any of them has a ptile (here a Q6_K task
+ * converts and the two Q4_K tasks after it read the panel), and a context too small for the
+ * batch runs it in passes, each with its own panels (7 rows: a group of four, then three
+ * padded): every output row is the bits of that row run alone. */
+static void simd_mm_panels_match_one_row(void) {
+    const int64_t n_in = 768, n_out = 37;
+    enum { ROWS = 23, NT = 3 };
+    const uint32_t types[NT] = {QT_Q6_K, QT_Q4_K, QT_Q4_K};
+    tp_pool *pool = tp_new(2);
+    mm_ctx big, small;
+    CHECK(pool != NULL);
+    if (!pool) return;
+    CHECK(mm_ctx_init(&big, pool, -1, ROWS, n_in) == 0);
+    CHECK(mm_ctx_init(&small, pool, -1, 12, n_in) == 0);
+    float *x = malloc((size_t)ROWS * n_in * sizeof *x), *y1 = malloc((size_t)n_out * sizeof *y1);
+    float *y[NT];
+    uint8_t *wd[NT];
+    mm_weight w[NT];
+    qr_rng r = {0x9A7E1};
+    for (int i = 0; i < NT; i++) {
+        uint64_t rb = 0;
+        CHECK(qt_row_bytes(types[i], n_in, &rb) == 0);
+        wd[i] = malloc((size_t)(rb * (uint64_t)n_out));
+        qr_fill_weights(&r, types[i], wd[i], n_out * n_in);
+        w[i] = (mm_weight){types[i], n_in, n_out, rb, wd[i]};
+        y[i] = malloc((size_t)ROWS * n_out * sizeof *y[i]);
+    }
+    for (int k = 0; k < ROWS; k++)
+        qr_fill_acts(&r, x + (size_t)k * n_in, n_in);
+    for (int c = 0; c < 2; c++) {
+        mm_task tasks[NT];
+        for (int i = 0; i < NT; i++)
+            tasks[i] = (mm_task){&w[i], x, n_in, y[i], n_out};
+        mm_run_many(c ? &small : &big, tasks, NT, ROWS);
+        for (int i = 0; i < NT; i++)
+            for (int t = 0; t < ROWS; t++) {
+                mm_run(&big, &w[i], x + (size_t)t * n_in, 1, y1, n_out);
+                for (int64_t o = 0; o < n_out; o++)
+                    CHECKF(memcmp(&y[i][(size_t)t * n_out + o], &y1[o], sizeof *y1) == 0,
+                           "%s context %s task %d row %d output %lld: %.9g in the batch, %.9g "
+                           "alone",
+                           qt_name(types[i]), c ? "small" : "big", i, t, (long long)o,
+                           (double)y[i][(size_t)t * n_out + o], (double)y1[o]);
+            }
+    }
+    for (int i = 0; i < NT; i++) {
+        free(wd[i]);
+        free(y[i]);
+    }
+    free(x);
+    free(y1);
+    mm_ctx_free(&big);
+    mm_ctx_free(&small);
     tp_free(pool);
 }
 
@@ -802,6 +885,7 @@ T_SUITE(simd) {
     T_ADD(simd_tile_bit_identical);
     T_ADD(simd_gemv_bit_identical);
     T_ADD(simd_mm_run_rows_match_one_row);
+    T_ADD(simd_mm_panels_match_one_row);
     T_ADD(simd_mm_dot4_matches_mm_dot);
     T_ADD(simd_dispatch_picks_best);
     T_ADD(simd_avx2_matches_ref);

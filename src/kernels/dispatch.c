@@ -162,6 +162,11 @@ qt_tile_fn qt_tile8_avx512(uint32_t type) {
     (void)type;
     return NULL;
 }
+qt_ptile_fn qt_ptile_avx512(uint32_t type, qt_panel_row_fn *row) {
+    (void)type;
+    (void)row;
+    return NULL;
+}
 qt_gemv_fn qt_gemv_avx512(uint32_t type) {
     (void)type;
     return NULL;
@@ -244,6 +249,11 @@ qt_widen_fn qt_widen_avx512(uint32_t type) {
 }
 qt_tile_fn qt_tile8_avx512(uint32_t type) {
     (void)type;
+    return NULL;
+}
+qt_ptile_fn qt_ptile_avx512(uint32_t type, qt_panel_row_fn *row) {
+    (void)type;
+    (void)row;
     return NULL;
 }
 qt_gemv_fn qt_gemv_avx512(uint32_t type) {
@@ -456,6 +466,10 @@ static int mm_tile_avx512(uint32_t type, int max_isa) {
 
 qt_tile_fn qt_mm_tile8_upto(uint32_t type, int max_isa) {
     return mm_tile_avx512(type, max_isa) ? qt_tile8_avx512(type) : NULL;
+}
+
+qt_ptile_fn qt_mm_ptile_upto(uint32_t type, int max_isa, qt_panel_row_fn *row) {
+    return mm_tile_avx512(type, max_isa) ? qt_ptile_avx512(type, row) : NULL;
 }
 
 qt_gemv_fn qt_mm_gemv_upto(uint32_t type, int max_isa) {

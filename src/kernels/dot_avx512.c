@@ -55,6 +55,12 @@ qt_tile_fn qt_tile8_avx512(uint32_t type) {
     return type == QT_Q8_0 ? tile8_q8_0 : NULL;
 }
 
+qt_ptile_fn qt_ptile_avx512(uint32_t type, qt_panel_row_fn *row) {
+    if (type != QT_Q4_K) return NULL;
+    *row = panel_row_q8_K;
+    return ptile_q4_K;
+}
+
 qt_gemv_fn qt_gemv_avx512(uint32_t type) {
     return x86_gemv_table(type);
 }

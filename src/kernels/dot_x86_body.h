@@ -1359,30 +1359,43 @@ static inline __m512i act2(const int8_t *q8) {
 }
 /* Q4_K/Q5_K chunk c of two weight rows against nr activation rows: sumi[r]
  * += the low-nibble part (v0, scale 2c) then the high one (v1, scale 2c + 1);
- * sc16: both rows' int16 scales (pair_si512). The tiles' helpers take the
+ * sc16: both rows' int16 scales (pair_si512). q8[r]: row r's 256 activation
+ * bytes of the block, or with dup its 512 of a panel (each 32-byte chunk
+ * twice, loaded as it is used: one load, no broadcast). The tiles' helpers take the
  * activation row count nr: 4 for a tile, 1 for a gemv (a constant where they
  * are inlined, so the loops unroll). */
 static inline void chunk2x512(__m512i *sumi, __m512i v0, __m512i v1, __m512i sc16, int c,
-                              const block_q8_K *const *y, int64_t i, int nr) {
+                              const int8_t *const *q8, int dup, int nr) {
     const __m512i s0 =
         _mm512_shuffle_epi8(sc16, _mm512_set1_epi16((short)((4 * c + 1) << 8 | 4 * c)));
     const __m512i s1 =
         _mm512_shuffle_epi8(sc16, _mm512_set1_epi16((short)((4 * c + 3) << 8 | (4 * c + 2))));
 #pragma GCC unroll 4
     for (int r = 0; r < nr; r++) {
-        const int8_t *q8 = y[r][i].qs + 64 * c;
-        sumi[r] = _mm512_dpwssd_epi32(sumi[r], _mm512_maddubs_epi16(v0, act2(q8)), s0);
-        sumi[r] = _mm512_dpwssd_epi32(sumi[r], _mm512_maddubs_epi16(v1, act2(q8 + 32)), s1);
+        const int8_t *p = q8[r] + (dup ? 128 : 64) * c;
+        const __m512i a0 = dup ? _mm512_loadu_si512(p) : act2(p);
+        const __m512i a1 = dup ? _mm512_loadu_si512(p + 64) : act2(p + 32);
+        sumi[r] = _mm512_dpwssd_epi32(sumi[r], _mm512_maddubs_epi16(v0, a0), s0);
+        sumi[r] = _mm512_dpwssd_epi32(sumi[r], _mm512_maddubs_epi16(v1, a1), s1);
     }
 }
 /* The end of a K-quant block for weight rows 2g and 2g + 1 (d: their scales,
- * pair_ps512): acc[r] += (y_r.d * d) * sumi[r], the single-row kernel's FMA. */
-static inline void block_end512(__m512 *acc, const __m512i *sumi, const block_q8_K *const *y,
-                                int64_t i, __m512 d, int nr) {
+ * pair_ps512): acc[r] += (dy[r] * d) * sumi[r], the single-row kernel's FMA
+ * (dy[r]: activation row r's block scale). */
+static inline void block_end512d(__m512 *acc, const __m512i *sumi, const float *dy, __m512 d,
+                                 int nr) {
 #pragma GCC unroll 4
     for (int r = 0; r < nr; r++)
-        acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(y[r][i].d), d),
+        acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(dy[r]), d),
                                  _mm512_cvtepi32_ps(sumi[r]), acc[r]);
+}
+/* block_end512d with the scales of block i of the Q8_K rows y */
+static inline void block_end512(__m512 *acc, const __m512i *sumi, const block_q8_K *const *y,
+                                int64_t i, __m512 d, int nr) {
+    float dy[NR4];
+    for (int r = 0; r < nr; r++)
+        dy[r] = y[r][i].d;
+    block_end512d(acc, sumi, dy, d, nr);
 }
 /* A K-quant tile's accumulators (weight rows 2g, 2g + 1 in the halves of
  * acc[g][r]) zeroed. */
@@ -1577,7 +1590,45 @@ GEMV_LEGACY(gemv_q5_0, block_q5_0, gemv2_q5_0)
  * for a single vpdpwssd, the same lanes with a multiply-add fewer per two
  * chunks. */
 
-TILE_NR(q4_K) {
+/* A Q8_K panel's block (QT_PANEL_BLOCK bytes for four activation rows): row r's 256 bytes
+ * at PANEL_ROW * r, each 32-byte chunk twice; at PANEL_SUMS the rows' eight pair sums of
+ * bsums (int16, row r in 128-bit lane r); at PANEL_NDY their negated scales (row r's in
+ * lanes 4r..4r+3); at PANEL_DY their scales. */
+#define PANEL_ROW 512
+#define PANEL_SUMS 2048
+#define PANEL_NDY 2112
+#define PANEL_DY 2176
+_Static_assert(PANEL_DY + 4 * sizeof(float) <= QT_PANEL_BLOCK, "a panel block holds its parts");
+
+/* qt_panel_row_fn of the Q8_K activation rows */
+static void panel_row_q8_K(const void *a, int64_t n, int r, void *panel) {
+    const block_q8_K *y = a;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        uint8_t *pb = (uint8_t *)panel + (uint64_t)i * QT_PANEL_BLOCK;
+        for (int c = 0; c < QK_K / 32; c++) {
+            memcpy(pb + PANEL_ROW * r + 64 * c, y[i].qs + 32 * c, 32);
+            memcpy(pb + PANEL_ROW * r + 64 * c + 32, y[i].qs + 32 * c, 32);
+        }
+        int16_t sums[8];
+        for (int j = 0; j < 8; j++)
+            sums[j] = (int16_t)(y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+        memcpy(pb + PANEL_SUMS + 16 * r, sums, sizeof sums);
+        const float nd[4] = {-y[i].d, -y[i].d, -y[i].d, -y[i].d};
+        memcpy(pb + PANEL_NDY + 16 * r, nd, sizeof nd);
+        memcpy(pb + PANEL_DY + 4 * r, &y[i].d, sizeof y[i].d);
+    }
+}
+
+/* Q4_K's body also reads its four activation rows from a panel (from_panel: the
+ * ptile; panel_row_q8_K below writes it): per block, each row's 256 bytes with
+ * every 32-byte chunk twice (chunk2x512's dup), the rows' pair sums of bsums in
+ * the 128-bit lanes of one vector, the negated scales four times each in
+ * another, and the scales: what the tile would otherwise build from the Q8_K
+ * rows in every call (a broadcast load per chunk, a horizontal add per row, a
+ * permute), built once per matmul. The same numbers, so the same bits. */
+static inline __attribute__((always_inline)) void
+tile_q4_K_nr(const void *w, uint64_t ws, const void *a, uint64_t as, int64_t n, float *out,
+             int64_t ldo, const int nr, const int from_panel, const uint8_t *panel) {
     ROWS4(block_q4_K, w, ws, x);
     ROWS4(block_q8_K, a, as, y);
     const __m512i m4 = _mm512_set1_epi8(0x0f);
@@ -1591,16 +1642,34 @@ TILE_NR(q4_K) {
         acc_m[k] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         if (nr == 1) gemv_sweep(w, ws, i, sizeof(block_q4_K));
-        __m128i q8s[NR4];
-        for (int r = 0; r < NR4; r++) /* a gemv's row once, in every lane */
-            q8s[r] = r < nr ? _mm_hadd_epi16(loadu128(y[r][i].bsums), loadu128(y[r][i].bsums + 8))
-                            : q8s[0];
-        const __m512i q8s4 =
-            _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set_m128i(q8s[1], q8s[0])),
-                               _mm256_set_m128i(q8s[3], q8s[2]), 1);
-        const __m512 ndy4 = _mm512_permutexvar_ps(
-            _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
-            _mm512_castps128_ps512(_mm_setr_ps(-y[0][i].d, -y[1][i].d, -y[2][i].d, -y[3][i].d)));
+        __m512i q8s4;
+        __m512 ndy4;
+        const int8_t *q8[NR4];
+        float dy[NR4];
+        if (from_panel) {
+            const uint8_t *pb = panel + (uint64_t)i * QT_PANEL_BLOCK;
+            q8s4 = _mm512_loadu_si512(pb + PANEL_SUMS);
+            ndy4 = _mm512_loadu_ps(pb + PANEL_NDY);
+            memcpy(dy, pb + PANEL_DY, sizeof dy);
+            for (int r = 0; r < NR4; r++)
+                q8[r] = (const int8_t *)pb + PANEL_ROW * r;
+        } else {
+            __m128i q8s[NR4];
+            for (int r = 0; r < NR4; r++) /* a gemv's row once, in every lane */
+                q8s[r] = r < nr
+                             ? _mm_hadd_epi16(loadu128(y[r][i].bsums), loadu128(y[r][i].bsums + 8))
+                             : q8s[0];
+            q8s4 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set_m128i(q8s[1], q8s[0])),
+                                      _mm256_set_m128i(q8s[3], q8s[2]), 1);
+            ndy4 = _mm512_permutexvar_ps(
+                _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+                _mm512_castps128_ps512(
+                    _mm_setr_ps(-y[0][i].d, -y[1][i].d, -y[2][i].d, -y[3][i].d)));
+            for (int r = 0; r < NR4; r++) {
+                q8[r] = y[r][i].qs;
+                dy[r] = y[r][i].d;
+            }
+        }
 #pragma GCC unroll 2
         for (int g = 0; g < NT4 / 2; g++) {
             const block_q4_K *xa = &x[2 * g][i], *xb = &x[2 * g + 1][i];
@@ -1626,9 +1695,10 @@ TILE_NR(q4_K) {
             for (int c = 0; c < 4; c++) {
                 const __m512i q = pair_si512(loadu256(xa->qs + 32 * c), loadu256(xb->qs + 32 * c));
                 chunk2x512(sumi, _mm512_and_si512(q, m4),
-                           _mm512_and_si512(_mm512_srli_epi16(q, 4), m4), sc16, c, y, i, nr);
+                           _mm512_and_si512(_mm512_srli_epi16(q, 4), m4), sc16, c, q8, from_panel,
+                           nr);
             }
-            block_end512(acc[g], sumi, y, i, d, nr);
+            block_end512d(acc[g], sumi, dy, d, nr);
         }
     }
     float mins[NT4][NR4];
@@ -1801,6 +1871,9 @@ TILE_NR(q5_K) {
                 pair_si512(_mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scmn[0])),
                            _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scmn[1])));
             const __m512i qh = pair_si512(loadu256(xa->qh), loadu256(xb->qh));
+            const int8_t *q8[NR4];
+            for (int r = 0; r < NR4; r++)
+                q8[r] = y[r][i].qs;
             __m512i sumi[NR4];
             for (int r = 0; r < nr; r++)
                 sumi[r] = _mm512_setzero_si512();
@@ -1812,7 +1885,7 @@ TILE_NR(q5_K) {
                                                    _mm512_and_si512(_mm512_slli_epi16(hb, 4), b4));
                 const __m512i v1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(q, 4), m4),
                                                    _mm512_and_si512(_mm512_slli_epi16(hb, 3), b4));
-                chunk2x512(sumi, v0, v1, sc16, c, y, i, nr);
+                chunk2x512(sumi, v0, v1, sc16, c, q8, 0, nr);
             }
             block_end512(acc[g], sumi, y, i, d, nr);
         }
@@ -1821,6 +1894,19 @@ TILE_NR(q5_K) {
     for (int k = 0; k < NT4; k++)
         _mm_storeu_ps(sm[k], summs[k]);
     tile_out512(acc, (const float(*)[NR4])sm, out, ldo, nr);
+}
+
+static void tile_q4_K(const void *w, uint64_t ws, const void *a, uint64_t as, int64_t n, float *out,
+                      int64_t ldo) {
+    tile_q4_K_nr(w, ws, a, as, n, out, ldo, NR4, 0, NULL);
+}
+static void gemv_q4_K(const void *w, uint64_t ws, const void *a, int64_t n, float *out) {
+    tile_q4_K_nr(w, ws, a, 0, n, out, 0, 1, 0, NULL);
+}
+/* qt_ptile_fn: tile_q4_K on a panel of its four activation rows */
+static void ptile_q4_K(const void *w, uint64_t ws, const void *panel, int64_t n, float *out,
+                       int64_t ldo) {
+    tile_q4_K_nr(w, ws, panel, 0, n, out, ldo, NR4, 1, panel);
 }
 
 /* Each K-quant type's tile (nr = 4 activation rows) and gemv (nr = 1: the
@@ -1835,7 +1921,6 @@ TILE_NR(q5_K) {
         tile_##T##_nr(w, ws, a, 0, n, out, 0, 1);                                                  \
     }
 TILE_AND_GEMV_K(q2_K)
-TILE_AND_GEMV_K(q4_K)
 TILE_AND_GEMV_K(q5_K)
 TILE_AND_GEMV_K(q6_K)
 #endif

@@ -38,7 +38,12 @@ typedef struct mm_job {
      * level's Q8_0 tile, the same bits) runs on them (qt_widen_fn) */
     qt_widen_fn widen;
     qt_tile_fn wide_tile;
-    qt_gemv_fn gemv;  /* NULL: none; else QT_GEMV_ROWS weight rows x a lone activation row */
+    qt_gemv_fn gemv; /* NULL: none; else QT_GEMV_ROWS weight rows x a lone activation row */
+    /* non-NULL: the tile's calls go to ptile, on the panel of each group of four activation
+     * rows (panel_group bytes a group, from panel) */
+    qt_ptile_fn ptile;
+    const uint8_t *panel;
+    uint64_t panel_group;
     atomic_long next; /* output rows claimed so far (four or more activation rows) */
 } mm_job;
 
@@ -49,6 +54,17 @@ typedef struct mm_job {
 /* Weight bytes a worker keeps hot while it passes over groups of four
  * activation rows: about half of a 48 KiB L1 data cache. */
 #define MM_TILE_BYTES 24576
+
+/* Panels (qt_ptile_fn) start on a cache line; a group's takes QT_PANEL_BLOCK bytes a block. */
+#define PANEL_ALIGN 64
+static uint64_t panel_group(int64_t n_in) {
+    return (uint64_t)(n_in / QK_K) * QT_PANEL_BLOCK;
+}
+/* The offset from act, at or after at, of the next panel. */
+static uint64_t panel_at(const uint8_t *act, uint64_t at) {
+    const uintptr_t p = (uintptr_t)(act + at);
+    return at + (uint64_t)((PANEL_ALIGN - p % PANEL_ALIGN) % PANEL_ALIGN);
+}
 
 /* The first output row of the next tile of `tile` rows no thread has claimed yet. */
 static long next_tile(mm_job *j, long tile) {
@@ -129,6 +145,11 @@ static void mm_worker(void *arg, int ith, int nth) {
                 for (; o < o4; o += 4)
                     j->wide_tile(wide + (o - o0) * wide_row, wide_row, act, j->act_row_bytes,
                                  w->n_in, j->y + (int64_t)t * j->ldy + o, j->ldy);
+            } else if (j->ptile) {
+                const uint8_t *panel = j->panel + (uint64_t)(t / 4) * j->panel_group;
+                for (; o + 4 <= o1; o += 4)
+                    j->ptile(w->data + (uint64_t)o * w->row_bytes, w->row_bytes, panel, w->n_in,
+                             j->y + (int64_t)t * j->ldy + o, j->ldy);
             } else if (j->tile) {
                 for (; tile8 && o + 8 <= o1; o += 8)
                     tile8(w->data + (uint64_t)o * w->row_bytes, w->row_bytes, act, j->act_row_bytes,
@@ -181,6 +202,10 @@ typedef struct act_job {
     const mm_task *tasks;
     const uint64_t *arb, *off; /* per task: converted row bytes, offset in act */
     const uint8_t *same;       /* per task: 1 = the previous task's conversion serves */
+    /* per task: NULL, or the panel writer of its conversion's panel at poff in act (the rows
+     * of whole groups of four) */
+    const qt_panel_row_fn *prow;
+    const uint64_t *poff;
     int rows;
     long n;
     uint8_t *act;
@@ -195,8 +220,11 @@ static void act_worker(void *arg, int ith, int nth) {
         const long i = r / j->rows, t = r % j->rows;
         const mm_task *k = &j->tasks[i];
         if (j->same[i]) continue;
-        quantize((uint32_t)qt_get(k->w->type)->act_type, k->x + t * k->ldx,
-                 j->act + j->off[i] + (uint64_t)t * j->arb[i], k->w->n_in);
+        uint8_t *row = j->act + j->off[i] + (uint64_t)t * j->arb[i];
+        quantize((uint32_t)qt_get(k->w->type)->act_type, k->x + t * k->ldx, row, k->w->n_in);
+        if (j->prow[i] && t < (j->rows & ~3))
+            j->prow[i](row, k->w->n_in, t % 4,
+                       j->act + j->poff[i] + (uint64_t)(t / 4) * panel_group(k->w->n_in));
     }
 }
 
@@ -211,22 +239,40 @@ static void many_worker(void *arg, int ith, int nth) {
         mm_worker(&m->jobs[i], ith, nth);
 }
 
-/* One pass: n tasks of n_rows rows each whose conversions fit the context's
- * buffer, arb[i] bytes a converted row of task i. */
+/* One pass: n tasks of n_rows rows each whose conversions (and panels) fit the context's
+ * buffer, arb[i] bytes a converted row of task i. A conversion that a task's ptile reads
+ * gets a panel after its rows (one per conversion: the types' ptiles of one activation type
+ * read one layout). */
 static void mm_pass(mm_ctx *c, const mm_task *tasks, int n, const uint64_t *arb, int n_rows) {
-    uint64_t off[MM_MANY_MAX];
+    uint64_t off[MM_MANY_MAX], poff[MM_MANY_MAX];
     uint8_t same[MM_MANY_MAX];
+    qt_ptile_fn ptile[MM_MANY_MAX];
+    qt_panel_row_fn prow[MM_MANY_MAX];
     mm_job jobs[MM_MANY_MAX];
     uint64_t at = 0, work = 0;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0, owner = 0; i < n; i++) {
         const mm_task *k = &tasks[i], *p = i ? &tasks[i - 1] : NULL;
         /* gate and up read the same rows: converted once */
         same[i] = p && p->x == k->x && p->ldx == k->ldx && p->w->n_in == k->w->n_in &&
                   qt_get(p->w->type)->act_type == qt_get(k->w->type)->act_type;
         off[i] = same[i] ? off[i - 1] : at;
-        if (!same[i]) at += arb[i] * (uint64_t)n_rows;
+        prow[i] = NULL;
+        poff[i] = 0;
+        if (!same[i]) {
+            at += arb[i] * (uint64_t)n_rows;
+            owner = i;
+        }
+        qt_panel_row_fn row = NULL;
+        ptile[i] = n_rows >= 4 ? qt_mm_ptile_upto(k->w->type, c->max_isa, &row) : NULL;
+        if (ptile[i] && !prow[owner]) {
+            poff[owner] = panel_at(c->act, at);
+            at = poff[owner] + (uint64_t)(n_rows / 4) * panel_group(k->w->n_in);
+            prow[owner] = row;
+        }
+        poff[i] = poff[owner];
     }
-    act_job aj = {tasks, arb, off, same, n_rows, (long)n * n_rows, c->act};
+    PT_ASSERT(at <= c->act_cap);
+    act_job aj = {tasks, arb, off, same, prow, poff, n_rows, (long)n * n_rows, c->act};
     if (aj.n >= 4)
         tp_run(c->pool, act_worker, &aj);
     else
@@ -253,7 +299,10 @@ static void mm_pass(mm_ctx *c, const mm_task *tasks, int n, const uint64_t *arb,
                            .tile8 = tile8,
                            .widen = widen,
                            .wide_tile = widen ? qt_mm_tile_upto(QT_Q8_0, c->max_isa) : NULL,
-                           .gemv = qt_mm_gemv_upto(w->type, c->max_isa)};
+                           .gemv = qt_mm_gemv_upto(w->type, c->max_isa),
+                           .ptile = tile ? ptile[i] : NULL,
+                           .panel = c->act + poff[i],
+                           .panel_group = panel_group(w->n_in)};
         atomic_init(&jobs[i].next, 0);
         work += (uint64_t)w->n_out * w->row_bytes * (uint64_t)n_rows;
     }
@@ -274,6 +323,10 @@ void mm_run_many(mm_ctx *c, const mm_task *tasks, int n, int n_rows) {
         PT_ASSERT(tr && tr->act_type >= 0);
         PT_ASSERT(qt_row_bytes((uint32_t)tr->act_type, tasks[i].w->n_in, &arb[i]) == 0);
         row_sum += arb[i];
+        /* a panel's share of a row, and its alignment */
+        qt_panel_row_fn row;
+        if (n_rows >= 4 && qt_mm_ptile_upto(tasks[i].w->type, c->max_isa, &row))
+            row_sum += panel_group(tasks[i].w->n_in) / 4 + PANEL_ALIGN;
     }
     /* more tasks than fit one row of each: halves; more rows than fit: passes
      * of what the buffer holds (every output row is computed alone, so
