@@ -321,27 +321,35 @@ static void reverse_blocks(uint8_t *p, int64_t nb, uint64_t bs) {
  * another order would fail here. (The random K-quant blocks carry scales and mins
  * up to 63 (Q6_K: +-128), so their lane sums are large and a reassociated scale
  * product, d_x * (d_y * sum) for (d_x * d_y) * sum, rounds differently: it fails.) */
-/* Where the matmul has a ptile for `type` at level isa (qt_mm_ptile_upto), it returns the
- * tile's outputs got (ldo apart) on a panel of the four activation rows at a (as apart)
- * written by its panel writer: 1 when there is one. */
+/* Where the matmul has panel tiles for `type` at level isa (qt_mm_ptile_upto), they return
+ * the tile's outputs got (ldo apart) on a panel of the four activation rows at a (as apart)
+ * written by its panel writer: the four-row one on the weight rows at w (ws apart), the
+ * eight-row one on those rows twice. 1 when the type has them. */
 static int ptile_matches(uint32_t type, int isa, const uint8_t *w, uint64_t ws, const uint8_t *a,
                          uint64_t as, int64_t n, const float *got, int64_t ldo) {
-    qt_panel_row_fn prow = NULL;
-    const qt_ptile_fn pt = qt_mm_ptile_upto(type, isa, &prow);
-    if (!pt) return 0;
-    CHECK(prow != NULL);
-    uint8_t *panel = malloc((size_t)(n / QK_K) * QT_PANEL_BLOCK);
+    qt_ptile p;
+    if (!qt_mm_ptile_upto(type, isa, &p)) return 0;
+    CHECK(p.row != NULL && (p.tile || p.tile8));
+    uint8_t *panel = malloc((size_t)(n / p.block_values) * p.block_bytes);
+    uint8_t *w8 = malloc(8 * (size_t)ws);
+    memcpy(w8, w, 4 * (size_t)ws);
+    memcpy(w8 + 4 * ws, w, 4 * (size_t)ws);
     for (int row = 0; row < 4; row++)
-        prow(a + row * as, n, row, panel);
-    float pgot[4 * 7];
-    pt(w, ws, panel, n, pgot, ldo);
-    for (int row = 0; row < 4; row++)
-        for (int kw = 0; kw < 4; kw++)
-            CHECKF(memcmp(&pgot[row * ldo + kw], &got[row * ldo + kw], sizeof(float)) == 0,
-                   "%s %s n=%lld weight row %d act row %d: ptile %.9g, tile %.9g", qt_name(type),
-                   isa_name(isa), (long long)n, kw, row, (double)pgot[row * ldo + kw],
-                   (double)got[row * ldo + kw]);
+        p.row(a + row * as, n, row, panel);
+    float pgot[4 * 8];
+    for (int eight = 0; eight < 2; eight++) {
+        const qt_ptile_fn f = eight ? p.tile8 : p.tile;
+        if (!f) continue;
+        f(eight ? w8 : w, ws, panel, n, pgot, 8);
+        for (int row = 0; row < 4; row++)
+            for (int kw = 0; kw < (eight ? 8 : 4); kw++)
+                CHECKF(memcmp(&pgot[row * 8 + kw], &got[row * ldo + kw % 4], sizeof(float)) == 0,
+                       "%s %s n=%lld weight row %d act row %d: panel tile%s %.9g, tile %.9g",
+                       qt_name(type), isa_name(isa), (long long)n, kw, row, eight ? "8" : "",
+                       (double)pgot[row * 8 + kw], (double)got[row * ldo + kw % 4]);
+    }
     free(panel);
+    free(w8);
     return 1;
 }
 
@@ -423,7 +431,9 @@ static void simd_tile_bit_identical(void) {
     if (qt_isa_detect() >= QT_ISA_AVX512) {
         CHECK(qt_tile_impl(QT_Q8_0, QT_ISA_AVX512) != NULL);
         CHECK(qt_tile_impl(QT_Q4_K, QT_ISA_AVX512) != NULL); /* a K-quant tile is covered too */
-        CHECK(ptiled > 0);                                   /* and Q4_K's ptile */
+        qt_ptile p;
+        CHECK(ptiled > 0 && qt_mm_ptile_upto(QT_Q4_K, QT_ISA_AVX512, &p) &&
+              qt_mm_ptile_upto(QT_Q8_0, QT_ISA_AVX512, &p)); /* and the panel tiles */
     }
 #endif
 #if defined(__aarch64__)
@@ -546,15 +556,9 @@ static void simd_mm_run_rows_match_one_row(void) {
     tp_free(pool);
 }
 
-/* The matmul's panels (qt_mm_ptile_upto): a conversion that several tasks share (gate and up
- * read the same rows) carries the panel when any of them has a ptile (here a Q6_K task
- * converts and the two Q4_K tasks after it read the panel), and a context too small for the
- * batch runs it in passes, each with its own panels (7 rows: a group of four, then three
- * padded): every output row is the bits of that row run alone. */
-static void simd_mm_panels_match_one_row(void) {
+static void mm_panels_case(const uint32_t *types) {
     const int64_t n_in = 768, n_out = 37;
     enum { ROWS = 23, NT = 3 };
-    const uint32_t types[NT] = {QT_Q6_K, QT_Q4_K, QT_Q4_K};
     tp_pool *pool = tp_new(2);
     mm_ctx big, small;
     CHECK(pool != NULL);
@@ -601,6 +605,18 @@ static void simd_mm_panels_match_one_row(void) {
     mm_ctx_free(&big);
     mm_ctx_free(&small);
     tp_free(pool);
+}
+/* The matmul's panels (qt_mm_ptile_upto): a conversion that several tasks share (gate and up
+ * read the same rows) carries the panel when any of them has panel tiles (a Q6_K task
+ * converts and the two Q4_K tasks after it read the panel; Q4_0 and Q5_0 rows widened to
+ * Q8_0 blocks read the Q8_0 panel, as Q8_0 rows do), and a context too small for the batch
+ * runs it in passes of whole groups, each with its own panels: every output row is the bits
+ * of that row run alone. */
+static void simd_mm_panels_match_one_row(void) {
+    static const uint32_t k_types[3] = {QT_Q6_K, QT_Q4_K, QT_Q4_K};
+    static const uint32_t legacy[3] = {QT_Q4_0, QT_Q5_0, QT_Q8_0};
+    mm_panels_case(k_types);
+    mm_panels_case(legacy);
 }
 
 /* The matmul pair (qt_mm_dot_upto, qt_mm_dot4_upto): wherever a type has a four-row

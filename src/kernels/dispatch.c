@@ -162,10 +162,10 @@ qt_tile_fn qt_tile8_avx512(uint32_t type) {
     (void)type;
     return NULL;
 }
-qt_ptile_fn qt_ptile_avx512(uint32_t type, qt_panel_row_fn *row) {
+int qt_ptile_avx512(uint32_t type, qt_ptile *p) {
     (void)type;
-    (void)row;
-    return NULL;
+    (void)p;
+    return 0;
 }
 qt_gemv_fn qt_gemv_avx512(uint32_t type) {
     (void)type;
@@ -251,10 +251,10 @@ qt_tile_fn qt_tile8_avx512(uint32_t type) {
     (void)type;
     return NULL;
 }
-qt_ptile_fn qt_ptile_avx512(uint32_t type, qt_panel_row_fn *row) {
+int qt_ptile_avx512(uint32_t type, qt_ptile *p) {
     (void)type;
-    (void)row;
-    return NULL;
+    (void)p;
+    return 0;
 }
 qt_gemv_fn qt_gemv_avx512(uint32_t type) {
     (void)type;
@@ -468,8 +468,8 @@ qt_tile_fn qt_mm_tile8_upto(uint32_t type, int max_isa) {
     return mm_tile_avx512(type, max_isa) ? qt_tile8_avx512(type) : NULL;
 }
 
-qt_ptile_fn qt_mm_ptile_upto(uint32_t type, int max_isa, qt_panel_row_fn *row) {
-    return mm_tile_avx512(type, max_isa) ? qt_ptile_avx512(type, row) : NULL;
+int qt_mm_ptile_upto(uint32_t type, int max_isa, qt_ptile *p) {
+    return mm_tile_avx512(type, max_isa) && qt_ptile_avx512(type, p);
 }
 
 qt_gemv_fn qt_mm_gemv_upto(uint32_t type, int max_isa) {

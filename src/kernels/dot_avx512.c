@@ -55,10 +55,14 @@ qt_tile_fn qt_tile8_avx512(uint32_t type) {
     return type == QT_Q8_0 ? tile8_q8_0 : NULL;
 }
 
-qt_ptile_fn qt_ptile_avx512(uint32_t type, qt_panel_row_fn *row) {
-    if (type != QT_Q4_K) return NULL;
-    *row = panel_row_q8_K;
-    return ptile_q4_K;
+int qt_ptile_avx512(uint32_t type, qt_ptile *p) {
+    if (type == QT_Q4_K)
+        *p = (qt_ptile){ptile_q4_K, NULL, panel_row_q8_K, QK_K, PANEL_BLOCK};
+    else if (type == QT_Q8_0)
+        *p = (qt_ptile){NULL, ptile8_q8_0, panel_row_q8_0, 32, PANEL8_BLOCK};
+    else
+        return 0;
+    return 1;
 }
 
 qt_gemv_fn qt_gemv_avx512(uint32_t type) {

@@ -1417,19 +1417,50 @@ static inline void tile_out512(__m512 acc[2][4], const float add[4][4], float *o
         }
 }
 
+/* The bias trick's correction for activation vector sa (pair_si512 of two rows' blocks):
+ * -128 * the sum of each lane's four activation bytes. */
+static inline __m512i legacy_neg(__m512i bias, __m512i sa) {
+    return _mm512_sub_epi32(_mm512_setzero_si512(),
+                            _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, sa));
+}
+/* A Q8_0 panel's block (PANEL8_BLOCK bytes for four activation rows, 32 values): for
+ * h = 0, 1 at 64 * h rows 2h and 2h + 1's bytes side by side (the tile's sa[h]), at
+ * PANEL8_NEG + 64 * h their correction (na[h]), at PANEL8_DY + 64 * h their scales as
+ * floats, eight each (dy[h]). */
+#define PANEL8_NEG 128
+#define PANEL8_DY 256
+#define PANEL8_BLOCK 384
+/* qt_panel_row_fn of the Q8_0 activation rows: writes half h = r / 2 of r's pair */
+static void panel_row_q8_0(const void *a, int64_t n, int r, void *panel) {
+    const block_q8_0 *y = a;
+    const int h = r / 2, side = r % 2;
+    const __m512i bias = _mm512_set1_epi8((char)0x80);
+    for (int64_t i = 0; i < n / 32; i++) {
+        uint8_t *pb = (uint8_t *)panel + (uint64_t)i * PANEL8_BLOCK;
+        memcpy(pb + 64 * h + 32 * side, y[i].qs, 32);
+        /* each lane's correction from this row's bytes alone (the other half's lanes are
+         * the other row's, written with it) */
+        const __m512i na = legacy_neg(bias, _mm512_broadcast_i64x4(loadu256(y[i].qs)));
+        memcpy(pb + PANEL8_NEG + 64 * h + 32 * side, (const uint8_t *)&na, 32);
+        const __m256 d = f16x8(y[i].d);
+        memcpy(pb + PANEL8_DY + 64 * h + 32 * side, &d, 32);
+    }
+}
+
 /* One 32-weight block type with one accumulator (LEGACY_LOOP1's order): XT the
  * block, DECODE(xb) its 32 signed weight bytes, xb->d its fp16 scale. Pairs
  * (k, 2h) and (k, 2h + 1) share a 512-bit accumulator (pair_ps512): the two
  * activation rows' blocks side by side, the weight block in both halves. NT
  * weight rows (4, or 8 for tile8_q8_0: 16 accumulators, and an activation
  * block's loads and bias sums shared by twice the rows). */
-#define TILE_LEGACY_NT(NAME, XT, DECODE, NT)                                                       \
+#define TILE_LEGACY_NT(NAME, XT, DECODE, NT, PANEL)                                                \
     static void NAME(const void *w, uint64_t ws, const void *a, uint64_t as, int64_t n,            \
                      float *out, int64_t ldo) {                                                    \
         const XT *x[NT];                                                                           \
         for (int k = 0; k < NT; k++)                                                               \
             x[k] = (const XT *)((const uint8_t *)w + (uint64_t)k * ws);                            \
         ROWS4(block_q8_0, a, as, y);                                                               \
+        (void)y;                                                                                   \
         const __m512i bias = _mm512_set1_epi8((char)0x80);                                         \
         __m512 acc[NT][NR4 / 2];                                                                   \
         for (int k = 0; k < NT; k++)                                                               \
@@ -1439,10 +1470,15 @@ static inline void tile_out512(__m512 acc[2][4], const float add[4][4], float *o
             __m512i sa[NR4 / 2], na[NR4 / 2];                                                      \
             __m512 dy[NR4 / 2];                                                                    \
             _Pragma("GCC unroll 2") for (int h = 0; h < NR4 / 2; h++) {                            \
+                if (PANEL) {                                                                       \
+                    const uint8_t *pb = (const uint8_t *)a + (uint64_t)i * PANEL8_BLOCK;           \
+                    sa[h] = _mm512_loadu_si512(pb + 64 * h);                                       \
+                    na[h] = _mm512_loadu_si512(pb + PANEL8_NEG + 64 * h);                          \
+                    dy[h] = _mm512_loadu_ps(pb + PANEL8_DY + 64 * h);                              \
+                    continue;                                                                      \
+                }                                                                                  \
                 sa[h] = pair_si512(loadu256(y[2 * h][i].qs), loadu256(y[2 * h + 1][i].qs));        \
-                na[h] =                                                                            \
-                    _mm512_sub_epi32(_mm512_setzero_si512(),                                       \
-                                     _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, sa[h]));    \
+                na[h] = legacy_neg(bias, sa[h]);                                                   \
                 dy[h] = pair_ps512(f16x8(y[2 * h][i].d), f16x8(y[2 * h + 1][i].d));                \
             }                                                                                      \
             _Pragma("GCC unroll 8") for (int k = 0; k < NT; k++) {                                 \
@@ -1464,13 +1500,19 @@ static inline void tile_out512(__m512 acc[2][4], const float add[4][4], float *o
             }                                                                                      \
     }
 
-#define TILE_LEGACY1(NAME, XT, DECODE) TILE_LEGACY_NT(NAME, XT, DECODE, NT4)
+#define TILE_LEGACY1(NAME, XT, DECODE) TILE_LEGACY_NT(NAME, XT, DECODE, NT4, 0)
 
 TILE_LEGACY1(tile_q8_0, block_q8_0, loadu256(xb->qs))
 TILE_LEGACY1(tile_q4_0, block_q4_0, decode_q4_0(xb))
 TILE_LEGACY1(tile_q5_0, block_q5_0, decode_q5_0(xb))
 /* tile_q8_0 over eight weight rows (qt_mm_tile8_upto) */
-TILE_LEGACY_NT(tile8_q8_0, block_q8_0, loadu256(xb->qs), 8)
+TILE_LEGACY_NT(tile8_q8_0, block_q8_0, loadu256(xb->qs), 8, 0)
+/* tile8_q8_0 on a panel of its four activation rows (a: the panel, as unused) */
+TILE_LEGACY_NT(tile8_q8_0_panel, block_q8_0, loadu256(xb->qs), 8, 1)
+static void ptile8_q8_0(const void *w, uint64_t ws, const void *panel, int64_t n, float *out,
+                        int64_t ldo) {
+    tile8_q8_0_panel(w, ws, panel, 0, n, out, ldo);
+}
 
 /* ----- gemv: weight rows against one activation row (a decode step's matmul) -----
  * qt_gemv_fn: QT_GEMV_ROWS weight rows against one activation row, each output
@@ -1590,21 +1632,22 @@ GEMV_LEGACY(gemv_q5_0, block_q5_0, gemv2_q5_0)
  * for a single vpdpwssd, the same lanes with a multiply-add fewer per two
  * chunks. */
 
-/* A Q8_K panel's block (QT_PANEL_BLOCK bytes for four activation rows): row r's 256 bytes
+/* A Q8_K panel's block (PANEL_BLOCK bytes for four activation rows): row r's 256 bytes
  * at PANEL_ROW * r, each 32-byte chunk twice; at PANEL_SUMS the rows' eight pair sums of
  * bsums (int16, row r in 128-bit lane r); at PANEL_NDY their negated scales (row r's in
  * lanes 4r..4r+3); at PANEL_DY their scales. */
+#define PANEL_BLOCK 2240
 #define PANEL_ROW 512
 #define PANEL_SUMS 2048
 #define PANEL_NDY 2112
 #define PANEL_DY 2176
-_Static_assert(PANEL_DY + 4 * sizeof(float) <= QT_PANEL_BLOCK, "a panel block holds its parts");
+_Static_assert(PANEL_DY + 4 * sizeof(float) <= PANEL_BLOCK, "a panel block holds its parts");
 
 /* qt_panel_row_fn of the Q8_K activation rows */
 static void panel_row_q8_K(const void *a, int64_t n, int r, void *panel) {
     const block_q8_K *y = a;
     for (int64_t i = 0; i < n / QK_K; i++) {
-        uint8_t *pb = (uint8_t *)panel + (uint64_t)i * QT_PANEL_BLOCK;
+        uint8_t *pb = (uint8_t *)panel + (uint64_t)i * PANEL_BLOCK;
         for (int c = 0; c < QK_K / 32; c++) {
             memcpy(pb + PANEL_ROW * r + 64 * c, y[i].qs + 32 * c, 32);
             memcpy(pb + PANEL_ROW * r + 64 * c + 32, y[i].qs + 32 * c, 32);
@@ -1647,7 +1690,7 @@ tile_q4_K_nr(const void *w, uint64_t ws, const void *a, uint64_t as, int64_t n, 
         const int8_t *q8[NR4];
         float dy[NR4];
         if (from_panel) {
-            const uint8_t *pb = panel + (uint64_t)i * QT_PANEL_BLOCK;
+            const uint8_t *pb = panel + (uint64_t)i * PANEL_BLOCK;
             q8s4 = _mm512_loadu_si512(pb + PANEL_SUMS);
             ndy4 = _mm512_loadu_ps(pb + PANEL_NDY);
             memcpy(dy, pb + PANEL_DY, sizeof dy);

@@ -146,18 +146,24 @@ qt_tile_fn qt_mm_tile_upto(uint32_t type, int max_isa);
 qt_tile_fn qt_mm_tile8_upto(uint32_t type, int max_isa);
 
 /* Activation panels: a matmul's converted activation rows, four at a time, laid out once more
- * for a tile kernel that reads them as it uses them (for Q4_K: each 32-byte chunk twice, the
- * block's pair sums and scales ready for its vector operations), so that what the tile would
- * rebuild from the converted rows in each of its calls is built once per matmul. A group's
- * panel takes QT_PANEL_BLOCK bytes per block of QK_K values. panel_row writes row r (0..3) of
- * a group's panel from the converted row a of n values; the ptile is the type's tile
- * (qt_mm_tile_upto) on a panel of its four activation rows, the same bits. */
-#define QT_PANEL_BLOCK 2240
+ * for tile kernels that read them as they use them (Q4_K: each 32-byte chunk twice, the
+ * block's pair sums and scales ready for its vector operations; Q8_0: two rows' blocks side
+ * by side with their bias corrections and float scales), so that what a tile would rebuild
+ * from the converted rows in each of its calls is built once per matmul. row writes row r
+ * (0..3) of a group's panel from the converted row a of n values; a group's panel takes
+ * block_bytes per block_values values. tile and tile8 are the type's tiles (qt_mm_tile_upto,
+ * qt_mm_tile8_upto) on a panel of their four activation rows, the same bits; NULL: that tile
+ * reads the converted rows. */
 typedef void (*qt_panel_row_fn)(const void *a, int64_t n, int r, void *panel);
 typedef void (*qt_ptile_fn)(const void *w, uint64_t w_stride, const void *panel, int64_t n,
                             float *out, int64_t ldo);
-/* The type's ptile and its panel writer (*row), or NULL: the type has none at that level. */
-qt_ptile_fn qt_mm_ptile_upto(uint32_t type, int max_isa, qt_panel_row_fn *row);
+typedef struct qt_ptile {
+    qt_ptile_fn tile, tile8;
+    qt_panel_row_fn row;
+    uint32_t block_values, block_bytes;
+} qt_ptile;
+/* 1: the type has panel tiles at that level (*p); 0: none. */
+int qt_mm_ptile_upto(uint32_t type, int max_isa, qt_ptile *p);
 
 /* gemv: QT_GEMV_ROWS weight rows against one activation row (a decode step's matmul):
  * out[k] = dot(w + k * w_stride, a, n), each bit-identical to qt_mm_dot_upto's single-row
@@ -186,7 +192,7 @@ qt_tile_fn qt_tile_avx2(uint32_t type);
 qt_tile_fn qt_tile_avx512(uint32_t type);
 qt_widen_fn qt_widen_avx512(uint32_t type);
 qt_tile_fn qt_tile8_avx512(uint32_t type);
-qt_ptile_fn qt_ptile_avx512(uint32_t type, qt_panel_row_fn *row);
+int qt_ptile_avx512(uint32_t type, qt_ptile *p);
 qt_gemv_fn qt_gemv_avx512(uint32_t type);
 
 /* arm64 tables (dot_neon.c, dot_dotprod.c; NULL entries: none). */

@@ -39,9 +39,9 @@ typedef struct mm_job {
     qt_widen_fn widen;
     qt_tile_fn wide_tile;
     qt_gemv_fn gemv; /* NULL: none; else QT_GEMV_ROWS weight rows x a lone activation row */
-    /* non-NULL: the tile's calls go to ptile, on the panel of each group of four activation
-     * rows (panel_group bytes a group, from panel) */
-    qt_ptile_fn ptile;
+    /* non-NULL: the tile's (tile8's) calls go to ptile (ptile8), on the panel of each group
+     * of four activation rows (panel_group bytes a group, from panel) */
+    qt_ptile_fn ptile, ptile8;
     const uint8_t *panel;
     uint64_t panel_group;
     atomic_long next; /* output rows claimed so far (four or more activation rows) */
@@ -55,15 +55,33 @@ typedef struct mm_job {
  * activation rows: about half of a 48 KiB L1 data cache. */
 #define MM_TILE_BYTES 24576
 
-/* Panels (qt_ptile_fn) start on a cache line; a group's takes QT_PANEL_BLOCK bytes a block. */
+/* Panels (qt_ptile) start on a cache line. */
 #define PANEL_ALIGN 64
-static uint64_t panel_group(int64_t n_in) {
-    return (uint64_t)(n_in / QK_K) * QT_PANEL_BLOCK;
+/* The bytes of a group's panel of n_in values. */
+static uint64_t panel_group(const qt_ptile *p, int64_t n_in) {
+    return (uint64_t)(n_in / p->block_values) * p->block_bytes;
+}
+/* The panel kernels of weight type `type` in a matmul of n_rows rows at level max_isa (the
+ * Q8_0 ones when the type's rows are widened to Q8_0 blocks): 1 and *p, or 0: none. */
+static int mm_ptile(uint32_t type, int max_isa, int n_rows, qt_ptile *p) {
+    if (n_rows < 4 || !qt_mm_dot4_upto(type, max_isa) || !qt_mm_tile_upto(type, max_isa)) return 0;
+    if (n_rows >= MM_WIDEN_ROWS && qt_mm_widen_upto(type, max_isa)) type = QT_Q8_0;
+    return qt_mm_ptile_upto(type, max_isa, p);
 }
 /* The offset from act, at or after at, of the next panel. */
 static uint64_t panel_at(const uint8_t *act, uint64_t at) {
     const uintptr_t p = (uintptr_t)(act + at);
     return at + (uint64_t)((PANEL_ALIGN - p % PANEL_ALIGN) % PANEL_ALIGN);
+}
+
+/* A tile call: weight rows from wr (ws apart) against a group of four activation rows, its
+ * converted rows act (tile) or its panel (ptile, when not NULL), outputs from y. */
+static inline void run_tile(const mm_job *j, qt_tile_fn tile, qt_ptile_fn ptile, const uint8_t *wr,
+                            uint64_t ws, const uint8_t *act, const uint8_t *panel, float *y) {
+    if (ptile)
+        ptile(wr, ws, panel, j->w->n_in, y, j->ldy);
+    else
+        tile(wr, ws, act, j->act_row_bytes, j->w->n_in, y, j->ldy);
 }
 
 /* The first output row of the next tile of `tile` rows no thread has claimed yet. */
@@ -137,26 +155,23 @@ static void mm_worker(void *arg, int ith, int nth) {
             j->widen(w->data + (uint64_t)o * w->row_bytes, w->n_in, wide + (o - o0) * wide_row);
         for (int t = 0; t < n4; t += 4) {
             const uint8_t *act = j->act + (uint64_t)t * j->act_row_bytes;
+            const uint8_t *panel = j->panel + (uint64_t)(t / 4) * j->panel_group;
+            float *y = j->y + (int64_t)t * j->ldy;
             long o = o0;
             if (wide) {
                 for (; j->tile8 && o + 8 <= o4; o += 8)
-                    j->tile8(wide + (o - o0) * wide_row, wide_row, act, j->act_row_bytes, w->n_in,
-                             j->y + (int64_t)t * j->ldy + o, j->ldy);
+                    run_tile(j, j->tile8, j->ptile8, wide + (o - o0) * wide_row, wide_row, act,
+                             panel, y + o);
                 for (; o < o4; o += 4)
-                    j->wide_tile(wide + (o - o0) * wide_row, wide_row, act, j->act_row_bytes,
-                                 w->n_in, j->y + (int64_t)t * j->ldy + o, j->ldy);
-            } else if (j->ptile) {
-                const uint8_t *panel = j->panel + (uint64_t)(t / 4) * j->panel_group;
-                for (; o + 4 <= o1; o += 4)
-                    j->ptile(w->data + (uint64_t)o * w->row_bytes, w->row_bytes, panel, w->n_in,
-                             j->y + (int64_t)t * j->ldy + o, j->ldy);
+                    run_tile(j, j->wide_tile, NULL, wide + (o - o0) * wide_row, wide_row, act,
+                             panel, y + o);
             } else if (j->tile) {
                 for (; tile8 && o + 8 <= o1; o += 8)
-                    tile8(w->data + (uint64_t)o * w->row_bytes, w->row_bytes, act, j->act_row_bytes,
-                          w->n_in, j->y + (int64_t)t * j->ldy + o, j->ldy);
+                    run_tile(j, tile8, j->ptile8, w->data + (uint64_t)o * w->row_bytes,
+                             w->row_bytes, act, panel, y + o);
                 for (; o + 4 <= o1; o += 4)
-                    j->tile(w->data + (uint64_t)o * w->row_bytes, w->row_bytes, act,
-                            j->act_row_bytes, w->n_in, j->y + (int64_t)t * j->ldy + o, j->ldy);
+                    run_tile(j, j->tile, j->ptile, w->data + (uint64_t)o * w->row_bytes,
+                             w->row_bytes, act, panel, y + o);
             }
             for (; o < o1; o++) {
                 float r[4];
@@ -202,9 +217,9 @@ typedef struct act_job {
     const mm_task *tasks;
     const uint64_t *arb, *off; /* per task: converted row bytes, offset in act */
     const uint8_t *same;       /* per task: 1 = the previous task's conversion serves */
-    /* per task: NULL, or the panel writer of its conversion's panel at poff in act (the rows
-     * of whole groups of four) */
-    const qt_panel_row_fn *prow;
+    /* per task: its conversion's panel at poff in act (the rows of whole groups of four),
+     * written by pan[i].row (NULL: none) */
+    const qt_ptile *pan;
     const uint64_t *poff;
     int rows;
     long n;
@@ -222,9 +237,10 @@ static void act_worker(void *arg, int ith, int nth) {
         if (j->same[i]) continue;
         uint8_t *row = j->act + j->off[i] + (uint64_t)t * j->arb[i];
         quantize((uint32_t)qt_get(k->w->type)->act_type, k->x + t * k->ldx, row, k->w->n_in);
-        if (j->prow[i] && t < (j->rows & ~3))
-            j->prow[i](row, k->w->n_in, t % 4,
-                       j->act + j->poff[i] + (uint64_t)(t / 4) * panel_group(k->w->n_in));
+        if (j->pan[i].row && t < (j->rows & ~3))
+            j->pan[i].row(row, k->w->n_in, t % 4,
+                          j->act + j->poff[i] +
+                              (uint64_t)(t / 4) * panel_group(&j->pan[i], k->w->n_in));
     }
 }
 
@@ -239,15 +255,15 @@ static void many_worker(void *arg, int ith, int nth) {
         mm_worker(&m->jobs[i], ith, nth);
 }
 
-/* One pass: n tasks of n_rows rows each whose conversions (and panels) fit the context's
- * buffer, arb[i] bytes a converted row of task i. A conversion that a task's ptile reads
- * gets a panel after its rows (one per conversion: the types' ptiles of one activation type
- * read one layout). */
-static void mm_pass(mm_ctx *c, const mm_task *tasks, int n, const uint64_t *arb, int n_rows) {
+/* One pass: n tasks of n_rows rows each whose conversions (and, with panels, their panels)
+ * fit the context's buffer, arb[i] bytes a converted row of task i. A conversion that a
+ * task's panel tiles read gets a panel after its rows (one per conversion: the panel tiles
+ * of one activation type read one layout). */
+static void mm_pass(mm_ctx *c, const mm_task *tasks, int n, const uint64_t *arb, int n_rows,
+                    int panels) {
     uint64_t off[MM_MANY_MAX], poff[MM_MANY_MAX];
     uint8_t same[MM_MANY_MAX];
-    qt_ptile_fn ptile[MM_MANY_MAX];
-    qt_panel_row_fn prow[MM_MANY_MAX];
+    qt_ptile pt[MM_MANY_MAX], pan[MM_MANY_MAX]; /* the task's panel tiles; the panel written */
     mm_job jobs[MM_MANY_MAX];
     uint64_t at = 0, work = 0;
     for (int i = 0, owner = 0; i < n; i++) {
@@ -256,23 +272,22 @@ static void mm_pass(mm_ctx *c, const mm_task *tasks, int n, const uint64_t *arb,
         same[i] = p && p->x == k->x && p->ldx == k->ldx && p->w->n_in == k->w->n_in &&
                   qt_get(p->w->type)->act_type == qt_get(k->w->type)->act_type;
         off[i] = same[i] ? off[i - 1] : at;
-        prow[i] = NULL;
-        poff[i] = 0;
+        pan[i] = (qt_ptile){0};
         if (!same[i]) {
             at += arb[i] * (uint64_t)n_rows;
             owner = i;
         }
-        qt_panel_row_fn row = NULL;
-        ptile[i] = n_rows >= 4 ? qt_mm_ptile_upto(k->w->type, c->max_isa, &row) : NULL;
-        if (ptile[i] && !prow[owner]) {
+        if (!panels || !mm_ptile(k->w->type, c->max_isa, n_rows, &pt[i])) pt[i] = (qt_ptile){0};
+        if (pt[i].row && !pan[owner].row) {
+            pan[owner] = pt[i];
             poff[owner] = panel_at(c->act, at);
-            at = poff[owner] + (uint64_t)(n_rows / 4) * panel_group(k->w->n_in);
-            prow[owner] = row;
+            at = poff[owner] + (uint64_t)(n_rows / 4) * panel_group(&pt[i], k->w->n_in);
         }
-        poff[i] = poff[owner];
+        PT_ASSERT(!pt[i].row || pt[i].row == pan[owner].row);
+        poff[i] = pt[i].row ? poff[owner] : 0;
     }
     PT_ASSERT(at <= c->act_cap);
-    act_job aj = {tasks, arb, off, same, prow, poff, n_rows, (long)n * n_rows, c->act};
+    act_job aj = {tasks, arb, off, same, pan, poff, n_rows, (long)n * n_rows, c->act};
     if (aj.n >= 4)
         tp_run(c->pool, act_worker, &aj);
     else
@@ -300,9 +315,10 @@ static void mm_pass(mm_ctx *c, const mm_task *tasks, int n, const uint64_t *arb,
                            .widen = widen,
                            .wide_tile = widen ? qt_mm_tile_upto(QT_Q8_0, c->max_isa) : NULL,
                            .gemv = qt_mm_gemv_upto(w->type, c->max_isa),
-                           .ptile = tile ? ptile[i] : NULL,
+                           .ptile = pt[i].tile,
+                           .ptile8 = pt[i].tile8,
                            .panel = c->act + poff[i],
-                           .panel_group = panel_group(w->n_in)};
+                           .panel_group = pt[i].row ? panel_group(&pt[i], w->n_in) : 0};
         atomic_init(&jobs[i].next, 0);
         work += (uint64_t)w->n_out * w->row_bytes * (uint64_t)n_rows;
     }
@@ -316,18 +332,22 @@ static void mm_pass(mm_ctx *c, const mm_task *tasks, int n, const uint64_t *arb,
 
 void mm_run_many(mm_ctx *c, const mm_task *tasks, int n, int n_rows) {
     if (n <= 0 || n_rows <= 0) return;
-    uint64_t arb[MM_MANY_MAX], row_sum = 0;
+    uint64_t arb[MM_MANY_MAX], row_sum = 0, panel_sum = 0;
     const int head = n < MM_MANY_MAX ? n : MM_MANY_MAX;
     for (int i = 0; i < head; i++) {
         const qt_traits *tr = qt_get(tasks[i].w->type);
         PT_ASSERT(tr && tr->act_type >= 0);
         PT_ASSERT(qt_row_bytes((uint32_t)tr->act_type, tasks[i].w->n_in, &arb[i]) == 0);
         row_sum += arb[i];
-        /* a panel's share of a row, and its alignment */
-        qt_panel_row_fn row;
-        if (n_rows >= 4 && qt_mm_ptile_upto(tasks[i].w->type, c->max_isa, &row))
-            row_sum += panel_group(tasks[i].w->n_in) / 4 + PANEL_ALIGN;
+        qt_ptile p;
+        if (mm_ptile(tasks[i].w->type, c->max_isa, n_rows, &p))
+            panel_sum += panel_group(&p, tasks[i].w->n_in) / 4; /* a panel's share of a row */
     }
+    /* panels when a group of four rows fits with them (they never change a bit) */
+    const uint64_t slack = (uint64_t)head * PANEL_ALIGN;
+    const int panels =
+        panel_sum && c->act_cap > slack && (c->act_cap - slack) / 4 >= row_sum + panel_sum;
+    if (panels) row_sum += panel_sum;
     /* more tasks than fit one row of each: halves; more rows than fit: passes
      * of what the buffer holds (every output row is computed alone, so
      * neither changes a bit) */
@@ -337,9 +357,10 @@ void mm_run_many(mm_ctx *c, const mm_task *tasks, int n, int n_rows) {
         mm_run_many(c, tasks + h, n - h, n_rows);
         return;
     }
-    const uint64_t fit = c->act_cap / row_sum;
+    const uint64_t fit = (c->act_cap - (panels ? slack : 0)) / row_sum;
     PT_ASSERT(fit >= 1);
-    const int pass = fit < (uint64_t)n_rows ? (int)fit : n_rows;
+    int pass = fit < (uint64_t)n_rows ? (int)fit : n_rows;
+    if (panels && pass < n_rows) pass &= ~3; /* whole groups (four rows fit with panels) */
     for (int r = 0; r < n_rows; r += pass) {
         mm_task part[MM_MANY_MAX];
         for (int i = 0; i < n; i++) {
@@ -347,7 +368,7 @@ void mm_run_many(mm_ctx *c, const mm_task *tasks, int n, int n_rows) {
             part[i].x += (int64_t)r * tasks[i].ldx;
             part[i].y += (int64_t)r * tasks[i].ldy;
         }
-        mm_pass(c, part, n, arb, n_rows - r < pass ? n_rows - r : pass);
+        mm_pass(c, part, n, arb, n_rows - r < pass ? n_rows - r : pass, panels);
     }
 }
 
