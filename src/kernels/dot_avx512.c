@@ -8,7 +8,9 @@
  * four-row kernels run on 256-bit vectors (AVX512VL encodings), one kernel body
  * for both ISA levels; the 4 x 4 tiles a prompt's matmuls use (this level
  * only) put two pairs' 256-bit lanes in one 512-bit vector, and so do the gemv
- * kernels a decode step's matmuls use (two weight rows). Compiled with the
+ * kernels a decode step's matmuls use (two weight rows); the panel tiles
+ * (qt_ptile: Q4_K's tile, Q8_0's eight-row tile) read their activations from a
+ * panel the matmul builds once (dot_x86_body.h). Compiled with the
  * AVX-512 flags only; the dispatcher calls in here after checking the CPU.
  */
 #include <immintrin.h>

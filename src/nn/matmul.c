@@ -101,7 +101,9 @@ static long next_tile(mm_job *j, long tile) {
  * through the gemv kernel, QT_GEMV_ROWS weight rows at a time). Every output
  * is the same dot product either way (qt_dot4_fn, qt_tile_fn and qt_gemv_fn are
  * bit-identical to qt_dot_fn). Where the type has an eight-weight-row tile
- * (qt_mm_tile8_upto), it takes the weight rows eight at a time first. With
+ * (qt_mm_tile8_upto), it takes the weight rows eight at a time first. Where the
+ * job has panel tiles (ptile, ptile8), they run in the tiles' place on each
+ * group's panel (run_tile). With
  * widening (j->widen), the tile's weight rows are decoded once into Q8_0
  * blocks, sized to the tile's byte budget.
  * A decode step's rows (fewer than four activation rows) are split into one

@@ -8,7 +8,9 @@
  * any size, a routed expert's group of rows or alone. Work is split across the
  * thread pool by weight rows, so the result is identical for any thread count. Nothing is allocated
  * per call: the conversion buffer belongs to the mm_ctx, sized at creation; a call with more rows
- * than it holds runs in passes of as many rows as it does (same bits).
+ * than it holds runs in passes of as many rows as it does (same bits). Where the weight type has
+ * panel tiles (qt_ptile: Q4_K, Q8_0, widened Q4_0/Q5_0), the conversion also writes each group of
+ * four rows as a panel in that buffer, and the tiles read it (same bits).
  */
 #ifndef PT_NN_MATMUL_H
 #define PT_NN_MATMUL_H
