@@ -1662,16 +1662,17 @@ static void panel_row_q8_K(const void *a, int64_t n, int r, void *panel) {
     }
 }
 
-/* Q4_K's body also reads its four activation rows from a panel (from_panel: the
- * ptile; panel_row_q8_K below writes it): per block, each row's 256 bytes with
+/* Q4_K's body also reads its four activation rows from a panel (from_panel: a is
+ * the panel, the ptile's; panel_row_q8_K above writes it): per block, each row's 256 bytes with
  * every 32-byte chunk twice (chunk2x512's dup), the rows' pair sums of bsums in
  * the 128-bit lanes of one vector, the negated scales four times each in
  * another, and the scales: what the tile would otherwise build from the Q8_K
  * rows in every call (a broadcast load per chunk, a horizontal add per row, a
  * permute), built once per matmul. The same numbers, so the same bits. */
-static inline __attribute__((always_inline)) void
-tile_q4_K_nr(const void *w, uint64_t ws, const void *a, uint64_t as, int64_t n, float *out,
-             int64_t ldo, const int nr, const int from_panel, const uint8_t *panel) {
+static inline __attribute__((always_inline)) void tile_q4_K_nr(const void *w, uint64_t ws,
+                                                               const void *a, uint64_t as,
+                                                               int64_t n, float *out, int64_t ldo,
+                                                               const int nr, const int from_panel) {
     ROWS4(block_q4_K, w, ws, x);
     ROWS4(block_q8_K, a, as, y);
     const __m512i m4 = _mm512_set1_epi8(0x0f);
@@ -1690,7 +1691,7 @@ tile_q4_K_nr(const void *w, uint64_t ws, const void *a, uint64_t as, int64_t n, 
         const int8_t *q8[NR4];
         float dy[NR4];
         if (from_panel) {
-            const uint8_t *pb = panel + (uint64_t)i * PANEL_BLOCK;
+            const uint8_t *pb = (const uint8_t *)a + (uint64_t)i * PANEL_BLOCK;
             q8s4 = _mm512_loadu_si512(pb + PANEL_SUMS);
             ndy4 = _mm512_loadu_ps(pb + PANEL_NDY);
             memcpy(dy, pb + PANEL_DY, sizeof dy);
@@ -1894,6 +1895,9 @@ TILE_NR(q5_K) {
             q8s[r] = r < nr ? _mm_hadd_epi16(loadu128(y[r][i].bsums), loadu128(y[r][i].bsums + 8))
                             : q8s[0];
         const __m128 ndy = _mm_setr_ps(-y[0][i].d, -y[1][i].d, -y[2][i].d, -y[3][i].d);
+        const int8_t *q8[NR4];
+        for (int r = 0; r < NR4; r++)
+            q8[r] = y[r][i].qs;
 #pragma GCC unroll 2
         for (int g = 0; g < NT4 / 2; g++) {
             const block_q5_K *xa = &x[2 * g][i], *xb = &x[2 * g + 1][i];
@@ -1914,9 +1918,6 @@ TILE_NR(q5_K) {
                 pair_si512(_mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scmn[0])),
                            _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scmn[1])));
             const __m512i qh = pair_si512(loadu256(xa->qh), loadu256(xb->qh));
-            const int8_t *q8[NR4];
-            for (int r = 0; r < NR4; r++)
-                q8[r] = y[r][i].qs;
             __m512i sumi[NR4];
             for (int r = 0; r < nr; r++)
                 sumi[r] = _mm512_setzero_si512();
@@ -1941,15 +1942,15 @@ TILE_NR(q5_K) {
 
 static void tile_q4_K(const void *w, uint64_t ws, const void *a, uint64_t as, int64_t n, float *out,
                       int64_t ldo) {
-    tile_q4_K_nr(w, ws, a, as, n, out, ldo, NR4, 0, NULL);
+    tile_q4_K_nr(w, ws, a, as, n, out, ldo, NR4, 0);
 }
 static void gemv_q4_K(const void *w, uint64_t ws, const void *a, int64_t n, float *out) {
-    tile_q4_K_nr(w, ws, a, 0, n, out, 0, 1, 0, NULL);
+    tile_q4_K_nr(w, ws, a, 0, n, out, 0, 1, 0);
 }
 /* qt_ptile_fn: tile_q4_K on a panel of its four activation rows */
 static void ptile_q4_K(const void *w, uint64_t ws, const void *panel, int64_t n, float *out,
                        int64_t ldo) {
-    tile_q4_K_nr(w, ws, panel, 0, n, out, ldo, NR4, 1, panel);
+    tile_q4_K_nr(w, ws, panel, 0, n, out, ldo, NR4, 1);
 }
 
 /* Each K-quant type's tile (nr = 4 activation rows) and gemv (nr = 1: the
