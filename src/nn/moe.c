@@ -1,7 +1,7 @@
 /* moe.c — the routed-expert executor (see moe.h). */
 #include "moe.h"
 
-#include <stdatomic.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,15 +11,11 @@ int moe_scratch_init(moe_scratch *s, int n_expert, int B, int K, int n_embd, tp_
     memset(s, 0, sizeof *s);
     s->uniq = calloc((size_t)n_expert + 1, sizeof(int)); /* + 1: no zero-size calloc */
     s->seen = calloc((size_t)n_expert + 1, 1);
-    s->ids = calloc((size_t)n_expert + 1, sizeof(int));
     s->yk = pt_falloc((size_t)B * (size_t)K * (size_t)n_embd, &fail);
     s->slot_pos = calloc((size_t)B * (size_t)K, sizeof(int));
     s->first = calloc((size_t)n_expert + 1, sizeof(int));
     s->count = calloc((size_t)n_expert + 1, sizeof(int));
-    s->mats = calloc((size_t)n_expert + 1, sizeof *s->mats);
-    if (fail || !s->uniq || !s->seen || !s->ids || !s->slot_pos || !s->first || !s->count ||
-        !s->mats)
-        return -1;
+    if (fail || !s->uniq || !s->seen || !s->slot_pos || !s->first || !s->count) return -1;
     s->slots = B * K;
     s->pool = pool;
     const int nt = tp_size(pool), rows = MOE_PAR_ROWS * K;
@@ -39,7 +35,6 @@ int moe_scratch_init(moe_scratch *s, int n_expert, int B, int K, int n_embd, tp_
 void moe_scratch_free(moe_scratch *s) {
     free(s->uniq);
     free(s->seen);
-    free(s->ids);
     pt_scratch_free(s->yk);
     for (int i = 0; s->workers && i < tp_size(s->pool); i++) {
         pt_scratch_free(s->workers[i].g);
@@ -50,7 +45,6 @@ void moe_scratch_free(moe_scratch *s) {
     free(s->slot_pos);
     free(s->first);
     free(s->count);
-    free(s->mats);
     memset(s, 0, sizeof *s);
 }
 
@@ -67,44 +61,70 @@ void moe_unmark(uint8_t *seen, const int *uniq, int n) {
         seen[uniq[i]] = 0;
 }
 
-/* Experts delivered together (resident ones all at once, streamed ones as
- * many as are ready): each thread takes whole experts, claimed in turn, and
- * runs them alone on their rows in yk. */
-typedef struct par_job {
+/* Several threads: each part takes the next expert the store delivers, runs
+ * it alone on its rows in yk, releases it, and takes the next, so a slot's
+ * next read starts as soon as its expert is done and no part waits for
+ * another's expert to finish (the store has no lock of its own: every call
+ * to it is made under mu). A part that finds every expert still to come
+ * waiting for a slot another part holds sleeps until a release. */
+typedef struct pull_job {
     const moe_call *c;
     moe_scratch *s;
-    int n; /* experts: s->ids[0..n), s->mats[0..n) */
-    atomic_int next, failed;
-} par_job;
+    pthread_mutex_t mu;
+    pthread_cond_t released;
+    int failed; /* 1 + the part whose err says what failed first, or 0 */
+} pull_job;
 
-static void par_worker(void *arg, int ith, int nth) {
-    par_job *j = arg;
+static void pull_worker(void *arg, int ith, int nth) {
+    pull_job *j = arg;
     (void)nth;
     const moe_call *c = j->c;
     moe_scratch *s = j->s;
-    for (int i; (i = atomic_fetch_add(&j->next, 1)) < j->n;) {
-        const int e = s->ids[i];
-        if (c->expert(c->arch, c->layer, e, s->mats[i], s->yk + (size_t)s->first[e] * c->n_embd,
-                      s->count[e], &s->workers[ith], &s->workers[ith].err))
-            atomic_store(&j->failed, ith + 1);
+    moe_worker *w = &s->workers[ith];
+    pthread_mutex_lock(&j->mu);
+    while (!j->failed) {
+        int e;
+        const uint8_t *mats[3];
+        const int rc = xs_take(c->xs, c->layer, &e, mats, &w->err);
+        if (rc == XS_AGAIN) {
+            pthread_cond_wait(&j->released, &j->mu);
+            continue;
+        }
+        if (rc < 0) j->failed = ith + 1;
+        if (rc <= 0) break;
+        pthread_mutex_unlock(&j->mu);
+        const int bad = c->expert(c->arch, c->layer, e, mats,
+                                  s->yk + (size_t)s->first[e] * c->n_embd, s->count[e], w, &w->err);
+        pthread_mutex_lock(&j->mu);
+        xs_release(c->xs, c->layer, e);
+        if (bad && !j->failed) j->failed = ith + 1;
+        pthread_cond_broadcast(&j->released);
     }
+    pthread_cond_broadcast(&j->released); /* a sleeping part sees the failure */
+    pthread_mutex_unlock(&j->mu);
 }
 
-/* Experts ids[0..n): one alone runs with the architecture's threaded matmuls,
- * several whole per thread. 0, or -1 with err. */
-static int run_delivered(const moe_call *c, moe_scratch *s, int n, pt_err *err) {
-    if (n == 1) {
-        const int e = s->ids[0];
-        return c->expert(c->arch, c->layer, e, s->mats[0], s->yk + (size_t)s->first[e] * c->n_embd,
-                         s->count[e], NULL, err);
+/* The call's experts as the store delivers them: one thread, or a single
+ * expert, with the architecture's threaded matmuls; else whole experts per
+ * thread (pull_worker). 0, or -1 with err. */
+static int run_experts(const moe_call *c, moe_scratch *s, int n_uniq, pt_err *err) {
+    if (!s->workers || n_uniq == 1) {
+        int e, rc;
+        const uint8_t *mats[3];
+        while ((rc = xs_next(c->xs, c->layer, &e, mats, err)) > 0)
+            if (c->expert(c->arch, c->layer, e, mats, s->yk + (size_t)s->first[e] * c->n_embd,
+                          s->count[e], NULL, err))
+                return -1;
+        return rc;
     }
-    par_job j = {.c = c, .s = s, .n = n};
-    atomic_init(&j.next, 0);
-    atomic_init(&j.failed, 0);
-    tp_run(s->pool, par_worker, &j);
-    const int f = atomic_load(&j.failed);
-    if (f) {
-        *err = s->workers[f - 1].err;
+    pull_job j = {.c = c, .s = s};
+    pthread_mutex_init(&j.mu, NULL);
+    pthread_cond_init(&j.released, NULL);
+    tp_run(s->pool, pull_worker, &j);
+    pthread_cond_destroy(&j.released);
+    pthread_mutex_destroy(&j.mu);
+    if (j.failed) {
+        *err = s->workers[j.failed - 1].err;
         return -1;
     }
     return 0;
@@ -191,12 +211,7 @@ int moe_run(const moe_call *c, moe_scratch *s, pt_err *err) {
         tp_run(s->pool, gather_worker, (void *)&rj);
     else
         gather(c, s, 0, (long)T * K);
-    /* with several threads, every expert the store has ready at once */
-    const int max = s->workers ? n_uniq : 1;
-    int n;
-    while ((n = xs_next_ready(c->xs, c->layer, max, s->ids, s->mats, err)) > 0)
-        if (run_delivered(c, s, n, err)) return -1;
-    if (n < 0) return -1;
+    if (run_experts(c, s, n_uniq, err)) return -1;
     if (split)
         tp_run(s->pool, weigh_worker, (void *)&rj);
     else

@@ -6,9 +6,9 @@
  * it, keeps every (row, choice) output in its own slot, and finally sums per
  * row in selection order — so the result never depends on which expert
  * arrived first, or on whether experts were streamed or resident. With several
- * threads, the experts the store delivers together (every resident one; the
- * streamed ones that are ready) run whole, one thread each; an expert
- * delivered alone runs with threaded matmuls.
+ * threads, each thread takes the next expert the store delivers and runs it
+ * whole by itself, then releases its slot for the next read (a call with one
+ * expert runs it with threaded matmuls).
  *
  * The architecture supplies the expert computation (SwiGLU, GeGLU on a fused
  * gate_up, a per-expert output scale, ...) and optionally work to overlap with
@@ -47,14 +47,12 @@ typedef int (*moe_overlap_fn)(void *arch, int layer, int T, pt_err *err);
 
 /* Scratch the caller allocates once (B = rows per chunk, K = experts per row). */
 typedef struct moe_scratch {
-    int *uniq;                 /* [n_expert] the call's distinct experts */
-    uint8_t *seen;             /* [n_expert], all zero between calls */
-    float *yk;                 /* [B][K][n_embd] per-(row, choice) inputs, then outputs */
-    int slots;                 /* B * K: the most (row, choice) slots a call may have */
-    int *slot_pos;             /* [slots] where slot t * K + k is in yk */
-    int *first, *count;        /* [n_expert + 1] an expert's slots in yk */
-    int *ids;                  /* [n_expert + 1] experts delivered together */
-    const uint8_t *(*mats)[3]; /* [n_expert + 1] their weight slices */
+    int *uniq;          /* [n_expert] the call's distinct experts */
+    uint8_t *seen;      /* [n_expert], all zero between calls */
+    float *yk;          /* [B][K][n_embd] per-(row, choice) inputs, then outputs */
+    int slots;          /* B * K: the most (row, choice) slots a call may have */
+    int *slot_pos;      /* [slots] where slot t * K + k is in yk */
+    int *first, *count; /* [n_expert + 1] an expert's slots in yk */
     tp_pool *pool;
     moe_worker *workers; /* [tp_size(pool)], NULL with one thread: experts one at a time */
 } moe_scratch;

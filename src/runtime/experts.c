@@ -56,6 +56,7 @@ typedef struct xs_slot {
     int failed;        /* a read of the load in progress failed */
     int attempt;       /* 0: first read, 1: re-read after a bad checksum, 2: from the GGUF */
     int checked;       /* the bytes passed their checksum (or there is no table) */
+    int held;          /* delivered and not released: the caller computes with its bytes */
     double t_submit;
 } xs_slot;
 
@@ -290,14 +291,15 @@ static float lfu_score(const xs_slot *sl, uint64_t tick) {
 }
 
 /* A slot that may receive a new expert now, or -1. Empty slots first; never
- * one that is loading, pinned, or holds an expert this request still needs. */
+ * one that is loading, pinned, held, or holds an expert this request still
+ * needs. */
 static int pick_victim(const xs_store *s, const xs_lay *L) {
     int best = -1;
     float best_score = 0;
     for (int i = 0; i < L->n_slots; i++) {
         const xs_slot *sl = &L->slots[i];
         if (sl->state == SLOT_EMPTY) return i;
-        if (sl->state == SLOT_LOADING || sl->pinned) continue;
+        if (sl->state == SLOT_LOADING || sl->pinned || sl->held) continue;
         int busy = 0;
         for (int k = 0; k < L->n_need && !busy; k++)
             busy = L->need[k] == sl->expert && !L->delivered[k];
@@ -356,10 +358,17 @@ static int load(xs_store *s, int l, int i, int e, int attempt, pt_err *err) {
     return 0;
 }
 
+/* Every slot of layer l that the caller held is free to take a new expert. */
+static void release_all(xs_lay *L) {
+    for (int i = 0; i < L->n_slots; i++)
+        L->slots[i].held = 0;
+}
+
 int xs_begin(xs_store *s, int l, const int *experts, int n, pt_err *err) {
     xs_lay *L = &s->lay[l];
     if (n < 0 || n > L->n_expert)
         return pt_errf(err, "internal error: %d experts requested of %d", n, L->n_expert);
+    release_all(L);
     memcpy(L->need, experts, (size_t)n * sizeof(int));
     if (s->cfg.usage)
         for (int k = 0; k < n; k++)
@@ -385,7 +394,7 @@ int xs_begin(xs_store *s, int l, const int *experts, int n, pt_err *err) {
     for (int k = 0; k < n; k++) {
         if (L->where[experts[k]] >= 0) continue;
         int v = pick_victim(s, L);
-        if (v < 0) break; /* the rest waits for a wave */
+        if (v < 0) break; /* the rest goes into slots as they are released (refill) */
         if (load(s, l, v, experts[k], 0, err)) return -1;
     }
     xio_kick(s->io);
@@ -493,6 +502,7 @@ static int deliver_ready(xs_store *s, int l, int *expert, const uint8_t *mats[3]
         }
         L->delivered[k] = 1;
         L->n_delivered++;
+        sl->held = 1;
         mark_used(L, sl);
         if (sl->prefetched) {
             sl->prefetched = 0;
@@ -507,34 +517,38 @@ static int deliver_ready(xs_store *s, int l, int *expert, const uint8_t *mats[3]
     return 0;
 }
 
-int xs_next_ready(xs_store *s, int l, int max, int *experts, const uint8_t *(*mats)[3],
-                  pt_err *err) {
-    int rc = xs_next(s, l, &experts[0], mats[0], err), n = rc;
-    while (rc == 1 && n < max) {
-        rc = deliver_ready(s, l, &experts[n], mats[n], err);
-        n += rc;
+/* Start reading the requested experts that have no slot yet into slots that
+ * may take them (empty ones, then ones whose expert the caller released). */
+static int refill(xs_store *s, int l, pt_err *err) {
+    xs_lay *L = &s->lay[l];
+    int started = 0;
+    for (int k = 0; k < L->n_need; k++) {
+        if (L->delivered[k] || L->where[L->need[k]] >= 0) continue;
+        const int v = pick_victim(s, L);
+        if (v < 0) break;
+        if (load(s, l, v, L->need[k], 0, err)) return -1;
+        started = 1;
     }
-    return rc < 0 ? -1 : n;
+    if (started) xio_kick(s->io);
+    return 0;
 }
 
-int xs_next(xs_store *s, int l, int *expert, const uint8_t *mats[3], pt_err *err) {
+int xs_take(xs_store *s, int l, int *expert, const uint8_t *mats[3], pt_err *err) {
     xs_lay *L = &s->lay[l];
     if (L->n_delivered == L->n_need) return 0;
     for (;;) {
-        /* a requested expert that is ready */
+        /* slots released since the last call take the next reads first, so the
+         * disk works while the caller computes what it took */
+        if (s->cfg.streaming && refill(s, l, err)) return -1;
         const int got = deliver_ready(s, l, expert, mats, err);
         if (got) return got;
         if (!s->cfg.streaming) return 0;
-        /* next wave: misses not yet loading go to slots freed by delivered experts */
-        for (int k = 0; k < L->n_need; k++) {
-            if (L->delivered[k] || L->where[L->need[k]] >= 0) continue;
-            int v = pick_victim(s, L);
-            if (v < 0) break;
-            if (load(s, l, v, L->need[k], 0, err)) return -1;
-        }
-        if (!xio_inflight(s->io))
+        if (!xio_inflight(s->io)) {
+            for (int i = 0; i < L->n_slots; i++)
+                if (L->slots[i].held) return XS_AGAIN;
             return pt_errf(
                 err, "internal error: layer %d waits for experts but no read is in flight", l);
+        }
         double t0 = pt_now_s();
         uint64_t tag;
         pt_err rerr = {{0}};
@@ -552,6 +566,19 @@ int xs_next(xs_store *s, int l, int *expert, const uint8_t *mats[3], pt_err *err
             return pt_errf(err, "reading experts of layer %d: %s", l, rerr.msg);
         }
     }
+}
+
+void xs_release(xs_store *s, int l, int expert) {
+    xs_lay *L = &s->lay[l];
+    if (s->cfg.streaming && L->where[expert] >= 0) L->slots[L->where[expert]].held = 0;
+}
+
+int xs_next(xs_store *s, int l, int *expert, const uint8_t *mats[3], pt_err *err) {
+    release_all(&s->lay[l]);
+    const int rc = xs_take(s, l, expert, mats, err);
+    if (rc == XS_AGAIN)
+        return pt_errf(err, "internal error: layer %d waits for a released slot", l);
+    return rc;
 }
 
 /* Account one finished read; returns -1 when it failed. */

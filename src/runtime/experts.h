@@ -10,12 +10,13 @@
  *    an expert pack). Reads go through xio (io_uring / pread pool).
  *
  * Per token and layer the forward pass names the experts it needs
- * (xs_begin), then takes them one at a time (xs_next): cached experts first,
- * so they are computed while the misses are read, then each miss as it lands.
- * An expert the current token still needs is never evicted; when a layer has
- * fewer slots than experts needed, the rest are read into the slots of
- * experts already computed (waves). The caller computes every expert into its
- * own buffer and sums in selection order, so results never depend on timing.
+ * (xs_begin), then takes them one at a time (xs_take, xs_next): cached experts
+ * first, so they are computed while the misses are read, then each miss as it
+ * lands. An expert the current token still needs is never evicted, nor one
+ * taken and not yet released; when a layer has fewer slots than experts
+ * needed, the rest are read into the slots of experts released (a rolling
+ * wave: each released slot starts its next read at the next call). The caller computes every expert
+ * into its own buffer and sums in selection order, so results never depend on timing.
  *
  * Replacement: LRU, or LFU with exponential decay per token (XS_LFU). Pinned
  * experts (hot ones from usage statistics) occupy slots that are never evicted.
@@ -61,7 +62,7 @@ typedef struct xs_stats {
     uint64_t hits, misses;  /* expert requests served from the cache / read */
     uint64_t bytes_read;    /* bytes read from storage */
     uint64_t reads;         /* read requests completed */
-    double wait_s;          /* time xs_next spent blocked on reads */
+    double wait_s;          /* time xs_take spent blocked on reads */
     double read_s;          /* sum over misses of submit-to-completion time */
     uint64_t pinned;        /* experts pinned in the cache */
     uint64_t prefetched;    /* reads issued ahead of the router */
@@ -99,18 +100,21 @@ int xs_prefetch(xs_store *s, int layer, const int *experts, int n, pt_err *err);
 /* Deliver the next requested expert: returns 1 with *expert and mats[] (data
  * of each matrix's slice, in the order of xs_layer_desc.mats) set, 0 when every
  * requested expert has been delivered, -1 on a read error or on bytes that
- * fail their checksum after every retry (err set). mats stay valid until the
- * next xs_next/xs_begin call on this layer. */
-int xs_next(xs_store *s, int layer, int *expert, const uint8_t *mats[3], pt_err *err);
+ * fail their checksum after every retry (err set). Waits for a read when none
+ * is ready. The expert is held (its slot takes no other expert) until
+ * xs_release, or the next xs_next/xs_begin call on this layer. Reads of the
+ * experts still missing go into released slots as soon as the store is called
+ * (xs_take or xs_next), so the disk works while the caller computes.
+ * XS_AGAIN: none can be delivered before the caller releases one it holds
+ * (every slot the rest could go to is held). Not thread-safe: callers on
+ * several threads take a lock around each call. */
+enum { XS_AGAIN = 2 };
+int xs_take(xs_store *s, int layer, int *expert, const uint8_t *mats[3], pt_err *err);
+void xs_release(xs_store *s, int layer, int expert);
 
-/* Deliver the next requested expert as xs_next does (waiting for it when none
- * is ready), then every other one that is ready now, up to max in all, without
- * waiting: the count (experts[], mats[] set), 0 when every requested expert
- * has been delivered, -1 with err. All stay valid until the next
- * xs_next/xs_next_ready/xs_begin call on this layer (no read goes into a slot
- * delivered since then). */
-int xs_next_ready(xs_store *s, int layer, int max, int *experts, const uint8_t *(*mats)[3],
-                  pt_err *err);
+/* xs_take after releasing every expert of the layer delivered so far: for a
+ * caller that is done with one before it asks for the next. */
+int xs_next(xs_store *s, int layer, int *expert, const uint8_t *mats[3], pt_err *err);
 
 void xs_get_stats(const xs_store *s, xs_stats *st);
 int xs_io_backend(const xs_store *s); /* XIO_* in use; 0 in resident mode */
