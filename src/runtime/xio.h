@@ -8,7 +8,8 @@
  * reads are continued, EINTR/EAGAIN retried, EIO retried a few times and then
  * reported with the tag — never silently returned as data.
  *
- * Only one thread (the engine's) submits and waits.
+ * One thread at a time submits and waits (MoE threads that share the expert
+ * store call it under a lock: nn/moe.c).
  *
  * Tests inject faults through xio_set_fault_hook (EIO, short reads, wrong
  * bytes: tests/test_faults.c); nothing else sets it, and the library never
