@@ -428,6 +428,17 @@ static int slot_ok(xs_store *s, int l, int i) {
     return ok;
 }
 
+/* Let every read in flight land, results ignored: they write into slots, so
+ * nothing may fail a request while one is still running. */
+static void drain(xs_store *s) {
+    while (xio_inflight(s->io)) {
+        uint64_t tag;
+        pt_err ignore;
+        const int rc = xio_wait(s->io, &tag, &ignore);
+        complete(s, tag, rc, pt_now_s());
+    }
+}
+
 /* Expert e of layer l in slot i failed its checksum on read `attempt`: read it
  * again (from the GGUF after a pack record's second failure), or give up with
  * an error naming where the bytes came from. 0 when a new read is in flight. */
@@ -460,12 +471,7 @@ static int bad_read(xs_store *s, int l, int i, pt_err *err) {
     L->where[e] = -1;
     sl->expert = -1;
     sl->state = SLOT_EMPTY;
-    while (xio_inflight(s->io)) { /* reads in flight write into slots: let them land */
-        uint64_t tag;
-        pt_err ignore;
-        int rc = xio_wait(s->io, &tag, &ignore);
-        complete(s, tag, rc, pt_now_s());
-    }
+    drain(s);
     return pt_errf(err,
                    "expert %d of layer %d read twice from %s fails its checksum (%s): the file "
                    "differs from the one the checksum table %s was made from, or the storage "
@@ -556,13 +562,7 @@ int xs_take(xs_store *s, int l, int *expert, const uint8_t *mats[3], pt_err *err
         double t1 = pt_now_s();
         s->st.wait_s += t1 - t0;
         if (complete(s, tag, rc, t1)) {
-            /* a failed expert is never used: let every read in flight land
-             * (they write into slots) before reporting */
-            while (xio_inflight(s->io)) {
-                pt_err ignore;
-                int rc2 = xio_wait(s->io, &tag, &ignore);
-                complete(s, tag, rc2, pt_now_s());
-            }
+            drain(s); /* a failed expert is never used */
             return pt_errf(err, "reading experts of layer %d: %s", l, rerr.msg);
         }
     }
@@ -625,11 +625,7 @@ int xs_pin(xs_store *s, int l, const int *experts, int n, pt_err *err) {
         pt_err rerr = {{0}};
         int rc = xio_wait(s->io, &tag, &rerr);
         if (complete(s, tag, rc, pt_now_s())) {
-            while (xio_inflight(s->io)) {
-                pt_err ignore;
-                int rc2 = xio_wait(s->io, &tag, &ignore);
-                complete(s, tag, rc2, pt_now_s());
-            }
+            drain(s);
             return pt_errf(err, "pinning experts of layer %d: %s", l, rerr.msg);
         }
     }

@@ -15,8 +15,9 @@
  * lands. An expert the current token still needs is never evicted, nor one
  * taken and not yet released; when a layer has fewer slots than experts
  * needed, the rest are read into the slots of experts released (a rolling
- * wave: each released slot starts its next read at the next call). The caller computes every expert
- * into its own buffer and sums in selection order, so results never depend on timing.
+ * wave: each released slot starts its next read at the next call). The
+ * caller computes every expert into its own buffer and sums in selection
+ * order, so results never depend on timing.
  *
  * Replacement: LRU, or LFU with exponential decay per token (XS_LFU). Pinned
  * experts (hot ones from usage statistics) occupy slots that are never evicted.
