@@ -8,6 +8,8 @@
  *   - in blocks whose row-local work runs in tiles (pt_session_params.n_tile:
  *     attention, FFNs and matmul passes of 1, 3 or 7 rows; this sizes the rings),
  *   - in the caller's chunks of uneven sizes, or one token at a time,
+ *   - in chunks asking for the last row's logits only (the last layer then stores
+ *     the other rows' keys and values alone),
  *   - after a truncation to a prefix and re-evaluation of the rest (in a
  *     session whose rings keep the prefix, and in one whose rings have lost it),
  *   - with the routed experts streamed through one cache slot per layer, in
@@ -95,6 +97,31 @@ static int bi_eval_tiled(pt_engine *e, const bi_seq *q, int n_batch, int n_tile,
     return rc;
 }
 
+/* The same in caller chunks (cycled) asking for each chunk's last row's logits only, the
+ * first chunk for none: the decoder's last layer then runs whole only on the rows whose
+ * output is read and stores the others' KV alone (fam_ops.block_kv). Rows without logits
+ * are copied from the reference, so bi_same compares the chunks' last rows, whose bits
+ * also depend on every key stored that way before them. */
+static int bi_eval_last(pt_engine *e, const bi_seq *q, int n_batch, const int *chunks, int n_chunks,
+                        float *out, char *err, size_t len) {
+    pt_session_params sp = {.n_ctx = BI_MAX, .n_batch = n_batch};
+    pt_session *s = pt_session_new(e, &sp, err, len);
+    if (!s) return -1;
+    const size_t nv = (size_t)q->nv;
+    memcpy(out, q->ref, sizeof(float) * (size_t)q->n * nv);
+    int rc = 0;
+    for (int i = 0, c = 0; i < q->n && !rc; c++) {
+        int k = chunks[c % n_chunks];
+        if (k > q->n - i) k = q->n - i;
+        float *last = c ? out + (size_t)(i + k - 1) * nv : NULL;
+        if (last) memset(last, 0, nv * sizeof(float));
+        rc = pt_session_eval(s, q->tok + i, k, last, 0, NULL, err, len);
+        i += k;
+    }
+    pt_session_free(s);
+    return rc;
+}
+
 static int bi_eval(pt_engine *e, const bi_seq *q, int n_batch, const int *chunks, int n_chunks,
                    float *out, pt_session **keep, char *err, size_t len) {
     return bi_eval_tiled(e, q, n_batch, 0, chunks, n_chunks, out, keep, err, len);
@@ -167,6 +194,17 @@ static void check_batch_invariance(const char *fixture) {
     const int one[] = {1};
     CHECK(bi_eval(e, &q, BI_MAX, one, 1, got, NULL, err, sizeof err) == 0);
     bi_same(fixture, "one token at a time", &q, got, 0);
+    /* the last row's logits only: the last layer stores the other rows' KV alone */
+    const int lastonly[] = {13, 6, 1, 9, 2, 17};
+    for (int nb = 0; nb < 2; nb++) {
+        char what[96];
+        snprintf(what, sizeof what, "n_batch %d, chunks 13,6,1,9,2,17, last row's logits only",
+                 nb ? 4 : BI_MAX);
+        CHECKF(bi_eval_last(e, &q, nb ? 4 : BI_MAX, lastonly, PT_ARRAY_LEN(lastonly), got, err,
+                            sizeof err) == 0,
+               "%s: %s", fixture, err);
+        bi_same(fixture, what, &q, got, 0);
+    }
 
     /* truncation: a session whose rings hold everything (n_batch 64), cut to
      * 20; one with small rings (n_batch 3: gemma4 keeps window + 2 positions),
@@ -233,6 +271,8 @@ static void check_batch_invariance(const char *fixture) {
         }
         CHECK(bi_eval(es, &q, BI_MAX, one, 1, got, NULL, err, sizeof err) == 0);
         bi_same(fixture, "streamed through 1 slot, one token at a time", &q, got, 0);
+        CHECK(bi_eval_last(es, &q, 4, lastonly, PT_ARRAY_LEN(lastonly), got, err, sizeof err) == 0);
+        bi_same(fixture, "streamed through 1 slot, n_batch 4, last row's logits only", &q, got, 0);
         pt_stats st;
         pt_engine_stats(es, &st);
         CHECKF(st.streaming && st.misses > 0 && st.slots_per_layer == 1,

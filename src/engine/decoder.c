@@ -24,6 +24,7 @@ struct dec {
     int n_past;      /* positions cached */
     int64_t ring_lo; /* lowest position whose sliding-window keys the rings still hold */
     int prefetch;    /* router lookahead on */
+    int out_rows;    /* the chunk in progress: its last rows the last layer runs whole */
     /* routing, B = max_batch rows, X = n_expert, K = n_expert_used */
     float *router;        /* [B][X] router logits (routing may overwrite them) */
     int *topk;            /* [B][K] chosen experts in selection order */
@@ -77,9 +78,13 @@ static int lookahead(dec *x, int layer, int T, pt_err *err) {
     if (next >= x->d.n_layer || !x->ops->lookahead_input) return 0;
     const mm_weight *rw = x->ops->router(x->model, next);
     if (!rw) return 0;
-    mm_run(&x->c.mm, rw, x->ops->lookahead_input(x->st, next, T), T, x->pf_logits, X);
+    /* the last layer routes only the rows it runs whole */
+    const int skip = next == x->d.n_layer - 1 ? T - x->out_rows : 0, R = T - skip;
+    if (R <= 0) return 0;
+    const float *in = x->ops->lookahead_input(x->st, next, T) + (size_t)skip * x->d.n_embd;
+    mm_run(&x->c.mm, rw, in, R, x->pf_logits, X);
     int n = 0;
-    for (int t = 0; t < T; t++) {
+    for (int t = 0; t < R; t++) {
         x->ops->route(x->model, next, x->pf_logits + (size_t)t * X, x->pf_topk, x->pf_topw,
                       x->route_scratch);
         moe_mark(x->pf_topk, K, x->ms.seen, x->pf_uniq, &n);
@@ -345,6 +350,19 @@ static void output(dec *x, const float *xn, int T, float *logits) {
     }
 }
 
+/* The last layer when only the chunk's last n_out rows' output is read (n_out < T):
+ * the rows before them only store what later positions read (fam_ops.block_kv),
+ * then the whole block runs on those rows, moved to the front of c->x. Every row
+ * is computed as in a block of its own, so the bits are the whole block's. */
+static int last_block(dec *x, int layer, int T, int pos0, int n_out, pt_err *err) {
+    const int nk = T - n_out;
+    const size_t E = (size_t)x->d.n_embd;
+    if (x->ops->block_kv(x->st, layer, nk, pos0, err)) return -1;
+    if (!n_out) return 0;
+    memmove(x->c.x, x->c.x + (size_t)nk * E, (size_t)n_out * E * sizeof(float));
+    return x->ops->block(x->st, layer, n_out, pos0 + nk, err);
+}
+
 int dec_eval(dec *x, const int32_t *tokens, int n, float *logits, int all_rows, float *hidden,
              pt_err *err) {
     const fam_desc *d = &x->d;
@@ -364,19 +382,28 @@ int dec_eval(dec *x, const int32_t *tokens, int n, float *logits, int all_rows, 
                 for (int i = 0; i < E; i++)
                     row[i] *= d->embd_scale;
         }
+        /* rows whose output the last layer must give: every row for all their logits
+         * or states, the prompt's last for its logits, else none */
+        const int last_chunk = c0 + T == n;
+        const int n_out = all_rows || hidden || !x->ops->block_kv ? T
+                          : logits && last_chunk                  ? 1
+                                                                  : 0;
+        x->out_rows = n_out;
         for (int l = 0; l < d->n_layer; l++) {
-            if (x->ops->block(x->st, l, T, pos0, err)) return -1;
+            if (l == d->n_layer - 1 && n_out < T ? last_block(x, l, T, pos0, n_out, err)
+                                                 : x->ops->block(x->st, l, T, pos0, err))
+                return -1;
             if (x->progress)
                 x->progress(x->progress_ud, (int64_t)c0 * d->n_layer + (int64_t)(l + 1) * T,
                             (int64_t)n * d->n_layer);
         }
-        for (int t = 0; t < T; t++)
+        for (int t = 0; t < n_out; t++)
             nn_rms_norm(c->x + (size_t)t * E, d->output_norm, d->rms_eps, E, c->xn + (size_t)t * E);
         if (hidden) memcpy(hidden + (size_t)c0 * E, c->xn, (size_t)T * E * sizeof(float));
         if (logits && all_rows)
             output(x, c->xn, T, logits + (size_t)c0 * d->n_vocab);
-        else if (logits && c0 + T == n)
-            output(x, c->xn + (size_t)(T - 1) * E, 1, logits);
+        else if (logits && last_chunk)
+            output(x, c->xn + (size_t)(n_out - 1) * E, 1, logits);
         x->n_past += T;
         /* positions older than n_past - ring have left the sliding-window rings */
         if ((int64_t)x->n_past - c->ring > x->ring_lo) x->ring_lo = (int64_t)x->n_past - c->ring;

@@ -117,6 +117,12 @@ typedef struct fam_ops {
     void (*state_free)(void *st);
     /* Decoder block `layer` on c->x[T] at positions pos0.. . 0, or -1 with err. */
     int (*block)(void *st, int layer, int T, int pos0, pt_err *err);
+    /* The part of block `layer` on c->x[T] (positions pos0..) that later positions read:
+     * the rows' KV (and any other per-position state), the same bits as block's, nothing
+     * else; c->x is left as it is. The decoder runs it for the last layer's rows whose
+     * output nobody reads (every row but the last of a prompt; all of an earlier chunk's).
+     * NULL: the decoder runs the whole block there. 0, or -1 with err. */
+    int (*block_kv)(void *st, int layer, int T, int pos0, pt_err *err);
     /* Router weights of `layer` (NULL: no routed experts there). */
     const mm_weight *(*router)(const void *model, int layer);
     /* The experts chosen from logits[n_expert] (may be overwritten), in

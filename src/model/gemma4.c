@@ -423,6 +423,29 @@ static int g4_expert(void *st, int layer, int e, const uint8_t *const mats[3], f
     return 0;
 }
 
+/* Layer `layer`'s attention as nn_gqa composes it. */
+static nn_gqa g4_attn(const g4_state *s, int layer) {
+    const gemma4_hparams *hp = &s->m->hp;
+    const gemma4_layer *ly = &s->m->layers[layer];
+    return (nn_gqa){.wq = &ly->wq,
+                    .wk = &ly->wk,
+                    .wv = ly->wv.data ? &ly->wv : NULL,
+                    .wo = &ly->wo,
+                    .q_norm = ly->q_norm,
+                    .k_norm = ly->k_norm,
+                    .v_norm = 1,
+                    .rope = &ly->rope,
+                    .n_head = hp->n_head,
+                    .n_kv = ly->n_kv,
+                    .head_dim = ly->head_dim,
+                    .window = ly->swa ? hp->window : 0,
+                    .scale = 1.0f,
+                    .rms_eps = hp->rms_eps,
+                    .n_embd = hp->n_embd,
+                    .k_type = s->c->k_type,
+                    .v_type = s->c->v_type};
+}
+
 static int g4_block(void *st, int layer, int T, int pos0, pt_err *err) {
     g4_state *s = st;
     fam_ctx *c = s->c;
@@ -431,23 +454,7 @@ static int g4_block(void *st, int layer, int T, int pos0, pt_err *err) {
     const int E = hp->n_embd;
     const float eps = hp->rms_eps;
     nn_rms_norm_rows(c->x, ly->attn_norm, eps, E, T, c->xn);
-    const nn_gqa g = {.wq = &ly->wq,
-                      .wk = &ly->wk,
-                      .wv = ly->wv.data ? &ly->wv : NULL,
-                      .wo = &ly->wo,
-                      .q_norm = ly->q_norm,
-                      .k_norm = ly->k_norm,
-                      .v_norm = 1,
-                      .rope = &ly->rope,
-                      .n_head = hp->n_head,
-                      .n_kv = ly->n_kv,
-                      .head_dim = ly->head_dim,
-                      .window = ly->swa ? hp->window : 0,
-                      .scale = 1.0f,
-                      .rms_eps = eps,
-                      .n_embd = E,
-                      .k_type = c->k_type,
-                      .v_type = c->v_type};
+    const nn_gqa g = g4_attn(s, layer);
     nn_gqa_forward(&g, &s->attn, c->xn, T, pos0, s->k[layer], s->v[layer], s->cap[layer], s->a);
     /* h = x + post_attention_norm(attn) */
     nn_rms_norm_rows(s->a, ly->post_attn_norm, eps, E, T, s->a);
@@ -473,6 +480,18 @@ static int g4_block(void *st, int layer, int T, int pos0, pt_err *err) {
     nn_rms_norm_rows(s->a, ly->post_ffw_norm, eps, E, T, s->a);
     for (size_t i = 0; i < (size_t)T * E; i++)
         c->x[i] = (s->a[i] + s->h[i]) * ly->out_scale;
+    return 0;
+}
+
+/* fam_ops.block_kv: the rows' keys and values. */
+static int g4_block_kv(void *st, int layer, int T, int pos0, pt_err *err) {
+    g4_state *s = st;
+    fam_ctx *c = s->c;
+    const gemma4_hparams *hp = &s->m->hp;
+    (void)err;
+    nn_rms_norm_rows(c->x, s->m->layers[layer].attn_norm, hp->rms_eps, hp->n_embd, T, c->xn);
+    const nn_gqa g = g4_attn(s, layer);
+    nn_gqa_store(&g, &s->attn, c->xn, T, pos0, s->k[layer], s->v[layer], s->cap[layer]);
     return 0;
 }
 
@@ -595,6 +614,7 @@ const fam_ops gemma4_family = {.name = "gemma4",
                                .state_new = g4_state_new,
                                .state_free = g4_state_free,
                                .block = g4_block,
+                               .block_kv = g4_block_kv,
                                .router = g4_router,
                                .route = g4_route,
                                .lookahead_input = g4_lookahead_input,

@@ -510,6 +510,19 @@ static int glm_block(void *st, int layer, int T, int pos0, pt_err *err) {
     return glm_run_block(s, layer, T, pos0, s->m->hp.idx_n_head > 0, err);
 }
 
+/* fam_ops.block_kv: the rows' latent cache rows and indexer keys. */
+static int glm_block_kv(void *st, int layer, int T, int pos0, pt_err *err) {
+    glm_state *s = st;
+    fam_ctx *c = s->c;
+    const glm_hparams *hp = &s->m->hp;
+    const glm_layer *ly = &s->m->layers[layer];
+    (void)err;
+    nn_rms_norm_rows(c->x, ly->attn_norm, hp->rms_eps, hp->n_embd, T, c->xn);
+    nn_mla_store(&s->attn, &ly->attn, c->xn, T, pos0, s->kv[layer], s->idx_k[layer],
+                 hp->idx_n_head > 0);
+    return 0;
+}
+
 /* MTP position i comes from trunk position i and token i+1: after the trunk is
  * cut to n, those from n-1 on saw a token that is gone. */
 static void glm_truncated(void *st, int n) {
@@ -687,6 +700,7 @@ const fam_ops glm_dsa_family = {.name = "glm-dsa",
                                 .state_new = glm_state_new,
                                 .state_free = glm_state_free,
                                 .block = glm_block,
+                                .block_kv = glm_block_kv,
                                 .router = glm_router,
                                 .route = glm_route,
                                 .lookahead_input = glm_lookahead_input,

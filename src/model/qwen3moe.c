@@ -263,6 +263,27 @@ static int q3_expert(void *st, int layer, int e, const uint8_t *const mats[3], f
     return 0;
 }
 
+/* Layer `layer`'s attention as nn_gqa composes it. */
+static nn_gqa q3_attn(const q3_state *s, int layer) {
+    const qwen3moe_hparams *hp = &s->m->hp;
+    const qwen3moe_layer *ly = &s->m->layers[layer];
+    return (nn_gqa){.wq = &ly->wq,
+                    .wk = &ly->wk,
+                    .wv = &ly->wv,
+                    .wo = &ly->wo,
+                    .q_norm = ly->q_norm,
+                    .k_norm = ly->k_norm,
+                    .rope = &hp->rope,
+                    .n_head = hp->n_head,
+                    .n_kv = hp->n_kv,
+                    .head_dim = hp->head_dim,
+                    .scale = hp->kq_scale,
+                    .rms_eps = hp->rms_eps,
+                    .n_embd = hp->n_embd,
+                    .k_type = s->c->k_type,
+                    .v_type = s->c->v_type};
+}
+
 static int q3_block(void *st, int layer, int T, int pos0, pt_err *err) {
     q3_state *s = st;
     fam_ctx *c = s->c;
@@ -270,21 +291,7 @@ static int q3_block(void *st, int layer, int T, int pos0, pt_err *err) {
     const qwen3moe_layer *ly = &s->m->layers[layer];
     const int E = hp->n_embd;
     nn_rms_norm_rows(c->x, ly->attn_norm, hp->rms_eps, E, T, c->xn);
-    const nn_gqa g = {.wq = &ly->wq,
-                      .wk = &ly->wk,
-                      .wv = &ly->wv,
-                      .wo = &ly->wo,
-                      .q_norm = ly->q_norm,
-                      .k_norm = ly->k_norm,
-                      .rope = &hp->rope,
-                      .n_head = hp->n_head,
-                      .n_kv = hp->n_kv,
-                      .head_dim = hp->head_dim,
-                      .scale = hp->kq_scale,
-                      .rms_eps = hp->rms_eps,
-                      .n_embd = E,
-                      .k_type = c->k_type,
-                      .v_type = c->v_type};
+    const nn_gqa g = q3_attn(s, layer);
     nn_gqa_forward(&g, &s->attn, c->xn, T, pos0, s->k[layer], s->v[layer], c->n_ctx, s->out);
     for (size_t i = 0; i < (size_t)T * E; i++)
         c->x[i] += s->out[i];
@@ -292,6 +299,18 @@ static int q3_block(void *st, int layer, int T, int pos0, pt_err *err) {
     if (c->moe(c, layer, T, c->xn, c->xn, s->out, q3_expert, NULL, s, err)) return -1;
     for (size_t i = 0; i < (size_t)T * E; i++)
         c->x[i] += s->out[i];
+    return 0;
+}
+
+/* fam_ops.block_kv: the rows' keys and values. */
+static int q3_block_kv(void *st, int layer, int T, int pos0, pt_err *err) {
+    q3_state *s = st;
+    fam_ctx *c = s->c;
+    const qwen3moe_hparams *hp = &s->m->hp;
+    (void)err;
+    nn_rms_norm_rows(c->x, s->m->layers[layer].attn_norm, hp->rms_eps, hp->n_embd, T, c->xn);
+    const nn_gqa g = q3_attn(s, layer);
+    nn_gqa_store(&g, &s->attn, c->xn, T, pos0, s->k[layer], s->v[layer], c->n_ctx);
     return 0;
 }
 
@@ -388,6 +407,7 @@ const fam_ops qwen3moe_family = {.name = "qwen3moe",
                                  .state_new = q3_state_new,
                                  .state_free = q3_state_free,
                                  .block = q3_block,
+                                 .block_kv = q3_block_kv,
                                  .router = q3_router,
                                  .route = q3_route,
                                  .lookahead_input = q3_lookahead_input,

@@ -240,22 +240,29 @@ void nn_gqa_scratch_free(nn_gqa_scratch *s) {
     memset(s, 0, sizeof *s);
 }
 
-/* One tile: T <= s->rows query rows. */
-static void gqa_tile(const nn_gqa *g, nn_gqa_scratch *s, const float *xn, int T, int64_t pos0,
-                     void *k, void *v, int64_t cap, float *out) {
+/* The keys and values of a tile's rows (T <= s->rows) into the cache rows of their
+ * positions and, with queries, the rows' queries (normed, roped) in s->q. The
+ * projections of the same rows go in one pool job (mm_run_many: the same bits as
+ * one at a time), so a row's key and value bits are the same with or without its
+ * query. */
+static void gqa_project(const nn_gqa *g, nn_gqa_scratch *s, const float *xn, int T, int64_t pos0,
+                        void *k, void *v, int64_t cap, int queries) {
     const int H = g->n_head, D = g->head_dim, NKV = g->n_kv, KVD = NKV * D;
-    /* the projections of the same rows in one pool job (mm_run_many: the same bits) */
-    const mm_task proj[3] = {{g->wq, xn, g->wq->n_in, s->q, (int64_t)H * D},
-                             {g->wk, xn, g->wk->n_in, s->kx, KVD},
-                             {g->wv, xn, g->wv ? g->wv->n_in : 0, s->vx, KVD}};
-    mm_run_many(s->mm, proj, g->wv ? 3 : 2, T);
+    mm_task proj[3];
+    int n = 0;
+    if (queries) proj[n++] = (mm_task){g->wq, xn, g->wq->n_in, s->q, (int64_t)H * D};
+    proj[n++] = (mm_task){g->wk, xn, g->wk->n_in, s->kx, KVD};
+    if (g->wv) proj[n++] = (mm_task){g->wv, xn, g->wv->n_in, s->vx, KVD};
+    mm_run_many(s->mm, proj, n, T);
     if (!g->wv) memcpy(s->vx, s->kx, (size_t)T * KVD * sizeof(float));
     for (int t = 0; t < T; t++) {
         nn_rope_cache(g->rope, pos0 + t, s->cs);
-        float *qt = s->q + (size_t)t * H * D;
-        nn_rms_norm_rows(qt, g->q_norm, g->rms_eps, D, H, qt);
-        for (int h = 0; h < H; h++)
-            nn_rope_apply(g->rope, s->cs, qt + (size_t)h * D);
+        if (queries) {
+            float *qt = s->q + (size_t)t * H * D;
+            nn_rms_norm_rows(qt, g->q_norm, g->rms_eps, D, H, qt);
+            for (int h = 0; h < H; h++)
+                nn_rope_apply(g->rope, s->cs, qt + (size_t)h * D);
+        }
         /* normed, roped rows in float, then stored in the cache types */
         float *krow = s->krow, *vrow = s->vrow;
         const float *kx = s->kx + (size_t)t * KVD, *vx = s->vx + (size_t)t * KVD;
@@ -270,6 +277,13 @@ static void gqa_tile(const nn_gqa *g, nn_gqa_scratch *s, const float *xn, int T,
         kv_store(g->k_type, krow, KVD, (uint8_t *)k + (size_t)slot * kv_bytes(g->k_type, KVD));
         kv_store(g->v_type, vrow, KVD, (uint8_t *)v + (size_t)slot * kv_bytes(g->v_type, KVD));
     }
+}
+
+/* One tile: T <= s->rows query rows. */
+static void gqa_tile(const nn_gqa *g, nn_gqa_scratch *s, const float *xn, int T, int64_t pos0,
+                     void *k, void *v, int64_t cap, float *out) {
+    const int H = g->n_head, D = g->head_dim, NKV = g->n_kv, KVD = NKV * D;
+    gqa_project(g, s, xn, T, pos0, k, v, cap, 1);
     nn_attn at = {.q = s->q,
                   .k = k,
                   .v = v,
@@ -302,5 +316,13 @@ void nn_gqa_forward(const nn_gqa *g, nn_gqa_scratch *s, const float *xn, int T, 
         n = T - t0 < s->rows ? T - t0 : s->rows;
         gqa_tile(g, s, xn + (size_t)t0 * g->n_embd, n, pos0 + t0, k, v, cap,
                  out + (size_t)t0 * g->n_embd);
+    }
+}
+
+void nn_gqa_store(const nn_gqa *g, nn_gqa_scratch *s, const float *xn, int T, int64_t pos0, void *k,
+                  void *v, int64_t cap) {
+    for (int t0 = 0, n; t0 < T; t0 += n) {
+        n = T - t0 < s->rows ? T - t0 : s->rows;
+        gqa_project(g, s, xn + (size_t)t0 * g->n_embd, n, pos0 + t0, k, v, cap, 0);
     }
 }

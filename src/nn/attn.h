@@ -107,4 +107,9 @@ void nn_gqa_scratch_free(nn_gqa_scratch *s);
 void nn_gqa_forward(const nn_gqa *g, nn_gqa_scratch *s, const float *xn, int T, int64_t pos0,
                     void *k, void *v, int64_t cap, float *out);
 
+/* nn_gqa_forward's keys and values alone (rows whose attention output nobody reads, but
+ * whose positions later rows attend to): the same cache bits, no queries, no attention. */
+void nn_gqa_store(const nn_gqa *g, nn_gqa_scratch *s, const float *xn, int T, int64_t pos0, void *k,
+                  void *v, int64_t cap);
+
 #endif

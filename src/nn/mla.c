@@ -73,6 +73,7 @@ int nn_mla_init(nn_mla *a, const nn_mla_dims *d, tp_pool *pool, mm_ctx *mm, int 
     a->keys = malloc(NT * a->n_scores * sizeof(int));
     a->keybits = malloc(NT * (a->n_scores / 64 + 1) * sizeof(uint64_t));
     if (!a->keys || !a->keybits) fail = 1;
+    a->sel_rows = block_rows;
     a->sel_all = calloc((size_t)block_rows * topk, sizeof(int));
     a->n_sel_all = calloc((size_t)block_rows, sizeof(int));
     if (!a->sel_all || !a->n_sel_all) fail = 1;
@@ -372,16 +373,11 @@ static void idx_rotate(nn_mla *s, float *x, int D, int columns) {
     memcpy(x, s->itmp, (size_t)D * sizeof(float));
 }
 
-/* The indexer's keys of rows pos0.. (stored in cache) and, with queries, every
- * row's selection; its projections are in s->ik and, with queries, s->iq and
- * s->iw (mla_tile runs them in its projection jobs). Without queries (rows that
- * see at most top-k keys, idx_select_all) only the keys are computed, for the
- * rows after them. */
-static void dsa_select(nn_mla *s, const nn_mla_w *ly, int T, int pos0, float *cache, int queries) {
-    const nn_mla_dims *hp = &s->d;
-    const int D = hp->idx_head_dim, NH = hp->idx_n_head;
-    nn_rope rope = hp->rope; /* the indexer rotates with the model's rope, over its first dims */
-    const float wscale = 1.0f / sqrtf((float)(D * NH));
+/* The indexer's keys of the tile's rows pos0.. into cache, from their projections in
+ * s->ik: what later rows' selections score. */
+static void idx_store_keys(nn_mla *s, const nn_mla_w *ly, int T, int pos0, float *cache) {
+    const int D = s->d.idx_head_dim;
+    nn_rope rope = s->d.rope; /* the indexer rotates with the model's rope, over its first dims */
     for (int t = 0; t < T; t++) {
         nn_rope_cache(&rope, pos0 + t, s->cs);
         float *k = s->ik + (size_t)t * D;
@@ -391,18 +387,33 @@ static void dsa_select(nn_mla *s, const nn_mla_w *ly, int T, int pos0, float *ca
         memcpy(cache + (size_t)(pos0 + t) * D, k, (size_t)D * sizeof(float));
         /* llama.cpp caches the indexer keys in the K type too: their values */
         kv_round(s->kv_type, cache + (size_t)(pos0 + t) * D, D);
-        if (!queries) continue;
+    }
+}
+
+/* The indexer's keys of rows pos0.. (stored in cache) and, with queries, every
+ * row's selection; its projections are in s->ik and, with queries, s->iq and
+ * s->iw (mla_tile runs them in its projection jobs). Without queries (rows that
+ * see at most top-k keys, idx_select_all) only the keys are computed, for the
+ * rows after them. */
+static void dsa_select(nn_mla *s, const nn_mla_w *ly, int T, int pos0, float *cache, int queries) {
+    const nn_mla_dims *hp = &s->d;
+    const int D = hp->idx_head_dim, NH = hp->idx_n_head;
+    idx_store_keys(s, ly, T, pos0, cache);
+    if (!queries) {
+        for (int t = 0; t < T; t++)
+            idx_select_all(s, pos0, t);
+        return;
+    }
+    nn_rope rope = hp->rope;
+    const float wscale = 1.0f / sqrtf((float)(D * NH));
+    for (int t = 0; t < T; t++) {
+        nn_rope_cache(&rope, pos0 + t, s->cs);
         for (int h = 0; h < NH; h++) {
             nn_rope_apply(&rope, s->cs, s->iq + ((size_t)t * NH + h) * D);
             idx_rotate(s, s->iq + ((size_t)t * NH + h) * D, D, NH);
         }
         for (int h = 0; h < NH; h++)
             s->iw[(size_t)t * NH + h] *= wscale;
-    }
-    if (!queries) {
-        for (int t = 0; t < T; t++)
-            idx_select_all(s, pos0, t);
-        return;
     }
     idx_job j = {s, T, pos0, cache};
     if (T < tp_size(s->pool)) {
@@ -715,6 +726,22 @@ static int gather_selected(nn_mla *s, int T, int pos0, const void *cache) {
     return kv_gather(s->spill, cache, s->glist, n, s->rowp, &err) == 1 ? (int)cold : -1;
 }
 
+/* Row t's cache row (position pos0 + t) from its projection in s->kva: the normed
+ * latent and the roped key part, stored in the cache type; s->cs is left holding
+ * the position's rope table. */
+static void mla_store_row(nn_mla *s, const nn_mla_w *ly, int t, int pos0, void *cache) {
+    const nn_mla_dims *hp = &s->d;
+    const int KVL = hp->kv_lora, KVD = s->kv_dim;
+    float *row = s->krow; /* in float, then stored in the cache type */
+    const float *kv = s->kva + (size_t)t * KVD;
+    nn_rms_norm(kv, ly->kv_a_norm, hp->rms_eps, KVL, row);
+    memcpy(row + KVL, kv + KVL, (size_t)hp->qk_rope * sizeof(float));
+    nn_rope_cache(&hp->rope, pos0 + t, s->cs);
+    nn_rope_apply(&hp->rope, s->cs, row + KVL);
+    kv_store(s->kv_type, row, KVD,
+             (uint8_t *)cache + (size_t)(pos0 + t) * kv_bytes(s->kv_type, KVD));
+}
+
 /* One tile: T <= s->rows query rows; s->sel, s->n_sel point at its rows. */
 static void mla_tile(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, int pos0, void *cache,
                      float *idx_keys, int use_dsa, float *out) {
@@ -743,14 +770,7 @@ static void mla_tile(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, int 
         mm_run_many(s->mm, &idx_qb, 1, T);
     }
     for (int t = 0; t < T; t++) {
-        float *row = s->krow; /* in float, then stored in the cache type */
-        const float *kv = s->kva + (size_t)t * KVD;
-        nn_rms_norm(kv, ly->kv_a_norm, hp->rms_eps, KVL, row);
-        memcpy(row + KVL, kv + KVL, (size_t)ROPE * sizeof(float));
-        nn_rope_cache(&hp->rope, pos0 + t, s->cs);
-        nn_rope_apply(&hp->rope, s->cs, row + KVL);
-        kv_store(s->kv_type, row, KVD,
-                 (uint8_t *)cache + (size_t)(pos0 + t) * kv_bytes(s->kv_type, KVD));
+        mla_store_row(s, ly, t, pos0, cache); /* and s->cs: position pos0 + t's rope */
         for (int h = 0; h < H; h++) {
             float *qr = s->q + ((size_t)t * H + h) * QD + NOPE;
             nn_rope_apply(&hp->rope, s->cs, qr);
@@ -805,18 +825,51 @@ static void mla_tile(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, int 
     mm_run(s->mm, &ly->wo, s->o, T, out, hp->n_embd);
 }
 
+/* The rows of sel_all a call at positions pos0.. reads: the selection is kept by
+ * position (sel_pos0, set by the full DSA layer that made it), so a later layer that
+ * shares it may run any run of the rows it covers. */
+static size_t sel_row0(const nn_mla *s, const nn_mla_w *ly, int T, int pos0, int use_dsa) {
+    if (!use_dsa) return 0;
+    if (ly->has_idx) return 0;
+    const int64_t off = (int64_t)pos0 - s->sel_pos0;
+    PT_ASSERT(off >= 0 && off + T <= s->sel_rows);
+    return (size_t)off;
+}
+
 /* Tiles of the rows the scratch holds, each writing its cache rows (and
  * indexer keys) before its queries read them: the order of chunks of that
- * size, so the same bits. The selection stays per row of the whole call, for
- * the shared indexer layers after a full one. */
+ * size, so the same bits. The selection stays per position of the whole call,
+ * for the shared indexer layers after a full one. */
 void nn_mla_forward(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, int pos0, void *cache,
                     float *idx_keys, int use_dsa, float *out) {
     const size_t E = (size_t)s->d.n_embd, topk = (size_t)(s->d.idx_top_k > 0 ? s->d.idx_top_k : 1);
+    const size_t r0 = sel_row0(s, ly, T, pos0, use_dsa);
+    if (use_dsa && ly->has_idx) {
+        PT_ASSERT(T <= s->sel_rows);
+        s->sel_pos0 = pos0;
+    }
     for (int t0 = 0, n; t0 < T; t0 += n) {
         n = T - t0 < s->rows ? T - t0 : s->rows;
-        s->sel = s->sel_all + (size_t)t0 * topk;
-        s->n_sel = s->n_sel_all + t0;
+        s->sel = s->sel_all + (r0 + (size_t)t0) * topk;
+        s->n_sel = s->n_sel_all + r0 + t0;
         mla_tile(s, ly, xn + (size_t)t0 * E, n, pos0 + t0, cache, idx_keys, use_dsa,
                  out + (size_t)t0 * E);
+    }
+}
+
+void nn_mla_store(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, int pos0, void *cache,
+                  float *idx_keys, int use_dsa) {
+    const size_t E = (size_t)s->d.n_embd;
+    const int idx = use_dsa && ly->has_idx;
+    for (int t0 = 0, n; t0 < T; t0 += n) {
+        n = T - t0 < s->rows ? T - t0 : s->rows;
+        const float *x = xn + (size_t)t0 * E;
+        /* mm_run_many: the bits of mla_tile's projection job */
+        const mm_task proj[2] = {{&ly->kv_a, x, ly->kv_a.n_in, s->kva, s->kv_dim},
+                                 {&ly->idx_k, x, ly->idx_k.n_in, s->ik, s->d.idx_head_dim}};
+        mm_run_many(s->mm, proj, idx ? 2 : 1, n);
+        for (int t = 0; t < n; t++)
+            mla_store_row(s, ly, t, pos0 + t0, cache);
+        if (idx) idx_store_keys(s, ly, n, pos0 + t0, idx_keys);
     }
 }

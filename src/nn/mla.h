@@ -84,8 +84,10 @@ typedef struct nn_mla {
     int *keys;         /* [n_threads][n_scores] a unit's keys (mla_unit_typed); the top-k scratch */
     uint64_t *keybits; /* [n_threads][n_scores / 64 + 1] a sparse unit's keys as a bit set */
     int rows;          /* B: query rows per tile (nn_mla_forward runs larger T in tiles) */
-    int *sel_all;      /* [block rows][top_k] key selection of the last full DSA layer */
-    int *n_sel_all;    /* [block rows] */
+    int *sel_all;      /* [sel_rows][top_k] key selection of the last full DSA layer */
+    int *n_sel_all;    /* [sel_rows] */
+    int sel_rows;      /* block rows: the most one nn_mla_forward call runs */
+    int sel_pos0;      /* the position of sel_all's first row */
     int *sel, *n_sel;  /* the rows of sel_all, n_sel_all of the tile in progress */
     uint8_t *pmark;    /* a spilled cache (nn/kv.h): one byte per page of a layer's rows, for
                           reading the selected rows ahead (kv_prefetch_mark); NULL: in RAM */
@@ -127,5 +129,11 @@ int64_t nn_mla_max_in(const nn_mla_dims *d);
  * indexer's selection (0 for the MTP block). */
 void nn_mla_forward(nn_mla *a, const nn_mla_w *w, const float *xn, int T, int pos0, void *kv,
                     float *idx_keys, int use_dsa, float *out);
+
+/* nn_mla_forward's cache rows (and indexer keys on a full DSA layer) alone, for rows whose
+ * output nobody reads but whose positions later rows attend to: the same bits, no queries, no
+ * attention. A layer that shares the selection may then run a run of the rows after them. */
+void nn_mla_store(nn_mla *a, const nn_mla_w *w, const float *xn, int T, int pos0, void *kv,
+                  float *idx_keys, int use_dsa);
 
 #endif
