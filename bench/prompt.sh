@@ -22,7 +22,9 @@
 # ("2048:4G 8192:8G": tokens:limit), PROMPT_THREADS (nproc), LLAMA_CPP_DIR (a
 # llama.cpp build dir with bin/llama-completion; unset: llama.cpp is skipped),
 # PROMPT_LLAMA_CASES (prompt lengths llama.cpp runs for, "2048"),
-# PROMPT_LLAMA_TIMEOUT (600), PROMPT_BASELINE (1), PROMPT_OUT (folder for logs,
+# PROMPT_LLAMA_TIMEOUT (600), PROMPT_BASELINE (1), PROMPT_REPEAT (1: runs of
+# each case, petrel and llama.cpp alternated; more than one adds a line with
+# the medians and the median of the pairs' ratios), PROMPT_OUT (folder for logs,
 # build/bench/prompt-<date>). Models are made in build/bench/ when missing (as
 # bench/stream.sh makes them, without an expert pack: petrel reads the GGUF
 # with O_DIRECT). Needs root and /sys/fs/cgroup/memory.
@@ -35,6 +37,7 @@ THREADS=${PROMPT_THREADS:-$(nproc)}
 LCASES=" ${PROMPT_LLAMA_CASES:-2048} "
 LTIMEOUT=${PROMPT_LLAMA_TIMEOUT:-600}
 BASELINE=${PROMPT_BASELINE:-1}
+REPEAT=${PROMPT_REPEAT:-1}
 OUT=${PROMPT_OUT:-build/bench/prompt-$(date -u +%Y%m%d-%H%M)}
 CG=/sys/fs/cgroup/memory/petrel_bench
 
@@ -82,6 +85,12 @@ pfig() {
         awk -v t="${tps:-?}" '{ printf "%s tok/s, blocks of %s, read %s GB, routed %s GB (x%s)", t, $1, $2, $3, $4 }'
 }
 
+# the tok/s of petrel's run NAME, and of llama.cpp's (empty when it was cut)
+ptps() { sed -n 's/.*prompt [0-9]* tokens in [0-9.]* s (\([0-9.]*\) tok\/s).*/\1/p' "$OUT/$1.log"; }
+ltps() { sed -n 's/.*prompt eval time = .* \([0-9.]*\) tokens per second.*/\1/p' "$OUT/$1.log" | head -1; }
+# the median of the numbers on stdin
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) printf "%.2f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
 # "model load X s, whole run Y s" of petrel's run NAME (X from its --stats line), and "whole
 # run Y s" of llama.cpp's (its "load time" runs to the first token, prompt included): Y is
 # the wall time of the whole command (load, prompt and the rest), what a prompt's tok/s
@@ -127,22 +136,46 @@ for ARCH in $ARCHS; do
         NT=$(tr ',' '\n' <"$OUT/$ARCH-$N.ids" | wc -l)
         [ "$NT" = "$N" ] || die "$TXT makes $NT tokens, fewer than $N"
         P="$BUILD/petrel generate -m $MODEL --tokens $(cat "$OUT/$ARCH-$N.ids") -n 1 -t $THREADS --stats --no-pin -c $((N + 16))"
-        # shellcheck disable=SC2086 # P splits into its words
-        run "$ARCH-$N-petrel" "$LIMIT" $P
-        line="$ARCH, $N tokens, limit $LIMIT: petrel $(pfig "$ARCH-$N-petrel") [$(run_times "$ARCH-$N-petrel"), peak $(cgf "$ARCH-$N-petrel" max_usage_mib) MiB, load $(load "$ARCH-$N-petrel")]"
-        if [ "$BASELINE" = 1 ]; then
-            # shellcheck disable=SC2086
-            run "$ARCH-$N-petrel-b256" "$LIMIT" $P -b 256
-            line="$line; petrel -b 256 $(pfig "$ARCH-$N-petrel-b256") [load $(load "$ARCH-$N-petrel-b256")]"
+        : >"$OUT/$ARCH-$N.pairs"
+        r=1
+        while [ "$r" -le "$REPEAT" ]; do
+            sfx=""
+            [ "$REPEAT" = 1 ] || sfx="-r$r"
+            # shellcheck disable=SC2086 # P splits into its words
+            run "$ARCH-$N-petrel$sfx" "$LIMIT" $P
+            line="$ARCH, $N tokens, limit $LIMIT${sfx:+ (run $r of $REPEAT)}: petrel $(pfig "$ARCH-$N-petrel$sfx") [$(run_times "$ARCH-$N-petrel$sfx"), peak $(cgf "$ARCH-$N-petrel$sfx" max_usage_mib) MiB, load $(load "$ARCH-$N-petrel$sfx")]"
+            if [ "$BASELINE" = 1 ] && [ "$r" = 1 ]; then
+                # shellcheck disable=SC2086
+                run "$ARCH-$N-petrel-b256" "$LIMIT" $P -b 256
+                line="$line; petrel -b 256 $(pfig "$ARCH-$N-petrel-b256") [load $(load "$ARCH-$N-petrel-b256")]"
+            fi
+            lt=""
+            case "$LCASES" in *" $N "*) if [ -n "$LLAMA" ]; then
+                L="$ARCH-$N-llama$sfx"
+                run "$L" "$LIMIT" timeout "$LTIMEOUT" "$LLAMA" -m "$MODEL" -t "$THREADS" -n 1 --temp 0 \
+                    -no-cnv -c $((N + N / 8 + 64)) --no-repack --load-mode mmap --no-warmup -f "$TXT"
+                lt=$(ltps "$L")
+                ln=$(sed -n 's/.*prompt eval time = *[0-9.]* ms \/ *\([0-9]*\) tokens.*/\1/p' "$OUT/$L.log" | head -1)
+                if [ -n "$lt" ]; then
+                    line="$line; llama.cpp mmap $lt tok/s ($ln tokens)"
+                else
+                    line="$line; llama.cpp mmap < $(awk -v n="$N" -v t="$LTIMEOUT" 'BEGIN { printf "%.2f", n / t }') tok/s (cut at ${LTIMEOUT} s, rc $(cgf "$L" rc))"
+                fi
+                line="$line [$(run_times "$L"), load $(load "$L")]"
+            fi ;; esac
+            pt=$(ptps "$ARCH-$N-petrel$sfx")
+            [ -z "$pt" ] || echo "$pt ${lt:--}" >>"$OUT/$ARCH-$N.pairs"
+            echo "$line" | tee -a "$REPORT"
+            r=$((r + 1))
+        done
+        if [ "$REPEAT" -gt 1 ]; then
+            line="$ARCH, $N tokens, limit $LIMIT: median of $REPEAT alternated runs: petrel $(awk '{ print $1 }' "$OUT/$ARCH-$N.pairs" | median) tok/s"
+            if awk '$2 != "-"' "$OUT/$ARCH-$N.pairs" | grep -q .; then
+                ratios=$(awk '$2 != "-" { printf "%.2f\n", $1 / $2 }' "$OUT/$ARCH-$N.pairs")
+                line="$line, llama.cpp $(awk '$2 != "-" { print $2 }' "$OUT/$ARCH-$N.pairs" | median) tok/s; each pair's ratio $(echo "$ratios" | paste -sd' ' -), median $(echo "$ratios" | median)x"
+            fi
+            echo "$line" | tee -a "$REPORT"
         fi
-        case "$LCASES" in *" $N "*) if [ -n "$LLAMA" ]; then
-            run "$ARCH-$N-llama" "$LIMIT" timeout "$LTIMEOUT" "$LLAMA" -m "$MODEL" -t "$THREADS" -n 1 --temp 0 \
-                -no-cnv -c $((N + N / 8 + 64)) --no-repack --load-mode mmap --no-warmup -f "$TXT"
-            lt=$(sed -n 's/.*prompt eval time = *[0-9.]* ms \/ *\([0-9]*\) tokens.* \([0-9.]*\) tokens per second.*/\2 tok\/s (\1 tokens)/p' "$OUT/$ARCH-$N-llama.log" | head -1)
-            [ -n "$lt" ] || lt="< $(awk -v n="$N" -v t="$LTIMEOUT" 'BEGIN { printf "%.2f", n / t }') tok/s (cut at ${LTIMEOUT} s, rc $(cgf "$ARCH-$N-llama" rc))"
-            line="$line; llama.cpp mmap $lt [$(run_times "$ARCH-$N-llama"), load $(load "$ARCH-$N-llama")]"
-        fi ;; esac
-        echo "$line" | tee -a "$REPORT"
     done
 done
 echo "bench/prompt.sh: $THREADS threads, $(date -u '+%Y-%m-%d %H:%M UTC'); logs in $OUT" | tee -a "$REPORT"
