@@ -825,28 +825,22 @@ static void mla_tile(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, int 
     mm_run(s->mm, &ly->wo, s->o, T, out, hp->n_embd);
 }
 
-/* The rows of sel_all a call at positions pos0.. reads: the selection is kept by
- * position (sel_pos0, set by the full DSA layer that made it), so a later layer that
- * shares it may run any run of the rows it covers. */
-static size_t sel_row0(const nn_mla *s, const nn_mla_w *ly, int T, int pos0, int use_dsa) {
-    if (!use_dsa) return 0;
-    if (ly->has_idx) return 0;
-    const int64_t off = (int64_t)pos0 - s->sel_pos0;
-    PT_ASSERT(off >= 0 && off + T <= s->sel_rows);
-    return (size_t)off;
-}
-
 /* Tiles of the rows the scratch holds, each writing its cache rows (and
  * indexer keys) before its queries read them: the order of chunks of that
- * size, so the same bits. The selection stays per position of the whole call,
- * for the shared indexer layers after a full one. */
+ * size, so the same bits. The selection is kept by position for the shared
+ * indexer layers after a full one (sel_pos0, set by the full layer that made
+ * it), so such a layer may run any run of the rows it covers. */
 void nn_mla_forward(nn_mla *s, const nn_mla_w *ly, const float *xn, int T, int pos0, void *cache,
                     float *idx_keys, int use_dsa, float *out) {
     const size_t E = (size_t)s->d.n_embd, topk = (size_t)(s->d.idx_top_k > 0 ? s->d.idx_top_k : 1);
-    const size_t r0 = sel_row0(s, ly, T, pos0, use_dsa);
+    size_t r0 = 0; /* the row of sel_all at pos0 */
     if (use_dsa && ly->has_idx) {
         PT_ASSERT(T <= s->sel_rows);
         s->sel_pos0 = pos0;
+    } else if (use_dsa) {
+        const int64_t off = (int64_t)pos0 - s->sel_pos0;
+        PT_ASSERT(off >= 0 && off + T <= s->sel_rows);
+        r0 = (size_t)off;
     }
     for (int t0 = 0, n; t0 < T; t0 += n) {
         n = T - t0 < s->rows ? T - t0 : s->rows;
