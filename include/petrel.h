@@ -26,16 +26,18 @@
  *   grammar               constrained decoding: GBNF, JSON Schema and tool-call
  *                         grammars the sampler follows
  *   sampling, sampler     the model's published defaults, field-wise overrides
- *   generation (pt_gen)   prefill with prefix reuse, then sample, stream UTF-8
- *                         safely, stop at stop strings, EOG, length, context
+ *   generation (pt_gen)   prefill through the prefix cache, then sample, stream
+ *                         UTF-8 safely, stop at stop strings, EOG, length,
+ *                         context; drafting with the MTP head; one session
+ *                         (pt_gen_run) or several stepped at once (pt_gen_step)
  *
- * Where the generation loop lives: here, in the library (pt_gen_*), not in the
- * front ends. It needs the streaming detokenizer, the sampler and the stop-
- * string matcher, which are engine-side concerns; keeping it behind the header
- * lets the CLI and the server share one copy and keeps those pieces internal.
- * What stays front-end code (src/front) is the policy around it: building the
- * conversation, the chat turn that ties render -> tokens -> prefill -> generate
- * -> parse together for both front ends, UTF-8 repair of user input.
+ * Where the generation loop lives: in the engine (pt_gen_*), beside the sessions
+ * it drives, not in the front ends. It needs the prefix cache, the MTP head's
+ * cache, the streaming detokenizer, the sampler and the stop-string matcher,
+ * which stay behind this header; and stepping several sessions at once is the
+ * engine's to do. What stays front-end code (src/front) is the policy around it:
+ * building the conversation, the chat turn that ties render -> tokens -> prefill
+ * -> generate -> parse together for both front ends, UTF-8 repair of user input.
  *
  * Memory: handles are freed by their *_free / *_close function; pt_buf and
  * pt_ids are caller-owned growable buffers the functions append to (free with
@@ -160,7 +162,7 @@ int pt_engine_n_embd(const pt_engine *e);  /* hidden state width (0 for vocab_on
 int pt_engine_n_ctx_train(const pt_engine *e); /* the model's training context (0: unknown) */
 int pt_engine_n_ctx(const pt_engine *e);       /* the plan's context: a session's default */
 int pt_engine_n_threads(const pt_engine *e);   /* 0 for a plan_only engine */
-int pt_engine_has_mtp(const pt_engine *e);     /* 1: pt_session_mtp works */
+int pt_engine_has_mtp(const pt_engine *e);     /* 1: drafting (pt_gen_set_draft) works */
 const char *
 pt_engine_arch(const pt_engine *e); /* general.architecture ("" when a vocab_only file has none) */
 
@@ -264,11 +266,6 @@ const int32_t *pt_session_tokens(const pt_session *s);
  * the keys the window before n needs); it then keeps fewer. Returns the
  * positions kept, which pt_session_n_past also reports afterwards. */
 int pt_session_truncate(pt_session *s, int n);
-/* pt_session_truncate that keeps the MTP positions made from tokens up to position n (n of
- * them, when the head holds them), for a caller that evaluates the same token at n next: its
- * hidden row is what the head continues from. */
-int pt_session_truncate_keep_mtp(pt_session *s, int n);
-
 /* Feed tokens[n] at the next positions. logits: NULL, or [n][n_vocab] when
  * all_rows, or [n_vocab] for the last token. hidden: NULL, or [n][n_embd] (the
  * final-norm state, input of the MTP head). 0, or -1 with err. */
@@ -308,24 +305,6 @@ typedef void (*pt_prompt_progress_fn)(void *ud, const pt_prompt_progress *p);
 /* Report the progress of the session's prompt evaluations to fn (NULL: no
  * reports). Decode steps and pt_session_eval report nothing. */
 void pt_session_set_progress(pt_session *s, pt_prompt_progress_fn fn, void *ud);
-
-/* MTP/NextN draft logits [n][n_vocab]: row i from (tokens[i], hidden_prev[i]),
- * hidden_prev[i] being the trunk state of the position before. 0, or -1 with err. */
-int pt_session_mtp(pt_session *s, const int32_t *tokens, const float *hidden_prev, int n,
-                   float *logits, char *err, size_t err_len);
-/* pt_session_mtp, and: logits may be NULL (only the MTP cache advances: no vocabulary-wide
- * head is computed), or with last_only [n_vocab] for the last row; hidden_out NULL or
- * [n][n_embd], the MTP block's state after its shared-head norm (what a chained draft feeds
- * back as the next row's hidden_prev). MTP position j is made from trunk position j's hidden
- * state and token j+1; the MTP cache appends at pt_session_mtp_n_past. 0, or -1 with err. */
-int pt_session_mtp_ex(pt_session *s, const int32_t *tokens, const float *hidden_prev, int n,
-                      float *logits, int last_only, float *hidden_out, char *err, size_t err_len);
-/* Positions the MTP head's cache holds (0 without one). pt_session_truncate(s, n) cuts it to
- * at most n - 1 (position n - 1 saw token n, which is gone). */
-int pt_session_mtp_n_past(const pt_session *s);
-/* Keep at most n MTP positions (drafts chained past the trunk are taken back); returns the
- * positions held. */
-int pt_session_mtp_keep(pt_session *s, int n);
 
 /* ===== Prefixes that survive: the prefix cache and session files =====
  * The KV rows of a prompt's prefix kept on disk (engine/pcache.c; ARCHITECTURE.md, "Prefixes
@@ -369,18 +348,6 @@ typedef struct pt_pcache_stats {
 /* The prefix cache of the engine's model in p->dir. NULL with err (no folder). */
 pt_pcache *pt_pcache_open(pt_engine *e, const pt_pcache_params *p, char *err, size_t err_len);
 void pt_pcache_close(pt_pcache *pc);
-/* Load into s the longest stored prefix of tokens[0..n-1) (scope: the API key the entries
- * belong to, NULL for none) when it is longer than what s already holds of tokens; returns
- * the positions s then holds from the store (s keeps its own prefix when the store has
- * nothing longer: 0). A model with an MTP head restored with its MTP rows holds one position
- * less than the stored prefix, and its MTP head as many: the next evaluation of the last
- * token rebuilds the hidden row the head continues from. */
-int pt_pcache_restore(pt_pcache *pc, pt_session *s, const char *scope, const int32_t *tokens,
-                      int n);
-/* Store the blocks of the first n positions s holds that the folder lacks (or holds with
- * fewer sliding-window or MTP rows); returns the bytes written (0 when nothing was new or
- * writing is off). Never fails the caller: problems are warnings. */
-uint64_t pt_pcache_save(pt_pcache *pc, pt_session *s, const char *scope, int n);
 void pt_pcache_get_stats(const pt_pcache *pc, pt_pcache_stats *st);
 
 /* A whole session in one file (`petrel chat --session FILE`): its tokens, every KV row it
@@ -733,10 +700,16 @@ int32_t pt_sampler_sample(pt_sampler *s, float *logits);
 int pt_sampler_grammar_done(const pt_sampler *s);
 
 /* ===== Generation =====
- * pt_gen_prefill brings the session to a token prompt (pt_session_sync: only
- * the tokens past the longest prefix the session holds are evaluated), then
- * pt_gen_run samples, streams and stops. Nothing allocates per token (the text
- * buffer grows geometrically); nothing prints: text goes to the emit callback. */
+ * A pt_gen is one session's generation: its sampler, its drafting state (the MTP head) and the
+ * prefix cache its prompts go through. It lives in the engine, beside the session it drives.
+ * pt_gen_prefill brings the session to a token prompt (only the tokens past the longest prefix
+ * the session holds, or the prefix cache gives back, are evaluated); then the generation
+ * samples, streams and stops, one token a step: pt_gen_run does it for one session, and
+ * pt_gen_start + pt_gen_step do it for several sessions of one engine at once, each step
+ * advancing every running generation by a token (its own sampler, grammar, stop strings,
+ * drafting and callbacks: a generation's tokens and text are the same whichever others step
+ * beside it). Nothing allocates per token (the text buffer grows geometrically); nothing
+ * prints: text goes to the emit callback. */
 
 typedef struct pt_gen pt_gen;
 
@@ -768,17 +741,29 @@ void pt_gen_clear(pt_gen *g);
  * stored prefix is restored when the session holds less of it, and after it the prompt's
  * blocks are stored. scope (copied; NULL: none) keeps entries apart per API key. */
 int pt_gen_set_prefix_cache(pt_gen *g, pt_pcache *pc, const char *scope);
-/* A session file was loaded into the session (pt_session_load_file): the drafting state
- * starts from its positions. */
-void pt_gen_session_restored(pt_gen *g);
 /* Positions the last pt_gen_prefill restored from the prefix cache on disk (0: none, or no
  * cache); they are part of what it returned as reused. */
 int pt_gen_last_restored(const pt_gen *g);
-/* Before saving the session: the MTP head brought up to the positions the trunk decided (a
- * saved session then carries them). 0, or -1 (the head is left behind). */
-int pt_gen_catch_up_mtp(pt_gen *g);
+/* pt_session_save_file of the generation's session, its MTP head first brought up to the
+ * positions the trunk decided (so the file carries them and drafting resumes from them).
+ * 0, or -1 with err. */
+int pt_gen_save_file(pt_gen *g, const char *path, const void *extra, size_t extra_len, char *err,
+                     size_t err_len);
+/* pt_session_load_file into the generation's session; the drafting state then starts from
+ * the positions restored. Same returns as pt_session_load_file. */
+int pt_gen_load_file(pt_gen *g, const char *path, char **extra, size_t *extra_len, char *err,
+                     size_t err_len);
 
-enum { PT_GEN_EOG = 1, PT_GEN_LENGTH, PT_GEN_STOP_STRING, PT_GEN_CONTEXT, PT_GEN_INTERRUPT };
+/* Why a generation ended (pt_gen_result.reason). PT_GEN_ERROR: the engine failed (a read, a
+ * grammar no token can continue, memory); pt_gen_error says why. */
+enum {
+    PT_GEN_EOG = 1,
+    PT_GEN_LENGTH,
+    PT_GEN_STOP_STRING,
+    PT_GEN_CONTEXT,
+    PT_GEN_INTERRUPT,
+    PT_GEN_ERROR,
+};
 
 typedef struct pt_gen_opts {
     int max_tokens;           /* < 0: until end of generation or the context is full */
@@ -823,7 +808,7 @@ typedef struct pt_gen_result {
 typedef int (*pt_gen_emit_fn)(void *ud, const char *s, size_t n);
 
 /* ===== Drafting (speculative decoding with the model's MTP head) =====
- * With a draft length n > 0, pt_gen_run has the model's NextN/MTP head draft n tokens after
+ * With a draft length n > 0, a generation has the model's NextN/MTP head draft n tokens after
  * each sampled one and verifies them in one forward pass over n + 1 positions; the tokens
  * are still drawn one by one by the whole sampling chain from the model's own logits for
  * their position (bit-identical to a one-token decode), so the output is the same with and
@@ -849,18 +834,33 @@ typedef struct pt_draft_stats {
 int pt_gen_set_draft(pt_gen *g, int n, char *err, size_t err_len);
 /* The draft length in effect (0: off). */
 int pt_gen_draft(const pt_gen *g);
-/* Drafting's counters for the last pt_gen_run (zeroes when drafting is off). */
+/* Drafting's counters for the last run (zeroes when drafting is off). */
 void pt_gen_draft_stats(const pt_gen *g, pt_draft_stats *st);
-/* Tests and benchmarks only: draft from ids[n] (the generated tokens of an earlier run,
- * index 0 the first) instead of the MTP head: the mechanism's ceiling. n = 0: the MTP head.
- * 0, or -1 (drafting off, out of memory). */
-int pt_gen_set_draft_replay(pt_gen *g, const int32_t *ids, int n);
-/* Tests and benchmarks only: 0 = draft on every token, never back off; 1 (default) adaptive. */
-void pt_gen_set_draft_adaptive(pt_gen *g, int on);
 
-/* Sample and stream after pt_gen_prefill. Bytes that might begin a stop string
- * are held back until they cannot; a character split across tokens is never
- * emitted in halves. 0, or -1 with err (engine error, nothing prefilled). */
+/* ===== Running: one session, or several at once ===== */
+
+/* Begin a run after pt_gen_prefill: r (its text buffer kept and emptied) receives the run's
+ * outcome, emit its text as it becomes safe to show; stop (may be NULL; set by a signal
+ * handler or another thread) is read before each token. o and the strings it points to must
+ * outlive the run. 0, or -1 with err (nothing prefilled, a run already under way). */
+int pt_gen_start(pt_gen *g, const pt_gen_opts *o, pt_gen_emit_fn emit, void *ud,
+                 const volatile sig_atomic_t *stop, pt_gen_result *r, char *err, size_t err_len);
+/* Advance each running generation of g[0..n) (started, not yet ended; others are skipped) by
+ * one token: it samples from its logits, streams the token's text, checks its stops, and when
+ * it goes on its next logits are computed (all of them in one call of the engine: with
+ * drafting, from a verify pass that may already hold them). A generation that ends has its
+ * result complete (reason, times, text flushed and NUL-terminated, grammar_done) and is no
+ * longer running; one that fails ends with reason PT_GEN_ERROR, the others go on. The
+ * generations must be of different sessions of one engine, and no other thread may use those
+ * sessions meanwhile. Returns how many still run. */
+int pt_gen_step(pt_gen *const *g, int n);
+/* 1 while a run started by pt_gen_start has not ended. */
+int pt_gen_running(const pt_gen *g);
+/* Why the last run ended with PT_GEN_ERROR ("" otherwise). */
+const char *pt_gen_error(const pt_gen *g);
+/* A whole run of one generation: pt_gen_start, then pt_gen_step until it ends. Bytes that
+ * might begin a stop string are held back until they cannot; a character split across tokens
+ * is never emitted in halves. 0, or -1 with err (engine error, nothing prefilled). */
 int pt_gen_run(pt_gen *g, const pt_gen_opts *o, pt_gen_emit_fn emit, void *ud,
                const volatile sig_atomic_t *stop, pt_gen_result *r, char *err, size_t err_len);
 

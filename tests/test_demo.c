@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/session.h"
 #include "petrel.h"
 #include "test.h"
 
@@ -111,7 +112,7 @@ static int demo_eval(int expert_slots, const int32_t *toks, int n, float *logits
         rc = pt_session_eval(s, toks, n, logits, 1, hidden, err, sizeof err);
         CHECKF(rc == 0, "%s", err);
         if (rc == 0 && mtp) {
-            rc = pt_session_mtp(s, toks, hprev, n, mtp, err, sizeof err);
+            rc = session_mtp(s, toks, hprev, n, mtp, 0, NULL, err, sizeof err);
             CHECKF(rc == 0, "%s", err);
         }
         pt_session_free(s);

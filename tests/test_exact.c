@@ -28,6 +28,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/pcache.h"
 #include "gates.h"
 #include "kernels/quant.h"
 #include "petrel.h"
@@ -132,7 +133,7 @@ static int ex_run(pt_engine *e, const ex_ref *r, int how, float *got, const char
         if (!a) goto out;
         const int ok = pt_session_eval(a, r->tok, half, NULL, 0, NULL, err, sizeof err) == 0;
         CHECKF(ok, "%s: %s", refname, err);
-        CHECKF(!ok || pt_pcache_save(pc, a, NULL, half) > 0, "%s: nothing stored", refname);
+        CHECKF(!ok || pcache_save(pc, a, NULL, half) > 0, "%s: nothing stored", refname);
         pt_session_free(a);
         if (!ok) goto out;
     }
@@ -140,7 +141,7 @@ static int ex_run(pt_engine *e, const ex_ref *r, int how, float *got, const char
     CHECKF(s, "%s: %s", refname, err);
     if (!s) goto out;
     if (pc) {
-        from = pt_pcache_restore(pc, s, NULL, r->tok, (int)r->np);
+        from = pcache_restore(pc, s, NULL, r->tok, (int)r->np);
         CHECKF(from > 0, "%s: nothing restored", refname);
         if (from <= 0) {
             pt_session_free(s);

@@ -1,20 +1,11 @@
-/* test_frontapi.c — the front ends live on the public API.
- *
- * 1. The include check: every file of the front ends (src/cli, src/server and
- *    what they share, src/front) may include only include/petrel.h (and
- *    include/petrel_tools.h), headers of the front ends themselves, and system
- *    or third-party headers. Anything else fails the case with file:line.
- *    Run it alone: PETREL_BIN=build/petrel build/test_petrel frontapi_includes
- *    (from the repository root: it reads src/).
- * 2. The public text, chat, sampling and generation functions give what the
- *    internal modules they wrap give (the tests may include internal headers),
- *    and one front-end turn reuses the cache the way the CLI and server rely on.
- */
-#include <dirent.h>
+/* test_frontapi.c — the front ends live on the public API: the public text, chat, sampling and
+ * generation functions give what the internal modules they wrap give (the tests may include
+ * internal headers), and one front-end turn reuses the cache the way the CLI and server rely
+ * on. That the front ends include nothing but the public headers is checked with every other
+ * layer's includes by tests/test_structure.c. */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "format/gguf.h"
 #include "front/front.h"
@@ -23,124 +14,6 @@
 #include "text/chat.h"
 #include "text/sampler.h"
 #include "text/tokenizer.h"
-
-/* ===== The include check ===== */
-
-static const char *const FRONT_DIRS[] = {"src/cli", "src/server", "src/front"};
-
-static int is_file(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-/* A quoted include is allowed when it names the public header(s) or a file of
- * a front-end folder, written relative to the including file's folder or to
- * src/ (the -Isrc path). */
-static int allowed_quoted(const char *dir, const char *inc) {
-    if (!strcmp(inc, "petrel.h") || !strcmp(inc, "petrel_tools.h")) return 1;
-    if (strstr(inc, "..")) return 0;
-    char p[1024];
-    snprintf(p, sizeof p, "%s/%s", dir, inc);
-    if (!strchr(inc, '/') && is_file(p)) return 1;
-    for (size_t i = 0; i < sizeof FRONT_DIRS / sizeof FRONT_DIRS[0]; i++) {
-        const char *sub = FRONT_DIRS[i] + 4; /* "cli", "server", "front" */
-        size_t n = strlen(sub);
-        if (!strncmp(inc, sub, n) && inc[n] == '/') {
-            snprintf(p, sizeof p, "src/%s", inc);
-            return is_file(p);
-        }
-    }
-    return 0;
-}
-
-/* Check one file's text; each offending line is reported (as file:line) into
- * report and counted. dir: the folder the file is in. */
-static int check_text(const char *path, const char *dir, const char *text, char *report,
-                      size_t cap) {
-    int bad = 0, line = 1;
-    for (const char *l = text; *l; line++) {
-        const char *e = strchr(l, '\n');
-        size_t n = e ? (size_t)(e - l) : strlen(l);
-        const char *p = l;
-        while (p < l + n && (*p == ' ' || *p == '\t'))
-            p++;
-        if (p < l + n && *p == '#') {
-            p++;
-            while (p < l + n && (*p == ' ' || *p == '\t'))
-                p++;
-            if ((size_t)(l + n - p) > 7 && !strncmp(p, "include", 7)) {
-                p += 7;
-                while (p < l + n && (*p == ' ' || *p == '\t'))
-                    p++;
-                char open = p < l + n ? *p : 0, close = open == '"' ? '"' : '>';
-                const char *q = open ? memchr(p + 1, close, (size_t)(l + n - p - 1)) : NULL;
-                char inc[512] = "";
-                if ((open == '"' || open == '<') && q && (size_t)(q - p - 1) < sizeof inc) {
-                    memcpy(inc, p + 1, (size_t)(q - p - 1));
-                    inc[q - p - 1] = 0;
-                }
-                int ok;
-                char ip[1024];
-                snprintf(ip, sizeof ip, "src/%s", inc);
-                if (!inc[0])
-                    ok = 0; /* a computed include: not allowed either */
-                else if (open == '"')
-                    ok = allowed_quoted(dir, inc);
-                else
-                    ok = !is_file(ip) ||
-                         allowed_quoted(dir, inc); /* <text/chat.h> would reach src/ too */
-                if (!ok) {
-                    bad++;
-                    size_t used = strlen(report);
-                    snprintf(report + used, cap - used,
-                             "%s:%d: #include %c%s%c: front ends include only petrel.h, "
-                             "their own headers and system/third-party ones\n",
-                             path, line, open ? open : '?', inc, open == '<' ? '>' : '"');
-                }
-            }
-        }
-        l += n + (e ? 1 : 0);
-    }
-    return bad;
-}
-
-static void test_frontapi_includes(void) {
-    char report[16384] = "";
-    int files = 0, bad = 0;
-    for (size_t d = 0; d < sizeof FRONT_DIRS / sizeof FRONT_DIRS[0]; d++) {
-        DIR *dir = opendir(FRONT_DIRS[d]);
-        CHECKF(dir, "%s: cannot read (run the tests from the repository root)", FRONT_DIRS[d]);
-        if (!dir) continue;
-        struct dirent *ent;
-        while ((ent = readdir(dir))) {
-            size_t n = strlen(ent->d_name);
-            if (n < 3 || ent->d_name[n - 2] != '.' ||
-                (ent->d_name[n - 1] != 'c' && ent->d_name[n - 1] != 'h'))
-                continue;
-            char path[1024];
-            snprintf(path, sizeof path, "%s/%s", FRONT_DIRS[d], ent->d_name);
-            char *text = t_read_file(path, NULL);
-            CHECKF(text, "%s: cannot read", path);
-            if (!text) continue;
-            files++;
-            bad += check_text(path, FRONT_DIRS[d], text, report, sizeof report);
-            free(text);
-        }
-        closedir(dir);
-    }
-    CHECKF(files >= 10, "only %d front-end files found", files);
-    CHECKF(bad == 0, "%d front-end includes of internal headers:\n%s", bad, report);
-    /* the checker itself: internal headers are caught, however written; public ones pass */
-    char r2[2048] = "";
-    const char *sample =
-        "#include <stdio.h>\n#include <jansson.h>\n#include \"petrel.h\"\n#include \"cli.h\"\n"
-        "#include \"front/front.h\"\n#include \"server/oai.h\"\n  #  include \"text/chat.h\"\n"
-        "#include <format/gguf.h>\n#include \"common.h\"\n#include \"../text/gen.c\"\n";
-    CHECK(check_text("sample.c", "src/cli", sample, r2, sizeof r2) == 4);
-    CHECK_STR_CONTAINS(r2, "sample.c:7: #include \"text/chat.h\"");
-    CHECK_STR_CONTAINS(r2, "sample.c:8: #include <format/gguf.h>");
-    CHECK_STR_CONTAINS(r2, "sample.c:9: #include \"common.h\"");
-}
 
 /* ===== The public API against what it wraps ===== */
 
@@ -418,7 +291,6 @@ static void test_frontapi_cli_chat_format(void) {
 
 T_SUITE(frontapi) {
     T_ADD(test_frontapi_cli_chat_format);
-    T_ADD(test_frontapi_includes);
     T_ADD(test_frontapi_vocab);
     T_ADD(test_frontapi_chat);
     T_ADD(test_frontapi_sampling);

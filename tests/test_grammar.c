@@ -452,8 +452,8 @@ static void mask_against_naive(const char *vocab_file, const char *grammar, cons
     pt_grammar *pg = pt_grammar_new(e, grammar, strlen(grammar), err, sizeof err);
     CHECKF(pg, "%s", err);
     pt_err pe = {{0}};
-    gram_match *m = gram_match_new(grammar_gram(pg), grammar_vocab(pg), &pe);
-    gram_match *probe = gram_match_new(grammar_gram(pg), grammar_vocab(pg), &pe);
+    gram_match *m = gram_match_new(pg->g, pg->gv, &pe);
+    gram_match *probe = gram_match_new(pg->g, pg->gv, &pe);
     const int nv = pt_vocab_size(e);
     pt_ids ids = {0};
     CHECK(!pt_tokenize(e, text, strlen(text), 0, &ids, err, sizeof err));

@@ -20,6 +20,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "engine/session.h"
 #include "format/gguf.h"
 #include "gates.h"
 #include "os/os.h"
@@ -98,7 +99,7 @@ static void check_fixture(const char *name, int with_mtp) {
                     float *hprev = calloc((size_t)np * E, sizeof(float));
                     memcpy(hprev + E, want_h, sizeof(float) * (size_t)(np - 1) * E);
                     float *mtp = malloc(sizeof(float) * (size_t)np * nv);
-                    CHECK(pt_session_mtp(s, toks, hprev, np, mtp, err, sizeof err) == 0);
+                    CHECK(session_mtp(s, toks, hprev, np, mtp, 0, NULL, err, sizeof err) == 0);
                     gate_stats ms = gate_compare(mtp, want_m, np, nv);
                     CHECKF(gate_ok(&ms, f32 ? 1e-3 : 0),
                            "%s p%zu MTP: cos min %.6f mean %.6f max|diff| %.2e flips %d (%d bad)",

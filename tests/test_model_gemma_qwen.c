@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/session.h"
 #include "format/gguf.h"
 #include "gates.h"
 #include "petrel.h"
@@ -294,7 +295,7 @@ static void model2_refuses_bad_files(void) {
         CHECK_STR_CONTAINS(err, "context full");
         CHECK(pt_session_n_past(s) == 0);
         float l[512];
-        CHECK(pt_session_mtp(s, five, l, 1, l, err, sizeof err) == -1);
+        CHECK(session_mtp(s, five, l, 1, l, 0, NULL, err, sizeof err) == -1);
         CHECK_STR_CONTAINS(err, "no NextN/MTP");
         pt_session_free(s);
         pt_engine_close(e);

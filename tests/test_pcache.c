@@ -16,6 +16,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "engine/pcache.h"
+#include "engine/session.h"
 #include "petrel.h"
 #include "test.h"
 
@@ -66,7 +68,7 @@ static int fill(pt_session *s, const int32_t *t, int n, int mtp, char *err, size
     const int E = pt_engine_n_embd(pt_session_engine(s));
     float *hid = malloc(sizeof(float) * (size_t)n * E);
     int rc = pt_session_eval(s, t, n, NULL, 0, hid, err, len);
-    if (!rc && mtp) rc = pt_session_mtp_ex(s, t + 1, hid, n - 1, NULL, 0, NULL, err, len);
+    if (!rc && mtp) rc = session_mtp(s, t + 1, hid, n - 1, NULL, 0, NULL, err, len);
     free(hid);
     return rc;
 }
@@ -95,29 +97,28 @@ static void restore_one(const char *model, const char *ref, int ctk) {
     CHECK(a && b && c && pc);
     if (a && b && c && pc) {
         CHECK(fill(a, t, N_TOK, mtp, err, sizeof err) == 0);
-        CHECKF(pt_pcache_save(pc, a, NULL, N_TOK) > 0, "%s: nothing stored", model);
-        const int P = pt_pcache_restore(pc, b, NULL, t, n);
+        CHECKF(pcache_save(pc, a, NULL, N_TOK) > 0, "%s: nothing stored", model);
+        const int P = pcache_restore(pc, b, NULL, t, n);
         const int want = mtp ? 511 : 512;
         CHECKF(P == want, "%s: restored %d positions, expected %d", model, P, want);
         CHECK(pt_session_n_past(b) == P && !memcmp(pt_session_tokens(b), t, sizeof(int32_t) * P));
-        CHECK(pt_session_mtp_n_past(b) == (mtp ? P : 0));
+        CHECK(session_mtp_n_past(b) == (mtp ? P : 0));
         /* the rest, with hidden rows and the last logits; fresh: everything */
         CHECK(pt_session_eval(b, t + P, n - P, lb, 0, hb, err, sizeof err) == 0);
         CHECK(pt_session_eval(c, t, n, lc, 0, hc, err, sizeof err) == 0);
         CHECKF(!memcmp(lb, lc, sizeof(float) * nv), "%s (ctk %s): logits after a restore differ",
                model, pt_kv_type_name(ctk));
         if (mtp) { /* the head continues from P: its last logits equal a fresh head's */
-            CHECK(pt_session_mtp_ex(b, t + P + 1, hb, n - P - 1, lb, 1, NULL, err, sizeof err) ==
-                  0);
-            CHECK(pt_session_mtp_ex(c, t + 1, hc, n - 1, lc, 1, NULL, err, sizeof err) == 0);
+            CHECK(session_mtp(b, t + P + 1, hb, n - P - 1, lb, 1, NULL, err, sizeof err) == 0);
+            CHECK(session_mtp(c, t + 1, hc, n - 1, lc, 1, NULL, err, sizeof err) == 0);
             CHECKF(!memcmp(lb, lc, sizeof(float) * nv), "%s: MTP logits after a restore differ",
                    model);
         }
         /* a prompt the store holds no more of than the session: nothing restored */
-        CHECK(pt_pcache_restore(pc, b, NULL, t, n) == 0);
+        CHECK(pcache_restore(pc, b, NULL, t, n) == 0);
         /* another scope (API key) finds nothing */
         pt_session_truncate(c, 0);
-        CHECK(pt_pcache_restore(pc, c, "key-2", t, n) == 0);
+        CHECK(pcache_restore(pc, c, "key-2", t, n) == 0);
         CHECKF(w.n == 0, "unexpected warning: %s", w.last);
     }
     free(lb), free(lc), free(hb), free(hc), free(t);
@@ -184,12 +185,12 @@ static void pcache_bad_entries_ignored(void) {
         char dir[2400];
         snprintf(dir, sizeof dir, "%s/case%zu", t_tmpdir(), i);
         pt_pcache *pc = open_cache(e, dir, 0, &w);
-        CHECK(pt_pcache_save(pc, a, NULL, N_TOK) > 0);
-        CHECK(pt_pcache_restore(pc, b, NULL, t, N_TOK) == 512);
+        CHECK(pcache_save(pc, a, NULL, N_TOK) > 0);
+        CHECK(pcache_restore(pc, b, NULL, t, N_TOK) == 512);
         pt_session_truncate(b, 0);
         poke_all(dir, cases[i].off, 1);
         w.n = 0;
-        CHECK(pt_pcache_restore(pc, b, NULL, t, N_TOK) == 0);
+        CHECK(pcache_restore(pc, b, NULL, t, N_TOK) == 0);
         CHECK(pt_session_n_past(b) == 0);
         CHECKF(w.n == 1, "case %zu: %d warnings", i, w.n);
         CHECK_STR_CONTAINS(w.last, cases[i].why);
@@ -219,23 +220,23 @@ static void pcache_evicts_and_shares(void) {
     pt_session *b = pt_session_new(e, &sp, err, sizeof err);
     CHECK(fill(a, t1, N_TOK, 0, err, sizeof err) == 0);
     CHECK(fill(b, t2, N_TOK, 0, err, sizeof err) == 0);
-    const uint64_t block = pt_pcache_save(probe, a, NULL, N_TOK) / 2;
+    const uint64_t block = pcache_save(probe, a, NULL, N_TOK) / 2;
     CHECK(block > 0);
     pt_pcache_close(probe);
     pt_pcache *pc = open_cache(e, dir, 3 * block, &w);
     /* t1's first block used again: its second is the least recently used */
     usleep(20000);
     pt_session *c = pt_session_new(e, &sp, err, sizeof err);
-    CHECK(pt_pcache_restore(pc, c, NULL, t1, 257) == 256);
+    CHECK(pcache_restore(pc, c, NULL, t1, 257) == 256);
     usleep(20000);
-    CHECK(pt_pcache_save(pc, b, NULL, N_TOK) == 2 * block);
+    CHECK(pcache_save(pc, b, NULL, N_TOK) == 2 * block);
     char names[16][128];
     CHECK(list_kv(dir, names, 16) == 3);
     /* t1 restores one block, t2 both */
     pt_session_truncate(c, 0);
-    CHECK(pt_pcache_restore(pc, c, NULL, t2, N_TOK) == 512);
+    CHECK(pcache_restore(pc, c, NULL, t2, N_TOK) == 512);
     pt_session_truncate(c, 0);
-    CHECK(pt_pcache_restore(pc, c, NULL, t1, N_TOK) == 256);
+    CHECK(pcache_restore(pc, c, NULL, t1, N_TOK) == 256);
     pt_pcache_close(pc);
     /* two processes write the same blocks into a fresh folder at once */
     char shared[2400];
@@ -244,7 +245,7 @@ static void pcache_evicts_and_shares(void) {
     const pid_t pid = fork();
     if (pid == 0) {
         for (int i = 0; i < 5; i++) {
-            pt_pcache_save(pc, a, NULL, N_TOK);
+            pcache_save(pc, a, NULL, N_TOK);
             char lst[16][128];
             const int k = list_kv(shared, lst, 16);
             for (int j = 0; j < k; j++) {
@@ -256,14 +257,14 @@ static void pcache_evicts_and_shares(void) {
         _exit(0);
     }
     for (int i = 0; i < 5; i++)
-        pt_pcache_save(pc, a, NULL, N_TOK);
+        pcache_save(pc, a, NULL, N_TOK);
     int st = 0;
     waitpid(pid, &st, 0);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    pt_pcache_save(pc, a, NULL, N_TOK);
+    pcache_save(pc, a, NULL, N_TOK);
     pt_session_truncate(c, 0);
     w.n = 0;
-    CHECK(pt_pcache_restore(pc, c, NULL, t1, N_TOK) == 512);
+    CHECK(pcache_restore(pc, c, NULL, t1, N_TOK) == 512);
     CHECKF(w.n == 0, "warning: %s", w.last);
     pt_session_free(a), pt_session_free(b), pt_session_free(c);
     pt_pcache_close(pc);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/session.h"
 #include "petrel.h"
 #include "test.h"
 
@@ -171,17 +172,18 @@ static void session_mtp_follows_truncation(void) {
                *fresh = pt_session_new(e, &sp, err, sizeof err);
     /* first request: trunk over n1 positions, MTP over n1 - 1 */
     CHECK(pt_session_eval(s, first, n1, l, 1, h1, err, sizeof err) == 0);
-    CHECK(pt_session_mtp(s, first + 1, h1, n1 - 1, l, err, sizeof err) == 0);
+    CHECK(session_mtp(s, first + 1, h1, n1 - 1, l, 0, NULL, err, sizeof err) == 0);
     /* second: keep 3 trunk positions; MTP resumes at position 2 with token 3 */
     CHECK(pt_session_truncate(s, 3) == 3);
     memcpy(h, h1 + (size_t)2 * ne, hrow);
     CHECK(pt_session_eval(s, second + 3, n2 - 3, l, 1, h + ne, err, sizeof err) == 0);
-    CHECK(pt_session_mtp(s, second + 3, h, n2 - 3, la, err, sizeof err) == 0);
+    CHECK(session_mtp(s, second + 3, h, n2 - 3, la, 0, NULL, err, sizeof err) == 0);
     /* fresh: trunk over n2, MTP over positions 0..1, then from 2 as above */
     CHECK(pt_session_eval(fresh, second, n2, l, 1, hf, err, sizeof err) == 0);
     CHECK(!memcmp(h, hf + (size_t)2 * ne, (size_t)(n2 - 2) * hrow));
-    CHECK(pt_session_mtp(fresh, second + 1, hf, 2, lb, err, sizeof err) == 0);
-    CHECK(pt_session_mtp(fresh, second + 3, hf + (size_t)2 * ne, n2 - 3, lb, err, sizeof err) == 0);
+    CHECK(session_mtp(fresh, second + 1, hf, 2, lb, 0, NULL, err, sizeof err) == 0);
+    CHECK(session_mtp(fresh, second + 3, hf + (size_t)2 * ne, n2 - 3, lb, 0, NULL, err,
+                      sizeof err) == 0);
     CHECKF(!memcmp(la, lb, sizeof(float) * (size_t)(n2 - 3) * nv), "MTP logits after reuse differ");
     free(h1);
     free(h);

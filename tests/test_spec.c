@@ -1,4 +1,4 @@
-/* test_spec.c — drafting with the MTP head (src/text/spec.c) is lossless.
+/* test_spec.c — drafting with the MTP head (src/engine/spec.c) is lossless.
  *
  * Greedy: on every fixture that has an MTP head (glm-dsa-rq2k, -iq2, -iq3; the deepseek2
  * fixtures have none) and on the demo model, resident (draft lengths 1, 3, 4) and with the
@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/gen.h"
 #include "petrel.h"
 #include "test.h"
 
@@ -130,7 +131,7 @@ static void lossless_on(const model_case *mc, int slots, const pt_sampling *smp,
         const int lens[] = {3, 1, 4};
         for (int li = 0; li < (slots ? 1 : 3); li++) {
             CHECK(pt_gen_set_draft(g, lens[li], err, sizeof err) == lens[li]);
-            pt_gen_set_draft_adaptive(g, 0);
+            gen_set_draft_adaptive(g, 0);
             pt_gen_clear(g);
             CHECK(pt_gen_set_sampling(g, smp, err, sizeof err) == 0); /* the seed's stream anew */
             if (run_gen(g, prompt, np, N_GEN, &got)) break;
@@ -366,7 +367,7 @@ static void spec_chi_square(void) {
     ids_out out;
     for (int mode = 0; mode < 2 && g; mode++) {
         CHECK(pt_gen_set_draft(g, mode ? 3 : 0, err, sizeof err) == (mode ? 3 : 0));
-        if (mode) pt_gen_set_draft_adaptive(g, 0);
+        if (mode) gen_set_draft_adaptive(g, 0);
         for (int sd = 0; sd < CHI_SEEDS; sd++) {
             smp.seed = (uint64_t)(mode * CHI_SEEDS + sd) * 2654435761u + 17;
             pt_gen_set_sampling(g, &smp, err, sizeof err);

@@ -2,7 +2,7 @@
  * bench/spec.sh). For a model and an expert-cache setting:
  *
  *   ceiling   a greedy run without drafting is recorded, then replayed as the draft source
- *             (pt_gen_set_draft_replay: 100% acceptance) at draft lengths 1..4: decode tok/s
+ *             (gen_set_draft_replay: 100% acceptance) at draft lengths 1..4: decode tok/s
  *             and routed-expert bytes read per generated token against no drafting;
  *   failure   the model's own MTP head with the default settings (draft 3, adaptive) against
  *             --draft 0: the cost when drafts are rejected (a random head);
@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/gen.h"
 #include "petrel.h"
 
 typedef struct rec {
@@ -151,7 +152,7 @@ int main(int argc, char **argv) {
                     fprintf(stderr, "bench_spec: %s\n", err);
                     return 1;
                 }
-                if (c <= 4) pt_gen_set_draft_replay(g, base.v, base.n);
+                if (c <= 4) gen_set_draft_replay(g, base.v, base.n);
                 if (run(g, e, prompt, np, n_gen, &got, &res[c][rep])) return 1;
                 differs[c] |=
                     got.n != base.n || memcmp(got.v, base.v, sizeof(int32_t) * (size_t)got.n);
@@ -186,7 +187,7 @@ int main(int argc, char **argv) {
     }
     r0.tok_s = plain;
     pt_gen_set_draft(g, 3, err, sizeof err);
-    pt_gen_set_draft_adaptive(g, 0);
+    gen_set_draft_adaptive(g, 0);
     if (run(g, e, prompt, np, n_gen, &got, &r)) return 1;
     printf("%-34s %9.2f %8.2f %14.2f %8.1f%% %8.2f\n", "MTP head, draft 3 fixed, greedy", r.tok_s,
            r.tok_s / r0.tok_s, r.bytes_per_tok / 1e6, 100 * r.acc, r.tpf);

@@ -17,7 +17,7 @@
  * reasoning goes to stderr (dimmed on a terminal) unless --hide-reasoning.
  * --session FILE restores the conversation and its KV cache from FILE at start (a file of
  * another model or KV type restores the conversation only; a corrupt one is ignored with a
- * warning) and saves both there on exit (pt_session_save_file: written aside, then renamed).
+ * warning) and saves both there on exit (pt_gen_save_file: written aside, then renamed).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -124,7 +124,7 @@ static int chat_with(tcli_opts *opts, int argc, char **argv) {
     if (session && access(session, F_OK) == 0) {
         char serr[600], *saved = NULL;
         size_t saved_len = 0;
-        const int got = pt_session_load_file(m.s, session, &saved, &saved_len, serr, sizeof serr);
+        const int got = pt_gen_load_file(m.g, session, &saved, &saved_len, serr, sizeof serr);
         json_t *conv = saved ? json_loads(saved, 0, NULL) : NULL;
         if (got < 0 || !json_is_array(conv)) {
             fprintf(stderr, "petrel: WARNING: %s; starting a new conversation\n",
@@ -135,7 +135,6 @@ static int chat_with(tcli_opts *opts, int argc, char **argv) {
             if (got == 0 && serr[0]) fprintf(stderr, "petrel: WARNING: %s\n", serr);
             json_decref(msgs);
             msgs = conv;
-            pt_gen_session_restored(m.g);
             fprintf(stderr, "petrel: session %s: %zu messages, %d positions of KV restored\n",
                     session, json_array_size(msgs), got);
         }
@@ -265,8 +264,7 @@ static int chat_with(tcli_opts *opts, int argc, char **argv) {
     if (session) {
         char serr[600];
         char *conv = json_dumps(msgs, JSON_COMPACT);
-        pt_gen_catch_up_mtp(m.g);
-        if (!conv || pt_session_save_file(m.s, session, conv, strlen(conv), serr, sizeof serr))
+        if (!conv || pt_gen_save_file(m.g, session, conv, strlen(conv), serr, sizeof serr))
             fprintf(stderr, "petrel: WARNING: %s\n", conv ? serr : "out of memory");
         free(conv);
     }

@@ -11,18 +11,6 @@
 #include "text/chat.h"
 #include "text/grammar.h"
 
-struct pt_grammar {
-    gram *g;
-    const gram_vocab *gv; /* the engine's; NULL without an engine */
-};
-
-const gram *grammar_gram(const pt_grammar *g) {
-    return g->g;
-}
-const gram_vocab *grammar_vocab(const pt_grammar *g) {
-    return g->gv;
-}
-
 static void put_err(char *err, size_t err_len, const char *msg) {
     if (err && err_len) snprintf(err, err_len, "%s", msg);
 }

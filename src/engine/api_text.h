@@ -2,7 +2,7 @@
  * GGUF the engine already opened (the model file is opened once): the
  * vocabulary, the chat format and the published sampling defaults. engine.c
  * owns one per engine (engine_text_load at open, engine_text_free at close);
- * api_text.c, api_chat.c and text/gen.c implement the public text, chat,
+ * api_text.c, api_chat.c and engine/gen.c implement the public text, chat,
  * sampling and generation functions of petrel.h over it. Internal. */
 #ifndef PT_API_TEXT_H
 #define PT_API_TEXT_H

@@ -109,7 +109,7 @@ int64_t dec_ring_lo(const dec *x);
  * positions ring_lo..n-1, the MTP head n_mtp. */
 void dec_set_restored(dec *x, int n, int64_t ring_lo, int n_mtp);
 
-/* NextN/MTP draft logits (see pt_session_mtp_ex). 0, or -1 with err. */
+/* NextN/MTP draft logits (see session_mtp). 0, or -1 with err. */
 int dec_mtp(dec *x, const int32_t *tokens, const float *hidden_prev, int n, float *logits,
             int last_only, float *hidden_out, pt_err *err);
 /* The MTP head holds n positions whose rows its buffers still have (no MTP head: nothing). */

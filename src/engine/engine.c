@@ -5,7 +5,7 @@
  * model (metadata, every tensor's shape and type) before any session can run,
  * so a bad file fails at load with a message naming the tensor or key. The text side (vocabulary,
  * chat format, sampling defaults) is read from the same open GGUF here and served by api_text.c,
- * api_chat.c and text/gen.c. */
+ * api_chat.c and gen.c. */
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -16,7 +16,6 @@
 #include "common.h"
 #include "engine/api_text.h"
 #include "engine/decoder.h"
-#include "engine/progress.h"
 #include "engine/session.h"
 #include "format/ggml_types.h"
 #include "format/gguf.h"
@@ -77,7 +76,7 @@ struct pt_session {
     dec *dec; /* the decoder: the family's KV caches and scratch */
     int n_ctx, n_batch;
     int32_t *hist; /* [n_ctx] token ids at the positions the cache holds ([n_past] valid) */
-    /* prompt progress (pt_session_set_progress, engine/progress.h) */
+    /* prompt progress (pt_session_set_progress, engine/session.h) */
     pt_prompt_progress_fn progress;
     void *progress_ud;
     pt_prompt_progress prog; /* the span in progress (prog.total 0: none) */
@@ -689,7 +688,7 @@ int pt_session_truncate(pt_session *s, int n) {
     return dec_truncate(s->dec, n);
 }
 
-int pt_session_truncate_keep_mtp(pt_session *s, int n) {
+int session_truncate_keep_mtp(pt_session *s, int n) {
     const int m = dec_mtp_keep(s->dec, INT_MAX);
     const int kept = dec_truncate(s->dec, n);
     if (kept == n && m >= n) dec_mtp_hold(s->dec, n);
@@ -827,8 +826,8 @@ int pt_session_sync(pt_session *s, const int32_t *tokens, int n, float *logits,
     return rc;
 }
 
-int pt_session_mtp_ex(pt_session *s, const int32_t *tokens, const float *hidden_prev, int n,
-                      float *logits, int last_only, float *hidden_out, char *err, size_t err_len) {
+int session_mtp(pt_session *s, const int32_t *tokens, const float *hidden_prev, int n,
+                float *logits, int last_only, float *hidden_out, char *err, size_t err_len) {
     pt_err e = {{0}};
     if (!s->e->desc.has_mtp) pt_errf(&e, "this model (%s) has no NextN/MTP block", s->e->arch);
     if (!s->e->desc.has_mtp ||
@@ -839,16 +838,11 @@ int pt_session_mtp_ex(pt_session *s, const int32_t *tokens, const float *hidden_
     return 0;
 }
 
-int pt_session_mtp(pt_session *s, const int32_t *tokens, const float *hidden_prev, int n,
-                   float *logits, char *err, size_t err_len) {
-    return pt_session_mtp_ex(s, tokens, hidden_prev, n, logits, 0, NULL, err, err_len);
-}
-
-int pt_session_mtp_n_past(const pt_session *s) {
+int session_mtp_n_past(const pt_session *s) {
     return dec_mtp_keep(s->dec, INT_MAX);
 }
 
-int pt_session_mtp_keep(pt_session *s, int n) {
+int session_mtp_keep(pt_session *s, int n) {
     return dec_mtp_keep(s->dec, n);
 }
 

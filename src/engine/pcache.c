@@ -52,6 +52,7 @@
 #include <xxhash.h>
 
 #include "common.h"
+#include "engine/pcache.h"
 #include "engine/session.h"
 
 #define PC_MAGIC 0x564b5450u /* "PTKV" */
@@ -410,8 +411,7 @@ static int block_serves(const pc_seg *g, const pc_layout *L, int64_t P, int mtp)
     return h->ring_from <= PT_MAX((int64_t)h->a, lo);
 }
 
-int pt_pcache_restore(pt_pcache *pc, pt_session *s, const char *scope, const int32_t *tokens,
-                      int n) {
+int pcache_restore(pt_pcache *pc, pt_session *s, const char *scope, const int32_t *tokens, int n) {
     const int held = pt_session_n_past(s);
     const int32_t *hist = pt_session_tokens(s);
     int common = 0;
@@ -558,7 +558,7 @@ static void evict(pt_pcache *pc) {
     close(lfd);
 }
 
-uint64_t pt_pcache_save(pt_pcache *pc, pt_session *s, const char *scope, int n) {
+uint64_t pcache_save(pt_pcache *pc, pt_session *s, const char *scope, int n) {
     if (pc->st.writes_off) return 0;
     if (n > pt_session_n_past(s)) n = pt_session_n_past(s);
     const int K = n / PC_S;
@@ -569,7 +569,7 @@ uint64_t pt_pcache_save(pt_pcache *pc, pt_session *s, const char *scope, int n) 
     header_init(&want, s, &L);
     dec *d = engine_session_dec(s);
     const int32_t *hist = pt_session_tokens(s);
-    const int n_mtp = L.has_mtp ? pt_session_mtp_n_past(s) : 0;
+    const int n_mtp = L.has_mtp ? session_mtp_n_past(s) : 0;
     /* the rings hold [ring_lo, n_past) */
     const int64_t ring_lo = L.has_ring ? dec_ring_lo(d) : 0;
     uint8_t key[32];
@@ -636,7 +636,7 @@ int pt_session_save_file(pt_session *s, const char *path, const void *extra, siz
     h.b = n;
     h.ring_from = L.has_ring ? (int32_t)PT_MIN(dec_ring_lo(d), (int64_t)n) : n;
     /* MTP positions up to n-2 are made from the tokens saved; position n-1 saw token n */
-    h.mtp_to = L.has_mtp && n > 0 ? PT_MIN(pt_session_mtp_n_past(s), n - 1) : 0;
+    h.mtp_to = L.has_mtp && n > 0 ? PT_MIN(session_mtp_n_past(s), n - 1) : 0;
     h.extra_bytes = extra_len;
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);

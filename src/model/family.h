@@ -132,7 +132,7 @@ typedef struct fam_ops {
     /* Rows the router of layer `next` would read, from the current layer's
      * state (router lookahead); may be NULL when the family has no lookahead. */
     const float *(*lookahead_input)(void *st, int next, int T);
-    /* NextN/MTP draft logits (see pt_session_mtp_ex: logits NULL, or [n][n_vocab], or the
+    /* NextN/MTP draft logits (see session_mtp: logits NULL, or [n][n_vocab], or the
      * last row's [n_vocab] when last_only; hidden_out NULL or [n][n_embd]); NULL when none. */
     int (*mtp)(void *st, const int32_t *tokens, const float *hidden_prev, int n, float *logits,
                int last_only, float *hidden_out, pt_err *err);

@@ -33,7 +33,6 @@
 #endif
 #endif
 
-#include "kernels/quant.h"
 #include "os/os.h"
 #include "runtime/xio.h"
 

@@ -28,6 +28,14 @@ typedef struct gram gram;
 typedef struct gram_vocab gram_vocab;
 typedef struct gram_match gram_match;
 
+/* The public pt_grammar (petrel.h) is this pair: a parsed grammar and the vocabulary trie its
+ * masks are over (an engine's, built and kept by it; NULL: made without an engine, for text
+ * matching only). pt_grammar_new makes one (engine/api_grammar.c); the sampler reads it. */
+struct pt_grammar {
+    gram *g;
+    const gram_vocab *gv;
+};
+
 /* Parse and check GBNF text[0..len). NULL with err "grammar: line L, column C: what" for a
  * syntax error, an undefined rule, a missing root, left recursion or a grammar too large. */
 gram *gram_parse(const char *text, size_t len, pt_err *err);

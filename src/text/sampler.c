@@ -126,8 +126,8 @@ sampler *sampler_new(const sampler_params *p, int n_vocab, pt_err *err) {
     s->p.logit_bias = s->bias;
     s->n_vocab = n_vocab;
     if (p->grammar) {
-        const gram *g = grammar_gram(p->grammar);
-        const gram_vocab *gv = grammar_vocab(p->grammar);
+        const gram *g = p->grammar->g;
+        const gram_vocab *gv = p->grammar->gv;
         if (!gv) {
             sampler_free(s);
             return pt_errf(err, "sampler: the grammar was made without an engine's vocabulary"),

@@ -57,12 +57,6 @@ int32_t sampler_sample(sampler *s, float *logits);
 /* 1 when there is a grammar and what was accepted is a whole sentence of it. */
 int sampler_grammar_done(const sampler *s);
 
-/* The pieces of a public pt_grammar (src/engine/api_grammar.c). */
-struct gram;
-struct gram_vocab;
-const struct gram *grammar_gram(const pt_grammar *g);
-const struct gram_vocab *grammar_vocab(const pt_grammar *g);
-
 /* ===== Stop strings ===== */
 
 /* Earliest occurrence of any stop string in text[0..len), searching from byte

@@ -6,7 +6,7 @@
  *            cycle (MTP position j = trunk hidden row j + token j+1; no logits needed), then
  *            drafts d1 = argmax of its logits at (hidden P-1, t0), and d2..dk by feeding its
  *            own output state back (one MTP layer, chained); the chained MTP positions are
- *            taken back afterwards (pt_session_mtp_keep), so the MTP cache only ever holds
+ *            taken back afterwards (session_mtp_keep), so the MTP cache only ever holds
  *            positions made from the trunk's real hidden rows.
  *   verify   one forward over [t0, d1..dk] at positions P..P+k with every row's logits and
  *            hidden state. Row i's logits are bit-identical to what a one-token decode of
@@ -50,14 +50,14 @@
  * Memory: the trunk's hidden rows of every held position ([n_ctx][n_embd] floats), because
  * the MTP position before any reuse point needs the hidden row of that position, and a cache
  * cut anywhere (prefix reuse, a rejected draft) would otherwise need it recomputed. */
-#include "text/spec.h"
+#include "engine/spec.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common.h"
-#include "engine/progress.h"
+#include "engine/session.h"
 
 enum { BACKOFF_MIN = 32, BACKOFF_MAX = 4096, PLAIN_PROBES = 2, PLAIN_EVERY = 48, FIRST_PROBES = 2 };
 
@@ -189,7 +189,7 @@ void spec_clear(spec *sp) {
 /* Bring the MTP cache to positions 0..upto-1 from the hidden rows (logits not needed).
  * tokens: the session's record, next: the token of position upto (not yet in it). */
 static int mtp_catch_up(spec *sp, int upto, char *err, size_t err_len) {
-    int m = pt_session_mtp_n_past(sp->s);
+    int m = session_mtp_n_past(sp->s);
     if (m >= upto) return 0;
     /* hidden rows missing: draft without that context */
     if (upto > sp->hid_n || m < sp->hid_lo) return 0;
@@ -197,8 +197,8 @@ static int mtp_catch_up(spec *sp, int upto, char *err, size_t err_len) {
     const int n = upto - m;
     for (int j = 0; j < n; j++)
         sp->ctok[j] = held[m + j + 1];
-    return pt_session_mtp_ex(sp->s, sp->ctok, sp->hid + (size_t)m * sp->E, n, NULL, 0, NULL, err,
-                             err_len);
+    return session_mtp(sp->s, sp->ctok, sp->hid + (size_t)m * sp->E, n, NULL, 0, NULL, err,
+                       err_len);
 }
 
 int spec_prefill(spec *sp, const int32_t *ids, int n, float *logits,
@@ -228,7 +228,7 @@ int spec_prefill(spec *sp, const int32_t *ids, int n, float *logits,
     /* The MTP head continues from its own positions: m, or keep-1 when the cut takes
      * positions from the trunk (fam_ops.truncated). The hidden rows from there to keep must
      * be known; a restored prefix (hid_lo) has its head at keep already. */
-    const int m_held = pt_session_mtp_n_past(sp->s);
+    const int m_held = session_mtp_n_past(sp->s);
     const int from = keep < n_held ? PT_MIN(m_held, keep - 1) : m_held;
     int kept;
     if (keep > 0 && from < keep && (from < sp->hid_lo || keep > sp->hid_n)) {
@@ -236,15 +236,15 @@ int spec_prefill(spec *sp, const int32_t *ids, int n, float *logits,
             /* hidden rows missing (a prefix restored from disk), but the head holds the
              * positions made from the tokens kept: cut the trunk one further and keep the
              * head, so token keep-1 evaluated again gives the hidden row it continues from */
-            kept = pt_session_truncate_keep_mtp(sp->s, keep - 1);
-            if (pt_session_mtp_n_past(sp->s) == kept) sp->hid_lo = kept;
+            kept = session_truncate_keep_mtp(sp->s, keep - 1);
+            if (session_mtp_n_past(sp->s) == kept) sp->hid_lo = kept;
         } else {
             kept = pt_session_truncate(sp->s, sp->hid_lo ? 0 : PT_MIN(keep, sp->hid_n));
         }
     } else {
         kept = pt_session_truncate(sp->s, keep);
     }
-    if (kept < sp->hid_lo && kept > 0 && pt_session_mtp_n_past(sp->s) < kept)
+    if (kept < sp->hid_lo && kept > 0 && session_mtp_n_past(sp->s) < kept)
         kept = pt_session_truncate(sp->s, 0);
     sp->hid_n = kept;
     if (sp->hid_lo > kept) sp->hid_lo = kept;
@@ -360,9 +360,9 @@ static void probe_outcome(spec *sp, int32_t tok) {
 static int probe(spec *sp, int32_t tok, int P, char *err, size_t err_len) {
     if (P < 1) return 0;
     if (mtp_catch_up(sp, P - 1, err, err_len)) return -1;
-    if (pt_session_mtp_n_past(sp->s) != P - 1) return 0;
-    if (pt_session_mtp_ex(sp->s, &tok, sp->hid + (size_t)(P - 1) * sp->E, 1, sp->mlog, 1, NULL, err,
-                          err_len))
+    if (session_mtp_n_past(sp->s) != P - 1) return 0;
+    if (session_mtp(sp->s, &tok, sp->hid + (size_t)(P - 1) * sp->E, 1, sp->mlog, 1, NULL, err,
+                    err_len))
         return -1;
     sp->probe_tok = argmax(sp->mlog, sp->n_tok);
     sp->probe_at = P + 1;
@@ -425,19 +425,18 @@ int spec_next(spec *sp, int32_t tok, float *logits, char *err, size_t err_len) {
     } else {
         /* MTP positions up to P-2 from the trunk, then P-1 = (hidden P-1, tok): draft 1 */
         if (mtp_catch_up(sp, P - 1, err, err_len)) return -1;
-        const int m0 = pt_session_mtp_n_past(sp->s);
+        const int m0 = session_mtp_n_past(sp->s);
         if (m0 != P - 1) return plain_step(sp, tok, logits, err, err_len); /* no MTP context */
-        if (pt_session_mtp_ex(sp->s, &tok, sp->hid + (size_t)(P - 1) * E, 1, sp->mlog, 1, sp->mh,
-                              err, err_len))
+        if (session_mtp(sp->s, &tok, sp->hid + (size_t)(P - 1) * E, 1, sp->mlog, 1, sp->mh, err,
+                        err_len))
             return -1;
         sp->vtok[1] = argmax(sp->mlog, sp->n_tok);
         for (int i = 2; i <= k; i++) {
-            if (pt_session_mtp_ex(sp->s, &sp->vtok[i - 1], sp->mh, 1, sp->mlog, 1, sp->mh, err,
-                                  err_len))
+            if (session_mtp(sp->s, &sp->vtok[i - 1], sp->mh, 1, sp->mlog, 1, sp->mh, err, err_len))
                 return -1;
             sp->vtok[i] = argmax(sp->mlog, sp->n_tok);
         }
-        pt_session_mtp_keep(sp->s, P); /* chained positions leave: they saw no trunk state */
+        session_mtp_keep(sp->s, P); /* chained positions leave: they saw no trunk state */
     }
     if (pt_session_eval(sp->s, sp->vtok, k + 1, sp->vlog, 1, sp->vhid, err, err_len)) return -1;
     memcpy(sp->hid + (size_t)P * E, sp->vhid, (size_t)(k + 1) * E * sizeof *sp->hid);

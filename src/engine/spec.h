@@ -1,4 +1,4 @@
-/* spec.h — speculative decoding with the model's NextN/MTP head, behind pt_gen (gen.c).
+/* spec.h — speculative decoding with the model's NextN/MTP head, behind pt_gen (engine/gen.c).
  *
  * The generation loop asks for "the logits after this token"; with drafting on, spec.c
  * answers from a verify pass that evaluated the token and the MTP head's drafts after it in
