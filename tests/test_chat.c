@@ -9,14 +9,6 @@
 #include "test.h"
 #include "text/chat.h"
 
-static chat_format family_format(const char *family) {
-    if (!strcmp(family, "glm-5")) return CHAT_GLM5;
-    if (!strcmp(family, "deepseek-v3")) return CHAT_DEEPSEEK3;
-    if (!strcmp(family, "gemma-4")) return CHAT_GEMMA4;
-    if (!strcmp(family, "qwen3")) return CHAT_QWEN3;
-    return CHAT_NONE;
-}
-
 static void test_chat_golden_templates(void) {
     char path[4096];
     if (!t_need("templates/cases.json")) return;
@@ -31,9 +23,9 @@ static void test_chat_golden_templates(void) {
     json_object_foreach(cases, name, c) {
         const char *family = json_string_value(json_object_get(c, "family"));
         json_t *in = json_object_get(c, "input");
-        chat_format f = family_format(family);
-        CHECKF(f != CHAT_NONE, "%s: unknown family %s", name, family);
-        CHECK(!strcmp(chat_format_name(f), family));
+        const chat_fmt *f = chat_fmt_find(family);
+        CHECKF(f != NULL, "%s: unknown family %s", name, family);
+        CHECK(!strcmp(chat_fmt_name(f), family));
         json_t *et = json_object_get(in, "enable_thinking");
         chat_opts o = {.add_generation_prompt = 1, .thinking = et ? json_is_true(et) : -1};
         tok_bytes out = {0};
@@ -62,17 +54,38 @@ static void test_chat_golden_templates(void) {
 }
 
 static void test_chat_detect(void) {
-    CHECK(chat_detect("glm-dsa", NULL, NULL, NULL) == CHAT_GLM5);
-    CHECK(chat_detect("deepseek2", NULL, NULL, NULL) == CHAT_DEEPSEEK3);
-    CHECK(chat_detect("gemma4", NULL, NULL, NULL) == CHAT_GEMMA4);
-    CHECK(chat_detect("qwen3moe", NULL, NULL, NULL) == CHAT_QWEN3);
-    CHECK(chat_detect("llama", "{{ '<|im_start|>' }}", NULL, NULL) == CHAT_QWEN3);
-    CHECK(chat_detect("unknown", "[gMASK]<sop>", NULL, NULL) == CHAT_GLM5);
-    CHECK(chat_detect("unknown", NULL, "glm4", NULL) == CHAT_GLM5);
-    CHECK(chat_detect("unknown", NULL, NULL, "gemma4") == CHAT_GEMMA4);
-    CHECK(chat_detect(NULL, NULL, NULL, NULL) == CHAT_NONE);
-    CHECK(chat_format_from_name("qwen3") == CHAT_QWEN3);
-    CHECK(chat_format_from_name("nope") == CHAT_NONE);
+    const chat_fmt *glm5 = chat_fmt_find("glm-5"), *ds3 = chat_fmt_find("deepseek-v3");
+    const chat_fmt *gemma4 = chat_fmt_find("gemma-4"), *qwen3 = chat_fmt_find("qwen3");
+    CHECK(glm5 && ds3 && gemma4 && qwen3);
+    CHECK(chat_detect("glm-dsa", NULL, NULL, NULL) == glm5);
+    CHECK(chat_detect("deepseek2", NULL, NULL, NULL) == ds3);
+    CHECK(chat_detect("gemma4", NULL, NULL, NULL) == gemma4);
+    CHECK(chat_detect("qwen3moe", NULL, NULL, NULL) == qwen3);
+    CHECK(chat_detect("llama", "{{ '<|im_start|>' }}", NULL, NULL) == qwen3);
+    CHECK(chat_detect("unknown", "[gMASK]<sop>", NULL, NULL) == glm5);
+    CHECK(chat_detect("unknown", NULL, "glm4", NULL) == glm5);
+    CHECK(chat_detect("unknown", NULL, NULL, "gemma4") == gemma4);
+    CHECK(chat_detect(NULL, NULL, NULL, NULL) == NULL);
+    /* the template's text decides before the architecture; '*' hints are prefixes */
+    CHECK(chat_detect("qwen3moe", "<|turn>", NULL, NULL) == gemma4);
+    CHECK(chat_detect("glm4moe", NULL, NULL, NULL) == glm5);
+    CHECK(chat_detect("glm", NULL, NULL, NULL) == NULL);
+    CHECK(chat_fmt_find("qwen3") == qwen3);
+    CHECK(chat_fmt_find("nope") == NULL && chat_fmt_find("none") == NULL);
+    CHECK(!strcmp(chat_fmt_name(NULL), "none"));
+    /* a template with two formats' markers: the table's order decides */
+    CHECK(chat_detect(NULL, "<|assistant|><|turn>", NULL, NULL) == gemma4);
+    CHECK(chat_detect(NULL,
+                      "[gMASK]<\xef\xbd\x9c"
+                      "Assistant\xef\xbd\x9c>",
+                      NULL, NULL) == glm5);
+    CHECK(chat_detect(NULL, "<|im_start|><|assistant|>", NULL, NULL) == glm5);
+    /* the table: every format once, names in its order */
+    char names[256];
+    chat_fmt_names(names, sizeof names);
+    CHECK(!strcmp(names, "gemma-4, glm-5, deepseek-v3, qwen3"));
+    CHECK(chat_fmt_at(0) == gemma4 && chat_fmt_at(3) == qwen3 && chat_fmt_at(4) == NULL &&
+          chat_fmt_at(-1) == NULL);
 }
 
 static void test_chat_render_errors(void) {
@@ -80,21 +93,21 @@ static void test_chat_render_errors(void) {
     pt_err err = {{0}};
     chat_opts o = {.add_generation_prompt = 1, .thinking = -1};
     json_t *bad = json_loads("[{\"content\": \"x\"}]", 0, NULL);
-    CHECK(chat_render(CHAT_GLM5, bad, NULL, &o, &out, &err) == -1);
+    CHECK(chat_render(chat_fmt_find("glm-5"), bad, NULL, &o, &out, &err) == -1);
     CHECK_STR_CONTAINS(err.msg, "no role");
     json_decref(bad);
     bad = json_loads("[{\"role\": \"wizard\", \"content\": \"x\"}]", 0, NULL);
-    CHECK(chat_render(CHAT_QWEN3, bad, NULL, &o, &out, &err) == -1);
+    CHECK(chat_render(chat_fmt_find("qwen3"), bad, NULL, &o, &out, &err) == -1);
     CHECK_STR_CONTAINS(err.msg, "wizard");
     json_decref(bad);
     bad =
         json_loads("[{\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": [{\"function\": "
                    "{\"name\": \"f\", \"arguments\": \"not json\"}}]}]",
                    0, NULL);
-    CHECK(chat_render(CHAT_GLM5, bad, NULL, &o, &out, &err) == -1);
+    CHECK(chat_render(chat_fmt_find("glm-5"), bad, NULL, &o, &out, &err) == -1);
     CHECK_STR_CONTAINS(err.msg, "arguments");
     json_decref(bad);
-    CHECK(chat_render(CHAT_GLM5, NULL, NULL, &o, &out, &err) == -1);
+    CHECK(chat_render(chat_fmt_find("glm-5"), NULL, NULL, &o, &out, &err) == -1);
     tok_bytes_free(&out);
 }
 
@@ -111,16 +124,17 @@ static void test_chat_json_dump(void) {
     json_decref(j);
 }
 
-static void parse(chat_format f, const char *text, int in_reasoning, const json_t *tools,
+/* Parse text in the format called fmt ("none": no format). */
+static void parse(const char *fmt, const char *text, int in_reasoning, const json_t *tools,
                   chat_parsed *p) {
     pt_err err = {{0}};
-    int rc = chat_parse(f, text, strlen(text), in_reasoning, tools, p, &err);
+    int rc = chat_parse(chat_fmt_find(fmt), text, strlen(text), in_reasoning, tools, p, &err);
     CHECKF(rc == 0, "chat_parse: %s", err.msg);
 }
 
 static void test_chat_parse_glm(void) {
     chat_parsed p;
-    parse(CHAT_GLM5,
+    parse("glm-5",
           "Let me check.</think>Sure.<tool_call>get_weather<arg_key>city</arg_key><arg_value>Rome"
           "</arg_value><arg_key>days</arg_key><arg_value>2</arg_value></tool_call>",
           1, NULL, &p);
@@ -138,13 +152,13 @@ static void test_chat_parse_glm(void) {
         json_loads("[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":"
                    "\"object\",\"properties\":{\"zip\":{\"type\":\"string\"}}}}}]",
                    0, NULL);
-    parse(CHAT_GLM5, "<tool_call>f<arg_key>zip</arg_key><arg_value>00100</arg_value></tool_call>",
-          0, tools, &p);
+    parse("glm-5", "<tool_call>f<arg_key>zip</arg_key><arg_value>00100</arg_value></tool_call>", 0,
+          tools, &p);
     CHECK(p.n_calls == 1 && p.calls && !strcmp(p.calls[0].arguments, "{\"zip\":\"00100\"}"));
     chat_parsed_free(&p);
     json_decref(tools);
     /* thinking off: all content; two calls */
-    parse(CHAT_GLM5,
+    parse("glm-5",
           "<tool_call>a</tool_call><tool_call>b<arg_key>x</arg_key><arg_value>[1]</arg_value></"
           "tool_call>",
           0, NULL, &p);
@@ -155,7 +169,7 @@ static void test_chat_parse_glm(void) {
 
 static void test_chat_parse_others(void) {
     chat_parsed p;
-    parse(CHAT_QWEN3,
+    parse("qwen3",
           "<think>\nhmm\n</think>\n\nOK<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
           "{\"city\": \"Rome\"}}\n</tool_call>",
           0, NULL, &p);
@@ -163,11 +177,11 @@ static void test_chat_parse_others(void) {
     if (p.n_calls) CHECK(!strcmp(p.calls[0].arguments, "{\"city\":\"Rome\"}"));
     chat_parsed_free(&p);
     /* arguments given as a JSON string */
-    parse(CHAT_QWEN3, "<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"a\\\": 1}\"}</tool_call>",
-          0, NULL, &p);
+    parse("qwen3", "<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"a\\\": 1}\"}</tool_call>", 0,
+          NULL, &p);
     CHECK(p.n_calls == 1 && !strcmp(p.calls[0].arguments, "{\"a\":1}"));
     chat_parsed_free(&p);
-    parse(CHAT_DEEPSEEK3,
+    parse("deepseek-v3",
           "thinking</think>Calling."
           "<\xef\xbd\x9ctool\xe2\x96\x81"
           "calls\xe2\x96\x81"
@@ -183,7 +197,7 @@ static void test_chat_parse_others(void) {
     CHECK(!strcmp(p.reasoning, "thinking") && !strcmp(p.content, "Calling.") && p.n_calls == 1);
     if (p.n_calls) CHECK(!strcmp(p.calls[0].name, "get_weather"));
     chat_parsed_free(&p);
-    parse(CHAT_GEMMA4,
+    parse("gemma-4",
           "<|channel>thought\nplan<channel|>Here.<|tool_call>call:get_weather{city:<|\"|>Rome, "
           "IT<|\"|>,days:2,"
           "opts:{deep:true,tags:[<|\"|>a<|\"|>,1.5]}}<tool_call|><|tool_response>",
@@ -203,32 +217,32 @@ static void test_chat_parse_others(void) {
 /* Malformed calls are reported and kept as text; nothing crashes. */
 static void test_chat_parse_malformed(void) {
     static const struct {
-        chat_format f;
+        const char *fmt;
         const char *text;
     } bad[] = {
-        {CHAT_GLM5, "<tool_call>get_weather<arg_key>city</arg_key>Rome</tool_call>"},
-        {CHAT_GLM5, "<tool_call><arg_key>x</arg_key><arg_value>1</arg_value></tool_call>"},
-        {CHAT_GLM5, "<tool_call>f<arg_key>city"},
-        {CHAT_QWEN3, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": </tool_call>"},
-        {CHAT_QWEN3, "<tool_call>[1,2]</tool_call>"},
-        {CHAT_QWEN3, "<tool_call>{\"arguments\": {}}</tool_call>"},
-        {CHAT_QWEN3, "<tool_call>{\"name\": \"f\", \"arguments\": 3}</tool_call>"},
-        {CHAT_GEMMA4, "<|tool_call>call:f{a:<|\"|>unterminated}<tool_call|>"},
-        {CHAT_GEMMA4, "<|tool_call>call:{}<tool_call|>"},
-        {CHAT_GEMMA4, "<|tool_call>f{a:1}<tool_call|>"},
-        {CHAT_GEMMA4, "<|tool_call>call:f{a:[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
-                      "[[[[[[[[[[[[[[[[[[[[[["
-                      "<tool_call|>"},
-        {CHAT_DEEPSEEK3, "<\xef\xbd\x9ctool\xe2\x96\x81"
-                         "call\xe2\x96\x81"
-                         "begin\xef\xbd\x9c>f{}<\xef\xbd\x9ctool"
-                         "\xe2\x96\x81"
-                         "call\xe2\x96\x81"
-                         "end\xef\xbd\x9c>"},
+        {"glm-5", "<tool_call>get_weather<arg_key>city</arg_key>Rome</tool_call>"},
+        {"glm-5", "<tool_call><arg_key>x</arg_key><arg_value>1</arg_value></tool_call>"},
+        {"glm-5", "<tool_call>f<arg_key>city"},
+        {"qwen3", "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": </tool_call>"},
+        {"qwen3", "<tool_call>[1,2]</tool_call>"},
+        {"qwen3", "<tool_call>{\"arguments\": {}}</tool_call>"},
+        {"qwen3", "<tool_call>{\"name\": \"f\", \"arguments\": 3}</tool_call>"},
+        {"gemma-4", "<|tool_call>call:f{a:<|\"|>unterminated}<tool_call|>"},
+        {"gemma-4", "<|tool_call>call:{}<tool_call|>"},
+        {"gemma-4", "<|tool_call>f{a:1}<tool_call|>"},
+        {"gemma-4", "<|tool_call>call:f{a:[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
+                    "[[[[[[[[[[[[[[[[[[[[[["
+                    "<tool_call|>"},
+        {"deepseek-v3", "<\xef\xbd\x9ctool\xe2\x96\x81"
+                        "call\xe2\x96\x81"
+                        "begin\xef\xbd\x9c>f{}<\xef\xbd\x9ctool"
+                        "\xe2\x96\x81"
+                        "call\xe2\x96\x81"
+                        "end\xef\xbd\x9c>"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         chat_parsed p;
-        parse(bad[i].f, bad[i].text, 0, NULL, &p);
+        parse(bad[i].fmt, bad[i].text, 0, NULL, &p);
         CHECKF(p.n_calls == 0 && p.n_bad >= 1, "case %zu: calls %d bad %d", i, p.n_calls, p.n_bad);
         CHECKF(p.content && strlen(p.content) > 0, "case %zu: malformed call not kept as text", i);
         CHECKF(p.bad[0] != 0, "case %zu: no reason", i);
@@ -236,24 +250,24 @@ static void test_chat_parse_malformed(void) {
     }
     /* a good call after a bad one is still found */
     chat_parsed p;
-    parse(CHAT_QWEN3,
+    parse("qwen3",
           "<tool_call>oops</tool_call><tool_call>{\"name\": \"g\", \"arguments\": {}}</tool_call>",
           0, NULL, &p);
     CHECK(p.n_calls == 1 && p.n_bad == 1);
     chat_parsed_free(&p);
     /* an unterminated opener before a good call */
-    parse(CHAT_QWEN3, "<tool_call><tool_call>{\"name\": \"f\"}</tool_call>", 0, NULL, &p);
+    parse("qwen3", "<tool_call><tool_call>{\"name\": \"f\"}</tool_call>", 0, NULL, &p);
     CHECK(p.n_calls == 1 && p.n_bad == 1 && !strcmp(p.content, "<tool_call>"));
     chat_parsed_free(&p);
     /* reasoning never closed (cut short): everything is reasoning */
-    parse(CHAT_GLM5, "still thinking", 1, NULL, &p);
+    parse("glm-5", "still thinking", 1, NULL, &p);
     CHECK(!strcmp(p.reasoning, "still thinking") && !strcmp(p.content, ""));
     chat_parsed_free(&p);
     /* invalid UTF-8 and NUL-free garbage go through */
-    parse(CHAT_QWEN3, "\xff\xfe<tool_call>\xc3</tool_call>", 0, NULL, &p);
+    parse("qwen3", "\xff\xfe<tool_call>\xc3</tool_call>", 0, NULL, &p);
     CHECK(p.n_bad == 1);
     chat_parsed_free(&p);
-    parse(CHAT_NONE, "<think>x</think>y", 0, NULL, &p);
+    parse("none", "<think>x</think>y", 0, NULL, &p);
     CHECK(p.n_calls == 0);
     chat_parsed_free(&p);
 }
@@ -261,7 +275,7 @@ static void test_chat_parse_malformed(void) {
 /* Rendering what the parser returned reproduces the golden tool round trip:
  * parse ∘ render agree on the call format of each family. */
 static void test_chat_parse_render_roundtrip(void) {
-    static const chat_format fs[] = {CHAT_GLM5, CHAT_QWEN3, CHAT_GEMMA4, CHAT_DEEPSEEK3};
+    static const char *const fs[] = {"glm-5", "qwen3", "gemma-4", "deepseek-v3"};
     for (size_t i = 0; i < 4; i++) {
         json_t *msgs = json_loads(
             "[{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[{\"type\":\"function\","
@@ -271,15 +285,14 @@ static void test_chat_parse_render_roundtrip(void) {
         tok_bytes out = {0};
         pt_err err = {{0}};
         chat_opts o = {.add_generation_prompt = 0, .thinking = 0};
-        CHECK(chat_render(fs[i], msgs, NULL, &o, &out, &err) == 0);
+        CHECK(chat_render(chat_fmt_find(fs[i]), msgs, NULL, &o, &out, &err) == 0);
         chat_parsed p;
         parse(fs[i], out.v ? out.v : "", 0, NULL, &p);
-        CHECKF(p.n_calls == 1, "%s: %d calls in %.*s", chat_format_name(fs[i]), p.n_calls,
-               (int)out.n, out.v);
+        CHECKF(p.n_calls == 1, "%s: %d calls in %.*s", fs[i], p.n_calls, (int)out.n, out.v);
         if (p.n_calls) {
             CHECK(!strcmp(p.calls[0].name, "get_weather"));
-            CHECKF(!strcmp(p.calls[0].arguments, "{\"city\":\"Rome\",\"days\":2}"), "%s: %s",
-                   chat_format_name(fs[i]), p.calls[0].arguments);
+            CHECKF(!strcmp(p.calls[0].arguments, "{\"city\":\"Rome\",\"days\":2}"), "%s: %s", fs[i],
+                   p.calls[0].arguments);
         }
         chat_parsed_free(&p);
         tok_bytes_free(&out);

@@ -78,7 +78,7 @@ static void test_frontapi_vocab(void) {
     CHECK_STR_CONTAINS(err, "outside the vocabulary");
     pt_buf_free(&x);
     /* the chat format and the sampling defaults come from the same open file */
-    CHECK(!strcmp(pt_engine_chat_format(e), chat_format_name(chat_detect_gguf(g))));
+    CHECK(!strcmp(pt_engine_chat_format(e), chat_fmt_name(chat_detect_gguf(g))));
     sampler_params sp;
     sampler_params_default(&sp);
     sampler_params_from_gguf(&sp, g);
@@ -112,7 +112,7 @@ static void test_frontapi_chat(void) {
     char err[512];
     for (int i = 0; i < 4; i++) {
         CHECK(pt_chat_format_known(names[i]));
-        chat_format f = chat_format_from_name(names[i]);
+        const chat_fmt *f = chat_fmt_find(names[i]);
         CHECK(pt_chat_default_thinking(names[i]) == chat_default_thinking(f));
         for (int th = -1; th <= 1; th++) {
             CHECK(pt_chat_opens_reasoning(names[i], th) == chat_prompt_opens_reasoning(f, th));

@@ -20,29 +20,32 @@ static int fail(char *err, size_t err_len, const char *msg) {
 }
 
 const char *pt_engine_chat_format(const pt_engine *e) {
-    return chat_format_name(engine_text_of(e)->fmt);
+    return chat_fmt_name(engine_text_of(e)->fmt);
 }
 
 int pt_chat_format_known(const char *name) {
-    return chat_format_from_name(name) != CHAT_NONE;
+    return chat_fmt_find(name) != NULL;
 }
 
 int pt_chat_default_thinking(const char *format) {
-    return chat_default_thinking(chat_format_from_name(format));
+    return chat_default_thinking(chat_fmt_find(format));
 }
 
 int pt_chat_opens_reasoning(const char *format, int thinking) {
-    return chat_prompt_opens_reasoning(chat_format_from_name(format), thinking);
+    return chat_prompt_opens_reasoning(chat_fmt_find(format), thinking);
 }
 
-/* The format named, or CHAT_NONE with a message naming the known ones. */
-static chat_format format_of(const char *name, char *err, size_t err_len) {
-    chat_format f = chat_format_from_name(name);
-    if (f == CHAT_NONE && err && err_len)
-        snprintf(err, err_len, "%s chat format%s%s%s (known: glm-5, deepseek-v3, gemma-4, qwen3)",
+/* The format named, or NULL with a message naming the known ones. */
+static const chat_fmt *format_of(const char *name, char *err, size_t err_len) {
+    const chat_fmt *f = chat_fmt_find(name);
+    if (!f && err && err_len) {
+        char known[256];
+        chat_fmt_names(known, sizeof known);
+        snprintf(err, err_len, "%s chat format%s%s%s (known: %s)",
                  name && strcmp(name, "none") ? "unknown" : "no",
                  name && strcmp(name, "none") ? " '" : "", name && strcmp(name, "none") ? name : "",
-                 name && strcmp(name, "none") ? "'" : "");
+                 name && strcmp(name, "none") ? "'" : "", known);
+    }
     return f;
 }
 
@@ -72,8 +75,8 @@ int pt_chat_render_spans(const char *format, const char *messages_json, const ch
                          const pt_chat_opts *o, pt_buf *out, pt_spans *content, char *err,
                          size_t err_len) {
     if (content) content->n = 0;
-    chat_format f = format_of(format, err, err_len);
-    if (f == CHAT_NONE) return -1;
+    const chat_fmt *f = format_of(format, err, err_len);
+    if (!f) return -1;
     json_t *msgs, *tools;
     if (!messages_json) return fail(err, err_len, "messages: missing");
     if (load_array("messages", messages_json, &msgs, err, err_len)) return -1;
@@ -92,36 +95,14 @@ int pt_chat_render_spans(const char *format, const char *messages_json, const ch
     return 0;
 }
 
-/* DeepSeek's tool-call markers: fullwidth bars and U+2581 in the token text. */
-#define DS_CALLS_BEGIN                                                                             \
-    "<\xef\xbd\x9ctool\xe2\x96\x81"                                                                \
-    "calls\xe2\x96\x81"                                                                            \
-    "begin\xef\xbd\x9c>"
-#define DS_CALL_BEGIN                                                                              \
-    "<\xef\xbd\x9ctool\xe2\x96\x81"                                                                \
-    "call\xe2\x96\x81"                                                                             \
-    "begin\xef\xbd\x9c>"
-
 int pt_chat_markers_of(const char *format, pt_chat_markers *m) {
-    memset(m, 0, sizeof *m);
-    chat_format f = chat_format_from_name(format);
-    if (f == CHAT_NONE) return -1;
-    m->reasoning_open = f == CHAT_GEMMA4 ? "<|channel>" : "<think>";
-    m->reasoning_close = f == CHAT_GEMMA4 ? "<channel|>" : "</think>";
-    if (f == CHAT_GLM5 || f == CHAT_QWEN3)
-        m->tool_calls[m->n_tool_calls++] = "<tool_call>";
-    else if (f == CHAT_GEMMA4)
-        m->tool_calls[m->n_tool_calls++] = "<|tool_call>";
-    else if (f == CHAT_DEEPSEEK3)
-        m->tool_calls[m->n_tool_calls++] = DS_CALLS_BEGIN,
-        m->tool_calls[m->n_tool_calls++] = DS_CALL_BEGIN;
-    return 0;
+    return chat_markers(chat_fmt_find(format), m);
 }
 
 int pt_chat_markup_tokens(const pt_engine *e, const char *format, unsigned char *show, int n) {
     const tok_vocab *v = engine_vocab(e, NULL, 0);
-    chat_format f = chat_format_from_name(format);
-    if (!v || f == CHAT_NONE) return -1;
+    const chat_fmt *f = chat_fmt_find(format);
+    if (!v || !f) return -1;
     const char *markup[16];
     int n_markup = chat_reply_markup(f, markup, 16);
     int marked = 0;
@@ -140,8 +121,8 @@ int pt_chat_markup_tokens(const pt_engine *e, const char *format, unsigned char 
 int pt_chat_parse(const char *format, const char *text, size_t len, int in_reasoning,
                   const char *tools_json, pt_chat_parsed *out, char *err, size_t err_len) {
     memset(out, 0, sizeof *out);
-    chat_format f = format_of(format, err, err_len);
-    if (f == CHAT_NONE) return -1;
+    const chat_fmt *f = format_of(format, err, err_len);
+    if (!f) return -1;
     json_t *tools;
     if (load_array("tools", tools_json, &tools, err, err_len)) return -1;
     pt_err pe = {{0}};

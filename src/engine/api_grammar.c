@@ -64,8 +64,8 @@ int pt_json_schema_to_gbnf(const char *schema_json, pt_buf *out, char *err, size
 int pt_chat_tool_grammar(const char *format, const char *tools_json, const char *tool_name,
                          int parallel, int in_reasoning, pt_buf *out, char *err, size_t err_len) {
     pt_err pe = {{0}};
-    chat_format f = chat_format_from_name(format ? format : "");
-    if (f == CHAT_NONE) {
+    const chat_fmt *f = chat_fmt_find(format);
+    if (!f) {
         put_err(err, err_len, "tool grammar: unknown chat format");
         return -1;
     }
@@ -93,8 +93,7 @@ int pt_chat_json_grammar(const char *format, const char *schema_json, int in_rea
                      je.line, je.column);
         return -1;
     }
-    int rc = chat_json_grammar(chat_format_from_name(format ? format : ""), schema, in_reasoning,
-                               out, &pe);
+    int rc = chat_json_grammar(chat_fmt_find(format), schema, in_reasoning, out, &pe);
     json_decref(schema);
     if (rc) put_err(err, err_len, pe.msg);
     return rc;
@@ -103,8 +102,7 @@ int pt_chat_json_grammar(const char *format, const char *schema_json, int in_rea
 int pt_chat_no_tool_grammar(const char *format, int in_reasoning, pt_buf *out, char *err,
                             size_t err_len) {
     pt_err pe = {{0}};
-    int rc =
-        chat_no_tool_grammar(chat_format_from_name(format ? format : ""), in_reasoning, out, &pe);
+    int rc = chat_no_tool_grammar(chat_fmt_find(format), in_reasoning, out, &pe);
     if (rc) put_err(err, err_len, pe.msg);
     return rc;
 }

@@ -18,8 +18,8 @@
 typedef struct engine_text {
     tok_vocab *vocab; /* NULL when the GGUF has none usable (why: vocab_err) */
     char vocab_err[512];
-    chat_format fmt;   /* detected from the GGUF; CHAT_NONE when unknown */
-    sampler_params sp; /* petrel's defaults overridden by general.sampling.* */
+    const chat_fmt *fmt; /* detected from the GGUF; NULL when unknown */
+    sampler_params sp;   /* petrel's defaults overridden by general.sampling.* */
     /* The vocabulary's token trie for grammars (text/grammar.h): built by the first
      * pt_grammar_new, under gv_lock, then read-only. */
     struct gram_vocab *gv;

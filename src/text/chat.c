@@ -1,5 +1,6 @@
-/* chat.c — choosing a model's chat format, the conversation's validation and
- * the render entry point; the accessors every family's renderer shares.
+/* chat.c — what every chat format shares around its ops (chat_fmt.h): the
+ * conversation's validation and the render entry point, the thinking defaults,
+ * and the markers a reply's reader watches for.
  *
  * Each renderer (chat_glm5.c, chat_qwen3.c, chat_deepseek3.c, chat_gemma4.c)
  * transcribes one family's Jinja template (the one named in
@@ -12,64 +13,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "text/chat_internal.h"
-
-/* ===== Conversation accessors ===== */
-
-sv chat_content_text(const json_t *c, tok_bytes *tmp) {
-    if (json_is_string(c)) return (sv){json_string_value(c), json_string_length(c)};
-    if (json_is_array(c)) {
-        tmp->n = 0;
-        size_t i;
-        json_t *it;
-        json_array_foreach(c, i, it) {
-            if (json_is_string(it)) {
-                if (bput(tmp, json_string_value(it), json_string_length(it))) return (sv){NULL, 0};
-            } else if (json_is_object(it)) {
-                const char *ty = json_string_value(json_object_get(it, "type"));
-                json_t *t = json_object_get(it, "text");
-                if (ty && !strcmp(ty, "text") && json_is_string(t))
-                    if (bput(tmp, json_string_value(t), json_string_length(t)))
-                        return (sv){NULL, 0};
-            }
-        }
-        return (sv){tmp->v ? tmp->v : "", tmp->n};
-    }
-    return (sv){"", 0};
-}
-
-const char *chat_role(const json_t *m) {
-    return json_string_value(json_object_get(m, "role"));
-}
-
-const json_t *chat_call_fn(const json_t *tc) {
-    const json_t *f = json_object_get(tc, "function");
-    return json_is_object(f) ? f : tc;
-}
-
-json_t *chat_call_args(const json_t *fn, json_t **owned, pt_err *err) {
-    json_t *a = json_object_get(fn, "arguments");
-    *owned = NULL;
-    if (!a || json_is_null(a)) {
-        *owned = json_object();
-        return *owned;
-    }
-    if (json_is_object(a)) return a;
-    if (json_is_string(a)) {
-        json_t *p = json_loads(json_string_value(a), JSON_DECODE_ANY, NULL);
-        if (json_is_object(p)) return *owned = p;
-        json_decref(p);
-    }
-    pt_errf(err, "tool call '%s': arguments must be a JSON object or a string holding one",
-            json_string_value(json_object_get(fn, "name"))
-                ? json_string_value(json_object_get(fn, "name"))
-                : "?");
-    return NULL;
-}
+#include "text/chat_fmt.h"
 
 /* The name of a tool call, or NULL with err set. */
 static const char *call_name(const json_t *tc, pt_err *err) {
-    const char *n = json_string_value(json_object_get(chat_call_fn(tc), "name"));
+    const char *n = chat_fn_name(chat_call_fn(tc));
     if (!n) pt_errf(err, "a tool call has no function name");
     return n;
 }
@@ -103,123 +51,64 @@ static int check_conversation(const json_t *messages, const json_t *tools, pt_er
         if (!json_is_array(tools)) return pt_errf(err, "chat: tools must be a JSON array");
         json_t *t;
         json_array_foreach(tools, i, t) {
-            if (!json_is_object(t) || !json_string_value(json_object_get(chat_call_fn(t), "name")))
+            if (!json_is_object(t) || !chat_fn_name(chat_call_fn(t)))
                 return pt_errf(err, "chat: tool %zu has no function name", i);
         }
     }
     return 0;
 }
 
-int chat_has_tools(const json_t *tools) {
-    return json_is_array(tools) && json_array_size(tools) > 0;
+int chat_default_thinking(const chat_fmt *f) {
+    return f && f->default_thinking;
 }
 
-/* The templates' rule, in Python: reasoning = content.split('</think>')[0]
- * .rstrip('\n').split('<think>')[-1].lstrip('\n'); content =
- * content.split('</think>')[-1].lstrip('\n'). */
-void chat_split_think(sv *content, sv *reasoning) {
-    const char *e = sv_find(*content, "</think>");
-    if (!e) return;
-    sv before = {content->p, (size_t)(e - content->p)};
-    before = sv_strip_chars(before, 0, 1, '\n');
-    const char *o = sv_rfind(before, "<think>");
-    if (o) before = (sv){o + 7, (size_t)(before.p + before.n - (o + 7))};
-    *reasoning = sv_strip_chars(before, 1, 0, '\n');
-    const char *last = sv_rfind(*content, "</think>");
-    sv after = {last + 8, (size_t)(content->p + content->n - (last + 8))};
-    *content = sv_strip_chars(after, 1, 0, '\n');
-}
-
-/* ===== Selection and entry points ===== */
-
-chat_format chat_detect(const char *arch, const char *tmpl, const char *pre,
-                        const char *tok_model) {
-    if (tmpl && *tmpl) {
-        if (strstr(tmpl, "<|turn>")) return CHAT_GEMMA4;
-        if (strstr(tmpl, "[gMASK]") || strstr(tmpl, "<|assistant|>")) return CHAT_GLM5;
-        if (strstr(tmpl, DS_ASSISTANT)) return CHAT_DEEPSEEK3;
-        if (strstr(tmpl, "<|im_start|>")) return CHAT_QWEN3;
-    }
-    if (arch) {
-        if (!strcmp(arch, "glm-dsa") || !strncmp(arch, "glm4", 4)) return CHAT_GLM5;
-        if (!strcmp(arch, "deepseek2") || !strcmp(arch, "deepseek3")) return CHAT_DEEPSEEK3;
-        if (!strncmp(arch, "gemma4", 6)) return CHAT_GEMMA4;
-        if (!strncmp(arch, "qwen3", 5) || !strncmp(arch, "qwen2", 5)) return CHAT_QWEN3;
-    }
-    if (pre) {
-        if (!strcmp(pre, "glm4")) return CHAT_GLM5;
-        if (!strcmp(pre, "deepseek-v3")) return CHAT_DEEPSEEK3;
-        if (!strncmp(pre, "qwen", 4)) return CHAT_QWEN3;
-    }
-    if (tok_model && !strcmp(tok_model, "gemma4")) return CHAT_GEMMA4;
-    return CHAT_NONE;
-}
-
-/* A metadata string copied into a malloc'd NUL-terminated buffer (NULL when absent). */
-static char *meta_str(const gguf_ctx *g, const char *key) {
-    const gguf_kv *kv = gguf_find(g, key);
-    if (!kv || kv->val.type != GGUF_STRING) return NULL;
-    char *s = malloc(kv->val.str.len + 1);
-    if (!s) return NULL;
-    memcpy(s, kv->val.str.ptr, kv->val.str.len);
-    s[kv->val.str.len] = 0;
-    return s;
-}
-
-chat_format chat_detect_gguf(const gguf_ctx *g) {
-    char *arch = meta_str(g, "general.architecture"),
-         *tmpl = meta_str(g, "tokenizer.chat_template");
-    char *pre = meta_str(g, "tokenizer.ggml.pre"), *model = meta_str(g, "tokenizer.ggml.model");
-    chat_format f = chat_detect(arch, tmpl, pre, model);
-    free(arch);
-    free(tmpl);
-    free(pre);
-    free(model);
-    return f;
-}
-
-const char *chat_format_name(chat_format f) {
-    switch (f) {
-    case CHAT_GLM5: return "glm-5";
-    case CHAT_DEEPSEEK3: return "deepseek-v3";
-    case CHAT_GEMMA4: return "gemma-4";
-    case CHAT_QWEN3: return "qwen3";
-    default: return "none";
-    }
-}
-
-chat_format chat_format_from_name(const char *name) {
-    for (int f = CHAT_GLM5; f <= CHAT_QWEN3; f++)
-        if (name && !strcmp(name, chat_format_name((chat_format)f))) return (chat_format)f;
-    return CHAT_NONE;
-}
-
-int chat_default_thinking(chat_format f) {
-    return f == CHAT_GLM5 || f == CHAT_QWEN3;
-}
-
-int chat_prompt_opens_reasoning(chat_format f, int thinking) {
+int chat_prompt_opens_reasoning(const chat_fmt *f, int thinking) {
     if (thinking < 0) thinking = chat_default_thinking(f);
-    return thinking && (f == CHAT_GLM5 || f == CHAT_DEEPSEEK3);
+    return thinking && f && f->prompt_opens_reasoning;
 }
 
-int chat_render(chat_format f, const json_t *messages, const json_t *tools, const chat_opts *o,
+int chat_render(const chat_fmt *f, const json_t *messages, const json_t *tools, const chat_opts *o,
                 tok_bytes *out, pt_err *err) {
     return chat_render_spans(f, messages, tools, o, out, NULL, err);
 }
 
-int chat_render_spans(chat_format f, const json_t *messages, const json_t *tools,
+int chat_render_spans(const chat_fmt *f, const json_t *messages, const json_t *tools,
                       const chat_opts *o, tok_bytes *out, tok_spans *content, pt_err *err) {
     if (content) content->n = 0;
     if (check_conversation(messages, tools, err)) return -1;
+    if (!f) return pt_errf(err, "chat: the model has no known chat format");
     int think = o->thinking < 0 ? chat_default_thinking(f) : o->thinking != 0;
-    int gen = o->add_generation_prompt;
-    chat_out co = {.b = out, .content = content};
-    switch (f) {
-    case CHAT_GLM5: return chat_render_glm5(messages, tools, gen, think, &co, err);
-    case CHAT_QWEN3: return chat_render_qwen3(messages, tools, gen, think, &co, err);
-    case CHAT_DEEPSEEK3: return chat_render_deepseek3(messages, gen, think, &co, err);
-    case CHAT_GEMMA4: return chat_render_gemma4(messages, tools, gen, think, &co, err);
-    default: return pt_errf(err, "chat: the model has no known chat format");
+    tok_bytes tmp = {0};
+    chat_out co = {.b = out, .content = content, .tmp = &tmp};
+    int rc = f->render(messages, tools, o->add_generation_prompt, think, &co, err);
+    tok_bytes_free(&tmp);
+    return rc;
+}
+
+/* ===== What a reply's reader watches for ===== */
+
+int chat_reply_markup(const chat_fmt *f, const char **out, int cap) {
+    int n = 0;
+    if (f) {
+        const chat_syntax *sy = &f->syntax;
+        const char *fixed[] = {sy->think_open, sy->think_close, sy->call_open,
+                               sy->call_close, sy->calls_open,  sy->calls_close};
+        for (size_t i = 0; i < PT_ARRAY_LEN(fixed) && n + 1 < cap; i++)
+            if (fixed[i]) out[n++] = fixed[i];
+        for (int i = 0; sy->markup && sy->markup[i] && n + 1 < cap; i++)
+            out[n++] = sy->markup[i];
     }
+    out[n] = NULL;
+    return n;
+}
+
+int chat_markers(const chat_fmt *f, pt_chat_markers *m) {
+    memset(m, 0, sizeof *m);
+    if (!f) return -1;
+    m->reasoning_open = f->syntax.think_open;
+    m->reasoning_close = f->syntax.think_close;
+    /* a wrapper of the calls comes before the first call's marker */
+    if (f->syntax.calls_open) m->tool_calls[m->n_tool_calls++] = f->syntax.calls_open;
+    if (f->syntax.call_open) m->tool_calls[m->n_tool_calls++] = f->syntax.call_open;
+    return 0;
 }

@@ -1,8 +1,9 @@
 /* chat.h — the native chat formats of the model families petrel runs, and the
  * parsing of what a model generates back into content, reasoning and tool calls.
  *
- * There is no Jinja engine: each family's format is written out in C and
- * tested byte for byte against strings rendered by the models' real templates
+ * There is no Jinja engine: each family's format is written out in C, one
+ * file and one ops table (chat_fmt, text/chat_fmt.h) per format, and tested
+ * byte for byte against strings rendered by the models' real templates
  * (../shared/fixtures/templates). The format is chosen from the GGUF: the text
  * of tokenizer.chat_template when there is one, else the architecture, else the
  * pre-tokenizer.
@@ -44,32 +45,41 @@
 #include "format/gguf.h"
 #include "text/tokenizer.h"
 
-typedef enum chat_format {
-    CHAT_NONE = 0, /* no chat format known: raw text only */
-    CHAT_GLM5,
-    CHAT_DEEPSEEK3,
-    CHAT_GEMMA4,
-    CHAT_QWEN3,
-} chat_format;
+/* A chat format: an ops table (text/chat_fmt.h), one file per format
+ * (chat_glm5.c...), every one listed in text/chat_formats.c. The functions below
+ * take one, or NULL: no chat format known, raw text only. */
+typedef struct chat_fmt chat_fmt;
 
 /* The format for a model: from the chat template text (may be NULL), else the
  * architecture (glm-dsa, deepseek2, gemma4, qwen3moe...), else the tokenizer's
- * pre-tokenizer / model name. CHAT_NONE when nothing matches. */
-chat_format chat_detect(const char *arch, const char *tmpl, const char *pre, const char *tok_model);
+ * pre-tokenizer / model name. NULL when nothing matches. */
+const chat_fmt *chat_detect(const char *arch, const char *tmpl, const char *pre,
+                            const char *tok_model);
 /* The same, reading general.architecture, tokenizer.chat_template,
  * tokenizer.ggml.pre and tokenizer.ggml.model from a GGUF. */
-chat_format chat_detect_gguf(const gguf_ctx *g);
+const chat_fmt *chat_detect_gguf(const gguf_ctx *g);
 
-const char *
-chat_format_name(chat_format f); /* "glm-5", "deepseek-v3", "gemma-4", "qwen3", "none" */
-chat_format chat_format_from_name(const char *name); /* CHAT_NONE when unknown */
+/* The format called name ("glm-5", "deepseek-v3", "gemma-4", "qwen3"); NULL when
+ * unknown (and for "none"). */
+const chat_fmt *chat_fmt_find(const char *name);
+/* The i-th format of the table (from 0), NULL past the last. */
+const chat_fmt *chat_fmt_at(int i);
+/* A format's name; "none" for NULL. */
+const char *chat_fmt_name(const chat_fmt *f);
+/* Every format's name in the table's order, ", "-separated, into out[cap] (cut to fit,
+ * NUL-terminated). */
+void chat_fmt_names(char *out, size_t cap);
+
 /* The format's reply markup (reasoning and tool-call markers, and the other markup its
  * parser reads), NULL-terminated, into out[cap]; returns the count. */
-int chat_reply_markup(chat_format f, const char **out, int cap);
+int chat_reply_markup(const chat_fmt *f, const char **out, int cap);
+/* The markers a streaming reader watches for (pt_chat_markers_of): the reasoning block's, and
+ * what opens the tool calls. 0, or -1 for NULL. */
+int chat_markers(const chat_fmt *f, pt_chat_markers *m);
 
-/* Whether the family thinks by default (enable_thinking unset): GLM-5 and
+/* Whether the format thinks by default (enable_thinking unset): GLM-5 and
  * Qwen3 yes, DeepSeek-V3.1 and Gemma 4 no — what their templates do. */
-int chat_default_thinking(chat_format f);
+int chat_default_thinking(const chat_fmt *f);
 
 typedef struct chat_opts {
     int add_generation_prompt; /* end with the assistant's opening */
@@ -80,7 +90,7 @@ typedef struct chat_opts {
  * into out (appended, not NUL-terminated). 0, or -1 with err for a malformed
  * conversation (a message without a role, a tool call without a name,
  * arguments that are not a JSON object...) or out of memory. */
-int chat_render(chat_format f, const json_t *messages, const json_t *tools, const chat_opts *o,
+int chat_render(const chat_fmt *f, const json_t *messages, const json_t *tools, const chat_opts *o,
                 tok_bytes *out, pt_err *err);
 /* chat_render, and content (emptied first; NULL: not recorded) receives the
  * byte ranges of out->v that hold text taken from the conversation (message
@@ -88,13 +98,13 @@ int chat_render(chat_format f, const json_t *messages, const json_t *tools, cons
  * definitions), in order. The rest is the template's scaffolding: what
  * tok_encode_spans(TOK_PARSE_SPECIAL, plain = content) may read special
  * tokens from. 0, or -1 with err as chat_render. */
-int chat_render_spans(chat_format f, const json_t *messages, const json_t *tools,
+int chat_render_spans(const chat_fmt *f, const json_t *messages, const json_t *tools,
                       const chat_opts *o, tok_bytes *out, tok_spans *content, pt_err *err);
 
 /* 1 when the generation prompt of `f` with this thinking setting leaves the
  * model inside a reasoning block (GLM-5 and DeepSeek open "<think>" in the
  * prompt), so generated text is reasoning until the closing tag. */
-int chat_prompt_opens_reasoning(chat_format f, int thinking);
+int chat_prompt_opens_reasoning(const chat_fmt *f, int thinking);
 
 /* JSON as Jinja's tojson writes it (Python json.dumps, ensure_ascii off),
  * appended to out. 0 or -1 (out of memory). */
@@ -111,8 +121,8 @@ typedef pt_chat_parsed chat_parsed;
  * reasoning block (chat_prompt_opens_reasoning). tools (may be NULL) lets
  * GLM-5's untyped <arg_value> text keep string-typed parameters as strings.
  * Never fails on content; -1 only for out of memory. Free with chat_parsed_free. */
-int chat_parse(chat_format f, const char *text, size_t len, int in_reasoning, const json_t *tools,
-               chat_parsed *out, pt_err *err);
+int chat_parse(const chat_fmt *f, const char *text, size_t len, int in_reasoning,
+               const json_t *tools, chat_parsed *out, pt_err *err);
 void chat_parsed_free(chat_parsed *p);
 
 /* ===== Tool-call grammars (chat_grammar.c) ===== */
@@ -122,15 +132,15 @@ void chat_parsed_free(chat_parsed *p);
  * arguments valid against each one's parameters schema; one call, or one or more when
  * parallel; after the rest of the reasoning block when in_reasoning, else after an optional
  * whole one. 0, or -1 with err. See pt_chat_tool_grammar (petrel.h). */
-int chat_tool_grammar(chat_format f, const json_t *tools, const char *name, int parallel,
+int chat_tool_grammar(const chat_fmt *f, const json_t *tools, const char *name, int parallel,
                       int in_reasoning, tok_bytes *out, pt_err *err);
 /* Append a GBNF for a reply of f without tool calls: the reasoning as above, then any text not
  * holding the format's call marker. 0, or -1 with err. See pt_chat_no_tool_grammar. */
-int chat_no_tool_grammar(chat_format f, int in_reasoning, tok_bytes *out, pt_err *err);
+int chat_no_tool_grammar(const chat_fmt *f, int in_reasoning, tok_bytes *out, pt_err *err);
 /* Append a GBNF for a reply of f that is a JSON text valid against schema, after the rest of
- * the reasoning block when in_reasoning, else after an optional whole one (CHAT_NONE: the JSON
+ * the reasoning block when in_reasoning, else after an optional whole one (NULL: the JSON
  * alone). 0, or -1 with err. See pt_chat_json_grammar. */
-int chat_json_grammar(chat_format f, const json_t *schema, int in_reasoning, tok_bytes *out,
+int chat_json_grammar(const chat_fmt *f, const json_t *schema, int in_reasoning, tok_bytes *out,
                       pt_err *err);
 
 #endif

@@ -1,5 +1,5 @@
-/* chat_deepseek3.c — DeepSeek-V3.1: the renderer and the parser of its tool
- * calls.
+/* chat_deepseek3.c — the deepseek-v3 chat format (DeepSeek-V3.1): the
+ * renderer, the parser of its tool calls and their grammar.
  *
  *   <｜begin▁of▁sentence｜>system<｜User｜>...<｜Assistant｜><think></think>answer<｜end▁of▁sentence｜>
  *   <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{args}<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>
@@ -12,7 +12,8 @@
  */
 #include <stdlib.h>
 
-#include "text/chat_internal.h"
+#include "text/chat_fmt.h"
+#include "text/grammar.h"
 
 #define DS_BOS                                                                                     \
     "<\xef\xbd\x9c"                                                                                \
@@ -44,6 +45,9 @@
 #define DS_OUT_END                                                                                 \
     "<\xef\xbd\x9ctool\xe2\x96\x81output\xe2\x96\x81"                                              \
     "end\xef\xbd\x9c>"
+#define DS_ASSISTANT                                                                               \
+    "<\xef\xbd\x9c"                                                                                \
+    "Assistant\xef\xbd\x9c>"
 /* what the template writes after <｜Assistant｜> when not thinking */
 #define DS_NOTHINK "<think></think>"
 
@@ -55,19 +59,18 @@ static int put_tool_calls(chat_out *o, const json_t *tcs, sv c) {
     json_t *tc;
     json_array_foreach(tcs, k, tc) {
         const json_t *fn = chat_call_fn(tc);
-        json_t *a = json_object_get(fn, "arguments");
         if (k == 0 && (put_sv(o, c) || put_str(o, DS_CALLS_BEGIN))) return -1;
-        if (put_str(o, DS_CALL_BEGIN) ||
-            put_text_str(o, json_string_value(json_object_get(fn, "name"))) || put_str(o, DS_SEP) ||
-            (json_is_string(a) ? put_jstr(o, a) : (a ? put_json(o, a) : put_str(o, "{}"))) ||
-            put_str(o, DS_CALL_END))
+        if (put_str(o, DS_CALL_BEGIN) || put_text_str(o, chat_fn_name(fn)) || put_str(o, DS_SEP) ||
+            chat_put_args(o, json_object_get(fn, "arguments")) || put_str(o, DS_CALL_END))
             return -1;
     }
     return put_str(o, DS_CALLS_END) || put_str(o, DS_EOS);
 }
 
-int chat_render_deepseek3(const json_t *msgs, int add_gen, int think, chat_out *o, pt_err *err) {
-    tok_bytes tmp = {0};
+/* The template ignores the tool definitions. */
+static int render(const json_t *msgs, const json_t *tools, int add_gen, int think, chat_out *o,
+                  pt_err *err) {
+    (void)tools;
     size_t i;
     json_t *m;
     int first_sp = 1, is_tool = 0, is_last_user = 0;
@@ -75,13 +78,13 @@ int chat_render_deepseek3(const json_t *msgs, int add_gen, int think, chat_out *
     json_array_foreach(msgs, i, m) {
         if (strcmp(chat_role(m), "system")) continue;
         if ((!first_sp && put_str(o, "\n\n")) ||
-            put_sv(o, chat_content_text(json_object_get(m, "content"), &tmp)))
+            put_sv(o, chat_content_text(json_object_get(m, "content"), o->tmp)))
             goto oom;
         first_sp = 0;
     }
     json_array_foreach(msgs, i, m) {
         const char *r = chat_role(m);
-        sv c = chat_content_text(json_object_get(m, "content"), &tmp);
+        sv c = chat_content_text(json_object_get(m, "content"), o->tmp);
         json_t *tcs = json_object_get(m, "tool_calls");
         if (!strcmp(r, "user")) {
             is_tool = 0;
@@ -109,11 +112,9 @@ int chat_render_deepseek3(const json_t *msgs, int add_gen, int think, chat_out *
     }
     if (add_gen && is_last_user && !is_tool)
         if (put_str(o, DS_ASSISTANT) || put_str(o, think ? "<think>" : DS_NOTHINK)) goto oom;
-    tok_bytes_free(&tmp);
     return 0;
 oom:
-    tok_bytes_free(&tmp);
-    return pt_errf(err, "chat: out of memory");
+    return chat_oom(err);
 }
 
 /* ===== Parsing ===== */
@@ -149,35 +150,40 @@ static json_t *parse_call(sv body, const json_t *tools, sv *name, char **name_ow
     return args;
 }
 
-/* The calls_begin / calls_end wrappers around the calls carry nothing: drop
- * every one of them from the content. */
-static int tidy(sv *content, tok_bytes *scratch) {
-    const char *q = content->p, *end = content->p + content->n;
-    int oom = 0;
-    while (q < end && !oom) {
-        sv r = {q, (size_t)(end - q)};
-        const char *a = sv_find(r, DS_CALLS_BEGIN), *b = sv_find(r, DS_CALLS_END);
-        const char *x = a && (!b || a < b) ? a : b;
-        size_t xl = x == a ? strlen(DS_CALLS_BEGIN) : strlen(DS_CALLS_END);
-        if (!x) {
-            oom |= bput(scratch, q, r.n);
-            break;
-        }
-        oom |= bput(scratch, q, (size_t)(x - q));
-        q = x + xl;
-    }
-    *content = (sv){scratch->v ? scratch->v : "", scratch->n};
-    return oom ? -1 : 0;
+/* ===== The grammar of a call ===== */
+
+/* PREcall ::= <｜tool▁call▁begin｜>NAME<｜tool▁sep｜>ARGS<｜tool▁call▁end｜>, ARGS in JSON
+ * whose strings spell no '<'. */
+static int call_grammar(tok_bytes *b, const char *pre, const char *name, const json_t *params,
+                        pt_err *err) {
+    return chat_gbnf_call(b, pre, name, params, GRAM_JSON_TOOL, err) ||
+                   chat_gbnf_lit(b, DS_CALL_BEGIN, err) || chat_gbnf(b, " ", err) ||
+                   chat_gbnf_lit(b, name, err) || chat_gbnf(b, " ", err) ||
+                   chat_gbnf_lit(b, DS_SEP, err) || chat_gbnf(b, " ", err) ||
+                   chat_gbnf_args_root(b, pre, err) || chat_gbnf_lit(b, DS_CALL_END, err) ||
+                   chat_gbnf(b, "\n", err)
+               ? -1
+               : 0;
 }
 
-static const char *const k_markup[] = {DS_CALLS_BEGIN, DS_CALLS_END, DS_SEP, NULL};
+/* ===== The format ===== */
 
-const chat_syntax chat_deepseek3_syntax = {
-    .think_open = "<think>",
-    .think_close = "</think>",
-    .call_open = DS_CALL_BEGIN,
-    .call_close = DS_CALL_END,
-    .parse_call = parse_call,
-    .tidy = tidy,
-    .markup = k_markup,
+static const char *const k_markup[] = {DS_SEP, NULL};
+
+const chat_fmt chat_deepseek3_format = {
+    .name = "deepseek-v3",
+    .detect = {.tmpl = CHAT_LIST(DS_ASSISTANT),
+               .arch = CHAT_LIST("deepseek2", "deepseek3"),
+               .pre = CHAT_LIST("deepseek-v3")},
+    .prompt_opens_reasoning = 1, /* thinking on: "<think>" ends the generation prompt */
+    .render = render,
+    .syntax = {.think_open = "<think>",
+               .think_close = "</think>",
+               .call_open = DS_CALL_BEGIN,
+               .call_close = DS_CALL_END,
+               .calls_open = DS_CALLS_BEGIN,
+               .calls_close = DS_CALLS_END,
+               .parse_call = parse_call,
+               .markup = k_markup},
+    .call_grammar = call_grammar,
 };

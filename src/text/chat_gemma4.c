@@ -1,4 +1,5 @@
-/* chat_gemma4.c — Gemma 4: the renderer and the parser of its tool calls.
+/* chat_gemma4.c — the gemma-4 chat format (Gemma 4): the renderer, the parser
+ * of its tool calls and their grammar.
  *
  *   <bos><|turn>system\n<|think|>\n...<|tool>declaration:NAME{...}<tool|><turn|>\n
  *   <|turn>user\n...<turn|>\n<|turn>model\n<|channel>thought\n...<channel|>answer
@@ -16,7 +17,8 @@
 #include <stdlib.h>
 #include <strings.h>
 
-#include "text/chat_internal.h"
+#include "text/chat_fmt.h"
+#include "text/grammar.h"
 
 #define GQ "<|\"|>" /* Gemma's string-quote token */
 
@@ -228,8 +230,7 @@ static int put_params(chat_out *o, const json_t *props) {
 static int put_decl(chat_out *o, const json_t *tool) {
     const json_t *fn = chat_call_fn(tool);
     const char *d = json_string_value(json_object_get(fn, "description"));
-    if (put_str(o, "declaration:") ||
-        put_text_str(o, json_string_value(json_object_get(fn, "name"))) ||
+    if (put_str(o, "declaration:") || put_text_str(o, chat_fn_name(fn)) ||
         put_str(o, "{description:" GQ) || put_text_str(o, d ? d : "") || put_str(o, GQ))
         return -1;
     json_t *p = json_object_get(fn, "parameters");
@@ -275,10 +276,11 @@ static int put_stripped_thinking(chat_out *o, sv text) {
 /* The system turn: thinking switch, the first message when it is a system or
  * developer message, the tool declarations. 0 or -1 (oom). */
 static int put_system(chat_out *o, const json_t *first, int first_sys, const json_t *tools,
-                      int think, tok_bytes *tmp) {
+                      int think) {
     if (put_str(o, "<|turn>system\n")) return -1;
     if (think && put_str(o, "<|think|>\n")) return -1;
-    if (first_sys && put_sv(o, sv_strip(chat_content_text(json_object_get(first, "content"), tmp))))
+    if (first_sys &&
+        put_sv(o, sv_strip(chat_content_text(json_object_get(first, "content"), o->tmp))))
         return -1;
     if (chat_has_tools(tools)) {
         size_t i;
@@ -309,8 +311,7 @@ static int put_tool_calls(chat_out *o, const json_t *tcs) {
     json_array_foreach(tcs, k, tc) {
         const json_t *fn = chat_call_fn(tc);
         json_t *a = json_object_get(fn, "arguments");
-        if (put_str(o, "<|tool_call>call:") ||
-            put_text_str(o, json_string_value(json_object_get(fn, "name"))) || put(o, "{", 1))
+        if (put_str(o, "<|tool_call>call:") || put_text_str(o, chat_fn_name(fn)) || put(o, "{", 1))
             return -1;
         if (json_is_object(a) ? put_sorted_pairs(o, a, 0) : json_is_string(a) && put_jstr(o, a))
             return -1;
@@ -338,7 +339,7 @@ static int put_tool_response(chat_out *o, const char *name, const json_t *resp, 
  * a response named after its call (matched by tool_call_id) or its own name.
  * *written is set when there was at least one. 0 or -1 (oom). */
 static int put_tool_responses(chat_out *o, const json_t *msgs, size_t i, const json_t *tcs,
-                              tok_bytes *tmp, int *written) {
+                              int *written) {
     size_t n_msgs = json_array_size(msgs);
     for (size_t k = i + 1; k < n_msgs; k++) {
         json_t *f = json_array_get(msgs, k);
@@ -355,7 +356,8 @@ static int put_tool_responses(chat_out *o, const json_t *msgs, size_t i, const j
         json_t *body = json_object_get(f, "content");
         int bad;
         if (json_is_string(body) || json_is_array(body))
-            bad = put_tool_response(o, name ? name : "unknown", NULL, chat_content_text(body, tmp));
+            bad = put_tool_response(o, name ? name : "unknown", NULL,
+                                    chat_content_text(body, o->tmp));
         else
             bad = put_tool_response(o, name ? name : "unknown", body, (sv){"", 0});
         if (bad) return -1;
@@ -388,7 +390,7 @@ static int put_content(chat_out *o, const json_t *c, int model) {
  * that follow it, its text and the turn's end. *prev is the template's loop
  * state. 0 or -1 (oom). */
 static int put_message(chat_out *o, const json_t *msgs, size_t start, size_t i, long last_user,
-                       tok_bytes *tmp, gemma_prev *prev) {
+                       gemma_prev *prev) {
     json_t *m = json_array_get(msgs, i);
     const char *r = chat_role(m);
     *prev = PREV_NONE;
@@ -409,7 +411,7 @@ static int put_message(chat_out *o, const json_t *msgs, size_t start, size_t i, 
     if (has_calls) {
         if (put_tool_calls(o, tcs)) return -1;
         *prev = PREV_TOOL_CALL;
-        if (put_tool_responses(o, msgs, i, tcs, tmp, &responses)) return -1;
+        if (put_tool_responses(o, msgs, i, tcs, &responses)) return -1;
         if (responses) *prev = PREV_TOOL_RESPONSE;
     }
     json_t *c = json_object_get(m, "content");
@@ -421,9 +423,8 @@ static int put_message(chat_out *o, const json_t *msgs, size_t start, size_t i, 
     return 0;
 }
 
-int chat_render_gemma4(const json_t *msgs, const json_t *tools, int add_gen, int think, chat_out *o,
-                       pt_err *err) {
-    tok_bytes tmp = {0};
+static int render(const json_t *msgs, const json_t *tools, int add_gen, int think, chat_out *o,
+                  pt_err *err) {
     size_t n_msgs = json_array_size(msgs), start = 0;
     json_t *first = json_array_get(msgs, 0);
     const char *r0 = first ? chat_role(first) : NULL;
@@ -431,7 +432,7 @@ int chat_render_gemma4(const json_t *msgs, const json_t *tools, int add_gen, int
     gemma_prev prev = PREV_NONE;
     if (put_str(o, "<bos>")) goto oom;
     if (think || chat_has_tools(tools) || first_sys) {
-        if (put_system(o, first, first_sys, tools, think, &tmp)) goto oom;
+        if (put_system(o, first, first_sys, tools, think)) goto oom;
         start = first_sys ? 1 : 0;
     }
     long last_user = -1;
@@ -439,17 +440,15 @@ int chat_render_gemma4(const json_t *msgs, const json_t *tools, int add_gen, int
         if (!strcmp(chat_role(json_array_get(msgs, i)), "user")) last_user = (long)(i - start);
     for (size_t i = start; i < n_msgs; i++) {
         if (!strcmp(chat_role(json_array_get(msgs, i)), "tool")) continue;
-        if (put_message(o, msgs, start, i, last_user, &tmp, &prev)) goto oom;
+        if (put_message(o, msgs, start, i, last_user, &prev)) goto oom;
     }
     if (add_gen && prev != PREV_TOOL_RESPONSE && prev != PREV_TOOL_CALL) {
         if (put_str(o, "<|turn>model\n")) goto oom;
         if (!think && put_str(o, "<|channel>thought\n<channel|>")) goto oom;
     }
-    tok_bytes_free(&tmp);
     return 0;
 oom:
-    tok_bytes_free(&tmp);
-    return pt_errf(err, "chat: out of memory");
+    return chat_oom(err);
 }
 
 /* ===== Parsing ===== */
@@ -598,15 +597,37 @@ static int tidy(sv *content, tok_bytes *scratch) {
     return 0;
 }
 
+/* ===== The grammar of a call ===== */
+
+/* PREcall ::= <|tool_call>call:NAME ARGS<tool_call|>, ARGS an object in Gemma's value syntax
+ * ({K:V,...}). */
+static int call_grammar(tok_bytes *b, const char *pre, const char *name, const json_t *params,
+                        pt_err *err) {
+    return chat_gbnf_call(b, pre, name, params, GRAM_GEMMA4, err) ||
+                   chat_gbnf(b, "\"<|tool_call>call:\" ", err) || chat_gbnf_lit(b, name, err) ||
+                   chat_gbnf(b, " ", err) || chat_gbnf_args_root(b, pre, err) ||
+                   chat_gbnf(b, "\"<tool_call|>\"\n", err)
+               ? -1
+               : 0;
+}
+
+/* ===== The format ===== */
+
 static const char *const k_markup[] = {GQ, "<|tool_response>", NULL};
 
-const chat_syntax chat_gemma4_syntax = {
-    .think_open = "<|channel>",
-    .think_close = "<channel|>",
-    .think_label = "thought\n",
-    .call_open = "<|tool_call>",
-    .call_close = "<tool_call|>",
-    .parse_call = parse_call,
-    .tidy = tidy,
-    .markup = k_markup,
+const chat_fmt chat_gemma4_format = {
+    .name = "gemma-4",
+    .detect = {.tmpl = CHAT_LIST("<|turn>"),
+               .arch = CHAT_LIST("gemma4*"),
+               .tok_model = CHAT_LIST("gemma4")},
+    .render = render,
+    .syntax = {.think_open = "<|channel>",
+               .think_close = "<channel|>",
+               .think_label = "thought\n",
+               .call_open = "<|tool_call>",
+               .call_close = "<tool_call|>",
+               .parse_call = parse_call,
+               .tidy = tidy,
+               .markup = k_markup},
+    .call_grammar = call_grammar,
 };

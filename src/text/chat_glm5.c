@@ -1,5 +1,5 @@
-/* chat_glm5.c — GLM-4.7 / GLM-5.x: the renderer (the GLM-4.7-Flash template)
- * and the parser of its tool calls.
+/* chat_glm5.c — the glm-5 chat format (GLM-4.7 / GLM-5.x): the renderer (the
+ * GLM-4.7-Flash template), the parser of its tool calls and their grammar.
  *
  *   [gMASK]<sop><|system|>...<|user|>...<|assistant|><think>...</think>answer
  *   <tool_call>NAME<arg_key>k</arg_key><arg_value>v</arg_value>...</tool_call>
@@ -11,9 +11,11 @@
  * back by the same rule, with the tool's schema deciding for text that would
  * also parse as JSON.
  */
+#include <stdio.h>
 #include <stdlib.h>
 
-#include "text/chat_internal.h"
+#include "text/chat_fmt.h"
+#include "text/grammar.h"
 
 /* ===== Rendering ===== */
 
@@ -44,8 +46,7 @@ static int put_tool_call(chat_out *o, const json_t *tc, pt_err *err) {
     json_t *owned;
     json_t *args = chat_call_args(fn, &owned, err);
     if (!args) return -1;
-    int bad = put_str(o, "<tool_call>") ||
-              put_text_str(o, json_string_value(json_object_get(fn, "name")));
+    int bad = put_str(o, "<tool_call>") || put_text_str(o, chat_fn_name(fn));
     const char *key;
     json_t *v;
     json_object_foreach(args, key, v) {
@@ -55,19 +56,14 @@ static int put_tool_call(chat_out *o, const json_t *tc, pt_err *err) {
     }
     bad = bad || put_str(o, "</tool_call>");
     json_decref(owned);
-    return bad ? pt_errf(err, "chat: out of memory") : 0;
+    return bad ? chat_oom(err) : 0;
 }
 
 /* An assistant turn: reasoning (kept only after the last user message), the
  * stripped answer, the tool calls. 0, or -1 with err set. */
-static int put_assistant(chat_out *o, const json_t *m, int after_last_user, tok_bytes *tmp,
-                         pt_err *err) {
-    sv c = chat_content_text(json_object_get(m, "content"), tmp), reasoning = {"", 0};
-    json_t *rj = json_object_get(m, "reasoning_content");
-    if (json_is_string(rj))
-        reasoning = (sv){json_string_value(rj), json_string_length(rj)};
-    else
-        chat_split_think(&c, &reasoning);
+static int put_assistant(chat_out *o, const json_t *m, int after_last_user, pt_err *err) {
+    sv c = chat_content_text(json_object_get(m, "content"), o->tmp);
+    sv reasoning = chat_assistant_reasoning(m, &c);
     if (put_str(o, "<|assistant|>")) goto oom;
     if (after_last_user && reasoning.n) {
         if (put_str(o, "<think>") || put_sv(o, sv_strip(reasoning)) || put_str(o, "</think>"))
@@ -83,7 +79,7 @@ static int put_assistant(chat_out *o, const json_t *m, int after_last_user, tok_
         }
     return 0;
 oom:
-    return pt_errf(err, "chat: out of memory");
+    return chat_oom(err);
 }
 
 /* A tool message: a string joins the previous tool message's observation
@@ -109,10 +105,8 @@ static int put_tool(chat_out *o, const json_t *msgs, size_t i) {
     return 0;
 }
 
-int chat_render_glm5(const json_t *msgs, const json_t *tools, int add_gen, int think, chat_out *o,
-                     pt_err *err) {
-    tok_bytes tmp = {0};
-    int rc = -1;
+static int render(const json_t *msgs, const json_t *tools, int add_gen, int think, chat_out *o,
+                  pt_err *err) {
     if (put_str(o, "[gMASK]<sop>")) goto oom;
     if (chat_has_tools(tools) && put_tools(o, tools)) goto oom;
     long last_user = -1;
@@ -122,26 +116,22 @@ int chat_render_glm5(const json_t *msgs, const json_t *tools, int add_gen, int t
     json_array_foreach(msgs, i, m) {
         const char *r = chat_role(m);
         if (!strcmp(r, "user")) {
-            sv c = chat_content_text(json_object_get(m, "content"), &tmp);
+            sv c = chat_content_text(json_object_get(m, "content"), o->tmp);
             if (put_str(o, "<|user|>") || put_sv(o, c)) goto oom;
         } else if (!strcmp(r, "assistant")) {
-            if (put_assistant(o, m, (long)i > last_user, &tmp, err)) goto fail;
+            if (put_assistant(o, m, (long)i > last_user, err)) return -1;
         } else if (!strcmp(r, "tool")) {
             if (put_tool(o, msgs, i)) goto oom;
         } else if (!strcmp(r, "system")) {
-            sv c = chat_content_text(json_object_get(m, "content"), &tmp);
+            sv c = chat_content_text(json_object_get(m, "content"), o->tmp);
             if (put_str(o, "<|system|>") || put_sv(o, c)) goto oom;
         }
     }
     if (add_gen && (put_str(o, "<|assistant|>") || put_str(o, think ? "<think>" : "</think>")))
         goto oom;
-    rc = 0;
-    goto fail;
+    return 0;
 oom:
-    pt_errf(err, "chat: out of memory");
-fail:
-    tok_bytes_free(&tmp);
-    return rc;
+    return chat_oom(err);
 }
 
 /* ===== Parsing ===== */
@@ -153,7 +143,7 @@ static const char *param_type(const json_t *tools, sv fname, const char *key) {
     if (!json_is_array(tools)) return NULL;
     json_array_foreach(tools, i, t) {
         const json_t *fn = chat_call_fn(t);
-        const char *n = json_string_value(json_object_get(fn, "name"));
+        const char *n = chat_fn_name(fn);
         if (!n || strlen(n) != fname.n || memcmp(n, fname.p, fname.n)) continue;
         json_t *p =
             json_object_get(json_object_get(json_object_get(fn, "parameters"), "properties"), key);
@@ -215,14 +205,104 @@ bad:
     return NULL;
 }
 
+/* ===== The grammar of a call ===== */
+
+/* The rules of the parameters' values (into rules) and the <arg_key>/<arg_value> pairs that
+ * use them (into seq): a pair per property, required ones always, the others optional, in the
+ * schema's order. A string's value is raw text without '<' (what the parser keeps as a
+ * string), any other value JSON. 0, or -1 with err. */
+static int put_args_grammar(tok_bytes *rules, tok_bytes *seq, const char *pre, const json_t *params,
+                            pt_err *err) {
+    const json_t *props = json_object_get(params, "properties");
+    const json_t *req = json_object_get(params, "required");
+    const char *k;
+    const json_t *v;
+    size_t i = 0;
+    int rc = 0;
+    json_object_foreach((json_t *)props, k, v) {
+        int is_req = 0;
+        for (size_t r = 0; r < json_array_size(req); r++)
+            is_req |= json_is_string(json_array_get(req, r)) &&
+                      !strcmp(json_string_value(json_array_get(req, r)), k);
+        char nm[200], line[320];
+        snprintf(nm, sizeof nm, "%sp%zu-", pre, i);
+        const char *ty = json_string_value(json_object_get(v, "type"));
+        if (ty && !strcmp(ty, "string")) {
+            const json_t *en = json_object_get(v, "enum");
+            snprintf(line, sizeof line, "%sroot ::= ", nm);
+            rc = rc || chat_gbnf(rules, line, err);
+            if (json_is_array(en) && json_array_size(en)) {
+                for (size_t e = 0; e < json_array_size(en) && !rc; e++) {
+                    const char *s = json_string_value(json_array_get(en, e));
+                    if (!s) {
+                        rc = pt_errf(err, "tool grammar: a string enum lists a non-string");
+                        break;
+                    }
+                    rc = (e && chat_gbnf(rules, " | ", err)) || chat_gbnf_lit(rules, s, err);
+                }
+                rc = rc || chat_gbnf(rules, "\n", err);
+            } else {
+                const json_t *mn = json_object_get(v, "minLength"),
+                             *mx = json_object_get(v, "maxLength");
+                char rep[64] = "*";
+                if (json_is_integer(mx))
+                    snprintf(rep, sizeof rep, "{%d,%d}",
+                             json_is_integer(mn) ? (int)json_integer_value(mn) : 0,
+                             (int)json_integer_value(mx));
+                else if (json_is_integer(mn))
+                    snprintf(rep, sizeof rep, "{%d,}", (int)json_integer_value(mn));
+                snprintf(line, sizeof line, "[^<]%s\n", rep);
+                rc = rc || chat_gbnf(rules, line, err);
+            }
+        } else
+            rc = rc || gram_from_json_schema_value(v, GRAM_JSON, nm, rules, err);
+        rc = rc || chat_gbnf(seq, is_req ? " " : " (", err) ||
+             chat_gbnf(seq, "\"<arg_key>\" ", err) || chat_gbnf_lit(seq, k, err) ||
+             chat_gbnf(seq, " \"</arg_key><arg_value>\" ", err);
+        snprintf(line, sizeof line, "%sroot \"</arg_value>\"%s", nm, is_req ? "" : ")?");
+        rc = rc || chat_gbnf(seq, line, err);
+        i++;
+    }
+    return rc;
+}
+
+/* PREcall ::= "<tool_call>" NAME pairs "</tool_call>", then the values' rules. */
+static int call_grammar(tok_bytes *b, const char *pre, const char *name, const json_t *params,
+                        pt_err *err) {
+    char line[160];
+    snprintf(line, sizeof line, "%scall ::= ", pre);
+    int rc = chat_gbnf(b, line, err) || chat_gbnf(b, "\"<tool_call>\" ", err) ||
+             chat_gbnf_lit(b, name, err) || chat_gbnf(b, " ", err);
+    snprintf(line, sizeof line, "%sargs", pre);
+    tok_bytes rules = {0}, seq = {0};
+    rc = rc || put_args_grammar(&rules, &seq, line, params, err);
+    if (!rc && (tok_bytes_append(b, seq.v ? seq.v : "", seq.n) ||
+                chat_gbnf(b, " \"</tool_call>\"\n", err) ||
+                tok_bytes_append(b, rules.v ? rules.v : "", rules.n)))
+        rc = pt_errf(err, "tool grammar: out of memory");
+    tok_bytes_free(&rules);
+    tok_bytes_free(&seq);
+    return rc;
+}
+
+/* ===== The format ===== */
+
 static const char *const k_markup[] = {"<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>",
                                        NULL};
 
-const chat_syntax chat_glm5_syntax = {
-    .think_open = "<think>",
-    .think_close = "</think>",
-    .call_open = "<tool_call>",
-    .call_close = "</tool_call>",
-    .parse_call = parse_call,
-    .markup = k_markup,
+const chat_fmt chat_glm5_format = {
+    .name = "glm-5",
+    .detect = {.tmpl = CHAT_LIST("[gMASK]", "<|assistant|>"),
+               .arch = CHAT_LIST("glm-dsa", "glm4*"),
+               .pre = CHAT_LIST("glm4")},
+    .default_thinking = 1,
+    .prompt_opens_reasoning = 1, /* "<think>" ends the generation prompt */
+    .render = render,
+    .syntax = {.think_open = "<think>",
+               .think_close = "</think>",
+               .call_open = "<tool_call>",
+               .call_close = "</tool_call>",
+               .parse_call = parse_call,
+               .markup = k_markup},
+    .call_grammar = call_grammar,
 };

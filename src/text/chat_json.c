@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "text/chat_internal.h"
+#include "text/chat_fmt.h"
 
 /* Python's repr of a float, near enough: the shortest %.Ng that reads back,
  * with ".0" when it looks like an integer; NaN and infinities as json.dumps. */

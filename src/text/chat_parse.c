@@ -1,7 +1,8 @@
 /* chat_parse.c — the parsing of generated text into reasoning, content and
- * tool calls, for every family (see chat.h for the contract). What differs
- * between families — the markers, how one call's body reads, the content's
- * last tidying — is the family's chat_syntax; the steps are the same:
+ * tool calls, for every format (see chat.h for the contract). What differs
+ * between formats — the markers, how one call's body reads, the content's
+ * last tidying — is the format's chat_syntax (chat_fmt.h); the steps are the
+ * same:
  *
  *   1. reasoning: the text up to the closing marker when the prompt opened a
  *      reasoning block or the text starts with the opening marker (all of the
@@ -9,48 +10,19 @@
  *   2. tool calls: every well-formed call between the call markers becomes a
  *      chat_tool_call and leaves the content; a malformed or unterminated one
  *      stays in the content as text and is counted in n_bad;
- *   3. the content is tidied (family wrapper tokens) and stripped.
+ *   3. the content is tidied (the wrapper of the calls, whatever the format's
+ *      tidy op drops) and stripped.
  *
  * Generated text is hostile input: nothing here fails on content.
  */
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "text/chat_internal.h"
+#include "text/chat_fmt.h"
 
-/* Markers and readers of CHAT_NONE: the reasoning markers are recognised at
+/* The syntax when no format is known: the reasoning markers are recognised at
  * the start of the text (and dropped) but no block is split out. */
 static const chat_syntax k_none_syntax = {.think_open = "<think>", .think_close = "</think>"};
-
-static const chat_syntax *syntax_of(chat_format f) {
-    switch (f) {
-    case CHAT_GLM5: return &chat_glm5_syntax;
-    case CHAT_QWEN3: return &chat_qwen3_syntax;
-    case CHAT_DEEPSEEK3: return &chat_deepseek3_syntax;
-    case CHAT_GEMMA4: return &chat_gemma4_syntax;
-    default: return &k_none_syntax;
-    }
-}
-
-int chat_reply_markup(chat_format f, const char **out, int cap) {
-    const chat_syntax *sy = syntax_of(f);
-    const char *fixed[] = {sy->think_open, sy->think_close, sy->call_open, sy->call_close};
-    int n = 0;
-    for (int i = 0; i < 4 && n + 1 < cap; i++)
-        if (fixed[i]) out[n++] = fixed[i];
-    for (int i = 0; sy->markup && sy->markup[i] && n + 1 < cap; i++)
-        out[n++] = sy->markup[i];
-    out[n] = NULL;
-    return n;
-}
-
-char *chat_sv_dup(sv s) {
-    char *p = malloc(s.n + 1);
-    if (!p) return NULL;
-    memcpy(p, s.p, s.n);
-    p[s.n] = 0;
-    return p;
-}
 
 /* Count a malformed call; the first one's reason is kept. */
 static void note_bad(chat_parsed *out, const char *fmt, const char *detail) {
@@ -81,7 +53,7 @@ static int add_call(chat_parsed *out, sv name, json_t *args) {
 }
 
 /* Step 1: split the reasoning block off *t (which is left holding the rest).
- * split is 0 for CHAT_NONE, which only drops a leading opening marker. */
+ * split is 0 without a format, which only drops a leading opening marker. */
 static sv split_reasoning(const chat_syntax *sy, int split, int in_reasoning, sv *t) {
     sv reasoning = {"", 0};
     size_t open_n = strlen(sy->think_open), close_n = strlen(sy->think_close);
@@ -153,15 +125,37 @@ static int take_calls(const chat_syntax *sy, sv t, const json_t *tools, chat_par
     return bput(content, p, (size_t)(end - p));
 }
 
-int chat_parse(chat_format f, const char *text, size_t len, int in_reasoning, const json_t *tools,
-               chat_parsed *out, pt_err *err) {
+/* Step 3: drop every calls_open / calls_close wrapper from *content (into scratch): it
+ * carries nothing once the calls are out. 0 or -1 (oom). */
+static int drop_wrappers(const chat_syntax *sy, sv *content, tok_bytes *scratch) {
+    const char *q = content->p, *end = content->p + content->n;
+    int oom = 0;
+    while (q < end && !oom) {
+        sv r = {q, (size_t)(end - q)};
+        const char *a = sv_find(r, sy->calls_open), *b = sv_find(r, sy->calls_close);
+        const char *x = a && (!b || a < b) ? a : b;
+        size_t xl = x == a ? strlen(sy->calls_open) : strlen(sy->calls_close);
+        if (!x) {
+            oom |= bput(scratch, q, r.n);
+            break;
+        }
+        oom |= bput(scratch, q, (size_t)(x - q));
+        q = x + xl;
+    }
+    *content = (sv){scratch->v ? scratch->v : "", scratch->n};
+    return oom ? -1 : 0;
+}
+
+int chat_parse(const chat_fmt *f, const char *text, size_t len, int in_reasoning,
+               const json_t *tools, chat_parsed *out, pt_err *err) {
     memset(out, 0, sizeof *out);
-    const chat_syntax *sy = syntax_of(f);
+    const chat_syntax *sy = f ? &f->syntax : &k_none_syntax;
     sv t = {text ? text : "", text ? len : 0};
-    sv reasoning = split_reasoning(sy, f != CHAT_NONE, in_reasoning, &t);
+    sv reasoning = split_reasoning(sy, f != NULL, in_reasoning, &t);
     tok_bytes content = {0}, scratch = {0};
     int oom = take_calls(sy, t, tools, out, &content) != 0;
     sv c = {content.v ? content.v : "", content.n};
+    if (!oom && sy->calls_open) oom = drop_wrappers(sy, &c, &scratch) != 0;
     if (!oom && sy->tidy) oom = sy->tidy(&c, &scratch) != 0;
     out->content = chat_sv_dup(sv_strip(c));
     out->reasoning = chat_sv_dup(reasoning);

@@ -1,5 +1,5 @@
-/* chat_qwen3.c — Qwen3 (ChatML with <think>): the renderer and the parser of
- * its JSON tool calls.
+/* chat_qwen3.c — the qwen3 chat format (ChatML with <think>): the renderer,
+ * the parser of its JSON tool calls and their grammar.
  *
  *   <|im_start|>system\n...<|im_end|>\n<|im_start|>user\n...<|im_end|>\n
  *   <|im_start|>assistant\n<think>\n...\n</think>\n\nanswer
@@ -11,7 +11,8 @@
  */
 #include <stdlib.h>
 
-#include "text/chat_internal.h"
+#include "text/chat_fmt.h"
+#include "text/grammar.h"
 
 /* ===== Rendering ===== */
 
@@ -25,13 +26,12 @@ static const char k_tools_tail[] =
 
 /* The system turn: the first message's text when it is a system message, then
  * the tools when there are any. 0 or -1 (oom). */
-static int put_system(chat_out *o, const json_t *first, int first_sys, const json_t *tools,
-                      tok_bytes *tmp) {
+static int put_system(chat_out *o, const json_t *first, int first_sys, const json_t *tools) {
     if (chat_has_tools(tools)) {
         if (put_str(o, "<|im_start|>system\n")) return -1;
         if (first_sys) {
             json_t *c = json_object_get(first, "content");
-            if (put_sv(o, chat_content_text(c, tmp)) || put_str(o, "\n\n")) return -1;
+            if (put_sv(o, chat_content_text(c, o->tmp)) || put_str(o, "\n\n")) return -1;
         }
         if (put_str(o, k_tools_head)) return -1;
         size_t i;
@@ -43,7 +43,7 @@ static int put_system(chat_out *o, const json_t *first, int first_sys, const jso
     }
     if (first_sys)
         return put_str(o, "<|im_start|>system\n") ||
-               put_sv(o, chat_content_text(json_object_get(first, "content"), tmp)) ||
+               put_sv(o, chat_content_text(json_object_get(first, "content"), o->tmp)) ||
                put_str(o, "<|im_end|>\n");
     return 0;
 }
@@ -67,23 +67,15 @@ static size_t last_query(const json_t *msgs, size_t n_msgs) {
 /* One <tool_call> block; arguments given as a string are written as they are. */
 static int put_tool_call(chat_out *o, const json_t *tc) {
     const json_t *fn = chat_call_fn(tc);
-    json_t *a = json_object_get(fn, "arguments");
-    return put_str(o, "<tool_call>\n{\"name\": \"") ||
-           put_text_str(o, json_string_value(json_object_get(fn, "name"))) ||
+    return put_str(o, "<tool_call>\n{\"name\": \"") || put_text_str(o, chat_fn_name(fn)) ||
            put_str(o, "\", \"arguments\": ") ||
-           (json_is_string(a) ? put_jstr(o, a) : (a ? put_json(o, a) : put_str(o, "{}"))) ||
-           put_str(o, "}\n</tool_call>");
+           chat_put_args(o, json_object_get(fn, "arguments")) || put_str(o, "}\n</tool_call>");
 }
 
 /* An assistant turn (message i of n_msgs; c its string content). 0 or -1 (oom). */
 static int put_assistant(chat_out *o, const json_t *m, sv c, size_t i, size_t n_msgs,
                          size_t query) {
-    sv reasoning = {"", 0};
-    json_t *rj = json_object_get(m, "reasoning_content");
-    if (json_is_string(rj))
-        reasoning = (sv){json_string_value(rj), json_string_length(rj)};
-    else
-        chat_split_think(&c, &reasoning);
+    sv reasoning = chat_assistant_reasoning(m, &c);
     if (i > query && (i == n_msgs - 1 || reasoning.n)) {
         if (put_str(o, "<|im_start|>assistant\n<think>\n") ||
             put_sv(o, sv_strip_chars(reasoning, 1, 1, '\n')) || put_str(o, "\n</think>\n\n") ||
@@ -110,14 +102,12 @@ static int put_tool(chat_out *o, const json_t *msgs, size_t i, sv c) {
     return 0;
 }
 
-int chat_render_qwen3(const json_t *msgs, const json_t *tools, int add_gen, int think, chat_out *o,
-                      pt_err *err) {
+static int render(const json_t *msgs, const json_t *tools, int add_gen, int think, chat_out *o,
+                  pt_err *err) {
     size_t n_msgs = json_array_size(msgs), i;
     json_t *m, *first = json_array_get(msgs, 0);
     int first_sys = first && !strcmp(chat_role(first), "system");
-    tok_bytes tmp = {0};
-    int rc = -1;
-    if (put_system(o, first, first_sys, tools, &tmp)) goto oom;
+    if (put_system(o, first, first_sys, tools)) goto oom;
     size_t query = last_query(msgs, n_msgs);
     json_array_foreach(msgs, i, m) {
         const char *r = chat_role(m);
@@ -138,13 +128,9 @@ int chat_render_qwen3(const json_t *msgs, const json_t *tools, int add_gen, int 
         if (put_str(o, "<|im_start|>assistant\n")) goto oom;
         if (!think && put_str(o, "<think>\n\n</think>\n\n")) goto oom;
     }
-    rc = 0;
-    goto done;
+    return 0;
 oom:
-    pt_errf(err, "chat: out of memory");
-done:
-    tok_bytes_free(&tmp);
-    return rc;
+    return chat_oom(err);
 }
 
 /* ===== Parsing ===== */
@@ -181,10 +167,38 @@ static json_t *parse_call(sv body, const json_t *tools, sv *name, char **name_ow
     return a;
 }
 
-const chat_syntax chat_qwen3_syntax = {
-    .think_open = "<think>",
-    .think_close = "</think>",
-    .call_open = "<tool_call>",
-    .call_close = "</tool_call>",
-    .parse_call = parse_call,
+/* ===== The grammar of a call ===== */
+
+/* PREcall ::= <tool_call>\n{"name": "NAME", "arguments": ARGS}\n</tool_call>, ARGS in JSON
+ * whose strings spell no '<'. */
+static int call_grammar(tok_bytes *b, const char *pre, const char *name, const json_t *params,
+                        pt_err *err) {
+    json_t *js = json_string(name);
+    char *jn = js ? json_dumps(js, JSON_ENCODE_ANY) : NULL; /* the name as a JSON string */
+    json_decref(js);
+    int rc = chat_gbnf_call(b, pre, name, params, GRAM_JSON_TOOL, err) ||
+             chat_gbnf(b, "\"<tool_call>\\n{\\\"name\\\": \" ", err) ||
+             (jn ? chat_gbnf_lit(b, jn, err) : pt_errf(err, "tool grammar: out of memory")) ||
+             chat_gbnf(b, " \", \\\"arguments\\\": \" ", err) || chat_gbnf_args_root(b, pre, err) ||
+             chat_gbnf(b, "\"}\\n</tool_call>\"\n", err);
+    free(jn);
+    return rc ? -1 : 0;
+}
+
+/* ===== The format ===== */
+
+const chat_fmt chat_qwen3_format = {
+    .name = "qwen3",
+    .detect = {.tmpl = CHAT_LIST("<|im_start|>"),
+               .arch = CHAT_LIST("qwen3*", "qwen2*"),
+               .pre = CHAT_LIST("qwen*")},
+    .default_thinking = 1, /* the model opens "<think>" itself */
+    .render = render,
+    .syntax = {.think_open = "<think>",
+               .think_close = "</think>",
+               .call_open = "<tool_call>",
+               .call_close = "</tool_call>",
+               .parse_call = parse_call},
+    .call_grammar = call_grammar,
+    .calls_sep = "\"\\n\" ", /* parallel calls one a line */
 };

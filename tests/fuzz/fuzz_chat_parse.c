@@ -4,13 +4,13 @@
  * (oai_split) fed the same bytes in pieces. Built and run by `make fuzz` /
  * `make fuzz-ci` (clang, ASan, UBSan).
  *
- * Input: byte 0 picks the format (bits 0-2: none, glm-5, deepseek-v3,
- * gemma-4, qwen3), whether the prompt opened a reasoning block (bit 3),
- * whether tools were offered (bit 4) and the streaming piece size (bits 5-7);
- * the rest is the generated text. The parser never fails on content: -1 is
- * a bug, as is any crash, overread or leak; every string it returns must be
- * NUL-terminated and every tool call's arguments a JSON object (which may
- * hold \u0000: the model wrote it).
+ * Input: byte 0 picks the format (bits 0-2, modulo one more than the number
+ * of formats: none, then the table's formats in order), whether the prompt
+ * opened a reasoning block (bit 3), whether tools were offered (bit 4) and the
+ * streaming piece size (bits 5-7); the rest is the generated text. The parser
+ * never fails on content: -1 is a bug, as is any crash, overread or leak;
+ * every string it returns must be NUL-terminated and every tool call's
+ * arguments a JSON object (which may hold \u0000: the model wrote it).
  */
 #include <jansson.h>
 #include <stdint.h>
@@ -41,7 +41,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
     if (!tools) tools = json_loads(TOOLS, 0, NULL);
-    const chat_format f = (chat_format)((data[0] & 7) % 5);
+    int n_fmt = 0;
+    while (chat_fmt_at(n_fmt))
+        n_fmt++;
+    const int pick = (data[0] & 7) % (n_fmt + 1); /* 0: none, else the table's format pick-1 */
+    const chat_fmt *f = pick ? chat_fmt_at(pick - 1) : NULL;
     const int in_reasoning = (data[0] >> 3) & 1, with_tools = (data[0] >> 4) & 1;
     const size_t piece = 1 + (size_t)(data[0] >> 5) * 3;
     const size_t n = size - 1;
@@ -61,7 +65,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     chat_parsed_free(&p);
 
     oai_split s;
-    oai_split_init(&s, chat_format_name(f), in_reasoning, with_tools, 0);
+    oai_split_init(&s, chat_fmt_name(f), in_reasoning, with_tools, 0);
     for (size_t at = 0; at < n; at += piece)
         if (oai_split_push(&s, text + at, PT_MIN(piece, n - at), 0, on_delta, NULL)) break;
     oai_split_push(&s, "", 0, 1, on_delta, NULL);

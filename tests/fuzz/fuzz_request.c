@@ -32,7 +32,7 @@ static const char *const VOCABS[4] = {
 static struct {
     gguf_ctx *g; /* kept open: the vocabulary may point into it */
     tok_vocab *v;
-    chat_format f;
+    const chat_fmt *f;
 } fx[4];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
