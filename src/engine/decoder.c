@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "nn/ops.h"
+#include "os/os.h"
 
 struct dec {
     fam_ctx c; /* first: the family's fam_ctx * is this decoder */
@@ -244,8 +245,8 @@ int dec_kv_hot(const dec *x) {
 void dec_kv_cache(const dec *x, pt_kv_cache_stats *st) {
     size_t c = 0;
     const kv_arena *a = &x->kv;
-    *st = (pt_kv_cache_stats){.bytes = (uint64_t)kv_arena_cache_pages(a, &c) * kv_page(),
-                              .cap_bytes = (uint64_t)c * kv_page(),
+    *st = (pt_kv_cache_stats){.bytes = (uint64_t)kv_arena_cache_pages(a, &c) * os_page_size(),
+                              .cap_bytes = (uint64_t)c * os_page_size(),
                               .selected = a->sel_pages,
                               .hits = a->sel_hits,
                               .gather_cap = a->dfd >= 0 ? a->gcap : 0,

@@ -27,6 +27,7 @@
 #include "nn/kv.h"
 #include "os/os.h"
 #include "petrel.h"
+#include "petrel_tools.h" /* PT_PATH_MAX */
 #include "runtime/budget.h"
 #include "runtime/experts.h"
 #include "runtime/plan.h"
@@ -66,7 +67,7 @@ struct pt_engine {
     FILE *trace;       /* routing trace, or NULL */
     usage_table usage; /* expert request counts (this run plus history) */
     int have_usage;
-    char usage_path[4096]; /* where the counts are saved at close, "" to skip */
+    char usage_path[PT_PATH_MAX]; /* where the counts are saved at close, "" to skip */
     uint8_t fingerprint[32];
     char plan[1536];  /* the plan line: the planner's part (< 768) + a pack warning (< 700) */
     engine_text text; /* vocabulary, chat format, sampling defaults */
@@ -134,7 +135,7 @@ static int open_usage(pt_engine *en, const pt_engine_params *p, int n_all, pt_er
     free(ne);
     if (rc) return pt_errf(e, "out of memory");
     if (xpack_fingerprint(en->g, en->fingerprint, e)) return -1;
-    char cand[2][4096];
+    char cand[2][PT_PATH_MAX];
     int n;
     if (p->usage_dir && *p->usage_dir) {
         const char *base = strrchr(en->g->files[0].path, '/');
@@ -147,9 +148,9 @@ static int open_usage(pt_engine *en, const pt_engine_params *p, int n_all, pt_er
     for (int i = 0; i < n; i++) {
         /* same places as the pack, ".usage" instead of ".xpack" */
         size_t len = strlen(cand[i]);
-        if (len > 6) snprintf(cand[i] + len - 6, 4096 - (len - 6), ".usage");
+        if (len > 6) snprintf(cand[i] + len - 6, sizeof cand[i] - (len - 6), ".usage");
         if (!en->have_usage) en->have_usage = usage_load(&en->usage, cand[i], en->fingerprint);
-        char dir[4096];
+        char dir[PT_PATH_MAX];
         snprintf(dir, sizeof dir, "%s", cand[i]);
         char *slash = strrchr(dir, '/');
         if (slash) *slash = 0;
@@ -282,7 +283,7 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
      * or corrupt one is reported in the plan and the GGUF is used instead */
     char note[700] = "";
     if (!p->no_pack && p->expert_slots != PT_EXPERTS_MMAP) {
-        char cand[2][4096];
+        char cand[2][PT_PATH_MAX];
         int n = p->pack_path ? 1 : xpack_candidates(en->g->files[0].path, p->cache_dir, cand);
         if (p->pack_path) snprintf(cand[0], sizeof cand[0], "%s", p->pack_path);
         for (int i = 0; i < n; i++) {
@@ -303,7 +304,7 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
     }
     /* --no-pack: a valid pack still lends its checksum table to the GGUF reads */
     if (p->no_pack && !p->no_verify && p->expert_slots != PT_EXPERTS_MMAP) {
-        char cand[2][4096];
+        char cand[2][PT_PATH_MAX];
         int n = p->pack_path ? 1 : xpack_candidates(en->g->files[0].path, p->cache_dir, cand);
         if (p->pack_path) snprintf(cand[0], sizeof cand[0], "%s", p->pack_path);
         for (int i = 0; i < n && !en->table; i++) {
@@ -315,7 +316,7 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
     /* no pack to read from or to lend its table: a checksum table of its own
      * (MODEL.gguf.xsums, `petrel pack --table-only`); a stale one is reported */
     if (!en->pack && !en->table && !p->no_verify && p->expert_slots != PT_EXPERTS_MMAP) {
-        char cand[2][4096];
+        char cand[2][PT_PATH_MAX];
         const int n = xpack_table_candidates(en->g->files[0].path, p->cache_dir, cand);
         for (int i = 0; i < n && !en->table; i++) {
             if (access(cand[i], F_OK) != 0) continue;

@@ -53,6 +53,7 @@
 
 #include "common.h"
 #include "engine/session.h"
+#include "petrel_tools.h" /* PT_PATH_MAX */
 
 #define PC_MAGIC 0x564b5450u /* "PTKV" */
 #define PC_VERSION 1u
@@ -90,7 +91,7 @@ typedef struct pc_layout {
 
 struct pt_pcache {
     pt_engine *e;
-    char dir[4096];
+    char dir[PT_PATH_MAX];
     uint64_t max_bytes;
     void (*warn)(void *ud, const char *msg);
     void *warn_ud;

@@ -540,19 +540,20 @@ int xpack_verify(const xpack *p, const gguf_ctx *g, const xp_layer_desc *d,
 }
 
 static int candidates(const char *model_path, const char *cache_dir, const char *ext,
-                      char out[2][4096]) {
+                      char out[2][PT_PATH_MAX]) {
     int n = 0;
-    snprintf(out[n++], 4096, "%s%s", model_path, ext);
+    snprintf(out[n++], PT_PATH_MAX, "%s%s", model_path, ext);
     const char *base = strrchr(model_path, '/');
     base = base ? base + 1 : model_path;
-    if (cache_dir && *cache_dir) snprintf(out[n++], 4096, "%s/%s%s", cache_dir, base, ext);
+    if (cache_dir && *cache_dir) snprintf(out[n++], PT_PATH_MAX, "%s/%s%s", cache_dir, base, ext);
     return n;
 }
 
-int xpack_candidates(const char *model_path, const char *cache_dir, char out[2][4096]) {
+int xpack_candidates(const char *model_path, const char *cache_dir, char out[2][PT_PATH_MAX]) {
     return candidates(model_path, cache_dir, ".xpack", out);
 }
 
-int xpack_table_candidates(const char *model_path, const char *cache_dir, char out[2][4096]) {
+int xpack_table_candidates(const char *model_path, const char *cache_dir,
+                           char out[2][PT_PATH_MAX]) {
     return candidates(model_path, cache_dir, ".xsums", out);
 }

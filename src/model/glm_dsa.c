@@ -31,6 +31,7 @@
 #include "nn/mla.h"
 #include "nn/ops.h"
 #include "nn/router.h"
+#include "os/os.h"
 enum { GLM_ARCH_GLM_DSA = 1, GLM_ARCH_DEEPSEEK2 = 2 };
 
 typedef struct glm_hparams {
@@ -425,7 +426,9 @@ static void *glm_state_new(const void *model, fam_ctx *c, pt_err *err) {
     if (!fail && kv_arena_spills(c->kv) && hp->idx_n_head > 0) {
         /* the indexer's selection read ahead from the spill file, a byte per page */
         s->attn.n_pmark =
-            ((size_t)c->n_ctx * kv_bytes(c->k_type, (int64_t)KVD) + kv_page() - 1) / kv_page() + 1;
+            ((size_t)c->n_ctx * kv_bytes(c->k_type, (int64_t)KVD) + os_page_size() - 1) /
+                os_page_size() +
+            1;
         if (!(s->attn.pmark = calloc(s->attn.n_pmark, 1))) fail = 1;
         s->attn.spill = c->kv;
         if (c->k_type != QT_F32 && c->kv->gcap) { /* rows read directly where they can be */
