@@ -31,7 +31,6 @@
 #include "nn/mla.h"
 #include "nn/ops.h"
 #include "nn/router.h"
-#include "os/os.h"
 enum { GLM_ARCH_GLM_DSA = 1, GLM_ARCH_DEEPSEEK2 = 2 };
 
 typedef struct glm_hparams {
@@ -401,6 +400,7 @@ static void *glm_state_new(const void *model, fam_ctx *c, pt_err *err) {
     const size_t B = (size_t)c->max_batch, A = (size_t)c->tile, E = (size_t)hp->n_embd,
                  KVD = (size_t)(hp->kv_lora + hp->qk_rope);
     const int n_all = hp->n_layer + hp->n_nextn;
+    const nn_mla_dims d = mla_dims(hp);
     int fail = 0;
     s->kv = calloc((size_t)n_all, sizeof(void *));
     s->idx_k = calloc((size_t)hp->n_layer + 1, sizeof(float *));
@@ -408,36 +408,18 @@ static void *glm_state_new(const void *model, fam_ctx *c, pt_err *err) {
     for (int l = 0; l < n_all && !fail; l++) {
         /* the trunk's latent rows may spill to the SSD (nn/kv.h); the MTP block's stay in RAM */
         const size_t row = kv_bytes(c->k_type, (int64_t)KVD);
-        const int read = hp->idx_n_head <= 0   ? KV_READ_ALL
-                         : c->k_type == QT_F32 ? KV_READ_SELECTED /* f32 sums read blocks */
-                                               : KV_READ_GATHERED;
-        s->kv[l] = l < hp->n_layer ? kv_arena_rows(c->kv, row, c->n_ctx, read)
-                                   : kv_arena_take(c->kv, (size_t)c->n_ctx * row);
+        s->kv[l] = l < hp->n_layer
+                       ? kv_arena_rows(c->kv, row, c->n_ctx, nn_mla_kv_read(&d, c->k_type))
+                       : kv_arena_take(c->kv, (size_t)c->n_ctx * row);
         if (!s->kv[l]) fail = 1;
         if (l < hp->n_layer && m->layers[l].attn.has_idx &&
             !(s->idx_k[l] = kv_arena_take(c->kv, (size_t)c->n_ctx * (size_t)hp->idx_head_dim *
                                                      sizeof(float))))
             fail = 1;
     }
-    const nn_mla_dims d = mla_dims(hp);
-    if (!fail && nn_mla_init(&s->attn, &d, c->pool, &c->mm, c->n_ctx, c->tile, c->max_batch))
+    if (!fail && nn_mla_init(&s->attn, &d, c->pool, &c->mm, c->n_ctx, c->tile, c->max_batch,
+                             c->k_type, c->kv))
         fail = 1;
-    s->attn.kv_type = c->k_type; /* latent and rope key: the K type, as llama.cpp */
-    if (!fail && kv_arena_spills(c->kv) && hp->idx_n_head > 0) {
-        /* the indexer's selection read ahead from the spill file, a byte per page */
-        s->attn.n_pmark =
-            ((size_t)c->n_ctx * kv_bytes(c->k_type, (int64_t)KVD) + os_page_size() - 1) /
-                os_page_size() +
-            1;
-        if (!(s->attn.pmark = calloc(s->attn.n_pmark, 1))) fail = 1;
-        s->attn.spill = c->kv;
-        if (c->k_type != QT_F32 && c->kv->gcap) { /* rows read directly where they can be */
-            s->attn.rowp = calloc((size_t)c->n_ctx, sizeof *s->attn.rowp);
-            s->attn.gmark = calloc((size_t)c->n_ctx, 1);
-            s->attn.glist = calloc((size_t)c->n_ctx, sizeof *s->attn.glist);
-            if (!s->attn.rowp || !s->attn.gmark || !s->attn.glist) fail = 1;
-        }
-    }
     s->out = pt_falloc(B * E, &fail);
     s->g = pt_falloc(A * ffn_width(hp), &fail);
     s->u = pt_falloc(A * ffn_width(hp), &fail);
