@@ -344,7 +344,7 @@ static void softcap_worker(void *arg, int ith, int nth) {
 /* logits[T][n_vocab] of the normed rows xn, soft-capped when the model says so. */
 static void output(dec *x, const float *xn, int T, float *logits) {
     const fam_desc *d = &x->d;
-    mm_run(&x->c.mm, d->output, xn, T, logits, d->n_vocab);
+    mm_run(&x->c.mm, &d->output, xn, T, logits, d->n_vocab);
     if (d->softcap > 0) {
         softcap_job j = {logits, (long)T * d->n_vocab, d->softcap};
         tp_run(x->c.pool, softcap_worker, &j);
@@ -378,7 +378,7 @@ int dec_eval(dec *x, const int32_t *tokens, int n, float *logits, int all_rows, 
         kv_arena_prefetch(&x->kv, pos0);
         for (int t = 0; t < T; t++) {
             float *row = c->x + (size_t)t * E;
-            mm_get_row(d->tok_embd, tokens[c0 + t], row);
+            mm_get_row(&d->tok_embd, tokens[c0 + t], row);
             if (d->embd_scale != 1.0f)
                 for (int i = 0; i < E; i++)
                     row[i] *= d->embd_scale;

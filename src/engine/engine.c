@@ -103,11 +103,6 @@ static const char *qt_name_lower(uint32_t qt) {
     return "?";
 }
 
-/* MLA families keep one cache (the K type); their V type is unused. */
-static int mla_model(const pt_engine *en) {
-    return !strcmp(en->fam->name, "glm-dsa");
-}
-
 const char *pt_kv_type_name(int t) {
     return t >= 0 && t < (int)PT_ARRAY_LEN(KV_TYPES) ? KV_TYPES[t].name : "?";
 }
@@ -442,8 +437,8 @@ static int kv_types(pt_engine *en, const pt_engine_params *p, pt_err *e) {
     }
     en->k_type = q[0];
     en->v_type = q[1];
-    /* MLA models (one cache, in the K type) and equal types: one name */
-    if (en->k_type == en->v_type || mla_model(en))
+    /* one cache (the K type: MLA models) or equal types: one name */
+    if (en->k_type == en->v_type || en->desc.k_only)
         snprintf(en->kv_types, sizeof en->kv_types, "%s", qt_name_lower(en->k_type));
     else
         snprintf(en->kv_types, sizeof en->kv_types, "K %s, V %s", qt_name_lower(en->k_type),
@@ -484,13 +479,7 @@ pt_engine *pt_engine_open(const pt_engine_params *p, char *err, size_t err_len) 
         return en;
     }
     if (gguf_get_str(en->g, "general.architecture", en->arch, sizeof en->arch, &e)) goto fail;
-    en->fam = fam_find(en->arch);
-    if (!en->fam) {
-        pt_errf(&e, "%s: architecture '%s' is not supported (supported: %s)", p->model_path,
-                en->arch, fam_names());
-        goto fail;
-    }
-    if (en->fam->load(en->g, &en->model, &en->desc, &e)) goto fail;
+    if (fam_load(en->g, en->arch, &en->fam, &en->model, &en->desc, &e)) goto fail;
     if (kv_types(en, p, &e)) goto fail;
     /* the KV cache the plan reserves at the cache types, sliding-window rings
      * sized for the default batch */
@@ -527,7 +516,7 @@ void pt_engine_close(pt_engine *e) {
     xpack_close(e->table);
     free(e->xl);
     free(e->expert_bytes);
-    if (e->model) e->fam->free(e->model);
+    fam_free(e->fam, e->model);
     tp_free(e->pool);
     engine_text_free(&e->text);
     gguf_close(e->g);
@@ -866,8 +855,8 @@ const uint8_t *engine_fingerprint(const pt_engine *e) {
 }
 void engine_kv_key(const pt_engine *e, uint32_t *k_type, uint32_t *v_type, int32_t *isa) {
     *k_type = e->k_type;
-    /* MLA keeps no V cache: its V type changes no byte */
-    *v_type = mla_model(e) ? e->k_type : e->v_type;
+    /* a model that keeps no V cache (MLA): its V type changes no byte */
+    *v_type = e->desc.k_only ? e->k_type : e->v_type;
     const int best = qt_isa_detect();
     *isa = e->max_isa < 0 || e->max_isa > best ? best : e->max_isa;
 }
