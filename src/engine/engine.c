@@ -35,7 +35,6 @@
 #include "runtime/usage.h"
 #include "runtime/xio.h"
 
-#define GIB (1024.0 * 1024.0 * 1024.0)
 #define DEFAULT_BATCH                                                                              \
     256 /* rows per forward chunk when the session does not say and                                \
            experts do not stream; rows per tile of row-local work */
@@ -331,7 +330,7 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
         free(slot_bytes);
         return -1;
     }
-    plan_in in = {.budget = p->ram_gb > 0 ? (uint64_t)(p->ram_gb * GIB) : mem_available(),
+    plan_in in = {.budget = p->ram_gb > 0 ? (uint64_t)(p->ram_gb * PLAN_GIB) : mem_available(),
                   .resident = mi.resident_bytes,
                   .routed = mi.routed_bytes,
                   .slot_bytes = slot_bytes,
@@ -343,12 +342,12 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
                   .n_ctx = p->n_ctx,
                   .n_ctx_train = en->desc.n_ctx_train,
                   .slots = p->expert_slots,
-                  .pin_bytes = p->pin_gb > 0 ? (uint64_t)(p->pin_gb * GIB) : 0,
+                  .pin_bytes = p->pin_gb > 0 ? (uint64_t)(p->pin_gb * PLAN_GIB) : 0,
                   .no_pin = p->no_pin,
                   .margin = PLAN_MARGIN,
                   .row_bytes = dec_row_bytes(&en->desc),
                   .batch = DEFAULT_BATCH,
-                  .kv_ram = p->kv_ram_mb > 0 ? (uint64_t)(p->kv_ram_mb * 1048576.0) : 0};
+                  .kv_ram = p->kv_ram_mb > 0 ? (uint64_t)(p->kv_ram_mb * PLAN_MIB) : 0};
     /* spilled KV positions go to the cache directory (the engine reads no environment) */
     snprintf(en->spill_dir, sizeof en->spill_dir, "%s",
              p->cache_dir && *p->cache_dir ? p->cache_dir : "/var/tmp");

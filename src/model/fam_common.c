@@ -14,9 +14,9 @@
 
 int fam_block_count(ld_ctx *L, int *n) {
     if (ld_u32(L, "block_count", n, 1, 0)) return -1;
-    if (*n < 1 || *n > FAM_MAX_LAYERS)
+    if (*n < 1 || *n > LD_MAX_LAYERS)
         return L->rc = pt_errf(L->err, "%s: %s.block_count %d outside 1..%d", L->path, L->arch, *n,
-                               FAM_MAX_LAYERS);
+                               LD_MAX_LAYERS);
     return 0;
 }
 
@@ -51,7 +51,7 @@ nn_rope fam_rope_plain(int n_dims, int neox, float freq_base) {
 
 int fam_rope(ld_ctx *L, int n_dims, int neox, nn_rope *r, fam_yarn *yarn) {
     float base;
-    if (ld_f32(L, "rope.freq_base", &base, 0, 10000.0f)) return -1;
+    if (ld_f32(L, "rope.freq_base", &base, 0, FAM_ROPE_FREQ_BASE)) return -1;
     *r = fam_rope_plain(n_dims, neox, base);
     if (yarn) *yarn = (fam_yarn){0};
     char k[160], stype[32] = "";

@@ -4,7 +4,7 @@
  *
  * Binding: the trunk's two ends (token embedding, final norm, output head with the tied
  * embedding as fallback) and the training context go straight into the fam_desc the decoder
- * reads; block_count is held to FAM_MAX_LAYERS; a rope is read with the scaling the file asks
+ * reads; block_count is held to LD_MAX_LAYERS; a rope is read with the scaling the file asks
  * for (none, or YaRN for a family that takes it). State: the zeroed state, the one refusal when
  * an allocation fails, freeing scratch, and the FFN scratch an expert runs with. GQA layers
  * (Gemma 4, Qwen3-MoE): one K and one V buffer per layer, linear or a sliding-window ring,
@@ -28,9 +28,7 @@
 
 /* ===== Binding ===== */
 
-#define FAM_MAX_LAYERS 4096 /* block_count above this is refused as implausible */
-
-/* `<arch>.block_count` (required) into *n, refused outside 1..FAM_MAX_LAYERS. 0, or -1 with
+/* `<arch>.block_count` (required) into *n, refused outside 1..LD_MAX_LAYERS. 0, or -1 with
  * the error in L. */
 int fam_block_count(ld_ctx *L, int *n);
 
@@ -40,6 +38,8 @@ int fam_block_count(ld_ctx *L, int *n);
  * embd_scale 1 (a family that scales its embeddings sets it after). 0, or -1 with the error
  * in L. */
 int fam_bind_trunk(ld_ctx *L, int n_embd, fam_desc *d);
+
+#define FAM_ROPE_FREQ_BASE 10000.0f /* rope.freq_base when the file has none (llama.cpp's) */
 
 /* A rope over n_dims dims (NEOX pairs when neox, else NORM) at freq_base, unscaled. */
 nn_rope fam_rope_plain(int n_dims, int neox, float freq_base);
@@ -51,8 +51,8 @@ typedef struct fam_yarn {
     float log_mul; /* rope.scaling.yarn_log_multiplier (0.1 x mscale_all_dim) */
 } fam_yarn;
 
-/* `<arch>.rope.freq_base` (default 10000) and `rope.scaling.type`: none (or absent) gives
- * fam_rope_plain's rope; yarn, where the family passes yarn, sets freq_scale (1 / factor),
+/* `<arch>.rope.freq_base` (default FAM_ROPE_FREQ_BASE) and `rope.scaling.type`: none (or absent)
+ * gives fam_rope_plain's rope; yarn, where the family passes yarn, sets freq_scale (1 / factor),
  * ext_factor and corr_dims from rope.scaling.factor, original_context_length and
  * yarn_beta_fast / yarn_beta_slow, and *yarn. Any other type, or yarn where yarn is NULL,
  * is refused. 0, or -1 with the error in L. */

@@ -153,7 +153,7 @@ static int load_hparams(ld_ctx *L, gemma4_model *m) {
     ld_u32(L, "attention.value_length_swa", &vl_swa, 0, kl_swa);
     ld_u32(L, "rope.dimension_count", &rot, 0, kl);
     ld_u32(L, "rope.dimension_count_swa", &rot_swa, 0, kl_swa);
-    ld_f32(L, "rope.freq_base", &base, 0, 10000.0f);
+    ld_f32(L, "rope.freq_base", &base, 0, FAM_ROPE_FREQ_BASE);
     ld_f32(L, "rope.freq_base_swa", &base_swa, 0, base);
     ld_u32(L, "attention.sliding_window", &hp->window, 0, 0);
     hp->n_head = heads[0];

@@ -16,6 +16,10 @@
  * system's unit, a page the memory's. */
 #define OS_DIRECT_ALIGN 4096
 
+/* The most bytes one read or write call is given (a loop issues the rest): Linux moves at
+ * most 0x7ffff000 bytes a call, and an io_uring read's length is 32 bits. */
+#define OS_IO_MAX (1u << 30)
+
 /* open(path, O_RDONLY | O_CLOEXEC) bypassing the page cache: O_DIRECT on Linux (the
  * caller's reads must then be aligned: offsets, lengths and buffers to OS_DIRECT_ALIGN), F_NOCACHE
  * on macOS (no alignment rule). Returns the fd, or -1 with errno set (Linux: EINVAL on a
