@@ -1,6 +1,6 @@
-/* fam_common.c — the binding, rope, state and GQA-cache code every family shares (see
- * fam_common.h). Moved from the three family files unchanged in what it reads, refuses and
- * computes. */
+/* fam_common.c — the binding, rope, state and GQA-layer code every family shares (see
+ * fam_common.h). Moved from the three family files: the same keys and tensors read, the same
+ * refusals (block_count's cap now holds for glm-dsa and deepseek2 too), the same arithmetic. */
 #include "model/fam_common.h"
 
 #include <stdio.h>
