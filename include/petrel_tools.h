@@ -118,9 +118,14 @@ void pt_model_info_free(pt_model_info *info);
 /* Bytes done of total, called a few times a second. */
 typedef void (*pt_progress_fn)(uint64_t done, uint64_t total, void *user);
 
+/* Bytes of a path buffer: the paths the candidates functions write, and the library's own
+ * (Linux's PATH_MAX, which <limits.h> defines only under feature macros a caller need not
+ * set). */
+#define PT_PATH_MAX 4096
+
 /* Where the engine looks for the model's pack: next to the model, then in
  * cache_dir (NULL: nowhere else). Writes up to two paths; returns how many. */
-int pt_pack_candidates(const pt_model *m, const char *cache_dir, char out[2][4096]);
+int pt_pack_candidates(const pt_model *m, const char *cache_dir, char out[2][PT_PATH_MAX]);
 
 /* Write (or resume) the pack of m at path. stop_after >= 0 stops after that
  * many records as if killed (tests); -1 runs to the end. 0, or -1 with err. */
@@ -131,7 +136,7 @@ int pt_pack_write(const pt_model *m, const char *path, pt_progress_fn progress, 
  * full read of the model), for checking streamed reads of a model that has no
  * pack. Where the engine looks for it (like pt_pack_candidates), and writing
  * it: 0, or -1 with err. pt_pack_verify checks one against the model. */
-int pt_table_candidates(const pt_model *m, const char *cache_dir, char out[2][4096]);
+int pt_table_candidates(const pt_model *m, const char *cache_dir, char out[2][PT_PATH_MAX]);
 int pt_table_write(const pt_model *m, const char *path, pt_progress_fn progress, void *user,
                    char *err, size_t err_len);
 

@@ -9,6 +9,9 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "os/os.h"
+#include "petrel_tools.h" /* PT_PATH_MAX */
+
 int pt_errf(pt_err *err, const char *fmt, ...) {
     if (err) {
         va_list ap;
@@ -28,8 +31,7 @@ void pt_assert_fail(const char *file, int line, const char *expr) {
  * the system has no such request). */
 static void hugepage_hint(void *p, size_t bytes) {
 #ifdef MADV_HUGEPAGE
-    const uintptr_t huge = (uintptr_t)2 << 20;
-    const uintptr_t lo = ((uintptr_t)p + huge - 1) & ~(huge - 1),
+    const uintptr_t huge = OS_HUGE_PAGE, lo = ((uintptr_t)p + huge - 1) & ~(huge - 1),
                     hi = ((uintptr_t)p + bytes) & ~(huge - 1);
     if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE); /* failure is harmless */
 #else
@@ -41,7 +43,6 @@ static void hugepage_hint(void *p, size_t bytes) {
 /* Scratch carries a header in the 64 bytes before it: where its memory came from. */
 #define SCRATCH_HEAD 64
 #define SCRATCH_MAGIC 0x7363726174636821ULL
-#define SCRATCH_HUGE ((size_t)2 << 20)
 typedef struct scratch_head {
     uint64_t magic;
     void *base; /* what calloc or mmap returned */
@@ -52,19 +53,19 @@ void *pt_scratch_alloc(size_t bytes) {
     if (bytes > SIZE_MAX / 2) return NULL;
     uint8_t *data;
     scratch_head h = {SCRATCH_MAGIC, NULL, 0};
-    if (bytes + SCRATCH_HEAD < SCRATCH_HUGE) {
+    if (bytes + SCRATCH_HEAD < OS_HUGE_PAGE) {
         if (!(h.base = calloc(1, bytes + SCRATCH_HEAD))) return NULL;
         data = (uint8_t *)h.base + SCRATCH_HEAD;
     } else {
         /* whole huge pages from a 2 MiB boundary, the header at its start: a fresh anonymous
          * mapping reads as zero and is paid for as it is first written */
-        const size_t cap = (bytes + SCRATCH_HEAD + SCRATCH_HUGE - 1) & ~(SCRATCH_HUGE - 1);
-        h.len = cap + SCRATCH_HUGE;
+        const size_t cap = (bytes + SCRATCH_HEAD + OS_HUGE_PAGE - 1) & ~(OS_HUGE_PAGE - 1);
+        h.len = cap + OS_HUGE_PAGE;
         void *m = mmap(NULL, h.len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (m == MAP_FAILED) return NULL;
         h.base = m;
         uint8_t *a =
-            (uint8_t *)(((uintptr_t)m + SCRATCH_HUGE - 1) & ~(uintptr_t)(SCRATCH_HUGE - 1));
+            (uint8_t *)(((uintptr_t)m + OS_HUGE_PAGE - 1) & ~(uintptr_t)(OS_HUGE_PAGE - 1));
         hugepage_hint(a, cap);
         data = a + SCRATCH_HEAD;
     }
@@ -114,7 +115,7 @@ double pt_now_s(void) {
 }
 
 int pt_mkdirs(const char *dir) {
-    char d[4096];
+    char d[PT_PATH_MAX];
     if (snprintf(d, sizeof d, "%s", dir) >= (int)sizeof d) return errno = ENAMETOOLONG, -1;
     for (char *p = d + 1; *p; p++) {
         if (*p != '/') continue;

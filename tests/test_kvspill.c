@@ -18,6 +18,7 @@
 #include <sys/resource.h>
 
 #include "nn/kv.h"
+#include "os/os.h"
 #include "petrel.h"
 #include "test.h"
 
@@ -330,10 +331,10 @@ static void kvspill_cache_bounded(void) {
     CHECK(buf[0] && buf[1]);
     size_t cap = 0;
     kv_arena_cache_pages(&a, &cap);
-    CHECKF(cap == 2 * (SHARE / 2 * ROW / kv_page()), "cache bound %zu pages", cap);
-    const size_t np = (CTX * ROW + kv_page() - 1) / kv_page() + 1;
+    CHECKF(cap == 2 * (SHARE / 2 * ROW / os_page_size()), "cache bound %zu pages", cap);
+    const size_t np = (CTX * ROW + os_page_size() - 1) / os_page_size() + 1;
     /* the hot window's pages (two partial ones at its ends) and the cache */
-    const size_t bound = 2 * ((size_t)(SHARE / 2) * ROW / kv_page() + 2) + cap;
+    const size_t bound = 2 * ((size_t)(SHARE / 2) * ROW / os_page_size() + 2) + cap;
     uint8_t *marks = calloc(np, 1);
     int pos = 0;
     for (int step = 0; pos < N && buf[0] && buf[1]; step++) {
@@ -364,7 +365,7 @@ static void kvspill_cache_bounded(void) {
         CHECKF(kv_arena_settle(&a, pos, &e) == 0, "%s", e.msg);
         const size_t kept = kv_arena_cache_pages(&a, NULL);
         CHECKF(kept <= cap, "step %d: %zu pages cached, bound %zu", step, kept, cap);
-        const size_t res = kv_arena_resident(&a) / kv_page();
+        const size_t res = kv_arena_resident(&a) / os_page_size();
         CHECKF(res <= bound, "step %d: %zu pages resident, bound %zu", step, res, bound);
         if (T == 1 && step % 2 == 0)
             CHECKF(kept == cap, "step %d: cache not full (%zu)", step, kept);

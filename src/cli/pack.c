@@ -123,7 +123,7 @@ int cmd_pack(int argc, char **argv) {
     }
     pt_model *m = open_model(model);
     if (!m) return CLI_ERROR;
-    char cand[2][4096];
+    char cand[2][PT_PATH_MAX];
     int nc = table_only ? pt_table_candidates(m, cli_cache_dir(), cand)
                         : pt_pack_candidates(m, cli_cache_dir(), cand);
     const char *path = out ? out : writable_dir_of(cand[0]) || nc < 2 ? cand[0] : cand[1];
@@ -189,7 +189,7 @@ int cmd_verify(int argc, char **argv) {
     }
     pt_model *m = open_model(model);
     if (!m) return CLI_ERROR;
-    char cand[4][4096];
+    char cand[4][PT_PATH_MAX];
     int nc = pack ? 1 : pt_pack_candidates(m, cli_cache_dir(), cand);
     if (pack) snprintf(cand[0], sizeof cand[0], "%s", pack);
     const char *path = NULL;
@@ -206,7 +206,7 @@ int cmd_verify(int argc, char **argv) {
     } else if (!path) {
         /* neither a pack nor a table: make the table from a full read of the model, so
          * its expert reads are checked from now on */
-        char tab[2][4096];
+        char tab[2][PT_PATH_MAX];
         const int nt = pt_table_candidates(m, cli_cache_dir(), tab);
         const char *out = writable_dir_of(tab[0]) || nt < 2 ? tab[0] : tab[1];
         if (out == tab[1] && mkdirs(out) != 0) {

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "nn/ops.h"
+#include "os/os.h"
 
 struct dec {
     fam_ctx c; /* first: the family's fam_ctx * is this decoder */
@@ -244,8 +245,8 @@ int dec_kv_hot(const dec *x) {
 void dec_kv_cache(const dec *x, pt_kv_cache_stats *st) {
     size_t c = 0;
     const kv_arena *a = &x->kv;
-    *st = (pt_kv_cache_stats){.bytes = (uint64_t)kv_arena_cache_pages(a, &c) * kv_page(),
-                              .cap_bytes = (uint64_t)c * kv_page(),
+    *st = (pt_kv_cache_stats){.bytes = (uint64_t)kv_arena_cache_pages(a, &c) * os_page_size(),
+                              .cap_bytes = (uint64_t)c * os_page_size(),
                               .selected = a->sel_pages,
                               .hits = a->sel_hits,
                               .gather_cap = a->dfd >= 0 ? a->gcap : 0,
@@ -343,7 +344,7 @@ static void softcap_worker(void *arg, int ith, int nth) {
 /* logits[T][n_vocab] of the normed rows xn, soft-capped when the model says so. */
 static void output(dec *x, const float *xn, int T, float *logits) {
     const fam_desc *d = &x->d;
-    mm_run(&x->c.mm, d->output, xn, T, logits, d->n_vocab);
+    mm_run(&x->c.mm, &d->output, xn, T, logits, d->n_vocab);
     if (d->softcap > 0) {
         softcap_job j = {logits, (long)T * d->n_vocab, d->softcap};
         tp_run(x->c.pool, softcap_worker, &j);
@@ -377,7 +378,7 @@ int dec_eval(dec *x, const int32_t *tokens, int n, float *logits, int all_rows, 
         kv_arena_prefetch(&x->kv, pos0);
         for (int t = 0; t < T; t++) {
             float *row = c->x + (size_t)t * E;
-            mm_get_row(d->tok_embd, tokens[c0 + t], row);
+            mm_get_row(&d->tok_embd, tokens[c0 + t], row);
             if (d->embd_scale != 1.0f)
                 for (int i = 0; i < E; i++)
                     row[i] *= d->embd_scale;

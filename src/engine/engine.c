@@ -26,6 +26,7 @@
 #include "nn/kv.h"
 #include "os/os.h"
 #include "petrel.h"
+#include "petrel_tools.h" /* PT_PATH_MAX */
 #include "runtime/budget.h"
 #include "runtime/experts.h"
 #include "runtime/plan.h"
@@ -33,7 +34,6 @@
 #include "runtime/usage.h"
 #include "runtime/xio.h"
 
-#define GIB (1024.0 * 1024.0 * 1024.0)
 #define DEFAULT_BATCH                                                                              \
     256 /* rows per forward chunk when the session does not say and                                \
            experts do not stream; rows per tile of row-local work */
@@ -65,7 +65,7 @@ struct pt_engine {
     FILE *trace;       /* routing trace, or NULL */
     usage_table usage; /* expert request counts (this run plus history) */
     int have_usage;
-    char usage_path[4096]; /* where the counts are saved at close, "" to skip */
+    char usage_path[PT_PATH_MAX]; /* where the counts are saved at close, "" to skip */
     uint8_t fingerprint[32];
     char plan[1536];  /* the plan line: the planner's part (< 768) + a pack warning (< 700) */
     engine_text text; /* vocabulary, chat format, sampling defaults */
@@ -101,11 +101,6 @@ static const char *qt_name_lower(uint32_t qt) {
     return "?";
 }
 
-/* MLA families keep one cache (the K type); their V type is unused. */
-static int mla_model(const pt_engine *en) {
-    return !strcmp(en->fam->name, "glm-dsa");
-}
-
 const char *pt_kv_type_name(int t) {
     return t >= 0 && t < (int)PT_ARRAY_LEN(KV_TYPES) ? KV_TYPES[t].name : "?";
 }
@@ -133,7 +128,7 @@ static int open_usage(pt_engine *en, const pt_engine_params *p, int n_all, pt_er
     free(ne);
     if (rc) return pt_errf(e, "out of memory");
     if (xpack_fingerprint(en->g, en->fingerprint, e)) return -1;
-    char cand[2][4096];
+    char cand[2][PT_PATH_MAX];
     int n;
     if (p->usage_dir && *p->usage_dir) {
         const char *base = strrchr(en->g->files[0].path, '/');
@@ -146,9 +141,9 @@ static int open_usage(pt_engine *en, const pt_engine_params *p, int n_all, pt_er
     for (int i = 0; i < n; i++) {
         /* same places as the pack, ".usage" instead of ".xpack" */
         size_t len = strlen(cand[i]);
-        if (len > 6) snprintf(cand[i] + len - 6, 4096 - (len - 6), ".usage");
+        if (len > 6) snprintf(cand[i] + len - 6, sizeof cand[i] - (len - 6), ".usage");
         if (!en->have_usage) en->have_usage = usage_load(&en->usage, cand[i], en->fingerprint);
-        char dir[4096];
+        char dir[PT_PATH_MAX];
         snprintf(dir, sizeof dir, "%s", cand[i]);
         char *slash = strrchr(dir, '/');
         if (slash) *slash = 0;
@@ -281,7 +276,7 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
      * or corrupt one is reported in the plan and the GGUF is used instead */
     char note[700] = "";
     if (!p->no_pack && p->expert_slots != PT_EXPERTS_MMAP) {
-        char cand[2][4096];
+        char cand[2][PT_PATH_MAX];
         int n = p->pack_path ? 1 : xpack_candidates(en->g->files[0].path, p->cache_dir, cand);
         if (p->pack_path) snprintf(cand[0], sizeof cand[0], "%s", p->pack_path);
         for (int i = 0; i < n; i++) {
@@ -302,7 +297,7 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
     }
     /* --no-pack: a valid pack still lends its checksum table to the GGUF reads */
     if (p->no_pack && !p->no_verify && p->expert_slots != PT_EXPERTS_MMAP) {
-        char cand[2][4096];
+        char cand[2][PT_PATH_MAX];
         int n = p->pack_path ? 1 : xpack_candidates(en->g->files[0].path, p->cache_dir, cand);
         if (p->pack_path) snprintf(cand[0], sizeof cand[0], "%s", p->pack_path);
         for (int i = 0; i < n && !en->table; i++) {
@@ -314,7 +309,7 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
     /* no pack to read from or to lend its table: a checksum table of its own
      * (MODEL.gguf.xsums, `petrel pack --table-only`); a stale one is reported */
     if (!en->pack && !en->table && !p->no_verify && p->expert_slots != PT_EXPERTS_MMAP) {
-        char cand[2][4096];
+        char cand[2][PT_PATH_MAX];
         const int n = xpack_table_candidates(en->g->files[0].path, p->cache_dir, cand);
         for (int i = 0; i < n && !en->table; i++) {
             if (access(cand[i], F_OK) != 0) continue;
@@ -334,7 +329,7 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
         free(slot_bytes);
         return -1;
     }
-    plan_in in = {.budget = p->ram_gb > 0 ? (uint64_t)(p->ram_gb * GIB) : mem_available(),
+    plan_in in = {.budget = p->ram_gb > 0 ? (uint64_t)(p->ram_gb * PLAN_GIB) : mem_available(),
                   .resident = mi.resident_bytes,
                   .routed = mi.routed_bytes,
                   .slot_bytes = slot_bytes,
@@ -346,12 +341,12 @@ static int open_experts(pt_engine *en, const pt_engine_params *p, pt_err *e) {
                   .n_ctx = p->n_ctx,
                   .n_ctx_train = en->desc.n_ctx_train,
                   .slots = p->expert_slots,
-                  .pin_bytes = p->pin_gb > 0 ? (uint64_t)(p->pin_gb * GIB) : 0,
+                  .pin_bytes = p->pin_gb > 0 ? (uint64_t)(p->pin_gb * PLAN_GIB) : 0,
                   .no_pin = p->no_pin,
                   .margin = PLAN_MARGIN,
                   .row_bytes = dec_row_bytes(&en->desc),
                   .batch = DEFAULT_BATCH,
-                  .kv_ram = p->kv_ram_mb > 0 ? (uint64_t)(p->kv_ram_mb * 1048576.0) : 0};
+                  .kv_ram = p->kv_ram_mb > 0 ? (uint64_t)(p->kv_ram_mb * PLAN_MIB) : 0};
     /* spilled KV positions go to the cache directory (the engine reads no environment) */
     snprintf(en->spill_dir, sizeof en->spill_dir, "%s",
              p->cache_dir && *p->cache_dir ? p->cache_dir : "/var/tmp");
@@ -440,8 +435,8 @@ static int kv_types(pt_engine *en, const pt_engine_params *p, pt_err *e) {
     }
     en->k_type = q[0];
     en->v_type = q[1];
-    /* MLA models (one cache, in the K type) and equal types: one name */
-    if (en->k_type == en->v_type || mla_model(en))
+    /* one cache (the K type: MLA models) or equal types: one name */
+    if (en->k_type == en->v_type || en->desc.k_only)
         snprintf(en->kv_types, sizeof en->kv_types, "%s", qt_name_lower(en->k_type));
     else
         snprintf(en->kv_types, sizeof en->kv_types, "K %s, V %s", qt_name_lower(en->k_type),
@@ -482,13 +477,7 @@ pt_engine *pt_engine_open(const pt_engine_params *p, char *err, size_t err_len) 
         return en;
     }
     if (gguf_get_str(en->g, "general.architecture", en->arch, sizeof en->arch, &e)) goto fail;
-    en->fam = fam_find(en->arch);
-    if (!en->fam) {
-        pt_errf(&e, "%s: architecture '%s' is not supported (supported: %s)", p->model_path,
-                en->arch, fam_names());
-        goto fail;
-    }
-    if (en->fam->load(en->g, &en->model, &en->desc, &e)) goto fail;
+    if (fam_load(en->g, en->arch, &en->fam, &en->model, &en->desc, &e)) goto fail;
     if (kv_types(en, p, &e)) goto fail;
     /* the KV cache the plan reserves at the cache types, sliding-window rings
      * sized for the default batch */
@@ -525,7 +514,7 @@ void pt_engine_close(pt_engine *e) {
     xpack_close(e->table);
     free(e->xl);
     free(e->expert_bytes);
-    if (e->model) e->fam->free(e->model);
+    fam_free(e->fam, e->model);
     tp_free(e->pool);
     engine_text_free(&e->text);
     gguf_close(e->g);
@@ -859,8 +848,8 @@ const uint8_t *engine_fingerprint(const pt_engine *e) {
 }
 void engine_kv_key(const pt_engine *e, uint32_t *k_type, uint32_t *v_type, int32_t *isa) {
     *k_type = e->k_type;
-    /* MLA keeps no V cache: its V type changes no byte */
-    *v_type = mla_model(e) ? e->k_type : e->v_type;
+    /* a model that keeps no V cache (MLA): its V type changes no byte */
+    *v_type = e->desc.k_only ? e->k_type : e->v_type;
     const int best = qt_isa_detect();
     *isa = e->max_isa < 0 || e->max_isa > best ? best : e->max_isa;
 }

@@ -54,6 +54,8 @@
 #include "common.h"
 #include "engine/pcache.h"
 #include "engine/session.h"
+#include "os/os.h"
+#include "petrel_tools.h" /* PT_PATH_MAX */
 
 #define PC_MAGIC 0x564b5450u /* "PTKV" */
 #define PC_VERSION 1u
@@ -91,7 +93,7 @@ typedef struct pc_layout {
 
 struct pt_pcache {
     pt_engine *e;
-    char dir[4096];
+    char dir[PT_PATH_MAX];
     uint64_t max_bytes;
     void (*warn)(void *ud, const char *msg);
     void *warn_ud;
@@ -181,7 +183,7 @@ static int write_all(int fd, const void *buf, size_t n, XXH3_state_t *h) {
     const uint8_t *p = buf;
     if (h) XXH3_64bits_update(h, buf, n);
     while (n) {
-        const ssize_t w = write(fd, p, n < (1u << 30) ? n : (1u << 30));
+        const ssize_t w = write(fd, p, n < OS_IO_MAX ? n : OS_IO_MAX);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) return -1;
         p += w, n -= (size_t)w;

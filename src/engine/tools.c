@@ -152,7 +152,7 @@ void pt_model_info_free(pt_model_info *info) {
 
 /* ===== Expert packs ===== */
 
-int pt_pack_candidates(const pt_model *m, const char *cache_dir, char out[2][4096]) {
+int pt_pack_candidates(const pt_model *m, const char *cache_dir, char out[2][PT_PATH_MAX]) {
     return xpack_candidates(m->g->files[0].path, cache_dir, out);
 }
 
@@ -168,7 +168,7 @@ int pt_pack_write(const pt_model *m, const char *path, pt_progress_fn progress, 
     return rc ? -1 : 0;
 }
 
-int pt_table_candidates(const pt_model *m, const char *cache_dir, char out[2][4096]) {
+int pt_table_candidates(const pt_model *m, const char *cache_dir, char out[2][PT_PATH_MAX]) {
     return xpack_table_candidates(m->g->files[0].path, cache_dir, out);
 }
 

@@ -19,6 +19,7 @@
 
 #include "format/ggml_types.h"
 #include "os/os.h"
+#include "petrel_tools.h" /* PT_PATH_MAX */
 
 #define GGUF_MAX_ARRAY_DEPTH 8
 #define GGUF_MAX_KEY_LEN 65535
@@ -721,7 +722,7 @@ static long split_name(const char *path, int *no, int *count) {
 gguf_ctx *gguf_open(const char *path, pt_err *err) {
     int no = 0, count = 0;
     long plen = split_name(path, &no, &count);
-    char first[PATH_MAX];
+    char first[PT_PATH_MAX];
     if (plen >= 0 && no != 1) {
         /* Opening any part of a split model opens the whole set from part 1. */
         snprintf(first, sizeof first, "%.*s-00001-of-%05d.gguf", (int)plen, path, count);
@@ -764,7 +765,7 @@ gguf_ctx *gguf_open(const char *path, pt_err *err) {
     part_n[0] = n;
     total_n = n;
     for (int64_t i = 1; i < n_splits; i++) {
-        char p[PATH_MAX];
+        char p[PT_PATH_MAX];
         snprintf(p, sizeof p, "%.*s-%05lld-of-%05lld.gguf", (int)plen, path, (long long)i + 1,
                  (long long)n_splits);
         ctx->n_files = (uint32_t)i + 1;

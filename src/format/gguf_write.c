@@ -14,6 +14,7 @@
 
 #include "format/ggml_types.h"
 #include "gguf.h"
+#include "os/os.h"
 
 typedef struct wbuf {
     uint8_t *p; /* [len] serialised bytes */
@@ -223,7 +224,7 @@ int gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type, uint
 static int write_all(gguf_writer *w, const void *p, uint64_t n, pt_err *err) {
     const uint8_t *b = p;
     while (n) {
-        ssize_t k = write(w->fd, b, n > (1u << 30) ? (1u << 30) : n);
+        ssize_t k = write(w->fd, b, n > OS_IO_MAX ? OS_IO_MAX : n);
         if (k < 0 && errno == EINTR) continue;
         if (k <= 0) {
             w->failed = 1;

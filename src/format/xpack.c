@@ -8,13 +8,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
+
+#include "os/os.h"
 #if defined(__x86_64__) && defined(__has_include)
 #if __has_include(<xxh_x86dispatch.h>)
 #include <xxh_x86dispatch.h> /* XXH3 on AVX2 / AVX-512 when the CPU has them: twice SSE2's speed */
@@ -49,7 +50,7 @@ static uint64_t get64(const uint8_t *p) {
 static int pread_all(int fd, void *buf, uint64_t n, uint64_t off) {
     uint8_t *b = buf;
     while (n) {
-        ssize_t k = pread(fd, b, n > (1u << 30) ? (1u << 30) : n, (off_t)off);
+        ssize_t k = pread(fd, b, n > OS_IO_MAX ? OS_IO_MAX : n, (off_t)off);
         if (k < 0 && errno == EINTR) continue;
         if (k <= 0) return -1;
         b += k;
@@ -62,7 +63,7 @@ static int pread_all(int fd, void *buf, uint64_t n, uint64_t off) {
 static int pwrite_all(int fd, const void *buf, uint64_t n, uint64_t off) {
     const uint8_t *b = buf;
     while (n) {
-        ssize_t k = pwrite(fd, b, n > (1u << 30) ? (1u << 30) : n, (off_t)off);
+        ssize_t k = pwrite(fd, b, n > OS_IO_MAX ? OS_IO_MAX : n, (off_t)off);
         if (k < 0 && errno == EINTR) continue;
         if (k <= 0) return -1;
         b += k;
@@ -239,7 +240,7 @@ int xpack_write(const gguf_ctx *g, const xp_layer_desc *d, int n_layers, const c
     if (make_layout(d, n_layers, table_only, &lo, err)) return -1;
     uint8_t fp[32];
     source_stat ss;
-    char partial[PATH_MAX];
+    char partial[PT_PATH_MAX];
     int fd = -1, rc = -1;
     uint8_t *hdr = NULL, *buf = NULL;
     uint64_t *sums = NULL;
@@ -540,19 +541,20 @@ int xpack_verify(const xpack *p, const gguf_ctx *g, const xp_layer_desc *d,
 }
 
 static int candidates(const char *model_path, const char *cache_dir, const char *ext,
-                      char out[2][4096]) {
+                      char out[2][PT_PATH_MAX]) {
     int n = 0;
-    snprintf(out[n++], 4096, "%s%s", model_path, ext);
+    snprintf(out[n++], PT_PATH_MAX, "%s%s", model_path, ext);
     const char *base = strrchr(model_path, '/');
     base = base ? base + 1 : model_path;
-    if (cache_dir && *cache_dir) snprintf(out[n++], 4096, "%s/%s%s", cache_dir, base, ext);
+    if (cache_dir && *cache_dir) snprintf(out[n++], PT_PATH_MAX, "%s/%s%s", cache_dir, base, ext);
     return n;
 }
 
-int xpack_candidates(const char *model_path, const char *cache_dir, char out[2][4096]) {
+int xpack_candidates(const char *model_path, const char *cache_dir, char out[2][PT_PATH_MAX]) {
     return candidates(model_path, cache_dir, ".xpack", out);
 }
 
-int xpack_table_candidates(const char *model_path, const char *cache_dir, char out[2][4096]) {
+int xpack_table_candidates(const char *model_path, const char *cache_dir,
+                           char out[2][PT_PATH_MAX]) {
     return candidates(model_path, cache_dir, ".xsums", out);
 }

@@ -40,6 +40,7 @@
 #include <stdint.h>
 
 #include "format/gguf.h"
+#include "petrel_tools.h" /* PT_PATH_MAX */
 
 #define XPACK_ALIGN 4096
 #define XPACK_TABLE_ONLY 1u          /* header flag: a checksum table, no records */
@@ -117,8 +118,8 @@ int xpack_verify(const xpack *p, const gguf_ctx *g, const xp_layer_desc *layers,
  * file for split models) or in cache_dir (NULL: none; front ends pass
  * $XDG_CACHE_HOME/petrel or ~/.cache/petrel). Writes up to two candidate
  * paths; returns how many. */
-int xpack_candidates(const char *model_path, const char *cache_dir, char out[2][4096]);
+int xpack_candidates(const char *model_path, const char *cache_dir, char out[2][PT_PATH_MAX]);
 /* The same places for a checksum table (MODEL.gguf.xsums). */
-int xpack_table_candidates(const char *model_path, const char *cache_dir, char out[2][4096]);
+int xpack_table_candidates(const char *model_path, const char *cache_dir, char out[2][PT_PATH_MAX]);
 
 #endif

@@ -5,8 +5,11 @@
  * bindings from the GGUF), say how many KV bytes a context costs, make and
  * free the per-session state (its KV caches and scratch), run one decoder
  * block on the residual rows, route a row of router logits, and optionally the
- * NextN/MTP head. model/families.c lists every family in one table; adding a
- * family is one file under model/ plus one entry there.
+ * NextN/MTP head. model/families.c lists every family in one table and loads a
+ * model through it (fam_load: the architecture matched against the table, the
+ * family's model allocated and freed there); model/fam_common.h holds what
+ * every family binds and allocates the same way. Adding a family is one file
+ * under model/ plus one entry in the table.
  *
  * The decoder owns what every family shares and passes it in a fam_ctx: the
  * thread pool, the matmul context, the expert store, the residual stream and
@@ -23,34 +26,40 @@
 
 #include "common.h"
 #include "format/gguf.h"
+#include "model/loader.h"
 #include "nn/kv.h"
 #include "nn/matmul.h"
 #include "nn/moe.h"
 #include "runtime/experts.h"
 #include "runtime/threadpool.h"
 
-/* What the decoder needs to know about a loaded model. Pointers point into
- * the family's model and live as long as it. */
+/* What the decoder needs to know about a loaded model. fam_load zeroes it;
+ * fam_bind_trunk (model/fam_common.h) fills the trunk's part (n_vocab, n_embd,
+ * n_ctx_train, tok_embd, embd_scale, output_norm, output), the family the
+ * rest. Pointers point into the family's model or the mapping and live as
+ * long as the model. */
 typedef struct fam_desc {
     int n_vocab;
-    int n_embd;                /* residual width */
-    int n_layer;               /* trunk blocks the decoder runs, in order */
-    int n_ctx_train;           /* training context (0: unknown) */
-    int n_expert;              /* routed experts per MoE layer (0: none) */
-    int n_expert_used;         /* experts chosen per row */
-    int has_mtp;               /* the family implements fam_ops.mtp for this model */
-    int window;                /* sliding-window width of windowed layers (0: none) */
-    float rms_eps;             /* final norm epsilon */
-    const mm_weight *tok_embd; /* n_vocab rows of n_embd */
-    float embd_scale;          /* embeddings are multiplied by it (1: not) */
-    const float *output_norm;  /* [n_embd] final RMS norm gain */
-    const mm_weight *output;   /* n_embd -> n_vocab */
-    float softcap;             /* logits = softcap * tanh(logits / softcap) when > 0 */
-    int64_t max_in;            /* widest input of any matmul the family runs */
-    int64_t row_floats;        /* floats of the family's state per block row (its B-row
-                                  buffers; the plan counts them with the decoder's) */
-    int kv_unit;               /* every KV head (or MLA latent / rope part) is a multiple of this
-                                  many elements: a block cache type needs kv_block | kv_unit */
+    int n_embd;               /* residual width */
+    int n_layer;              /* trunk blocks the decoder runs, in order */
+    int n_ctx_train;          /* training context (0: unknown) */
+    int n_expert;             /* routed experts per MoE layer (0: none) */
+    int n_expert_used;        /* experts chosen per row */
+    int has_mtp;              /* the family implements fam_ops.mtp for this model */
+    int window;               /* sliding-window width of windowed layers (0: none) */
+    int k_only;               /* one cache row per position, in the K type (MLA's latent | rope
+                                 key): the V cache type is unused and changes no byte */
+    float rms_eps;            /* final norm epsilon */
+    mm_weight tok_embd;       /* n_vocab rows of n_embd */
+    float embd_scale;         /* embeddings are multiplied by it (1: not) */
+    const float *output_norm; /* [n_embd] final RMS norm gain */
+    mm_weight output;         /* n_embd -> n_vocab (tok_embd when tied) */
+    float softcap;            /* logits = softcap * tanh(logits / softcap) when > 0 */
+    int64_t max_in;           /* widest input of any matmul the family runs */
+    int64_t row_floats;       /* floats of the family's state per block row (its B-row
+                                 buffers; the plan counts them with the decoder's) */
+    int kv_unit;              /* every KV head (or MLA latent / rope part) is a multiple of this
+                                 many elements: a block cache type needs kv_block | kv_unit */
 } fam_desc;
 
 typedef struct fam_ctx fam_ctx;
@@ -103,8 +112,11 @@ typedef struct fam_kv_buf {
 typedef struct fam_ops {
     const char *name;         /* e.g. "glm-dsa" */
     const char *const *archs; /* general.architecture values it loads, NULL-terminated */
-    /* Bind the model; *model is the family's, freed by free(). 0, or -1 with err. */
-    int (*load)(const gguf_ctx *g, void **model, fam_desc *d, pt_err *err);
+    size_t model_bytes;       /* the family's model: fam_load allocates it zeroed */
+    /* Bind the model that L reads (L->arch: one of archs) into model, filling d (zeroed).
+     * 0, or -1 with the error in L->err. */
+    int (*load)(ld_ctx *L, void *model, fam_desc *d);
+    /* Free what load allocated inside model, after a failed load too (not model itself). */
     void (*free)(void *model);
     /* KV cache bytes at element types k_type / v_type (nn/kv.h): per_pos for
      * every position of the context, fixed for the caches that do not grow
@@ -149,8 +161,11 @@ typedef struct fam_ops {
     void (*mtp_restored)(void *st, int n);
 } fam_ops;
 
-/* The family that loads `arch`, or NULL; fam_names() lists them for messages. */
-const fam_ops *fam_find(const char *arch);
-const char *fam_names(void);
+/* Load g, whose general.architecture is arch, with the family whose archs list it: *fam,
+ * *model (free it with fam_free) and *d. 0, or -1 with err (an architecture no family
+ * loads is refused, naming the ones petrel runs). */
+int fam_load(const gguf_ctx *g, const char *arch, const fam_ops **fam, void **model, fam_desc *d,
+             pt_err *err);
+void fam_free(const fam_ops *fam, void *model); /* NULL model is fine */
 
 #endif

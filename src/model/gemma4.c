@@ -25,9 +25,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "format/gguf.h"
+#include "model/fam_common.h"
 #include "model/family.h"
 #include "model/loader.h"
 #include "nn/attn.h"
@@ -35,21 +35,19 @@
 #include "nn/matmul.h"
 #include "nn/ops.h"
 #include "nn/router.h"
-#define GEMMA4_MAX_LAYERS 4096 /* block_count above this is refused as implausible */
 
 typedef struct gemma4_hparams {
     int n_embd; /* hidden size */
     int n_layer;
-    int n_vocab;
     int n_head;   /* query heads (every layer) */
     int n_ff;     /* dense GeGLU MLP width */
     int n_ff_exp; /* routed expert width */
     int n_expert, n_expert_used;
-    int window; /* sliding window: a query at t sees keys s with t - s < window */
+    int window;  /* sliding window: a query at t sees keys s with t - s < window */
+    int any_swa; /* some layer slides */
     float rms_eps;
     float embd_scale; /* input embeddings are multiplied by sqrt(n_embd) */
     float softcap;    /* final logits: softcap * tanh(logits / softcap); 0 = none */
-    int n_ctx_train;
     int max_head_dim; /* largest head dim over layers */
     int max_kv_dim;   /* largest n_kv * head_dim over layers */
     int max_group;    /* largest n_head / n_kv over layers */
@@ -88,10 +86,8 @@ typedef struct gemma4_layer {
 
 typedef struct gemma4_model {
     gemma4_hparams hp;
-    mm_weight tok_embd;       /* n_vocab rows of n_embd */
-    const float *output_norm; /* [n_embd] */
-    mm_weight output;         /* n_embd -> n_vocab (token_embd when tied) */
-    gemma4_layer *layers;     /* [n_layer] */
+    gemma4_layer *layers; /* [n_layer] */
+    fam_kv_layer *kvl;    /* [n_layer] K/V rows of n_kv * head_dim: a ring on sliding layers */
 } gemma4_model;
 
 /* One routed expert's weights, as the forward pass consumes them. */
@@ -105,21 +101,19 @@ typedef struct gemma4_expert_w {
 static int load_hparams(ld_ctx *L, gemma4_model *m) {
     gemma4_hparams *hp = &m->hp;
     int per_layer_in = 0, shared_kv = 0;
-    if (ld_u32(L, "block_count", &hp->n_layer, 1, 0) ||
-        ld_u32(L, "embedding_length", &hp->n_embd, 1, 0) ||
+    if (ld_u32(L, "embedding_length", &hp->n_embd, 1, 0) ||
         ld_u32(L, "feed_forward_length", &hp->n_ff, 1, 0) ||
         ld_u32(L, "expert_count", &hp->n_expert, 0, 0) ||
         ld_u32(L, "expert_used_count", &hp->n_expert_used, 0, 0) ||
         ld_u32(L, "expert_feed_forward_length", &hp->n_ff_exp, 0, 0) ||
-        ld_u32(L, "context_length", &hp->n_ctx_train, 0, 4096) ||
         ld_f32(L, "attention.layer_norm_rms_epsilon", &hp->rms_eps, 1, 0) ||
         ld_f32(L, "final_logit_softcapping", &hp->softcap, 0, 0.0f) ||
         ld_u32(L, "embedding_length_per_layer_input", &per_layer_in, 0, 0) ||
         ld_u32(L, "attention.shared_kv_layers", &shared_kv, 0, 0))
         return -1;
-    if (hp->n_layer < 1 || hp->n_embd < 1)
-        return L->rc = pt_errf(L->err, "%s: block_count %d / embedding_length %d must be positive",
-                               L->path, hp->n_layer, hp->n_embd);
+    if (hp->n_embd < 1)
+        return L->rc =
+                   pt_errf(L->err, "%s: embedding_length %d must be positive", L->path, hp->n_embd);
     if (hp->n_expert == 0)
         return L->rc = pt_errf(
                    L->err,
@@ -159,15 +153,14 @@ static int load_hparams(ld_ctx *L, gemma4_model *m) {
     ld_u32(L, "attention.value_length_swa", &vl_swa, 0, kl_swa);
     ld_u32(L, "rope.dimension_count", &rot, 0, kl);
     ld_u32(L, "rope.dimension_count_swa", &rot_swa, 0, kl_swa);
-    ld_f32(L, "rope.freq_base", &base, 0, 10000.0f);
+    ld_f32(L, "rope.freq_base", &base, 0, FAM_ROPE_FREQ_BASE);
     ld_f32(L, "rope.freq_base_swa", &base_swa, 0, base);
     ld_u32(L, "attention.sliding_window", &hp->window, 0, 0);
     hp->n_head = heads[0];
-    int any_swa = 0;
     for (int l = 0; l < n && !L->rc; l++) {
         gemma4_layer *ly = &m->layers[l];
         ly->swa = swa[l];
-        any_swa |= ly->swa;
+        hp->any_swa |= ly->swa;
         ly->head_dim = ly->swa ? kl_swa : kl;
         ly->n_kv = kv[l] ? kv[l] : heads[l];
         const int vdim = ly->swa ? vl_swa : vl, r = ly->swa ? rot_swa : rot;
@@ -187,13 +180,8 @@ static int load_hparams(ld_ctx *L, gemma4_model *m) {
             L->rc =
                 pt_errf(L->err, "%s: layer %d: rope dimension count %d must be even and at most %d",
                         L->path, l, r, ly->head_dim);
-        nn_rope *rp = &ly->rope;
-        memset(rp, 0, sizeof *rp);
-        rp->n_dims = r;
-        rp->neox = 1;
-        rp->freq_base = ly->swa ? base_swa : base;
-        rp->freq_scale = 1.0f;
-        rp->attn_factor = 1.0f;
+        ly->rope = fam_rope_plain(r, 1, ly->swa ? base_swa : base);
+        m->kvl[l] = (fam_kv_layer){(int64_t)ly->n_kv * ly->head_dim, ly->swa};
         if (ly->head_dim > hp->max_head_dim) hp->max_head_dim = ly->head_dim;
         if (ly->n_kv * ly->head_dim > hp->max_kv_dim) hp->max_kv_dim = ly->n_kv * ly->head_dim;
         if (ly->n_kv > 0 && hp->n_head / ly->n_kv > hp->max_group)
@@ -206,97 +194,86 @@ static int load_hparams(ld_ctx *L, gemma4_model *m) {
         L->rc =
             pt_errf(L->err, "%s: missing metadata key '%s' (which layers use the sliding window)",
                     L->path, key);
-    if (!L->rc && any_swa && hp->window < 1)
+    if (!L->rc && hp->any_swa && hp->window < 1)
         L->rc = pt_errf(L->err,
                         "%s: sliding-window layers but %s.attention.sliding_window is missing or 0",
                         L->path, L->arch);
     return L->rc;
 }
 
-static void gemma4_model_free(gemma4_model *m) {
+static void g4_free(void *model) {
+    gemma4_model *m = model;
     free(m->layers);
-    memset(m, 0, sizeof *m);
+    free(m->kvl);
 }
 
-static int gemma4_model_load(const gguf_ctx *g, gemma4_model *m, pt_err *err) {
-    memset(m, 0, sizeof *m);
-    char arch[32];
-    if (gguf_get_str(g, "general.architecture", arch, sizeof arch, err)) return -1;
-    ld_ctx L = {g, arch, g->files[0].path, err, 0};
-    if (strcmp(arch, "gemma4"))
-        return pt_errf(err, "%s: architecture '%s' is not gemma4", L.path, arch);
+/* fam_ops.load: hyper-parameters and per-layer geometry, the trunk, every layer's tensors. */
+static int g4_load(ld_ctx *L, void *model, fam_desc *d) {
+    gemma4_model *m = model;
     gemma4_hparams *hp = &m->hp;
-    int n_layer = 0;
-    if (ld_u32(&L, "block_count", &n_layer, 1, 0)) return -1;
-    if (n_layer < 1 || n_layer > GEMMA4_MAX_LAYERS)
-        return pt_errf(err, "%s: gemma4.block_count %d outside 1..%d", L.path, n_layer,
-                       GEMMA4_MAX_LAYERS);
-    m->layers = calloc((size_t)(n_layer > 0 ? n_layer : 1), sizeof(gemma4_layer));
-    if (!m->layers) return pt_errf(err, "%s: out of memory", L.path);
-    if (load_hparams(&L, m)) goto fail;
-
-    const gguf_tensor *emb = ld_tensor(&L, "token_embd.weight", 2, hp->n_embd, -1, 1, 1);
-    if (!emb) goto fail;
-    hp->n_vocab = (int)emb->ne[1];
-    int vocab_meta;
-    if (ld_u32(&L, "vocab_size", &vocab_meta, 0, hp->n_vocab)) goto fail;
-    if (vocab_meta != hp->n_vocab) {
-        pt_errf(err, "%s: vocab_size %d but token_embd has %d rows", L.path, vocab_meta,
-                hp->n_vocab);
-        goto fail;
-    }
-    m->tok_embd = ld_weight(&L, "token_embd.weight", hp->n_embd, hp->n_vocab, 1);
-    m->output_norm = ld_vec(&L, "output_norm.weight", hp->n_embd, 1);
-    m->output = ld_weight(&L, "output.weight", hp->n_embd, hp->n_vocab, 0);
-    if (L.rc) goto fail;
-    if (!m->output.data) m->output = m->tok_embd; /* tied embeddings */
+    if (fam_block_count(L, &hp->n_layer)) return -1;
+    m->layers = calloc((size_t)hp->n_layer, sizeof(gemma4_layer));
+    m->kvl = calloc((size_t)hp->n_layer, sizeof(fam_kv_layer));
+    if (!m->layers || !m->kvl) return pt_errf(L->err, "%s: out of memory", L->path);
+    if (load_hparams(L, m) || fam_bind_trunk(L, hp->n_embd, d)) return -1;
 
     /* proportional rope: one table of per-pair divisors, used by full layers */
     const float *rope_freqs = NULL;
     for (int l = 0; l < hp->n_layer; l++)
         if (!m->layers[l].swa) {
-            rope_freqs = ld_vec(&L, "rope_freqs.weight", m->layers[l].rope.n_dims / 2, 0);
+            rope_freqs = ld_vec(L, "rope_freqs.weight", m->layers[l].rope.n_dims / 2, 0);
             break;
         }
-    if (L.rc) goto fail;
+    if (L->rc) return -1;
 
     const int E = hp->n_embd, H = hp->n_head, X = hp->n_expert, F = hp->n_ff_exp;
-    for (int l = 0; l < hp->n_layer && !L.rc; l++) {
+    for (int l = 0; l < hp->n_layer && !L->rc; l++) {
         gemma4_layer *ly = &m->layers[l];
         const int D = ly->head_dim, KV = ly->n_kv * D;
         char n[128];
 #define NM(s) (snprintf(n, sizeof n, "blk.%d.%s", l, s), n)
         if (!ly->swa) ly->rope.freq_factors = rope_freqs;
-        ly->attn_norm = ld_vec(&L, NM("attn_norm.weight"), E, 1);
-        ly->wq = ld_weight(&L, NM("attn_q.weight"), E, (int64_t)H * D, 1);
-        ly->wk = ld_weight(&L, NM("attn_k.weight"), E, KV, 1);
-        ly->wv = ld_weight(&L, NM("attn_v.weight"), E, KV, 0);
-        ly->q_norm = ld_vec(&L, NM("attn_q_norm.weight"), D, 1);
-        ly->k_norm = ld_vec(&L, NM("attn_k_norm.weight"), D, 1);
-        ly->wo = ld_weight(&L, NM("attn_output.weight"), (int64_t)H * D, E, 1);
-        ly->post_attn_norm = ld_vec(&L, NM("post_attention_norm.weight"), E, 1);
-        ly->ffn_norm = ld_vec(&L, NM("ffn_norm.weight"), E, 1);
-        ly->ffn_gate = ld_weight(&L, NM("ffn_gate.weight"), E, hp->n_ff, 1);
-        ly->ffn_up = ld_weight(&L, NM("ffn_up.weight"), E, hp->n_ff, 1);
-        ly->ffn_down = ld_weight(&L, NM("ffn_down.weight"), hp->n_ff, E, 1);
-        ly->post_ffw_norm_1 = ld_vec(&L, NM("post_ffw_norm_1.weight"), E, 1);
-        ly->pre_ffw_norm_2 = ld_vec(&L, NM("pre_ffw_norm_2.weight"), E, 1);
-        ly->gate_inp = ld_weight(&L, NM("ffn_gate_inp.weight"), E, X, 1);
-        ly->gate_inp_scale = ld_vec(&L, NM("ffn_gate_inp.scale"), E, 1);
-        ly->gate_up_exps = ld_stack(&L, NM("ffn_gate_up_exps.weight"), E, 2 * (int64_t)F, X, 1);
-        ly->down_exps = ld_stack(&L, NM("ffn_down_exps.weight"), F, E, X, 1);
-        ly->down_exps_scale = ld_vec(&L, NM("ffn_down_exps.scale"), X, 0);
-        ly->post_ffw_norm_2 = ld_vec(&L, NM("post_ffw_norm_2.weight"), E, 1);
-        ly->post_ffw_norm = ld_vec(&L, NM("post_ffw_norm.weight"), E, 1);
-        const float *os = ld_vec(&L, NM("layer_output_scale.weight"), 1, 0);
+        ly->attn_norm = ld_vec(L, NM("attn_norm.weight"), E, 1);
+        ly->wq = ld_weight(L, NM("attn_q.weight"), E, (int64_t)H * D, 1);
+        ly->wk = ld_weight(L, NM("attn_k.weight"), E, KV, 1);
+        ly->wv = ld_weight(L, NM("attn_v.weight"), E, KV, 0);
+        ly->q_norm = ld_vec(L, NM("attn_q_norm.weight"), D, 1);
+        ly->k_norm = ld_vec(L, NM("attn_k_norm.weight"), D, 1);
+        ly->wo = ld_weight(L, NM("attn_output.weight"), (int64_t)H * D, E, 1);
+        ly->post_attn_norm = ld_vec(L, NM("post_attention_norm.weight"), E, 1);
+        ly->ffn_norm = ld_vec(L, NM("ffn_norm.weight"), E, 1);
+        ly->ffn_gate = ld_weight(L, NM("ffn_gate.weight"), E, hp->n_ff, 1);
+        ly->ffn_up = ld_weight(L, NM("ffn_up.weight"), E, hp->n_ff, 1);
+        ly->ffn_down = ld_weight(L, NM("ffn_down.weight"), hp->n_ff, E, 1);
+        ly->post_ffw_norm_1 = ld_vec(L, NM("post_ffw_norm_1.weight"), E, 1);
+        ly->pre_ffw_norm_2 = ld_vec(L, NM("pre_ffw_norm_2.weight"), E, 1);
+        ly->gate_inp = ld_weight(L, NM("ffn_gate_inp.weight"), E, X, 1);
+        ly->gate_inp_scale = ld_vec(L, NM("ffn_gate_inp.scale"), E, 1);
+        ly->gate_up_exps = ld_stack(L, NM("ffn_gate_up_exps.weight"), E, 2 * (int64_t)F, X, 1);
+        ly->down_exps = ld_stack(L, NM("ffn_down_exps.weight"), F, E, X, 1);
+        ly->down_exps_scale = ld_vec(L, NM("ffn_down_exps.scale"), X, 0);
+        ly->post_ffw_norm_2 = ld_vec(L, NM("post_ffw_norm_2.weight"), E, 1);
+        ly->post_ffw_norm = ld_vec(L, NM("post_ffw_norm.weight"), E, 1);
+        const float *os = ld_vec(L, NM("layer_output_scale.weight"), 1, 0);
         ly->out_scale = os ? os[0] : 1.0f;
 #undef NM
     }
-    if (L.rc) goto fail;
+    if (L->rc) return -1;
+    int unit = 0;
+    for (int l = 0; l < hp->n_layer; l++)
+        unit = fam_gcd(unit, m->layers[l].head_dim);
+    d->kv_unit = unit;
+    d->n_layer = hp->n_layer;
+    d->n_expert = hp->n_expert;
+    d->n_expert_used = hp->n_expert_used;
+    d->window = hp->any_swa ? hp->window : 0;
+    d->rms_eps = hp->rms_eps;
+    d->embd_scale = hp->embd_scale;
+    d->softcap = hp->softcap;
+    d->row_floats = 4 * (int64_t)E; /* h, a, moe, pf_in */
+    d->max_in =
+        PT_MAX(PT_MAX((int64_t)E, (int64_t)H * hp->max_head_dim), (int64_t)PT_MAX(hp->n_ff, F));
     return 0;
-fail:
-    gemma4_model_free(m);
-    return -1;
 }
 
 static gemma4_expert_w gemma4_expert(const gemma4_model *m, int layer, int e,
@@ -323,13 +300,11 @@ static gemma4_expert_w gemma4_expert(const gemma4_model *m, int layer, int e,
 typedef struct g4_state {
     const gemma4_model *m;
     fam_ctx *c;
-    int64_t *cap;  /* [n_layer] slots of each layer's cache: n_ctx, or the ring on sliding layers */
-    void **k, **v; /* [n_layer] -> [cap] rows of n_kv * head_dim elements of c->k_type /
-                      c->v_type: normed roped keys, normed values (in c->kv) */
-    float *h;      /* [B][n_embd] residual after attention (input of both FFN branches) */
-    float *a;      /* [B][n_embd] sub-block output (attention, then dense MLP) */
-    float *moe;    /* [B][n_embd] router input, then the routed experts' output */
-    float *pf_in;  /* [B][n_embd] next layer's router input (lookahead) */
+    fam_kv kv;           /* per layer: normed roped keys, normed values (rings on sliding layers) */
+    float *h;            /* [B][n_embd] residual after attention (input of both FFN branches) */
+    float *a;            /* [B][n_embd] sub-block output (attention, then dense MLP) */
+    float *moe;          /* [B][n_embd] router input, then the routed experts' output */
+    float *pf_in;        /* [B][n_embd] next layer's router input (lookahead) */
     nn_gqa_scratch attn; /* q, o: [A][n_head * max_head_dim]; kx, vx: [A][max_kv_dim] (tiles) */
     float *g;            /* [A][max(n_ff, 2 n_ff_exp)] gate (or fused gate|up) projections */
     float *u;            /* [A][max(n_ff, n_ff_exp)] up projections / gated activations */
@@ -338,45 +313,23 @@ typedef struct g4_state {
 static void g4_state_free(void *p) {
     g4_state *s = p;
     if (!s) return;
-    free(s->k);
-    free(s->v);
-    free(s->cap);
+    fam_kv_free(&s->kv);
     nn_gqa_scratch_free(&s->attn);
-    float *bufs[] = {s->h, s->a, s->moe, s->pf_in, s->g, s->u};
-    for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++)
-        pt_scratch_free(bufs[i]);
+    FAM_SCRATCH_FREE(s->h, s->a, s->moe, s->pf_in, s->g, s->u);
     free(s);
 }
 
 static void *g4_state_new(const void *model, fam_ctx *c, pt_err *err) {
     const gemma4_model *m = model;
     const gemma4_hparams *hp = &m->hp;
-    g4_state *s = calloc(1, sizeof *s);
-    if (!s) return pt_errf(err, "out of memory"), NULL;
+    g4_state *s = fam_state_alloc(sizeof *s, err);
+    if (!s) return NULL;
     s->m = m;
     s->c = c;
     const size_t B = (size_t)c->max_batch, A = (size_t)c->tile, E = (size_t)hp->n_embd;
     const size_t QD = (size_t)hp->n_head * (size_t)hp->max_head_dim, KVD = (size_t)hp->max_kv_dim;
     const size_t F = (size_t)hp->n_ff, FX = (size_t)hp->n_ff_exp;
-    int fail = 0;
-    s->cap = calloc((size_t)hp->n_layer, sizeof(int64_t));
-    s->k = calloc((size_t)hp->n_layer, sizeof(void *));
-    s->v = calloc((size_t)hp->n_layer, sizeof(void *));
-    if (!s->cap || !s->k || !s->v) fail = 1;
-    for (int l = 0; l < hp->n_layer && !fail; l++) {
-        const gemma4_layer *ly = &m->layers[l];
-        s->cap[l] = ly->swa ? c->ring : c->n_ctx;
-        const int64_t n = (int64_t)ly->n_kv * ly->head_dim;
-        /* sliding-window rings stay in RAM; global layers' rows may spill (nn/kv.h) */
-        if (ly->swa) {
-            s->k[l] = kv_arena_take(c->kv, (size_t)s->cap[l] * kv_bytes(c->k_type, n));
-            s->v[l] = kv_arena_take(c->kv, (size_t)s->cap[l] * kv_bytes(c->v_type, n));
-        } else {
-            s->k[l] = kv_arena_rows(c->kv, kv_bytes(c->k_type, n), s->cap[l], 0);
-            s->v[l] = kv_arena_rows(c->kv, kv_bytes(c->v_type, n), s->cap[l], 0);
-        }
-        if (!s->k[l] || !s->v[l]) fail = 1;
-    }
+    int fail = fam_kv_alloc(&s->kv, m->kvl, hp->n_layer, c) != 0;
     s->h = pt_falloc(B * E, &fail);
     s->a = pt_falloc(B * E, &fail);
     s->moe = pt_falloc(B * E, &fail);
@@ -386,13 +339,7 @@ static void *g4_state_new(const void *model, fam_ctx *c, pt_err *err) {
         fail = 1;
     s->g = pt_falloc(A * PT_MAX(F, 2 * FX), &fail);
     s->u = pt_falloc(A * PT_MAX(F, FX), &fail);
-    if (fail) {
-        g4_state_free(s);
-        pt_errf(err, "out of memory allocating the KV cache and scratch for %d positions",
-                c->n_ctx);
-        return NULL;
-    }
-    return s;
+    return fam_state_done(s, fail, g4_state_free, c, err);
 }
 
 /* The router input: rms(h) / sqrt(n_embd) * gain, rows r[T][n_embd]. */
@@ -415,8 +362,7 @@ static int g4_expert(void *st, int layer, int e, const uint8_t *const mats[3], f
     (void)err;
     const int E = s->m->hp.n_embd;
     const gemma4_expert_w w = gemma4_expert(s->m, layer, e, mats);
-    const nn_ffn f = wk ? (nn_ffn){&wk->mm, wk->g, wk->u, wk->rows}
-                        : (nn_ffn){&s->c->mm, s->g, s->u, s->c->tile};
+    const nn_ffn f = fam_ffn(s->c, wk, s->g, s->u);
     nn_geglu_fused(&f, &w.gate_up, s->m->hp.n_ff_exp, &w.down, x, n, x, E);
     for (size_t i = 0; i < (size_t)n * E; i++)
         x[i] *= w.scale;
@@ -453,9 +399,8 @@ static int g4_block(void *st, int layer, int T, int pos0, pt_err *err) {
     const gemma4_layer *ly = &s->m->layers[layer];
     const int E = hp->n_embd;
     const float eps = hp->rms_eps;
-    nn_rms_norm_rows(c->x, ly->attn_norm, eps, E, T, c->xn);
     const nn_gqa g = g4_attn(s, layer);
-    nn_gqa_forward(&g, &s->attn, c->xn, T, pos0, s->k[layer], s->v[layer], s->cap[layer], s->a);
+    fam_gqa_attn(c, &g, &s->attn, ly->attn_norm, &s->kv, layer, T, pos0, s->a);
     /* h = x + post_attention_norm(attn) */
     nn_rms_norm_rows(s->a, ly->post_attn_norm, eps, E, T, s->a);
     for (int t = 0; t < T; t++) {
@@ -466,7 +411,7 @@ static int g4_block(void *st, int layer, int T, int pos0, pt_err *err) {
     }
     /* dense MLP -> a, normed with post_ffw_norm_1 */
     nn_rms_norm_rows(s->h, ly->ffn_norm, eps, E, T, c->xn);
-    const nn_ffn f = {&c->mm, s->g, s->u, c->tile};
+    const nn_ffn f = fam_ffn(c, NULL, s->g, s->u);
     nn_geglu(&f, &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down, c->xn, T, s->a, E);
     nn_rms_norm_rows(s->a, ly->post_ffw_norm_1, eps, E, T, s->a);
     /* routed experts on pre_ffw_norm_2(h), routed from the scaled unit-normed h -> moe */
@@ -486,12 +431,9 @@ static int g4_block(void *st, int layer, int T, int pos0, pt_err *err) {
 /* fam_ops.block_kv: the rows' keys and values. */
 static int g4_block_kv(void *st, int layer, int T, int pos0, pt_err *err) {
     g4_state *s = st;
-    fam_ctx *c = s->c;
-    const gemma4_hparams *hp = &s->m->hp;
     (void)err;
-    nn_rms_norm_rows(c->x, s->m->layers[layer].attn_norm, hp->rms_eps, hp->n_embd, T, c->xn);
     const nn_gqa g = g4_attn(s, layer);
-    nn_gqa_store(&g, &s->attn, c->xn, T, pos0, s->k[layer], s->v[layer], s->cap[layer]);
+    fam_gqa_store(s->c, &g, &s->attn, s->m->layers[layer].attn_norm, &s->kv, layer, T, pos0);
     return 0;
 }
 
@@ -519,95 +461,24 @@ static const float *g4_lookahead_input(void *st, int next, int T) {
     return s->pf_in;
 }
 
-static int gcd_int(int a, int b) {
-    while (b) {
-        const int r = a % b;
-        a = b;
-        b = r;
-    }
-    return a;
-}
-
 /* Full-attention layers keep every position; sliding ones a ring. */
 static void g4_kv_size(const void *model, int64_t ring, uint32_t k_type, uint32_t v_type,
                        uint64_t *per_pos, uint64_t *fixed) {
     const gemma4_model *m = model;
-    *per_pos = *fixed = 0;
-    for (int l = 0; l < m->hp.n_layer; l++) {
-        const gemma4_layer *ly = &m->layers[l];
-        const int64_t n = (int64_t)ly->n_kv * ly->head_dim;
-        const uint64_t row = kv_bytes(k_type, n) + kv_bytes(v_type, n);
-        if (ly->swa)
-            *fixed += (uint64_t)ring * row;
-        else
-            *per_pos += row;
-    }
-}
-
-static int g4_load(const gguf_ctx *g, void **model, fam_desc *d, pt_err *err) {
-    gemma4_model *m = calloc(1, sizeof *m);
-    if (!m) return pt_errf(err, "out of memory");
-    if (gemma4_model_load(g, m, err)) {
-        gemma4_model_free(m);
-        free(m);
-        return -1;
-    }
-    const gemma4_hparams *hp = &m->hp;
-    int any_swa = 0;
-    for (int l = 0; l < hp->n_layer; l++)
-        any_swa |= m->layers[l].swa;
-    const int64_t QD = (int64_t)hp->n_head * hp->max_head_dim;
-    int unit = 0;
-    for (int l = 0; l < hp->n_layer; l++)
-        unit = gcd_int(unit, m->layers[l].head_dim);
-    *d = (fam_desc){
-        .kv_unit = unit,
-        .n_vocab = hp->n_vocab,
-        .n_embd = hp->n_embd,
-        .n_layer = hp->n_layer,
-        .n_ctx_train = hp->n_ctx_train,
-        .n_expert = hp->n_expert,
-        .n_expert_used = hp->n_expert_used,
-        .window = any_swa ? hp->window : 0,
-        .rms_eps = hp->rms_eps,
-        .tok_embd = &m->tok_embd,
-        .embd_scale = hp->embd_scale,
-        .output_norm = m->output_norm,
-        .output = &m->output,
-        .softcap = hp->softcap,
-        .row_floats = 4 * (int64_t)hp->n_embd, /* h, a, moe, pf_in */
-        .max_in = PT_MAX(PT_MAX((int64_t)hp->n_embd, QD), (int64_t)PT_MAX(hp->n_ff, hp->n_ff_exp))};
-    *model = m;
-    return 0;
-}
-
-static void g4_free(void *model) {
-    gemma4_model_free(model);
-    free(model);
+    fam_kv_size(m->kvl, m->hp.n_layer, ring, k_type, v_type, per_pos, fixed);
 }
 
 /* Keys then values of every layer: linear on global layers, rings on sliding ones. */
 static int g4_kv_bufs(void *st, fam_kv_buf *out, int max) {
-    g4_state *s = st;
-    const gemma4_hparams *hp = &s->m->hp;
-    int n = 0;
-    for (int l = 0; l < hp->n_layer; l++) {
-        const gemma4_layer *ly = &s->m->layers[l];
-        const int64_t w = (int64_t)ly->n_kv * ly->head_dim;
-        const int kind = ly->swa ? FAM_KV_RING : FAM_KV_LINEAR;
-        if (n + 2 <= max) {
-            out[n] = (fam_kv_buf){s->k[l], kv_bytes(s->c->k_type, w), kind, s->cap[l]};
-            out[n + 1] = (fam_kv_buf){s->v[l], kv_bytes(s->c->v_type, w), kind, s->cap[l]};
-        }
-        n += 2;
-    }
-    return n;
+    const g4_state *s = st;
+    return fam_kv_bufs(&s->kv, s->m->kvl, s->m->hp.n_layer, s->c, out, max);
 }
 
 static const char *const g4_archs[] = {"gemma4", NULL};
 
 const fam_ops gemma4_family = {.name = "gemma4",
                                .archs = g4_archs,
+                               .model_bytes = sizeof(gemma4_model),
                                .load = g4_load,
                                .free = g4_free,
                                .kv_size = g4_kv_size,

@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "format/gguf.h"
-#include "kernels/quant.h"
+#include "model/fam_common.h"
 #include "model/family.h"
 #include "model/loader.h"
 #include "nn/ffn.h"
@@ -31,10 +31,8 @@
 #include "nn/mla.h"
 #include "nn/ops.h"
 #include "nn/router.h"
-enum { GLM_ARCH_GLM_DSA = 1, GLM_ARCH_DEEPSEEK2 = 2 };
 
 typedef struct glm_hparams {
-    int arch;    /* GLM_ARCH_* */
     int n_embd;  /* hidden size */
     int n_layer; /* trunk layers (block_count - n_nextn) */
     int n_nextn; /* trailing MTP blocks */
@@ -55,7 +53,6 @@ typedef struct glm_hparams {
     float rms_eps;
     float kq_scale; /* attention logit scale (includes YaRN mscale^2) */
     nn_rope rope;   /* MLA rope (qk_rope dims) */
-    int n_ctx_train;
     /* DSA indexer (glm-dsa); idx_n_head = 0: none */
     int idx_n_head, idx_head_dim, idx_top_k;
     uint8_t *idx_full; /* [n_layer] 1 = computes its own top-k, 0 = reuses */
@@ -83,16 +80,12 @@ typedef struct glm_layer {
 
 typedef struct glm_model {
     glm_hparams hp;
-    mm_weight tok_embd;       /* n_vocab rows of n_embd */
-    const float *output_norm; /* [n_embd] */
-    mm_weight output;         /* n_embd -> n_vocab */
-    glm_layer *layers;        /* [n_layer + n_nextn] */
+    glm_layer *layers; /* [n_layer + n_nextn] */
 } glm_model;
 
 static int load_hparams(ld_ctx *L, glm_hparams *hp) {
     int block_count;
-    if (ld_u32(L, "block_count", &block_count, 1, 0) ||
-        ld_u32(L, "embedding_length", &hp->n_embd, 1, 0) ||
+    if (fam_block_count(L, &block_count) || ld_u32(L, "embedding_length", &hp->n_embd, 1, 0) ||
         ld_u32(L, "nextn_predict_layers", &hp->n_nextn, 0, 0) ||
         ld_u32(L, "attention.head_count", &hp->n_head, 1, 0) ||
         ld_u32(L, "attention.q_lora_rank", &hp->q_lora, 0, 0) ||
@@ -106,7 +99,6 @@ static int load_hparams(ld_ctx *L, glm_hparams *hp) {
         ld_u32(L, "expert_group_count", &hp->n_group, 0, 1) ||
         ld_u32(L, "expert_group_used_count", &hp->n_group_used, 0, 1) ||
         ld_u32(L, "expert_gating_func", &hp->gating, 0, NN_GATING_SOFTMAX) ||
-        ld_u32(L, "context_length", &hp->n_ctx_train, 0, 4096) ||
         ld_f32(L, "attention.layer_norm_rms_epsilon", &hp->rms_eps, 1, 0) ||
         ld_f32(L, "expert_weights_scale", &hp->weights_scale, 0, 1.0f))
         return -1;
@@ -141,40 +133,18 @@ static int load_hparams(ld_ctx *L, glm_hparams *hp) {
         return pt_errf(L->err, "%s: expert groups %d/%d do not divide %d experts", L->path,
                        hp->n_group_used, hp->n_group, hp->n_expert);
 
-    /* rope: NORM pairs; YaRN when rope.scaling.type = yarn */
+    /* rope: NORM pairs; YaRN (deepseek2) when rope.scaling.type = yarn */
     nn_rope *r = &hp->rope;
-    memset(r, 0, sizeof *r);
-    r->n_dims = n_rot;
-    r->neox = 0;
-    r->freq_scale = 1.0f;
-    r->attn_factor = 1.0f;
-    if (ld_f32(L, "rope.freq_base", &r->freq_base, 0, 10000.0f)) return -1;
+    fam_yarn yarn;
+    if (fam_rope(L, n_rot, 0, r, &yarn)) return -1;
     float mscale = 1.0f;
-    char stype[32] = "";
-    snprintf(k, sizeof k, "%s.rope.scaling.type", L->arch);
-    if (gguf_find(L->g, k) && gguf_get_str(L->g, k, stype, sizeof stype, L->err)) return -1;
-    if (!strcmp(stype, "yarn")) {
-        float factor, beta_fast, beta_slow, log_mul;
-        int orig_ctx;
-        if (ld_f32(L, "rope.scaling.factor", &factor, 1, 0) ||
-            ld_u32(L, "rope.scaling.original_context_length", &orig_ctx, 1, 0) ||
-            ld_f32(L, "rope.scaling.yarn_beta_fast", &beta_fast, 0, 32.0f) ||
-            ld_f32(L, "rope.scaling.yarn_beta_slow", &beta_slow, 0, 1.0f) ||
-            ld_f32(L, "rope.scaling.yarn_log_multiplier", &log_mul, 0, 0.0f))
-            return -1;
-        if (!(factor > 0))
-            return pt_errf(L->err, "%s: rope.scaling.factor must be positive", L->path);
-        r->freq_scale = 1.0f / factor;
-        r->ext_factor = 1.0f;
+    if (yarn.on) {
         /* the rope magnitude factor is cancelled (llama.cpp passes attn_factor =
          * 1/(1+0.1 ln(1/freq_scale))); the attention scale carries mscale^2 */
         r->attn_factor = 1.0f / (1.0f + 0.1f * logf(1.0f / r->freq_scale));
-        nn_rope_yarn_corr_dims(n_rot, orig_ctx, r->freq_base, beta_fast, beta_slow, r->corr_dims);
         /* the converter stores 0.1 x mscale_all_dim as yarn_log_multiplier, so
          * mscale = 1 + 0.1 * mscale_all_dim * ln(factor) */
-        mscale = 1.0f + log_mul * logf(1.0f / r->freq_scale);
-    } else if (stype[0] && strcmp(stype, "none")) {
-        return pt_errf(L->err, "%s: rope.scaling.type '%s' is not supported", L->path, stype);
+        mscale = 1.0f + yarn.log_mul * logf(1.0f / r->freq_scale);
     }
     hp->kq_scale = mscale * mscale / sqrtf((float)(hp->qk_nope + hp->qk_rope));
 
@@ -206,129 +176,134 @@ static int load_hparams(ld_ctx *L, glm_hparams *hp) {
     return 0;
 }
 
-static void glm_model_free(glm_model *m) {
+static void glm_free(void *model) {
+    glm_model *m = model;
     free(m->hp.idx_full);
     free(m->layers);
-    memset(m, 0, sizeof *m);
 }
 
-static int glm_model_load(const gguf_ctx *g, glm_model *m, pt_err *err) {
-    memset(m, 0, sizeof *m);
-    char arch[32];
-    if (gguf_get_str(g, "general.architecture", arch, sizeof arch, err)) return -1;
-    ld_ctx L = {g, arch, g->files[0].path, err, 0};
-    glm_hparams *hp = &m->hp;
-    if (!strcmp(arch, "glm-dsa"))
-        hp->arch = GLM_ARCH_GLM_DSA;
-    else if (!strcmp(arch, "deepseek2"))
-        hp->arch = GLM_ARCH_DEEPSEEK2;
-    else
-        return pt_errf(err, "%s: architecture '%s' is not glm-dsa or deepseek2", L.path, arch);
-    if (load_hparams(&L, hp)) {
-        glm_model_free(m);
-        return -1;
-    }
-    const gguf_tensor *emb = ld_tensor(&L, "token_embd.weight", 2, hp->n_embd, -1, 1, 1);
-    if (!emb) goto fail;
-    hp->n_vocab = (int)emb->ne[1];
-    int vocab_meta;
-    if (ld_u32(&L, "vocab_size", &vocab_meta, 0, hp->n_vocab)) goto fail;
-    if (vocab_meta != hp->n_vocab) {
-        pt_errf(err, "%s: vocab_size %d but token_embd has %d rows", L.path, vocab_meta,
-                hp->n_vocab);
-        goto fail;
-    }
-    m->tok_embd = ld_weight(&L, "token_embd.weight", hp->n_embd, hp->n_vocab, 1);
-    m->output_norm = ld_vec(&L, "output_norm.weight", hp->n_embd, 1);
-    m->output = ld_weight(&L, "output.weight", hp->n_embd, hp->n_vocab, 0);
-    if (L.rc) goto fail;
-    if (!m->output.data) m->output = m->tok_embd; /* tied embeddings */
+static nn_mla_dims mla_dims(const glm_hparams *hp) {
+    return (nn_mla_dims){.n_embd = hp->n_embd,
+                         .n_head = hp->n_head,
+                         .q_lora = hp->q_lora,
+                         .kv_lora = hp->kv_lora,
+                         .qk_nope = hp->qk_nope,
+                         .qk_rope = hp->qk_rope,
+                         .v_head = hp->v_head,
+                         .rms_eps = hp->rms_eps,
+                         .kq_scale = hp->kq_scale,
+                         .rope = hp->rope,
+                         .idx_n_head = hp->idx_n_head,
+                         .idx_head_dim = hp->idx_head_dim,
+                         .idx_top_k = hp->idx_top_k};
+}
 
+/* Width of the FFN scratch: the dense FFN or the (shared) experts. */
+static size_t ffn_width(const glm_hparams *hp) {
+    const size_t shw =
+        (size_t)hp->n_ff_exp * (size_t)(hp->n_expert_shared > 1 ? hp->n_expert_shared : 1);
+    return PT_MAX((size_t)hp->n_ff, shw);
+}
+
+/* fam_ops.load: hyper-parameters, the trunk, every block's tensors (the MTP blocks' too). */
+static int glm_load(ld_ctx *L, void *model, fam_desc *d) {
+    glm_model *m = model;
+    glm_hparams *hp = &m->hp;
+    if (load_hparams(L, hp) || fam_bind_trunk(L, hp->n_embd, d)) return -1;
+    hp->n_vocab = d->n_vocab;
     const int n_all = hp->n_layer + hp->n_nextn;
     m->layers = calloc((size_t)n_all, sizeof(glm_layer));
-    if (!m->layers) {
-        pt_errf(err, "%s: out of memory", L.path);
-        goto fail;
-    }
+    if (!m->layers) return pt_errf(L->err, "%s: out of memory", L->path);
     const int H = hp->n_head, qdim = H * (hp->qk_nope + hp->qk_rope);
-    for (int l = 0; l < n_all && !L.rc; l++) {
+    for (int l = 0; l < n_all && !L->rc; l++) {
         glm_layer *ly = &m->layers[l];
         char n[128];
 #define NM(s) (snprintf(n, sizeof n, "blk.%d.%s", l, s), n)
         ly->is_nextn = l >= hp->n_layer;
-        ly->attn_norm = ld_vec(&L, NM("attn_norm.weight"), hp->n_embd, 1);
+        ly->attn_norm = ld_vec(L, NM("attn_norm.weight"), hp->n_embd, 1);
         if (hp->q_lora) {
-            ly->attn.q_a = ld_weight(&L, NM("attn_q_a.weight"), hp->n_embd, hp->q_lora, 1);
-            ly->attn.q_a_norm = ld_vec(&L, NM("attn_q_a_norm.weight"), hp->q_lora, 1);
-            ly->attn.q_b = ld_weight(&L, NM("attn_q_b.weight"), hp->q_lora, qdim, 1);
+            ly->attn.q_a = ld_weight(L, NM("attn_q_a.weight"), hp->n_embd, hp->q_lora, 1);
+            ly->attn.q_a_norm = ld_vec(L, NM("attn_q_a_norm.weight"), hp->q_lora, 1);
+            ly->attn.q_b = ld_weight(L, NM("attn_q_b.weight"), hp->q_lora, qdim, 1);
         } else {
-            ly->attn.q_b = ld_weight(&L, NM("attn_q.weight"), hp->n_embd, qdim, 1);
+            ly->attn.q_b = ld_weight(L, NM("attn_q.weight"), hp->n_embd, qdim, 1);
         }
         ly->attn.kv_a =
-            ld_weight(&L, NM("attn_kv_a_mqa.weight"), hp->n_embd, hp->kv_lora + hp->qk_rope, 1);
-        ly->attn.kv_a_norm = ld_vec(&L, NM("attn_kv_a_norm.weight"), hp->kv_lora, 1);
-        const gguf_tensor *kb = ld_stack(&L, NM("attn_k_b.weight"), hp->qk_nope, hp->kv_lora, H, 1);
-        const gguf_tensor *vb = ld_stack(&L, NM("attn_v_b.weight"), hp->kv_lora, hp->v_head, H, 1);
-        if (L.rc) break;
+            ld_weight(L, NM("attn_kv_a_mqa.weight"), hp->n_embd, hp->kv_lora + hp->qk_rope, 1);
+        ly->attn.kv_a_norm = ld_vec(L, NM("attn_kv_a_norm.weight"), hp->kv_lora, 1);
+        const gguf_tensor *kb = ld_stack(L, NM("attn_k_b.weight"), hp->qk_nope, hp->kv_lora, H, 1);
+        const gguf_tensor *vb = ld_stack(L, NM("attn_v_b.weight"), hp->kv_lora, hp->v_head, H, 1);
+        if (L->rc) break;
         for (int h = 0; h < H; h++) {
             ly->attn.k_b[h] = ld_slice(kb, h);
             ly->attn.v_b[h] = ld_slice(vb, h);
         }
-        ly->attn.wo = ld_weight(&L, NM("attn_output.weight"), H * hp->v_head, hp->n_embd, 1);
-        ly->ffn_norm = ld_vec(&L, NM("ffn_norm.weight"), hp->n_embd, 1);
+        ly->attn.wo = ld_weight(L, NM("attn_output.weight"), H * hp->v_head, hp->n_embd, 1);
+        ly->ffn_norm = ld_vec(L, NM("ffn_norm.weight"), hp->n_embd, 1);
         ly->is_moe = l >= hp->n_dense_lead && hp->n_expert > 0;
         if (!ly->is_moe) {
-            ly->ffn_gate = ld_weight(&L, NM("ffn_gate.weight"), hp->n_embd, hp->n_ff, 1);
-            ly->ffn_up = ld_weight(&L, NM("ffn_up.weight"), hp->n_embd, hp->n_ff, 1);
-            ly->ffn_down = ld_weight(&L, NM("ffn_down.weight"), hp->n_ff, hp->n_embd, 1);
+            ly->ffn_gate = ld_weight(L, NM("ffn_gate.weight"), hp->n_embd, hp->n_ff, 1);
+            ly->ffn_up = ld_weight(L, NM("ffn_up.weight"), hp->n_embd, hp->n_ff, 1);
+            ly->ffn_down = ld_weight(L, NM("ffn_down.weight"), hp->n_ff, hp->n_embd, 1);
         } else {
             const int X = hp->n_expert, F = hp->n_ff_exp;
-            ly->gate_inp = ld_weight(&L, NM("ffn_gate_inp.weight"), hp->n_embd, X, 1);
-            ly->exp_bias = ld_vec(&L, NM("exp_probs_b.bias"), X, 0);
-            ly->gate_exps = ld_stack(&L, NM("ffn_gate_exps.weight"), hp->n_embd, F, X, 1);
-            ly->up_exps = ld_stack(&L, NM("ffn_up_exps.weight"), hp->n_embd, F, X, 1);
-            ly->down_exps = ld_stack(&L, NM("ffn_down_exps.weight"), F, hp->n_embd, X, 1);
-            if (L.rc) break;
+            ly->gate_inp = ld_weight(L, NM("ffn_gate_inp.weight"), hp->n_embd, X, 1);
+            ly->exp_bias = ld_vec(L, NM("exp_probs_b.bias"), X, 0);
+            ly->gate_exps = ld_stack(L, NM("ffn_gate_exps.weight"), hp->n_embd, F, X, 1);
+            ly->up_exps = ld_stack(L, NM("ffn_up_exps.weight"), hp->n_embd, F, X, 1);
+            ly->down_exps = ld_stack(L, NM("ffn_down_exps.weight"), F, hp->n_embd, X, 1);
+            if (L->rc) break;
             if (hp->n_expert_shared) {
                 const int S = F * hp->n_expert_shared;
-                ly->gate_sh = ld_weight(&L, NM("ffn_gate_shexp.weight"), hp->n_embd, S, 1);
-                ly->up_sh = ld_weight(&L, NM("ffn_up_shexp.weight"), hp->n_embd, S, 1);
-                ly->down_sh = ld_weight(&L, NM("ffn_down_shexp.weight"), S, hp->n_embd, 1);
+                ly->gate_sh = ld_weight(L, NM("ffn_gate_shexp.weight"), hp->n_embd, S, 1);
+                ly->up_sh = ld_weight(L, NM("ffn_up_shexp.weight"), hp->n_embd, S, 1);
+                ly->down_sh = ld_weight(L, NM("ffn_down_shexp.weight"), S, hp->n_embd, 1);
             }
         }
         if (!ly->is_nextn && hp->idx_n_head && hp->idx_full[l]) {
             const int D = hp->idx_head_dim;
             ly->attn.has_idx = 1;
             ly->attn.idx_q_b =
-                ld_weight(&L, NM("indexer.attn_q_b.weight"), hp->q_lora, hp->idx_n_head * D, 1);
-            ly->attn.idx_k = ld_weight(&L, NM("indexer.attn_k.weight"), hp->n_embd, D, 1);
-            ly->attn.idx_k_norm_w = ld_vec(&L, NM("indexer.k_norm.weight"), D, 1);
-            ly->attn.idx_k_norm_b = ld_vec(&L, NM("indexer.k_norm.bias"), D, 1);
+                ld_weight(L, NM("indexer.attn_q_b.weight"), hp->q_lora, hp->idx_n_head * D, 1);
+            ly->attn.idx_k = ld_weight(L, NM("indexer.attn_k.weight"), hp->n_embd, D, 1);
+            ly->attn.idx_k_norm_w = ld_vec(L, NM("indexer.k_norm.weight"), D, 1);
+            ly->attn.idx_k_norm_b = ld_vec(L, NM("indexer.k_norm.bias"), D, 1);
             ly->attn.idx_proj =
-                ld_weight(&L, NM("indexer.proj.weight"), hp->n_embd, hp->idx_n_head, 1);
-            if (!hp->q_lora && !L.rc)
-                L.rc = pt_errf(err, "%s: the DSA indexer needs a q LoRA (attention.q_lora_rank)",
-                               L.path);
+                ld_weight(L, NM("indexer.proj.weight"), hp->n_embd, hp->idx_n_head, 1);
+            if (!hp->q_lora && !L->rc)
+                L->rc = pt_errf(
+                    L->err, "%s: the DSA indexer needs a q LoRA (attention.q_lora_rank)", L->path);
         }
         if (ly->is_nextn) {
-            ly->eh_proj = ld_weight(&L, NM("nextn.eh_proj.weight"), 2 * hp->n_embd, hp->n_embd, 1);
-            ly->enorm = ld_vec(&L, NM("nextn.enorm.weight"), hp->n_embd, 1);
-            ly->hnorm = ld_vec(&L, NM("nextn.hnorm.weight"), hp->n_embd, 1);
-            ly->shared_head_norm = ld_vec(&L, NM("nextn.shared_head_norm.weight"), hp->n_embd, 1);
+            ly->eh_proj = ld_weight(L, NM("nextn.eh_proj.weight"), 2 * hp->n_embd, hp->n_embd, 1);
+            ly->enorm = ld_vec(L, NM("nextn.enorm.weight"), hp->n_embd, 1);
+            ly->hnorm = ld_vec(L, NM("nextn.hnorm.weight"), hp->n_embd, 1);
+            ly->shared_head_norm = ld_vec(L, NM("nextn.shared_head_norm.weight"), hp->n_embd, 1);
             ly->embed_tokens =
-                ld_weight(&L, NM("nextn.embed_tokens.weight"), hp->n_embd, hp->n_vocab, 0);
+                ld_weight(L, NM("nextn.embed_tokens.weight"), hp->n_embd, hp->n_vocab, 0);
             ly->shared_head =
-                ld_weight(&L, NM("nextn.shared_head_head.weight"), hp->n_embd, hp->n_vocab, 0);
-            if (!ly->embed_tokens.data) ly->embed_tokens = m->tok_embd;
-            if (!ly->shared_head.data) ly->shared_head = m->output;
+                ld_weight(L, NM("nextn.shared_head_head.weight"), hp->n_embd, hp->n_vocab, 0);
+            if (!ly->embed_tokens.data) ly->embed_tokens = d->tok_embd;
+            if (!ly->shared_head.data) ly->shared_head = d->output;
         }
 #undef NM
     }
-    if (L.rc) goto fail;
+    if (L->rc) return -1;
+    /* the cache rows' widths (latent, rope key, indexer key): kv_unit is their gcd */
+    const int unit =
+        fam_gcd(fam_gcd(hp->kv_lora, hp->qk_rope), hp->idx_n_head ? hp->idx_head_dim : 0);
+    const nn_mla_dims md = mla_dims(hp);
+    d->kv_unit = unit;
+    d->n_layer = hp->n_layer;
+    d->n_expert = hp->n_expert;
+    d->n_expert_used = hp->n_expert_used;
+    d->has_mtp = hp->n_nextn > 0;
+    d->k_only = 1; /* MLA: V is the latent part of the K row */
+    d->rms_eps = hp->rms_eps;
+    /* out, sh, cat; the indexer's selection per row (ints) */
+    d->row_floats = 5 * (int64_t)hp->n_embd + PT_MAX(hp->idx_top_k, 1) + 1;
+    d->max_in = PT_MAX(PT_MAX(2 * (int64_t)hp->n_embd, (int64_t)ffn_width(hp)), nn_mla_max_in(&md));
     return 0;
-fail:
-    glm_model_free(m);
-    return -1;
 }
 
 /* ===== Forward pass =====
@@ -355,51 +330,27 @@ typedef struct glm_state {
     float *cat;    /* [B][2 n_embd] MTP input */
 } glm_state;
 
-static nn_mla_dims mla_dims(const glm_hparams *hp) {
-    return (nn_mla_dims){.n_embd = hp->n_embd,
-                         .n_head = hp->n_head,
-                         .q_lora = hp->q_lora,
-                         .kv_lora = hp->kv_lora,
-                         .qk_nope = hp->qk_nope,
-                         .qk_rope = hp->qk_rope,
-                         .v_head = hp->v_head,
-                         .rms_eps = hp->rms_eps,
-                         .kq_scale = hp->kq_scale,
-                         .rope = hp->rope,
-                         .idx_n_head = hp->idx_n_head,
-                         .idx_head_dim = hp->idx_head_dim,
-                         .idx_top_k = hp->idx_top_k};
-}
-
-/* Width of the FFN scratch: the dense FFN or the (shared) experts. */
-static size_t ffn_width(const glm_hparams *hp) {
-    const size_t shw =
-        (size_t)hp->n_ff_exp * (size_t)(hp->n_expert_shared > 1 ? hp->n_expert_shared : 1);
-    return PT_MAX((size_t)hp->n_ff, shw);
-}
-
 static void glm_state_free(void *p) {
     glm_state *s = p;
     if (!s) return;
     free(s->kv);
     free(s->idx_k);
     nn_mla_free(&s->attn);
-    float *bufs[] = {s->out, s->g, s->u, s->sh, s->cat};
-    for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++)
-        pt_scratch_free(bufs[i]);
+    FAM_SCRATCH_FREE(s->out, s->g, s->u, s->sh, s->cat);
     free(s);
 }
 
 static void *glm_state_new(const void *model, fam_ctx *c, pt_err *err) {
     const glm_model *m = model;
     const glm_hparams *hp = &m->hp;
-    glm_state *s = calloc(1, sizeof *s);
-    if (!s) return pt_errf(err, "out of memory"), NULL;
+    glm_state *s = fam_state_alloc(sizeof *s, err);
+    if (!s) return NULL;
     s->m = m;
     s->c = c;
     const size_t B = (size_t)c->max_batch, A = (size_t)c->tile, E = (size_t)hp->n_embd,
                  KVD = (size_t)(hp->kv_lora + hp->qk_rope);
     const int n_all = hp->n_layer + hp->n_nextn;
+    const nn_mla_dims d = mla_dims(hp);
     int fail = 0;
     s->kv = calloc((size_t)n_all, sizeof(void *));
     s->idx_k = calloc((size_t)hp->n_layer + 1, sizeof(float *));
@@ -407,50 +358,24 @@ static void *glm_state_new(const void *model, fam_ctx *c, pt_err *err) {
     for (int l = 0; l < n_all && !fail; l++) {
         /* the trunk's latent rows may spill to the SSD (nn/kv.h); the MTP block's stay in RAM */
         const size_t row = kv_bytes(c->k_type, (int64_t)KVD);
-        const int read = hp->idx_n_head <= 0   ? KV_READ_ALL
-                         : c->k_type == QT_F32 ? KV_READ_SELECTED /* f32 sums read blocks */
-                                               : KV_READ_GATHERED;
-        s->kv[l] = l < hp->n_layer ? kv_arena_rows(c->kv, row, c->n_ctx, read)
-                                   : kv_arena_take(c->kv, (size_t)c->n_ctx * row);
+        s->kv[l] = l < hp->n_layer
+                       ? kv_arena_rows(c->kv, row, c->n_ctx, nn_mla_kv_read(&d, c->k_type))
+                       : kv_arena_take(c->kv, (size_t)c->n_ctx * row);
         if (!s->kv[l]) fail = 1;
         if (l < hp->n_layer && m->layers[l].attn.has_idx &&
             !(s->idx_k[l] = kv_arena_take(c->kv, (size_t)c->n_ctx * (size_t)hp->idx_head_dim *
                                                      sizeof(float))))
             fail = 1;
     }
-    const nn_mla_dims d = mla_dims(hp);
-    if (!fail && nn_mla_init(&s->attn, &d, c->pool, &c->mm, c->n_ctx, c->tile, c->max_batch))
+    if (!fail && nn_mla_init(&s->attn, &d, c->pool, &c->mm, c->n_ctx, c->tile, c->max_batch,
+                             c->k_type, c->kv))
         fail = 1;
-    s->attn.kv_type = c->k_type; /* latent and rope key: the K type, as llama.cpp */
-    if (!fail && kv_arena_spills(c->kv) && hp->idx_n_head > 0) {
-        /* the indexer's selection read ahead from the spill file, a byte per page */
-        s->attn.n_pmark =
-            ((size_t)c->n_ctx * kv_bytes(c->k_type, (int64_t)KVD) + kv_page() - 1) / kv_page() + 1;
-        if (!(s->attn.pmark = calloc(s->attn.n_pmark, 1))) fail = 1;
-        s->attn.spill = c->kv;
-        if (c->k_type != QT_F32 && c->kv->gcap) { /* rows read directly where they can be */
-            s->attn.rowp = calloc((size_t)c->n_ctx, sizeof *s->attn.rowp);
-            s->attn.gmark = calloc((size_t)c->n_ctx, 1);
-            s->attn.glist = calloc((size_t)c->n_ctx, sizeof *s->attn.glist);
-            if (!s->attn.rowp || !s->attn.gmark || !s->attn.glist) fail = 1;
-        }
-    }
     s->out = pt_falloc(B * E, &fail);
     s->g = pt_falloc(A * ffn_width(hp), &fail);
     s->u = pt_falloc(A * ffn_width(hp), &fail);
     s->sh = pt_falloc(B * E, &fail);
     s->cat = pt_falloc(B * 2 * E, &fail);
-    if (fail) {
-        glm_state_free(s);
-        pt_errf(err, "out of memory allocating the KV cache and scratch for %d positions",
-                c->n_ctx);
-        return NULL;
-    }
-    return s;
-}
-
-static nn_ffn ffn(glm_state *s) {
-    return (nn_ffn){&s->c->mm, s->g, s->u, s->c->tile};
+    return fam_state_done(s, fail, glm_state_free, c, err);
 }
 
 /* One routed expert on x[n] in place: SwiGLU with the slices in mats[]. */
@@ -462,7 +387,7 @@ static int glm_expert(void *st, int layer, int e, const uint8_t *const mats[3], 
     (void)err;
     const mm_weight g = ld_slice_at(ly->gate_exps, mats[0]), u = ld_slice_at(ly->up_exps, mats[1]),
                     dn = ld_slice_at(ly->down_exps, mats[2]);
-    const nn_ffn f = wk ? (nn_ffn){&wk->mm, wk->g, wk->u, wk->rows} : ffn(s);
+    const nn_ffn f = fam_ffn(s->c, wk, s->g, s->u);
     nn_swiglu(&f, &g, &u, &dn, x, n, x, s->m->hp.n_embd);
     return 0;
 }
@@ -472,7 +397,7 @@ static int glm_shared(void *st, int layer, int T, pt_err *err) {
     glm_state *s = st;
     const glm_layer *ly = &s->m->layers[layer];
     (void)err;
-    const nn_ffn f = ffn(s);
+    const nn_ffn f = fam_ffn(s->c, NULL, s->g, s->u);
     nn_swiglu(&f, &ly->gate_sh, &ly->up_sh, &ly->down_sh, s->c->xn, T, s->sh, s->m->hp.n_embd);
     return 0;
 }
@@ -497,7 +422,7 @@ static int glm_run_block(glm_state *s, int layer, int T, int pos0, int use_dsa, 
             for (size_t i = 0; i < (size_t)T * E; i++)
                 s->out[i] += s->sh[i];
     } else {
-        const nn_ffn f = ffn(s);
+        const nn_ffn f = fam_ffn(s->c, NULL, s->g, s->u);
         nn_swiglu(&f, &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down, c->xn, T, s->out, E);
     }
     for (size_t i = 0; i < (size_t)T * E; i++)
@@ -646,54 +571,11 @@ static void glm_kv_size(const void *model, int64_t ring, uint32_t k_type, uint32
     *fixed = 0;
 }
 
-static int glm_load(const gguf_ctx *g, void **model, fam_desc *d, pt_err *err) {
-    glm_model *m = calloc(1, sizeof *m);
-    if (!m) return pt_errf(err, "out of memory");
-    if (glm_model_load(g, m, err)) {
-        free(m);
-        return -1;
-    }
-    const glm_hparams *hp = &m->hp;
-    const nn_mla_dims md = mla_dims(hp);
-    int unit = hp->kv_lora; /* gcd of the latent, rope and indexer key widths */
-    const int parts[2] = {hp->qk_rope, hp->idx_n_head ? hp->idx_head_dim : 0};
-    for (int i = 0; i < 2; i++)
-        for (int b = parts[i]; b;) {
-            const int r = unit % b;
-            unit = b;
-            b = r;
-        }
-    *d = (fam_desc){.kv_unit = unit,
-                    .n_vocab = hp->n_vocab,
-                    .n_embd = hp->n_embd,
-                    .n_layer = hp->n_layer,
-                    .n_ctx_train = hp->n_ctx_train,
-                    .n_expert = hp->n_expert,
-                    .n_expert_used = hp->n_expert_used,
-                    .has_mtp = hp->n_nextn > 0,
-                    .rms_eps = hp->rms_eps,
-                    .tok_embd = &m->tok_embd,
-                    .embd_scale = 1.0f,
-                    .output_norm = m->output_norm,
-                    .output = &m->output,
-                    /* out, sh, cat; the indexer's selection per row (ints) */
-                    .row_floats = 5 * (int64_t)hp->n_embd + PT_MAX(hp->idx_top_k, 1) + 1,
-                    .max_in = PT_MAX(PT_MAX(2 * (int64_t)hp->n_embd, (int64_t)ffn_width(hp)),
-                                     nn_mla_max_in(&md))};
-    *model = m;
-    return 0;
-}
-
-static void glm_free(void *model) {
-    if (!model) return;
-    glm_model_free(model);
-    free(model);
-}
-
 static const char *const glm_archs[] = {"glm-dsa", "deepseek2", NULL};
 
 const fam_ops glm_dsa_family = {.name = "glm-dsa",
                                 .archs = glm_archs,
+                                .model_bytes = sizeof(glm_model),
                                 .load = glm_load,
                                 .free = glm_free,
                                 .kv_size = glm_kv_size,

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "format/ggml_types.h"
+#include "model/loader.h" /* LD_MAX_LAYERS */
 
 /* Parse "blk.N." at the start of name; return N or -1. */
 static int block_index(const char *name, const char **rest) {
@@ -61,9 +62,9 @@ int model_info_get(const gguf_ctx *g, model_info *mi, pt_err *err) {
         if (b > max_blk) max_blk = b;
     }
     mi->n_layers = arch_u32(g, mi->arch, "block_count", (uint32_t)(max_blk + 1));
-    if (mi->n_layers > MI_MAX_LAYERS)
+    if (mi->n_layers > LD_MAX_LAYERS)
         return pt_errf(err, "%s: %s.block_count = %u, expected at most %d", path, mi->arch,
-                       mi->n_layers, MI_MAX_LAYERS);
+                       mi->n_layers, LD_MAX_LAYERS);
     if (max_blk >= (int)mi->n_layers)
         return pt_errf(err, "%s: tensor of block %d but %s.block_count is %u", path, max_blk,
                        mi->arch, mi->n_layers);

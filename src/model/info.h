@@ -17,7 +17,6 @@
 #include "kernels/qtypes.h"
 #include "petrel_tools.h"
 
-#define MI_MAX_LAYERS 65536   /* block_count above this is refused as implausible */
 #define MI_NO_TYPE PT_NO_TYPE /* expert_types entry of a matrix the layer lacks */
 
 /* The public types of petrel_tools.h themselves: a layer's expert/resident

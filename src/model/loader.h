@@ -16,6 +16,10 @@
 #include "format/gguf.h"
 #include "nn/matmul.h"
 
+/* A block_count above this is refused as implausible: by every family (fam_block_count) and
+ * by the model info that inspect and the expert store read (model/info.c). */
+#define LD_MAX_LAYERS 4096
+
 typedef struct ld_ctx {
     const gguf_ctx *g;
     const char *arch; /* key prefix: general.architecture */

@@ -16,6 +16,7 @@
 #include "kernels/qtypes.h"
 #include "kernels/quant.h"
 #include "nn/ops.h"
+#include "os/os.h"
 #include "runtime/xio.h"
 
 int kv_type_ok(uint32_t type) {
@@ -186,13 +187,8 @@ void kv_wsum_keys(int g, float *const *acc, const float *const *p, uint32_t v_ty
 
 /* ===== The arena ===== */
 
-size_t kv_page(void) {
-    const long p = sysconf(_SC_PAGESIZE);
-    return p > 0 ? (size_t)p : 4096;
-}
-
 int kv_arena_init(kv_arena *a, size_t cap) {
-    const size_t pg = kv_page();
+    const size_t pg = os_page_size();
     *a = (kv_arena){0};
     a->fd = a->dfd = -1;
     cap = (cap + pg - 1) / pg * pg;
@@ -210,7 +206,7 @@ int kv_arena_init(kv_arena *a, size_t cap) {
 }
 
 void *kv_arena_take(kv_arena *a, size_t bytes) {
-    const size_t pg = kv_page();
+    const size_t pg = os_page_size();
     const size_t n = (bytes + pg - 1) / pg * pg;
     if (!a->base || n > a->cap - a->used) return NULL;
     void *p = a->base + a->used;
@@ -242,7 +238,7 @@ static int direct_fd(int fd, size_t *align) {
     snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
     const int d = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
     if (d < 0) return -1;
-    size_t al = 4096; /* a page: every Linux file system's block size divides it */
+    size_t al = OS_DIRECT_ALIGN;
 #ifdef STATX_DIOALIGN
     struct statx sx;
     if (statx(d, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) == 0 && (sx.stx_mask & STATX_DIOALIGN)) {
@@ -315,7 +311,7 @@ static void window(kv_arena *a, int64_t hot) {
 
 int kv_arena_spill(kv_arena *a, size_t fcap, const char *dir, int64_t hot, int64_t n_ctx,
                    pt_err *err) {
-    const size_t pg = kv_page();
+    const size_t pg = os_page_size();
     fcap = (fcap + pg - 1) / pg * pg;
     snprintf(a->dir, sizeof a->dir, "%s", dir);
     if (pt_mkdirs(dir) || (a->fd = spill_file(dir)) < 0)
@@ -352,7 +348,7 @@ int kv_arena_spills(const kv_arena *a) {
 
 void *kv_arena_rows(kv_arena *a, size_t row_bytes, int64_t n, int sparse) {
     if (!a->fbase) return kv_arena_take(a, row_bytes * (size_t)n);
-    const size_t pg = kv_page(), bytes = (row_bytes * (size_t)n + pg - 1) / pg * pg;
+    const size_t pg = os_page_size(), bytes = (row_bytes * (size_t)n + pg - 1) / pg * pg;
     if (bytes > a->fcap - a->fused) return NULL;
     if (a->n_rows == a->rows_cap) {
         const int cap = a->rows_cap ? 2 * a->rows_cap : 16;
@@ -383,11 +379,11 @@ void *kv_arena_rows(kv_arena *a, size_t row_bytes, int64_t n, int sparse) {
 
 /* Bytes [0, n rows) of a buffer rounded down / up to a page. */
 static size_t rows_down(const kv_rows *r, int64_t n) {
-    const size_t pg = kv_page();
+    const size_t pg = os_page_size();
     return r->row * (size_t)n / pg * pg;
 }
 static size_t rows_up(const kv_rows *r, int64_t n) {
-    const size_t pg = kv_page();
+    const size_t pg = os_page_size();
     return (r->row * (size_t)n + pg - 1) / pg * pg;
 }
 
@@ -445,7 +441,7 @@ static uint32_t page_age(const kv_arena *a, uint32_t stamp) {
  * kept; *quota more of age keep_age + 1). Maximal runs of pages not kept are
  * dropped with one call each when they hold a page that may be in RAM. */
 static void settle_sparse(kv_arena *a, const kv_rows *r, size_t hi, int keep_age, size_t *quota) {
-    const size_t pg = kv_page(), p0 = (size_t)(r->p - a->fbase) / pg, n = hi / pg;
+    const size_t pg = os_page_size(), p0 = (size_t)(r->p - a->fbase) / pg, n = hi / pg;
     uint32_t *st = a->stamp + p0;
     size_t run = 0; /* the run of pages not kept starts here */
     int any = 0;    /* 1: a page of the run may be in RAM */
@@ -478,7 +474,7 @@ static void settle_sparse(kv_arena *a, const kv_rows *r, size_t hi, int keep_age
  * cold pages stay. */
 static size_t cache_cut(kv_arena *a, int64_t cold, int *keep_age) {
     size_t h[KV_AGES] = {0};
-    const size_t pg = kv_page();
+    const size_t pg = os_page_size();
     for (int b = 0; b < a->n_rows; b++) {
         const kv_rows *r = &a->rows[b];
         if (!r->sparse) continue;
@@ -500,7 +496,7 @@ static size_t cache_cut(kv_arena *a, int64_t cold, int *keep_age) {
 
 int kv_arena_settle(kv_arena *a, int64_t n_past, pt_err *err) {
     if (!a->fbase) return 0;
-    const size_t pg = kv_page();
+    const size_t pg = os_page_size();
     int64_t cold = n_past - a->hot;
     if (cold < 0) cold = 0;
     if (cold > a->cold && cold - a->cold < a->blk) cold = a->cold; /* not a whole block yet */
@@ -549,7 +545,7 @@ void kv_arena_truncate(kv_arena *a, int64_t n) {
 }
 
 void kv_prefetch_mark(uint8_t *marks, size_t row, const int *sel, int n) {
-    const size_t pg = kv_page();
+    const size_t pg = os_page_size();
     for (int i = 0; i < n; i++) {
         const size_t b = (size_t)sel[i] * row;
         for (size_t p = b / pg; p <= (b + row - 1) / pg; p++)
@@ -567,7 +563,7 @@ void kv_prefetch_mark(uint8_t *marks, size_t row, const int *sel, int n) {
 #define KV_GAP_PAGES 1
 
 void kv_prefetch_flush(kv_arena *a, const void *buf, uint8_t *marks, size_t n_marks) {
-    const size_t pg = kv_page();
+    const size_t pg = os_page_size();
     uint32_t *st = a->stamp + (size_t)((const uint8_t *)buf - a->fbase) / pg;
     size_t n_cold = 0; /* the buffer's cold pages: selections there count as hits or misses */
     for (int b = 0; b < a->n_rows; b++)
@@ -866,7 +862,7 @@ size_t kv_arena_cache_pages(const kv_arena *a, size_t *cap) {
 
 static size_t resident_pages(const uint8_t *base, size_t cap) {
     if (!base) return 0;
-    const size_t pg = kv_page(), n = cap / pg;
+    const size_t pg = os_page_size(), n = cap / pg;
 #ifdef __APPLE__
     char *vec = malloc(n);
 #else

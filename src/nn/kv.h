@@ -224,8 +224,6 @@ int kv_gather(kv_arena *a, const void *buf, const int *rows, int n, const uint8_
               pt_err *err);
 /* Pages of spilled rows the cache of selected pages keeps now, and its bound. */
 size_t kv_arena_cache_pages(const kv_arena *a, size_t *cap);
-/* Bytes of one page. */
-size_t kv_page(void);
 /* Bytes of the reservation backed by memory now (pages touched, spilled
  * pages in the page cache included). */
 size_t kv_arena_resident(const kv_arena *a);

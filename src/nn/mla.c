@@ -10,6 +10,7 @@
 #include "common.h"
 #include "kernels/quant.h"
 #include "nn/kv.h"
+#include "os/os.h"
 
 /* Each thread holds score rows and NN_WSUM_LANES sum lanes for MLA_ALLOC_HEADS
  * heads, and a unit of work takes at most MLA_MAX_GROUP heads. */
@@ -39,8 +40,14 @@ static void idx_hadamard(float *h, int n) {
             }
 }
 
+int nn_mla_kv_read(const nn_mla_dims *d, uint32_t kv_type) {
+    return d->idx_n_head <= 0  ? KV_READ_ALL
+           : kv_type == QT_F32 ? KV_READ_SELECTED
+                               : KV_READ_GATHERED;
+}
+
 int nn_mla_init(nn_mla *a, const nn_mla_dims *d, tp_pool *pool, mm_ctx *mm, int n_ctx,
-                int max_batch, int block_rows) {
+                int max_batch, int block_rows, uint32_t kv_type, kv_arena *kv) {
     memset(a, 0, sizeof *a);
     a->d = *d;
     a->pool = pool;
@@ -66,7 +73,7 @@ int nn_mla_init(nn_mla *a, const nn_mla_dims *d, tp_pool *pool, mm_ctx *mm, int 
     a->scores = pt_falloc(NT * a->score_rows * a->n_scores, &fail);
     a->wacc = pt_falloc(NT * (size_t)a->mla_heads * NN_WSUM_LANES * (size_t)d->kv_lora, &fail);
     a->cs = pt_falloc((size_t)d->qk_rope, &fail);
-    a->kv_type = QT_F32;
+    a->kv_type = kv_type; /* latent and rope key: the K type, as llama.cpp */
     a->krow = pt_falloc((size_t)a->kv_dim, &fail);
     a->kvq = pt_falloc(NT * (size_t)a->mla_heads * (size_t)a->kv_dim, &fail);
     a->kvrow = pt_falloc(NT * NN_WSUM_KEYS * (size_t)a->kv_dim, &fail);
@@ -85,6 +92,20 @@ int nn_mla_init(nn_mla *a, const nn_mla_dims *d, tp_pool *pool, mm_ctx *mm, int 
         a->irot = pt_falloc((size_t)D * (size_t)D, &fail);
         a->itmp = pt_falloc((size_t)D, &fail);
         if (a->irot) idx_hadamard(a->irot, D);
+    }
+    if (kv && kv_arena_spills(kv) && d->idx_n_head > 0) {
+        /* the indexer's selection read ahead from the spill file, a byte per page */
+        const size_t pg = os_page_size();
+        a->n_pmark = ((size_t)n_ctx * kv_bytes(kv_type, (int64_t)a->kv_dim) + pg - 1) / pg + 1;
+        if (!(a->pmark = calloc(a->n_pmark, 1))) fail = 1;
+        a->spill = kv;
+        if (nn_mla_kv_read(d, kv_type) == KV_READ_GATHERED && kv->gcap) {
+            /* rows read directly where they can be */
+            a->rowp = calloc((size_t)n_ctx, sizeof *a->rowp);
+            a->gmark = calloc((size_t)n_ctx, 1);
+            a->glist = calloc((size_t)n_ctx, sizeof *a->glist);
+            if (!a->rowp || !a->gmark || !a->glist) fail = 1;
+        }
     }
     return fail ? -1 : 0;
 }

@@ -77,7 +77,7 @@ typedef struct nn_mla {
     int mla_heads;     /* heads whose NN_WSUM_LANES sum lanes each thread has */
     size_t score_rows; /* score rows per thread: mla_heads */
     float *cs;         /* [qk_rope] rope table */
-    uint32_t kv_type;  /* cache element type (nn/kv.h); nn_mla_init sets QT_F32 */
+    uint32_t kv_type;  /* cache element type (nn/kv.h) */
     float *krow;       /* [kv_dim] one position's cache row before storing */
     float *kvq;        /* [n_threads][mla_heads][kv_dim] queries in the key type's dot form */
     float *kvrow;      /* [n_threads][NN_WSUM_KEYS][kv_dim] decoded latent rows */
@@ -89,8 +89,9 @@ typedef struct nn_mla {
     int sel_rows;      /* block rows: the most one nn_mla_forward call runs */
     int sel_pos0;      /* the position of sel_all's first row */
     int *sel, *n_sel;  /* the rows of sel_all, n_sel_all of the tile in progress */
-    uint8_t *pmark;    /* a spilled cache (nn/kv.h): one byte per page of a layer's rows, for
-                          reading the selected rows ahead (kv_prefetch_mark); NULL: in RAM */
+    /* a spilled cache (nn/kv.h), as nn_mla_init finds the arena: */
+    uint8_t *pmark; /* one byte per page of a layer's rows, for reading the selected rows ahead
+                       (kv_prefetch_mark); NULL: in RAM */
     size_t n_pmark;
     kv_arena *spill; /* the arena pmark's buffers are spilled in (their cache of selected pages) */
     /* selected spilled rows read directly (kv_gather; a cache type other than f32): */
@@ -105,11 +106,20 @@ typedef struct nn_mla {
     float *itmp; /* [idx_dim] one rotated vector */
 } nn_mla;
 
+/* How the attention reads a layer's cache rows of kv_type (KV_READ_*, for kv_arena_rows):
+ * every row without the DSA indexer; with it, the rows it selects, gathered by direct reads
+ * where the cache is spilled, unless the type is f32 (its weighted sums read whole blocks of
+ * rows, which the mapping serves better). */
+int nn_mla_kv_read(const nn_mla_dims *d, uint32_t kv_type);
+
 /* Allocate the scratch for n_ctx positions, tiles of max_batch rows and a
- * selection for block_rows rows (the most one nn_mla_forward call runs). 0,
- * or -1 (out of memory; nn_mla_free it all the same). */
+ * selection for block_rows rows (the most one nn_mla_forward call runs), for
+ * cache rows of kv_type in the arena kv (its rows already taken with
+ * nn_mla_kv_read's mode): where kv spills and the layers select keys, the
+ * marks that read the selected pages ahead, and where it gathers, the table
+ * of gathered rows. 0, or -1 (out of memory; nn_mla_free it all the same). */
 int nn_mla_init(nn_mla *a, const nn_mla_dims *d, tp_pool *pool, mm_ctx *mm, int n_ctx,
-                int max_batch, int block_rows);
+                int max_batch, int block_rows, uint32_t kv_type, kv_arena *kv);
 void nn_mla_free(nn_mla *a);
 
 /* The DSA indexer's top-k as a set: idx[0..k) = the keys of x[0..n) (k <= n)

@@ -10,8 +10,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The alignment of O_DIRECT reads (offsets, lengths and buffers) where the file system does
+ * not say (statx's STATX_DIOALIGN): every Linux file system's logical block size divides
+ * 4 KiB. Not the page size (os_page_size), though it is one on x86-64: a block is the file
+ * system's unit, a page the memory's. */
+#define OS_DIRECT_ALIGN 4096
+
+/* The most bytes one read or write call is given (a loop issues the rest): Linux moves at
+ * most 0x7ffff000 bytes a call, and an io_uring read's length is 32 bits. */
+#define OS_IO_MAX (1u << 30)
+
 /* open(path, O_RDONLY | O_CLOEXEC) bypassing the page cache: O_DIRECT on Linux (the
- * caller's reads must then be aligned: offsets, lengths and buffers to 4096), F_NOCACHE
+ * caller's reads must then be aligned: offsets, lengths and buffers to OS_DIRECT_ALIGN), F_NOCACHE
  * on macOS (no alignment rule). Returns the fd, or -1 with errno set (Linux: EINVAL on a
  * file system without O_DIRECT; the caller falls back to os_open_read). */
 int os_open_direct(const char *path);
@@ -50,7 +60,8 @@ int os_privatize(void *addr, size_t len, int fd, uint64_t off);
 /* Lock [addr, addr + len) in RAM (mlock). Returns 0, or -1 with errno set (EPERM / ENOMEM:
  * RLIMIT_MEMLOCK; the caller says so). */
 int os_lock(const void *addr, size_t len);
-/* The page size. */
+/* The page size (sysconf; 4 KiB where it does not answer): the unit of mappings, madvise and
+ * mincore. */
 size_t os_page_size(void);
 /* The huge-page size on x86-64 and most arm64 kernels: what arenas align to and populate in. */
 #define OS_HUGE_PAGE ((size_t)2 << 20)

@@ -19,6 +19,7 @@
  */
 #include "experts.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -36,8 +37,9 @@
 #include "os/os.h"
 #include "runtime/xio.h"
 
-#define XS_ALIGN 4096
-#define XS_ARENA_ALIGN OS_HUGE_PAGE
+/* a pack record is read whole with O_DIRECT, where it stands in the file: the format's
+ * alignment (fixed on disk) must be one the reads accept */
+static_assert(XPACK_ALIGN % OS_DIRECT_ALIGN == 0, "pack records O_DIRECT-aligned");
 #define XS_LFU_DECAY 0.9f /* per token: an expert unused for ~7 tokens has lost half its weight */
 
 enum { SLOT_EMPTY = 0, SLOT_LOADING, SLOT_READY };
@@ -99,7 +101,7 @@ struct xs_store {
 
 static uint64_t mat_region(uint64_t bytes, int direct) {
     /* O_DIRECT: the slice may start anywhere in a block and end anywhere */
-    return direct ? pt_align_up(bytes, XS_ALIGN) + XS_ALIGN : pt_align_up(bytes, 64);
+    return direct ? pt_align_up(bytes, OS_DIRECT_ALIGN) + OS_DIRECT_ALIGN : pt_align_up(bytes, 64);
 }
 
 uint64_t xs_slot_bytes(const xs_layer_desc *d, const xpack *pack, int l, int direct) {
@@ -108,7 +110,7 @@ uint64_t xs_slot_bytes(const xs_layer_desc *d, const xpack *pack, int l, int dir
     uint64_t total = 0;
     for (int m = 0; m < d->n_mats; m++)
         total += mat_region(d->mats[m]->nbytes / (uint64_t)d->mats[m]->ne[2], direct);
-    return pt_align_up(total, XS_ALIGN);
+    return pt_align_up(total, OS_DIRECT_ALIGN);
 }
 
 static void lay_free(xs_lay *L) {
@@ -227,7 +229,7 @@ xs_store *xs_open(const gguf_ctx *g, const xs_layer_desc *layers, int n_layers,
             /* a pack record holds the slices back to back */
             off += cfg->pack ? L->mat_bytes[m] : mat_region(L->mat_bytes[m], s->direct);
         }
-        L->slot_bytes = pt_align_up(off, XS_ALIGN);
+        L->slot_bytes = pt_align_up(off, OS_DIRECT_ALIGN);
         L->n_slots = cfg->slots < L->n_expert ? cfg->slots : L->n_expert;
         if (L->n_slots < 1) {
             pt_errf(err, "the expert cache needs at least 1 slot per layer");
@@ -246,12 +248,12 @@ xs_store *xs_open(const gguf_ctx *g, const xs_layer_desc *layers, int n_layers,
      * request (the common "madvise" setting), backed by huge pages: the arena is
      * rewritten by DMA and streamed through by the expert matmuls every token,
      * and 4 KiB pages cost a TLB miss per page on both paths */
-    if (posix_memalign((void **)&s->arena, XS_ARENA_ALIGN, total ? total : XS_ALIGN) != 0) {
+    if (posix_memalign((void **)&s->arena, OS_HUGE_PAGE, total ? total : OS_DIRECT_ALIGN) != 0) {
         pt_errf(err, "cannot allocate %.2f GiB for the expert cache", (double)total / (1 << 30));
         goto fail;
     }
 #ifdef MADV_HUGEPAGE
-    if (total >= XS_ARENA_ALIGN)
+    if (total >= OS_HUGE_PAGE)
         (void)madvise(s->arena, total, MADV_HUGEPAGE); /* a hint: failure is harmless */
 #endif
     /* Backed now, at load, rather than page by page as the first reads land: a read into
@@ -345,8 +347,8 @@ static int load(xs_store *s, int l, int i, int e, int attempt, pt_err *err) {
         uint64_t off = L->mat_off[m] + (uint64_t)e * L->mat_bytes[m], len = L->mat_bytes[m],
                  start = off;
         if (s->gguf_direct) {
-            start = off & ~(uint64_t)(XS_ALIGN - 1);
-            len = pt_align_up(off + len, XS_ALIGN) - start;
+            start = off & ~(uint64_t)(OS_DIRECT_ALIGN - 1);
+            len = pt_align_up(off + len, OS_DIRECT_ALIGN) - start;
         }
         sl->shift[m] = (uint32_t)(off - start);
         sl->bytes += len;

@@ -7,13 +7,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#define GIB (1024.0 * 1024.0 * 1024.0)
-
 const char *plan_gb(uint64_t bytes, char buf[32]) {
     if (bytes >= (1ull << 30))
-        snprintf(buf, 32, "%.2f GB", bytes / GIB);
+        snprintf(buf, 32, "%.2f GB", bytes / PLAN_GIB);
     else
-        snprintf(buf, 32, "%.1f MB", bytes / 1048576.0);
+        snprintf(buf, 32, "%.1f MB", bytes / PLAN_MIB);
     return buf;
 }
 
@@ -78,9 +76,9 @@ int plan_compute(const plan_in *in, const char *path, plan_out *out, pt_err *err
                 "KV cache %.2f GB for %d positions in RAM, margin %.2f GB, one expert slot per "
                 "layer "
                 "%.2f GB) but the budget is %.2f GB (set --ram, a shorter context or free memory)",
-                path ? path : "", path ? ": " : "", need / GIB, in->resident / GIB,
-                out->kv_bytes / GIB, out->kv_hot ? out->kv_hot : out->n_ctx, in->margin / GIB,
-                out->slot_sum / GIB, in->budget / GIB);
+                path ? path : "", path ? ": " : "", need / PLAN_GIB, in->resident / PLAN_GIB,
+                out->kv_bytes / PLAN_GIB, out->kv_hot ? out->kv_hot : out->n_ctx,
+                in->margin / PLAN_GIB, out->slot_sum / PLAN_GIB, in->budget / PLAN_GIB);
         out->streaming = 1;
         const uint64_t slots = (in->budget - fixed) / out->slot_sum;
         out->slots = in->n_expert > 0 && slots > (uint64_t)in->n_expert ? in->n_expert

@@ -58,8 +58,10 @@
 #include "common.h"
 #include "petrel.h" /* PT_DEFAULT_CTX, PT_EXPERTS_MMAP */
 
-#define PLAN_MARGIN (512ull << 20) /* bytes kept free for scratch, I/O and the allocator */
-#define PLAN_PIN_SHARE 0.25        /* default share of the expert cache given to pinned experts */
+#define PLAN_MIB 1048576.0           /* bytes in a MiB: --kv-ram-mb, the plan line's MB */
+#define PLAN_GIB (1024.0 * PLAN_MIB) /* bytes in a GiB: --ram, --pin-gb, the plan line's GB */
+#define PLAN_MARGIN (512ull << 20)   /* bytes kept free for scratch, I/O and the allocator */
+#define PLAN_PIN_SHARE 0.25          /* default share of the expert cache given to pinned experts */
 #define PLAN_BLOCK_MAX                                                                             \
     8192 /* most rows of a prompt block: a 32k prompt reads each expert                            \
             4 times a layer, not 128 as in 256-row chunks */

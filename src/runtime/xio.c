@@ -148,7 +148,7 @@ static void uring_queue(xio *x, int i) {
         sqe = io_uring_get_sqe(&x->ring);
     }
     uint64_t n = r->len - r->done;
-    if (n > (1u << 30)) n = 1u << 30;
+    if (n > OS_IO_MAX) n = OS_IO_MAX;
     io_uring_prep_read(sqe, r->fd, r->dst + r->done, (unsigned)n, r->off + r->done);
     io_uring_sqe_set_data64(sqe, (uint64_t)i);
     /* issued from the kernel's worker threads, not inline in io_uring_enter: an O_DIRECT read
@@ -304,7 +304,7 @@ int xio_wait(xio *x, uint64_t *tag, pt_err *err) {
             xreq *r = &x->req[i];
             if (fault_fn) {
                 uint64_t n = r->len - r->done; /* what uring_queue asked for */
-                if (n > (1u << 30)) n = 1u << 30;
+                if (n > OS_IO_MAX) n = OS_IO_MAX;
                 res = (int)fault_fn(fault_user, r->fd, r->off + r->done, r->dst + r->done, n, res);
             }
             if (res > 0) {
