@@ -3,8 +3,8 @@
  * vocabulary, chat format and sampling defaults come with the engine), the
  * per-turn statistics line, the SIGINT flag, and how a chat answer is shown
  * (the answer on stdout, the reasoning on stderr). Public API (petrel.h), the
- * front ends' shared turn (front/front.h) and the server's streaming splitter
- * (server/oai.h: the one place that knows how a family's reasoning tags stream). */
+ * front ends' shared turn (front/front.h) and streaming splitter (front/split.h:
+ * the one place that knows how a family's reasoning tags stream). */
 #ifndef PT_TEXTCLI_H
 #define PT_TEXTCLI_H
 
@@ -12,8 +12,8 @@
 #include <stdio.h>
 
 #include "front/front.h"
+#include "front/split.h"
 #include "petrel.h"
-#include "server/oai.h"
 
 #define TCLI_MAX_STOPS 32
 /* Draft length when the model has an MTP head and --draft is not given. */
