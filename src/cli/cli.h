@@ -37,11 +37,6 @@ int cmd_bench(int argc, char **argv);
 int cmd_list(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 
-/* Read a whole stream (a prompt from -f or stdin, ids for detokenize) into a
- * malloc'd, NUL-terminated buffer; *len gets its size (the NUL not counted).
- * NULL on a read error or out of memory. */
-char *cli_read_all(FILE *f, size_t *len);
-
 /* Print "petrel: <msg>" to stderr; returns CLI_ERROR. */
 int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

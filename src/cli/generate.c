@@ -27,6 +27,7 @@
 
 #include "cli.h"
 #include "front/front.h"
+#include "front/helpers.h"
 #include "petrel.h"
 #include "textcli.h"
 
@@ -59,41 +60,6 @@ static void generate_usage(FILE *f) {
            "                          from FILE when it holds them (same model, KV types, ids),\n"
            "                          else evaluate them and save FILE\n");
     tcli_usage(f);
-}
-
-/* Parse "1,2,3" into a malloc'd array. */
-static int parse_tokens(const char *s, int32_t **out, int *n) {
-    int cap = 16, k = 0;
-    int32_t *a = malloc((size_t)cap * sizeof *a);
-    if (!a) return -1;
-    const char *p = s;
-    while (*p) {
-        char *end;
-        errno = 0;
-        long v = strtol(p, &end, 10);
-        if (errno || end == p || v < 0 || v > INT32_MAX || (*end && *end != ',')) {
-            free(a);
-            return -1;
-        }
-        if (k == cap) {
-            cap *= 2;
-            int32_t *b = realloc(a, (size_t)cap * sizeof *a);
-            if (!b) {
-                free(a);
-                return -1;
-            }
-            a = b;
-        }
-        a[k++] = (int32_t)v;
-        p = *end ? end + 1 : end;
-        if (*end && !*p) { /* trailing comma */
-            free(a);
-            return -1;
-        }
-    }
-    *out = a;
-    *n = k;
-    return 0;
 }
 
 static int argmax(const float *x, int n) {
@@ -142,14 +108,16 @@ static int run_tokens(const tcli_opts *o, const char *tokens_arg, const char *du
             "petrel generate: --tokens decodes greedily (--temp 0); sample from text with -p\n");
         return CLI_USAGE;
     }
-    int32_t *prompt;
-    int n_prompt;
-    if (parse_tokens(tokens_arg, &prompt, &n_prompt) || n_prompt == 0) {
+    pt_ids ids = {0};
+    if (fe_parse_ids(tokens_arg, &ids) || ids.n == 0 || ids.n > INT32_MAX / 2) {
         fprintf(stderr,
-                "petrel generate: --tokens wants comma-separated non-negative ids, got '%s'\n",
+                "petrel generate: --tokens wants comma-separated non-negative ids, got '%.60s'\n",
                 tokens_arg);
+        pt_ids_free(&ids);
         return CLI_USAGE;
     }
+    int32_t *prompt = ids.v;
+    const int n_prompt = (int)ids.n;
     char err[512];
     double t0 = pt_now();
     ep.model_path = model;
@@ -463,33 +431,23 @@ static int generate_with(tcli_opts *opts, int argc, char **argv) {
         return mrc;
     }
     if (tokens_arg && tokens_arg[0] == '@') { /* ids from a file: longer than an argument may be */
-        FILE *tf = fopen(tokens_arg + 1, "rb");
-        if (!tf) return cli_error("--tokens %s: %s", tokens_arg, strerror(errno));
-        size_t tlen = 0;
-        char *ids = cli_read_all(tf, &tlen);
-        fclose(tf);
-        if (!ids) return cli_error("--tokens %s: cannot read the ids", tokens_arg);
-        while (tlen && (ids[tlen - 1] == '\n' || ids[tlen - 1] == '\r' || ids[tlen - 1] == ' '))
-            ids[--tlen] = 0;
-        const int rc = run_tokens(opts, ids, dump, session);
-        free(ids);
+        pt_buf ids = {0};
+        if (fe_read_file(tokens_arg + 1, 0, &ids)) {
+            pt_buf_free(&ids);
+            return cli_error("--tokens %s: %s", tokens_arg, strerror(errno));
+        }
+        const int rc = run_tokens(opts, ids.v, dump, session);
+        pt_buf_free(&ids);
         return rc;
     }
     if (tokens_arg) return run_tokens(opts, tokens_arg, dump, session);
     if (reasoning < 0) reasoning = !quiet && !json;
     if (prompt) return run_text(opts, prompt, strlen(prompt), chat, system, quiet, json, reasoning);
-    FILE *f = !file || !strcmp(file, "-") ? stdin : fopen(file, "rb");
-    if (!f) {
-        return cli_error("%s: %s", file, strerror(errno));
-    }
-    size_t len = 0;
-    char *text = cli_read_all(f, &len);
-    if (f != stdin) fclose(f);
-    if (!text) {
-        return cli_error("%s: cannot read the prompt", file ? file : "stdin");
-    }
-    int rc = run_text(opts, text, len, chat, system, quiet, json, reasoning);
-    free(text);
+    pt_buf text = {0};
+    int rc = fe_read_file(file, 0, &text)
+                 ? cli_error("%s: %s", file ? file : "stdin", strerror(errno))
+                 : run_text(opts, text.v, text.n, chat, system, quiet, json, reasoning);
+    pt_buf_free(&text);
     return rc;
 }
 

@@ -21,24 +21,11 @@
 #include <string.h>
 
 #include "cli.h"
+#include "front/helpers.h"
 #include "petrel.h"
 #include "petrel_tools.h"
 
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
-
-/* Length of the valid UTF-8 sequence at p[0..n) that is not a C1 control (U+0080..U+009F, which
- * some terminals obey like ESC sequences); 0 when there is none. */
-static size_t utf8_ok(const unsigned char *p, size_t n) {
-    size_t len = p[0] >= 0xF0 && p[0] <= 0xF4 ? 4 : p[0] >= 0xE0 ? 3 : p[0] >= 0xC2 ? 2 : 0;
-    if (!len || len > n || (p[0] >= 0xF8)) return 0;
-    for (size_t i = 1; i < len; i++)
-        if ((p[i] & 0xC0) != 0x80) return 0;
-    if (len == 2 && p[0] == 0xC2 && p[1] < 0xA0) return 0;  /* C1 */
-    if (len == 3 && p[0] == 0xE0 && p[1] < 0xA0) return 0;  /* overlong */
-    if (len == 3 && p[0] == 0xED && p[1] >= 0xA0) return 0; /* surrogate */
-    if (len == 4 && ((p[0] == 0xF0 && p[1] < 0x90) || (p[0] == 0xF4 && p[1] >= 0x90))) return 0;
-    return len;
-}
 
 /* s[0..n) made safe for a terminal into buf (always NUL-terminated, cut at cap): control
  * characters, C1 controls, DEL, invalid UTF-8 and backslashes as \xNN / \\; the rest as is. */
@@ -46,7 +33,8 @@ static const char *esc(const char *s, size_t n, char *buf, size_t cap) {
     size_t o = 0;
     const unsigned char *p = (const unsigned char *)s;
     for (size_t i = 0; i < n && o + 5 < cap;) {
-        size_t u = p[i] >= 0x80 ? utf8_ok(p + i, n - i) : 0;
+        size_t u = p[i] >= 0x80 ? fe_utf8_len(s + i, n - i) : 0;
+        if (u == 2 && p[i] == 0xC2 && p[i + 1] < 0xA0) u = 0; /* C1: some terminals obey them */
         if (u) {
             if (o + u + 1 > cap) break;
             memcpy(buf + o, p + i, u);

@@ -19,10 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "petrel.h"
 #include "petrel_tools.h"
 
 typedef struct progress {
@@ -31,16 +31,10 @@ typedef struct progress {
     int tty;
 } progress;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* A progress bar on stderr: percent, MB/s and ETA, redrawn a few times a second. */
 static void show_progress(uint64_t done, uint64_t total, void *user) {
     progress *p = user;
-    double t = now_s();
+    double t = pt_now();
     if (done < total && t - p->last < 0.25) return;
     p->last = t;
     double el = t - p->t0, rate = el > 0 ? done / el : 0;
@@ -133,7 +127,7 @@ int cmd_pack(int argc, char **argv) {
     }
     fprintf(stderr, "petrel: %s the experts of %s into %s\n",
             table_only ? "checksumming" : "packing", model, path);
-    progress pr = {"pack", now_s(), 0, isatty(2)};
+    progress pr = {"pack", pt_now(), 0, isatty(2)};
     char err[1024];
     int rc = table_only ? pt_table_write(m, path, show_progress, &pr, err, sizeof err)
                         : pt_pack_write(m, path, show_progress, &pr, stop_after, err, sizeof err);
@@ -152,7 +146,7 @@ int cmd_pack(int argc, char **argv) {
                     partial);
         return CLI_ERROR;
     }
-    fprintf(stderr, "petrel: wrote %s in %.1f s\n", path, now_s() - pr.t0);
+    fprintf(stderr, "petrel: wrote %s in %.1f s\n", path, pt_now() - pr.t0);
     return CLI_OK;
 }
 
@@ -216,15 +210,15 @@ int cmd_verify(int argc, char **argv) {
                     "petrel: no expert pack or checksum table; checksumming the experts of %s into "
                     "%s\n",
                     model, out);
-            progress pr = {"verify", now_s(), 0, isatty(2)};
+            progress pr = {"verify", pt_now(), 0, isatty(2)};
             char err[1024];
             if (pt_table_write(m, out, show_progress, &pr, err, sizeof err))
                 rc = cli_error("%s", err);
             else
-                fprintf(stderr, "petrel: wrote %s in %.1f s\n", out, now_s() - pr.t0);
+                fprintf(stderr, "petrel: wrote %s in %.1f s\n", out, pt_now() - pr.t0);
         }
     } else {
-        progress pr = {"verify", now_s(), 0, isatty(2)};
+        progress pr = {"verify", pt_now(), 0, isatty(2)};
         char err[1024];
         uint64_t n_records = 0;
         if (pt_pack_verify(m, path, show_progress, &pr, &n_records, err, sizeof err))

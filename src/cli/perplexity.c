@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "front/helpers.h"
 #include "textcli.h"
 
 static void perplexity_usage(FILE *f) {
@@ -329,11 +330,12 @@ int cmd_perplexity(int argc, char **argv) {
         }
         if (o.n_ctx == 0) o.n_ctx = b_ctx;
     } else {
-        FILE *f = !strcmp(file, "-") ? stdin : fopen(file, "rb");
-        if (!f) return cli_error("%s: %s", file, strerror(errno));
-        text = cli_read_all(f, &len);
-        if (f != stdin) fclose(f);
-        if (!text) return cli_error("%s: cannot read the text", file);
+        pt_buf tb = {0};
+        if (fe_read_file(file, 0, &tb)) {
+            pt_buf_free(&tb);
+            return cli_error("%s: %s", file, strerror(errno));
+        }
+        text = tb.v, len = tb.n;
     }
     if (o.n_ctx == 0) o.n_ctx = PT_DEFAULT_CTX;
     tcli_model m;

@@ -63,12 +63,6 @@
 #define HUB_TRIES 6       /* tries in a row without progress before giving up on a file */
 #define HUB_EXIT_INTERRUPTED 130
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* "1.23 GiB": b bytes in a static ring of buffers (several per printf). */
 static const char *fmt_bytes(double b) {
     static _Thread_local char ring[8][32];
@@ -327,28 +321,17 @@ typedef struct hub_ctx {
     hub_spec spec;
 } hub_ctx;
 
+/* A reply of the Hub read whole (the file listing, a search), and the headers petrel reads. */
 typedef struct membuf {
-    char *v;
-    size_t n, cap;
+    pt_buf b;        /* the body (at most HUB_MAX_LISTING bytes) */
     char next[2048]; /* the Link header's rel="next" URL */
     char xerr[64];   /* X-Error-Code */
 } membuf;
 
 static size_t mem_write(char *p, size_t sz, size_t nm, void *u) {
-    membuf *b = u;
+    membuf *m = u;
     size_t n = sz * nm;
-    if (b->n + n + 1 > (size_t)HUB_MAX_LISTING) return 0;
-    if (b->n + n + 1 > b->cap) {
-        size_t c = b->cap ? b->cap : 65536;
-        while (c < b->n + n + 1)
-            c *= 2;
-        char *v = realloc(b->v, c);
-        if (!v) return 0;
-        b->v = v, b->cap = c;
-    }
-    memcpy(b->v + b->n, p, n);
-    b->n += n;
-    b->v[b->n] = 0;
+    if (m->b.n + n + 1 > (size_t)HUB_MAX_LISTING || pt_buf_append(&m->b, p, n)) return 0;
     return n;
 }
 
@@ -473,8 +456,8 @@ static void suggest_repos(const hub_ctx *hc) {
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
     curl_easy_cleanup(c);
     curl_slist_free_all(h);
-    json_t *a = rc == CURLE_OK && status == 200 && b.v ? json_loads(b.v, 0, NULL) : NULL;
-    free(b.v);
+    json_t *a = rc == CURLE_OK && status == 200 && b.b.v ? json_loads(b.b.v, 0, NULL) : NULL;
+    pt_buf_free(&b.b);
     size_t i, shown = 0;
     json_t *e;
     json_array_foreach(a, i, e) {
@@ -565,20 +548,20 @@ static int fetch_listing(const hub_ctx *hc, hub_file *files) {
         curl_easy_cleanup(c);
         curl_slist_free_all(h);
         if (rc != CURLE_OK) {
-            free(b.v);
+            pt_buf_free(&b.b);
             cli_error("%s: cannot list the repository's files at %s: %s", hc->spec.repo, url,
                       *cerr ? cerr : curl_easy_strerror(rc));
             return -1;
         }
         if (status != 200) {
-            free(b.v);
+            pt_buf_free(&b.b);
             explain_status(hc, status, b.xerr, NULL);
             if (status == 404 || (status == 401 && !strcmp(b.xerr, "RepoNotFound")))
                 suggest_repos(hc);
             return -1;
         }
-        int bad = parse_listing(hc, b.v ? b.v : "", files, &n);
-        free(b.v);
+        int bad = parse_listing(hc, b.b.v ? b.b.v : "", files, &n);
+        pt_buf_free(&b.b);
         if (bad) return -1;
         /* the next page, only on the same endpoint */
         size_t el = strlen(hc->endpoint);
@@ -950,7 +933,7 @@ static void *worker(void *u) {
 static void show_progress(pool *p, int64_t total, int64_t start, double t0, int tty, int *step,
                           int final) {
     int64_t have = progress_bytes(p, 0);
-    double dt = now_s() - t0, rate = dt > 0.2 ? (double)(have - start) / dt : 0;
+    double dt = pt_now() - t0, rate = dt > 0.2 ? (double)(have - start) / dt : 0;
     double pct = total > 0 ? 100.0 * (double)have / (double)total : 100.0;
     char eta[32] = "--:--";
     if (rate > 0 && have < total) {
@@ -1100,7 +1083,7 @@ static int pull(const char *spec, const pull_opts *po, char *path, size_t cap) {
         for (; started < nw && started < 16; started++)
             if (pthread_create(&th[started], NULL, worker, &w) != 0) break;
         if (!started) worker(&w);
-        double t0 = now_s();
+        double t0 = pt_now();
         int step = -1, tty = pull_tty;
         int64_t start = progress_bytes(&w, 1);
         for (;;) {
@@ -1124,7 +1107,7 @@ static int pull(const char *spec, const pull_opts *po, char *path, size_t cap) {
             intr += q[k]->state == JOB_INTERRUPTED;
             got += q[k]->have - q[k]->start;
         }
-        double dt = now_s() - t0;
+        double dt = pt_now() - t0;
         if (failed) goto out;
         if (intr) {
             cli_error("interrupted: what was downloaded is kept in the .part files under %s/%s; "

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "front/helpers.h"
 #include "hub.h"
 
 #define TCLI_STR_(x) #x
@@ -52,38 +53,8 @@ void tcli_opts_free(tcli_opts *o) {
     o->grammar = NULL;
 }
 
-/* Read a whole file (NUL-terminated, malloc'd); NULL on failure (errno set). */
-static char *read_text_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n + 65536 + 1 > cap) {
-            cap = cap ? cap * 2 : 65536 * 2;
-            char *b = cap > (64u << 20) ? NULL : realloc(buf, cap);
-            if (!b) {
-                free(buf);
-                fclose(f);
-                errno = EFBIG;
-                return NULL;
-            }
-            buf = b;
-        }
-        size_t r = fread(buf + n, 1, 65536, f);
-        n += r;
-        if (r < 65536) break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        errno = EIO;
-        return NULL;
-    }
-    buf[n] = 0;
-    return buf;
-}
+/* The largest grammar or schema file read (--grammar-file, --json-schema-file). */
+#define TCLI_MAX_GRAMMAR_FILE (64u << 20)
 
 /* The grammar flags: --grammar GBNF, --grammar-file FILE, -j/--json-schema SCHEMA,
  * --json-schema-file FILE (llama.cpp's names). The grammar is checked here (syntax, schema
@@ -97,8 +68,10 @@ static int grammar_flag(const char *cmd, const char *a, const char *v, tcli_opts
     const int file = !strcmp(a, "--grammar-file") || !strcmp(a, "--json-schema-file");
     const int schema =
         !strcmp(a, "-j") || !strcmp(a, "--json-schema") || !strcmp(a, "--json-schema-file");
-    char *text = file ? read_text_file(v) : strdup(v);
+    pt_buf fb = {0};
+    char *text = !file ? strdup(v) : fe_read_file(v, TCLI_MAX_GRAMMAR_FILE, &fb) ? NULL : fb.v;
     if (!text) {
+        pt_buf_free(&fb);
         fprintf(stderr, "petrel %s: invalid value '%s' for %s: %s\n", cmd, v, a,
                 file ? strerror(errno) : "out of memory");
         return -1;

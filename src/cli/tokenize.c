@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "front/helpers.h"
 #include "petrel.h"
 
 static void tokenize_usage(FILE *f) {
@@ -91,25 +92,21 @@ int cmd_tokenize(int argc, char **argv) {
         tokenize_usage(stderr);
         return CLI_USAGE;
     }
-    char *buf = NULL;
-    size_t len = 0;
-    if (file) {
-        FILE *f = strcmp(file, "-") ? fopen(file, "rb") : stdin;
-        if (!f) return cli_error("%s: %s", file, strerror(errno));
-        buf = cli_read_all(f, &len);
-        if (f != stdin) fclose(f);
-        if (!buf) return cli_error("%s: read failed", file);
-    } else {
-        len = strlen(text);
+    pt_buf in = {0};
+    if (file && fe_read_file(file, 0, &in)) {
+        pt_buf_free(&in);
+        return cli_error("%s: %s", file, strerror(errno));
     }
+    const char *buf = file ? in.v : text;
+    const size_t len = file ? in.n : strlen(text);
     pt_engine *v = open_vocab(model);
     if (!v) {
-        free(buf);
+        pt_buf_free(&in);
         return CLI_ERROR;
     }
     pt_ids ids = {0};
     char err[512];
-    int rc = pt_tokenize(v, buf ? buf : text, len, flags, &ids, err, sizeof err);
+    int rc = pt_tokenize(v, buf, len, flags, &ids, err, sizeof err);
     if (rc) {
         cli_error("%s", err);
     } else {
@@ -119,34 +116,9 @@ int cmd_tokenize(int argc, char **argv) {
     }
     pt_ids_free(&ids);
     pt_engine_close(v);
-    free(buf);
+    pt_buf_free(&in);
     if (fflush(stdout)) return cli_error("stdout: %s", strerror(errno));
     return rc ? CLI_ERROR : CLI_OK;
-}
-
-/* Parse ids separated by commas/whitespace. Returns 0, or -1 on a bad token. */
-static int parse_id_list(const char *s, pt_ids *ids) {
-    const char *p = s;
-    for (;;) {
-        while (*p == ',' || *p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
-            p++;
-        if (!*p) return 0;
-        char *end;
-        errno = 0;
-        long x = strtol(p, &end, 10);
-        if (errno || end == p || x < 0 || x > INT32_MAX ||
-            (*end && *end != ',' && *end != ' ' && *end != '\t' && *end != '\n' && *end != '\r'))
-            return -1;
-        if (ids->n == ids->cap) {
-            size_t cap = ids->cap ? ids->cap * 2 : 64;
-            int32_t *q = realloc(ids->v, cap * sizeof *q);
-            if (!q) return -1;
-            ids->v = q;
-            ids->cap = cap;
-        }
-        ids->v[ids->n++] = (int32_t)x;
-        p = end;
-    }
 }
 
 int cmd_detokenize(int argc, char **argv) {
@@ -183,27 +155,28 @@ int cmd_detokenize(int argc, char **argv) {
         detokenize_usage(stderr);
         return CLI_USAGE;
     }
-    char *in = NULL;
+    pt_buf in = {0};
     if (!list) {
-        size_t n;
-        in = cli_read_all(stdin, &n);
-        if (!in) return cli_error("stdin: read failed");
-        if (memchr(in, 0, n)) {
-            free(in);
+        if (fe_read_file("-", 0, &in)) {
+            pt_buf_free(&in);
+            return cli_error("stdin: %s", strerror(errno));
+        }
+        if (memchr(in.v, 0, in.n)) {
+            pt_buf_free(&in);
             fprintf(stderr, "petrel detokenize: stdin holds a NUL byte, expected token ids\n");
             return CLI_USAGE;
         }
-        list = in;
+        list = in.v;
     }
     pt_ids ids = {0};
-    if (parse_id_list(list, &ids)) {
+    if (fe_parse_ids(list, &ids)) {
         fprintf(stderr, "petrel detokenize: invalid id list '%.60s' (expected ids like 1,2,3)\n",
                 list);
         pt_ids_free(&ids);
-        free(in);
+        pt_buf_free(&in);
         return CLI_USAGE;
     }
-    free(in);
+    pt_buf_free(&in);
     pt_engine *v = open_vocab(model);
     if (!v) {
         pt_ids_free(&ids);
