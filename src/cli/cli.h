@@ -2,7 +2,8 @@
  *
  * Conventions every subcommand follows: results to stdout, everything else to
  * stderr; an error is one line "petrel: ..." on stderr and exit status 1; bad
- * usage prints the subcommand's usage and exits 2.
+ * usage is one line "petrel SUBCOMMAND: ..." (a missing or extra argument adds
+ * the usage line) and exit status 2. Options: options.h.
  */
 #ifndef PT_CLI_H
 #define PT_CLI_H

@@ -164,7 +164,6 @@ int main(int argc, char **argv) {
         print_version();
         return CLI_OK;
     }
-    fprintf(stderr, "petrel: unknown command '%s'\n\n", cmd);
-    usage(stderr);
+    fprintf(stderr, "petrel: unknown command '%s' (petrel help lists the commands)\n", cmd);
     return CLI_USAGE;
 }

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "options.h"
 #include "petrel.h"
 #include "petrel_tools.h"
 
@@ -79,42 +80,33 @@ static pt_model *open_model(const char *path) {
     return m;
 }
 
+/* pack's and verify's options. */
+typedef struct pack_args {
+    const char *model; /* MODEL.gguf */
+    const char *out;   /* pack -o PATH; verify --pack PATH */
+    long long stop_after;
+    int table_only;
+} pack_args;
+
+static int pack_option(void *ud, const cli_args *a, const cli_val *v) {
+    pack_args *pa = ud;
+    (void)a;
+    switch (v->id) {
+    case OPT_ARG: pa->model = v->s; return 0;
+    case OPT_TABLE_ONLY: pa->table_only = 1; return 0;
+    case OPT_STOP_AFTER: pa->stop_after = v->n; return 0;
+    default: pa->out = v->s; return 0; /* pack -o, verify --pack */
+    }
+}
+
 int cmd_pack(int argc, char **argv) {
-    const char *model = NULL, *out = NULL;
-    long long stop_after = -1;
-    int table_only = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: petrel pack MODEL.gguf [-o PATH] [--table-only]\n"
-                   "  Write every routed expert as one 4 KiB-aligned record into an expert pack\n"
-                   "  (default MODEL.gguf.xpack, or the cache directory when that folder is "
-                   "read-only).\n"
-                   "  An interrupted run resumes where it stopped.\n"
-                   "  --table-only     write only the checksum table (MODEL.gguf.xsums): "
-                   "streamed reads\n"
-                   "                   of the GGUF are then checked without a pack\n"
-                   "  --stop-after K   stop after K records as if killed (for tests)\n");
-            return CLI_OK;
-        } else if (!strcmp(argv[i], "-o") && i + 1 < argc) {
-            out = argv[++i];
-        } else if (!strcmp(argv[i], "--table-only")) {
-            table_only = 1;
-        } else if (!strcmp(argv[i], "--stop-after") && i + 1 < argc) {
-            stop_after = atoll(argv[++i]);
-        } else if (argv[i][0] != '-' && !model) {
-            model = argv[i];
-        } else {
-            fprintf(
-                stderr,
-                "petrel pack: unexpected argument '%s'\nusage: petrel pack MODEL.gguf [-o PATH]\n",
-                argv[i]);
-            return CLI_USAGE;
-        }
-    }
-    if (!model) {
-        fprintf(stderr, "usage: petrel pack MODEL.gguf [-o PATH]\n");
-        return CLI_USAGE;
-    }
+    pack_args pa = {.stop_after = -1};
+    int status;
+    if (cli_parse("pack", argc, argv, pack_option, &pa, &status)) return status;
+    if (!pa.model) return cli_usage_error("pack", "which model? (MODEL.gguf)");
+    const char *model = pa.model, *out = pa.out;
+    const int table_only = pa.table_only;
+    const long long stop_after = pa.stop_after;
     pt_model *m = open_model(model);
     if (!m) return CLI_ERROR;
     char cand[2][4096];
@@ -151,36 +143,11 @@ int cmd_pack(int argc, char **argv) {
 }
 
 int cmd_verify(int argc, char **argv) {
-    const char *model = NULL, *pack = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: petrel verify MODEL.gguf [--pack PATH]\n"
-                   "  Check the model's expert pack (without one, its checksum table from pack "
-                   "--table-only):\n"
-                   "  header, the model's size, header, mtime and inode,\n"
-                   "  every record's checksum and bytes against the model's (a full read of "
-                   "both).\n"
-                   "  With neither, write the checksum table (MODEL.gguf.xsums) from a full "
-                   "read of the model,\n"
-                   "  so that streamed reads of the GGUF are checked from then on.\n"
-                   "  Exit 0 when valid (or the table was written), 1 when stale or corrupt.\n");
-            return CLI_OK;
-        } else if (!strcmp(argv[i], "--pack") && i + 1 < argc) {
-            pack = argv[++i];
-        } else if (argv[i][0] != '-' && !model) {
-            model = argv[i];
-        } else {
-            fprintf(stderr,
-                    "petrel verify: unexpected argument '%s'\nusage: petrel verify MODEL.gguf "
-                    "[--pack PATH]\n",
-                    argv[i]);
-            return CLI_USAGE;
-        }
-    }
-    if (!model) {
-        fprintf(stderr, "usage: petrel verify MODEL.gguf [--pack PATH]\n");
-        return CLI_USAGE;
-    }
+    pack_args pa = {.stop_after = -1};
+    int status;
+    if (cli_parse("verify", argc, argv, pack_option, &pa, &status)) return status;
+    if (!pa.model) return cli_usage_error("verify", "which model? (MODEL.gguf)");
+    const char *model = pa.model, *pack = pa.out;
     pt_model *m = open_model(model);
     if (!m) return CLI_ERROR;
     char cand[4][4096];
