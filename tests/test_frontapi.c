@@ -142,6 +142,44 @@ static void test_frontapi_includes(void) {
     CHECK_STR_CONTAINS(r2, "sample.c:9: #include \"common.h\"");
 }
 
+/* No front end's header includes another front end's: a header of src/cli may include
+ * src/cli and src/front headers, not src/server ones (what both need lives in src/front), and
+ * the other way round. (A .c file may: cli/serve.c starts the server.) */
+static void test_frontapi_headers_stay_home(void) {
+    char report[4096] = "";
+    int bad = 0;
+    for (size_t d = 0; d < sizeof FRONT_DIRS / sizeof FRONT_DIRS[0]; d++) {
+        DIR *dir = opendir(FRONT_DIRS[d]);
+        CHECKF(dir, "%s: cannot read (run the tests from the repository root)", FRONT_DIRS[d]);
+        if (!dir) continue;
+        const char *own = FRONT_DIRS[d] + 4; /* "cli", "server", "front" */
+        struct dirent *ent;
+        while ((ent = readdir(dir))) {
+            const size_t n = strlen(ent->d_name);
+            if (n < 3 || strcmp(ent->d_name + n - 2, ".h")) continue;
+            char path[1024];
+            snprintf(path, sizeof path, "%s/%s", FRONT_DIRS[d], ent->d_name);
+            char *text = t_read_file(path, NULL);
+            for (const char *p = text ? strstr(text, "#include \"") : NULL; p;
+                 p = strstr(p + 1, "#include \"")) {
+                const char *inc = p + 10, *slash = strchr(inc, '/'), *q = strchr(inc, '"');
+                if (!slash || !q || slash > q) continue; /* the folder's own header */
+                const size_t dl = (size_t)(slash - inc);
+                const int other_front =
+                    (dl == 3 && !strncmp(inc, "cli", 3)) || (dl == 6 && !strncmp(inc, "server", 6));
+                if (!other_front || (dl == strlen(own) && !strncmp(inc, own, dl))) continue;
+                bad++;
+                const size_t used = strlen(report);
+                snprintf(report + used, sizeof report - used, "%s: #include \"%.*s\"\n", path,
+                         (int)(q - inc), inc);
+            }
+            free(text);
+        }
+        closedir(dir);
+    }
+    CHECKF(bad == 0, "front-end headers that include another front end's:\n%s", report);
+}
+
 /* ===== The public API against what it wraps ===== */
 
 static pt_engine *vocab_engine(const char *fixture) {
@@ -419,6 +457,7 @@ static void test_frontapi_cli_chat_format(void) {
 T_SUITE(frontapi) {
     T_ADD(test_frontapi_cli_chat_format);
     T_ADD(test_frontapi_includes);
+    T_ADD(test_frontapi_headers_stay_home);
     T_ADD(test_frontapi_vocab);
     T_ADD(test_frontapi_chat);
     T_ADD(test_frontapi_sampling);
