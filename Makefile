@@ -315,7 +315,8 @@ fuzz-ci: deps
 
 fuzz-build: $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
 
-build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(BUILD)/src/server/oai.o $(BUILD)/libpetrel.a
+build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(BUILD)/src/server/oai.o $(BUILD)/src/front/split.o \
+                   $(BUILD)/libpetrel.a
 	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
 
 fuzz-run: fuzz-build

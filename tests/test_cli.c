@@ -279,6 +279,123 @@ static void cli_bench(void) {
     }
 }
 
+/* Every subcommand's --help lists what that subcommand accepts, and only that: each option a
+ * help lists is taken by the subcommand (run with it, then an unknown sentinel option: the
+ * sentinel, not the listed option, is what stops it, so nothing runs), options for tests are
+ * not listed (but still taken), and options of other subcommands are not listed. */
+static const char *const SUBCOMMANDS[] = {"chat",       "generate", "serve",    "bench",
+                                          "perplexity", "inspect",  "pack",     "verify",
+                                          "pull",       "list",     "tokenize", "detokenize"};
+
+/* The option names a help text lists: the "-x, --xx ARG" heads of lines that start with
+ * "  -", into names (one string, each name followed by '\n'). Returns how many. */
+static int help_names(const char *help, char *names, size_t cap) {
+    int n = 0;
+    names[0] = 0;
+    for (const char *l = help; *l;) {
+        const char *e = strchr(l, '\n');
+        const size_t len = e ? (size_t)(e - l) : strlen(l);
+        if (len > 3 && !strncmp(l, "  -", 3)) {
+            char head[256];
+            const char *gap = strstr(l + 2, "  "); /* the head ends two blanks before the text */
+            size_t hl = gap && gap < l + len ? (size_t)(gap - l - 2) : len - 2;
+            snprintf(head, sizeof head, "%.*s", (int)(hl < sizeof head ? hl : sizeof head - 1),
+                     l + 2);
+            /* "-n, --max-tokens, --n-predict N": the comma-separated names, then the value */
+            for (char *tok = strtok(head, ", "); tok && tok[0] == '-'; tok = strtok(NULL, ", ")) {
+                const size_t used = strlen(names);
+                snprintf(names + used, cap - used, "%s\n", tok);
+                n++;
+            }
+        }
+        l += len + (e ? 1 : 0);
+    }
+    return n;
+}
+
+/* How many times names (as help_names makes it) lists name. */
+static int listed(const char *names, const char *name) {
+    char want[128], all[16384];
+    snprintf(want, sizeof want, "\n%s\n", name);
+    snprintf(all, sizeof all, "\n%s", names);
+    int n = 0;
+    for (const char *p = strstr(all, want); p; p = strstr(p + 1, want))
+        n++;
+    return n;
+}
+
+/* Does `petrel sub name x --zz-sentinel` refuse `name` as unknown? (x: a value for name, or a
+ * stray argument; either way the sentinel or the value stops the command before it runs.) */
+static int refused(const char *sub, const char *name) {
+    char args[512], want[160];
+    snprintf(args, sizeof args, "%s %s x --zz-sentinel < /dev/null", sub, name);
+    const int rc = run_stderr(args);
+    snprintf(want, sizeof want, "unknown option '%s'", name);
+    return rc == 2 && strstr(out, want) != NULL;
+}
+
+static void cli_help_lists_what_it_takes(void) {
+    char names[16384];
+    for (size_t c = 0; c < sizeof SUBCOMMANDS / sizeof SUBCOMMANDS[0]; c++) {
+        const char *sub = SUBCOMMANDS[c];
+        char args[256];
+        snprintf(args, sizeof args, "%s --help", sub);
+        CHECKF(run(args) == 0, "%s --help: exit status", sub);
+        CHECKF(strncmp(out, "usage: petrel ", 14) == 0, "%s --help:\n%s", sub, out);
+        const int n = help_names(out, names, sizeof names);
+        CHECKF(n >= 1, "%s --help lists no option", sub);
+        for (const char *p = names; *p;) {
+            const char *e = strchr(p, '\n');
+            char name[128];
+            snprintf(name, sizeof name, "%.*s", (int)(e - p), p);
+            CHECKF(listed(names, name) == 1, "%s --help lists %s %d times", sub, name,
+                   listed(names, name));
+            CHECKF(!refused(sub, name), "%s --help lists %s, which %s refuses:\n%s", sub, name, sub,
+                   out);
+            p = e + 1;
+        }
+        /* options for tests only are taken but not listed */
+        static const char *const hidden[][2] = {{"pack", "--stop-after"},
+                                                {"chat", "--no-kv-reuse"}};
+        for (size_t h = 0; h < sizeof hidden / sizeof hidden[0]; h++) {
+            if (strcmp(sub, hidden[h][0])) continue;
+            CHECKF(!listed(names, hidden[h][1]), "%s --help lists %s, an option for tests", sub,
+                   hidden[h][1]);
+            CHECKF(!refused(sub, hidden[h][1]), "%s no longer takes %s", sub, hidden[h][1]);
+        }
+        /* the server takes grammars per request; bench and perplexity sample nothing */
+        static const char *const absent[][2] = {
+            {"serve", "--grammar"}, {"serve", "-j"},          {"serve", "--json-schema"},
+            {"bench", "--temp"},    {"bench", "--seed"},      {"bench", "--draft"},
+            {"perplexity", "-n"},   {"perplexity", "--temp"}, {"perplexity", "--stop"},
+        };
+        for (size_t k = 0; k < sizeof absent / sizeof absent[0]; k++)
+            if (!strcmp(sub, absent[k][0]))
+                CHECKF(!listed(names, absent[k][1]), "%s --help lists %s", sub, absent[k][1]);
+    }
+    /* inspect's plans budget the training context, not a fixed default */
+    CHECK(run("inspect --help") == 0);
+    CHECK_STR_CONTAINS(out, "training context");
+}
+
+/* An unknown option: one line naming it and pointing to the subcommand's --help, exit 2. */
+static void cli_unknown_option_one_line(void) {
+    char args[256];
+    for (size_t c = 0; c < sizeof SUBCOMMANDS / sizeof SUBCOMMANDS[0]; c++) {
+        snprintf(args, sizeof args, "%s --zz-bogus < /dev/null", SUBCOMMANDS[c]);
+        const int rc = run_stderr(args);
+        CHECKF(rc == 2, "%s: exit %d", args, rc);
+        CHECKF(count_lines(out) == 1, "%s: %d lines on stderr:\n%s", args, count_lines(out), out);
+        char want[128];
+        snprintf(want, sizeof want, "petrel %s --help", SUBCOMMANDS[c]);
+        CHECKF(strstr(out, "'--zz-bogus'") && strstr(out, want), "%s:\n%s", args, out);
+    }
+    /* `petrel -m MODEL ...` is chat */
+    CHECK(run_stderr("-m /no/such.gguf --zz-bogus < /dev/null") == 2);
+    CHECK(count_lines(out) == 1);
+    CHECK_STR_CONTAINS(out, "petrel chat --help");
+}
+
 T_SUITE(cli) {
     T_ADD(cli_inspect_text);
     T_ADD(cli_inspect_json);
@@ -286,4 +403,6 @@ T_SUITE(cli) {
     T_ADD(cli_usage_errors);
     T_ADD(cli_flag_values);
     T_ADD(cli_bench);
+    T_ADD(cli_help_lists_what_it_takes);
+    T_ADD(cli_unknown_option_one_line);
 }

@@ -26,37 +26,21 @@
 #include <string.h>
 
 #include "cli.h"
+#include "options.h"
 #include "petrel.h"
 #include "textcli.h"
 
 #define BENCH_MAX_LIST 16
 
-static void bench_usage(FILE *f) {
-    fprintf(f,
-            "usage: petrel bench [-m MODEL.gguf] [options]\n"
-            "  -p, --n-prompt LIST     prompt lengths to time, comma-separated (default 512; 0:\n"
-            "                          none)\n"
-            "  -n, --n-gen LIST        decode lengths to time (default 128; 0: none)\n"
-            "  -d, --n-depth LIST      positions already in the context before each test\n"
-            "                          (default 0)\n"
-            "  -r, --repetitions N     timed runs of each test (default 5)\n"
-            "  --no-warmup             no untimed run before each test's timed ones\n"
-            "  -o, --output FORMAT     md (a table, the default) or jsonl (one JSON object a\n"
-            "                          test, with llama-bench's avg_ts / stddev_ts / samples_ts)\n"
-            "  Tests are timed as llama.cpp's llama-bench times them: a warmup run, then per\n"
-            "  run the context cleared, the depth evaluated untimed, the test timed.\n");
-    tcli_usage(f);
-}
-
-/* "512,4096" into list[], each from lo to hi; the count, or -1 */
-static int parse_list(const char *v, long lo, long hi, long *list) {
+/* "512,4096" into list[], each in the option's range; the count, or -1 */
+static int parse_list(const cli_opt *o, const char *v, long *list) {
     int n = 0;
     const char *p = v;
     for (;;) {
         char *end = NULL;
         errno = 0;
         const long x = strtol(p, &end, 10);
-        if (errno || end == p || x < lo || x > hi || n == BENCH_MAX_LIST) return -1;
+        if (errno || end == p || x < o->lo || x > o->hi || n == BENCH_MAX_LIST) return -1;
         list[n++] = x;
         if (!*end) return n;
         if (*end != ',' || !end[1]) return -1;
@@ -124,176 +108,152 @@ static void test_name(const bench_test *t, char *out, size_t cap) {
     if (t->d && k > 0 && (size_t)k < cap) snprintf(out + k, cap - (size_t)k, " @ d%ld", t->d);
 }
 
-int cmd_bench(int argc, char **argv) {
-    tcli_opts o;
-    tcli_opts_init(&o);
-    long pl[BENCH_MAX_LIST] = {512}, nl[BENCH_MAX_LIST] = {128}, dl[BENCH_MAX_LIST] = {0};
-    int np = 1, nn = 1, nd = 1, warmup = 1, jsonl = 0;
-    long reps = 5;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            bench_usage(stdout);
-            return CLI_OK;
-        }
-        if (!strcmp(a, "--no-warmup")) {
-            warmup = 0;
-            continue;
-        }
-        const int is_p = !strcmp(a, "-p") || !strcmp(a, "--n-prompt"),
-                  is_n = !strcmp(a, "-n") || !strcmp(a, "--n-gen"),
-                  is_d = !strcmp(a, "-d") || !strcmp(a, "--n-depth"),
-                  is_r = !strcmp(a, "-r") || !strcmp(a, "--repetitions"),
-                  is_o = !strcmp(a, "-o") || !strcmp(a, "--output");
-        if (is_p || is_n || is_d || is_r || is_o) {
-            if (!v) {
-                fprintf(stderr, "petrel bench: %s needs a value\n", a);
-                return CLI_USAGE;
-            }
-            i++;
-            const char *want = NULL;
-            if (is_p && (np = parse_list(v, 0, 1 << 24, pl)) < 0)
-                want = "comma-separated integers from 0 to 16777216 (at most 16)";
-            else if (is_n && (nn = parse_list(v, 0, 1 << 24, nl)) < 0)
-                want = "comma-separated integers from 0 to 16777216 (at most 16)";
-            else if (is_d && (nd = parse_list(v, 0, 1 << 24, dl)) < 0)
-                want = "comma-separated integers from 0 to 16777216 (at most 16)";
-            else if (is_r) {
-                char *end = NULL;
-                errno = 0;
-                reps = strtol(v, &end, 10);
-                if (errno || end == v || *end || reps < 1 || reps > 1000)
-                    want = "an integer from 1 to 1000";
-            } else if (is_o) {
-                if (!strcmp(v, "md"))
-                    jsonl = 0;
-                else if (!strcmp(v, "jsonl"))
-                    jsonl = 1;
-                else
-                    want = "md or jsonl";
-            }
-            if (want) {
-                fprintf(stderr, "petrel bench: invalid value '%s' for %s: expected %s\n", v, a,
-                        want);
-                return CLI_USAGE;
-            }
-            continue;
-        }
-        const int r = tcli_parse("bench", argc, argv, &i, &o);
-        if (r < 0) return CLI_USAGE;
-        if (r == 0) {
-            fprintf(stderr, "petrel bench: unknown option '%s'\n", a);
-            bench_usage(stderr);
-            return CLI_USAGE;
-        }
-    }
-    /* the tests, in llama-bench's order: per depth, the prompts, then the decodes */
+/* bench's own options and the tests they make. */
+typedef struct bench_args {
+    tcli_opts *o; /* the model and engine options */
+    long pl[BENCH_MAX_LIST], nl[BENCH_MAX_LIST], dl[BENCH_MAX_LIST]; /* -p, -n, -d */
+    int np, nn, nd;
+    long reps; /* -r */
+    int warmup, jsonl;
     bench_test tests[BENCH_MAX_LIST * 2 * BENCH_MAX_LIST]; /* depths x (prompts + decodes) */
-    int nt = 0;
-    long most = 1;
-    for (int k = 0; k < nd; k++) {
-        for (int j = 0; j < np; j++)
-            if (pl[j]) tests[nt++] = (bench_test){.p = pl[j], .d = dl[k]};
-        for (int j = 0; j < nn; j++)
-            if (nl[j]) tests[nt++] = (bench_test){.n = nl[j], .d = dl[k]};
-    }
-    for (int k = 0; k < nt; k++) {
-        const long need = tests[k].d + tests[k].p + tests[k].n + 1;
-        if (need > most) most = need;
-    }
-    if (!nt) {
-        fprintf(stderr, "petrel bench: nothing to time: every -p and -n is 0\n");
-        return CLI_USAGE;
-    }
-    if (o.n_ctx && o.n_ctx < most) {
-        fprintf(stderr, "petrel bench: -c %ld is too small: the longest test needs %ld positions\n",
-                o.n_ctx, most);
-        return CLI_USAGE;
-    }
-    const int mrc = tcli_resolve_model(&o, "bench");
-    if (mrc) return mrc;
+    int nt;
+    long most; /* positions the longest test needs */
+} bench_args;
 
+static int bench_option(void *ud, const cli_args *a, const cli_val *v) {
+    bench_args *b = ud;
+    switch (v->id) {
+    case OPT_N_PROMPT:
+        return (b->np = parse_list(v->opt, v->s, b->pl)) < 0 ? cli_bad_value(a, v) : 0;
+    case OPT_N_GEN: return (b->nn = parse_list(v->opt, v->s, b->nl)) < 0 ? cli_bad_value(a, v) : 0;
+    case OPT_N_DEPTH:
+        return (b->nd = parse_list(v->opt, v->s, b->dl)) < 0 ? cli_bad_value(a, v) : 0;
+    case OPT_REPETITIONS: b->reps = (long)v->n; return 0;
+    case OPT_NO_WARMUP: b->warmup = 0; return 0;
+    case OPT_OUTPUT: b->jsonl = v->n == 1; return 0; /* md|jsonl */
+    default: return tcli_option(b->o, a, v);
+    }
+}
+
+/* The tests, in llama-bench's order: per depth, the prompts, then the decodes. 0, or -1 with
+ * the message printed (nothing to time, -c too small). */
+static int make_tests(bench_args *b, const tcli_opts *o) {
+    b->nt = 0, b->most = 1;
+    for (int k = 0; k < b->nd; k++) {
+        for (int j = 0; j < b->np; j++)
+            if (b->pl[j]) b->tests[b->nt++] = (bench_test){.p = b->pl[j], .d = b->dl[k]};
+        for (int j = 0; j < b->nn; j++)
+            if (b->nl[j]) b->tests[b->nt++] = (bench_test){.n = b->nl[j], .d = b->dl[k]};
+    }
+    for (int k = 0; k < b->nt; k++) {
+        const long need = b->tests[k].d + b->tests[k].p + b->tests[k].n + 1;
+        if (need > b->most) b->most = need;
+    }
+    if (!b->nt) return fprintf(stderr, "petrel bench: nothing to time: every -p and -n is 0\n"), -1;
+    if (o->n_ctx && o->n_ctx < b->most)
+        return fprintf(stderr,
+                       "petrel bench: -c %ld is too small: the longest test needs %ld positions\n",
+                       o->n_ctx, b->most),
+               -1;
+    return 0;
+}
+
+/* One test's row: a markdown line, or with -o jsonl a JSON object. 0, or -1 out of memory. */
+static int print_row(const bench_args *b, pt_engine *e, const char *model, double gib,
+                     const bench_test *t, const double *ts) {
+    const long reps = b->reps;
+    double mean = 0, var = 0;
+    for (long r = 0; r < reps; r++)
+        mean += ts[r] / (double)reps;
+    for (long r = 0; r < reps; r++)
+        var += (ts[r] - mean) * (ts[r] - mean);
+    const double sd = reps > 1 ? sqrt(var / (double)(reps - 1)) : 0;
+    char name[64];
+    test_name(t, name, sizeof name);
+    if (!b->jsonl) {
+        printf("| %s %s | %.2f GiB | %d | %s | %.2f ± %.2f |\n", pt_engine_arch(e), model, gib,
+               pt_engine_n_threads(e), name, mean, sd);
+        return 0;
+    }
+    json_t *samples = json_array();
+    for (long r = 0; r < reps; r++)
+        json_array_append_new(samples, json_real(ts[r]));
+    json_t *row =
+        json_pack("{s:s, s:s, s:i, s:I, s:I, s:I, s:s, s:f, s:f, s:o}", "model", model, "arch",
+                  pt_engine_arch(e), "n_threads", pt_engine_n_threads(e), "n_prompt",
+                  (json_int_t)t->p, "n_gen", (json_int_t)t->n, "n_depth", (json_int_t)t->d, "test",
+                  name, "avg_ts", mean, "stddev_ts", sd, "samples_ts", samples);
+    char *line = row ? json_dumps(row, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+    json_decref(row);
+    if (!line) return -1;
+    printf("%s\n", line);
+    free(line);
+    return 0;
+}
+
+/* Every test on the opened engine, a row each on stdout: the exit status. */
+static int run_tests(const bench_args *b, pt_engine *e, const tcli_opts *o) {
     char err[512];
-    pt_engine_params ep = o.ep;
-    ep.model_path = o.model;
-    ep.n_threads = (int)o.threads;
-    ep.kernels = o.kernels;
-    ep.n_ctx = (int)(o.n_ctx ? o.n_ctx : most);
-    pt_engine *e = pt_engine_open(&ep, err, sizeof err);
-    if (!e) return cli_error("%s", err);
-    fprintf(stderr, "petrel: %s\n", pt_engine_plan(e));
-    const pt_session_params sp = {.n_ctx = ep.n_ctx, .n_batch = (int)o.n_batch};
-    bench_ctx b = {.n_vocab = pt_engine_n_vocab(e)};
-    b.s = pt_session_new(e, &sp, err, sizeof err);
-    b.logits = malloc((size_t)b.n_vocab * sizeof(float));
-    int32_t *ids = malloc((size_t)most * sizeof(int32_t));
-    double *ts = malloc((size_t)reps * sizeof(double));
-    int rc = CLI_OK;
-    if (!b.s) {
-        rc = cli_error("%s", err);
-        goto done;
-    }
-    if (!b.logits || !ids || !ts) {
-        rc = cli_error("out of memory");
-        goto done;
-    }
-    const char *base = strrchr(o.model, '/');
-    base = base ? base + 1 : o.model;
-    FILE *mf = fopen(o.model, "rb");
+    const pt_session_params sp = {.n_ctx = (int)(o->n_ctx ? o->n_ctx : b->most),
+                                  .n_batch = (int)o->n_batch};
+    bench_ctx c = {.n_vocab = pt_engine_n_vocab(e)};
+    c.s = pt_session_new(e, &sp, err, sizeof err);
+    c.logits = malloc((size_t)c.n_vocab * sizeof(float));
+    int32_t *ids = malloc((size_t)b->most * sizeof(int32_t));
+    double *ts = malloc((size_t)b->reps * sizeof(double));
+    int rc = !c.s                       ? cli_error("%s", err)
+             : !c.logits || !ids || !ts ? cli_error("out of memory")
+                                        : CLI_OK;
+    const char *model = strrchr(o->model, '/');
+    model = model ? model + 1 : o->model;
+    FILE *mf = rc ? NULL : fopen(o->model, "rb");
     double gib = 0;
     if (mf && fseek(mf, 0, SEEK_END) == 0) gib = (double)ftell(mf) / (1u << 30);
     if (mf) fclose(mf);
-    if (!jsonl) {
+    if (!rc && !b->jsonl) {
         printf("| model | size | threads | test | t/s |\n");
         printf("| --- | ---: | ---: | ---: | ---: |\n");
         fflush(stdout);
     }
-    for (int k = 0; k < nt; k++) {
-        const bench_test *t = &tests[k];
-        if (run_test(&b, t, (int)reps, warmup, ids, ts, err, sizeof err)) {
+    for (int k = 0; k < b->nt && !rc; k++) {
+        if (run_test(&c, &b->tests[k], (int)b->reps, b->warmup, ids, ts, err, sizeof err))
             rc = cli_error("%s", err);
-            goto done;
-        }
-        double mean = 0, var = 0;
-        for (long r = 0; r < reps; r++)
-            mean += ts[r] / (double)reps;
-        for (long r = 0; r < reps; r++)
-            var += (ts[r] - mean) * (ts[r] - mean);
-        const double sd = reps > 1 ? sqrt(var / (double)(reps - 1)) : 0;
-        char name[64];
-        test_name(t, name, sizeof name);
-        if (jsonl) {
-            json_t *samples = json_array();
-            for (long r = 0; r < reps; r++)
-                json_array_append_new(samples, json_real(ts[r]));
-            json_t *row = json_pack("{s:s, s:s, s:i, s:I, s:I, s:I, s:s, s:f, s:f, s:o}", "model",
-                                    base, "arch", pt_engine_arch(e), "n_threads",
-                                    pt_engine_n_threads(e), "n_prompt", (json_int_t)t->p, "n_gen",
-                                    (json_int_t)t->n, "n_depth", (json_int_t)t->d, "test", name,
-                                    "avg_ts", mean, "stddev_ts", sd, "samples_ts", samples);
-            char *line = row ? json_dumps(row, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
-            json_decref(row);
-            if (!line) {
-                rc = cli_error("out of memory");
-                goto done;
-            }
-            printf("%s\n", line);
-            free(line);
-        } else {
-            printf("| %s %s | %.2f GiB | %d | %s | %.2f ± %.2f |\n", pt_engine_arch(e), base, gib,
-                   pt_engine_n_threads(e), name, mean, sd);
-        }
-        if (fflush(stdout) != 0) {
+        else if (print_row(b, e, model, gib, &b->tests[k], ts))
+            rc = cli_error("out of memory");
+        else if (fflush(stdout) != 0)
             rc = cli_error("cannot write output");
-            goto done;
-        }
     }
-done:
     free(ts);
     free(ids);
-    free(b.logits);
-    pt_session_free(b.s);
+    free(c.logits);
+    pt_session_free(c.s);
+    return rc;
+}
+
+int cmd_bench(int argc, char **argv) {
+    tcli_opts o;
+    tcli_opts_init(&o);
+    bench_args b = {.o = &o,
+                    .pl = {BENCH_DEFAULT_PROMPT},
+                    .nl = {BENCH_DEFAULT_GEN},
+                    .dl = {BENCH_DEFAULT_DEPTH},
+                    .np = 1,
+                    .nn = 1,
+                    .nd = 1,
+                    .reps = BENCH_DEFAULT_REPS,
+                    .warmup = 1};
+    int status;
+    if (cli_parse("bench", argc, argv, bench_option, &b, &status)) return status;
+    if (make_tests(&b, &o)) return CLI_USAGE;
+    const int mrc = tcli_resolve_model(&o, "bench");
+    if (mrc) return mrc;
+    char err[512];
+    pt_engine_params ep = tcli_engine_params(&o);
+    ep.n_ctx = (int)(o.n_ctx ? o.n_ctx : b.most);
+    pt_engine *e = pt_engine_open(&ep, err, sizeof err);
+    if (!e) return cli_error("%s", err);
+    fprintf(stderr, "petrel: %s\n", pt_engine_plan(e));
+    const int rc = run_tests(&b, e, &o);
     pt_engine_close(e);
     return rc;
 }

@@ -2,7 +2,8 @@
  *
  * Conventions every subcommand follows: results to stdout, everything else to
  * stderr; an error is one line "petrel: ..." on stderr and exit status 1; bad
- * usage prints the subcommand's usage and exits 2.
+ * usage is one line "petrel SUBCOMMAND: ..." (a missing or extra argument adds
+ * the usage line) and exit status 2. Options: options.h.
  */
 #ifndef PT_CLI_H
 #define PT_CLI_H
@@ -36,11 +37,6 @@ int cmd_perplexity(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_list(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
-
-/* Read a whole stream (a prompt from -f or stdin, ids for detokenize) into a
- * malloc'd, NUL-terminated buffer; *len gets its size (the NUL not counted).
- * NULL on a read error or out of memory. */
-char *cli_read_all(FILE *f, size_t *len);
 
 /* Print "petrel: <msg>" to stderr; returns CLI_ERROR. */
 int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -27,74 +27,10 @@
 
 #include "cli.h"
 #include "front/front.h"
+#include "front/helpers.h"
+#include "options.h"
 #include "petrel.h"
 #include "textcli.h"
-
-static void generate_usage(FILE *f) {
-    fprintf(
-        f, "usage: petrel generate -m MODEL.gguf (-p TEXT | -f FILE | --tokens IDS) [options]\n"
-           "  -m, --model FILE        GGUF model (any part of a split model; default: the demo\n"
-           "                          model)\n"
-           "  -p, --prompt TEXT       prompt text, taken verbatim (raw completion; BOS as the "
-           "model says)\n"
-           "  -f, --file FILE         read the prompt from FILE ('-' or no -p/-f/--tokens: stdin)\n"
-           "  --chat                  wrap the prompt in the model's chat template as a user turn\n"
-           "  --system TEXT           system message for --chat\n"
-           "  --quiet                 no statistics (and no reasoning) on stderr\n"
-           "  --json                  statistics as one JSON object on stderr (with --chat: the\n"
-           "                          answer's \"content\" and \"reasoning\" too)\n"
-           "  --show-reasoning        with --chat: the model's reasoning on stderr (dimmed on a\n"
-           "                          terminal; the default unless --quiet or --json); stdout\n"
-           "                          holds only the answer\n"
-           "  --hide-reasoning        with --chat: do not print the reasoning\n"
-           "  --tokens LIST           prompt token ids, comma-separated, fed verbatim (no BOS); "
-           "prints\n"
-           "                          the ids of exactly N greedy tokens (-n, default 16; EOS does "
-           "not\n"
-           "                          stop); -c defaults to prompt + N; @FILE: the list in FILE\n"
-           "  --dump-logits FILE      with --tokens: write prompt logits, float32 "
-           "[n_prompt][n_vocab]\n"
-           "  --session FILE          with --tokens: restore the KV of the prompt's ids but the "
-           "last\n"
-           "                          from FILE when it holds them (same model, KV types, ids),\n"
-           "                          else evaluate them and save FILE\n");
-    tcli_usage(f);
-}
-
-/* Parse "1,2,3" into a malloc'd array. */
-static int parse_tokens(const char *s, int32_t **out, int *n) {
-    int cap = 16, k = 0;
-    int32_t *a = malloc((size_t)cap * sizeof *a);
-    if (!a) return -1;
-    const char *p = s;
-    while (*p) {
-        char *end;
-        errno = 0;
-        long v = strtol(p, &end, 10);
-        if (errno || end == p || v < 0 || v > INT32_MAX || (*end && *end != ',')) {
-            free(a);
-            return -1;
-        }
-        if (k == cap) {
-            cap *= 2;
-            int32_t *b = realloc(a, (size_t)cap * sizeof *a);
-            if (!b) {
-                free(a);
-                return -1;
-            }
-            a = b;
-        }
-        a[k++] = (int32_t)v;
-        p = *end ? end + 1 : end;
-        if (*end && !*p) { /* trailing comma */
-            free(a);
-            return -1;
-        }
-    }
-    *out = a;
-    *n = k;
-    return 0;
-}
 
 static int argmax(const float *x, int n) {
     int best = 0;
@@ -128,148 +64,161 @@ static int prompt_session(pt_session *s, const char *path, const int32_t *prompt
     return n - 1;
 }
 
+/* ===== Token mode ===== */
+
+/* generate's own options (the rest are tcli_opts). */
+typedef struct gen_args {
+    tcli_opts *o; /* the model, engine, sampling and turn options */
+    const char *tokens, *dump, *prompt, *file, *system, *session;
+    int chat, quiet, json;
+    int reasoning; /* --show-reasoning / --hide-reasoning; -1: shown unless --quiet or --json */
+} gen_args;
+
+/* A token-mode run: its engine and session, the ids in and out, and when each part ended. */
+typedef struct tok_run {
+    pt_engine *e;
+    pt_session *s;
+    pt_ids prompt; /* the ids given */
+    long n_gen;    /* ids to generate */
+    int nv;        /* logits a row */
+    float *logits; /* [n_prompt][nv]: every prompt row's with --dump-logits, else the last */
+    int32_t *out;  /* [n_gen] the ids generated */
+    double t0, t1; /* pt_now() before the engine opened, before the prompt */
+    double t2, t3; /* after the prompt, after the last id */
+    char err[512];
+} tok_run;
+
+/* The engine and session of a token-mode run (the plan line printed). 0, or the exit status
+ * with the message printed. */
+static int tokens_open(tok_run *r, const tcli_opts *o) {
+    const int n_prompt = (int)r->prompt.n;
+    pt_engine_params ep = tcli_engine_params(o);
+    r->t0 = pt_now();
+    r->e = pt_engine_open(&ep, r->err, sizeof r->err);
+    if (!r->e) return cli_error("%s", r->err);
+    if (o->draft > 0 && !pt_engine_has_mtp(r->e)) /* token mode decodes one token per forward */
+        return cli_error("--draft %ld: the model %s (%s) has no NextN/MTP head to draft with",
+                         o->draft, o->model ? o->model : "", pt_engine_arch(r->e));
+    fprintf(stderr, "petrel: %s\n", pt_engine_plan(r->e));
+    r->nv = pt_engine_n_vocab(r->e);
+    pt_session_params sp = {.n_ctx = o->n_ctx ? (int)o->n_ctx : n_prompt + (int)r->n_gen + 1,
+                            .n_batch = (int)o->n_batch};
+    r->s = pt_session_new(r->e, &sp, r->err, sizeof r->err);
+    if (!r->s) return cli_error("%s", r->err);
+    r->logits = malloc((size_t)n_prompt * (size_t)r->nv * sizeof(float));
+    r->out = malloc(((size_t)r->n_gen + 1) * sizeof(int32_t));
+    if (!r->logits || !r->out)
+        return cli_error("out of memory for %d x %d logits", n_prompt, r->nv);
+    return 0;
+}
+
+/* The prompt (restored from --session FILE, or evaluated), its logits to --dump-logits FILE,
+ * then n_gen greedy ids. 0, or the exit status with the message printed. */
+static int tokens_eval(tok_run *r, const gen_args *g) {
+    const int n_prompt = (int)r->prompt.n, nv = r->nv;
+    const int32_t *prompt = r->prompt.v;
+    r->t1 = pt_now();
+    const int pre = g->session && n_prompt > 1 ? prompt_session(r->s, g->session, prompt, n_prompt,
+                                                                r->logits, r->err, sizeof r->err)
+                                               : 0;
+    if (pre < 0 || pt_session_eval(r->s, prompt + pre, n_prompt - pre, r->logits, g->dump != NULL,
+                                   NULL, r->err, sizeof r->err))
+        return cli_error("%s", r->err);
+    r->t2 = pt_now();
+    if (g->dump) {
+        FILE *f = fopen(g->dump, "wb");
+        size_t cnt = (size_t)n_prompt * (size_t)nv;
+        if (!f || fwrite(r->logits, sizeof(float), cnt, f) != cnt || fclose(f) != 0)
+            return cli_error("%s: cannot write logits: %s", g->dump, strerror(errno));
+    }
+    const float *last = g->dump ? r->logits + (size_t)(n_prompt - 1) * nv : r->logits;
+    int next = argmax(last, nv);
+    for (long i = 0; i < r->n_gen; i++) {
+        r->out[i] = next;
+        if (i + 1 == r->n_gen) break;
+        if (pt_session_eval(r->s, &r->out[i], 1, r->logits, 0, NULL, r->err, sizeof r->err))
+            return cli_error("%s", r->err);
+        next = argmax(r->logits, nv);
+    }
+    r->t3 = pt_now();
+    return 0;
+}
+
+/* --stats in token mode: the expert cache, the prompt's reads, the checksums, the KV cache. */
+static void tokens_stats(const tok_run *r) {
+    pt_stats st;
+    pt_engine_stats(r->e, &st);
+    char how[128];
+    tcli_experts_how(&st, how, sizeof how);
+    const uint64_t req = st.hits + st.misses;
+    const long n_tok = (long)r->prompt.n + r->n_gen;
+    fprintf(stderr,
+            "petrel: experts %s: hit rate %.1f%% (%llu hits, %llu misses), %.3f GB read, %.1f "
+            "MB/token, I/O wait %.3f s, %llu pinned, prefetch %llu/%llu used; RSS %.0f MB (peak "
+            "%.0f MB)\n",
+            how, req ? 100.0 * st.hits / req : 0.0, (unsigned long long)st.hits,
+            (unsigned long long)st.misses, st.bytes_read / 1e9,
+            n_tok ? st.bytes_read / 1e6 / n_tok : 0.0, st.io_wait_s, (unsigned long long)st.pinned,
+            (unsigned long long)st.prefetch_used, (unsigned long long)st.prefetched,
+            st.rss_bytes / 1048576.0, st.peak_rss_bytes / 1048576.0);
+    pt_prompt_stats ps;
+    pt_session_prompt_stats(r->s, &ps);
+    fprintf(stderr,
+            "petrel: prompt %d tokens in blocks of %d: %llu experts read (%.3f GB), %llu "
+            "routed to (%.3f GB), bytes read/routed %.3f\n",
+            ps.n_tokens, ps.n_batch, (unsigned long long)ps.experts_read,
+            ps.expert_bytes_read / 1e9, (unsigned long long)ps.routed_experts,
+            ps.routed_expert_bytes / 1e9,
+            ps.routed_expert_bytes ? (double)ps.expert_bytes_read / ps.routed_expert_bytes : 0.0);
+    fprintf(stderr,
+            "petrel: expert checksums: %llu reads checked in %.4f s, %llu bad (read again, "
+            "never used), %llu read from the GGUF instead of the pack\n",
+            (unsigned long long)st.checked_reads, st.verify_s, (unsigned long long)st.bad_reads,
+            (unsigned long long)st.fallbacks);
+    fe_kv_stats kv;
+    char kline[FE_KV_LINE];
+    fe_kv_stats_of(r->s, 0, 0, &kv);
+    fe_kv_format(&kv, kline, sizeof kline);
+    fprintf(stderr, "petrel: %s\n", kline);
+}
+
 /* Token mode: the ids verbatim, exactly n_gen greedy tokens, ids on stdout. */
-static int run_tokens(const tcli_opts *o, const char *tokens_arg, const char *dump,
-                      const char *session) {
-    const char *model = o->model;
-    long n_gen = o->n_gen < 0 ? 16 : o->n_gen, threads = o->threads, n_ctx = o->n_ctx,
-         n_batch = o->n_batch;
-    int kernels = o->kernels, stats = o->stats;
-    pt_engine_params ep = o->ep;
+static int run_tokens(const tcli_opts *o, const char *list, const gen_args *g) {
     if (o->sp_set & PT_SAMPLING_TEMP && o->sp.temp != 0) {
         fprintf(
             stderr,
             "petrel generate: --tokens decodes greedily (--temp 0); sample from text with -p\n");
         return CLI_USAGE;
     }
-    int32_t *prompt;
-    int n_prompt;
-    if (parse_tokens(tokens_arg, &prompt, &n_prompt) || n_prompt == 0) {
+    tok_run r = {.n_gen = o->n_gen < 0 ? GEN_DEFAULT_TOKENS : o->n_gen};
+    if (fe_parse_ids(list, &r.prompt) || r.prompt.n == 0 || r.prompt.n > INT32_MAX / 2) {
         fprintf(stderr,
-                "petrel generate: --tokens wants comma-separated non-negative ids, got '%s'\n",
-                tokens_arg);
+                "petrel generate: --tokens wants comma-separated non-negative ids, got '%.60s'\n",
+                list);
+        pt_ids_free(&r.prompt);
         return CLI_USAGE;
     }
-    char err[512];
-    double t0 = pt_now();
-    ep.model_path = model;
-    ep.n_threads = (int)threads;
-    ep.kernels = kernels;
-    ep.n_ctx = (int)n_ctx; /* the memory plan leaves room for the context asked for */
-    pt_engine *e = pt_engine_open(&ep, err, sizeof err);
-    if (!e) {
-        free(prompt);
-        return cli_error("%s", err);
-    }
-    int rc0;
-    if (o->draft > 0 && !pt_engine_has_mtp(e)) { /* token mode decodes one token per forward */
-        rc0 = cli_error("--draft %ld: the model %s (%s) has no NextN/MTP head to draft with",
-                        o->draft, model ? model : "", pt_engine_arch(e));
-        pt_engine_close(e);
-        free(prompt);
-        return rc0;
-    }
-    fprintf(stderr, "petrel: %s\n", pt_engine_plan(e));
-    const int nv = pt_engine_n_vocab(e);
-    pt_session_params sp = {.n_ctx = n_ctx ? (int)n_ctx : n_prompt + (int)n_gen + 1,
-                            .n_batch = (int)n_batch};
-    pt_session *s = pt_session_new(e, &sp, err, sizeof err);
-    float *logits = s ? malloc((size_t)n_prompt * (size_t)nv * sizeof(float)) : NULL;
-    int32_t *out = malloc(((size_t)n_gen + 1) * sizeof(int32_t));
-    int rc = CLI_OK;
-    if (!s) {
-        rc = cli_error("%s", err);
-        goto done;
-    }
-    if (!logits || !out) {
-        rc = cli_error("out of memory for %d x %d logits", n_prompt, nv);
-        goto done;
-    }
-    double t1 = pt_now();
-    const int pre = session && n_prompt > 1
-                        ? prompt_session(s, session, prompt, n_prompt, logits, err, sizeof err)
-                        : 0;
-    if (pre < 0 || pt_session_eval(s, prompt + pre, n_prompt - pre, logits, dump != NULL, NULL, err,
-                                   sizeof err)) {
-        rc = cli_error("%s", err);
-        goto done;
-    }
-    double t2 = pt_now();
-    if (dump) {
-        FILE *f = fopen(dump, "wb");
-        size_t cnt = (size_t)n_prompt * (size_t)nv;
-        if (!f || fwrite(logits, sizeof(float), cnt, f) != cnt || fclose(f) != 0) {
-            rc = cli_error("%s: cannot write logits: %s", dump, strerror(errno));
-            goto done;
-        }
-    }
-    const float *last = dump ? logits + (size_t)(n_prompt - 1) * nv : logits;
-    int next = argmax(last, nv);
-    for (long i = 0; i < n_gen; i++) {
-        out[i] = next;
-        if (i + 1 == n_gen) break;
-        if (pt_session_eval(s, &out[i], 1, logits, 0, NULL, err, sizeof err)) {
-            rc = cli_error("%s", err);
-            goto done;
-        }
-        next = argmax(logits, nv);
-    }
-    double t3 = pt_now();
-    for (long i = 0; i < n_gen; i++)
-        printf("%s%d", i ? " " : "", out[i]);
-    printf("\n");
-    if (fflush(stdout) != 0) rc = cli_error("cannot write output");
-    fprintf(stderr,
-            "petrel: %s, %d threads; load %.2f s; prompt %d tokens in %.3f s (%.1f tok/s); "
-            "generated %ld in %.3f s (%.2f tok/s)\n",
-            pt_engine_arch(e), pt_engine_n_threads(e), t1 - t0, n_prompt, t2 - t1,
-            n_prompt / (t2 - t1 + 1e-9), n_gen, t3 - t2,
-            n_gen > 1 ? (n_gen - 1) / (t3 - t2 + 1e-9) : 0.0);
-    if (stats) {
-        pt_stats st;
-        pt_engine_stats(e, &st);
-        uint64_t req = st.hits + st.misses;
-        fprintf(
-            stderr,
-            "petrel: experts %s (%d slots/layer, %s%s%s): hit rate %.1f%% (%llu hits, %llu "
-            "misses), "
-            "%.3f GB read, %.1f MB/token, I/O wait %.3f s, %llu pinned, prefetch %llu/%llu used; "
-            "RSS %.0f MB (peak %.0f MB)\n",
-            st.streaming ? "streamed" : "mmap", st.slots_per_layer, st.io_backend,
-            st.direct_io ? ", O_DIRECT" : "", st.expert_pack ? ", pack" : "",
-            req ? 100.0 * st.hits / req : 0.0, (unsigned long long)st.hits,
-            (unsigned long long)st.misses, st.bytes_read / 1e9,
-            (n_prompt + n_gen) ? st.bytes_read / 1e6 / (n_prompt + n_gen) : 0.0, st.io_wait_s,
-            (unsigned long long)st.pinned, (unsigned long long)st.prefetch_used,
-            (unsigned long long)st.prefetched, st.rss_bytes / 1048576.0,
-            st.peak_rss_bytes / 1048576.0);
-        pt_prompt_stats ps;
-        pt_session_prompt_stats(s, &ps);
+    int rc = tokens_open(&r, o);
+    if (!rc) rc = tokens_eval(&r, g);
+    if (!rc) {
+        const int n_prompt = (int)r.prompt.n;
+        for (long i = 0; i < r.n_gen; i++)
+            printf("%s%d", i ? " " : "", r.out[i]);
+        printf("\n");
+        if (fflush(stdout) != 0) rc = cli_error("cannot write output");
         fprintf(stderr,
-                "petrel: prompt %d tokens in blocks of %d: %llu experts read (%.3f GB), %llu "
-                "routed to (%.3f GB), bytes read/routed %.3f\n",
-                ps.n_tokens, ps.n_batch, (unsigned long long)ps.experts_read,
-                ps.expert_bytes_read / 1e9, (unsigned long long)ps.routed_experts,
-                ps.routed_expert_bytes / 1e9,
-                ps.routed_expert_bytes ? (double)ps.expert_bytes_read / ps.routed_expert_bytes
-                                       : 0.0);
-        fprintf(stderr,
-                "petrel: expert checksums: %llu reads checked in %.4f s, %llu bad (read again, "
-                "never used), %llu read from the GGUF instead of the pack\n",
-                (unsigned long long)st.checked_reads, st.verify_s, (unsigned long long)st.bad_reads,
-                (unsigned long long)st.fallbacks);
-        fe_kv_stats kv;
-        char kline[FE_KV_LINE];
-        fe_kv_stats_of(s, 0, 0, &kv);
-        fe_kv_format(&kv, kline, sizeof kline);
-        fprintf(stderr, "petrel: %s\n", kline);
+                "petrel: %s, %d threads; load %.2f s; prompt %d tokens in %.3f s (%.1f tok/s); "
+                "generated %ld in %.3f s (%.2f tok/s)\n",
+                pt_engine_arch(r.e), pt_engine_n_threads(r.e), r.t1 - r.t0, n_prompt, r.t2 - r.t1,
+                n_prompt / (r.t2 - r.t1 + 1e-9), r.n_gen, r.t3 - r.t2,
+                r.n_gen > 1 ? (r.n_gen - 1) / (r.t3 - r.t2 + 1e-9) : 0.0);
+        if (o->stats) tokens_stats(&r);
     }
-done:
-    free(out);
-    free(logits);
-    free(prompt);
-    pt_session_free(s);
-    pt_engine_close(e);
+    free(r.out);
+    free(r.logits);
+    pt_ids_free(&r.prompt);
+    pt_session_free(r.s);
+    pt_engine_close(r.e);
     return rc;
 }
 
@@ -282,12 +231,34 @@ static int emit_stdout(void *ud, const char *s, size_t n) {
     return 0;
 }
 
-/* show_reasoning: with --chat, print the reasoning on stderr. */
-static int run_text(const tcli_opts *o, const char *text, size_t len, int chat, const char *system,
-                    int quiet, int json, int show_reasoning) {
+/* The conversation generate --chat sends: --system's message, then the prompt as the user's,
+ * both made valid UTF-8 (a warning says how many bad sequences the prompt had). NULL: out of
+ * memory. */
+static json_t *chat_messages(const char *text, size_t len, const char *system) {
+    pt_buf fixed = {0}, sys = {0};
+    json_t *msgs = NULL;
+    const int bad = pt_utf8_repair(text, len, &fixed);
+    if (bad > 0)
+        fprintf(stderr,
+                "petrel: the prompt is not valid UTF-8; %d bad sequences replaced by U+FFFD\n",
+                bad);
+    if (bad >= 0 && (!system || pt_utf8_repair(system, strlen(system), &sys) >= 0) &&
+        (msgs = json_array())) {
+        if (system)
+            json_array_append_new(msgs,
+                                  json_pack("{s:s, s:s}", "role", "system", "content", sys.v));
+        json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "user", "content", fixed.v));
+    }
+    pt_buf_free(&fixed);
+    pt_buf_free(&sys);
+    return msgs;
+}
+
+/* Text mode: TEXT completed as is, or with --chat as a user turn. */
+static int run_text(const tcli_opts *o, const char *text, size_t len, const gen_args *g) {
+    const int chat = g->chat, quiet = g->quiet, json = g->json;
     tcli_model m;
     tcli_turn t = {0};
-    pt_buf fixed = {0};
     fe_turn_result res = {0};
     json_t *msgs = NULL;
     tcli_answer ans = {0};
@@ -313,25 +284,14 @@ static int run_text(const tcli_opts *o, const char *text, size_t len, int chat, 
                            o->model);
             goto done;
         }
-        int bad = pt_utf8_repair(text, len, &fixed);
-        if (bad < 0) goto oom;
-        if (bad)
-            fprintf(stderr,
-                    "petrel: the prompt is not valid UTF-8; %d bad sequences replaced by U+FFFD\n",
-                    bad);
-        msgs = json_array();
-        if (system) {
-            pt_buf sys = {0};
-            if (pt_utf8_repair(system, strlen(system), &sys) < 0) goto oom;
-            json_array_append_new(msgs,
-                                  json_pack("{s:s, s:s}", "role", "system", "content", sys.v));
-            pt_buf_free(&sys);
+        if (!(msgs = chat_messages(text, len, g->system))) {
+            rc = cli_error("out of memory");
+            goto done;
         }
-        json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "user", "content", fixed.v));
         turn.format = m.format, turn.messages = msgs, turn.thinking = o->think;
         turn.parse_special_in_content = o->parse_special_in_content;
         /* the answer on stdout, the reasoning on stderr (or nowhere) */
-        tcli_answer_init(&ans, m.format, show_reasoning);
+        tcli_answer_init(&ans, m.format, g->reasoning);
         turn.emit = tcli_answer_emit, turn.emit_ud = &ans;
         turn.on_prefilled = tcli_answer_prefilled, turn.ud = &ans;
         turn.parse = 1;
@@ -365,131 +325,77 @@ static int run_text(const tcli_opts *o, const char *text, size_t len, int chat, 
         tcli_print_stats(stderr, &m, &t, 1, 0, chat && res.have_parsed ? &res.parsed : NULL);
     else if (!quiet)
         tcli_print_stats(stderr, &m, &t, 0, o->stats, NULL);
-    goto done;
-oom:
-    rc = cli_error("out of memory");
 done:
     tcli_sigint(0);
     tcli_answer_free(&ans);
     json_decref(msgs);
     fe_turn_result_free(&res);
-    pt_buf_free(&fixed);
     tcli_close(&m);
     return rc;
 }
 
+/* ===== The command ===== */
+
+static int generate_option(void *ud, const cli_args *a, const cli_val *v) {
+    gen_args *g = ud;
+    switch (v->id) {
+    case OPT_TOKENS: g->tokens = v->s; return 0;
+    case OPT_DUMP_LOGITS: g->dump = v->s; return 0;
+    case OPT_PROMPT: g->prompt = v->s; return 0;
+    case OPT_FILE: g->file = v->s; return 0;
+    case OPT_SYSTEM: g->system = v->s; return 0;
+    case OPT_SESSION: g->session = v->s; return 0;
+    case OPT_CHAT: g->chat = 1; return 0;
+    case OPT_QUIET: g->quiet = 1; return 0;
+    case OPT_JSON: g->json = 1; return 0;
+    case OPT_SHOW_REASONING: g->reasoning = 1; return 0;
+    case OPT_HIDE_REASONING: g->reasoning = 0; return 0;
+    default: return tcli_option(g->o, a, v);
+    }
+}
+
+/* The options that need or exclude one another: 0, or -1 with the message printed. */
+static int generate_check(const gen_args *g, const tcli_opts *o) {
+    const char *why = NULL;
+    if ((g->tokens != NULL) + (g->prompt != NULL) + (g->file != NULL) > 1)
+        why = "give one of -p, -f and --tokens";
+    else if (g->tokens && (g->chat || g->system))
+        why = "--chat/--system need a text prompt (-p or -f)";
+    else if (g->session && (!g->tokens || g->dump))
+        why = "--session needs --tokens (and no --dump-logits)";
+    else if (g->dump && !g->tokens)
+        why = "--dump-logits needs --tokens";
+    else if (g->system && !g->chat)
+        why = "--system needs --chat";
+    else if (g->reasoning >= 0 && !g->chat)
+        why = "--show-reasoning/--hide-reasoning need --chat";
+    if (why) return fprintf(stderr, "petrel generate: %s\n", why), -1;
+    if (g->tokens && o->grammar)
+        return fprintf(stderr, "petrel generate: %s needs a text prompt (-p or -f)\n",
+                       o->grammar_flag),
+               -1;
+    return 0;
+}
+
 /* The command on options cmd_generate owns (and frees, whatever the way out). */
 static int generate_with(tcli_opts *opts, int argc, char **argv) {
-    const char *tokens_arg = NULL, *dump = NULL, *prompt = NULL, *file = NULL, *system = NULL,
-               *session = NULL;
-    int chat = 0, quiet = 0, json = 0, reasoning = -1; /* -1: shown unless --quiet/--json */
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int needs = !strcmp(a, "--tokens") || !strcmp(a, "--dump-logits") || !strcmp(a, "-p") ||
-                    !strcmp(a, "--prompt") || !strcmp(a, "-f") || !strcmp(a, "--file") ||
-                    !strcmp(a, "--system") || !strcmp(a, "--session");
-        if (needs && !v) {
-            fprintf(stderr, "petrel generate: %s needs a value\n", a);
-            generate_usage(stderr);
-            return CLI_USAGE;
-        }
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            generate_usage(stdout);
-            return CLI_OK;
-        } else if (!strcmp(a, "--tokens")) {
-            tokens_arg = argv[++i];
-        } else if (!strcmp(a, "--dump-logits")) {
-            dump = argv[++i];
-        } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
-            prompt = argv[++i];
-        } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
-            file = argv[++i];
-        } else if (!strcmp(a, "--system")) {
-            system = argv[++i];
-        } else if (!strcmp(a, "--session")) {
-            session = argv[++i];
-        } else if (!strcmp(a, "--chat")) {
-            chat = 1;
-        } else if (!strcmp(a, "--quiet")) {
-            quiet = 1;
-        } else if (!strcmp(a, "--json")) {
-            json = 1;
-        } else if (!strcmp(a, "--show-reasoning")) {
-            reasoning = 1;
-        } else if (!strcmp(a, "--hide-reasoning")) {
-            reasoning = 0;
-        } else {
-            int r = tcli_parse("generate", argc, argv, &i, opts);
-            if (r < 0) return CLI_USAGE;
-            if (r == 0) {
-                fprintf(stderr, "petrel generate: unknown option '%s'\n", a);
-                generate_usage(stderr);
-                return CLI_USAGE;
-            }
-        }
-    }
-    if ((tokens_arg != NULL) + (prompt != NULL) + (file != NULL) > 1) {
-        fprintf(stderr, "petrel generate: give one of -p, -f and --tokens\n");
-        return CLI_USAGE;
-    }
-    if (tokens_arg && (chat || system)) {
-        fprintf(stderr, "petrel generate: --chat/--system need a text prompt (-p or -f)\n");
-        return CLI_USAGE;
-    }
-    if (tokens_arg && opts->grammar) {
-        fprintf(stderr, "petrel generate: %s needs a text prompt (-p or -f)\n", opts->grammar_flag);
-        return CLI_USAGE;
-    }
-    if (session && (!tokens_arg || dump)) {
-        fprintf(stderr, "petrel generate: --session needs --tokens (and no --dump-logits)\n");
-        return CLI_USAGE;
-    }
-    if (dump && !tokens_arg) {
-        fprintf(stderr, "petrel generate: --dump-logits needs --tokens\n");
-        return CLI_USAGE;
-    }
-    if (system && !chat) {
-        fprintf(stderr, "petrel generate: --system needs --chat\n");
-        return CLI_USAGE;
-    }
-    if (reasoning >= 0 && !chat) {
-        fprintf(stderr, "petrel generate: --show-reasoning/--hide-reasoning need --chat\n");
-        return CLI_USAGE;
-    }
-    int mrc = tcli_resolve_model(opts, "generate");
-    if (mrc) {
-        if (mrc == CLI_USAGE && !opts->hf) generate_usage(stderr);
-        return mrc;
-    }
-    if (tokens_arg && tokens_arg[0] == '@') { /* ids from a file: longer than an argument may be */
-        FILE *tf = fopen(tokens_arg + 1, "rb");
-        if (!tf) return cli_error("--tokens %s: %s", tokens_arg, strerror(errno));
-        size_t tlen = 0;
-        char *ids = cli_read_all(tf, &tlen);
-        fclose(tf);
-        if (!ids) return cli_error("--tokens %s: cannot read the ids", tokens_arg);
-        while (tlen && (ids[tlen - 1] == '\n' || ids[tlen - 1] == '\r' || ids[tlen - 1] == ' '))
-            ids[--tlen] = 0;
-        const int rc = run_tokens(opts, ids, dump, session);
-        free(ids);
-        return rc;
-    }
-    if (tokens_arg) return run_tokens(opts, tokens_arg, dump, session);
-    if (reasoning < 0) reasoning = !quiet && !json;
-    if (prompt) return run_text(opts, prompt, strlen(prompt), chat, system, quiet, json, reasoning);
-    FILE *f = !file || !strcmp(file, "-") ? stdin : fopen(file, "rb");
-    if (!f) {
-        return cli_error("%s: %s", file, strerror(errno));
-    }
-    size_t len = 0;
-    char *text = cli_read_all(f, &len);
-    if (f != stdin) fclose(f);
-    if (!text) {
-        return cli_error("%s: cannot read the prompt", file ? file : "stdin");
-    }
-    int rc = run_text(opts, text, len, chat, system, quiet, json, reasoning);
-    free(text);
+    gen_args g = {.o = opts, .reasoning = -1};
+    int status;
+    if (cli_parse("generate", argc, argv, generate_option, &g, &status)) return status;
+    if (generate_check(&g, opts)) return CLI_USAGE;
+    const int mrc = tcli_resolve_model(opts, "generate");
+    if (mrc) return mrc;
+    if (g.reasoning < 0) g.reasoning = !g.quiet && !g.json;
+    if (g.prompt) return run_text(opts, g.prompt, strlen(g.prompt), &g);
+    /* the ids or the text from a file (ids: longer than an argument may be), or stdin */
+    const char *path = g.tokens ? (g.tokens[0] == '@' ? g.tokens + 1 : NULL) : g.file;
+    if (g.tokens && !path) return run_tokens(opts, g.tokens, &g);
+    pt_buf in = {0};
+    int rc = fe_read_file(path, 0, &in) ? cli_error("%s%s: %s", g.tokens ? "--tokens @" : "",
+                                                    path ? path : "stdin", strerror(errno))
+             : g.tokens                 ? run_tokens(opts, in.v, &g)
+                                        : run_text(opts, in.v, in.n, &g);
+    pt_buf_free(&in);
     return rc;
 }
 

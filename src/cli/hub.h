@@ -12,6 +12,9 @@
 
 #include <stddef.h>
 
+/* The Hub asked when HF_ENDPOINT is not set. */
+#define HUB_DEFAULT_ENDPOINT "https://huggingface.co"
+
 /* The models cache folder (above) into out; 0, or -1 when no folder can be named. */
 int hub_models_dir(char *out, size_t cap);
 

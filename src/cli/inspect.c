@@ -21,24 +21,12 @@
 #include <string.h>
 
 #include "cli.h"
+#include "front/helpers.h"
+#include "options.h"
 #include "petrel.h"
 #include "petrel_tools.h"
 
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
-
-/* Length of the valid UTF-8 sequence at p[0..n) that is not a C1 control (U+0080..U+009F, which
- * some terminals obey like ESC sequences); 0 when there is none. */
-static size_t utf8_ok(const unsigned char *p, size_t n) {
-    size_t len = p[0] >= 0xF0 && p[0] <= 0xF4 ? 4 : p[0] >= 0xE0 ? 3 : p[0] >= 0xC2 ? 2 : 0;
-    if (!len || len > n || (p[0] >= 0xF8)) return 0;
-    for (size_t i = 1; i < len; i++)
-        if ((p[i] & 0xC0) != 0x80) return 0;
-    if (len == 2 && p[0] == 0xC2 && p[1] < 0xA0) return 0;  /* C1 */
-    if (len == 3 && p[0] == 0xE0 && p[1] < 0xA0) return 0;  /* overlong */
-    if (len == 3 && p[0] == 0xED && p[1] >= 0xA0) return 0; /* surrogate */
-    if (len == 4 && ((p[0] == 0xF0 && p[1] < 0x90) || (p[0] == 0xF4 && p[1] >= 0x90))) return 0;
-    return len;
-}
 
 /* s[0..n) made safe for a terminal into buf (always NUL-terminated, cut at cap): control
  * characters, C1 controls, DEL, invalid UTF-8 and backslashes as \xNN / \\; the rest as is. */
@@ -46,7 +34,8 @@ static const char *esc(const char *s, size_t n, char *buf, size_t cap) {
     size_t o = 0;
     const unsigned char *p = (const unsigned char *)s;
     for (size_t i = 0; i < n && o + 5 < cap;) {
-        size_t u = p[i] >= 0x80 ? utf8_ok(p + i, n - i) : 0;
+        size_t u = p[i] >= 0x80 ? fe_utf8_len(s + i, n - i) : 0;
+        if (u == 2 && p[i] == 0xC2 && p[i + 1] < 0xA0) u = 0; /* C1: some terminals obey them */
         if (u) {
             if (o + u + 1 > cap) break;
             memcpy(buf + o, p + i, u);
@@ -78,62 +67,72 @@ static const char *human(uint64_t b, char *buf, size_t cap) {
     return buf;
 }
 
-/* Short printable form of metadata pair i (arrays summarised). */
+/* One scalar of metadata pair i: the value itself (j -1) or element j of its array, of type t,
+ * read as what it is. */
+typedef struct meta_scalar {
+    enum { MS_NONE, MS_STR, MS_BOOL, MS_FLOAT, MS_INT, MS_UINT } kind; /* MS_NONE: unreadable */
+    const char *str;                                                   /* MS_STR: str[0..len) */
+    size_t len;
+    double d;   /* MS_FLOAT */
+    int64_t x;  /* MS_BOOL (0 or 1), MS_INT */
+    uint64_t u; /* MS_UINT (a value beyond int64) */
+} meta_scalar;
+
+static meta_scalar meta_scalar_of(const pt_model *m, uint64_t i, int64_t j, int t) {
+    meta_scalar s = {0};
+    if (t == PT_META_STRING) {
+        if (!pt_model_meta_str(m, i, j, &s.str, &s.len)) s.kind = MS_STR;
+    } else if (t == PT_META_BOOL) {
+        s.kind = MS_BOOL;
+        s.x = pt_model_meta_i64(m, i, j, &s.x) == 0 && s.x;
+    } else if (t == PT_META_FLOAT32 || t == PT_META_FLOAT64) {
+        s.kind = MS_FLOAT;
+        if (pt_model_meta_f64(m, i, j, &s.d)) s.d = 0;
+    } else if (pt_model_meta_i64(m, i, j, &s.x) == 0) {
+        s.kind = MS_INT;
+    } else if (j < 0 && pt_model_meta_u64(m, i, j, &s.u) == 0) {
+        s.kind = MS_UINT;
+    }
+    return s;
+}
+
+/* A scalar as text into buf (strings quoted, escaped, cut at 60 bytes); snprintf's return. */
+static int scalar_text(const meta_scalar *s, char *buf, size_t cap) {
+    char e[256];
+    switch (s->kind) {
+    case MS_STR:
+        return snprintf(buf, cap, "\"%s\"%s", esc(s->str, MIN(s->len, 60), e, sizeof e),
+                        s->len > 60 ? "..." : "");
+    case MS_BOOL: return snprintf(buf, cap, "%s", s->x ? "true" : "false");
+    case MS_FLOAT: return snprintf(buf, cap, "%g", s->d);
+    case MS_INT: return snprintf(buf, cap, "%lld", (long long)s->x);
+    case MS_UINT: return snprintf(buf, cap, "%llu", (unsigned long long)s->u);
+    default: return snprintf(buf, cap, "?");
+    }
+}
+
+/* Short printable form of metadata pair i (arrays of strings or arrays, or of more than 16
+ * values, summarised). */
 static void value_text(const pt_model *m, uint64_t i, char *buf, size_t cap) {
     pt_meta k;
     pt_model_meta(m, i, &k);
-    const char *str;
-    size_t len;
-    double d;
-    int64_t x;
-    uint64_t u;
-    switch (k.type) {
-    case PT_META_STRING:
-        pt_model_meta_str(m, i, -1, &str, &len);
-        char e[256];
-        snprintf(buf, cap, "\"%s\"%s", esc(str, MIN(len, 60), e, sizeof e), len > 60 ? "..." : "");
-        return;
-    case PT_META_BOOL:
-        snprintf(buf, cap, "%s", pt_model_meta_i64(m, i, -1, &x) == 0 && x ? "true" : "false");
-        return;
-    case PT_META_FLOAT32:
-    case PT_META_FLOAT64:
-        pt_model_meta_f64(m, i, -1, &d);
-        snprintf(buf, cap, "%g", d);
-        return;
-    case PT_META_ARRAY: {
-        const int et = k.elem_type;
-        if (et == PT_META_STRING || et == PT_META_ARRAY || k.n > 16) {
-            snprintf(buf, cap, "[%llu x %s]", (unsigned long long)k.n, pt_meta_type_name(et));
-            return;
-        }
-        size_t n = 0;
-        n += (size_t)snprintf(buf + n, cap - n, "[");
-        for (uint64_t j = 0; j < k.n && n < cap; j++) {
-            const char *sep = j ? ", " : "";
-            if (et == PT_META_BOOL) {
-                pt_model_meta_i64(m, i, (int64_t)j, &x);
-                n += (size_t)snprintf(buf + n, cap - n, "%s%s", sep, x ? "true" : "false");
-            } else if (et == PT_META_FLOAT32 || et == PT_META_FLOAT64) {
-                pt_model_meta_f64(m, i, (int64_t)j, &d);
-                n += (size_t)snprintf(buf + n, cap - n, "%s%g", sep, d);
-            } else if (pt_model_meta_i64(m, i, (int64_t)j, &x) == 0) {
-                n += (size_t)snprintf(buf + n, cap - n, "%s%lld", sep, (long long)x);
-            } else {
-                n += (size_t)snprintf(buf + n, cap - n, "%s?", sep);
-            }
-        }
-        if (n < cap) snprintf(buf + n, cap - n, "]");
+    if (k.type != PT_META_ARRAY) {
+        const meta_scalar s = meta_scalar_of(m, i, -1, k.type);
+        scalar_text(&s, buf, cap);
         return;
     }
-    default:
-        if (pt_model_meta_i64(m, i, -1, &x) == 0)
-            snprintf(buf, cap, "%lld", (long long)x);
-        else if (pt_model_meta_u64(m, i, -1, &u) == 0)
-            snprintf(buf, cap, "%llu", (unsigned long long)u);
-        else
-            snprintf(buf, cap, "?");
+    const int et = k.elem_type;
+    if (et == PT_META_STRING || et == PT_META_ARRAY || k.n > 16) {
+        snprintf(buf, cap, "[%llu x %s]", (unsigned long long)k.n, pt_meta_type_name(et));
+        return;
     }
+    size_t n = (size_t)snprintf(buf, cap, "[");
+    for (uint64_t j = 0; j < k.n && n < cap; j++) {
+        const meta_scalar s = meta_scalar_of(m, i, (int64_t)j, et);
+        if (j) n += (size_t)snprintf(buf + n, cap - n, ", ");
+        if (n < cap) n += (size_t)scalar_text(&s, buf + n, cap - n);
+    }
+    if (n < cap) snprintf(buf + n, cap - n, "]");
 }
 
 /* The shortest decimal that reads back as the same float32 (1e-05, not
@@ -148,50 +147,40 @@ static double shortest_f32(double d) {
     return d;
 }
 
+/* A scalar of type t as JSON (float32 as the shortest decimal that reads back the same). */
+static json_t *scalar_json(const meta_scalar *s, int t) {
+    switch (s->kind) {
+    case MS_STR: return json_stringn_nocheck(s->str, s->len);
+    case MS_BOOL: return json_boolean(s->x);
+    case MS_FLOAT: return json_real(t == PT_META_FLOAT32 ? shortest_f32(s->d) : s->d);
+    case MS_INT: return json_integer(s->x);
+    case MS_UINT: return json_real((double)s->u);
+    default: return json_null();
+    }
+}
+
+/* Metadata pair i as JSON (arrays of strings or arrays, or of more than 64 values, as
+ * {"array_of", "length"}). */
 static json_t *value_json(const pt_model *m, uint64_t i) {
     pt_meta k;
     pt_model_meta(m, i, &k);
-    const char *str;
-    size_t len;
-    double d;
-    int64_t x;
-    uint64_t u;
-    switch (k.type) {
-    case PT_META_STRING:
-        return pt_model_meta_str(m, i, -1, &str, &len) ? json_null()
-                                                       : json_stringn_nocheck(str, len);
-    case PT_META_BOOL: return json_boolean(pt_model_meta_i64(m, i, -1, &x) == 0 && x);
-    case PT_META_FLOAT32: return json_real(pt_model_meta_f64(m, i, -1, &d) ? 0 : shortest_f32(d));
-    case PT_META_FLOAT64: return json_real(pt_model_meta_f64(m, i, -1, &d) ? 0 : d);
-    case PT_META_ARRAY: {
-        const int et = k.elem_type;
-        if (et == PT_META_STRING || et == PT_META_ARRAY || k.n > 64) {
-            json_t *o = json_object();
-            json_object_set_new(o, "array_of", json_string(pt_meta_type_name(et)));
-            json_object_set_new(o, "length", json_integer((json_int_t)k.n));
-            return o;
-        }
-        json_t *a = json_array();
-        for (uint64_t j = 0; j < k.n; j++) {
-            if (et == PT_META_BOOL)
-                json_array_append_new(
-                    a, json_boolean(pt_model_meta_i64(m, i, (int64_t)j, &x) == 0 && x));
-            else if (et == PT_META_FLOAT32 || et == PT_META_FLOAT64)
-                json_array_append_new(a, json_real(pt_model_meta_f64(m, i, (int64_t)j, &d) ? 0
-                                                   : et == PT_META_FLOAT32 ? shortest_f32(d)
-                                                                           : d));
-            else if (pt_model_meta_i64(m, i, (int64_t)j, &x) == 0)
-                json_array_append_new(a, json_integer(x));
-            else
-                json_array_append_new(a, json_null());
-        }
-        return a;
+    if (k.type != PT_META_ARRAY) {
+        const meta_scalar s = meta_scalar_of(m, i, -1, k.type);
+        return scalar_json(&s, k.type);
     }
-    default:
-        if (pt_model_meta_i64(m, i, -1, &x) == 0) return json_integer(x);
-        if (pt_model_meta_u64(m, i, -1, &u) == 0) return json_real((double)u);
-        return json_null();
+    const int et = k.elem_type;
+    if (et == PT_META_STRING || et == PT_META_ARRAY || k.n > 64) {
+        json_t *o = json_object();
+        json_object_set_new(o, "array_of", json_string(pt_meta_type_name(et)));
+        json_object_set_new(o, "length", json_integer((json_int_t)k.n));
+        return o;
     }
+    json_t *a = json_array();
+    for (uint64_t j = 0; j < k.n; j++) {
+        const meta_scalar s = meta_scalar_of(m, i, (int64_t)j, et);
+        json_array_append_new(a, scalar_json(&s, et));
+    }
+    return a;
 }
 
 /* Is pair k one of the architecture's keys ("<arch>.something")? */
@@ -304,13 +293,13 @@ static void print_plans(const ram_plan *p, int n) {
         printf("  %6g GB  %s%s\n", p[i].ram_gb, p[i].ok ? "" : "refused: ", ESC(p[i].text, e));
 }
 
-/* "16,32,64" into rams[]; returns how many, or -1 on a bad list. */
-static int parse_rams(const char *s, double *rams) {
+/* "16,32,64" into rams[], each in (lo, hi]; returns how many, or -1 on a bad list. */
+static int parse_rams(const char *s, double lo, double hi, double *rams) {
     int n = 0;
     while (*s) {
         char *end;
         double v = strtod(s, &end);
-        if (end == s || !(v > 0) || v > 1e6 || n == MAX_RAMS || (*end && *end != ',')) return -1;
+        if (end == s || !(v > lo) || v > hi || n == MAX_RAMS || (*end && *end != ',')) return -1;
         rams[n++] = v;
         s = *end ? end + 1 : end;
     }
@@ -393,61 +382,38 @@ static int print_json(const char *path, const pt_model *m, const pt_model_info *
     return rc;
 }
 
-static void inspect_usage(FILE *f) {
-    fprintf(f,
-            "usage: petrel inspect MODEL.gguf [--json] [--ram GB,GB,...] [-c N]\n"
-            "  Print architecture, hyper-parameters, tensor types and the resident vs\n"
-            "  routed-expert split of a GGUF model (any part of a split model works).\n"
-            "  --json             machine-readable output\n"
-            "  --ram GB,GB,...    also the memory plan at each budget (e.g. 16,32,64,128):\n"
-            "                     resident bytes, KV cache, experts mmap'd or streamed into\n"
-            "                     N slots per layer, or why petrel would refuse\n"
-            "  -c, --ctx-size N   context the plans budget a KV cache for (default %d,\n"
-            "                     at most the model's)\n",
-            PT_DEFAULT_CTX);
+/* inspect's options. */
+typedef struct inspect_args {
+    const char *path; /* the model */
+    int json, n_rams, n_ctx;
+    double rams[MAX_RAMS]; /* --ram */
+} inspect_args;
+
+static int inspect_option(void *ud, const cli_args *a, const cli_val *v) {
+    inspect_args *ia = ud;
+    switch (v->id) {
+    case OPT_JSON: ia->json = 1; return 0;
+    case OPT_CTX: ia->n_ctx = (int)v->n; return 0;
+    case OPT_RAM_LIST:
+        ia->n_rams = parse_rams(v->s, v->opt->lo, v->opt->hi, ia->rams);
+        return ia->n_rams < 0 ? cli_bad_value(a, v) : 0;
+    default: /* the model: MODEL.gguf or -m */
+        if (ia->path)
+            return cli_usage_error(a->name, "unexpected argument '%s': one model at a time", v->s),
+                   -1;
+        ia->path = v->s;
+        return 0;
+    }
 }
 
 int cmd_inspect(int argc, char **argv) {
-    const char *path = NULL;
-    int json = 0, n_rams = 0, n_ctx = 0;
-    double rams[MAX_RAMS];
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json"))
-            json = 1;
-        else if (!strcmp(argv[i], "--ram") && i + 1 < argc) {
-            if ((n_rams = parse_rams(argv[++i], rams)) < 0) {
-                fprintf(stderr,
-                        "petrel inspect: --ram '%s': expected GB values separated by commas (at "
-                        "most %d)\n",
-                        argv[i], MAX_RAMS);
-                return CLI_USAGE;
-            }
-        } else if ((!strcmp(argv[i], "-c") || !strcmp(argv[i], "--ctx-size")) && i + 1 < argc) {
-            char *end;
-            long v = strtol(argv[++i], &end, 10);
-            if (*end || v < 1 || v > (1L << 26)) {
-                fprintf(stderr, "petrel inspect: %s '%s': expected a context of 1..%ld positions\n",
-                        argv[i - 1], argv[i], 1L << 26);
-                return CLI_USAGE;
-            }
-            n_ctx = (int)v;
-        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            inspect_usage(stdout);
-            return CLI_OK;
-        } else if ((!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) && i + 1 < argc && !path)
-            path = argv[++i];
-        else if (argv[i][0] == '-' || path) {
-            fprintf(stderr, "petrel inspect: unexpected argument '%s'\n", argv[i]);
-            inspect_usage(stderr);
-            return CLI_USAGE;
-        } else
-            path = argv[i];
-    }
-    if (!path) path = CLI_DEFAULT_MODEL;
-    if (!path) {
-        inspect_usage(stderr);
-        return CLI_USAGE;
-    }
+    inspect_args ia = {0};
+    int status;
+    if (cli_parse("inspect", argc, argv, inspect_option, &ia, &status)) return status;
+    const char *path = ia.path ? ia.path : CLI_DEFAULT_MODEL;
+    const int json = ia.json, n_rams = ia.n_rams;
+    const double *rams = ia.rams;
+    if (!path) return cli_usage_error("inspect", "no model given (and no demo model found)");
     char err[1024];
     pt_model *m = pt_model_open(path, err, sizeof err);
     if (!m) return cli_error("%s", err);
@@ -458,7 +424,7 @@ int cmd_inspect(int argc, char **argv) {
     }
     int rc = CLI_OK;
     ram_plan plans[MAX_RAMS];
-    make_plans(path, rams, n_rams, n_ctx, plans);
+    make_plans(path, rams, n_rams, ia.n_ctx, plans);
     if (json) {
         if (print_json(path, m, &mi, plans, n_rams)) rc = cli_error("cannot write JSON output");
     } else {

@@ -26,32 +26,6 @@ int cli_error(const char *fmt, ...) {
     return CLI_ERROR;
 }
 
-char *cli_read_all(FILE *f, size_t *len) {
-    size_t cap = 65536, n = 0;
-    char *b = malloc(cap + 1);
-    while (b) {
-        size_t r = fread(b + n, 1, cap - n, f);
-        n += r;
-        if (r == 0) break;
-        if (n == cap) {
-            char *c = realloc(b, cap * 2 + 1);
-            if (!c) {
-                free(b);
-                return NULL;
-            }
-            b = c;
-            cap *= 2;
-        }
-    }
-    if (!b || ferror(f)) {
-        free(b);
-        return NULL;
-    }
-    b[n] = 0;
-    *len = n;
-    return b;
-}
-
 static void usage(FILE *f) {
     fprintf(
         f,
@@ -190,7 +164,6 @@ int main(int argc, char **argv) {
         print_version();
         return CLI_OK;
     }
-    fprintf(stderr, "petrel: unknown command '%s'\n\n", cmd);
-    usage(stderr);
+    fprintf(stderr, "petrel: unknown command '%s' (petrel help lists the commands)\n", cmd);
     return CLI_USAGE;
 }

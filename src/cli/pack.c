@@ -19,10 +19,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "options.h"
+#include "petrel.h"
 #include "petrel_tools.h"
 
 typedef struct progress {
@@ -31,16 +32,10 @@ typedef struct progress {
     int tty;
 } progress;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* A progress bar on stderr: percent, MB/s and ETA, redrawn a few times a second. */
 static void show_progress(uint64_t done, uint64_t total, void *user) {
     progress *p = user;
-    double t = now_s();
+    double t = pt_now();
     if (done < total && t - p->last < 0.25) return;
     p->last = t;
     double el = t - p->t0, rate = el > 0 ? done / el : 0;
@@ -85,42 +80,33 @@ static pt_model *open_model(const char *path) {
     return m;
 }
 
+/* pack's and verify's options. */
+typedef struct pack_args {
+    const char *model; /* MODEL.gguf */
+    const char *out;   /* pack -o PATH; verify --pack PATH */
+    long long stop_after;
+    int table_only;
+} pack_args;
+
+static int pack_option(void *ud, const cli_args *a, const cli_val *v) {
+    pack_args *pa = ud;
+    (void)a;
+    switch (v->id) {
+    case OPT_ARG: pa->model = v->s; return 0;
+    case OPT_TABLE_ONLY: pa->table_only = 1; return 0;
+    case OPT_STOP_AFTER: pa->stop_after = v->n; return 0;
+    default: pa->out = v->s; return 0; /* pack -o, verify --pack */
+    }
+}
+
 int cmd_pack(int argc, char **argv) {
-    const char *model = NULL, *out = NULL;
-    long long stop_after = -1;
-    int table_only = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: petrel pack MODEL.gguf [-o PATH] [--table-only]\n"
-                   "  Write every routed expert as one 4 KiB-aligned record into an expert pack\n"
-                   "  (default MODEL.gguf.xpack, or the cache directory when that folder is "
-                   "read-only).\n"
-                   "  An interrupted run resumes where it stopped.\n"
-                   "  --table-only     write only the checksum table (MODEL.gguf.xsums): "
-                   "streamed reads\n"
-                   "                   of the GGUF are then checked without a pack\n"
-                   "  --stop-after K   stop after K records as if killed (for tests)\n");
-            return CLI_OK;
-        } else if (!strcmp(argv[i], "-o") && i + 1 < argc) {
-            out = argv[++i];
-        } else if (!strcmp(argv[i], "--table-only")) {
-            table_only = 1;
-        } else if (!strcmp(argv[i], "--stop-after") && i + 1 < argc) {
-            stop_after = atoll(argv[++i]);
-        } else if (argv[i][0] != '-' && !model) {
-            model = argv[i];
-        } else {
-            fprintf(
-                stderr,
-                "petrel pack: unexpected argument '%s'\nusage: petrel pack MODEL.gguf [-o PATH]\n",
-                argv[i]);
-            return CLI_USAGE;
-        }
-    }
-    if (!model) {
-        fprintf(stderr, "usage: petrel pack MODEL.gguf [-o PATH]\n");
-        return CLI_USAGE;
-    }
+    pack_args pa = {.stop_after = -1};
+    int status;
+    if (cli_parse("pack", argc, argv, pack_option, &pa, &status)) return status;
+    if (!pa.model) return cli_usage_error("pack", "which model? (MODEL.gguf)");
+    const char *model = pa.model, *out = pa.out;
+    const int table_only = pa.table_only;
+    const long long stop_after = pa.stop_after;
     pt_model *m = open_model(model);
     if (!m) return CLI_ERROR;
     char cand[2][PT_PATH_MAX];
@@ -133,7 +119,7 @@ int cmd_pack(int argc, char **argv) {
     }
     fprintf(stderr, "petrel: %s the experts of %s into %s\n",
             table_only ? "checksumming" : "packing", model, path);
-    progress pr = {"pack", now_s(), 0, isatty(2)};
+    progress pr = {"pack", pt_now(), 0, isatty(2)};
     char err[1024];
     int rc = table_only ? pt_table_write(m, path, show_progress, &pr, err, sizeof err)
                         : pt_pack_write(m, path, show_progress, &pr, stop_after, err, sizeof err);
@@ -152,41 +138,16 @@ int cmd_pack(int argc, char **argv) {
                     partial);
         return CLI_ERROR;
     }
-    fprintf(stderr, "petrel: wrote %s in %.1f s\n", path, now_s() - pr.t0);
+    fprintf(stderr, "petrel: wrote %s in %.1f s\n", path, pt_now() - pr.t0);
     return CLI_OK;
 }
 
 int cmd_verify(int argc, char **argv) {
-    const char *model = NULL, *pack = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: petrel verify MODEL.gguf [--pack PATH]\n"
-                   "  Check the model's expert pack (without one, its checksum table from pack "
-                   "--table-only):\n"
-                   "  header, the model's size, header, mtime and inode,\n"
-                   "  every record's checksum and bytes against the model's (a full read of "
-                   "both).\n"
-                   "  With neither, write the checksum table (MODEL.gguf.xsums) from a full "
-                   "read of the model,\n"
-                   "  so that streamed reads of the GGUF are checked from then on.\n"
-                   "  Exit 0 when valid (or the table was written), 1 when stale or corrupt.\n");
-            return CLI_OK;
-        } else if (!strcmp(argv[i], "--pack") && i + 1 < argc) {
-            pack = argv[++i];
-        } else if (argv[i][0] != '-' && !model) {
-            model = argv[i];
-        } else {
-            fprintf(stderr,
-                    "petrel verify: unexpected argument '%s'\nusage: petrel verify MODEL.gguf "
-                    "[--pack PATH]\n",
-                    argv[i]);
-            return CLI_USAGE;
-        }
-    }
-    if (!model) {
-        fprintf(stderr, "usage: petrel verify MODEL.gguf [--pack PATH]\n");
-        return CLI_USAGE;
-    }
+    pack_args pa = {.stop_after = -1};
+    int status;
+    if (cli_parse("verify", argc, argv, pack_option, &pa, &status)) return status;
+    if (!pa.model) return cli_usage_error("verify", "which model? (MODEL.gguf)");
+    const char *model = pa.model, *pack = pa.out;
     pt_model *m = open_model(model);
     if (!m) return CLI_ERROR;
     char cand[4][PT_PATH_MAX];
@@ -216,15 +177,15 @@ int cmd_verify(int argc, char **argv) {
                     "petrel: no expert pack or checksum table; checksumming the experts of %s into "
                     "%s\n",
                     model, out);
-            progress pr = {"verify", now_s(), 0, isatty(2)};
+            progress pr = {"verify", pt_now(), 0, isatty(2)};
             char err[1024];
             if (pt_table_write(m, out, show_progress, &pr, err, sizeof err))
                 rc = cli_error("%s", err);
             else
-                fprintf(stderr, "petrel: wrote %s in %.1f s\n", out, now_s() - pr.t0);
+                fprintf(stderr, "petrel: wrote %s in %.1f s\n", out, pt_now() - pr.t0);
         }
     } else {
-        progress pr = {"verify", now_s(), 0, isatty(2)};
+        progress pr = {"verify", pt_now(), 0, isatty(2)};
         char err[1024];
         uint64_t n_records = 0;
         if (pt_pack_verify(m, path, show_progress, &pr, &n_records, err, sizeof err))

@@ -25,20 +25,9 @@
 #include <string.h>
 
 #include "cli.h"
+#include "front/helpers.h"
+#include "options.h"
 #include "textcli.h"
-
-static void perplexity_usage(FILE *f) {
-    fprintf(f, "usage: petrel perplexity [-m MODEL] -f TEXT [-c N] [-b N] [--chunks N] [options]\n"
-               "Perplexity of MODEL over TEXT as llama-perplexity computes it: chunks of -c\n"
-               "tokens (default 4096), the second half of each scored.\n"
-               "  -f, --file FILE         the text ('-': standard input)\n"
-               "  --chunks N              score the first N chunks only (default: all)\n"
-               "  --kl-divergence-base FILE  write the scored rows' log-probabilities to FILE\n"
-               "                          (llama-perplexity's format), or with --kl-divergence\n"
-               "                          read them (and the tokens; no -f) and compare\n"
-               "  --kl-divergence         KL divergence of MODEL from the base in FILE\n");
-    tcli_usage(f);
-}
 
 static int nearest_int(float f) { /* round half to even, as llama.cpp packs the levels */
     return (int)lrintf(f);
@@ -244,267 +233,271 @@ static int read_base(FILE *f, const char *path, int *n_ctx, int *n_vocab, int *n
     return 0;
 }
 
-int cmd_perplexity(int argc, char **argv) {
-    tcli_opts o;
-    tcli_opts_init(&o);
-    const char *file = NULL, *base = NULL;
-    long chunks = -1;
-    int kld_mode = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            perplexity_usage(stdout);
-            return CLI_OK;
-        }
-        if (!strcmp(a, "--kl-divergence")) {
-            kld_mode = 1;
-            continue;
-        }
-        if (!strcmp(a, "-f") || !strcmp(a, "--file") || !strcmp(a, "--chunks") ||
-            !strcmp(a, "--kl-divergence-base")) {
-            if (!v) {
-                fprintf(stderr, "petrel perplexity: %s needs a value\n", a);
-                return CLI_USAGE;
-            }
-            i++;
-            if (!strcmp(a, "--kl-divergence-base")) {
-                base = v;
-                continue;
-            }
-            if (strcmp(a, "--chunks")) {
-                file = v;
-                continue;
-            }
-            char *end = NULL;
-            errno = 0;
-            chunks = strtol(v, &end, 10);
-            if (errno || end == v || *end || chunks < 1) {
-                fprintf(stderr,
-                        "petrel perplexity: invalid value '%s' for --chunks: expected an integer "
-                        "of 1 or more\n",
-                        v);
-                return CLI_USAGE;
-            }
-            continue;
-        }
-        int r = tcli_parse("perplexity", argc, argv, &i, &o);
-        if (r < 0) return CLI_USAGE;
-        if (r == 0) {
-            fprintf(stderr, "petrel perplexity: unknown option '%s'\n", a);
-            perplexity_usage(stderr);
-            return CLI_USAGE;
-        }
+/* perplexity's own options. */
+typedef struct ppl_args {
+    tcli_opts *o;     /* the model and engine options */
+    const char *file; /* -f: the text */
+    const char *base; /* --kl-divergence-base FILE */
+    long chunks;      /* --chunks; -1: all */
+    int kld_mode;     /* --kl-divergence: compare with the base instead of writing it */
+} ppl_args;
+
+/* One run: the model, the tokens, the scratch and the running sums. */
+typedef struct ppl_run {
+    tcli_model m;
+    int n_ctx, n_vocab, n_out,
+        n_batch; /* tokens per chunk, vocabulary, logits a row, rows a pass */
+    int32_t bos;
+    int add_bos;         /* BOS replaces each chunk's first token */
+    long n_chunk;        /* chunks scored */
+    const int32_t *toks; /* [n_chunk * n_ctx] the text's tokens (ids.v or btok) */
+    pt_ids ids;          /* the text's tokens */
+    pt_buf text;         /* the text (-f) */
+    int32_t *btok;       /* --kl-divergence: the base file's tokens */
+    int b_ctx, b_vocab, b_chunk;
+    FILE *bf;             /* --kl-divergence: the base file, at its first chunk's levels */
+    FILE *out;            /* --kl-divergence-base without --kl-divergence: the file written */
+    int first;            /* rows of a chunk that only fill the cache (its first half) */
+    int n_scored;         /* rows of a chunk scored */
+    size_t nv;            /* 16-bit words per base row */
+    float *logits;        /* [n_batch][n_out] */
+    int32_t *chunk;       /* [n_ctx] the chunk's tokens, BOS first */
+    uint16_t *levels;     /* [n_scored][nv] a chunk's base rows */
+    float *klds, *pdiffs; /* [n_chunk * n_scored] each scored row's KLD and Δp */
+    double nll, nll2;
+    long count;
+    kld_sums k;
+    char err[512];
+} ppl_run;
+
+static int ppl_option(void *ud, const cli_args *a, const cli_val *v) {
+    ppl_args *p = ud;
+    switch (v->id) {
+    case OPT_FILE: p->file = v->s; return 0;
+    case OPT_CHUNKS: p->chunks = (long)v->n; return 0;
+    case OPT_KLD_BASE: p->base = v->s; return 0;
+    case OPT_KLD: p->kld_mode = 1; return 0;
+    default: return tcli_option(p->o, a, v);
     }
-    if (kld_mode && !base) {
+}
+
+/* The command line into p and o: 0 to run, or -1 to stop with exit status *status (after
+ * --help, or a usage error printed). */
+static int ppl_parse(ppl_args *p, int argc, char **argv, int *status) {
+    if (cli_parse("perplexity", argc, argv, ppl_option, p, status)) return -1;
+    *status = CLI_USAGE;
+    if (p->kld_mode && !p->base) {
         fprintf(stderr, "petrel perplexity: --kl-divergence needs --kl-divergence-base FILE\n");
-        return CLI_USAGE;
+        return -1;
     }
-    if (kld_mode && file) {
+    if (p->kld_mode && p->file) {
         fprintf(stderr, "petrel perplexity: --kl-divergence takes its tokens from the base file; "
                         "leave -f out\n");
-        return CLI_USAGE;
+        return -1;
     }
-    if (!kld_mode && !file) {
-        fprintf(stderr, "petrel perplexity: -f TEXT is required\n");
-        perplexity_usage(stderr);
-        return CLI_USAGE;
-    }
-    int mrc = tcli_resolve_model(&o, "perplexity");
-    if (mrc) return mrc;
-    /* the input: the text's tokens, or the base file's */
-    int rc = CLI_ERROR;
-    char err[512];
-    char *text = NULL;
-    size_t len = 0;
-    int32_t *btok = NULL;
-    int b_ctx = 0, b_vocab = 0, b_chunk = 0;
-    FILE *bf = NULL;
-    if (kld_mode) {
-        if (!(bf = fopen(base, "rb"))) return cli_error("%s: %s", base, strerror(errno));
-        if (read_base(bf, base, &b_ctx, &b_vocab, &b_chunk, &btok)) {
-            fclose(bf);
-            free(btok);
+    if (!p->kld_mode && !p->file) return cli_usage_error("perplexity", "-f TEXT is required"), -1;
+    return (*status = tcli_resolve_model(p->o, "perplexity")) ? -1 : 0;
+}
+
+/* The input before the model opens: the text, or the base file's header and tokens (whose
+ * context is the default -c). 0, or CLI_ERROR printed. */
+static int ppl_input(ppl_run *r, const ppl_args *p, tcli_opts *o) {
+    if (p->kld_mode) {
+        if (!(r->bf = fopen(p->base, "rb"))) return cli_error("%s: %s", p->base, strerror(errno));
+        if (read_base(r->bf, p->base, &r->b_ctx, &r->b_vocab, &r->b_chunk, &r->btok))
             return CLI_ERROR;
-        }
-        if (o.n_ctx == 0) o.n_ctx = b_ctx;
-    } else {
-        FILE *f = !strcmp(file, "-") ? stdin : fopen(file, "rb");
-        if (!f) return cli_error("%s: %s", file, strerror(errno));
-        text = cli_read_all(f, &len);
-        if (f != stdin) fclose(f);
-        if (!text) return cli_error("%s: cannot read the text", file);
+        if (o->n_ctx == 0) o->n_ctx = r->b_ctx;
+    } else if (fe_read_file(p->file, 0, &r->text)) {
+        return cli_error("%s: %s", p->file, strerror(errno));
     }
-    if (o.n_ctx == 0) o.n_ctx = PT_DEFAULT_CTX;
-    tcli_model m;
-    memset(&m, 0, sizeof m);
-    pt_ids ids = {0};
-    float *logits = NULL, *klds = NULL, *pdiffs = NULL;
-    uint16_t *levels = NULL;
-    int32_t *chunk = NULL;
-    FILE *out = NULL;
-    if (tcli_open(&o, &m, 0)) goto out;
-    int n_ctx = pt_session_n_ctx(m.s);
-    const int n_vocab = pt_vocab_size(m.e), n_out = pt_engine_n_vocab(m.e);
-    /* every row's logits are kept ([n_batch][n_vocab]): a prompt block the plan
-     * made large for streaming is capped unless -b asked for it */
-    int n_batch = pt_session_n_batch(m.s);
-    if (!o.n_batch && n_batch > 512) n_batch = 512;
-    const int32_t bos = pt_token_bos(m.e);
-    int add_bos;
-    long n_chunk;
-    const int32_t *toks;
-    if (kld_mode) {
-        if (b_ctx > n_ctx) {
-            cli_error("%s was computed with a context of %d; this session holds %d (raise -c)",
-                      base, b_ctx, n_ctx);
-            goto out;
-        }
-        if (b_vocab != n_vocab) {
-            cli_error("%s: a vocabulary of %d tokens; this model has %d", base, b_vocab, n_vocab);
-            goto out;
-        }
-        n_ctx = b_ctx;
-        n_chunk = b_chunk;
-        toks = btok;
+    if (o->n_ctx == 0) o->n_ctx = PT_DEFAULT_CTX;
+    return 0;
+}
+
+/* The tokens to score, once the model is open: the text's, or the base file's checked against
+ * the model; the chunks and whether BOS starts each. 0, or CLI_ERROR printed. */
+static int ppl_tokens(ppl_run *r, const ppl_args *p) {
+    if (p->kld_mode) {
+        if (r->b_ctx > r->n_ctx)
+            return cli_error("%s was computed with a context of %d; this session holds %d (raise "
+                             "-c)",
+                             p->base, r->b_ctx, r->n_ctx);
+        if (r->b_vocab != r->n_vocab)
+            return cli_error("%s: a vocabulary of %d tokens; this model has %d", p->base,
+                             r->b_vocab, r->n_vocab);
+        r->n_ctx = r->b_ctx, r->n_chunk = r->b_chunk, r->toks = r->btok;
         /* as llama.cpp: BOS when the vocabulary adds one */
         pt_ids probe = {0};
-        add_bos = bos >= 0 && !pt_tokenize(m.e, "a", 1, PT_TOKENIZE_ADD_SPECIAL, &probe, NULL, 0) &&
-                  probe.n > 0 && probe.v[0] == bos;
+        r->add_bos = r->bos >= 0 &&
+                     !pt_tokenize(r->m.e, "a", 1, PT_TOKENIZE_ADD_SPECIAL, &probe, NULL, 0) &&
+                     probe.n > 0 && probe.v[0] == r->bos;
         pt_ids_free(&probe);
     } else {
-        if (pt_tokenize(m.e, text, len, PT_TOKENIZE_ADD_SPECIAL, &ids, err, sizeof err)) {
-            cli_error("%s: %s", file, err);
-            goto out;
-        }
+        if (pt_tokenize(r->m.e, r->text.v, r->text.n, PT_TOKENIZE_ADD_SPECIAL, &r->ids, r->err,
+                        sizeof r->err))
+            return cli_error("%s: %s", p->file, r->err);
         /* BOS starts every chunk when the vocabulary adds one (as it did to the text) */
-        add_bos = bos >= 0 && ids.n > 0 && ids.v[0] == bos;
-        if ((long)ids.n < 2L * n_ctx) {
-            cli_error("%s: %zu tokens; perplexity with a context of %d needs at least %d", file,
-                      ids.n, n_ctx, 2 * n_ctx);
-            goto out;
-        }
-        n_chunk = (long)ids.n / n_ctx;
-        toks = ids.v;
+        r->add_bos = r->bos >= 0 && r->ids.n > 0 && r->ids.v[0] == r->bos;
+        if ((long)r->ids.n < 2L * r->n_ctx)
+            return cli_error("%s: %zu tokens; perplexity with a context of %d needs at least %d",
+                             p->file, r->ids.n, r->n_ctx, 2 * r->n_ctx);
+        r->n_chunk = (long)r->ids.n / r->n_ctx;
+        r->toks = r->ids.v;
     }
-    if (chunks > 0 && chunks < n_chunk) n_chunk = chunks;
-    const int first = n_ctx / 2, n_scored = n_ctx - 1 - first;
-    const size_t nv = 2 * (((size_t)n_vocab + 1) / 2) + 4; /* 16-bit words per base row */
-    fprintf(stderr, "petrel: %s over %ld chunks, n_ctx=%d, batch_size=%d\n",
-            kld_mode ? "KL divergence" : "perplexity", n_chunk, n_ctx, n_batch);
-    logits = malloc((size_t)n_batch * (size_t)n_out * sizeof *logits);
-    chunk = malloc((size_t)n_ctx * sizeof *chunk);
-    if (base) levels = malloc((size_t)n_scored * nv * sizeof *levels);
-    if (kld_mode) {
-        klds = malloc((size_t)n_scored * (size_t)n_chunk * sizeof *klds);
-        pdiffs = malloc((size_t)n_scored * (size_t)n_chunk * sizeof *pdiffs);
+    if (p->chunks > 0 && p->chunks < r->n_chunk) r->n_chunk = p->chunks;
+    return 0;
+}
+
+/* The scratch, and the base file's header when one is written. 0, or CLI_ERROR printed. */
+static int ppl_alloc(ppl_run *r, const ppl_args *p) {
+    r->first = r->n_ctx / 2, r->n_scored = r->n_ctx - 1 - r->first;
+    r->nv = 2 * (((size_t)r->n_vocab + 1) / 2) + 4; /* 16-bit words per base row */
+    const size_t rows = (size_t)r->n_scored * (size_t)r->n_chunk;
+    r->logits = malloc((size_t)r->n_batch * (size_t)r->n_out * sizeof *r->logits);
+    r->chunk = malloc((size_t)r->n_ctx * sizeof *r->chunk);
+    if (p->base) r->levels = malloc((size_t)r->n_scored * r->nv * sizeof *r->levels);
+    if (p->kld_mode) {
+        r->klds = malloc(rows * sizeof *r->klds);
+        r->pdiffs = malloc(rows * sizeof *r->pdiffs);
     }
-    if (!logits || !chunk || (base && !levels) || (kld_mode && (!klds || !pdiffs))) {
-        cli_error("out of memory");
-        goto out;
-    }
-    if (base && !kld_mode) {
+    if (!r->logits || !r->chunk || (p->base && !r->levels) ||
+        (p->kld_mode && (!r->klds || !r->pdiffs)))
+        return cli_error("out of memory");
+    if (p->base && !p->kld_mode) {
         /* the base file llama.cpp's --kl-divergence reads */
-        int32_t hdr[3] = {n_ctx, n_vocab, (int32_t)n_chunk};
-        if (!(out = fopen(base, "wb")) || fwrite("_logits_", 1, 8, out) != 8 ||
-            fwrite(hdr, 4, 3, out) != 3 ||
-            fwrite(toks, sizeof *toks, (size_t)n_chunk * n_ctx, out) != (size_t)n_chunk * n_ctx) {
-            cli_error("%s: %s", base, strerror(errno));
-            goto out;
-        }
+        const int32_t hdr[3] = {r->n_ctx, r->n_vocab, (int32_t)r->n_chunk};
+        const size_t nt = (size_t)r->n_chunk * (size_t)r->n_ctx;
+        if (!(r->out = fopen(p->base, "wb")) || fwrite("_logits_", 1, 8, r->out) != 8 ||
+            fwrite(hdr, 4, 3, r->out) != 3 || fwrite(r->toks, sizeof *r->toks, nt, r->out) != nt)
+            return cli_error("%s: %s", p->base, strerror(errno));
     }
-    double nll = 0, nll2 = 0;
-    long count = 0;
-    kld_sums k = {0};
-    double t0 = pt_now();
-    for (long c = 0; c < n_chunk; c++) {
-        memcpy(chunk, toks + c * n_ctx, (size_t)n_ctx * sizeof *chunk);
-        if (add_bos) chunk[0] = bos;
-        if (kld_mode &&
-            fread(levels, sizeof *levels, (size_t)n_scored * nv, bf) != (size_t)n_scored * nv) {
-            cli_error("%s: truncated in the log-probabilities of chunk %ld", base, c + 1);
-            goto out;
-        }
-        pt_session_truncate(m.s, 0);
-        /* the first half only fills the cache; the rest is scored row by row */
-        if (pt_session_eval(m.s, chunk, first, NULL, 0, NULL, err, sizeof err)) {
-            cli_error("%s", err);
-            goto out;
-        }
-        for (int p = first; p < n_ctx - 1; p += n_batch) {
-            int n = n_ctx - 1 - p < n_batch ? n_ctx - 1 - p : n_batch;
-            if (pt_session_eval(m.s, chunk + p, n, logits, 1, NULL, err, sizeof err)) {
-                cli_error("%s", err);
-                goto out;
+    return 0;
+}
+
+/* Chunk c: its first half into the cache, then its scored rows, n_batch at a time, each
+ * scored (or compared with its base row). 0, or CLI_ERROR printed. */
+static int ppl_chunk(ppl_run *r, const ppl_args *p, long c) {
+    const int n_ctx = r->n_ctx, first = r->first;
+    const size_t nv = r->nv, words = (size_t)r->n_scored * nv;
+    memcpy(r->chunk, r->toks + c * n_ctx, (size_t)n_ctx * sizeof *r->chunk);
+    if (r->add_bos) r->chunk[0] = r->bos;
+    if (p->kld_mode && fread(r->levels, sizeof *r->levels, words, r->bf) != words)
+        return cli_error("%s: truncated in the log-probabilities of chunk %ld", p->base, c + 1);
+    pt_session_truncate(r->m.s, 0);
+    if (pt_session_eval(r->m.s, r->chunk, first, NULL, 0, NULL, r->err, sizeof r->err))
+        return cli_error("%s", r->err);
+    for (int at = first; at < n_ctx - 1; at += r->n_batch) {
+        const int n = n_ctx - 1 - at < r->n_batch ? n_ctx - 1 - at : r->n_batch;
+        if (pt_session_eval(r->m.s, r->chunk + at, n, r->logits, 1, NULL, r->err, sizeof r->err))
+            return cli_error("%s", r->err);
+        for (int i = 0; i < n; i++) {
+            /* the next token of the original text (only position 0 became BOS) */
+            const float *row = r->logits + (size_t)i * r->n_out;
+            const int32_t next = r->toks[c * n_ctx + at + i + 1];
+            const size_t row_at = (size_t)(at - first + i), slot = (size_t)c * r->n_scored + row_at;
+            if (p->kld_mode) {
+                r->klds[slot] = (float)kld_row(row, r->n_vocab, r->levels + row_at * nv, next,
+                                               &r->k, &r->pdiffs[slot]);
+                continue;
             }
-            for (int r = 0; r < n; r++) {
-                /* the next token of the original text (only position 0 became BOS) */
-                const float *row = logits + (size_t)r * n_out;
-                const int32_t next = toks[c * n_ctx + p + r + 1];
-                const size_t at = (size_t)(p - first + r);
-                double v;
-                if (kld_mode) {
-                    size_t slot = (size_t)c * n_scored + at;
-                    klds[slot] =
-                        (float)kld_row(row, n_vocab, levels + at * nv, next, &k, &pdiffs[slot]);
-                    continue;
-                }
-                v = base ? base_row(row, n_vocab, next, levels + at * nv)
-                         : nll_of(row, n_vocab, next);
-                nll += v, nll2 += v * v;
-            }
-            count += n;
+            const double v = p->base ? base_row(row, r->n_vocab, next, r->levels + row_at * nv)
+                                     : nll_of(row, r->n_vocab, next);
+            r->nll += v, r->nll2 += v * v;
         }
+        r->count += n;
+    }
+    if (r->out && fwrite(r->levels, sizeof *r->levels, words, r->out) != words)
+        return cli_error("%s: %s", p->base, strerror(errno));
+    return 0;
+}
+
+/* Every chunk, a line after each, and the final figures. 0, or CLI_ERROR printed. */
+static int ppl_score(ppl_run *r, const ppl_args *p) {
+    const double t0 = pt_now();
+    for (long c = 0; c < r->n_chunk; c++) {
+        if (ppl_chunk(r, p, c)) return CLI_ERROR;
         if (c == 0) {
             double dt = pt_now() - t0;
             fprintf(stderr, "petrel: %.2f seconds per pass - ETA %.2f minutes\n", dt,
-                    dt * n_chunk / 60.0);
-            if (kld_mode)
+                    dt * r->n_chunk / 60.0);
+            if (p->kld_mode)
                 printf("\nchunk             PPL               ln(PPL(Q)/PPL(base))          KL "
                        "Divergence              Δp RMS            Same top p\n");
         }
-        if (kld_mode) {
-            kld_line(c + 1, &k);
+        if (p->kld_mode) {
+            kld_line(c + 1, &r->k);
             continue;
         }
-        if (out &&
-            fwrite(levels, sizeof *levels, (size_t)n_scored * nv, out) != (size_t)n_scored * nv) {
-            cli_error("%s: %s", base, strerror(errno));
-            goto out;
-        }
-        printf("[%ld]%.4lf,", c + 1, exp(nll / count));
+        printf("[%ld]%.4lf,", c + 1, exp(r->nll / r->count));
         fflush(stdout);
     }
     printf("\n");
-    if (kld_mode) {
-        kld_report(&k, klds, pdiffs, (size_t)k.count);
+    if (p->kld_mode) {
+        kld_report(&r->k, r->klds, r->pdiffs, (size_t)r->k.count);
     } else {
-        double mean = nll / count, var = nll2 / count - mean * mean, ppl = exp(mean);
+        const double mean = r->nll / r->count, var = r->nll2 / r->count - mean * mean;
+        const double ppl = exp(mean);
         if (var > 0)
-            printf("Final estimate: PPL = %.4lf +/- %.5lf\n", ppl, sqrt(var / (count - 1)) * ppl);
+            printf("Final estimate: PPL = %.4lf +/- %.5lf\n", ppl,
+                   sqrt(var / (r->count - 1)) * ppl);
         else
             printf("Final estimate: PPL = %.4lf\n", ppl);
     }
-    if (out) {
-        FILE *o2 = out;
-        out = NULL;
-        if (fclose(o2)) {
-            cli_error("%s: %s", base, strerror(errno));
-            goto out;
-        }
+    if (r->out) {
+        FILE *o2 = r->out;
+        r->out = NULL;
+        if (fclose(o2)) return cli_error("%s: %s", p->base, strerror(errno));
     }
-    rc = CLI_OK;
-out:
-    if (out) fclose(out);
-    if (bf) fclose(bf);
-    free(logits);
-    free(chunk);
-    free(levels);
-    free(klds);
-    free(pdiffs);
-    free(btok);
-    pt_ids_free(&ids);
-    free(text);
-    tcli_close(&m);
+    return 0;
+}
+
+static void ppl_free(ppl_run *r) {
+    if (r->out) fclose(r->out);
+    if (r->bf) fclose(r->bf);
+    free(r->logits);
+    free(r->chunk);
+    free(r->levels);
+    free(r->klds);
+    free(r->pdiffs);
+    free(r->btok);
+    pt_ids_free(&r->ids);
+    pt_buf_free(&r->text);
+    tcli_close(&r->m);
+}
+
+/* The command on options cmd_perplexity owns. */
+static int perplexity_with(tcli_opts *o, int argc, char **argv) {
+    ppl_args p = {.o = o, .chunks = -1};
+    int rc;
+    if (ppl_parse(&p, argc, argv, &rc)) return rc;
+    ppl_run r;
+    memset(&r, 0, sizeof r);
+    rc = ppl_input(&r, &p, o);
+    if (!rc && tcli_open(o, &r.m, 0)) rc = CLI_ERROR;
+    if (!rc) {
+        r.n_ctx = pt_session_n_ctx(r.m.s);
+        r.n_vocab = pt_vocab_size(r.m.e), r.n_out = pt_engine_n_vocab(r.m.e);
+        /* every row's logits are kept ([n_batch][n_vocab]): a prompt block the plan
+         * made large for streaming is capped unless -b asked for it */
+        r.n_batch = pt_session_n_batch(r.m.s);
+        if (!o->n_batch && r.n_batch > PPL_MAX_BATCH) r.n_batch = PPL_MAX_BATCH;
+        r.bos = pt_token_bos(r.m.e);
+        rc = ppl_tokens(&r, &p);
+    }
+    if (!rc) {
+        fprintf(stderr, "petrel: %s over %ld chunks, n_ctx=%d, batch_size=%d\n",
+                p.kld_mode ? "KL divergence" : "perplexity", r.n_chunk, r.n_ctx, r.n_batch);
+        rc = ppl_alloc(&r, &p);
+    }
+    if (!rc) rc = ppl_score(&r, &p);
+    ppl_free(&r);
+    return rc;
+}
+
+int cmd_perplexity(int argc, char **argv) {
+    tcli_opts o;
+    tcli_opts_init(&o);
+    const int rc = perplexity_with(&o, argc, argv);
+    tcli_opts_free(&o);
     return rc;
 }

@@ -53,21 +53,15 @@
 
 #include "cli.h"
 #include "hub.h"
+#include "options.h"
 #include "petrel.h"
 
-#define HUB_DEFAULT_ENDPOINT "https://huggingface.co"
 #define HUB_MAX_LISTING (64L << 20) /* bytes of one page of the file listing */
 #define HUB_MAX_PAGES 100
 #define HUB_MAX_FILES 4096
 #define HUB_MAX_PATH 1024 /* bytes of a path inside a repository */
 #define HUB_TRIES 6       /* tries in a row without progress before giving up on a file */
 #define HUB_EXIT_INTERRUPTED 130
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* "1.23 GiB": b bytes in a static ring of buffers (several per printf). */
 static const char *fmt_bytes(double b) {
@@ -243,22 +237,40 @@ static int same_model(const hub_file *a, const hub_file *b) {
     return a->key_len == b->key_len && !memcmp(a->path, b->path, a->key_len);
 }
 
+/* The files of one model: their bytes, how many are complete and how many are .part files
+ * (marked by scan_repo), and the path of the first part when it is complete. */
+typedef struct model_sum {
+    int64_t bytes;
+    int parts, partial;
+    const char *path0;
+} model_sum;
+
+/* When files[i] is the first file of its model among files[0..n): 1, with the model's sums. */
+static int model_at(const hub_file *files, int n, int i, model_sum *m) {
+    for (int j = 0; j < i; j++)
+        if (same_model(&files[j], &files[i])) return 0;
+    memset(m, 0, sizeof *m);
+    for (int j = i; j < n; j++) {
+        if (!same_model(&files[j], &files[i])) continue;
+        const int part = files[j].sha256[0] == 'p';
+        m->bytes += files[j].size;
+        m->partial += part;
+        m->parts += !part;
+        if (!m->path0 && !part && files[j].part <= 1) m->path0 = files[j].path;
+    }
+    return 1;
+}
+
 /* Print the models of files[0..n) (one line each: its quant label, size and parts) to stderr. */
 static void list_models(const char *repo, const hub_file *files, int n) {
+    model_sum m;
     for (int i = 0; i < n; i++) {
-        int first = 1;
-        for (int j = 0; j < i && first; j++)
-            first = !same_model(&files[j], &files[i]);
-        if (!first) continue;
-        int64_t bytes = 0;
-        int parts = 0;
-        for (int j = i; j < n; j++)
-            if (same_model(&files[j], &files[i])) bytes += files[j].size, parts++;
+        if (!model_at(files, n, i, &m)) continue;
         char label[128];
         quant_label(&files[i], label, sizeof label);
-        fprintf(stderr, "  %s:%-14s %10s  %.*s%s", repo, label, fmt_bytes((double)bytes),
+        fprintf(stderr, "  %s:%-14s %10s  %.*s%s", repo, label, fmt_bytes((double)m.bytes),
                 (int)files[i].key_len, files[i].path, files[i].n_parts ? "" : ".gguf");
-        if (files[i].n_parts) fprintf(stderr, " (%d of %d parts)", parts, files[i].n_parts);
+        if (files[i].n_parts) fprintf(stderr, " (%d of %d parts)", m.parts, files[i].n_parts);
         fputc('\n', stderr);
     }
 }
@@ -327,28 +339,17 @@ typedef struct hub_ctx {
     hub_spec spec;
 } hub_ctx;
 
+/* A reply of the Hub read whole (the file listing, a search), and the headers petrel reads. */
 typedef struct membuf {
-    char *v;
-    size_t n, cap;
+    pt_buf b;        /* the body (at most HUB_MAX_LISTING bytes) */
     char next[2048]; /* the Link header's rel="next" URL */
     char xerr[64];   /* X-Error-Code */
 } membuf;
 
 static size_t mem_write(char *p, size_t sz, size_t nm, void *u) {
-    membuf *b = u;
+    membuf *m = u;
     size_t n = sz * nm;
-    if (b->n + n + 1 > (size_t)HUB_MAX_LISTING) return 0;
-    if (b->n + n + 1 > b->cap) {
-        size_t c = b->cap ? b->cap : 65536;
-        while (c < b->n + n + 1)
-            c *= 2;
-        char *v = realloc(b->v, c);
-        if (!v) return 0;
-        b->v = v, b->cap = c;
-    }
-    memcpy(b->v + b->n, p, n);
-    b->n += n;
-    b->v[b->n] = 0;
+    if (m->b.n + n + 1 > (size_t)HUB_MAX_LISTING || pt_buf_append(&m->b, p, n)) return 0;
     return n;
 }
 
@@ -473,8 +474,8 @@ static void suggest_repos(const hub_ctx *hc) {
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
     curl_easy_cleanup(c);
     curl_slist_free_all(h);
-    json_t *a = rc == CURLE_OK && status == 200 && b.v ? json_loads(b.v, 0, NULL) : NULL;
-    free(b.v);
+    json_t *a = rc == CURLE_OK && status == 200 && b.b.v ? json_loads(b.b.v, 0, NULL) : NULL;
+    pt_buf_free(&b.b);
     size_t i, shown = 0;
     json_t *e;
     json_array_foreach(a, i, e) {
@@ -565,20 +566,20 @@ static int fetch_listing(const hub_ctx *hc, hub_file *files) {
         curl_easy_cleanup(c);
         curl_slist_free_all(h);
         if (rc != CURLE_OK) {
-            free(b.v);
+            pt_buf_free(&b.b);
             cli_error("%s: cannot list the repository's files at %s: %s", hc->spec.repo, url,
                       *cerr ? cerr : curl_easy_strerror(rc));
             return -1;
         }
         if (status != 200) {
-            free(b.v);
+            pt_buf_free(&b.b);
             explain_status(hc, status, b.xerr, NULL);
             if (status == 404 || (status == 401 && !strcmp(b.xerr, "RepoNotFound")))
                 suggest_repos(hc);
             return -1;
         }
-        int bad = parse_listing(hc, b.v ? b.v : "", files, &n);
-        free(b.v);
+        int bad = parse_listing(hc, b.b.v ? b.b.v : "", files, &n);
+        pt_buf_free(&b.b);
         if (bad) return -1;
         /* the next page, only on the same endpoint */
         size_t el = strlen(hc->endpoint);
@@ -950,7 +951,7 @@ static void *worker(void *u) {
 static void show_progress(pool *p, int64_t total, int64_t start, double t0, int tty, int *step,
                           int final) {
     int64_t have = progress_bytes(p, 0);
-    double dt = now_s() - t0, rate = dt > 0.2 ? (double)(have - start) / dt : 0;
+    double dt = pt_now() - t0, rate = dt > 0.2 ? (double)(have - start) / dt : 0;
     double pct = total > 0 ? 100.0 * (double)have / (double)total : 100.0;
     char eta[32] = "--:--";
     if (rate > 0 && have < total) {
@@ -992,157 +993,182 @@ typedef struct pull_opts {
     int quiet; /* no progress */
 } pull_opts;
 
-/* Pull spec into the cache; the model's first file into path. CLI_OK, CLI_ERROR, CLI_USAGE or
- * HUB_EXIT_INTERRUPTED, everything said on stderr. */
-static int pull(const char *spec, const pull_opts *po, char *path, size_t cap) {
-    hub_ctx hc;
-    memset(&hc, 0, sizeof hc);
-    if (spec_parse(spec, &hc.spec)) return CLI_USAGE;
-    if (hub_models_dir(hc.models, sizeof hc.models))
+/* The Hub to ask (HF_ENDPOINT, HF_TOKEN) and the cache to fill, for spec. 0, or the exit
+ * status with the message printed. */
+static int hub_setup(hub_ctx *hc, const char *spec) {
+    memset(hc, 0, sizeof *hc);
+    if (spec_parse(spec, &hc->spec)) return CLI_USAGE;
+    if (hub_models_dir(hc->models, sizeof hc->models))
         return cli_error("no folder for the model cache: set PETREL_CACHE, XDG_CACHE_HOME or "
                          "HOME");
     const char *ep = getenv("HF_ENDPOINT");
-    snprintf(hc.endpoint, sizeof hc.endpoint, "%s", ep && *ep ? ep : HUB_DEFAULT_ENDPOINT);
-    for (size_t l = strlen(hc.endpoint); l > 0 && hc.endpoint[l - 1] == '/'; l--)
-        hc.endpoint[l - 1] = 0;
+    snprintf(hc->endpoint, sizeof hc->endpoint, "%s", ep && *ep ? ep : HUB_DEFAULT_ENDPOINT);
+    for (size_t l = strlen(hc->endpoint); l > 0 && hc->endpoint[l - 1] == '/'; l--)
+        hc->endpoint[l - 1] = 0;
     const char *tok = getenv("HF_TOKEN");
-    hc.token = tok && *tok ? tok : NULL;
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-        return cli_error("cannot initialise libcurl");
+    hc->token = tok && *tok ? tok : NULL;
+    return 0;
+}
 
-    hub_file *files = calloc(HUB_MAX_FILES, sizeof *files);
-    job *jobs = NULL;
-    int rc = CLI_ERROR, n = -1;
-    if (!files) {
-        cli_error("out of memory");
-        goto out;
-    }
-    fprintf(stderr, "petrel: listing %s on %s\n", hc.spec.repo, hc.endpoint);
-    n = fetch_listing(&hc, files);
-    if (n < 0) goto out;
-    int pick[HUB_MAX_FILES];
-    char where[1200];
-    snprintf(where, sizeof where, "on %s", hc.endpoint);
-    int np = select_model(hc.spec.repo, hc.spec.quant, files, n, pick, where, 0);
-    if (np < 0) goto out;
+/* What the chosen files need: the bytes in all, already here (complete files and .parts),
+ * still to fetch, and the files still to fetch. */
+typedef struct pull_plan {
+    int64_t total, have, need;
+    int todo;
+} pull_plan;
 
-    jobs = calloc((size_t)np, sizeof *jobs);
-    if (!jobs) {
-        cli_error("out of memory");
-        goto out;
-    }
-    int64_t total = 0, have = 0, need = 0;
-    int todo = 0;
+/* A job for each of the np picked files (its paths, what of it is here; folders made). 0, or
+ * -1 with the message printed. */
+static int plan_jobs(const hub_ctx *hc, const hub_file *files, const int *pick, int np, job *jobs,
+                     pull_plan *pp) {
+    memset(pp, 0, sizeof *pp);
     for (int k = 0; k < np; k++) {
         job *j = &jobs[k];
-        j->hc = &hc, j->f = &files[pick[k]], j->fd = -1;
-        if (snprintf(j->dest, sizeof j->dest, "%s/%s/%s", hc.models, hc.spec.repo, j->f->path) >=
-            (int)sizeof j->dest) {
-            cli_error("%s/%s/%s: path too long", hc.models, hc.spec.repo, j->f->path);
-            goto out;
-        }
+        j->hc = hc, j->f = &files[pick[k]], j->fd = -1;
+        if (snprintf(j->dest, sizeof j->dest, "%s/%s/%s", hc->models, hc->spec.repo, j->f->path) >=
+            (int)sizeof j->dest)
+            return cli_error("%s/%s/%s: path too long", hc->models, hc->spec.repo, j->f->path), -1;
         snprintf(j->part, sizeof j->part, "%s.part", j->dest);
-        total += j->f->size;
+        pp->total += j->f->size;
         struct stat st;
         if (stat(j->dest, &st) == 0 && st.st_size == j->f->size) {
             j->state = JOB_DONE; /* saved under its final name only after its check */
             j->have = j->start = j->f->size;
-            have += j->f->size;
+            pp->have += j->f->size;
             continue;
         }
-        todo++;
+        pp->todo++;
         int64_t part = stat(j->part, &st) == 0 && st.st_size <= j->f->size ? st.st_size : 0;
-        have += part;
-        need += j->f->size - part;
+        pp->have += part;
+        pp->need += j->f->size - part;
         j->have = j->start = part;
-        if (mkdirs_for(j->dest) != 0) {
-            cli_error("cannot create the folder of %s: %s", j->dest, strerror(errno));
-            goto out;
-        }
+        if (mkdirs_for(j->dest) != 0)
+            return cli_error("cannot create the folder of %s: %s", j->dest, strerror(errno)), -1;
     }
+    return 0;
+}
+
+/* Download the jobs not done yet, po->jobs files at a time, with the progress on stderr until
+ * the last one ends; Ctrl-C (or SIGTERM) stops the transfers and keeps the .part files. CLI_OK,
+ * CLI_ERROR (a file failed, its message printed) or HUB_EXIT_INTERRUPTED; *got and *secs: the
+ * bytes fetched and the time it took. */
+static int download(job *jobs, int np, int64_t total, const pull_opts *po, int64_t *got,
+                    double *secs) {
+    struct sigaction sa, old_int, old_term;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    pull_interrupted = 0;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    job *q[HUB_MAX_FILES];
+    int64_t base = 0; /* bytes of the files already complete */
+    int nq = 0;
+    for (int k = 0; k < np; k++)
+        if (jobs[k].state == JOB_DONE)
+            base += jobs[k].f->size;
+        else
+            q[nq++] = &jobs[k];
+    pull_tty = !po->quiet && isatty(2);
+    pool w = {q, nq, 0, 0, base, PTHREAD_MUTEX_INITIALIZER};
+    pthread_t th[16];
+    int started = 0, nw = po->jobs < nq ? po->jobs : nq;
+    for (; started < nw && started < 16; started++)
+        if (pthread_create(&th[started], NULL, worker, &w) != 0) break;
+    if (!started) worker(&w);
+    const double t0 = pt_now();
+    int step = -1, tty = pull_tty;
+    int64_t start = progress_bytes(&w, 1);
+    for (;;) {
+        pthread_mutex_lock(&w.mu);
+        int d = w.done;
+        pthread_mutex_unlock(&w.mu);
+        if (d == nq) break;
+        if (!po->quiet) show_progress(&w, total, start, t0, tty, &step, 0);
+        struct timespec ts = {0, tty ? 200 * 1000 * 1000 : 250 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    for (int k = 0; k < started; k++)
+        pthread_join(th[k], NULL);
+    if (!po->quiet) show_progress(&w, total, start, t0, tty, &step, 1);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    int failed = 0, intr = 0;
+    *got = 0;
+    for (int k = 0; k < nq; k++) {
+        failed += q[k]->state == JOB_FAILED;
+        intr += q[k]->state == JOB_INTERRUPTED;
+        *got += q[k]->have - q[k]->start;
+    }
+    *secs = pt_now() - t0;
+    return failed ? CLI_ERROR : intr ? HUB_EXIT_INTERRUPTED : CLI_OK;
+}
+
+/* Fetch the picked files that are not in the cache yet (after checking the disk's free
+ * space), saying what happens on stderr. CLI_OK, CLI_ERROR or HUB_EXIT_INTERRUPTED. */
+static int fetch_model(const hub_ctx *hc, const char *spec, const hub_file *files, const int *pick,
+                       int np, job *jobs, const pull_opts *po) {
+    pull_plan pp;
+    if (plan_jobs(hc, files, pick, np, jobs, &pp)) return CLI_ERROR;
     char label[128];
     quant_label(&files[pick[0]], label, sizeof label);
-    if (!todo) {
-        fprintf(stderr, "petrel: %s:%s is already in the cache (%s, %d file%s)\n", hc.spec.repo,
-                label, fmt_bytes((double)total), np, np > 1 ? "s" : "");
-    } else {
-        int64_t fb = free_bytes(jobs[0].dest);
-        if (fb >= 0 && fb < need) {
-            cli_error("not enough disk space in %s/%s: the download needs %s more (%s in all, %s "
-                      "already here) but %s is free",
-                      hc.models, hc.spec.repo, fmt_bytes((double)need), fmt_bytes((double)total),
-                      fmt_bytes((double)have), fmt_bytes((double)fb));
-            goto out;
-        }
-        fprintf(stderr, "petrel: pulling %s:%s: %d file%s, %s (%s already here) into %s/%s\n",
-                hc.spec.repo, label, np, np > 1 ? "s" : "", fmt_bytes((double)total),
-                fmt_bytes((double)have), hc.models, hc.spec.repo);
-        /* Ctrl-C: stop the transfers, keep the .part files */
-        struct sigaction sa, old_int, old_term;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_sigint;
-        sigemptyset(&sa.sa_mask);
-        pull_interrupted = 0;
-        sigaction(SIGINT, &sa, &old_int);
-        sigaction(SIGTERM, &sa, &old_term);
-        job *q[HUB_MAX_FILES];
-        int64_t base = 0; /* bytes of the files already complete */
-        int nq = 0;
-        for (int k = 0; k < np; k++)
-            if (jobs[k].state == JOB_DONE)
-                base += jobs[k].f->size;
-            else
-                q[nq++] = &jobs[k];
-        pull_tty = !po->quiet && isatty(2);
-        pool w = {q, nq, 0, 0, base, PTHREAD_MUTEX_INITIALIZER};
-        pthread_t th[16];
-        int started = 0, nw = po->jobs < nq ? po->jobs : nq;
-        for (; started < nw && started < 16; started++)
-            if (pthread_create(&th[started], NULL, worker, &w) != 0) break;
-        if (!started) worker(&w);
-        double t0 = now_s();
-        int step = -1, tty = pull_tty;
-        int64_t start = progress_bytes(&w, 1);
-        for (;;) {
-            pthread_mutex_lock(&w.mu);
-            int d = w.done;
-            pthread_mutex_unlock(&w.mu);
-            if (d == nq) break;
-            if (!po->quiet) show_progress(&w, total, start, t0, tty, &step, 0);
-            struct timespec ts = {0, tty ? 200 * 1000 * 1000 : 250 * 1000 * 1000};
-            nanosleep(&ts, NULL);
-        }
-        for (int k = 0; k < started; k++)
-            pthread_join(th[k], NULL);
-        if (!po->quiet) show_progress(&w, total, start, t0, tty, &step, 1);
-        sigaction(SIGINT, &old_int, NULL);
-        sigaction(SIGTERM, &old_term, NULL);
-        int failed = 0, intr = 0;
-        int64_t got = 0;
-        for (int k = 0; k < nq; k++) {
-            failed += q[k]->state == JOB_FAILED;
-            intr += q[k]->state == JOB_INTERRUPTED;
-            got += q[k]->have - q[k]->start;
-        }
-        double dt = now_s() - t0;
-        if (failed) goto out;
-        if (intr) {
-            cli_error("interrupted: what was downloaded is kept in the .part files under %s/%s; "
-                      "run `petrel pull %s` again to resume",
-                      hc.models, hc.spec.repo, spec);
-            rc = HUB_EXIT_INTERRUPTED;
-            goto out;
-        }
+    const char *repo = hc->spec.repo;
+    if (!pp.todo) {
+        fprintf(stderr, "petrel: %s:%s is already in the cache (%s, %d file%s)\n", repo, label,
+                fmt_bytes((double)pp.total), np, np > 1 ? "s" : "");
+        return CLI_OK;
+    }
+    int64_t fb = free_bytes(jobs[0].dest);
+    if (fb >= 0 && fb < pp.need)
+        return cli_error("not enough disk space in %s/%s: the download needs %s more (%s in all, "
+                         "%s already here) but %s is free",
+                         hc->models, repo, fmt_bytes((double)pp.need), fmt_bytes((double)pp.total),
+                         fmt_bytes((double)pp.have), fmt_bytes((double)fb));
+    fprintf(stderr, "petrel: pulling %s:%s: %d file%s, %s (%s already here) into %s/%s\n", repo,
+            label, np, np > 1 ? "s" : "", fmt_bytes((double)pp.total), fmt_bytes((double)pp.have),
+            hc->models, repo);
+    int64_t got;
+    double dt;
+    const int rc = download(jobs, np, pp.total, po, &got, &dt);
+    if (rc == HUB_EXIT_INTERRUPTED)
+        cli_error("interrupted: what was downloaded is kept in the .part files under %s/%s; "
+                  "run `petrel pull %s` again to resume",
+                  hc->models, repo, spec);
+    else if (rc == CLI_OK)
         fprintf(stderr, "petrel: downloaded %s in %.1f s (%s/s); every file's %s checked\n",
                 fmt_bytes((double)got), dt, fmt_bytes(dt > 0 ? (double)got / dt : 0),
                 *files[pick[0]].sha256 ? "SHA-256" : "checksum");
+    return rc;
+}
+
+/* Pull spec into the cache; the model's first file into path. CLI_OK, CLI_ERROR, CLI_USAGE or
+ * HUB_EXIT_INTERRUPTED, everything said on stderr. */
+static int pull(const char *spec, const pull_opts *po, char *path, size_t cap) {
+    hub_ctx hc;
+    int rc = hub_setup(&hc, spec);
+    if (rc) return rc;
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+        return cli_error("cannot initialise libcurl");
+    hub_file *files = calloc(HUB_MAX_FILES, sizeof *files);
+    job *jobs = NULL;
+    int n = -1, np = -1, pick[HUB_MAX_FILES];
+    rc = CLI_ERROR;
+    if (!files) {
+        cli_error("out of memory");
+    } else {
+        fprintf(stderr, "petrel: listing %s on %s\n", hc.spec.repo, hc.endpoint);
+        n = fetch_listing(&hc, files);
     }
-    snprintf(path, cap, "%s", jobs[0].dest);
-    rc = CLI_OK;
-out:
-    if (files)
-        for (int i = 0; i < (n > 0 ? n : 0); i++)
-            free(files[i].path);
+    if (n >= 0) {
+        char where[1200];
+        snprintf(where, sizeof where, "on %s", hc.endpoint);
+        np = select_model(hc.spec.repo, hc.spec.quant, files, n, pick, where, 0);
+    }
+    if (np > 0 && !(jobs = calloc((size_t)np, sizeof *jobs))) cli_error("out of memory");
+    if (jobs) rc = fetch_model(&hc, spec, files, pick, np, jobs, po);
+    if (rc == CLI_OK) snprintf(path, cap, "%s", jobs[0].dest);
+    for (int i = 0; i < (n > 0 ? n : 0); i++)
+        free(files[i].path);
     free(files);
     free(jobs);
     curl_global_cleanup();
@@ -1210,7 +1236,7 @@ int hub_model_path(const char *spec, char *path, size_t cap) {
         if (np > 0 && np <= 64) return CLI_OK;
     }
     fprintf(stderr, "petrel: %s is not in the model cache yet: pulling it\n", spec);
-    pull_opts po = {4, 0};
+    pull_opts po = {PULL_DEFAULT_JOBS, 0};
     int rc = pull(spec, &po, path, cap);
     if (rc == CLI_OK)
         fprintf(stderr,
@@ -1220,17 +1246,37 @@ int hub_model_path(const char *spec, char *path, size_t cap) {
     return rc;
 }
 
-int cmd_list(int argc, char **argv) {
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: petrel list\n"
-                   "  The models in petrel's cache (see `petrel pull`), with their sizes;\n"
-                   "  incomplete downloads are marked (`petrel pull` resumes them).\n");
-            return CLI_OK;
-        }
-        fprintf(stderr, "petrel list: unexpected argument '%s'\nusage: petrel list\n", argv[i]);
-        return CLI_USAGE;
+/* The models of one repository folder of the cache, a line each on stdout (incomplete ones
+ * marked); their count and bytes added to *n_models and *all. */
+static void list_repo(const char *rdir, const char *repo, hub_file *files, int *n_models,
+                      int64_t *all) {
+    int n = 0;
+    scan_repo(rdir, "", files, &n, 1);
+    qsort(files, (size_t)n, sizeof *files, cmp_file);
+    model_sum m;
+    for (int i = 0; i < n; i++) {
+        if (!model_at(files, n, i, &m)) continue;
+        const int np = files[i].n_parts ? files[i].n_parts : 1;
+        char label[128], spec[800];
+        quant_label(&files[i], label, sizeof label);
+        snprintf(spec, sizeof spec, "%s:%s", repo, label);
+        *all += m.bytes;
+        (*n_models)++;
+        if (m.parts == np && !m.partial)
+            printf("%-50s %10s  %s/%s%s\n", spec, fmt_bytes((double)m.bytes), rdir, m.path0,
+                   np > 1 ? " (split)" : "");
+        else
+            printf("%-50s %10s  incomplete: %d of %d file%s complete; `petrel pull %s` "
+                   "resumes it\n",
+                   spec, fmt_bytes((double)m.bytes), m.parts, np, np > 1 ? "s" : "", spec);
     }
+    for (int i = 0; i < n; i++)
+        free(files[i].path);
+}
+
+int cmd_list(int argc, char **argv) {
+    int status;
+    if (cli_parse("list", argc, argv, NULL, NULL, &status)) return status;
     char models[PATH_MAX];
     if (hub_models_dir(models, sizeof models))
         return cli_error("no folder for the model cache: set PETREL_CACHE, XDG_CACHE_HOME or "
@@ -1252,40 +1298,7 @@ int cmd_list(int argc, char **argv) {
             char rdir[PATH_MAX + 512], repo[600];
             snprintf(rdir, sizeof rdir, "%s/%s", odir, re->d_name);
             snprintf(repo, sizeof repo, "%s/%s", oe->d_name, re->d_name);
-            int n = 0;
-            scan_repo(rdir, "", files, &n, 1);
-            qsort(files, (size_t)n, sizeof *files, cmp_file);
-            for (int i = 0; i < n; i++) {
-                int first = 1;
-                for (int j = 0; j < i && first; j++)
-                    first = !same_model(&files[j], &files[i]);
-                if (!first) continue;
-                int64_t bytes = 0;
-                int parts = 0, partial = 0, np = files[i].n_parts ? files[i].n_parts : 1;
-                const char *path0 = NULL;
-                for (int j = i; j < n; j++)
-                    if (same_model(&files[j], &files[i])) {
-                        bytes += files[j].size;
-                        partial += files[j].sha256[0] == 'p';
-                        parts += files[j].sha256[0] != 'p';
-                        if (!path0 && files[j].sha256[0] != 'p' && files[j].part <= 1)
-                            path0 = files[j].path;
-                    }
-                char label[128], spec[800];
-                quant_label(&files[i], label, sizeof label);
-                snprintf(spec, sizeof spec, "%s:%s", repo, label);
-                all += bytes;
-                n_models++;
-                if (parts == np && !partial)
-                    printf("%-50s %10s  %s/%s%s\n", spec, fmt_bytes((double)bytes), rdir, path0,
-                           np > 1 ? " (split)" : "");
-                else
-                    printf("%-50s %10s  incomplete: %d of %d file%s complete; `petrel pull %s` "
-                           "resumes it\n",
-                           spec, fmt_bytes((double)bytes), parts, np, np > 1 ? "s" : "", spec);
-            }
-            for (int i = 0; i < n; i++)
-                free(files[i].path);
+            list_repo(rdir, repo, files, &n_models, &all);
         }
         if (rd) closedir(rd);
     }
@@ -1300,61 +1313,36 @@ int cmd_list(int argc, char **argv) {
     return CLI_OK;
 }
 
-static void pull_usage(FILE *f) {
-    fprintf(f,
-            "usage: petrel pull OWNER/NAME[:QUANT] [--pack | --no-pack] [-j N]\n"
-            "  Download a GGUF model from the Hugging Face Hub into petrel's cache and print its\n"
-            "  path. QUANT (e.g. Q4_K_M) is matched case-insensitively against the file names;\n"
-            "  every part of a split model is fetched. Resumable: run it again after a cut or\n"
-            "  Ctrl-C. Every file is checked against the SHA-256 the Hub lists for it.\n"
-            "  --pack        write the expert pack after the download (petrel pack)\n"
-            "  --no-pack     do not offer to\n"
-            "  -j N          files downloaded at a time (1 to 16, default 4)\n"
-            "environment: HF_TOKEN (gated or private repositories), HF_ENDPOINT (a mirror,\n"
-            "default %s), PETREL_CACHE (the cache folder)\n",
-            HUB_DEFAULT_ENDPOINT);
+/* pull's options. */
+typedef struct pull_args {
+    const char *spec; /* OWNER/NAME[:QUANT] */
+    int pack;         /* --pack 1, --no-pack 0; -1: ask */
+    pull_opts po;
+} pull_args;
+
+static int pull_option(void *ud, const cli_args *a, const cli_val *v) {
+    pull_args *pa = ud;
+    (void)a;
+    if (v->id == OPT_ARG) pa->spec = v->s;
+    if (v->id == OPT_JOBS) pa->po.jobs = (int)v->n;
+    if (v->id != OPT_WRITE_PACK && v->id != OPT_NO_WRITE_PACK) return 0;
+    const int want = v->id == OPT_WRITE_PACK;
+    if (pa->pack >= 0 && pa->pack != want)
+        return fprintf(stderr, "petrel pull: --pack and --no-pack contradict each other: give "
+                               "one\n"),
+               -1;
+    pa->pack = want;
+    return 0;
 }
 
 int cmd_pull(int argc, char **argv) {
-    const char *spec = NULL;
-    int pack = -1;
-    pull_opts po = {4, 0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            pull_usage(stdout);
-            return CLI_OK;
-        } else if (!strcmp(a, "--pack") || !strcmp(a, "--no-pack")) {
-            if (pack >= 0 && pack != (a[2] == 'p')) {
-                fprintf(stderr, "petrel pull: --pack and --no-pack contradict each other: give "
-                                "one\n");
-                return CLI_USAGE;
-            }
-            pack = a[2] == 'p';
-        } else if (!strcmp(a, "-j") || !strcmp(a, "--jobs")) {
-            char *end;
-            long v = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : 0;
-            if (i + 1 >= argc || *end || v < 1 || v > 16) {
-                fprintf(stderr,
-                        "petrel pull: invalid value '%s' for %s: expected an integer "
-                        "from 1 to 16\n",
-                        i + 1 < argc ? argv[i + 1] : "", a);
-                return CLI_USAGE;
-            }
-            po.jobs = (int)v;
-            i++;
-        } else if (a[0] != '-' && !spec) {
-            spec = a;
-        } else {
-            fprintf(stderr, "petrel pull: unexpected argument '%s'\n", a);
-            pull_usage(stderr);
-            return CLI_USAGE;
-        }
-    }
-    if (!spec) {
-        pull_usage(stderr);
-        return CLI_USAGE;
-    }
+    pull_args pa = {.pack = -1, .po = {PULL_DEFAULT_JOBS, 0}};
+    int status;
+    if (cli_parse("pull", argc, argv, pull_option, &pa, &status)) return status;
+    if (!pa.spec) return cli_usage_error("pull", "which model? (OWNER/NAME[:QUANT])");
+    const char *spec = pa.spec;
+    const pull_opts po = pa.po;
+    int pack = pa.pack;
     char path[PATH_MAX + 1100];
     int rc = pull(spec, &po, path, sizeof path);
     if (rc != CLI_OK) return rc;

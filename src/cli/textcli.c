@@ -8,10 +8,8 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "front/helpers.h"
 #include "hub.h"
-
-#define TCLI_STR_(x) #x
-#define TCLI_STR(x) TCLI_STR_(x) /* a number macro as a string literal */
 
 volatile sig_atomic_t tcli_interrupted;
 
@@ -52,53 +50,25 @@ void tcli_opts_free(tcli_opts *o) {
     o->grammar = NULL;
 }
 
-/* Read a whole file (NUL-terminated, malloc'd); NULL on failure (errno set). */
-static char *read_text_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n + 65536 + 1 > cap) {
-            cap = cap ? cap * 2 : 65536 * 2;
-            char *b = cap > (64u << 20) ? NULL : realloc(buf, cap);
-            if (!b) {
-                free(buf);
-                fclose(f);
-                errno = EFBIG;
-                return NULL;
-            }
-            buf = b;
-        }
-        size_t r = fread(buf + n, 1, 65536, f);
-        n += r;
-        if (r < 65536) break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        errno = EIO;
-        return NULL;
-    }
-    buf[n] = 0;
-    return buf;
-}
+/* The largest grammar or schema file read (--grammar-file, --json-schema-file). */
+#define TCLI_MAX_GRAMMAR_FILE (64u << 20)
 
 /* The grammar flags: --grammar GBNF, --grammar-file FILE, -j/--json-schema SCHEMA,
  * --json-schema-file FILE (llama.cpp's names). The grammar is checked here (syntax, schema
  * subset), so a bad one is a usage error naming the flag; one of the four at most. */
-static int grammar_flag(const char *cmd, const char *a, const char *v, tcli_opts *o) {
+static int grammar_flag(const char *cmd, const cli_val *opt, tcli_opts *o) {
+    const char *a = opt->name, *v = opt->s;
     if (o->grammar) {
         fprintf(stderr, "petrel %s: %s and %s contradict each other: give one grammar\n", cmd,
                 o->grammar_flag, a);
         return -1;
     }
-    const int file = !strcmp(a, "--grammar-file") || !strcmp(a, "--json-schema-file");
-    const int schema =
-        !strcmp(a, "-j") || !strcmp(a, "--json-schema") || !strcmp(a, "--json-schema-file");
-    char *text = file ? read_text_file(v) : strdup(v);
+    const int file = opt->id == OPT_GRAMMAR_FILE || opt->id == OPT_JSON_SCHEMA_FILE;
+    const int schema = opt->id == OPT_JSON_SCHEMA || opt->id == OPT_JSON_SCHEMA_FILE;
+    pt_buf fb = {0};
+    char *text = !file ? strdup(v) : fe_read_file(v, TCLI_MAX_GRAMMAR_FILE, &fb) ? NULL : fb.v;
     if (!text) {
+        pt_buf_free(&fb);
         fprintf(stderr, "petrel %s: invalid value '%s' for %s: %s\n", cmd, v, a,
                 file ? strerror(errno) : "out of memory");
         return -1;
@@ -127,52 +97,25 @@ static int grammar_flag(const char *cmd, const char *a, const char *v, tcli_opts
     return 0;
 }
 
-static int parse_long(const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) return -1;
-    *out = v;
-    return 0;
-}
-
-static int parse_float(const char *s, double lo, double hi, float *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !(v >= lo && v <= hi)) return -1;
-    *out = (float)v;
-    return 0;
-}
-
-enum {
-    TCLI_GIVEN_GREEDY = 1u << 0,
-    TCLI_GIVEN_TEMP = 1u << 1, /* a temperature above 0 */
-    TCLI_GIVEN_SLOTS = 1u << 2,
-    TCLI_GIVEN_MMAP = 1u << 3,
-    TCLI_GIVEN_PACK = 1u << 4,
-    TCLI_GIVEN_NO_PACK = 1u << 5,
-    TCLI_GIVEN_PIN = 1u << 6,
-    TCLI_GIVEN_NO_PIN = 1u << 7,
-};
-
-/* The exclusive pairs: a bit, the other one, and how to say it. */
+/* The exclusive pairs: two options, and how to say it (--temp counts when above 0). */
 static const struct {
-    unsigned a, b;
+    int a, b;
     const char *what;
 } tcli_exclusive[] = {
-    {TCLI_GIVEN_GREEDY, TCLI_GIVEN_TEMP, "--greedy and --temp above 0"},
-    {TCLI_GIVEN_SLOTS, TCLI_GIVEN_MMAP, "--expert-slots and --mmap-experts"},
-    {TCLI_GIVEN_PACK, TCLI_GIVEN_NO_PACK, "--pack and --no-pack"},
-    {TCLI_GIVEN_PIN, TCLI_GIVEN_NO_PIN, "--pin-gb and --no-pin"},
+    {OPT_GREEDY, OPT_TEMP, "--greedy and --temp above 0"},
+    {OPT_EXPERT_SLOTS, OPT_MMAP_EXPERTS, "--expert-slots and --mmap-experts"},
+    {OPT_PACK, OPT_NO_PACK, "--pack and --no-pack"},
+    {OPT_PIN_GB, OPT_NO_PIN, "--pin-gb and --no-pin"},
 };
 
-/* Record that a flag of an exclusive pair was given: 0, or -1 (message printed)
- * when the other one was given too. */
-static int given(const char *cmd, tcli_opts *o, unsigned bit) {
-    o->given |= bit;
+_Static_assert(OPT_SHARED_END <= 64, "tcli_opts.given holds a bit per shared option");
+
+/* Record that option id, of an exclusive pair, was given: 0, or -1 (message printed) when the
+ * other one was given too. */
+static int given(const char *cmd, tcli_opts *o, int id) {
+    o->given |= 1ull << id;
     for (size_t k = 0; k < sizeof tcli_exclusive / sizeof tcli_exclusive[0]; k++)
-        if ((o->given & tcli_exclusive[k].a) && (o->given & tcli_exclusive[k].b)) {
+        if ((o->given >> tcli_exclusive[k].a & 1) && (o->given >> tcli_exclusive[k].b & 1)) {
             fprintf(stderr, "petrel %s: %s contradict each other: give one\n", cmd,
                     tcli_exclusive[k].what);
             return -1;
@@ -180,226 +123,96 @@ static int given(const char *cmd, tcli_opts *o, unsigned bit) {
     return 0;
 }
 
-int tcli_parse(const char *cmd, int argc, char **argv, int *i, tcli_opts *o) {
-    const char *a = argv[*i];
-    const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
-    long n;
-    float f;
-#define NEEDV()                                                                                    \
-    do {                                                                                           \
-        if (!v) {                                                                                  \
-            fprintf(stderr, "petrel %s: %s needs a value\n", cmd, a);                              \
-            return -1;                                                                             \
-        }                                                                                          \
-        (*i)++;                                                                                    \
-    } while (0)
-/* one line naming the flag and what it accepts, exit status 2 (the caller) */
-#define BADR(range)                                                                                \
-    do {                                                                                           \
-        fprintf(stderr, "petrel %s: invalid value '%s' for %s: expected %s\n", cmd, v, a, range);  \
-        return -1;                                                                                 \
-    } while (0)
-#define IS(x) (!strcmp(a, x))
-    if (IS("-m") || IS("--model")) {
-        NEEDV();
-        o->model = v;
-    } else if (IS("-hf") || IS("--hf-repo")) {
-        NEEDV();
-        o->hf = v;
-    } else if (IS("-t") || IS("--threads")) {
-        NEEDV();
-        if (parse_long(v, 1, 1024, &o->threads))
-            BADR("an integer from 1 to 1024 (leave -t out for all cores)");
-    } else if (IS("-c") || IS("--ctx-size")) {
-        NEEDV();
-        if (parse_long(v, 1, 1 << 26, &o->n_ctx)) BADR("an integer from 1 to 67108864");
-    } else if (IS("-ctk") || IS("--cache-type-k") || IS("-ctv") || IS("--cache-type-v")) {
-        NEEDV();
-        const int t = pt_kv_type_parse(v);
-        if (t < 0) BADR("f32, f16, bf16, q8_0 or q4_0");
-        *(IS("-ctk") || IS("--cache-type-k") ? &o->ep.cache_type_k : &o->ep.cache_type_v) = t;
-    } else if (IS("--kv-ram-mb")) {
-        NEEDV();
-        char *end = NULL;
-        const double mb = strtod(v, &end);
-        if (!end || *end || !(mb > 0) || mb > 1073741824.0)
-            BADR("a size in MiB above 0 (0.5 and 4096 are sizes)");
-        o->ep.kv_ram_mb = mb;
-    } else if (IS("-b") || IS("--batch-size")) {
-        NEEDV();
-        if (parse_long(v, 1, 1 << 16, &o->n_batch)) BADR("an integer from 1 to 65536");
-    } else if (IS("-n") || IS("--max-tokens") || IS("--n-predict")) {
-        NEEDV();
-        if (parse_long(v, -1, 1 << 24, &o->n_gen))
-            BADR("an integer from 0 to 16777216, or -1 (until end of generation)");
-    } else if (IS("--kernels")) {
-        NEEDV();
-        if (!strcmp(v, "best"))
-            o->kernels = PT_KERNELS_BEST;
-        else if (!strcmp(v, "scalar"))
-            o->kernels = PT_KERNELS_SCALAR;
-        else if (!strcmp(v, "avx2"))
-            o->kernels = PT_KERNELS_AVX2;
-        else if (!strcmp(v, "avx512"))
-            o->kernels = PT_KERNELS_AVX512;
-        else
-            BADR("best, avx512, avx2 or scalar");
-    } else if (IS("--expert-slots")) {
-        NEEDV();
-        if (parse_long(v, 1, 1 << 20, &n)) BADR("an integer from 1 to 1048576");
-        o->ep.expert_slots = (int)n;
-        if (given(cmd, o, TCLI_GIVEN_SLOTS)) return -1;
-    } else if (IS("--mmap-experts")) {
-        o->ep.expert_slots = PT_EXPERTS_MMAP;
-        if (given(cmd, o, TCLI_GIVEN_MMAP)) return -1;
-    } else if (IS("--ram")) {
-        NEEDV();
-        if (parse_float(v, 1e-6, 1e9, &f)) BADR("a number of GB above 0 (at most 1e9)");
-        o->ep.ram_gb = f;
-    } else if (IS("--expert-policy")) {
-        NEEDV();
-        if (!strcmp(v, "lru"))
-            o->ep.expert_policy = PT_POLICY_LRU;
-        else if (!strcmp(v, "lfu"))
-            o->ep.expert_policy = PT_POLICY_LFU;
-        else
-            BADR("lfu or lru");
-    } else if (IS("--io")) {
-        NEEDV();
-        if (!strcmp(v, "auto"))
-            o->ep.io = PT_IO_AUTO;
-        else if (!strcmp(v, "uring"))
-            o->ep.io = PT_IO_URING;
-        else if (!strcmp(v, "pread"))
-            o->ep.io = PT_IO_PREAD;
-        else
-            BADR("auto, uring or pread");
-    } else if (IS("--pack")) {
-        NEEDV();
-        o->ep.pack_path = v;
-        if (given(cmd, o, TCLI_GIVEN_PACK)) return -1;
-    } else if (IS("--no-pack")) {
-        o->ep.no_pack = 1;
-        if (given(cmd, o, TCLI_GIVEN_NO_PACK)) return -1;
-    } else if (IS("--no-verify")) {
-        o->ep.no_verify = 1;
-    } else if (IS("--pin-gb")) {
-        NEEDV();
-        if (parse_float(v, 1e-6, 1e9, &f)) BADR("a number of GB above 0 (at most 1e9)");
-        o->ep.pin_gb = f;
-        if (given(cmd, o, TCLI_GIVEN_PIN)) return -1;
-    } else if (IS("--no-pin")) {
-        o->ep.no_pin = 1;
-        if (given(cmd, o, TCLI_GIVEN_NO_PIN)) return -1;
-    } else if (IS("--prefetch")) {
-        o->ep.prefetch = 1;
-    } else if (IS("--trace")) {
-        NEEDV();
-        o->ep.trace_path = v;
-    } else if (IS("--load-mode") || IS("-lm")) {
-        NEEDV();
-        if (!strcmp(v, "mmap"))
-            o->ep.load_mode = PT_LOAD_MMAP;
-        else if (!strcmp(v, "ram") || !strcmp(v, "none"))
-            o->ep.load_mode = PT_LOAD_RAM;
-        else if (!strcmp(v, "mlock"))
-            o->ep.load_mode = PT_LOAD_MLOCK;
-        else
-            BADR("mmap, ram (llama.cpp's none) or mlock");
-    } else if (IS("--buffered-io")) {
-        o->ep.buffered_io = 1;
-    } else if (IS("--stats")) {
-        o->stats = 1;
-    } else if (IS("--draft")) {
-        NEEDV();
-        if (parse_long(v, 0, 1 << 20, &o->draft))
-            BADR("an integer from 0 (no drafting) up; the MTP head drafts N tokens per forward");
-    } else if (IS("--greedy")) {
-        o->sp.temp = 0;
-        o->sp_set |= PT_SAMPLING_TEMP;
-        if (given(cmd, o, TCLI_GIVEN_GREEDY)) return -1;
-    } else if (IS("--temp") || IS("--temperature")) {
-        NEEDV();
-        if (parse_float(v, 0, 100, &o->sp.temp)) BADR("a number from 0 (greedy) to 100");
-        o->sp_set |= PT_SAMPLING_TEMP;
-        if (o->sp.temp > 0 && given(cmd, o, TCLI_GIVEN_TEMP)) return -1;
-    } else if (IS("--top-k")) {
-        NEEDV();
-        if (parse_long(v, 0, 1 << 24, &n)) BADR("an integer from 0 (off) to 16777216");
-        o->sp.top_k = (int)n;
-        o->sp_set |= PT_SAMPLING_TOP_K;
-    } else if (IS("--top-p")) {
-        NEEDV();
-        if (parse_float(v, 1e-6, 1, &o->sp.top_p)) BADR("a number above 0, at most 1 (1 = off)");
-        o->sp_set |= PT_SAMPLING_TOP_P;
-    } else if (IS("--min-p")) {
-        NEEDV();
-        if (parse_float(v, 0, 1, &o->sp.min_p)) BADR("a number from 0 (off) to 1");
-        o->sp_set |= PT_SAMPLING_MIN_P;
-    } else if (IS("--repeat-penalty")) {
-        NEEDV();
-        if (parse_float(v, 1e-3, 100, &o->sp.repeat_penalty))
-            BADR("a number from 0.001 to 100 (1 = off)");
-        o->sp_set |= PT_SAMPLING_REPEAT;
-    } else if (IS("--repeat-last-n")) {
-        NEEDV();
-        if (parse_long(v, 0, 1 << 20, &n)) BADR("an integer from 0 to 1048576");
-        o->sp.penalty_last_n = (int)n;
-        o->sp_set |= PT_SAMPLING_LAST_N;
-    } else if (IS("--presence-penalty")) {
-        NEEDV();
-        if (parse_float(v, -100, 100, &o->sp.presence_penalty)) BADR("a number from -100 to 100");
-        o->sp_set |= PT_SAMPLING_PRESENCE;
-    } else if (IS("--frequency-penalty")) {
-        NEEDV();
-        if (parse_float(v, -100, 100, &o->sp.frequency_penalty)) BADR("a number from -100 to 100");
-        o->sp_set |= PT_SAMPLING_FREQUENCY;
-    } else if (IS("--seed")) {
-        NEEDV();
-        char *end;
-        errno = 0;
-        unsigned long long s = strtoull(v, &end, 10);
-        /* digits (and an optional '+') only: strtoull would take " -5" as 2^64 - 5 */
-        const char *d = v[0] == '+' ? v + 1 : v;
-        if (errno || end == v || *end || *d < '0' || *d > '9')
-            BADR("an integer from 0 to 18446744073709551615");
-        o->sp.seed = s;
-        o->sp_set |= PT_SAMPLING_SEED;
-    } else if (IS("--stop")) {
-        NEEDV();
-        if (!*v) BADR("a non-empty string");
-        if (o->n_stops == TCLI_MAX_STOPS) {
-            fprintf(stderr, "petrel %s: at most %d --stop strings\n", cmd, TCLI_MAX_STOPS);
-            return -1;
-        }
-        o->stops[o->n_stops++] = v;
-    } else if (IS("--chat-format")) {
-        NEEDV();
-        if (!pt_chat_format_known(v)) {
-            fprintf(stderr,
-                    "petrel %s: unknown chat format '%s' (glm-5, deepseek-v3, gemma-4, qwen3)\n",
-                    cmd, v);
-            return -1;
-        }
-        o->chat_format = v;
-    } else if (IS("--think")) {
-        o->think = 1;
-    } else if (IS("--no-think")) {
-        o->think = 0;
-    } else if (IS("--parse-special-in-content")) {
-        o->parse_special_in_content = 1;
-    } else if ((IS("--grammar") || IS("--grammar-file") || IS("-j") || IS("--json-schema") ||
-                IS("--json-schema-file")) &&
-               (!strcmp(cmd, "generate") || !strcmp(cmd, "chat"))) {
-        NEEDV();
-        if (grammar_flag(cmd, a, v, o)) return -1;
-    } else {
+/* The model and engine options (pt_engine_params and the session's sizes): 0, or -1 with the
+ * message printed. */
+static int engine_option(tcli_opts *o, const cli_args *a, const cli_val *v) {
+    static const int kernels[] = {PT_KERNELS_BEST, PT_KERNELS_AVX512, PT_KERNELS_AVX2,
+                                  PT_KERNELS_SCALAR}; /* in --kernels' order */
+    static const int io[] = {PT_IO_AUTO, PT_IO_URING, PT_IO_PREAD};
+    static const int load[] = {PT_LOAD_MMAP, PT_LOAD_RAM, PT_LOAD_RAM, PT_LOAD_MLOCK};
+    pt_engine_params *ep = &o->ep;
+    switch (v->id) {
+    case OPT_MODEL: o->model = v->s; return 0;
+    case OPT_HF: o->hf = v->s; return 0;
+    case OPT_THREADS: o->threads = (long)v->n; return 0;
+    case OPT_CTX: o->n_ctx = (long)v->n; return 0;
+    case OPT_BATCH: o->n_batch = (long)v->n; return 0;
+    case OPT_CACHE_TYPE_K:
+    case OPT_CACHE_TYPE_V: {
+        const int t = pt_kv_type_parse(v->s);
+        if (t < 0) return cli_bad_value(a, v);
+        *(v->id == OPT_CACHE_TYPE_K ? &ep->cache_type_k : &ep->cache_type_v) = t;
         return 0;
     }
-#undef IS
-#undef NEEDV
-#undef BADR
-    return 1;
+    case OPT_KV_RAM_MB: ep->kv_ram_mb = v->f; return 0;
+    case OPT_KERNELS: o->kernels = kernels[v->n]; return 0;
+    case OPT_RAM: ep->ram_gb = (float)v->f; return 0;
+    case OPT_EXPERT_SLOTS: ep->expert_slots = (int)v->n; return given(a->name, o, v->id);
+    case OPT_MMAP_EXPERTS: ep->expert_slots = PT_EXPERTS_MMAP; return given(a->name, o, v->id);
+    case OPT_EXPERT_POLICY: ep->expert_policy = v->n ? PT_POLICY_LRU : PT_POLICY_LFU; return 0;
+    case OPT_IO: ep->io = io[v->n]; return 0;
+    case OPT_BUFFERED_IO: ep->buffered_io = 1; return 0;
+    case OPT_LOAD_MODE: ep->load_mode = load[v->n]; return 0;
+    case OPT_PACK: ep->pack_path = v->s; return given(a->name, o, v->id);
+    case OPT_NO_PACK: ep->no_pack = 1; return given(a->name, o, v->id);
+    case OPT_NO_VERIFY: ep->no_verify = 1; return 0;
+    case OPT_PIN_GB: ep->pin_gb = (float)v->f; return given(a->name, o, v->id);
+    case OPT_NO_PIN: ep->no_pin = 1; return given(a->name, o, v->id);
+    case OPT_PREFETCH: ep->prefetch = 1; return 0;
+    case OPT_TRACE: ep->trace_path = v->s; return 0;
+    case OPT_STATS: o->stats = 1; return 0;
+    default: fprintf(stderr, "petrel %s: %s is not handled (a bug)\n", a->name, v->name); return -1;
+    }
+}
+
+/* A sampling field the user gave (its PT_SAMPLING_* bit recorded). */
+#define SP_SET(field, bit, value) (o->sp.field = (value), o->sp_set |= (bit))
+
+int tcli_option(tcli_opts *o, const cli_args *a, const cli_val *v) {
+    switch (v->id) {
+    case OPT_TEMP:
+        SP_SET(temp, PT_SAMPLING_TEMP, (float)v->f);
+        return o->sp.temp > 0 ? given(a->name, o, v->id) : 0;
+    case OPT_GREEDY: SP_SET(temp, PT_SAMPLING_TEMP, 0); return given(a->name, o, v->id);
+    case OPT_TOP_K: SP_SET(top_k, PT_SAMPLING_TOP_K, (int)v->n); return 0;
+    case OPT_TOP_P: SP_SET(top_p, PT_SAMPLING_TOP_P, (float)v->f); return 0;
+    case OPT_MIN_P: SP_SET(min_p, PT_SAMPLING_MIN_P, (float)v->f); return 0;
+    case OPT_REPEAT_PENALTY: SP_SET(repeat_penalty, PT_SAMPLING_REPEAT, (float)v->f); return 0;
+    case OPT_REPEAT_LAST_N: SP_SET(penalty_last_n, PT_SAMPLING_LAST_N, (int)v->n); return 0;
+    case OPT_PRESENCE_PENALTY:
+        SP_SET(presence_penalty, PT_SAMPLING_PRESENCE, (float)v->f);
+        return 0;
+    case OPT_FREQUENCY_PENALTY:
+        SP_SET(frequency_penalty, PT_SAMPLING_FREQUENCY, (float)v->f);
+        return 0;
+    case OPT_SEED: SP_SET(seed, PT_SAMPLING_SEED, v->u); return 0;
+    case OPT_STOP:
+        if (o->n_stops == TCLI_MAX_STOPS) {
+            fprintf(stderr, "petrel %s: at most %d --stop strings\n", a->name, TCLI_MAX_STOPS);
+            return -1;
+        }
+        o->stops[o->n_stops++] = v->s;
+        return 0;
+    case OPT_MAX_TOKENS: o->n_gen = (long)v->n; return 0;
+    case OPT_THINK: o->think = 1; return 0;
+    case OPT_NO_THINK: o->think = 0; return 0;
+    case OPT_CHAT_FORMAT:
+        if (!pt_chat_format_known(v->s)) {
+            fprintf(stderr,
+                    "petrel %s: unknown chat format '%s' (glm-5, deepseek-v3, gemma-4, qwen3)\n",
+                    a->name, v->s);
+            return -1;
+        }
+        o->chat_format = v->s;
+        return 0;
+    case OPT_DRAFT: o->draft = (long)v->n; return 0;
+    case OPT_PARSE_SPECIAL_IN_CONTENT: o->parse_special_in_content = 1; return 0;
+    case OPT_GRAMMAR:
+    case OPT_GRAMMAR_FILE:
+    case OPT_JSON_SCHEMA:
+    case OPT_JSON_SCHEMA_FILE: return grammar_flag(a->name, v, o);
+    default: return engine_option(o, a, v);
+    }
 }
 
 int tcli_resolve_model(tcli_opts *o, const char *cmd) {
@@ -420,119 +233,24 @@ int tcli_resolve_model(tcli_opts *o, const char *cmd) {
     return 0;
 }
 
-void tcli_usage(FILE *f) {
-    fprintf(f,
-            "model (default: the demo model, %s):\n"
-            "  -hf, --hf-repo OWNER/NAME[:QUANT]\n"
-            "                          a GGUF model of the Hugging Face Hub, from petrel's cache,\n"
-            "                          pulled into it first when missing (see petrel pull)\n",
-            CLI_DEFAULT_MODEL ? CLI_DEFAULT_MODEL : "not found");
-    fprintf(
-        f,
-        "sampling (defaults: the model's published values, else --temp 0.7 --top-p 0.95):\n"
-        "  --temp T                temperature; 0 = greedy\n"
-        "  --greedy                same as --temp 0\n"
-        "  --top-k K               keep the K most likely tokens (0 = off)\n"
-        "  --top-p P               keep the smallest set with probability >= P (1 = off)\n"
-        "  --min-p P               drop tokens below P x the top probability (0 = off)\n"
-        "  --repeat-penalty R      penalise tokens of the last --repeat-last-n (default 64) (1 "
-        "= off)\n"
-        "  --presence-penalty P    subtract P from every token already seen\n"
-        "  --frequency-penalty F   subtract F x count from every token already seen\n"
-        "  --seed N                random seed (default: from the clock; printed with --stats)\n"
-        "  --stop TEXT             stop when TEXT is generated (repeatable)\n"
-        "  -n, --max-tokens N      at most N tokens (default: until end of generation or the\n"
-        "                          context is full)\n"
-        "  --think, --no-think     turn the model's reasoning on/off (default: the family's)\n"
-        "  --chat-format NAME      glm-5, deepseek-v3, gemma-4 or qwen3 instead of the model's "
-        "own\n"
-        "  --grammar GBNF          (generate, chat) constrain the output to a GBNF grammar\n"
-        "                          (llama.cpp's syntax, start rule root)\n"
-        "  --grammar-file FILE     (generate, chat) the grammar from FILE\n"
-        "  -j, --json-schema JSON  (generate, chat) constrain the output to JSON valid against\n"
-        "                          the schema (the subset README.md lists)\n"
-        "  --json-schema-file FILE (generate, chat) the schema from FILE\n"
-        "  --draft N               draft N tokens per forward with the model's MTP head and\n"
-        "                          verify them in one pass (default " TCLI_STR(
-            TCLI_DEFAULT_DRAFT) " when the model has one; 0 = off;\n"
-                                "                          lossless: the output is the same)\n"
-                                "  --parse-special-in-content\n"
-                                "                          special-token text inside messages and "
-                                "tool results\n"
-                                "                          (<|user|>, <tool_call>, ...) becomes "
-                                "the token, as in\n"
-                                "                          llama.cpp (default: only the chat "
-                                "template's markup does)\n"
-                                "engine:\n"
-                                "  -t, --threads N         threads (default: all cores)\n"
-                                "  -c, --ctx-size N        context positions (default: the model's "
-                                "training\n"
-                                "                          context; positions beyond the KV "
-                                "cache's share of\n"
-                                "                          --ram spill to the SSD; the cache is "
-                                "paid for as\n"
-                                "                          positions are used)\n"
-                                "  -ctk, --cache-type-k T  KV cache type of keys: f32, f16 "
-                                "(default), bf16, q8_0,\n"
-                                "                          q4_0 (MLA models: the latent and rope "
-                                "key)\n"
-                                "  -ctv, --cache-type-v T  KV cache type of values (same types; "
-                                "unused by MLA)\n"
-                                "  --kv-ram-mb N           the KV cache's RAM share in MiB "
-                                "(default: what --ram\n"
-                                "                          leaves); older positions of a longer "
-                                "context live\n"
-                                "                          in a file in the cache directory, "
-                                "removed on exit\n"
-                                "  -b, --batch-size N      prompt rows per forward chunk: a "
-                                "streamed "
-                                "expert is read once\n"
-                                "                          per layer per chunk that routes to it "
-                                "(default: the\n"
-                                "                          plan's prompt block, up to 8192; 256 "
-                                "when the budget is unknown)\n"
-                                "  --kernels K             best (default), avx512, avx2 or scalar "
-                                "dot-product kernels\n"
-                                "  --ram GB                memory budget (default: available "
-                                "memory "
-                                "and cgroup limit)\n"
-                                "  --expert-slots N        stream routed experts through N cache "
-                                "slots per MoE layer\n"
-                                "  --mmap-experts          read experts through the memory map (no "
-                                "cache of our own)\n"
-                                "  --expert-policy P       cache replacement: lfu (default, with "
-                                "decay) or lru\n"
-                                "  --io B                  expert reads: auto (default), uring or "
-                                "pread\n"
-                                "  --buffered-io           read experts through the page cache "
-                                "instead of O_DIRECT\n"
-                                "  -lm, --load-mode M      weights kept in RAM: mmap (default: "
-                                "page cache), ram (copied; llama.cpp's none) or mlock\n"
-                                "  --pack PATH             expert pack to read from (default: "
-                                "MODEL.gguf.xpack if valid)\n"
-                                "  --no-pack               ignore expert packs, read experts from "
-                                "the GGUF\n"
-                                "  --no-verify             do not check streamed experts against "
-                                "the pack's checksums\n"
-                                "  --pin-gb GB             cache memory for hot experts pinned "
-                                "from "
-                                "usage history\n"
-                                "  --no-pin                pin nothing\n"
-                                "  --prefetch              read the next layer's likely experts "
-                                "ahead (router lookahead)\n"
-                                "  --trace FILE            write the routing trace (one line per "
-                                "layer request)\n"
-                                "  --stats                 print expert-cache details with the "
-                                "statistics\n");
-}
-
-int tcli_open(const tcli_opts *o, tcli_model *m, int quiet) {
-    memset(m, 0, sizeof *m);
+pt_engine_params tcli_engine_params(const tcli_opts *o) {
     pt_engine_params ep = o->ep;
     ep.model_path = o->model;
     ep.n_threads = (int)o->threads;
     ep.kernels = o->kernels;
     ep.n_ctx = (int)o->n_ctx; /* the memory plan leaves room for the context asked for */
+    return ep;
+}
+
+void tcli_experts_how(const pt_stats *st, char *out, size_t cap) {
+    snprintf(out, cap, "%s (%d slots/layer, %s%s%s)", st->streaming ? "streamed" : "mmap",
+             st->slots_per_layer, st->io_backend, st->direct_io ? ", O_DIRECT" : "",
+             st->expert_pack ? ", pack" : "");
+}
+
+int tcli_open(const tcli_opts *o, tcli_model *m, int quiet) {
+    memset(m, 0, sizeof *m);
+    pt_engine_params ep = tcli_engine_params(o);
     char err[512];
     m->e = pt_engine_open(&ep, err, sizeof err);
     if (!m->e) return cli_error("%s", err);
@@ -754,15 +472,14 @@ void tcli_print_stats(FILE *f, const tcli_model *m, const tcli_turn *t, int json
             t->n_prompt, t->n_reused, prefill_s, ttft, t->n_gen, tps, tcli_reason_name(t->reason),
             kline, hit, st.bytes_read / 1e9, st.rss_bytes / 1048576.0,
             st.peak_rss_bytes / 1048576.0, dline);
+    char how[128];
+    tcli_experts_how(&st, how, sizeof how);
     if (verbose)
         fprintf(f,
-                "[experts %s (%d slots/layer, %s%s%s): %llu hits, %llu misses, I/O wait %.3f s, "
-                "%llu pinned, "
-                "prefetch %llu/%llu used; prompt in blocks of %d: %.3f GB of experts read, "
-                "%.3f GB routed to; seed %llu]\n",
-                st.streaming ? "streamed" : "mmap", st.slots_per_layer, st.io_backend,
-                st.direct_io ? ", O_DIRECT" : "", st.expert_pack ? ", pack" : "",
-                (unsigned long long)st.hits, (unsigned long long)st.misses, st.io_wait_s,
+                "[experts %s: %llu hits, %llu misses, I/O wait %.3f s, %llu pinned, prefetch "
+                "%llu/%llu used; prompt in blocks of %d: %.3f GB of experts read, %.3f GB routed "
+                "to; seed %llu]\n",
+                how, (unsigned long long)st.hits, (unsigned long long)st.misses, st.io_wait_s,
                 (unsigned long long)st.pinned, (unsigned long long)st.prefetch_used,
                 (unsigned long long)st.prefetched, ps.n_batch, ps.expert_bytes_read / 1e9,
                 ps.routed_expert_bytes / 1e9, (unsigned long long)m->sp.seed);

@@ -1,10 +1,11 @@
 /* textcli.h — what `petrel generate` (text mode), `petrel chat` and `petrel
- * serve` share: the engine and sampling flags, opening a model (its
+ * serve` share (`bench` and `perplexity` the model and engine part): the engine and sampling
+ * flags (their entries: options.h), opening a model (its
  * vocabulary, chat format and sampling defaults come with the engine), the
  * per-turn statistics line, the SIGINT flag, and how a chat answer is shown
  * (the answer on stdout, the reasoning on stderr). Public API (petrel.h), the
- * front ends' shared turn (front/front.h) and the server's streaming splitter
- * (server/oai.h: the one place that knows how a family's reasoning tags stream). */
+ * front ends' shared turn (front/front.h) and streaming splitter (front/split.h:
+ * the one place that knows how a family's reasoning tags stream). */
 #ifndef PT_TEXTCLI_H
 #define PT_TEXTCLI_H
 
@@ -12,12 +13,11 @@
 #include <stdio.h>
 
 #include "front/front.h"
+#include "front/split.h"
+#include "options.h"
 #include "petrel.h"
-#include "server/oai.h"
 
 #define TCLI_MAX_STOPS 32
-/* Draft length when the model has an MTP head and --draft is not given. */
-#define TCLI_DEFAULT_DRAFT 3
 
 typedef struct tcli_opts {
     const char *model;         /* -m, or set by tcli_resolve_model */
@@ -43,10 +43,10 @@ typedef struct tcli_opts {
     double progress_after;
     long draft; /* --draft N: MTP draft length; -1: TCLI_DEFAULT_DRAFT when the model has an MTP
                    head */
-    /* the flags of each exclusive pair given so far (TCLI_GIVEN_* bits): one of
+    /* the options of each exclusive pair given so far (bit OPT_* of options.h): one of
      * --greedy / --temp T>0, --expert-slots / --mmap-experts, --pack / --no-pack,
      * --pin-gb / --no-pin; both is a usage error, not "the last one wins" */
-    unsigned given;
+    uint64_t given;
     /* constrained decoding (generate and chat only): the GBNF text of --grammar /
      * --grammar-file, or made from -j/--json-schema / --json-schema-file (checked when parsed);
      * malloc'd, freed by tcli_opts_free */
@@ -56,15 +56,14 @@ typedef struct tcli_opts {
 
 void tcli_opts_init(tcli_opts *o);
 void tcli_opts_free(tcli_opts *o);
-/* Try to consume argv[*i] (and its value) as a model/engine/sampling flag.
- * 1: consumed; 0: not one of these; -1: bad value (message printed). */
-int tcli_parse(const char *cmd, int argc, char **argv, int *i, tcli_opts *o);
+/* Store a model, engine, sampling or turn option (OPT_MODEL up to OPT_SHARED_END), checking
+ * what involves the options before it (the exclusive pairs, one grammar). 0, or -1 with the
+ * message printed (a usage error). */
+int tcli_option(tcli_opts *o, const cli_args *a, const cli_val *v);
 /* The model to open, once the flags are parsed: -hf's (taken from the cache, pulled into it
  * first when missing: src/cli/hub.h), else -m's, else the demo model (CLI_DEFAULT_MODEL).
  * 0, or the exit status with the message printed (-m with -hf, no model: CLI_USAGE). */
 int tcli_resolve_model(tcli_opts *o, const char *cmd);
-/* The help lines for those flags. */
-void tcli_usage(FILE *f);
 
 typedef struct tcli_model {
     pt_engine *e;
@@ -77,8 +76,13 @@ typedef struct tcli_model {
     pt_grammar *grammar;   /* the options' grammar compiled for the engine (sp.grammar), or NULL */
 } tcli_model;
 
-/* Open engine (with its vocabulary), session (n_ctx default 4096, capped by the
- * engine) and generator. Prints the error; returns 0 or CLI_ERROR. */
+/* The engine's parameters the options say (the model, threads, kernels, context). */
+pt_engine_params tcli_engine_params(const tcli_opts *o);
+/* "streamed (16 slots/layer, io_uring, O_DIRECT, pack)": how the experts are read. */
+void tcli_experts_how(const pt_stats *st, char *out, size_t cap);
+
+/* Open engine (with its vocabulary), session (n_ctx default: the model's training context,
+ * as the plan allows) and generator. Prints the error; returns 0 or CLI_ERROR. */
 int tcli_open(const tcli_opts *o, tcli_model *m, int quiet);
 void tcli_close(tcli_model *m);
 

@@ -18,29 +18,9 @@
 #include <string.h>
 
 #include "cli.h"
+#include "front/helpers.h"
+#include "options.h"
 #include "petrel.h"
-
-static void tokenize_usage(FILE *f) {
-    fprintf(f, "usage: petrel tokenize -m MODEL.gguf (-p TEXT | -f FILE) [options]\n"
-               "  -m, --model FILE     GGUF with a vocabulary (a vocab-only file is enough;\n"
-               "                       default: the demo model)\n"
-               "  -p, --prompt TEXT    text to tokenize, taken verbatim\n"
-               "  -f, --file FILE      read the text from FILE ('-' = stdin), verbatim\n"
-               "  --add-special        add BOS/EOS as the vocabulary's metadata says\n"
-               "  --parse-special      turn special-token text (<|user|>, [gMASK], ...) into the\n"
-               "                       token; by default it is tokenized as plain text\n"
-               "Prints the ids space-separated on one line.\n");
-}
-
-static void detokenize_usage(FILE *f) {
-    fprintf(f, "usage: petrel detokenize -m MODEL.gguf [--ids ID,ID,...] [options]\n"
-               "  -m, --model FILE     GGUF with a vocabulary (a vocab-only file is enough;\n"
-               "                       default: the demo model)\n"
-               "  --ids LIST           token ids separated by commas or spaces; without it the\n"
-               "                       ids are read from stdin\n"
-               "  --skip-special       omit control tokens (<|user|>, <eos>, ...) from the text\n"
-               "Writes the text's bytes to stdout, with no newline added.\n");
-}
 
 /* The model's vocabulary: an engine opened for it alone. Prints the error. */
 static pt_engine *open_vocab(const char *model) {
@@ -51,65 +31,50 @@ static pt_engine *open_vocab(const char *model) {
     return e;
 }
 
+/* tokenize's and detokenize's options. */
+typedef struct tok_args {
+    const char *model, *text, *file, *ids;
+    int flags; /* PT_TOKENIZE_* or PT_DETOKENIZE_* */
+} tok_args;
+
+static int tok_option(void *ud, const cli_args *a, const cli_val *v) {
+    tok_args *t = ud;
+    (void)a;
+    switch (v->id) {
+    case OPT_MODEL: t->model = v->s; return 0;
+    case OPT_PROMPT: t->text = v->s; return 0;
+    case OPT_FILE: t->file = v->s; return 0;
+    case OPT_IDS: t->ids = v->s; return 0;
+    case OPT_ADD_SPECIAL: t->flags |= PT_TOKENIZE_ADD_SPECIAL; return 0;
+    case OPT_PARSE_SPECIAL: t->flags |= PT_TOKENIZE_PARSE_SPECIAL; return 0;
+    default: t->flags &= ~PT_DETOKENIZE_RENDER_SPECIAL; return 0; /* --skip-special */
+    }
+}
+
 int cmd_tokenize(int argc, char **argv) {
-    const char *model = NULL, *text = NULL, *file = NULL;
-    int flags = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            tokenize_usage(stdout);
-            return CLI_OK;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model") || !strcmp(a, "-p") ||
-                   !strcmp(a, "--prompt") || !strcmp(a, "-f") || !strcmp(a, "--file")) {
-            if (!v) {
-                fprintf(stderr, "petrel tokenize: %s needs a value\n", a);
-                tokenize_usage(stderr);
-                return CLI_USAGE;
-            }
-            i++;
-            if (!strcmp(a, "-m") || !strcmp(a, "--model"))
-                model = v;
-            else if (!strcmp(a, "-p") || !strcmp(a, "--prompt"))
-                text = v;
-            else
-                file = v;
-        } else if (!strcmp(a, "--add-special")) {
-            flags |= PT_TOKENIZE_ADD_SPECIAL;
-        } else if (!strcmp(a, "--parse-special")) {
-            flags |= PT_TOKENIZE_PARSE_SPECIAL;
-        } else {
-            fprintf(stderr, "petrel tokenize: unknown option '%s'\n", a);
-            tokenize_usage(stderr);
-            return CLI_USAGE;
-        }
+    tok_args t = {0};
+    int status;
+    if (cli_parse("tokenize", argc, argv, tok_option, &t, &status)) return status;
+    const char *model = t.model ? t.model : CLI_DEFAULT_MODEL, *text = t.text, *file = t.file;
+    const int flags = t.flags;
+    if (!model) return cli_usage_error("tokenize", "-m MODEL is required");
+    if ((!text && !file) || (text && file))
+        return cli_usage_error("tokenize", "give exactly one of -p TEXT or -f FILE");
+    pt_buf in = {0};
+    if (file && fe_read_file(file, 0, &in)) {
+        pt_buf_free(&in);
+        return cli_error("%s: %s", file, strerror(errno));
     }
-    if (!model) model = CLI_DEFAULT_MODEL;
-    if (!model || (!text && !file) || (text && file)) {
-        fprintf(stderr, "petrel tokenize: %s\n",
-                !model ? "-m MODEL is required" : "give exactly one of -p TEXT or -f FILE");
-        tokenize_usage(stderr);
-        return CLI_USAGE;
-    }
-    char *buf = NULL;
-    size_t len = 0;
-    if (file) {
-        FILE *f = strcmp(file, "-") ? fopen(file, "rb") : stdin;
-        if (!f) return cli_error("%s: %s", file, strerror(errno));
-        buf = cli_read_all(f, &len);
-        if (f != stdin) fclose(f);
-        if (!buf) return cli_error("%s: read failed", file);
-    } else {
-        len = strlen(text);
-    }
-    pt_engine *v = open_vocab(model);
-    if (!v) {
-        free(buf);
+    const char *buf = file ? in.v : text;
+    const size_t len = file ? in.n : strlen(text);
+    pt_engine *e = open_vocab(model);
+    if (!e) {
+        pt_buf_free(&in);
         return CLI_ERROR;
     }
     pt_ids ids = {0};
     char err[512];
-    int rc = pt_tokenize(v, buf ? buf : text, len, flags, &ids, err, sizeof err);
+    int rc = pt_tokenize(e, buf, len, flags, &ids, err, sizeof err);
     if (rc) {
         cli_error("%s", err);
     } else {
@@ -118,107 +83,56 @@ int cmd_tokenize(int argc, char **argv) {
         putchar('\n');
     }
     pt_ids_free(&ids);
-    pt_engine_close(v);
-    free(buf);
+    pt_engine_close(e);
+    pt_buf_free(&in);
     if (fflush(stdout)) return cli_error("stdout: %s", strerror(errno));
     return rc ? CLI_ERROR : CLI_OK;
 }
 
-/* Parse ids separated by commas/whitespace. Returns 0, or -1 on a bad token. */
-static int parse_id_list(const char *s, pt_ids *ids) {
-    const char *p = s;
-    for (;;) {
-        while (*p == ',' || *p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
-            p++;
-        if (!*p) return 0;
-        char *end;
-        errno = 0;
-        long x = strtol(p, &end, 10);
-        if (errno || end == p || x < 0 || x > INT32_MAX ||
-            (*end && *end != ',' && *end != ' ' && *end != '\t' && *end != '\n' && *end != '\r'))
-            return -1;
-        if (ids->n == ids->cap) {
-            size_t cap = ids->cap ? ids->cap * 2 : 64;
-            int32_t *q = realloc(ids->v, cap * sizeof *q);
-            if (!q) return -1;
-            ids->v = q;
-            ids->cap = cap;
-        }
-        ids->v[ids->n++] = (int32_t)x;
-        p = end;
-    }
-}
-
 int cmd_detokenize(int argc, char **argv) {
-    const char *model = NULL, *list = NULL;
-    int flags = PT_DETOKENIZE_RENDER_SPECIAL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            detokenize_usage(stdout);
-            return CLI_OK;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model") || !strcmp(a, "--ids")) {
-            if (!v) {
-                fprintf(stderr, "petrel detokenize: %s needs a value\n", a);
-                detokenize_usage(stderr);
-                return CLI_USAGE;
-            }
-            i++;
-            if (!strcmp(a, "--ids"))
-                list = v;
-            else
-                model = v;
-        } else if (!strcmp(a, "--skip-special")) {
-            flags &= ~PT_DETOKENIZE_RENDER_SPECIAL;
-        } else {
-            fprintf(stderr, "petrel detokenize: unknown option '%s'\n", a);
-            detokenize_usage(stderr);
-            return CLI_USAGE;
-        }
-    }
-    if (!model) model = CLI_DEFAULT_MODEL;
-    if (!model) {
-        fprintf(stderr, "petrel detokenize: -m MODEL is required\n");
-        detokenize_usage(stderr);
-        return CLI_USAGE;
-    }
-    char *in = NULL;
+    tok_args t = {.flags = PT_DETOKENIZE_RENDER_SPECIAL};
+    int status;
+    if (cli_parse("detokenize", argc, argv, tok_option, &t, &status)) return status;
+    const char *model = t.model ? t.model : CLI_DEFAULT_MODEL, *list = t.ids;
+    const int flags = t.flags;
+    if (!model) return cli_usage_error("detokenize", "-m MODEL is required");
+    pt_buf in = {0};
     if (!list) {
-        size_t n;
-        in = cli_read_all(stdin, &n);
-        if (!in) return cli_error("stdin: read failed");
-        if (memchr(in, 0, n)) {
-            free(in);
+        if (fe_read_file("-", 0, &in)) {
+            pt_buf_free(&in);
+            return cli_error("stdin: %s", strerror(errno));
+        }
+        if (memchr(in.v, 0, in.n)) {
+            pt_buf_free(&in);
             fprintf(stderr, "petrel detokenize: stdin holds a NUL byte, expected token ids\n");
             return CLI_USAGE;
         }
-        list = in;
+        list = in.v;
     }
     pt_ids ids = {0};
-    if (parse_id_list(list, &ids)) {
+    if (fe_parse_ids(list, &ids)) {
         fprintf(stderr, "petrel detokenize: invalid id list '%.60s' (expected ids like 1,2,3)\n",
                 list);
         pt_ids_free(&ids);
-        free(in);
+        pt_buf_free(&in);
         return CLI_USAGE;
     }
-    free(in);
-    pt_engine *v = open_vocab(model);
-    if (!v) {
+    pt_buf_free(&in);
+    pt_engine *e = open_vocab(model);
+    if (!e) {
         pt_ids_free(&ids);
         return CLI_ERROR;
     }
     pt_buf text = {0};
     char err[512];
-    int rc = pt_detokenize(v, ids.v, ids.n, flags, &text, err, sizeof err);
+    int rc = pt_detokenize(e, ids.v, ids.n, flags, &text, err, sizeof err);
     if (rc)
         cli_error("%s: %s", model, err);
     else if (text.n)
         fwrite(text.v, 1, text.n, stdout);
     pt_buf_free(&text);
     pt_ids_free(&ids);
-    pt_engine_close(v);
+    pt_engine_close(e);
     if (fflush(stdout)) return cli_error("stdout: %s", strerror(errno));
     return rc ? CLI_ERROR : CLI_OK;
 }
