@@ -473,6 +473,9 @@ int pt_token_is_eog(const pt_engine *e, int32_t id);
 const char *pt_engine_chat_format(const pt_engine *e);
 /* 1 when name is a chat format petrel renders ("none" and unknown names: 0). */
 int pt_chat_format_known(const char *name);
+/* The name of the i-th chat format petrel renders (from 0), NULL past the last: the list for
+ * a front end's help and errors. */
+const char *pt_chat_format_name(int i);
 /* Whether the family thinks when a request does not say (GLM-5, Qwen3: 1). */
 int pt_chat_default_thinking(const char *format);
 /* 1 when the generation prompt leaves the model inside a reasoning block

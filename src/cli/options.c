@@ -321,7 +321,7 @@ static const cli_opt OPTS[] = {
      .help = "turn the model's reasoning on (default: the family's)"},
     {OPT_NO_THINK, CMD_TEXT, "--no-think", .section = SEC_SAMPLING, .help = "turn it off"},
     {OPT_CHAT_FORMAT, CMD_TEXT, "--chat-format", "NAME", .section = SEC_SAMPLING,
-     .help = "glm-5, deepseek-v3, gemma-4 or qwen3 instead of the model's own"},
+     .help = "{} instead of the model's own", .rdef = RDEF_CHAT_FORMATS},
     {OPT_DRAFT, CMD_TEXT, "--draft", "N", INT(0, 1 << 20), .section = SEC_SAMPLING,
      .expect = "an integer from 0 (no drafting) up; the MTP head drafts N tokens per forward",
      .help = "draft N tokens per forward with the model's MTP head and\n"
@@ -557,6 +557,15 @@ static void fmt_num(double x, char *out, size_t cap) {
         snprintf(out, cap, "%g", x);
 }
 
+void cli_chat_formats(const char *last_sep, char *out, size_t cap) {
+    size_t n = 0;
+    out[0] = 0;
+    for (int i = 0; pt_chat_format_name(i) && n < cap; i++) {
+        const char *sep = !i ? "" : pt_chat_format_name(i + 1) ? ", " : last_sep;
+        n += (size_t)snprintf(out + n, cap - n, "%s%s", sep, pt_chat_format_name(i));
+    }
+}
+
 /* The default {} shows. */
 static void default_text(const cli_opt *o, char *out, size_t cap) {
     pt_sampling d;
@@ -570,6 +579,7 @@ static void default_text(const cli_opt *o, char *out, size_t cap) {
     case RDEF_REPEAT: fmt_num(d.repeat_penalty, out, cap); return;
     case RDEF_PRESENCE: fmt_num(d.presence_penalty, out, cap); return;
     case RDEF_FREQUENCY: fmt_num(d.frequency_penalty, out, cap); return;
+    case RDEF_CHAT_FORMATS: cli_chat_formats(" or ", out, cap); return;
     default:
         if (o->def)
             snprintf(out, cap, "%s", o->def);

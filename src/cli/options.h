@@ -197,6 +197,7 @@ enum {
     RDEF_LAST_N,
     RDEF_PRESENCE,
     RDEF_FREQUENCY,
+    RDEF_CHAT_FORMATS, /* the chat formats petrel renders (pt_chat_format_name), "a, b or c" */
 };
 
 typedef struct cli_opt {
@@ -260,5 +261,8 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 /* The help of subcommand `cmd`: its usage line, what it does, every option it accepts but the
  * hidden ones, by section, with their defaults. */
 void cli_help(FILE *f, const char *cmd);
+/* The chat formats petrel renders, ", "-separated with last_sep before the last ("a, b or c"),
+ * into out[cap] (cut to fit, NUL-terminated). */
+void cli_chat_formats(const char *last_sep, char *out, size_t cap);
 
 #endif

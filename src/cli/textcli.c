@@ -198,9 +198,9 @@ int tcli_option(tcli_opts *o, const cli_args *a, const cli_val *v) {
     case OPT_NO_THINK: o->think = 0; return 0;
     case OPT_CHAT_FORMAT:
         if (!pt_chat_format_known(v->s)) {
-            fprintf(stderr,
-                    "petrel %s: unknown chat format '%s' (glm-5, deepseek-v3, gemma-4, qwen3)\n",
-                    a->name, v->s);
+            char known[128];
+            cli_chat_formats(", ", known, sizeof known);
+            fprintf(stderr, "petrel %s: unknown chat format '%s' (%s)\n", a->name, v->s, known);
             return -1;
         }
         o->chat_format = v->s;

@@ -27,6 +27,11 @@ int pt_chat_format_known(const char *name) {
     return chat_fmt_find(name) != NULL;
 }
 
+const char *pt_chat_format_name(int i) {
+    const chat_fmt *f = i >= 0 ? chat_fmt_at(i) : NULL;
+    return f ? chat_fmt_name(f) : NULL;
+}
+
 int pt_chat_default_thinking(const char *format) {
     return chat_default_thinking(chat_fmt_find(format));
 }
