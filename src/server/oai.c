@@ -1047,6 +1047,18 @@ static json_t *usage_json(int api, const oai_result *r) {
                      "reasoning_tokens", r->reasoning_tokens);
 }
 
+/* The function_call output item of the response's i-th call: ids "fc_<id>_<i>" and the call_id
+ * "call_<id>_<i>" (as oai_response_turn names the call for the next turn). */
+static json_t *function_call_item(const oai_result *r, int i, const char *status,
+                                  const char *arguments) {
+    char id[96], cid[96];
+    snprintf(id, sizeof id, "fc_%s_%d", r->id + 5, i);
+    snprintf(cid, sizeof cid, "call_%s_%d", r->id + 5, i);
+    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "id", id, "type", "function_call", "status",
+                     status, "call_id", cid, "name", r->parsed->calls[i].name, "arguments",
+                     arguments);
+}
+
 /* The output items of a finished response: reasoning, message, function calls. */
 static json_t *responses_items(const oai_result *r) {
     json_t *out = json_array();
@@ -1060,15 +1072,8 @@ static json_t *responses_items(const oai_result *r) {
                                              "msg_", r->id + 5, "type", "message", "status",
                                              "completed", "role", "assistant", "content", "type",
                                              "output_text", "text", p->content, "annotations"));
-    for (int i = 0; i < p->n_calls; i++) {
-        char id[96], cid[96];
-        snprintf(id, sizeof id, "fc_%s_%d", r->id + 5, i);
-        snprintf(cid, sizeof cid, "call_%s_%d", r->id + 5, i);
-        json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "id", id, "type",
-                                             "function_call", "status", "completed", "call_id", cid,
-                                             "name", p->calls[i].name, "arguments",
-                                             p->calls[i].arguments));
-    }
+    for (int i = 0; i < p->n_calls; i++)
+        json_array_append_new(out, function_call_item(r, i, "completed", p->calls[i].arguments));
     return out;
 }
 
@@ -1145,14 +1150,8 @@ json_t *oai_response_turn(const oai_result *r) {
     json_t *m = json_pack("{s:s, s:s}", "role", "assistant", "content", p->content);
     if (m && p->reasoning[0])
         json_object_set_new(m, "reasoning_content", json_string(p->reasoning));
-    json_t *calls = m && p->n_calls ? json_array() : NULL;
-    for (int i = 0; calls && i < p->n_calls; i++) {
-        char cid[96];
-        snprintf(cid, sizeof cid, "call_%s_%d", r->id + 5, i); /* as responses_items names it */
-        json_array_append_new(calls, json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", cid, "type",
-                                               "function", "function", "name", p->calls[i].name,
-                                               "arguments", p->calls[i].arguments));
-    }
+    /* the call ids the output items carry (function_call_item) */
+    json_t *calls = m ? oai_tool_calls(p, r->id + 5) : NULL;
     if (calls) json_object_set_new(m, "tool_calls", calls);
     return m;
 }
@@ -1250,20 +1249,17 @@ static int resp_close_item(oai_stream *st, pt_buf *out) {
     int rc = 0;
     const char *text = st->item_text.v ? st->item_text.v : "";
     json_t *item;
+    rc |=
+        resp_event(st, st->item == 1 ? "response.reasoning_text.done" : "response.output_text.done",
+                   json_pack("{s:s, s:i, s:i, s:s}", "item_id", st->item_id, "output_index",
+                             st->out_index, "content_index", 0, "text", text),
+                   out);
     if (st->item == 1) {
-        rc |= resp_event(st, "response.reasoning_text.done",
-                         json_pack("{s:s, s:i, s:i, s:s}", "item_id", st->item_id, "output_index",
-                                   st->out_index, "content_index", 0, "text", text),
-                         out);
         item = json_pack("{s:s, s:s, s:[], s:[{s:s, s:s}]}", "id", st->item_id, "type", "reasoning",
                          "summary", "content", "type", "reasoning_text", "text", text);
     } else {
         json_t *part =
             json_pack("{s:s, s:s, s:[]}", "type", "output_text", "text", text, "annotations");
-        rc |= resp_event(st, "response.output_text.done",
-                         json_pack("{s:s, s:i, s:i, s:s}", "item_id", st->item_id, "output_index",
-                                   st->out_index, "content_index", 0, "text", text),
-                         out);
         rc |= resp_event(st, "response.content_part.done",
                          json_pack("{s:s, s:i, s:i, s:O}", "item_id", st->item_id, "output_index",
                                    st->out_index, "content_index", 0, "part", part),
@@ -1323,59 +1319,63 @@ int oai_stream_delta(oai_stream *st, int kind, const char *s, size_t n, pt_buf *
     return rc;
 }
 
-int oai_stream_end(oai_stream *st, const oai_result *r, pt_buf *out) {
+/* The end of a chat / completions stream: the tool calls (chat), the finish reason, the usage
+ * when asked for, [DONE]. */
+static int chat_stream_end(oai_stream *st, const oai_result *r, pt_buf *out) {
     int rc = 0;
     int n_calls = r->parsed ? r->parsed->n_calls : 0;
-    if (st->api != OAI_RESPONSES) {
-        if (st->api == OAI_CHAT && n_calls) {
-            json_t *calls = oai_tool_calls(r->parsed, r->id + 9);
-            size_t i;
-            json_t *c;
-            json_array_foreach(calls, i, c)
-                json_object_set_new(c, "index", json_integer((json_int_t)i));
-            rc |= sse(out, NULL, chat_chunk(st, json_pack("{s:o}", "tool_calls", calls), NULL));
-        }
-        json_t *fin = st->api == OAI_COMPLETIONS ? json_pack("{s:s}", "text", "") : json_object();
-        rc |= sse(out, NULL, chat_chunk(st, fin, oai_finish_reason(r->reason, n_calls)));
-        if (st->include_usage) {
-            json_t *u =
-                json_pack("{s:s, s:s, s:I, s:s, s:[], s:o}", "id", st->id, "object",
-                          st->api == OAI_COMPLETIONS ? "text_completion" : "chat.completion.chunk",
-                          "created", (json_int_t)st->created, "model", st->model, "choices",
-                          "usage", usage_json(st->api, r));
-            rc |= sse(out, NULL, u);
-        }
-        rc |= pt_buf_append(out, "data: [DONE]\n\n", 14);
-        return rc;
+    if (st->api == OAI_CHAT && n_calls) {
+        json_t *calls = oai_tool_calls(r->parsed, r->id + 9);
+        size_t i;
+        json_t *c;
+        json_array_foreach(calls, i, c)
+            json_object_set_new(c, "index", json_integer((json_int_t)i));
+        rc |= sse(out, NULL, chat_chunk(st, json_pack("{s:o}", "tool_calls", calls), NULL));
     }
-    rc |= resp_close_item(st, out);
-    for (int i = 0; i < n_calls; i++) {
-        char id[96], cid[96];
-        snprintf(id, sizeof id, "fc_%s_%d", r->id + 5, i);
-        snprintf(cid, sizeof cid, "call_%s_%d", r->id + 5, i);
-        const char *args = r->parsed->calls[i].arguments;
-        rc |= resp_event(st, "response.output_item.added",
-                         json_pack("{s:i, s:{s:s, s:s, s:s, s:s, s:s, s:s}}", "output_index",
-                                   st->out_index, "item", "id", id, "type", "function_call",
-                                   "status", "in_progress", "call_id", cid, "name",
-                                   r->parsed->calls[i].name, "arguments", ""),
-                         out);
-        rc |= resp_event(st, "response.function_call_arguments.delta",
-                         json_pack("{s:s, s:i, s:s}", "item_id", id, "output_index", st->out_index,
-                                   "delta", args),
-                         out);
-        rc |= resp_event(st, "response.function_call_arguments.done",
-                         json_pack("{s:s, s:i, s:s}", "item_id", id, "output_index", st->out_index,
-                                   "arguments", args),
-                         out);
-        json_t *item = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "id", id, "type",
-                                 "function_call", "status", "completed", "call_id", cid, "name",
-                                 r->parsed->calls[i].name, "arguments", args);
-        rc |= resp_event(st, "response.output_item.done",
-                         json_pack("{s:i, s:O}", "output_index", st->out_index, "item", item), out);
-        json_array_append_new(st->output, item);
-        st->out_index++;
+    json_t *fin = st->api == OAI_COMPLETIONS ? json_pack("{s:s}", "text", "") : json_object();
+    rc |= sse(out, NULL, chat_chunk(st, fin, oai_finish_reason(r->reason, n_calls)));
+    if (st->include_usage) {
+        json_t *u =
+            json_pack("{s:s, s:s, s:I, s:s, s:[], s:o}", "id", st->id, "object",
+                      st->api == OAI_COMPLETIONS ? "text_completion" : "chat.completion.chunk",
+                      "created", (json_int_t)st->created, "model", st->model, "choices", "usage",
+                      usage_json(st->api, r));
+        rc |= sse(out, NULL, u);
     }
+    rc |= pt_buf_append(out, "data: [DONE]\n\n", 14);
+    return rc;
+}
+
+/* The i-th tool call of a Responses stream: its item added, its arguments (in one delta: they
+ * were parsed whole at the end), the item done. */
+static int resp_function_call(oai_stream *st, const oai_result *r, int i, pt_buf *out) {
+    const char *args = r->parsed->calls[i].arguments;
+    json_t *item = function_call_item(r, i, "completed", args);
+    const char *id = json_string_value(json_object_get(item, "id"));
+    int rc = resp_event(st, "response.output_item.added",
+                        json_pack("{s:i, s:o}", "output_index", st->out_index, "item",
+                                  function_call_item(r, i, "in_progress", "")),
+                        out);
+    rc |= resp_event(
+        st, "response.function_call_arguments.delta",
+        json_pack("{s:s, s:i, s:s}", "item_id", id, "output_index", st->out_index, "delta", args),
+        out);
+    rc |= resp_event(st, "response.function_call_arguments.done",
+                     json_pack("{s:s, s:i, s:s}", "item_id", id, "output_index", st->out_index,
+                               "arguments", args),
+                     out);
+    rc |= resp_event(st, "response.output_item.done",
+                     json_pack("{s:i, s:O}", "output_index", st->out_index, "item", item), out);
+    json_array_append_new(st->output, item);
+    st->out_index++;
+    return rc;
+}
+
+int oai_stream_end(oai_stream *st, const oai_result *r, pt_buf *out) {
+    if (st->api != OAI_RESPONSES) return chat_stream_end(st, r, out);
+    int rc = resp_close_item(st, out);
+    for (int i = 0; r->parsed && i < r->parsed->n_calls; i++)
+        rc |= resp_function_call(st, r, i, out);
     int incomplete = r->reason == PT_GEN_LENGTH || r->reason == PT_GEN_CONTEXT;
     const char *ev = incomplete ? "response.incomplete" : "response.completed";
     json_t *resp =
