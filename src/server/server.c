@@ -172,6 +172,7 @@ static void job_fail(job *j, int status, const char *type, const char *code,
 
 /* ===== The worker ===== */
 
+/* One job in the worker, from the id of its reply to its log line. */
 typedef struct run_ctx {
     srv *s;
     job *j;
@@ -181,12 +182,24 @@ typedef struct run_ctx {
     int n_reasoning; /* tokens sampled while inside the reasoning block */
     pt_buf fix;      /* scratch for UTF-8 repair */
     int failed;
-    const char *id; /* the reply's id */
+    char id[64]; /* the reply's id */
     long created;
-    json_t *lp;       /* logprobs: every token's entry (oai_logprob_entry), or NULL */
-    double t_comment; /* pt_now() when the last prefill comment went out */
-    int shutdown;     /* srv_stop stopped the prefill */
+    json_t *lp;        /* logprobs: every token's entry (oai_logprob_entry), or NULL */
+    double t_comment;  /* pt_now() when the last prefill comment went out */
+    int shutdown;      /* srv_stop stopped the prefill */
+    double t_start;    /* pt_now() when the worker took the job */
+    pt_stats st0;      /* the engine's counters then: the job's expert reads are the change */
+    fe_turn_result tr; /* the turn: prompt, times, what was generated, the parsed answer */
+    pt_buf echoed;     /* completions' echo: the prompt, then the completion */
+    char err[512];     /* why the job failed, for its reply and its log line */
 } run_ctx;
+
+/* How a request is refused: the status and the error's type, code and param. */
+typedef struct refusal {
+    int status;
+    const char *type, *code;   /* code NULL: null */
+    char param[OAI_PARAM_MAX]; /* the field the error names (error.param), "" none */
+} refusal;
 
 /* A stream begins: the connection thread sends the status and headers (on j->started), then
  * the opening events. srv.mu held. */
@@ -361,79 +374,74 @@ static int on_prefilled(void *ud, int in_reasoning) {
 
 /* 1 when the generation was interrupted by srv_stop (not by its client leaving; the stop flag
  * srv_stop set during the prefill is not the client's). */
-static int res_cut_by_shutdown(const run_ctx *rc, const fe_turn_result *tr) {
-    return tr->gen.reason == PT_GEN_INTERRUPT &&
+static int res_cut_by_shutdown(const run_ctx *rc) {
+    return rc->tr.gen.reason == PT_GEN_INTERRUPT &&
            (rc->shutdown ||
             (!job_stopped(rc->j) && __atomic_load_n(&rc->s->stopping, __ATOMIC_RELAXED)));
 }
 
-/* Generate for one job (worker thread, srv.mu not held): one turn of
- * front/front.h (render, tokenize, prefill, generate, parse) with the
- * request's sampling, then the reply or the stream's end. */
-static void run_job(srv *s, job *j) {
-    const srv_model *m = &s->m;
-    oai_req *rq = &j->req;
-    char err[512] = "";
-    fe_turn_result tr = {0};
-    run_ctx rc = {.s = s, .j = j, .lp = rq->logprobs ? json_array() : NULL};
-    pt_buf echoed = {0};
-    char id[64];
-    const char *prefix = rq->api == OAI_CHAT          ? "chatcmpl-"
-                         : rq->api == OAI_COMPLETIONS ? "cmpl-"
-                                                      : "resp_";
-    pthread_mutex_lock(&s->mu);
-    make_id(s, prefix, id, sizeof id);
-    pthread_mutex_unlock(&s->mu);
-    long created = (long)time(NULL);
-    rc.id = id, rc.created = created;
-    int thinking = rq->thinking >= 0 ? rq->thinking : m->thinking;
-    int status = 400;
-    const char *etype = "invalid_request_error", *ecode = NULL;
-    double t_start = pt_now();
-    pt_stats st0;
-    pt_engine_stats(m->e, &st0);
-    int chat = rq->api != OAI_COMPLETIONS;
-
-    if (chat && !pt_chat_format_known(m->format)) {
-        snprintf(err, sizeof err, "this model has no known chat format; use /v1/completions");
-        goto fail;
+/* The generator set up for the job: a chat request needs a chat format; the sampling is the
+ * server's defaults, then the request's fields, a fresh seed unless the request or --seed
+ * fixes one, and the job's grammar. 0, or -1 with rc->err (the request's fault: a 400). */
+static int job_sampling(run_ctx *rc) {
+    const srv_model *m = &rc->s->m;
+    const oai_req *rq = &rc->j->req;
+    if (rq->api != OAI_COMPLETIONS && !pt_chat_format_known(m->format)) {
+        snprintf(rc->err, sizeof rc->err,
+                 "this model has no known chat format; use /v1/completions");
+        return -1;
     }
-    /* sampling: the server's defaults, then the request's fields */
     pt_sampling sp = m->sp;
     pt_sampling_override(&sp, &rq->sp, rq->sp_set);
-    sp.grammar = j->grammar;
+    sp.grammar = rc->j->grammar;
     if (!(rq->sp_set & PT_SAMPLING_SEED) && !m->fixed_seed)
-        sp.seed = (uint64_t)(pt_now() * 1e9) ^ (s->seq << 40);
-    if (pt_gen_set_sampling(m->g, &sp, err, sizeof err)) goto fail;
-    /* the turn (the longest common prefix with the cache is kept) */
-    if (client_gone(j->fd)) job_stop(j);
-    const char *stops[OAI_MAX_STOPS];
+        sp.seed = (uint64_t)(pt_now() * 1e9) ^ (rc->s->seq << 40);
+    return pt_gen_set_sampling(m->g, &sp, rc->err, sizeof rc->err);
+}
+
+/* The turn a job asks for: its conversation (or completion prompt), limits and stops (the
+ * server's when it gives none), and the callbacks that stream it and notice a client leaving.
+ * stops: room for the request's stop strings, which the turn points at. */
+static fe_turn job_turn(run_ctx *rc, const char **stops) {
+    const srv_model *m = &rc->s->m;
+    const oai_req *rq = &rc->j->req;
+    const int chat = rq->api != OAI_COMPLETIONS;
     for (int i = 0; i < rq->n_stops; i++)
         stops[i] = rq->stops[i];
-    int tools = rq->tools != NULL;
-    fe_turn t = {.format = m->format,
-                 .messages = chat ? rq->messages : NULL,
-                 .tools = rq->tools,
-                 .thinking = thinking,
-                 .parse_special_in_content = m->parse_special_in_content,
-                 .text = rq->prompt,
-                 .text_len = rq->prompt ? strlen(rq->prompt) : 0,
-                 .parse = chat,
-                 .gen = {.max_tokens = rq->max_tokens >= 0 ? rq->max_tokens : m->max_tokens,
-                         .stops = rq->n_stops ? stops : m->stops,
-                         .n_stops = rq->n_stops ? rq->n_stops : m->n_stops,
-                         .decode_flags = chat ? PT_DETOKENIZE_RENDER_SPECIAL : 0,
-                         .show_control = chat ? s->markup : NULL,
-                         .should_stop = should_stop,
-                         .should_stop_ud = &rc,
-                         .on_logprob = rq->logprobs ? on_logprob : NULL,
-                         .on_logprob_ud = &rc,
-                         .n_top_logprobs = rq->top_logprobs},
-                 .emit = on_text,
-                 .emit_ud = &rc,
-                 .on_prefilled = on_prefilled,
-                 .ud = &rc,
-                 .stop = &j->stop};
+    return (fe_turn){.format = m->format,
+                     .messages = chat ? rq->messages : NULL,
+                     .tools = rq->tools,
+                     .thinking = rq->thinking >= 0 ? rq->thinking : m->thinking,
+                     .parse_special_in_content = m->parse_special_in_content,
+                     .text = rq->prompt,
+                     .text_len = rq->prompt ? strlen(rq->prompt) : 0,
+                     .parse = chat,
+                     .gen = {.max_tokens = rq->max_tokens >= 0 ? rq->max_tokens : m->max_tokens,
+                             .stops = rq->n_stops ? stops : m->stops,
+                             .n_stops = rq->n_stops ? rq->n_stops : m->n_stops,
+                             .decode_flags = chat ? PT_DETOKENIZE_RENDER_SPECIAL : 0,
+                             .show_control = chat ? rc->s->markup : NULL,
+                             .should_stop = should_stop,
+                             .should_stop_ud = rc,
+                             .on_logprob = rq->logprobs ? on_logprob : NULL,
+                             .on_logprob_ud = rc,
+                             .n_top_logprobs = rq->top_logprobs},
+                     .emit = on_text,
+                     .emit_ud = rc,
+                     .on_prefilled = on_prefilled,
+                     .ud = rc,
+                     .stop = &rc->j->stop};
+}
+
+/* Run the job's turn in the session (the longest common prefix with the cache is kept):
+ * fe_turn_run's result, the turn in rc->tr. */
+static int run_turn(run_ctx *rc) {
+    srv *s = rc->s;
+    job *j = rc->j;
+    const srv_model *m = &s->m;
+    if (client_gone(j->fd)) job_stop(j);
+    const char *stops[OAI_MAX_STOPS];
+    fe_turn t = job_turn(rc, stops);
     /* prefix reuse within a tenant only: a different key's request starts from an empty cache,
      * so its cached_tokens cannot tell how much of another key's prompt it guessed */
     if (s->cache_tenant != j->tenant) {
@@ -443,164 +451,241 @@ static void run_job(srv *s, job *j) {
     /* prefixes on disk: a key's entries are its own (scoped by the key itself, which stays
      * the same across restarts while its index may not) */
     if (m->pcache) pt_gen_set_prefix_cache(m->g, m->pcache, s->n_keys ? s->keys[j->tenant] : NULL);
-    pt_session_set_progress(m->s, on_progress, &rc);
-    int trc = fe_turn_run(m->g, &t, &tr, err, sizeof err);
+    pt_session_set_progress(m->s, on_progress, rc);
+    int trc = fe_turn_run(m->g, &t, &rc->tr, rc->err, sizeof rc->err);
     pt_session_set_progress(m->s, NULL, NULL);
-    int cached = tr.n_reused;
-    if (trc == FE_TURN_BAD_PROMPT) goto fail;
+    return trc;
+}
+
+/* A turn that ended without an answer: 1 and how it is refused (the message in rc->err), or 0
+ * when there is an answer to give (perhaps an error the reply reports). */
+static int turn_refused(run_ctx *rc, int trc, refusal *f) {
     if (trc == FE_TURN_TOO_LONG) {
-        snprintf(err, sizeof err, "the prompt is %d tokens but the context holds %d", tr.n_prompt,
-                 pt_session_n_ctx(m->s));
-        ecode = "context_length_exceeded";
-        goto fail;
+        snprintf(rc->err, sizeof rc->err, "the prompt is %d tokens but the context holds %d",
+                 rc->tr.n_prompt, pt_session_n_ctx(rc->s->m.s));
+        f->code = "context_length_exceeded";
+    } else if (trc == FE_TURN_CANCELLED && rc->shutdown) {
+        snprintf(rc->err, sizeof rc->err,
+                 "the server is shutting down; the prompt's evaluation stopped");
+        f->status = 503, f->type = "server_error", f->code = NULL;
+    } else if (trc == FE_TURN_CANCELLED) {
+        snprintf(rc->err, sizeof rc->err, "cancelled: the client went away");
+        f->status = 499, f->code = NULL;
+    } else if (trc == FE_TURN_PREFILL_FAILED) {
+        f->status = 500, f->type = "server_error", f->code = NULL;
     }
-    if (trc == FE_TURN_CANCELLED && rc.shutdown) {
-        snprintf(err, sizeof err, "the server is shutting down; the prompt's evaluation stopped");
-        status = 503, etype = "server_error";
-        goto fail;
+    return trc == FE_TURN_BAD_PROMPT || trc == FE_TURN_TOO_LONG || trc == FE_TURN_CANCELLED ||
+           trc == FE_TURN_PREFILL_FAILED;
+}
+
+/* A job refused before its answer: its error reply, or an error event when its stream has
+ * begun (the status was sent: 200), counted and logged. */
+static void run_refused(run_ctx *rc, const refusal *f) {
+    srv *s = rc->s;
+    job *j = rc->j;
+    int status = f->status;
+    pthread_mutex_lock(&s->mu);
+    if (status == 499)
+        s->n_cancelled++, snprintf(s->last_finish, sizeof s->last_finish, "cancelled");
+    if (rc->streaming) /* the stream began before the prefill failed: its status is sent */
+        oai_stream_error(&rc->st, rc->err, &j->sse), status = 200;
+    else
+        job_fail(j, status, f->type, f->code, rc->err);
+    pthread_mutex_unlock(&s->mu);
+    log_job(s, j, status, rc->tr.n_prompt, 0, NULL, rc->t_start, rc->tr.t_prefilled, rc->err);
+}
+
+/* The content the splitter passed on as it streamed, as valid UTF-8 without trailing blanks (as
+ * the final parse gives content). 0, or -1 out of memory. */
+static int streamed_content(const oai_split *sp, pt_buf *out) {
+    if (pt_utf8_repair(sp->content.v ? sp->content.v : "", sp->content.n, out) < 0) {
+        pt_buf_free(out);
+        return -1;
     }
-    if (trc == FE_TURN_CANCELLED) {
-        snprintf(err, sizeof err, "cancelled: the client went away");
-        status = 499;
-        goto fail;
+    while (out->n && strchr(" \t\r\n", out->v[out->n - 1]))
+        out->v[--out->n] = 0;
+    return 0;
+}
+
+/* The parsed answer keeps its first n tool calls. */
+static void keep_calls(pt_chat_parsed *p, int n) {
+    while (p->n_calls > n) {
+        p->n_calls--;
+        free(p->calls[p->n_calls].name), free(p->calls[p->n_calls].arguments);
     }
-    if (trc == FE_TURN_PREFILL_FAILED) {
-        status = 500, etype = "server_error";
-        goto fail;
-    }
-    int grc = trc; /* 0, or the generation / the answer failed: an error reply */
-    if (!grc && res_cut_by_shutdown(&rc, &tr)) {
-        /* SIGTERM cut the answer short: an error, never a finish_reason "stop" that would pass
-         * a truncated answer off as complete */
-        snprintf(err, sizeof err, "the server is shutting down; the answer was cut short");
-        grc = -1;
-    }
-    if (trc != FE_TURN_GEN_FAILED) oai_split_push(&rc.split, "", 0, 1, on_delta, &rc);
-    pt_chat_parsed *parsed = tr.have_parsed ? &tr.parsed : NULL;
-    if (parsed && !tools) {
-        /* no tools offered: tool-call markup is just text, as it was streamed */
+}
+
+/* The parsed answer as the request wants it (NULL: completions): with no tools offered,
+ * tool-call markup is just text, as it was streamed; with parallel_tool_calls false, the first
+ * call alone is the answer. */
+static pt_chat_parsed *job_answer(run_ctx *rc) {
+    const oai_req *rq = &rc->j->req;
+    pt_chat_parsed *parsed = rc->tr.have_parsed ? &rc->tr.parsed : NULL;
+    if (parsed && !rq->tools) {
         pt_buf c = {0};
-        const char *cv = rc.split.content.v ? rc.split.content.v : "";
-        size_t cn = rc.split.content.n;
-        while (cn && strchr(" \t\r\n", cv[cn - 1]))
-            cn--;
-        if (pt_utf8_repair(cv, cn, &c) >= 0) {
+        if (!streamed_content(&rc->split, &c)) {
             free(parsed->content);
             parsed->content = c.v;
         }
-        for (int i = 0; i < parsed->n_calls; i++)
-            free(parsed->calls[i].name), free(parsed->calls[i].arguments);
-        parsed->n_calls = 0;
+        keep_calls(parsed, 0);
     }
-    /* parallel_tool_calls false: the first call alone is the answer */
-    while (parsed && rq->one_tool_call && parsed->n_calls > 1) {
-        parsed->n_calls--;
-        free(parsed->calls[parsed->n_calls].name), free(parsed->calls[parsed->n_calls].arguments);
-    }
-    const pt_gen_result *res = &tr.gen;
-    oai_result r = {.id = id,
-                    .model = s->model_name,
-                    .created = created,
-                    .parsed = parsed,
-                    .text = tr.text.v ? tr.text.v : "",
-                    .logprobs = rc.lp,
-                    .reason = res->reason,
-                    .prompt_tokens = tr.n_prompt,
-                    .cached_tokens = cached,
-                    .completion_tokens = res->n_tokens,
-                    /* tokens sampled inside the reasoning block; none when it held no text
-                     * (a block the model closed at once) */
-                    .reasoning_tokens = !parsed || !parsed->reasoning[0] ? 0
-                                        : rc.n_reasoning < res->n_tokens ? rc.n_reasoning
-                                                                         : res->n_tokens,
-                    .previous_response_id = rq->prev_id,
-                    .store = rq->store};
-    /* a stream shows the content the final parse has beyond what was streamed (a malformed tool
-     * call) */
-    /* echo (completions): the prompt, then what was generated */
-    if (rq->echo && rq->prompt && !rc.streaming) {
-        if (pt_buf_append(&echoed, rq->prompt, strlen(rq->prompt)) ||
-            pt_buf_append(&echoed, r.text, strlen(r.text)))
-            grc = -1, snprintf(err, sizeof err, "out of memory");
-        else
-            r.text = echoed.v;
-    }
-    if (grc == 0 && rc.streaming && parsed && tools) {
-        pt_buf sent = {0};
-        if (pt_utf8_repair(rc.split.content.v ? rc.split.content.v : "", rc.split.content.n,
-                           &sent) >= 0) {
-            size_t k = sent.n;
-            while (k && strchr(" \t\r\n", sent.v[k - 1]))
-                k--;
-            if (strlen(parsed->content) > k && !strncmp(parsed->content, sent.v, k)) {
-                pthread_mutex_lock(&s->mu);
-                oai_stream_delta(&rc.st, OAI_CONTENT, parsed->content + k,
-                                 strlen(parsed->content) - k, &j->sse);
-                pthread_mutex_unlock(&s->mu);
-            }
+    if (parsed && rq->one_tool_call) keep_calls(parsed, 1);
+    return parsed;
+}
+
+/* What the reply reports of the finished turn. */
+static oai_result job_result(const run_ctx *rc, const pt_chat_parsed *parsed) {
+    const pt_gen_result *res = &rc->tr.gen;
+    const oai_req *rq = &rc->j->req;
+    return (oai_result){.id = rc->id,
+                        .model = rc->s->model_name,
+                        .created = rc->created,
+                        .parsed = parsed,
+                        .text = rc->tr.text.v ? rc->tr.text.v : "",
+                        .logprobs = rc->lp,
+                        .reason = res->reason,
+                        .prompt_tokens = rc->tr.n_prompt,
+                        .cached_tokens = rc->tr.n_reused,
+                        .completion_tokens = res->n_tokens,
+                        /* tokens sampled inside the reasoning block; none when it held no text (a
+                         * block the model closed at once) */
+                        .reasoning_tokens = !parsed || !parsed->reasoning[0]  ? 0
+                                            : rc->n_reasoning < res->n_tokens ? rc->n_reasoning
+                                                                              : res->n_tokens,
+                        .previous_response_id = rq->prev_id,
+                        .store = rq->store};
+}
+
+/* A stream shows the content the final parse has beyond what was streamed (a malformed tool
+ * call the splitter held back as markup). */
+static void stream_parsed_rest(run_ctx *rc, const pt_chat_parsed *parsed) {
+    pt_buf sent = {0};
+    if (!streamed_content(&rc->split, &sent)) {
+        size_t k = sent.n;
+        if (strlen(parsed->content) > k && !strncmp(parsed->content, sent.v, k)) {
+            pthread_mutex_lock(&rc->s->mu);
+            oai_stream_delta(&rc->st, OAI_CONTENT, parsed->content + k, strlen(parsed->content) - k,
+                             &rc->j->sse);
+            pthread_mutex_unlock(&rc->s->mu);
         }
-        pt_buf_free(&sent);
     }
-    pthread_mutex_lock(&s->mu);
+    pt_buf_free(&sent);
+}
+
+/* The /health counters of the request just answered (srv.mu held); grc: the answer failed. */
+static void record_stats(run_ctx *rc, int grc, const pt_chat_parsed *parsed) {
+    srv *s = rc->s;
+    const pt_gen_result *res = &rc->tr.gen;
     s->tokens_generated += (unsigned long long)res->n_tokens;
-    s->last_completion_tokens = res->n_tokens, s->last_prompt_tokens = tr.n_prompt,
-    s->last_cached_tokens = cached;
+    s->last_completion_tokens = res->n_tokens, s->last_prompt_tokens = rc->tr.n_prompt,
+    s->last_cached_tokens = rc->tr.n_reused;
     pt_stats st1;
-    pt_engine_stats(m->e, &st1);
-    s->last_expert_hits = st1.hits - st0.hits;
-    s->last_expert_requests = st1.hits + st1.misses - st0.hits - st0.misses;
-    s->last_bytes_read = st1.bytes_read - st0.bytes_read;
-    s->last_prefill_s = tr.t_prefilled > t_start ? tr.t_prefilled - t_start : 0;
+    pt_engine_stats(s->m.e, &st1);
+    s->last_expert_hits = st1.hits - rc->st0.hits;
+    s->last_expert_requests = st1.hits + st1.misses - rc->st0.hits - rc->st0.misses;
+    s->last_bytes_read = st1.bytes_read - rc->st0.bytes_read;
+    s->last_prefill_s = rc->tr.t_prefilled > rc->t_start ? rc->tr.t_prefilled - rc->t_start : 0;
     s->last_decode_tok_s = res->n_tokens > 1 && res->t_end > res->t_first
                                ? (res->n_tokens - 1) / (res->t_end - res->t_first)
                                : 0;
     snprintf(s->last_finish, sizeof s->last_finish, "%s",
-             job_stopped(j) && !rc.shutdown  ? "cancelled"
-             : res_cut_by_shutdown(&rc, &tr) ? "shutdown"
-             : grc                           ? "error"
+             job_stopped(rc->j) && !rc->shutdown ? "cancelled"
+             : res_cut_by_shutdown(rc)           ? "shutdown"
+             : grc                               ? "error"
                    : oai_finish_reason(res->reason, parsed ? parsed->n_calls : 0));
-    if (job_stopped(j) && !rc.shutdown) s->n_cancelled++;
+    if (job_stopped(rc->j) && !rc->shutdown) s->n_cancelled++;
+}
+
+/* The answer goes out (srv.mu held): the stream's end, or the whole reply; grc: it failed
+ * (rc->err says why), an error event or a 500 (503 while the server stops). */
+static void deliver(run_ctx *rc, int grc, const oai_result *r) {
+    job *j = rc->j;
     if (grc) {
-        if (rc.streaming)
-            oai_stream_error(&rc.st, err, &j->sse);
+        if (rc->streaming)
+            oai_stream_error(&rc->st, rc->err, &j->sse);
         else
-            job_fail(j, s->stopping ? 503 : 500, "server_error", NULL, err);
-    } else if (rc.streaming) {
-        oai_stream_end(&rc.st, &r, &j->sse);
+            job_fail(j, rc->s->stopping ? 503 : 500, "server_error", NULL, rc->err);
+    } else if (rc->streaming) {
+        oai_stream_end(&rc->st, r, &j->sse);
     } else {
         j->status = 200;
-        j->body = oai_reply(rq->api, &r);
+        j->body = oai_reply(j->req.api, r);
         if (!j->body) job_fail(j, 500, "server_error", NULL, "out of memory");
     }
+}
+
+/* A turn that generated: the answer's last text through the splitter, the answer as the request
+ * wants it, its reply or the stream's end, the counters, the kept response, the log line.
+ * trc: 0, or the generation or the answer failed (FE_TURN_GEN_FAILED, _ANSWER_FAILED). */
+static void run_answered(run_ctx *rc, int trc) {
+    srv *s = rc->s;
+    job *j = rc->j;
+    const oai_req *rq = &j->req;
+    int grc = trc; /* 0, or the generation / the answer failed: an error reply */
+    if (!grc && res_cut_by_shutdown(rc)) {
+        /* SIGTERM cut the answer short: an error, never a finish_reason "stop" that would pass
+         * a truncated answer off as complete */
+        snprintf(rc->err, sizeof rc->err, "the server is shutting down; the answer was cut short");
+        grc = -1;
+    }
+    if (trc != FE_TURN_GEN_FAILED) oai_split_push(&rc->split, "", 0, 1, on_delta, rc);
+    pt_chat_parsed *parsed = job_answer(rc);
+    oai_result r = job_result(rc, parsed);
+    /* echo (completions): the prompt, then what was generated (a stream sent the prompt first) */
+    if (rq->echo && rq->prompt && !rc->streaming) {
+        if (pt_buf_append(&rc->echoed, rq->prompt, strlen(rq->prompt)) ||
+            pt_buf_append(&rc->echoed, r.text, strlen(r.text)))
+            grc = -1, snprintf(rc->err, sizeof rc->err, "out of memory");
+        else
+            r.text = rc->echoed.v;
+    }
+    if (grc == 0 && rc->streaming && parsed && rq->tools) stream_parsed_rest(rc, parsed);
+    pthread_mutex_lock(&s->mu);
+    record_stats(rc, grc, parsed);
+    deliver(rc, grc, &r);
     if (!grc && rq->api == OAI_RESPONSES && rq->store && parsed) keep_response(s, j, &r);
     char finish[sizeof s->last_finish];
     snprintf(finish, sizeof finish, "%s", s->last_finish);
     pthread_mutex_unlock(&s->mu);
-    log_job(s, j, grc ? (rc.streaming ? 200 : 500) : 200, tr.n_prompt, cached, res, t_start,
-            tr.t_prefilled, finish);
-    goto out;
-fail:
+    log_job(s, j, grc ? (rc->streaming ? 200 : 500) : 200, rc->tr.n_prompt, rc->tr.n_reused,
+            &rc->tr.gen, rc->t_start, rc->tr.t_prefilled, finish);
+}
+
+/* Generate for one job (worker thread, srv.mu not held): one turn of front/front.h (render,
+ * tokenize, prefill, generate, parse) with the request's sampling, then the reply or the
+ * stream's end; or the request's refusal. */
+static void run_job(srv *s, job *j) {
+    run_ctx rc = {.s = s, .j = j, .lp = j->req.logprobs ? json_array() : NULL};
+    const char *prefix = j->req.api == OAI_CHAT          ? "chatcmpl-"
+                         : j->req.api == OAI_COMPLETIONS ? "cmpl-"
+                                                         : "resp_";
     pthread_mutex_lock(&s->mu);
-    if (status == 499)
-        s->n_cancelled++, snprintf(s->last_finish, sizeof s->last_finish, "cancelled");
-    if (rc.streaming) /* the stream began before the prefill failed: its status is sent */
-        oai_stream_error(&rc.st, err, &j->sse), status = 200;
-    else
-        job_fail(j, status, etype, ecode ? ecode : status == 400 ? "invalid_request" : NULL, err);
+    make_id(s, prefix, rc.id, sizeof rc.id);
     pthread_mutex_unlock(&s->mu);
-    log_job(s, j, status, tr.n_prompt, 0, NULL, t_start, tr.t_prefilled, err);
-out:
+    rc.created = (long)time(NULL);
+    rc.t_start = pt_now();
+    pt_engine_stats(s->m.e, &rc.st0);
+    refusal f = {400, "invalid_request_error", "invalid_request", ""};
+    if (job_sampling(&rc)) {
+        run_refused(&rc, &f);
+    } else {
+        int trc = run_turn(&rc);
+        if (turn_refused(&rc, trc, &f))
+            run_refused(&rc, &f);
+        else
+            run_answered(&rc, trc);
+    }
     if (j->grammar) {
         /* the sampler borrows the job's grammar, which goes with the job */
-        pt_sampling plain = m->sp;
-        pt_gen_set_sampling(m->g, &plain, NULL, 0);
+        pt_sampling plain = s->m.sp;
+        pt_gen_set_sampling(s->m.g, &plain, NULL, 0);
     }
     oai_split_free(&rc.split);
     oai_stream_free(&rc.st);
     pt_buf_free(&rc.fix);
-    pt_buf_free(&echoed);
+    pt_buf_free(&rc.echoed);
     json_decref(rc.lp);
-    fe_turn_result_free(&tr);
+    fe_turn_result_free(&rc.tr);
 }
 
 static void *worker_main(void *arg) {
