@@ -916,6 +916,13 @@ static sconn *conn_of(struct MHD_Connection *c) {
     return ci ? ci->socket_context : NULL;
 }
 
+/* Queue a response and let go of it (libmicrohttpd keeps it until it is sent). */
+static enum MHD_Result send_response(struct MHD_Connection *c, int status, struct MHD_Response *r) {
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
 /* A reply to an allowed Origin names it (the browser lets the page read it). */
 static void add_cors(struct MHD_Connection *c, struct MHD_Response *r) {
     const sconn *k = conn_of(c);
@@ -936,31 +943,31 @@ static enum MHD_Result reply_h(struct MHD_Connection *c, int status, const char 
     MHD_add_response_header(r, "Content-Type", "application/json");
     if (hname && hval) MHD_add_response_header(r, hname, hval);
     add_cors(c, r);
-    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
-    MHD_destroy_response(r);
-    return ret;
+    return send_response(c, status, r);
 }
 
 static enum MHD_Result reply(struct MHD_Connection *c, int status, const char *body) {
     return reply_h(c, status, body, NULL, NULL);
 }
 
-/* reply() of a JSON value, which it takes (NULL, out of memory: "{}"). */
+/* reply() of a malloc'd body, which it frees (NULL, out of memory: "{}"). */
+static enum MHD_Result reply_free(struct MHD_Connection *c, int status, char *body) {
+    enum MHD_Result r = reply(c, status, body);
+    free(body);
+    return r;
+}
+
+/* reply() of a JSON value, which it takes. */
 static enum MHD_Result reply_json(struct MHD_Connection *c, int status, json_t *j) {
     char *b = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
-    enum MHD_Result r = reply(c, status, b);
-    free(b);
-    return r;
+    return reply_free(c, status, b);
 }
 
 /* param: the request field the error names (error.param), or NULL. */
 static enum MHD_Result reply_error_at(struct MHD_Connection *c, int status, const char *type,
                                       const char *code, const char *param, const char *msg) {
-    char *b = oai_error_body(type, code, param, msg);
-    enum MHD_Result r = reply(c, status, b);
-    free(b);
-    return r;
+    return reply_free(c, status, oai_error_body(type, code, param, msg));
 }
 
 static enum MHD_Result reply_error(struct MHD_Connection *c, int status, const char *type,
@@ -1116,9 +1123,7 @@ static enum MHD_Result preflight(struct MHD_Connection *c) {
                             plain ? want : "Authorization, Content-Type, X-Api-Key");
     MHD_add_response_header(r, "Access-Control-Max-Age", "600");
     add_cors(c, r);
-    enum MHD_Result ret = MHD_queue_response(c, 204, r);
-    MHD_destroy_response(r);
-    return ret;
+    return send_response(c, 204, r);
 }
 
 static int ct_equal(const char *a, const char *b) { /* constant time in the length of b */
@@ -1362,9 +1367,7 @@ static enum MHD_Result reply_stream(srv *s, struct MHD_Connection *c, job *j) {
     omitted_warning(&j->req, warn, sizeof warn);
     if (warn[0]) MHD_add_response_header(r, "X-Petrel-Warning", warn);
     add_cors(c, r);
-    enum MHD_Result ret = MHD_queue_response(c, 200, r);
-    MHD_destroy_response(r);
-    return ret;
+    return send_response(c, 200, r);
 }
 
 /* A generation endpoint's complete request body: check, queue, wait, answer. */
@@ -1468,9 +1471,7 @@ static enum MHD_Result ep_stored_response(srv *s, struct MHD_Connection *c, cons
     if (del)
         return reply_json(
             c, 200, json_pack("{s:s, s:s, s:b}", "id", id, "object", "response", "deleted", 1));
-    enum MHD_Result r = reply(c, 200, body);
-    free(body);
-    return r;
+    return reply_free(c, 200, body);
 }
 
 /* The web chat's files (webui.h): / is index.html. NULL: not a file. */
@@ -1498,9 +1499,7 @@ static enum MHD_Result ep_web(srv *s, struct MHD_Connection *c, const request *r
                             "default-src 'none'; script-src 'self'; style-src 'self'; "
                             "connect-src 'self'; img-src 'self' data:; base-uri 'none'; "
                             "form-action 'self'; frame-ancestors 'none'");
-    enum MHD_Result ret = MHD_queue_response(c, 200, r);
-    MHD_destroy_response(r);
-    return ret;
+    return send_response(c, 200, r);
 }
 
 /* Chat completions, completions, responses (rq->api): a body past the limit is refused before
