@@ -470,22 +470,30 @@ static int run_turn(run_ctx *rc) {
 /* A turn that ended without an answer: 1 and how it is refused (the message in rc->err), or 0
  * when there is an answer to give (perhaps an error the reply reports). */
 static int turn_refused(run_ctx *rc, int trc, refusal *f) {
-    if (trc == FE_TURN_TOO_LONG) {
+    switch (trc) {
+    case FE_TURN_BAD_PROMPT: /* fe_turn_run's message; the request's fault (f as given: 400) */
+        return 1;
+    case FE_TURN_TOO_LONG:
         snprintf(rc->err, sizeof rc->err, "the prompt is %d tokens but the context holds %d",
                  rc->tr.n_prompt, pt_session_n_ctx(rc->s->m.s));
         f->code = "context_length_exceeded";
-    } else if (trc == FE_TURN_CANCELLED && rc->shutdown) {
-        snprintf(rc->err, sizeof rc->err,
-                 "the server is shutting down; the prompt's evaluation stopped");
-        f->status = 503, f->type = "server_error", f->code = NULL;
-    } else if (trc == FE_TURN_CANCELLED) {
-        snprintf(rc->err, sizeof rc->err, "cancelled: the client went away");
-        f->status = 499, f->code = NULL;
-    } else if (trc == FE_TURN_PREFILL_FAILED) {
+        return 1;
+    case FE_TURN_CANCELLED:
+        if (rc->shutdown) {
+            snprintf(rc->err, sizeof rc->err,
+                     "the server is shutting down; the prompt's evaluation stopped");
+            f->status = 503, f->type = "server_error", f->code = NULL;
+        } else {
+            snprintf(rc->err, sizeof rc->err, "cancelled: the client went away");
+            f->status = 499, f->code = NULL;
+        }
+        return 1;
+    case FE_TURN_PREFILL_FAILED: /* fe_turn_run's message */
         f->status = 500, f->type = "server_error", f->code = NULL;
+        return 1;
+    default: /* generated (FE_TURN_GEN_FAILED, _ANSWER_FAILED: an answer that reports its error) */
+        return 0;
     }
-    return trc == FE_TURN_BAD_PROMPT || trc == FE_TURN_TOO_LONG || trc == FE_TURN_CANCELLED ||
-           trc == FE_TURN_PREFILL_FAILED;
 }
 
 /* A job refused before its answer: its error reply, or an error event when its stream has
