@@ -52,12 +52,18 @@ typedef struct errbuf {
     int omitted; /* image / audio / file parts replaced by a placeholder so far */
 } errbuf;
 
+static int vbad(errbuf *err, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
+static int vbad(errbuf *err, const char *fmt, va_list ap) {
+    if (err->s && err->n) vsnprintf(err->s, err->n, fmt, ap);
+    return -1;
+}
+
+/* The message of a 400; -1, so that a reader can `return bad(...)`. */
 static int bad(errbuf *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int bad(errbuf *err, const char *fmt, ...) {
-    if (!err->s || !err->n) return -1;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err->s, err->n, fmt, ap);
+    vbad(err, fmt, ap);
     va_end(ap);
     return -1;
 }
@@ -68,10 +74,9 @@ static int bad_at(errbuf *err, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int bad_at(errbuf *err, const char *param, const char *fmt, ...) {
     snprintf(err->param, sizeof err->param, "%s", param);
-    if (!err->s || !err->n) return -1;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err->s, err->n, fmt, ap);
+    vbad(err, fmt, ap);
     va_end(ap);
     return -1;
 }
@@ -158,11 +163,54 @@ static int content_text(const json_t *c, const char *where, pt_buf *out, errbuf 
     return 0;
 }
 
+/* OpenAI's checks of one message before its content is read: a known role, content unless an
+ * assistant message carries tool_calls or a refusal, and a tool message's tool_call_id. `where` is
+ * the message's path ("messages[2]"); 0, or -1 with err. */
+static int check_message(const json_t *m, const char *where, const char *role, errbuf *err) {
+    char field[OAI_PARAM_MAX];
+    snprintf(field, sizeof field, "%s.role", where);
+    if (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant") &&
+        strcmp(role, "tool"))
+        return bad_at(err, field,
+                      "%s: unknown role '%s' (system, developer, user, assistant, tool)", where,
+                      role);
+    const json_t *tc = json_object_get(m, "tool_calls");
+    const json_t *content = json_object_get(m, "content");
+    int may_omit = !strcmp(role, "assistant") && ((json_is_array(tc) && json_array_size(tc)) ||
+                                                  json_is_string(json_object_get(m, "refusal")));
+    if ((!content || json_is_null(content)) && !may_omit) {
+        snprintf(field, sizeof field, "%s.content", where);
+        return bad_at(err, field,
+                      "%s.content is missing: a %s message needs content (only an assistant "
+                      "message with tool_calls or a refusal may omit it)",
+                      where, role);
+    }
+    if (!strcmp(role, "tool") && !json_is_string(json_object_get(m, "tool_call_id"))) {
+        snprintf(field, sizeof field, "%s.tool_call_id", where);
+        return bad_at(err, field,
+                      "%s.tool_call_id is missing: a tool message names the call it answers",
+                      where);
+    }
+    return 0;
+}
+
+/* An assistant message's tool_calls: an array of calls that each name their function. */
+static int check_tool_calls(const json_t *tc, const char *where, errbuf *err) {
+    if (tc && !json_is_null(tc) && !json_is_array(tc))
+        return bad(err, "%s: 'tool_calls' must be an array", where);
+    size_t k;
+    const json_t *call;
+    json_array_foreach(tc, k, call) {
+        const json_t *fn = json_object_get(call, "function");
+        if (!json_is_object(fn) || !json_is_string(json_object_get(fn, "name")))
+            return bad(err, "%s: tool_calls[%zu] needs function.name", where, k);
+    }
+    return 0;
+}
+
 /* Check one chat message and return the normalised copy chat_render takes
- * (developer -> system, content as a string). NULL with err. As OpenAI
- * validates: every message has content but an assistant message that carries
- * tool_calls or a refusal, and a tool message names its tool_call_id; `list`
- * is the array's name in the request ("messages", "input"), for error.param. */
+ * (developer -> system, content as a string). NULL with err. `list` is the
+ * array's name in the request ("messages", "input"), for error.param. */
 static json_t *norm_message(const json_t *m, const char *list, size_t i, errbuf *err) {
     char where[48], field[OAI_PARAM_MAX];
     snprintf(where, sizeof where, "%s[%zu]", list, i);
@@ -171,35 +219,11 @@ static json_t *norm_message(const json_t *m, const char *list, size_t i, errbuf 
     snprintf(field, sizeof field, "%s.role", where);
     if (!role) return bad_at(err, field, "%s: 'role' is missing or not a string", where), NULL;
     if (!strcmp(role, "developer")) role = "system";
-    if (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant") &&
-        strcmp(role, "tool"))
-        return bad_at(err, field,
-                      "%s: unknown role '%s' (system, developer, user, assistant, tool)", where,
-                      role),
-               NULL;
     const json_t *tc = json_object_get(m, "tool_calls");
-    const json_t *refusal = json_object_get(m, "refusal");
-    const json_t *content = json_object_get(m, "content");
-    int may_omit = !strcmp(role, "assistant") &&
-                   ((json_is_array(tc) && json_array_size(tc)) || json_is_string(refusal));
-    if ((!content || json_is_null(content)) && !may_omit) {
-        snprintf(field, sizeof field, "%s.content", where);
-        return bad_at(err, field,
-                      "%s.content is missing: a %s message needs content (only an assistant "
-                      "message with tool_calls or a refusal may omit it)",
-                      where, role),
-               NULL;
-    }
-    const json_t *id = json_object_get(m, "tool_call_id");
-    if (!strcmp(role, "tool") && !json_is_string(id)) {
-        snprintf(field, sizeof field, "%s.tool_call_id", where);
-        return bad_at(err, field,
-                      "%s.tool_call_id is missing: a tool message names the call it answers",
-                      where),
-               NULL;
-    }
     pt_buf c = {0};
-    if (content_text(json_object_get(m, "content"), where, &c, err)) {
+    if (check_message(m, where, role, err) ||
+        content_text(json_object_get(m, "content"), where, &c, err) ||
+        check_tool_calls(tc, where, err)) {
         pt_buf_free(&c);
         return NULL;
     }
@@ -209,62 +233,59 @@ static json_t *norm_message(const json_t *m, const char *list, size_t i, errbuf 
     const json_t *rc = json_object_get(m, "reasoning_content");
     if (!rc) rc = json_object_get(m, "reasoning");
     if (json_is_string(rc)) json_object_set(o, "reasoning_content", (json_t *)rc);
-    if (tc && !json_is_null(tc)) {
-        if (!json_is_array(tc)) {
-            json_decref(o);
-            return bad(err, "%s: 'tool_calls' must be an array", where), NULL;
-        }
-        size_t k;
-        const json_t *call;
-        json_array_foreach(tc, k, call) {
-            const json_t *fn = json_object_get(call, "function");
-            if (!json_is_object(fn) || !json_is_string(json_object_get(fn, "name"))) {
-                json_decref(o);
-                return bad(err, "%s: tool_calls[%zu] needs function.name", where, k), NULL;
-            }
-        }
-        json_object_set(o, "tool_calls", (json_t *)tc);
-    }
+    if (tc && !json_is_null(tc)) json_object_set(o, "tool_calls", (json_t *)tc);
+    const json_t *id = json_object_get(m, "tool_call_id");
     if (json_is_string(id)) json_object_set(o, "tool_call_id", (json_t *)id);
     const json_t *nm = json_object_get(m, "name");
     if (json_is_string(nm)) json_object_set(o, "name", (json_t *)nm);
     return o;
 }
 
-/* Check a chat-shaped tools array ({type:"function", function:{name,...}})
- * and apply tool_choice. *out: the tools to render (NULL: none). */
-static int read_tools(const json_t *tools, const json_t *choice, int flat, oai_req *r,
-                      errbuf *err) {
-    json_t **out = &r->tools;
-    *out = NULL;
-    const char *only = NULL;
-    /* Chat Completions refuses a tool_choice without tools, as OpenAI does (Responses clients,
-     * Codex among them, may send tool_choice on its own). */
-    if (!flat && choice && !json_is_null(choice) && (!tools || json_is_null(tools)))
-        return bad_at(err, "tool_choice", "'tool_choice' is only allowed when 'tools' is given");
-    if (choice && !json_is_null(choice)) {
-        if (json_is_string(choice)) {
-            const char *c = json_string_value(choice);
-            if (!strcmp(c, "none"))
-                r->tool_mode = OAI_TOOLS_NONE;
-            else if (!strcmp(c, "required"))
-                r->tool_mode = OAI_TOOLS_REQUIRED;
-            else if (strcmp(c, "auto"))
-                return bad_at(err, "tool_choice",
-                              "'tool_choice' must be none, auto, required or a function");
-        } else if (json_is_object(choice)) {
-            const json_t *fn = json_object_get(choice, "function");
-            only = json_string_value(fn ? json_object_get(fn, "name")
-                                        : json_object_get(choice, "name"));
-            if (!only) return bad_at(err, "tool_choice", "'tool_choice' names no function");
+/* tool_choice: none, auto, required, or an object naming one function (r->tool_name; the
+ * function must then be among the tools). */
+static int read_tool_choice(const json_t *choice, oai_req *r, errbuf *err) {
+    if (!choice || json_is_null(choice)) return 0;
+    if (json_is_string(choice)) {
+        const char *c = json_string_value(choice);
+        if (!strcmp(c, "none"))
+            r->tool_mode = OAI_TOOLS_NONE;
+        else if (!strcmp(c, "required"))
             r->tool_mode = OAI_TOOLS_REQUIRED;
-            if (!(r->tool_name = strdup(only))) return bad(err, "out of memory");
-        } else {
-            return bad(err, "'tool_choice' must be a string or an object");
-        }
+        else if (strcmp(c, "auto"))
+            return bad_at(err, "tool_choice",
+                          "'tool_choice' must be none, auto, required or a function");
+        return 0;
     }
-    if (!tools || json_is_null(tools)) return 0;
+    if (!json_is_object(choice)) return bad(err, "'tool_choice' must be a string or an object");
+    const json_t *fn = json_object_get(choice, "function");
+    const char *only =
+        json_string_value(fn ? json_object_get(fn, "name") : json_object_get(choice, "name"));
+    if (!only) return bad_at(err, "tool_choice", "'tool_choice' names no function");
+    r->tool_mode = OAI_TOOLS_REQUIRED;
+    if (!(r->tool_name = strdup(only))) return bad(err, "out of memory");
+    return 0;
+}
+
+/* One function tool as pt_chat_render takes it: {type:"function", function:{name,
+ * description, parameters}} (parameters default to an empty object schema). */
+static json_t *chat_tool(const json_t *fn, const char *name) {
+    const json_t *params = json_object_get(fn, "parameters");
+    json_t *f = json_pack("{s:s}", "name", name);
+    const json_t *d = json_object_get(fn, "description");
+    if (json_is_string(d)) json_object_set(f, "description", (json_t *)d);
+    json_object_set_new(f, "parameters",
+                        json_is_object(params)
+                            ? json_incref((json_t *)params)
+                            : json_pack("{s:s, s:{}}", "type", "object", "properties"));
+    return json_pack("{s:s, s:o}", "type", "function", "function", f);
+}
+
+/* The tools array (chat: {type:"function", function:{name,...}}; flat, as the Responses API
+ * writes them: {type:"function", name,...}) into r->tools, the function tool_choice names
+ * alone when it names one; NULL when no function tool is left. */
+static int read_tool_list(const json_t *tools, int flat, oai_req *r, errbuf *err) {
     if (!json_is_array(tools)) return bad(err, "'tools' must be an array");
+    const char *only = r->tool_name;
     json_t *t = json_array();
     size_t i;
     const json_t *tool;
@@ -291,24 +312,80 @@ static int read_tools(const json_t *tools, const json_t *choice, int flat, oai_r
             return bad(err, "tools[%zu]: a function needs a 'name' string and 'parameters' object",
                        i);
         }
-        if (only && strcmp(only, name)) continue;
-        json_t *f = json_pack("{s:s}", "name", name);
-        const json_t *d = json_object_get(fn, "description");
-        if (json_is_string(d)) json_object_set(f, "description", (json_t *)d);
-        json_object_set_new(f, "parameters",
-                            json_is_object(params)
-                                ? json_incref((json_t *)params)
-                                : json_pack("{s:s, s:{}}", "type", "object", "properties"));
-        json_array_append_new(t, json_pack("{s:s, s:o}", "type", "function", "function", f));
+        if (!only || !strcmp(only, name)) json_array_append_new(t, chat_tool(fn, name));
     }
     if (only && json_array_size(t) == 0) {
         json_decref(t);
         return bad(err, "'tool_choice' names '%s', which is not in 'tools'", only);
     }
     if (json_array_size(t))
-        *out = t;
+        r->tools = t;
     else
         json_decref(t);
+    return 0;
+}
+
+/* tools and tool_choice, and what they leave for the caller to constrain (r->tool_mode). */
+static int read_tools(const json_t *j, int api, oai_req *r, errbuf *err) {
+    const json_t *tools = json_object_get(j, "tools"), *choice = json_object_get(j, "tool_choice");
+    int no_tools = !tools || json_is_null(tools);
+    /* Chat Completions refuses a tool_choice without tools, as OpenAI does (Responses clients,
+     * Codex among them, may send tool_choice on its own). */
+    if (api != OAI_RESPONSES && choice && !json_is_null(choice) && no_tools)
+        return bad_at(err, "tool_choice", "'tool_choice' is only allowed when 'tools' is given");
+    if (read_tool_choice(choice, r, err)) return -1;
+    if (!no_tools && read_tool_list(tools, api == OAI_RESPONSES, r, err)) return -1;
+    /* no tools (none offered, or only built-in ones): nothing to constrain */
+    if (!r->tools) r->tool_mode = OAI_TOOLS_AUTO;
+    if (r->tool_mode == OAI_TOOLS_REQUIRED && r->json_schema)
+        return bad_at(
+            err, "tool_choice",
+            "'tool_choice' forcing a call cannot be combined with a JSON response format");
+    if (r->json_schema) r->tool_mode = OAI_TOOLS_AUTO; /* the JSON grammar holds no calls */
+    return 0;
+}
+
+/* A function_call input item: a call of the assistant message just before it, or of a new
+ * assistant message (which takes the reasoning item before it, *pending). */
+static int input_function_call(const json_t *it, size_t i, json_t *msgs, const char **pending,
+                               errbuf *err) {
+    json_t *last = json_array_size(msgs) ? json_array_get(msgs, json_array_size(msgs) - 1) : NULL;
+    const char *last_role = last ? json_string_value(json_object_get(last, "role")) : NULL;
+    const char *name = json_string_value(json_object_get(it, "name"));
+    const char *args = json_string_value(json_object_get(it, "arguments"));
+    const char *cid = json_string_value(json_object_get(it, "call_id"));
+    if (!name || !args)
+        return bad(err, "input[%zu]: a function_call needs 'name' and 'arguments'", i);
+    json_t *call = json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", cid ? cid : "", "type", "function",
+                             "function", "name", name, "arguments", args);
+    json_t *calls = last && last_role && !strcmp(last_role, "assistant")
+                        ? json_object_get(last, "tool_calls")
+                        : NULL;
+    if (calls) {
+        json_array_append_new(calls, call);
+    } else if (last && last_role && !strcmp(last_role, "assistant")) {
+        json_object_set_new(last, "tool_calls", json_pack("[o]", call));
+    } else {
+        json_t *m =
+            json_pack("{s:s, s:s, s:[o]}", "role", "assistant", "content", "", "tool_calls", call);
+        if (*pending) json_object_set_new(m, "reasoning_content", json_string(*pending));
+        *pending = NULL;
+        json_array_append_new(msgs, m);
+    }
+    return 0;
+}
+
+/* A function_call_output input item: the tool message answering call_id. */
+static int input_call_output(const json_t *it, json_t *msgs, errbuf *err) {
+    const char *cid = json_string_value(json_object_get(it, "call_id"));
+    pt_buf c = {0};
+    if (content_text(json_object_get(it, "output"), "function_call_output", &c, err)) {
+        pt_buf_free(&c);
+        return -1;
+    }
+    json_array_append_new(msgs, json_pack("{s:s, s:s%, s:s}", "role", "tool", "content", c.v, c.n,
+                                          "tool_call_id", cid ? cid : ""));
+    pt_buf_free(&c);
     return 0;
 }
 
@@ -326,7 +403,7 @@ static int responses_input(const json_t *body, json_t *msgs, errbuf *err) {
         return 0;
     }
     if (!json_is_array(in)) return bad(err, "'input' must be a string or an array of items");
-    const char *pending_reasoning = NULL;
+    const char *pending_reasoning = NULL; /* a reasoning item's text, for the answer after it */
     size_t i;
     const json_t *it;
     json_array_foreach(in, i, it) {
@@ -335,9 +412,6 @@ static int responses_input(const json_t *body, json_t *msgs, errbuf *err) {
         const char *role = json_string_value(json_object_get(it, "role"));
         if (!ty && role) ty = "message";
         if (!ty) return bad(err, "input[%zu] has no 'type'", i);
-        json_t *last =
-            json_array_size(msgs) ? json_array_get(msgs, json_array_size(msgs) - 1) : NULL;
-        const char *last_role = last ? json_string_value(json_object_get(last, "role")) : NULL;
         if (!strcmp(ty, "message")) {
             json_t *m = norm_message(it, "input", i, err);
             if (!m) return -1;
@@ -346,39 +420,9 @@ static int responses_input(const json_t *body, json_t *msgs, errbuf *err) {
             pending_reasoning = NULL;
             json_array_append_new(msgs, m);
         } else if (!strcmp(ty, "function_call")) {
-            const char *name = json_string_value(json_object_get(it, "name"));
-            const char *args = json_string_value(json_object_get(it, "arguments"));
-            const char *cid = json_string_value(json_object_get(it, "call_id"));
-            if (!name || !args)
-                return bad(err, "input[%zu]: a function_call needs 'name' and 'arguments'", i);
-            json_t *call = json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", cid ? cid : "", "type",
-                                     "function", "function", "name", name, "arguments", args);
-            json_t *calls = last && last_role && !strcmp(last_role, "assistant")
-                                ? json_object_get(last, "tool_calls")
-                                : NULL;
-            if (calls) {
-                json_array_append_new(calls, call);
-            } else if (last && last_role && !strcmp(last_role, "assistant")) {
-                json_object_set_new(last, "tool_calls", json_pack("[o]", call));
-            } else {
-                json_t *m = json_pack("{s:s, s:s, s:[o]}", "role", "assistant", "content", "",
-                                      "tool_calls", call);
-                if (pending_reasoning)
-                    json_object_set_new(m, "reasoning_content", json_string(pending_reasoning));
-                pending_reasoning = NULL;
-                json_array_append_new(msgs, m);
-            }
+            if (input_function_call(it, i, msgs, &pending_reasoning, err)) return -1;
         } else if (!strcmp(ty, "function_call_output")) {
-            const json_t *out = json_object_get(it, "output");
-            const char *cid = json_string_value(json_object_get(it, "call_id"));
-            pt_buf c = {0};
-            if (content_text(out, "function_call_output", &c, err)) {
-                pt_buf_free(&c);
-                return -1;
-            }
-            json_array_append_new(msgs, json_pack("{s:s, s:s%, s:s}", "role", "tool", "content",
-                                                  c.v, c.n, "tool_call_id", cid ? cid : ""));
-            pt_buf_free(&c);
+            if (input_call_output(it, msgs, err)) return -1;
         } else if (!strcmp(ty, "reasoning")) {
             /* the text of a reasoning item we produced comes back in content[] or summary[] */
             const json_t *parts = json_object_get(it, "content");
@@ -561,20 +605,32 @@ static int check_fields(const json_t *j, int api, oai_req *r, errbuf *err) {
     return 0;
 }
 
-/* The values of otherwise-honoured fields that petrel cannot honour. */
-static int check_values(const json_t *j, int api, oai_req *r, errbuf *err) {
+/* ===== Reading a request, one concern at a time =====
+ *
+ * oai_parse_request runs the readers below in a fixed order, which is the order their errors
+ * take precedence in: a request with two wrong fields hears of the first. Each reads the
+ * fields of one concern into the oai_req, or refuses with a message for a 400. */
+
+/* best_of (completions: 1 only) and modalities (text only). */
+static int check_outputs(const json_t *j, int api, errbuf *err) {
     long long n;
     if (api == OAI_COMPLETIONS && opt_int(j, "best_of", 1, 1, &n, err) < 0) return -1;
     const json_t *mod = json_object_get(j, "modalities");
-    if (mod && !json_is_null(mod)) {
-        size_t i;
-        const json_t *m;
-        if (!json_is_array(mod)) return bad_at(err, "modalities", "'modalities' must be an array");
-        json_array_foreach(mod, i, m) {
-            if (!json_is_string(m) || strcmp(json_string_value(m), "text"))
-                return bad_at(err, "modalities", "'modalities' may only hold \"text\"");
-        }
+    if (!mod || json_is_null(mod)) return 0;
+    if (!json_is_array(mod)) return bad_at(err, "modalities", "'modalities' must be an array");
+    size_t i;
+    const json_t *m;
+    json_array_foreach(mod, i, m) {
+        if (!json_is_string(m) || strcmp(json_string_value(m), "text"))
+            return bad_at(err, "modalities", "'modalities' may only hold \"text\"");
     }
+    return 0;
+}
+
+/* response_format (chat) / text.format (responses): json_object and json_schema constrain the
+ * reply to the schema in r->json_schema (the caller compiles it into a grammar); text is the
+ * default. */
+static int read_response_format(const json_t *j, int api, oai_req *r, errbuf *err) {
     const json_t *fmt = json_object_get(j, "response_format");
     const char *where = "response_format";
     if (api == OAI_RESPONSES) {
@@ -584,32 +640,34 @@ static int check_values(const json_t *j, int api, oai_req *r, errbuf *err) {
         fmt = json_object_get(text, "format");
         where = "text.format";
     }
-    if (fmt && !json_is_null(fmt)) {
-        /* json_object / json_schema: the reply is constrained to it (the caller compiles
-         * r->json_schema into a grammar) */
-        const char *ty = json_string_value(json_object_get(fmt, "type"));
-        if (!ty) return bad_at(err, where, "'%s' must be an object with a 'type'", where);
-        const json_t *schema = NULL;
-        if (!strcmp(ty, "json_schema")) {
-            /* chat: {"type":"json_schema","json_schema":{"name","schema","strict"}};
-             * responses: {"type":"json_schema","name","schema","strict"} */
-            const json_t *js = api == OAI_RESPONSES ? fmt : json_object_get(fmt, "json_schema");
-            schema = json_object_get(js, "schema");
-            if (!json_is_object(schema))
-                return bad_at(err, where, "'%s' json_schema needs a 'schema' object", where);
-        } else if (strcmp(ty, "json_object") && strcmp(ty, "text")) {
-            return bad_at(err, where, "'%s' type '%s': expected text, json_object or json_schema",
-                          where, ty);
-        }
-        if (strcmp(ty, "text")) {
-            r->json_schema =
-                schema ? json_dumps(schema, JSON_COMPACT) : strdup(PT_JSON_OBJECT_SCHEMA);
-            if (!r->json_schema) return bad(err, "out of memory");
-            snprintf(r->format_param, sizeof r->format_param, "%s", where);
-        }
+    if (!fmt || json_is_null(fmt)) return 0;
+    const char *ty = json_string_value(json_object_get(fmt, "type"));
+    if (!ty) return bad_at(err, where, "'%s' must be an object with a 'type'", where);
+    const json_t *schema = NULL;
+    if (!strcmp(ty, "json_schema")) {
+        /* chat: {"type":"json_schema","json_schema":{"name","schema","strict"}};
+         * responses: {"type":"json_schema","name","schema","strict"} */
+        const json_t *js = api == OAI_RESPONSES ? fmt : json_object_get(fmt, "json_schema");
+        schema = json_object_get(js, "schema");
+        if (!json_is_object(schema))
+            return bad_at(err, where, "'%s' json_schema needs a 'schema' object", where);
+    } else if (strcmp(ty, "json_object") && strcmp(ty, "text")) {
+        return bad_at(err, where, "'%s' type '%s': expected text, json_object or json_schema",
+                      where, ty);
     }
+    if (!strcmp(ty, "text")) return 0;
+    r->json_schema = schema ? json_dumps(schema, JSON_COMPACT) : strdup(PT_JSON_OBJECT_SCHEMA);
+    if (!r->json_schema) return bad(err, "out of memory");
+    snprintf(r->format_param, sizeof r->format_param, "%s", where);
+    return 0;
+}
+
+/* The Responses API's include (no log probabilities) and truncation (petrel never drops
+ * input: "disabled" only). */
+static int check_responses_options(const json_t *j, int api, errbuf *err) {
+    if (api != OAI_RESPONSES) return 0;
     const json_t *inc = json_object_get(j, "include");
-    if (api == OAI_RESPONSES && inc && !json_is_null(inc)) {
+    if (inc && !json_is_null(inc)) {
         size_t i;
         const json_t *s;
         if (!json_is_array(inc)) return bad_at(err, "include", "'include' must be an array");
@@ -621,7 +679,7 @@ static int check_values(const json_t *j, int api, oai_req *r, errbuf *err) {
         }
     }
     const char *tr = json_string_value(json_object_get(j, "truncation"));
-    if (api == OAI_RESPONSES && tr && strcmp(tr, "disabled"))
+    if (tr && strcmp(tr, "disabled"))
         return bad_at(err, "truncation",
                       "'truncation' '%s' is not supported: petrel never drops input; a prompt "
                       "longer than the context is a 400 (as with \"disabled\")",
@@ -629,122 +687,117 @@ static int check_values(const json_t *j, int api, oai_req *r, errbuf *err) {
     return 0;
 }
 
-int oai_parse_request(int api, const char *body, size_t len, oai_req *r, char *err_s,
-                      size_t err_len) {
-    errbuf eb = {err_s, err_len, "", 0}, *err = &eb;
-    memset(r, 0, sizeof *r);
-    r->api = api;
-    r->max_tokens = -1;
-    r->thinking = -1;
-    json_error_t je;
-    json_t *j = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
-    if (!j)
-        return bad(err, "the body is not valid JSON: %s (line %d, column %d)", je.text, je.line,
-                   je.column);
-    int rc = -1;
-    double d;
-    long long n;
+/* parallel_tool_calls, model (any string: one model is served) and stream / stream_options. */
+static int read_options(const json_t *j, int api, oai_req *r, errbuf *err) {
     int b;
-    if (!json_is_object(j)) {
-        bad(err, "the body must be a JSON object");
-        goto out;
-    }
-    if (check_fields(j, api, r, err) || check_values(j, api, r, err)) goto out;
     if (api != OAI_COMPLETIONS) {
-        if (opt_bool(j, "parallel_tool_calls", &b, err) < 0) goto out;
+        if (opt_bool(j, "parallel_tool_calls", &b, err) < 0) return -1;
         r->one_tool_call = json_is_false(json_object_get(j, "parallel_tool_calls"));
     }
     const json_t *model = json_object_get(j, "model");
-    if (model && !json_is_string(model) && !json_is_null(model)) {
-        bad(err, "'model' must be a string");
-        goto out;
-    }
-    if (opt_bool(j, "stream", &r->stream, err) < 0) goto out;
+    if (model && !json_is_string(model) && !json_is_null(model))
+        return bad(err, "'model' must be a string");
+    if (opt_bool(j, "stream", &r->stream, err) < 0) return -1;
     const json_t *so = json_object_get(j, "stream_options");
-    if (so && !json_is_null(so)) {
-        if (!json_is_object(so)) {
-            bad(err, "'stream_options' must be an object");
-            goto out;
-        }
-        if (opt_bool(so, "include_usage", &r->include_usage, err) < 0) goto out;
-    }
-    /* sampling */
-    if ((b = opt_num(j, "temperature", 0, 100, &d, err)) < 0) goto out;
+    if (!so || json_is_null(so)) return 0;
+    if (!json_is_object(so)) return bad(err, "'stream_options' must be an object");
+    return opt_bool(so, "include_usage", &r->include_usage, err) < 0 ? -1 : 0;
+}
+
+/* The sampling fields (r->sp, each one set named in r->sp_set for pt_sampling_override), n (1
+ * only) and logit_bias. */
+static int read_sampling(const json_t *j, int api, oai_req *r, errbuf *err) {
+    double d;
+    long long n;
+    int b;
+    if ((b = opt_num(j, "temperature", 0, 100, &d, err)) < 0) return -1;
     if (b) r->sp.temp = (float)d, r->sp_set |= PT_SAMPLING_TEMP;
-    if ((b = opt_num(j, "top_p", 0, 1, &d, err)) < 0) goto out;
+    if ((b = opt_num(j, "top_p", 0, 1, &d, err)) < 0) return -1;
     if (b) r->sp.top_p = d > 0 ? (float)d : 1e-6f, r->sp_set |= PT_SAMPLING_TOP_P;
-    if ((b = opt_int(j, "top_k", 0, 1 << 24, &n, err)) < 0) goto out;
+    if ((b = opt_int(j, "top_k", 0, 1 << 24, &n, err)) < 0) return -1;
     if (b) r->sp.top_k = (int)n, r->sp_set |= PT_SAMPLING_TOP_K;
-    if ((b = opt_num(j, "min_p", 0, 1, &d, err)) < 0) goto out;
+    if ((b = opt_num(j, "min_p", 0, 1, &d, err)) < 0) return -1;
     if (b) r->sp.min_p = (float)d, r->sp_set |= PT_SAMPLING_MIN_P;
-    if ((b = opt_num(j, "presence_penalty", -2, 2, &d, err)) < 0) goto out;
+    if ((b = opt_num(j, "presence_penalty", -2, 2, &d, err)) < 0) return -1;
     if (b) r->sp.presence_penalty = (float)d, r->sp_set |= PT_SAMPLING_PRESENCE;
-    if ((b = opt_num(j, "frequency_penalty", -2, 2, &d, err)) < 0) goto out;
+    if ((b = opt_num(j, "frequency_penalty", -2, 2, &d, err)) < 0) return -1;
     if (b) r->sp.frequency_penalty = (float)d, r->sp_set |= PT_SAMPLING_FREQUENCY;
-    if ((b = opt_num(j, "repeat_penalty", 1e-3, 100, &d, err)) < 0) goto out;
+    if ((b = opt_num(j, "repeat_penalty", 1e-3, 100, &d, err)) < 0) return -1;
     if (b) r->sp.repeat_penalty = (float)d, r->sp_set |= PT_SAMPLING_REPEAT;
-    if ((b = opt_int(j, "seed", INT64_MIN, INT64_MAX, &n, err)) < 0) goto out;
+    if ((b = opt_int(j, "seed", INT64_MIN, INT64_MAX, &n, err)) < 0) return -1;
     if (b) r->sp.seed = (uint64_t)n, r->sp_set |= PT_SAMPLING_SEED;
-    if (opt_int(j, "n", 1, 1, &n, err) < 0) goto out;
-    if (api != OAI_RESPONSES && read_bias(j, r, err)) goto out;
+    if (opt_int(j, "n", 1, 1, &n, err) < 0) return -1;
+    return api != OAI_RESPONSES ? read_bias(j, r, err) : 0;
+}
+
+/* Log-probabilities: chat's logprobs + top_logprobs; completions' logprobs N (each token's and
+ * the N most likely, OpenAI: at most 5) and echo. */
+static int read_logprobs(const json_t *j, int api, oai_req *r, errbuf *err) {
+    long long n;
+    int b;
     if (api == OAI_CHAT) {
-        if (opt_bool(j, "logprobs", &r->logprobs, err) < 0) goto out;
-        if ((b = opt_int(j, "top_logprobs", 0, PT_MAX_TOP_LOGPROBS, &n, err)) < 0) goto out;
-        if (b && n > 0 && !r->logprobs) {
-            bad_at(err, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
-            goto out;
-        }
+        if (opt_bool(j, "logprobs", &r->logprobs, err) < 0) return -1;
+        if ((b = opt_int(j, "top_logprobs", 0, PT_MAX_TOP_LOGPROBS, &n, err)) < 0) return -1;
+        if (b && n > 0 && !r->logprobs)
+            return bad_at(err, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
         if (b) r->top_logprobs = (int)n;
     } else if (api == OAI_COMPLETIONS) {
-        /* logprobs N: each token's log-probability and the N most likely (OpenAI: at most 5) */
-        if ((b = opt_int(j, "logprobs", 0, 5, &n, err)) < 0) goto out;
+        if ((b = opt_int(j, "logprobs", 0, 5, &n, err)) < 0) return -1;
         if (b) r->logprobs = 1, r->top_logprobs = (int)n;
-        if (opt_bool(j, "echo", &r->echo, err) < 0) goto out;
-        if (r->echo && r->logprobs) {
-            bad_at(err, "echo",
-                   "'echo' with 'logprobs' (the prompt's log-probabilities) is not supported");
-            goto out;
-        }
+        if (opt_bool(j, "echo", &r->echo, err) < 0) return -1;
+        if (r->echo && r->logprobs)
+            return bad_at(err, "echo",
+                          "'echo' with 'logprobs' (the prompt's log-probabilities) is not "
+                          "supported");
     }
+    return 0;
+}
+
+/* max_tokens (chat, completions), max_completion_tokens (chat: it wins), max_output_tokens
+ * (responses). */
+static int read_max_tokens(const json_t *j, int api, oai_req *r, errbuf *err) {
+    long long n;
+    int b;
     const char *mt = api == OAI_RESPONSES ? "max_output_tokens" : "max_tokens";
-    if ((b = opt_int(j, mt, 1, 1 << 24, &n, err)) < 0) goto out;
+    if ((b = opt_int(j, mt, 1, 1 << 24, &n, err)) < 0) return -1;
     if (b) r->max_tokens = (int)n;
     if (api == OAI_CHAT) {
-        if ((b = opt_int(j, "max_completion_tokens", 1, 1 << 24, &n, err)) < 0) goto out;
+        if ((b = opt_int(j, "max_completion_tokens", 1, 1 << 24, &n, err)) < 0) return -1;
         if (b) r->max_tokens = (int)n;
     }
-    /* stop strings */
+    return 0;
+}
+
+/* stop: a string or up to OAI_MAX_STOPS non-empty strings ("" alone: none). */
+static int read_stops(const json_t *j, oai_req *r, errbuf *err) {
     const json_t *stop = json_object_get(j, "stop");
-    if (stop && !json_is_null(stop)) {
-        if (json_is_string(stop)) {
-            if (json_string_length(stop)) r->stops[r->n_stops++] = strdup(json_string_value(stop));
-        } else if (json_is_array(stop)) {
-            if (json_array_size(stop) > OAI_MAX_STOPS) {
-                bad(err, "'stop' has %zu strings; at most %d", json_array_size(stop),
-                    OAI_MAX_STOPS);
-                goto out;
-            }
-            size_t i;
-            const json_t *s;
-            json_array_foreach(stop, i, s) {
-                if (!json_is_string(s) || !json_string_length(s)) {
-                    bad(err, "'stop' must hold non-empty strings");
-                    goto out;
-                }
-                r->stops[r->n_stops++] = strdup(json_string_value(s));
-            }
-        } else {
-            bad(err, "'stop' must be a string or an array of strings");
-            goto out;
+    if (!stop || json_is_null(stop)) return 0;
+    if (json_is_string(stop)) {
+        if (json_string_length(stop)) r->stops[r->n_stops++] = strdup(json_string_value(stop));
+    } else if (json_is_array(stop)) {
+        if (json_array_size(stop) > OAI_MAX_STOPS)
+            return bad(err, "'stop' has %zu strings; at most %d", json_array_size(stop),
+                       OAI_MAX_STOPS);
+        size_t i;
+        const json_t *s;
+        json_array_foreach(stop, i, s) {
+            if (!json_is_string(s) || !json_string_length(s))
+                return bad(err, "'stop' must hold non-empty strings");
+            r->stops[r->n_stops++] = strdup(json_string_value(s));
         }
-        for (int i = 0; i < r->n_stops; i++)
-            if (!r->stops[i]) {
-                bad(err, "out of memory");
-                goto out;
-            }
+    } else {
+        return bad(err, "'stop' must be a string or an array of strings");
     }
-    /* thinking: chat_template_kwargs.enable_thinking (vLLM / llama.cpp), "think" (ollama),
-     * reasoning_effort "none" / reasoning.effort "none" */
+    for (int i = 0; i < r->n_stops; i++)
+        if (!r->stops[i]) return bad(err, "out of memory");
+    return 0;
+}
+
+/* Thinking on or off, as the servers clients know spell it: chat_template_kwargs.
+ * enable_thinking (vLLM / llama.cpp), "think" (ollama), reasoning_effort "none" /
+ * reasoning.effort "none". A value of the wrong type is no error, only ignored. */
+static void read_thinking(const json_t *j, oai_req *r, errbuf *err) {
+    int b;
     const json_t *kw = json_object_get(j, "chat_template_kwargs");
     if (json_is_object(kw) && opt_bool(kw, "enable_thinking", &b, err) > 0) r->thinking = b;
     if (opt_bool(j, "think", &b, err) > 0) r->thinking = b;
@@ -754,83 +807,94 @@ int oai_parse_request(int api, const char *body, size_t len, oai_req *r, char *e
     if (json_is_string(reff))
         r->thinking = strcmp(json_string_value(reff), "none") ? (r->thinking == 0 ? 0 : 1) : 0;
     if (err->n) err->s[0] = 0;
-    /* the input */
-    if (api == OAI_COMPLETIONS) {
-        const json_t *p = json_object_get(j, "prompt");
-        if (json_is_array(p) && json_array_size(p) == 1) p = json_array_get(p, 0);
-        if (!json_is_string(p)) {
-            bad(err, "'prompt' is required and must be a string");
-            goto out;
-        }
-        if (!json_string_length(p)) {
-            bad(err, "'prompt' is empty");
-            goto out;
-        }
-        pt_buf t = {0};
-        if (pt_utf8_repair(json_string_value(p), json_string_length(p), &t) < 0) {
-            bad(err, "out of memory");
-            goto out;
-        }
-        r->prompt = t.v;
-    } else {
-        r->messages = json_array();
-        if (api == OAI_CHAT) {
-            const json_t *ms = json_object_get(j, "messages");
-            if (!json_is_array(ms) || !json_array_size(ms)) {
-                bad(err, "'messages' is required and must be a non-empty array");
-                goto out;
-            }
-            size_t i;
-            const json_t *m;
-            json_array_foreach(ms, i, m) {
-                json_t *nm = norm_message(m, "messages", i, err);
-                if (!nm) goto out;
-                json_array_append_new(r->messages, nm);
-            }
-        } else {
-            if (responses_input(j, r->messages, err)) goto out;
-            r->n_instr = json_is_string(json_object_get(j, "instructions"));
-            const json_t *prev = json_object_get(j, "previous_response_id");
-            if (prev && !json_is_null(prev)) {
-                if (!json_is_string(prev) || !json_string_length(prev) ||
-                    json_string_length(prev) > 128) {
-                    bad_at(err, "previous_response_id",
-                           "'previous_response_id' must be a response id string");
-                    goto out;
-                }
-                if (!(r->prev_id = strdup(json_string_value(prev)))) {
-                    bad(err, "out of memory");
-                    goto out;
-                }
-            }
-            r->store = 1; /* OpenAI's default */
-            if (opt_bool(j, "store", &r->store, err) < 0) goto out;
-        }
-        if (!json_array_size(r->messages)) {
-            bad(err, "the conversation is empty");
-            goto out;
-        }
-        if (read_tools(json_object_get(j, "tools"), json_object_get(j, "tool_choice"),
-                       api == OAI_RESPONSES, r, err))
-            goto out;
-        /* no tools (none offered, or only built-in ones): nothing to constrain */
-        if (!r->tools) r->tool_mode = OAI_TOOLS_AUTO;
-        if (r->tool_mode == OAI_TOOLS_REQUIRED && r->json_schema) {
-            bad_at(err, "tool_choice",
-                   "'tool_choice' forcing a call cannot be combined with a JSON response format");
-            goto out;
-        }
-        if (r->json_schema) r->tool_mode = OAI_TOOLS_AUTO; /* the JSON grammar holds no calls */
+}
+
+/* Completions' prompt: one non-empty string (or an array of exactly one), as valid UTF-8. */
+static int read_prompt(const json_t *j, oai_req *r, errbuf *err) {
+    const json_t *p = json_object_get(j, "prompt");
+    if (json_is_array(p) && json_array_size(p) == 1) p = json_array_get(p, 0);
+    if (!json_is_string(p)) return bad(err, "'prompt' is required and must be a string");
+    if (!json_string_length(p)) return bad(err, "'prompt' is empty");
+    pt_buf t = {0};
+    if (pt_utf8_repair(json_string_value(p), json_string_length(p), &t) < 0)
+        return bad(err, "out of memory");
+    r->prompt = t.v;
+    return 0;
+}
+
+/* Chat's messages, each checked and normalised (norm_message). */
+static int read_messages(const json_t *j, oai_req *r, errbuf *err) {
+    const json_t *ms = json_object_get(j, "messages");
+    if (!json_is_array(ms) || !json_array_size(ms))
+        return bad(err, "'messages' is required and must be a non-empty array");
+    size_t i;
+    const json_t *m;
+    json_array_foreach(ms, i, m) {
+        json_t *nm = norm_message(m, "messages", i, err);
+        if (!nm) return -1;
+        json_array_append_new(r->messages, nm);
     }
-    r->n_omitted = eb.omitted;
-    rc = 0;
-out:
+    return 0;
+}
+
+/* The Responses API's conversation: instructions and input (responses_input), the response
+ * it continues (previous_response_id: the caller splices that conversation in) and store. */
+static int read_responses(const json_t *j, oai_req *r, errbuf *err) {
+    if (responses_input(j, r->messages, err)) return -1;
+    r->n_instr = json_is_string(json_object_get(j, "instructions"));
+    const json_t *prev = json_object_get(j, "previous_response_id");
+    if (prev && !json_is_null(prev)) {
+        if (!json_is_string(prev) || !json_string_length(prev) || json_string_length(prev) > 128)
+            return bad_at(err, "previous_response_id",
+                          "'previous_response_id' must be a response id string");
+        if (!(r->prev_id = strdup(json_string_value(prev)))) return bad(err, "out of memory");
+    }
+    r->store = 1; /* OpenAI's default */
+    return opt_bool(j, "store", &r->store, err) < 0 ? -1 : 0;
+}
+
+/* Chat and Responses: the conversation as chat-shaped messages, and its tools. */
+static int read_conversation(const json_t *j, int api, oai_req *r, errbuf *err) {
+    r->messages = json_array();
+    if (api == OAI_CHAT ? read_messages(j, r, err) : read_responses(j, r, err)) return -1;
+    if (!json_array_size(r->messages)) return bad(err, "the conversation is empty");
+    return read_tools(j, api, r, err);
+}
+
+/* Every reader in turn on the body's object. */
+static int read_body(const json_t *j, int api, oai_req *r, errbuf *err) {
+    if (check_fields(j, api, r, err) || check_outputs(j, api, err) ||
+        read_response_format(j, api, r, err) || check_responses_options(j, api, err))
+        return -1;
+    if (read_options(j, api, r, err) || read_sampling(j, api, r, err) ||
+        read_logprobs(j, api, r, err) || read_max_tokens(j, api, r, err) || read_stops(j, r, err))
+        return -1;
+    read_thinking(j, r, err);
+    return api == OAI_COMPLETIONS ? read_prompt(j, r, err) : read_conversation(j, api, r, err);
+}
+
+int oai_parse_request(int api, const char *body, size_t len, oai_req *r, char *err_s,
+                      size_t err_len) {
+    errbuf eb = {err_s, err_len, "", 0};
+    memset(r, 0, sizeof *r);
+    r->api = api;
+    r->max_tokens = -1;
+    r->thinking = -1;
+    json_error_t je;
+    json_t *j = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!j)
+        return bad(&eb, "the body is not valid JSON: %s (line %d, column %d)", je.text, je.line,
+                   je.column);
+    int rc =
+        json_is_object(j) ? read_body(j, api, r, &eb) : bad(&eb, "the body must be a JSON object");
     json_decref(j);
     if (rc) {
         oai_req_free(r);
         memcpy(r->err_param, eb.param, sizeof r->err_param);
+        return -1;
     }
-    return rc;
+    r->n_omitted = eb.omitted;
+    return 0;
 }
 
 /* ===== Replies ===== */
@@ -867,6 +931,18 @@ static json_t *usage_json(int api, const oai_result *r) {
                      "reasoning_tokens", r->reasoning_tokens);
 }
 
+/* The function_call output item of the response's i-th call: ids "fc_<id>_<i>" and the call_id
+ * "call_<id>_<i>" (as oai_response_turn names the call for the next turn). */
+static json_t *function_call_item(const oai_result *r, int i, const char *status,
+                                  const char *arguments) {
+    char id[96], cid[96];
+    snprintf(id, sizeof id, "fc_%s_%d", r->id + 5, i);
+    snprintf(cid, sizeof cid, "call_%s_%d", r->id + 5, i);
+    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "id", id, "type", "function_call", "status",
+                     status, "call_id", cid, "name", r->parsed->calls[i].name, "arguments",
+                     arguments);
+}
+
 /* The output items of a finished response: reasoning, message, function calls. */
 static json_t *responses_items(const oai_result *r) {
     json_t *out = json_array();
@@ -880,15 +956,8 @@ static json_t *responses_items(const oai_result *r) {
                                              "msg_", r->id + 5, "type", "message", "status",
                                              "completed", "role", "assistant", "content", "type",
                                              "output_text", "text", p->content, "annotations"));
-    for (int i = 0; i < p->n_calls; i++) {
-        char id[96], cid[96];
-        snprintf(id, sizeof id, "fc_%s_%d", r->id + 5, i);
-        snprintf(cid, sizeof cid, "call_%s_%d", r->id + 5, i);
-        json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "id", id, "type",
-                                             "function_call", "status", "completed", "call_id", cid,
-                                             "name", p->calls[i].name, "arguments",
-                                             p->calls[i].arguments));
-    }
+    for (int i = 0; i < p->n_calls; i++)
+        json_array_append_new(out, function_call_item(r, i, "completed", p->calls[i].arguments));
     return out;
 }
 
@@ -965,14 +1034,8 @@ json_t *oai_response_turn(const oai_result *r) {
     json_t *m = json_pack("{s:s, s:s}", "role", "assistant", "content", p->content);
     if (m && p->reasoning[0])
         json_object_set_new(m, "reasoning_content", json_string(p->reasoning));
-    json_t *calls = m && p->n_calls ? json_array() : NULL;
-    for (int i = 0; calls && i < p->n_calls; i++) {
-        char cid[96];
-        snprintf(cid, sizeof cid, "call_%s_%d", r->id + 5, i); /* as responses_items names it */
-        json_array_append_new(calls, json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", cid, "type",
-                                               "function", "function", "name", p->calls[i].name,
-                                               "arguments", p->calls[i].arguments));
-    }
+    /* the call ids the output items carry (function_call_item) */
+    json_t *calls = m ? oai_tool_calls(p, r->id + 5) : NULL;
     if (calls) json_object_set_new(m, "tool_calls", calls);
     return m;
 }
@@ -1070,20 +1133,17 @@ static int resp_close_item(oai_stream *st, pt_buf *out) {
     int rc = 0;
     const char *text = st->item_text.v ? st->item_text.v : "";
     json_t *item;
+    rc |=
+        resp_event(st, st->item == 1 ? "response.reasoning_text.done" : "response.output_text.done",
+                   json_pack("{s:s, s:i, s:i, s:s}", "item_id", st->item_id, "output_index",
+                             st->out_index, "content_index", 0, "text", text),
+                   out);
     if (st->item == 1) {
-        rc |= resp_event(st, "response.reasoning_text.done",
-                         json_pack("{s:s, s:i, s:i, s:s}", "item_id", st->item_id, "output_index",
-                                   st->out_index, "content_index", 0, "text", text),
-                         out);
         item = json_pack("{s:s, s:s, s:[], s:[{s:s, s:s}]}", "id", st->item_id, "type", "reasoning",
                          "summary", "content", "type", "reasoning_text", "text", text);
     } else {
         json_t *part =
             json_pack("{s:s, s:s, s:[]}", "type", "output_text", "text", text, "annotations");
-        rc |= resp_event(st, "response.output_text.done",
-                         json_pack("{s:s, s:i, s:i, s:s}", "item_id", st->item_id, "output_index",
-                                   st->out_index, "content_index", 0, "text", text),
-                         out);
         rc |= resp_event(st, "response.content_part.done",
                          json_pack("{s:s, s:i, s:i, s:O}", "item_id", st->item_id, "output_index",
                                    st->out_index, "content_index", 0, "part", part),
@@ -1143,59 +1203,63 @@ int oai_stream_delta(oai_stream *st, int kind, const char *s, size_t n, pt_buf *
     return rc;
 }
 
-int oai_stream_end(oai_stream *st, const oai_result *r, pt_buf *out) {
+/* The end of a chat / completions stream: the tool calls (chat), the finish reason, the usage
+ * when asked for, [DONE]. */
+static int chat_stream_end(oai_stream *st, const oai_result *r, pt_buf *out) {
     int rc = 0;
     int n_calls = r->parsed ? r->parsed->n_calls : 0;
-    if (st->api != OAI_RESPONSES) {
-        if (st->api == OAI_CHAT && n_calls) {
-            json_t *calls = oai_tool_calls(r->parsed, r->id + 9);
-            size_t i;
-            json_t *c;
-            json_array_foreach(calls, i, c)
-                json_object_set_new(c, "index", json_integer((json_int_t)i));
-            rc |= sse(out, NULL, chat_chunk(st, json_pack("{s:o}", "tool_calls", calls), NULL));
-        }
-        json_t *fin = st->api == OAI_COMPLETIONS ? json_pack("{s:s}", "text", "") : json_object();
-        rc |= sse(out, NULL, chat_chunk(st, fin, oai_finish_reason(r->reason, n_calls)));
-        if (st->include_usage) {
-            json_t *u =
-                json_pack("{s:s, s:s, s:I, s:s, s:[], s:o}", "id", st->id, "object",
-                          st->api == OAI_COMPLETIONS ? "text_completion" : "chat.completion.chunk",
-                          "created", (json_int_t)st->created, "model", st->model, "choices",
-                          "usage", usage_json(st->api, r));
-            rc |= sse(out, NULL, u);
-        }
-        rc |= pt_buf_append(out, "data: [DONE]\n\n", 14);
-        return rc;
+    if (st->api == OAI_CHAT && n_calls) {
+        json_t *calls = oai_tool_calls(r->parsed, r->id + 9);
+        size_t i;
+        json_t *c;
+        json_array_foreach(calls, i, c)
+            json_object_set_new(c, "index", json_integer((json_int_t)i));
+        rc |= sse(out, NULL, chat_chunk(st, json_pack("{s:o}", "tool_calls", calls), NULL));
     }
-    rc |= resp_close_item(st, out);
-    for (int i = 0; i < n_calls; i++) {
-        char id[96], cid[96];
-        snprintf(id, sizeof id, "fc_%s_%d", r->id + 5, i);
-        snprintf(cid, sizeof cid, "call_%s_%d", r->id + 5, i);
-        const char *args = r->parsed->calls[i].arguments;
-        rc |= resp_event(st, "response.output_item.added",
-                         json_pack("{s:i, s:{s:s, s:s, s:s, s:s, s:s, s:s}}", "output_index",
-                                   st->out_index, "item", "id", id, "type", "function_call",
-                                   "status", "in_progress", "call_id", cid, "name",
-                                   r->parsed->calls[i].name, "arguments", ""),
-                         out);
-        rc |= resp_event(st, "response.function_call_arguments.delta",
-                         json_pack("{s:s, s:i, s:s}", "item_id", id, "output_index", st->out_index,
-                                   "delta", args),
-                         out);
-        rc |= resp_event(st, "response.function_call_arguments.done",
-                         json_pack("{s:s, s:i, s:s}", "item_id", id, "output_index", st->out_index,
-                                   "arguments", args),
-                         out);
-        json_t *item = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "id", id, "type",
-                                 "function_call", "status", "completed", "call_id", cid, "name",
-                                 r->parsed->calls[i].name, "arguments", args);
-        rc |= resp_event(st, "response.output_item.done",
-                         json_pack("{s:i, s:O}", "output_index", st->out_index, "item", item), out);
-        json_array_append_new(st->output, item);
-        st->out_index++;
+    json_t *fin = st->api == OAI_COMPLETIONS ? json_pack("{s:s}", "text", "") : json_object();
+    rc |= sse(out, NULL, chat_chunk(st, fin, oai_finish_reason(r->reason, n_calls)));
+    if (st->include_usage) {
+        json_t *u =
+            json_pack("{s:s, s:s, s:I, s:s, s:[], s:o}", "id", st->id, "object",
+                      st->api == OAI_COMPLETIONS ? "text_completion" : "chat.completion.chunk",
+                      "created", (json_int_t)st->created, "model", st->model, "choices", "usage",
+                      usage_json(st->api, r));
+        rc |= sse(out, NULL, u);
     }
+    rc |= pt_buf_append(out, "data: [DONE]\n\n", 14);
+    return rc;
+}
+
+/* The i-th tool call of a Responses stream: its item added, its arguments (in one delta: they
+ * were parsed whole at the end), the item done. */
+static int resp_function_call(oai_stream *st, const oai_result *r, int i, pt_buf *out) {
+    const char *args = r->parsed->calls[i].arguments;
+    json_t *item = function_call_item(r, i, "completed", args);
+    const char *id = json_string_value(json_object_get(item, "id"));
+    int rc = resp_event(st, "response.output_item.added",
+                        json_pack("{s:i, s:o}", "output_index", st->out_index, "item",
+                                  function_call_item(r, i, "in_progress", "")),
+                        out);
+    rc |= resp_event(
+        st, "response.function_call_arguments.delta",
+        json_pack("{s:s, s:i, s:s}", "item_id", id, "output_index", st->out_index, "delta", args),
+        out);
+    rc |= resp_event(st, "response.function_call_arguments.done",
+                     json_pack("{s:s, s:i, s:s}", "item_id", id, "output_index", st->out_index,
+                               "arguments", args),
+                     out);
+    rc |= resp_event(st, "response.output_item.done",
+                     json_pack("{s:i, s:O}", "output_index", st->out_index, "item", item), out);
+    json_array_append_new(st->output, item);
+    st->out_index++;
+    return rc;
+}
+
+int oai_stream_end(oai_stream *st, const oai_result *r, pt_buf *out) {
+    if (st->api != OAI_RESPONSES) return chat_stream_end(st, r, out);
+    int rc = resp_close_item(st, out);
+    for (int i = 0; r->parsed && i < r->parsed->n_calls; i++)
+        rc |= resp_function_call(st, r, i, out);
     int incomplete = r->reason == PT_GEN_LENGTH || r->reason == PT_GEN_CONTEXT;
     const char *ev = incomplete ? "response.incomplete" : "response.completed";
     json_t *resp =

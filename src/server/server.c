@@ -163,6 +163,16 @@ static void job_probe(job *j) { /* srv.mu held */
         job_stop(j);
 }
 
+/* The CLOCK_REALTIME time ms milliseconds from now, for pthread_cond_timedwait. */
+static struct timespec time_in(long ms) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += ms % 1000 * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    return ts;
+}
+
 static void job_fail(job *j, int status, const char *type, const char *code,
                      const char *msg) { /* srv.mu held */
     free(j->body);
@@ -172,6 +182,7 @@ static void job_fail(job *j, int status, const char *type, const char *code,
 
 /* ===== The worker ===== */
 
+/* One job in the worker, from the id of its reply to its log line. */
 typedef struct run_ctx {
     srv *s;
     job *j;
@@ -181,12 +192,24 @@ typedef struct run_ctx {
     int n_reasoning; /* tokens sampled while inside the reasoning block */
     pt_buf fix;      /* scratch for UTF-8 repair */
     int failed;
-    const char *id; /* the reply's id */
+    char id[64]; /* the reply's id */
     long created;
-    json_t *lp;       /* logprobs: every token's entry (oai_logprob_entry), or NULL */
-    double t_comment; /* pt_now() when the last prefill comment went out */
-    int shutdown;     /* srv_stop stopped the prefill */
+    json_t *lp;        /* logprobs: every token's entry (oai_logprob_entry), or NULL */
+    double t_comment;  /* pt_now() when the last prefill comment went out */
+    int shutdown;      /* srv_stop stopped the prefill */
+    double t_start;    /* pt_now() when the worker took the job */
+    pt_stats st0;      /* the engine's counters then: the job's expert reads are the change */
+    fe_turn_result tr; /* the turn: prompt, times, what was generated, the parsed answer */
+    pt_buf echoed;     /* completions' echo: the prompt, then the completion */
+    char err[512];     /* why the job failed, for its reply and its log line */
 } run_ctx;
+
+/* How a request is refused: the status and the error's type, code and param. */
+typedef struct refusal {
+    int status;
+    const char *type, *code;   /* code NULL: null */
+    char param[OAI_PARAM_MAX]; /* the field the error names (error.param), "" none */
+} refusal;
 
 /* A stream begins: the connection thread sends the status and headers (on j->started), then
  * the opening events. srv.mu held. */
@@ -361,79 +384,74 @@ static int on_prefilled(void *ud, int in_reasoning) {
 
 /* 1 when the generation was interrupted by srv_stop (not by its client leaving; the stop flag
  * srv_stop set during the prefill is not the client's). */
-static int res_cut_by_shutdown(const run_ctx *rc, const fe_turn_result *tr) {
-    return tr->gen.reason == PT_GEN_INTERRUPT &&
+static int res_cut_by_shutdown(const run_ctx *rc) {
+    return rc->tr.gen.reason == PT_GEN_INTERRUPT &&
            (rc->shutdown ||
             (!job_stopped(rc->j) && __atomic_load_n(&rc->s->stopping, __ATOMIC_RELAXED)));
 }
 
-/* Generate for one job (worker thread, srv.mu not held): one turn of
- * front/front.h (render, tokenize, prefill, generate, parse) with the
- * request's sampling, then the reply or the stream's end. */
-static void run_job(srv *s, job *j) {
-    const srv_model *m = &s->m;
-    oai_req *rq = &j->req;
-    char err[512] = "";
-    fe_turn_result tr = {0};
-    run_ctx rc = {.s = s, .j = j, .lp = rq->logprobs ? json_array() : NULL};
-    pt_buf echoed = {0};
-    char id[64];
-    const char *prefix = rq->api == OAI_CHAT          ? "chatcmpl-"
-                         : rq->api == OAI_COMPLETIONS ? "cmpl-"
-                                                      : "resp_";
-    pthread_mutex_lock(&s->mu);
-    make_id(s, prefix, id, sizeof id);
-    pthread_mutex_unlock(&s->mu);
-    long created = (long)time(NULL);
-    rc.id = id, rc.created = created;
-    int thinking = rq->thinking >= 0 ? rq->thinking : m->thinking;
-    int status = 400;
-    const char *etype = "invalid_request_error", *ecode = NULL;
-    double t_start = pt_now();
-    pt_stats st0;
-    pt_engine_stats(m->e, &st0);
-    int chat = rq->api != OAI_COMPLETIONS;
-
-    if (chat && !pt_chat_format_known(m->format)) {
-        snprintf(err, sizeof err, "this model has no known chat format; use /v1/completions");
-        goto fail;
+/* The generator set up for the job: a chat request needs a chat format; the sampling is the
+ * server's defaults, then the request's fields, a fresh seed unless the request or --seed
+ * fixes one, and the job's grammar. 0, or -1 with rc->err (the request's fault: a 400). */
+static int job_sampling(run_ctx *rc) {
+    const srv_model *m = &rc->s->m;
+    const oai_req *rq = &rc->j->req;
+    if (rq->api != OAI_COMPLETIONS && !pt_chat_format_known(m->format)) {
+        snprintf(rc->err, sizeof rc->err,
+                 "this model has no known chat format; use /v1/completions");
+        return -1;
     }
-    /* sampling: the server's defaults, then the request's fields */
     pt_sampling sp = m->sp;
     pt_sampling_override(&sp, &rq->sp, rq->sp_set);
-    sp.grammar = j->grammar;
+    sp.grammar = rc->j->grammar;
     if (!(rq->sp_set & PT_SAMPLING_SEED) && !m->fixed_seed)
-        sp.seed = (uint64_t)(pt_now() * 1e9) ^ (s->seq << 40);
-    if (pt_gen_set_sampling(m->g, &sp, err, sizeof err)) goto fail;
-    /* the turn (the longest common prefix with the cache is kept) */
-    if (client_gone(j->fd)) job_stop(j);
-    const char *stops[OAI_MAX_STOPS];
+        sp.seed = (uint64_t)(pt_now() * 1e9) ^ (rc->s->seq << 40);
+    return pt_gen_set_sampling(m->g, &sp, rc->err, sizeof rc->err);
+}
+
+/* The turn a job asks for: its conversation (or completion prompt), limits and stops (the
+ * server's when it gives none), and the callbacks that stream it and notice a client leaving.
+ * stops: room for the request's stop strings, which the turn points at. */
+static fe_turn job_turn(run_ctx *rc, const char **stops) {
+    const srv_model *m = &rc->s->m;
+    const oai_req *rq = &rc->j->req;
+    const int chat = rq->api != OAI_COMPLETIONS;
     for (int i = 0; i < rq->n_stops; i++)
         stops[i] = rq->stops[i];
-    int tools = rq->tools != NULL;
-    fe_turn t = {.format = m->format,
-                 .messages = chat ? rq->messages : NULL,
-                 .tools = rq->tools,
-                 .thinking = thinking,
-                 .parse_special_in_content = m->parse_special_in_content,
-                 .text = rq->prompt,
-                 .text_len = rq->prompt ? strlen(rq->prompt) : 0,
-                 .parse = chat,
-                 .gen = {.max_tokens = rq->max_tokens >= 0 ? rq->max_tokens : m->max_tokens,
-                         .stops = rq->n_stops ? stops : m->stops,
-                         .n_stops = rq->n_stops ? rq->n_stops : m->n_stops,
-                         .decode_flags = chat ? PT_DETOKENIZE_RENDER_SPECIAL : 0,
-                         .show_control = chat ? s->markup : NULL,
-                         .should_stop = should_stop,
-                         .should_stop_ud = &rc,
-                         .on_logprob = rq->logprobs ? on_logprob : NULL,
-                         .on_logprob_ud = &rc,
-                         .n_top_logprobs = rq->top_logprobs},
-                 .emit = on_text,
-                 .emit_ud = &rc,
-                 .on_prefilled = on_prefilled,
-                 .ud = &rc,
-                 .stop = &j->stop};
+    return (fe_turn){.format = m->format,
+                     .messages = chat ? rq->messages : NULL,
+                     .tools = rq->tools,
+                     .thinking = rq->thinking >= 0 ? rq->thinking : m->thinking,
+                     .parse_special_in_content = m->parse_special_in_content,
+                     .text = rq->prompt,
+                     .text_len = rq->prompt ? strlen(rq->prompt) : 0,
+                     .parse = chat,
+                     .gen = {.max_tokens = rq->max_tokens >= 0 ? rq->max_tokens : m->max_tokens,
+                             .stops = rq->n_stops ? stops : m->stops,
+                             .n_stops = rq->n_stops ? rq->n_stops : m->n_stops,
+                             .decode_flags = chat ? PT_DETOKENIZE_RENDER_SPECIAL : 0,
+                             .show_control = chat ? rc->s->markup : NULL,
+                             .should_stop = should_stop,
+                             .should_stop_ud = rc,
+                             .on_logprob = rq->logprobs ? on_logprob : NULL,
+                             .on_logprob_ud = rc,
+                             .n_top_logprobs = rq->top_logprobs},
+                     .emit = on_text,
+                     .emit_ud = rc,
+                     .on_prefilled = on_prefilled,
+                     .ud = rc,
+                     .stop = &rc->j->stop};
+}
+
+/* Run the job's turn in the session (the longest common prefix with the cache is kept):
+ * fe_turn_run's result, the turn in rc->tr. */
+static int run_turn(run_ctx *rc) {
+    srv *s = rc->s;
+    job *j = rc->j;
+    const srv_model *m = &s->m;
+    if (client_gone(j->fd)) job_stop(j);
+    const char *stops[OAI_MAX_STOPS];
+    fe_turn t = job_turn(rc, stops);
     /* prefix reuse within a tenant only: a different key's request starts from an empty cache,
      * so its cached_tokens cannot tell how much of another key's prompt it guessed */
     if (s->cache_tenant != j->tenant) {
@@ -443,164 +461,249 @@ static void run_job(srv *s, job *j) {
     /* prefixes on disk: a key's entries are its own (scoped by the key itself, which stays
      * the same across restarts while its index may not) */
     if (m->pcache) pt_gen_set_prefix_cache(m->g, m->pcache, s->n_keys ? s->keys[j->tenant] : NULL);
-    pt_session_set_progress(m->s, on_progress, &rc);
-    int trc = fe_turn_run(m->g, &t, &tr, err, sizeof err);
+    pt_session_set_progress(m->s, on_progress, rc);
+    int trc = fe_turn_run(m->g, &t, &rc->tr, rc->err, sizeof rc->err);
     pt_session_set_progress(m->s, NULL, NULL);
-    int cached = tr.n_reused;
-    if (trc == FE_TURN_BAD_PROMPT) goto fail;
-    if (trc == FE_TURN_TOO_LONG) {
-        snprintf(err, sizeof err, "the prompt is %d tokens but the context holds %d", tr.n_prompt,
-                 pt_session_n_ctx(m->s));
-        ecode = "context_length_exceeded";
-        goto fail;
+    return trc;
+}
+
+/* A turn that ended without an answer: 1 and how it is refused (the message in rc->err), or 0
+ * when there is an answer to give (perhaps an error the reply reports). */
+static int turn_refused(run_ctx *rc, int trc, refusal *f) {
+    switch (trc) {
+    case FE_TURN_BAD_PROMPT: /* fe_turn_run's message; the request's fault (f as given: 400) */
+        return 1;
+    case FE_TURN_TOO_LONG:
+        snprintf(rc->err, sizeof rc->err, "the prompt is %d tokens but the context holds %d",
+                 rc->tr.n_prompt, pt_session_n_ctx(rc->s->m.s));
+        f->code = "context_length_exceeded";
+        return 1;
+    case FE_TURN_CANCELLED:
+        if (rc->shutdown) {
+            snprintf(rc->err, sizeof rc->err,
+                     "the server is shutting down; the prompt's evaluation stopped");
+            f->status = 503, f->type = "server_error", f->code = NULL;
+        } else {
+            snprintf(rc->err, sizeof rc->err, "cancelled: the client went away");
+            f->status = 499, f->code = NULL;
+        }
+        return 1;
+    case FE_TURN_PREFILL_FAILED: /* fe_turn_run's message */
+        f->status = 500, f->type = "server_error", f->code = NULL;
+        return 1;
+    default: /* generated (FE_TURN_GEN_FAILED, _ANSWER_FAILED: an answer that reports its error) */
+        return 0;
     }
-    if (trc == FE_TURN_CANCELLED && rc.shutdown) {
-        snprintf(err, sizeof err, "the server is shutting down; the prompt's evaluation stopped");
-        status = 503, etype = "server_error";
-        goto fail;
+}
+
+/* A job refused before its answer: its error reply, or an error event when its stream has
+ * begun (the status was sent: 200), counted and logged. */
+static void run_refused(run_ctx *rc, const refusal *f) {
+    srv *s = rc->s;
+    job *j = rc->j;
+    int status = f->status;
+    pthread_mutex_lock(&s->mu);
+    if (status == 499)
+        s->n_cancelled++, snprintf(s->last_finish, sizeof s->last_finish, "cancelled");
+    if (rc->streaming) /* the stream began before the prefill failed: its status is sent */
+        oai_stream_error(&rc->st, rc->err, &j->sse), status = 200;
+    else
+        job_fail(j, status, f->type, f->code, rc->err);
+    pthread_mutex_unlock(&s->mu);
+    log_job(s, j, status, rc->tr.n_prompt, 0, NULL, rc->t_start, rc->tr.t_prefilled, rc->err);
+}
+
+/* The content the splitter passed on as it streamed, as valid UTF-8 without trailing blanks (as
+ * the final parse gives content). 0, or -1 out of memory. */
+static int streamed_content(const oai_split *sp, pt_buf *out) {
+    if (pt_utf8_repair(sp->content.v ? sp->content.v : "", sp->content.n, out) < 0) {
+        pt_buf_free(out);
+        return -1;
     }
-    if (trc == FE_TURN_CANCELLED) {
-        snprintf(err, sizeof err, "cancelled: the client went away");
-        status = 499;
-        goto fail;
+    while (out->n && strchr(" \t\r\n", out->v[out->n - 1]))
+        out->v[--out->n] = 0;
+    return 0;
+}
+
+/* The parsed answer keeps its first n tool calls. */
+static void keep_calls(pt_chat_parsed *p, int n) {
+    while (p->n_calls > n) {
+        p->n_calls--;
+        free(p->calls[p->n_calls].name), free(p->calls[p->n_calls].arguments);
     }
-    if (trc == FE_TURN_PREFILL_FAILED) {
-        status = 500, etype = "server_error";
-        goto fail;
-    }
-    int grc = trc; /* 0, or the generation / the answer failed: an error reply */
-    if (!grc && res_cut_by_shutdown(&rc, &tr)) {
-        /* SIGTERM cut the answer short: an error, never a finish_reason "stop" that would pass
-         * a truncated answer off as complete */
-        snprintf(err, sizeof err, "the server is shutting down; the answer was cut short");
-        grc = -1;
-    }
-    if (trc != FE_TURN_GEN_FAILED) oai_split_push(&rc.split, "", 0, 1, on_delta, &rc);
-    pt_chat_parsed *parsed = tr.have_parsed ? &tr.parsed : NULL;
-    if (parsed && !tools) {
-        /* no tools offered: tool-call markup is just text, as it was streamed */
+}
+
+/* The parsed answer as the request wants it (NULL: completions): with no tools offered,
+ * tool-call markup is just text, as it was streamed; with parallel_tool_calls false, the first
+ * call alone is the answer. */
+static pt_chat_parsed *job_answer(run_ctx *rc) {
+    const oai_req *rq = &rc->j->req;
+    pt_chat_parsed *parsed = rc->tr.have_parsed ? &rc->tr.parsed : NULL;
+    if (parsed && !rq->tools) {
         pt_buf c = {0};
-        const char *cv = rc.split.content.v ? rc.split.content.v : "";
-        size_t cn = rc.split.content.n;
-        while (cn && strchr(" \t\r\n", cv[cn - 1]))
-            cn--;
-        if (pt_utf8_repair(cv, cn, &c) >= 0) {
+        if (!streamed_content(&rc->split, &c)) {
             free(parsed->content);
             parsed->content = c.v;
         }
-        for (int i = 0; i < parsed->n_calls; i++)
-            free(parsed->calls[i].name), free(parsed->calls[i].arguments);
-        parsed->n_calls = 0;
+        keep_calls(parsed, 0);
     }
-    /* parallel_tool_calls false: the first call alone is the answer */
-    while (parsed && rq->one_tool_call && parsed->n_calls > 1) {
-        parsed->n_calls--;
-        free(parsed->calls[parsed->n_calls].name), free(parsed->calls[parsed->n_calls].arguments);
-    }
-    const pt_gen_result *res = &tr.gen;
-    oai_result r = {.id = id,
-                    .model = s->model_name,
-                    .created = created,
-                    .parsed = parsed,
-                    .text = tr.text.v ? tr.text.v : "",
-                    .logprobs = rc.lp,
-                    .reason = res->reason,
-                    .prompt_tokens = tr.n_prompt,
-                    .cached_tokens = cached,
-                    .completion_tokens = res->n_tokens,
-                    /* tokens sampled inside the reasoning block; none when it held no text
-                     * (a block the model closed at once) */
-                    .reasoning_tokens = !parsed || !parsed->reasoning[0] ? 0
-                                        : rc.n_reasoning < res->n_tokens ? rc.n_reasoning
-                                                                         : res->n_tokens,
-                    .previous_response_id = rq->prev_id,
-                    .store = rq->store};
-    /* a stream shows the content the final parse has beyond what was streamed (a malformed tool
-     * call) */
-    /* echo (completions): the prompt, then what was generated */
-    if (rq->echo && rq->prompt && !rc.streaming) {
-        if (pt_buf_append(&echoed, rq->prompt, strlen(rq->prompt)) ||
-            pt_buf_append(&echoed, r.text, strlen(r.text)))
-            grc = -1, snprintf(err, sizeof err, "out of memory");
-        else
-            r.text = echoed.v;
-    }
-    if (grc == 0 && rc.streaming && parsed && tools) {
-        pt_buf sent = {0};
-        if (pt_utf8_repair(rc.split.content.v ? rc.split.content.v : "", rc.split.content.n,
-                           &sent) >= 0) {
-            size_t k = sent.n;
-            while (k && strchr(" \t\r\n", sent.v[k - 1]))
-                k--;
-            if (strlen(parsed->content) > k && !strncmp(parsed->content, sent.v, k)) {
-                pthread_mutex_lock(&s->mu);
-                oai_stream_delta(&rc.st, OAI_CONTENT, parsed->content + k,
-                                 strlen(parsed->content) - k, &j->sse);
-                pthread_mutex_unlock(&s->mu);
-            }
+    if (parsed && rq->one_tool_call) keep_calls(parsed, 1);
+    return parsed;
+}
+
+/* What the reply reports of the finished turn. */
+static oai_result job_result(const run_ctx *rc, const pt_chat_parsed *parsed) {
+    const pt_gen_result *res = &rc->tr.gen;
+    const oai_req *rq = &rc->j->req;
+    return (oai_result){.id = rc->id,
+                        .model = rc->s->model_name,
+                        .created = rc->created,
+                        .parsed = parsed,
+                        .text = rc->tr.text.v ? rc->tr.text.v : "",
+                        .logprobs = rc->lp,
+                        .reason = res->reason,
+                        .prompt_tokens = rc->tr.n_prompt,
+                        .cached_tokens = rc->tr.n_reused,
+                        .completion_tokens = res->n_tokens,
+                        /* tokens sampled inside the reasoning block; none when it held no text (a
+                         * block the model closed at once) */
+                        .reasoning_tokens = !parsed || !parsed->reasoning[0]  ? 0
+                                            : rc->n_reasoning < res->n_tokens ? rc->n_reasoning
+                                                                              : res->n_tokens,
+                        .previous_response_id = rq->prev_id,
+                        .store = rq->store};
+}
+
+/* A stream shows the content the final parse has beyond what was streamed (a malformed tool
+ * call the splitter held back as markup). */
+static void stream_parsed_rest(run_ctx *rc, const pt_chat_parsed *parsed) {
+    pt_buf sent = {0};
+    if (!streamed_content(&rc->split, &sent)) {
+        size_t k = sent.n;
+        if (strlen(parsed->content) > k && !strncmp(parsed->content, sent.v, k)) {
+            pthread_mutex_lock(&rc->s->mu);
+            oai_stream_delta(&rc->st, OAI_CONTENT, parsed->content + k, strlen(parsed->content) - k,
+                             &rc->j->sse);
+            pthread_mutex_unlock(&rc->s->mu);
         }
-        pt_buf_free(&sent);
     }
-    pthread_mutex_lock(&s->mu);
+    pt_buf_free(&sent);
+}
+
+/* The /health counters of the request just answered (srv.mu held); grc: the answer failed. */
+static void record_stats(run_ctx *rc, int grc, const pt_chat_parsed *parsed) {
+    srv *s = rc->s;
+    const pt_gen_result *res = &rc->tr.gen;
     s->tokens_generated += (unsigned long long)res->n_tokens;
-    s->last_completion_tokens = res->n_tokens, s->last_prompt_tokens = tr.n_prompt,
-    s->last_cached_tokens = cached;
+    s->last_completion_tokens = res->n_tokens, s->last_prompt_tokens = rc->tr.n_prompt,
+    s->last_cached_tokens = rc->tr.n_reused;
     pt_stats st1;
-    pt_engine_stats(m->e, &st1);
-    s->last_expert_hits = st1.hits - st0.hits;
-    s->last_expert_requests = st1.hits + st1.misses - st0.hits - st0.misses;
-    s->last_bytes_read = st1.bytes_read - st0.bytes_read;
-    s->last_prefill_s = tr.t_prefilled > t_start ? tr.t_prefilled - t_start : 0;
+    pt_engine_stats(s->m.e, &st1);
+    s->last_expert_hits = st1.hits - rc->st0.hits;
+    s->last_expert_requests = st1.hits + st1.misses - rc->st0.hits - rc->st0.misses;
+    s->last_bytes_read = st1.bytes_read - rc->st0.bytes_read;
+    s->last_prefill_s = rc->tr.t_prefilled > rc->t_start ? rc->tr.t_prefilled - rc->t_start : 0;
     s->last_decode_tok_s = res->n_tokens > 1 && res->t_end > res->t_first
                                ? (res->n_tokens - 1) / (res->t_end - res->t_first)
                                : 0;
     snprintf(s->last_finish, sizeof s->last_finish, "%s",
-             job_stopped(j) && !rc.shutdown  ? "cancelled"
-             : res_cut_by_shutdown(&rc, &tr) ? "shutdown"
-             : grc                           ? "error"
+             job_stopped(rc->j) && !rc->shutdown ? "cancelled"
+             : res_cut_by_shutdown(rc)           ? "shutdown"
+             : grc                               ? "error"
                    : oai_finish_reason(res->reason, parsed ? parsed->n_calls : 0));
-    if (job_stopped(j) && !rc.shutdown) s->n_cancelled++;
+    if (job_stopped(rc->j) && !rc->shutdown) s->n_cancelled++;
+}
+
+/* The answer goes out (srv.mu held): the stream's end, or the whole reply; grc: it failed
+ * (rc->err says why), an error event or a 500 (503 while the server stops). */
+static void deliver(run_ctx *rc, int grc, const oai_result *r) {
+    job *j = rc->j;
     if (grc) {
-        if (rc.streaming)
-            oai_stream_error(&rc.st, err, &j->sse);
+        if (rc->streaming)
+            oai_stream_error(&rc->st, rc->err, &j->sse);
         else
-            job_fail(j, s->stopping ? 503 : 500, "server_error", NULL, err);
-    } else if (rc.streaming) {
-        oai_stream_end(&rc.st, &r, &j->sse);
+            job_fail(j, rc->s->stopping ? 503 : 500, "server_error", NULL, rc->err);
+    } else if (rc->streaming) {
+        oai_stream_end(&rc->st, r, &j->sse);
     } else {
         j->status = 200;
-        j->body = oai_reply(rq->api, &r);
+        j->body = oai_reply(j->req.api, r);
         if (!j->body) job_fail(j, 500, "server_error", NULL, "out of memory");
     }
+}
+
+/* A turn that generated: the answer's last text through the splitter, the answer as the request
+ * wants it, its reply or the stream's end, the counters, the kept response, the log line.
+ * trc: 0, or the generation or the answer failed (FE_TURN_GEN_FAILED, _ANSWER_FAILED). */
+static void run_answered(run_ctx *rc, int trc) {
+    srv *s = rc->s;
+    job *j = rc->j;
+    const oai_req *rq = &j->req;
+    int grc = trc; /* 0, or the generation / the answer failed: an error reply */
+    if (!grc && res_cut_by_shutdown(rc)) {
+        /* SIGTERM cut the answer short: an error, never a finish_reason "stop" that would pass
+         * a truncated answer off as complete */
+        snprintf(rc->err, sizeof rc->err, "the server is shutting down; the answer was cut short");
+        grc = -1;
+    }
+    if (trc != FE_TURN_GEN_FAILED) oai_split_push(&rc->split, "", 0, 1, on_delta, rc);
+    pt_chat_parsed *parsed = job_answer(rc);
+    oai_result r = job_result(rc, parsed);
+    /* echo (completions): the prompt, then what was generated (a stream sent the prompt first) */
+    if (rq->echo && rq->prompt && !rc->streaming) {
+        if (pt_buf_append(&rc->echoed, rq->prompt, strlen(rq->prompt)) ||
+            pt_buf_append(&rc->echoed, r.text, strlen(r.text)))
+            grc = -1, snprintf(rc->err, sizeof rc->err, "out of memory");
+        else
+            r.text = rc->echoed.v;
+    }
+    if (grc == 0 && rc->streaming && parsed && rq->tools) stream_parsed_rest(rc, parsed);
+    pthread_mutex_lock(&s->mu);
+    record_stats(rc, grc, parsed);
+    deliver(rc, grc, &r);
     if (!grc && rq->api == OAI_RESPONSES && rq->store && parsed) keep_response(s, j, &r);
     char finish[sizeof s->last_finish];
     snprintf(finish, sizeof finish, "%s", s->last_finish);
     pthread_mutex_unlock(&s->mu);
-    log_job(s, j, grc ? (rc.streaming ? 200 : 500) : 200, tr.n_prompt, cached, res, t_start,
-            tr.t_prefilled, finish);
-    goto out;
-fail:
+    log_job(s, j, grc ? (rc->streaming ? 200 : 500) : 200, rc->tr.n_prompt, rc->tr.n_reused,
+            &rc->tr.gen, rc->t_start, rc->tr.t_prefilled, finish);
+}
+
+/* Generate for one job (worker thread, srv.mu not held): one turn of front/front.h (render,
+ * tokenize, prefill, generate, parse) with the request's sampling, then the reply or the
+ * stream's end; or the request's refusal. */
+static void run_job(srv *s, job *j) {
+    run_ctx rc = {.s = s, .j = j, .lp = j->req.logprobs ? json_array() : NULL};
+    const char *prefix = j->req.api == OAI_CHAT          ? "chatcmpl-"
+                         : j->req.api == OAI_COMPLETIONS ? "cmpl-"
+                                                         : "resp_";
     pthread_mutex_lock(&s->mu);
-    if (status == 499)
-        s->n_cancelled++, snprintf(s->last_finish, sizeof s->last_finish, "cancelled");
-    if (rc.streaming) /* the stream began before the prefill failed: its status is sent */
-        oai_stream_error(&rc.st, err, &j->sse), status = 200;
-    else
-        job_fail(j, status, etype, ecode ? ecode : status == 400 ? "invalid_request" : NULL, err);
+    make_id(s, prefix, rc.id, sizeof rc.id);
     pthread_mutex_unlock(&s->mu);
-    log_job(s, j, status, tr.n_prompt, 0, NULL, t_start, tr.t_prefilled, err);
-out:
+    rc.created = (long)time(NULL);
+    rc.t_start = pt_now();
+    pt_engine_stats(s->m.e, &rc.st0);
+    refusal f = {400, "invalid_request_error", "invalid_request", ""};
+    if (job_sampling(&rc)) {
+        run_refused(&rc, &f);
+    } else {
+        int trc = run_turn(&rc);
+        if (turn_refused(&rc, trc, &f))
+            run_refused(&rc, &f);
+        else
+            run_answered(&rc, trc);
+    }
     if (j->grammar) {
         /* the sampler borrows the job's grammar, which goes with the job */
-        pt_sampling plain = m->sp;
-        pt_gen_set_sampling(m->g, &plain, NULL, 0);
+        pt_sampling plain = s->m.sp;
+        pt_gen_set_sampling(s->m.g, &plain, NULL, 0);
     }
     oai_split_free(&rc.split);
     oai_stream_free(&rc.st);
     pt_buf_free(&rc.fix);
-    pt_buf_free(&echoed);
+    pt_buf_free(&rc.echoed);
     json_decref(rc.lp);
-    fe_turn_result_free(&tr);
+    fe_turn_result_free(&rc.tr);
 }
 
 static void *worker_main(void *arg) {
@@ -747,10 +850,7 @@ static void *reaper_main(void *arg) {
                 k->reaped = 1;
                 s->n_timed_out++;
             }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 200 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        struct timespec ts = time_in(200);
         pthread_cond_timedwait(&s->work_cv, &s->mu, &ts);
     }
     pthread_mutex_unlock(&s->mu);
@@ -809,19 +909,26 @@ static long prompt_floor(const srv *s, const oai_req *rq) {
 
 /* ===== HTTP ===== */
 
-/* Per-request state kept between the access handler's calls. */
+/* Per-request state of a generation endpoint, kept between the access handler's calls while
+ * the body arrives. */
 typedef struct conn {
     int api;    /* OAI_* */
     int http11; /* the request line said HTTP/1.1 */
     int tenant; /* the API key's index (0 without keys) */
     pt_buf body;
-    int too_big;
 } conn;
 
 static sconn *conn_of(struct MHD_Connection *c) {
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     return ci ? ci->socket_context : NULL;
+}
+
+/* Queue a response and let go of it (libmicrohttpd keeps it until it is sent). */
+static enum MHD_Result send_response(struct MHD_Connection *c, int status, struct MHD_Response *r) {
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return ret;
 }
 
 /* A reply to an allowed Origin names it (the browser lets the page read it). */
@@ -844,22 +951,31 @@ static enum MHD_Result reply_h(struct MHD_Connection *c, int status, const char 
     MHD_add_response_header(r, "Content-Type", "application/json");
     if (hname && hval) MHD_add_response_header(r, hname, hval);
     add_cors(c, r);
-    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
-    MHD_destroy_response(r);
-    return ret;
+    return send_response(c, status, r);
 }
 
 static enum MHD_Result reply(struct MHD_Connection *c, int status, const char *body) {
     return reply_h(c, status, body, NULL, NULL);
 }
 
+/* reply() of a malloc'd body, which it frees (NULL, out of memory: "{}"). */
+static enum MHD_Result reply_free(struct MHD_Connection *c, int status, char *body) {
+    enum MHD_Result r = reply(c, status, body);
+    free(body);
+    return r;
+}
+
+/* reply() of a JSON value, which it takes. */
+static enum MHD_Result reply_json(struct MHD_Connection *c, int status, json_t *j) {
+    char *b = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    return reply_free(c, status, b);
+}
+
 /* param: the request field the error names (error.param), or NULL. */
 static enum MHD_Result reply_error_at(struct MHD_Connection *c, int status, const char *type,
                                       const char *code, const char *param, const char *msg) {
-    char *b = oai_error_body(type, code, param, msg);
-    enum MHD_Result r = reply(c, status, b);
-    free(b);
-    return r;
+    return reply_free(c, status, oai_error_body(type, code, param, msg));
 }
 
 static enum MHD_Result reply_error(struct MHD_Connection *c, int status, const char *type,
@@ -876,9 +992,7 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
     /* not cut short by srv_stop: the worker ends every stream (with an error event when the
      * server stops) before srv_stop goes on to close connections */
     while (j->sse_sent == j->sse.n && !j->done) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += 1;
+        struct timespec ts = time_in(1000);
         pthread_cond_timedwait(&j->cv, &s->mu, &ts);
     }
     ssize_t n;
@@ -904,75 +1018,7 @@ static void sse_free(void *cls) {
     pthread_mutex_unlock(&s->mu);
 }
 
-static int ct_equal(const char *a, const char *b) { /* constant time in the length of b */
-    size_t na = strlen(a), nb = strlen(b);
-    unsigned d = na != nb;
-    for (size_t i = 0; i < nb; i++)
-        d |= (unsigned)(unsigned char)(i < na ? a[i] : 0) ^ (unsigned char)b[i];
-    return d == 0;
-}
-
-/* The tenant a request's key ("Authorization: Bearer KEY" or "X-Api-Key: KEY") names (its index;
- * 0 when the server has no keys), or -1 when the key is missing or wrong. Every key is compared, so
- * the time says nothing about which matched. */
-static int authorized(srv *s, struct MHD_Connection *c) {
-    if (!s->n_keys) return 0;
-    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    if (h && !strncasecmp(h, "Bearer ", 7))
-        h += 7;
-    else if (!(h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Api-Key")))
-        return -1;
-    while (*h == ' ')
-        h++;
-    int t = -1;
-    for (int i = 0; i < s->n_keys; i++)
-        if (ct_equal(h, s->keys[i])) t = i;
-    return t;
-}
-
-static enum MHD_Result health(srv *s, struct MHD_Connection *c) {
-    pthread_mutex_lock(&s->mu);
-    json_t *j = json_pack(
-        "{s:s, s:s, s:i, s:b, s:i, s:I, s:I, s:I, s:I, s:{s:i, s:I, s:I}, s:{s:i, s:i, s:i, "
-        "s:s, s:I, s:I, s:I, s:f, s:f}}",
-        "status", s->ready ? "ok" : "loading", "model", s->model_name, "n_ctx", s->n_ctx, "busy",
-        s->busy, "waiting", s->n_waiting, "requests", (json_int_t)s->n_requests, "cancelled",
-        (json_int_t)s->n_cancelled, "rejected", (json_int_t)s->n_rejected, "tokens_generated",
-        (json_int_t)s->tokens_generated, "connections", "open", s->n_conns, "timed_out",
-        (json_int_t)s->n_timed_out, "refused", (json_int_t)s->n_refused, "last", "prompt_tokens",
-        s->last_prompt_tokens, "cached_tokens", s->last_cached_tokens, "completion_tokens",
-        s->last_completion_tokens, "finish_reason", s->last_finish, "expert_requests",
-        (json_int_t)s->last_expert_requests, "expert_hits", (json_int_t)s->last_expert_hits,
-        "bytes_read", (json_int_t)s->last_bytes_read, "prefill_s", s->last_prefill_s,
-        "decode_tok_s", s->last_decode_tok_s);
-    int ready = s->ready;
-    pthread_mutex_unlock(&s->mu);
-    char *b = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    json_decref(j);
-    enum MHD_Result r = reply(c, ready ? 200 : 503, b);
-    free(b);
-    return r;
-}
-
-/* The one model, with a "meta" block as llama.cpp's server gives (its context among it). */
-static enum MHD_Result models(srv *s, struct MHD_Connection *c) {
-    pthread_mutex_lock(&s->mu);
-    json_t *meta =
-        s->ready ? json_pack("{s:i, s:i, s:i, s:i, s:s, s:s}", "n_ctx", s->n_ctx, "n_ctx_train",
-                             pt_engine_n_ctx_train(s->m.e), "n_vocab", s->n_vocab, "n_embd",
-                             pt_engine_n_embd(s->m.e), "arch", pt_engine_arch(s->m.e),
-                             "chat_format", s->m.format ? s->m.format : "none")
-                 : json_null();
-    pthread_mutex_unlock(&s->mu);
-    json_t *j = json_pack("{s:s, s:[{s:s, s:s, s:I, s:s, s:o}]}", "object", "list", "data", "id",
-                          s->model_name, "object", "model", "created", (json_int_t)time(NULL),
-                          "owned_by", "petrel", "meta", meta);
-    char *b = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    json_decref(j);
-    enum MHD_Result r = reply(c, 200, b);
-    free(b);
-    return r;
-}
+/* ===== Who may call: headers, Host (DNS rebinding), Origin (browsers), the API key ===== */
 
 static enum MHD_Result add_header_size(void *cls, enum MHD_ValueKind kind, const char *key,
                                        const char *value) {
@@ -980,60 +1026,6 @@ static enum MHD_Result add_header_size(void *cls, enum MHD_ValueKind kind, const
     *(size_t *)cls += strlen(key) + (value ? strlen(value) : 0) + 4; /* "K: V\r\n" */
     return MHD_YES;
 }
-
-/* GET or DELETE /v1/responses/{id}: a kept response of this tenant, or OpenAI's 404. */
-static enum MHD_Result stored_response(srv *s, struct MHD_Connection *c, const char *method,
-                                       const char *id, int tenant) {
-    int get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), del = !strcmp(method, "DELETE");
-    if (!get && !del)
-        return reply_error(c, 405, "invalid_request_error", "method_not_allowed",
-                           "use GET or DELETE");
-    char *body = NULL;
-    int found =
-        get ? !rstore_get(s->store, id, tenant, &body, NULL) : !rstore_delete(s->store, id, tenant);
-    if (!found) {
-        char msg[256];
-        snprintf(msg, sizeof msg, "No response found with id '%.128s'.", id);
-        return reply_error(c, 404, "invalid_request_error", "not_found", msg);
-    }
-    if (del) {
-        json_t *j = json_pack("{s:s, s:s, s:b}", "id", id, "object", "response", "deleted", 1);
-        body = j ? json_dumps(j, JSON_COMPACT) : NULL;
-        json_decref(j);
-    }
-    enum MHD_Result r = reply(c, 200, body);
-    free(body);
-    return r;
-}
-
-/* The web chat's files (webui.h): / is index.html. Served without the API key (the page asks
- * for it); a Content-Security-Policy allows no inline script and no other origin, so even
- * model text that slipped past the page's escaping could not run. NULL path: not a file. */
-static const webui_asset *web_asset(const char *url) {
-    if (!strcmp(url, "/")) url = "/index.html";
-    for (const webui_asset *a = webui_assets; a->path; a++)
-        if (!strcmp(a->path, url)) return a;
-    return NULL;
-}
-
-static enum MHD_Result web_reply(struct MHD_Connection *c, const webui_asset *a) {
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(a->len, (void *)a->data, MHD_RESPMEM_PERSISTENT);
-    if (!r) return MHD_NO;
-    MHD_add_response_header(r, "Content-Type", a->type);
-    MHD_add_response_header(r, "Cache-Control", "no-cache");
-    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
-    MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
-    MHD_add_response_header(r, "Content-Security-Policy",
-                            "default-src 'none'; script-src 'self'; style-src 'self'; "
-                            "connect-src 'self'; img-src 'self' data:; base-uri 'none'; "
-                            "form-action 'self'; frame-ancestors 'none'");
-    enum MHD_Result ret = MHD_queue_response(c, 200, r);
-    MHD_destroy_response(r);
-    return ret;
-}
-
-/* ===== Who may call: Host (DNS rebinding) and Origin (browsers) ===== */
 
 /* The Host header names this server: an IP literal (a rebinding attack needs a DNS name),
  * localhost, the bound host, this machine's name, or a --allow-host name. No Host at all
@@ -1083,6 +1075,46 @@ static int origin_ok(const srv *s, const char *origin, const char *host) {
     return 0;
 }
 
+/* The checks every request passes before its endpoint is looked up: the size of its line and
+ * headers (431: libmicrohttpd's memory pool bounds them roughly, this makes the configured
+ * limit exact and the answer OpenAI-shaped), the Host it names and a browser's Origin (403).
+ * 0, or the status with the error's code and message; an allowed Origin is noted on the
+ * connection (add_cors names it in the reply). */
+static int refused(srv *s, struct MHD_Connection *c, const char *url, const char *method,
+                   const char **code, char *msg, size_t cap) {
+    size_t hsize = strlen(method) + strlen(url) + 12;
+    MHD_get_connection_values(c, MHD_HEADER_KIND, add_header_size, &hsize);
+    if (hsize > s->p.max_header) {
+        snprintf(msg, cap, "the request headers are %zu bytes; the limit is %zu", hsize,
+                 s->p.max_header);
+        *code = "headers_too_large";
+        return 431;
+    }
+    sconn *k = conn_of(c);
+    if (k) k->allow_origin = 0;
+    const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
+    if (!host_ok(s, host)) {
+        snprintf(msg, cap,
+                 "this server does not answer to the Host '%.100s' (protection against DNS "
+                 "rebinding); reach it by its address or start it with --allow-host NAME",
+                 host);
+        *code = "host_not_allowed";
+        return 403;
+    }
+    const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    if (!origin) return 0;
+    if (!origin_ok(s, origin, host)) {
+        snprintf(msg, cap,
+                 "a page at '%.100s' may not call this server; start it with --cors ORIGIN to "
+                 "allow one",
+                 origin);
+        *code = "origin_not_allowed";
+        return 403;
+    }
+    if (k) k->allow_origin = 1;
+    return 0;
+}
+
 /* A CORS preflight (OPTIONS) from an allowed origin: 204 naming what may follow. */
 static enum MHD_Result preflight(struct MHD_Connection *c) {
     struct MHD_Response *r = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
@@ -1099,18 +1131,36 @@ static enum MHD_Result preflight(struct MHD_Connection *c) {
                             plain ? want : "Authorization, Content-Type, X-Api-Key");
     MHD_add_response_header(r, "Access-Control-Max-Age", "600");
     add_cors(c, r);
-    enum MHD_Result ret = MHD_queue_response(c, 204, r);
-    MHD_destroy_response(r);
-    return ret;
+    return send_response(c, 204, r);
 }
 
-static int api_of(const char *url) {
-    if (!strncmp(url, "/v1/", 4)) url += 3;
-    if (!strcmp(url, "/chat/completions")) return OAI_CHAT;
-    if (!strcmp(url, "/completions")) return OAI_COMPLETIONS;
-    if (!strcmp(url, "/responses")) return OAI_RESPONSES;
-    return 0;
+static int ct_equal(const char *a, const char *b) { /* constant time in the length of b */
+    size_t na = strlen(a), nb = strlen(b);
+    unsigned d = na != nb;
+    for (size_t i = 0; i < nb; i++)
+        d |= (unsigned)(unsigned char)(i < na ? a[i] : 0) ^ (unsigned char)b[i];
+    return d == 0;
 }
+
+/* The tenant a request's key ("Authorization: Bearer KEY" or "X-Api-Key: KEY") names (its index;
+ * 0 when the server has no keys), or -1 when the key is missing or wrong. Every key is compared, so
+ * the time says nothing about which matched. */
+static int authorized(srv *s, struct MHD_Connection *c) {
+    if (!s->n_keys) return 0;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    if (h && !strncasecmp(h, "Bearer ", 7))
+        h += 7;
+    else if (!(h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Api-Key")))
+        return -1;
+    while (*h == ' ')
+        h++;
+    int t = -1;
+    for (int i = 0; i < s->n_keys; i++)
+        if (ct_equal(h, s->keys[i])) t = i;
+    return t;
+}
+
+/* ===== Submitting a generation: check, queue, wait, answer ===== */
 
 /* The grammar a request's output must follow: its JSON response format (the reasoning the chat
  * format allows, then the JSON), or its tool choice (required / a named function: tool calls in
@@ -1150,111 +1200,100 @@ static void omitted_warning(const oai_req *rq, char *out, size_t cap) {
                  rq->n_omitted, rq->n_omitted > 1 ? "s" : "");
 }
 
-/* A complete request body: parse, queue, wait, answer. */
-static enum MHD_Result submit(srv *s, struct MHD_Connection *c, conn *cn) {
-    char err[512];
-    conn_receiving(s, c, 0); /* answered from here on, however long it generates */
+/* A new job, held by the connection that made it (refs 1); NULL out of memory. */
+static job *job_new(srv *s) {
     job *j = calloc(1, sizeof *j);
-    if (!j) return reply_error(c, 500, "server_error", NULL, "out of memory");
+    if (!j) return NULL;
     j->srv = s;
     j->fd = -1;
+    j->refs = 1;
     pthread_cond_init(&j->cv, NULL);
-    if (oai_parse_request(cn->api, cn->body.v ? cn->body.v : "", cn->body.n, &j->req, err,
-                          sizeof err)) {
-        char param[OAI_PARAM_MAX];
-        memcpy(param, j->req.err_param, sizeof param);
-        pthread_mutex_lock(&s->mu);
-        j->refs = 1;
-        job_release(j);
-        pthread_mutex_unlock(&s->mu);
-        return reply_error_at(c, 400, "invalid_request_error", "invalid_request", param, err);
+    return j;
+}
+
+/* The connection lets go of a job it did not queue. */
+static void job_drop(srv *s, job *j) {
+    pthread_mutex_lock(&s->mu);
+    job_release(j);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* previous_response_id: that turn's conversation goes between this request's instructions
+ * (instructions are not carried over, as at OpenAI) and its input. 0, or -1 with err when the
+ * tenant has no such response. */
+static int splice_previous(srv *s, oai_req *rq, int tenant, char *err, size_t n) {
+    json_t *prev = NULL;
+    if (rstore_get(s->store, rq->prev_id, tenant, NULL, &prev)) {
+        snprintf(err, n, "Previous response with id '%.128s' not found.", rq->prev_id);
+        return -1;
     }
-    if (oai_bias_check(&j->req, s->n_vocab, err, sizeof err)) {
-        pthread_mutex_lock(&s->mu);
-        j->refs = 1;
-        job_release(j);
-        pthread_mutex_unlock(&s->mu);
-        return reply_error_at(c, 400, "invalid_request_error", "invalid_request", "logit_bias",
-                              err);
+    json_t *msgs = json_array();
+    for (size_t i = 0; i < json_array_size(rq->messages); i++) {
+        if (i == (size_t)rq->n_instr) json_array_extend(msgs, prev);
+        json_array_append(msgs, json_array_get(rq->messages, i));
     }
-    if ((j->req.json_schema || j->req.tool_mode != OAI_TOOLS_AUTO) &&
-        request_grammar(s, &j->req, &j->grammar, err, sizeof err)) {
-        const char *param = j->req.json_schema ? j->req.format_param : "tool_choice";
-        char p[OAI_PARAM_MAX];
-        snprintf(p, sizeof p, "%s", param);
-        pthread_mutex_lock(&s->mu);
-        j->refs = 1;
-        job_release(j);
-        pthread_mutex_unlock(&s->mu);
-        return reply_error_at(c, 400, "invalid_request_error", "invalid_request", p, err);
+    if (json_array_size(rq->messages) <= (size_t)rq->n_instr) json_array_extend(msgs, prev);
+    json_decref(prev);
+    json_decref(rq->messages);
+    rq->messages = msgs;
+    return 0;
+}
+
+/* Read a request body into the job and check what can be checked before it queues: its fields
+ * (oai_parse_request), logit_bias ids against the vocabulary, the output constraint's grammar,
+ * the response it continues, and a prompt no context could hold. 0, or -1 with the refusal
+ * and its message in err. */
+static int job_read(srv *s, const conn *cn, job *j, refusal *f, char *err, size_t n) {
+    oai_req *rq = &j->req;
+    *f = (refusal){400, "invalid_request_error", "invalid_request", ""};
+    if (oai_parse_request(cn->api, cn->body.v ? cn->body.v : "", cn->body.n, rq, err, n)) {
+        memcpy(f->param, rq->err_param, sizeof f->param);
+        return -1;
     }
-    if (j->req.prev_id) {
-        /* previous_response_id: that turn's conversation goes between this request's
-         * instructions (instructions are not carried over, as at OpenAI) and its input */
-        json_t *prev = NULL;
-        if (rstore_get(s->store, j->req.prev_id, cn->tenant, NULL, &prev)) {
-            snprintf(err, sizeof err, "Previous response with id '%.128s' not found.",
-                     j->req.prev_id);
-            pthread_mutex_lock(&s->mu);
-            j->refs = 1;
-            job_release(j);
-            pthread_mutex_unlock(&s->mu);
-            return reply_error_at(c, 404, "invalid_request_error", "previous_response_not_found",
-                                  "previous_response_id", err);
-        }
-        json_t *msgs = json_array();
-        for (size_t i = 0; i < json_array_size(j->req.messages); i++) {
-            if (i == (size_t)j->req.n_instr) json_array_extend(msgs, prev);
-            json_array_append(msgs, json_array_get(j->req.messages, i));
-        }
-        if (json_array_size(j->req.messages) <= (size_t)j->req.n_instr)
-            json_array_extend(msgs, prev);
-        json_decref(prev);
-        json_decref(j->req.messages);
-        j->req.messages = msgs;
+    if (oai_bias_check(rq, s->n_vocab, err, n)) {
+        snprintf(f->param, sizeof f->param, "logit_bias");
+        return -1;
     }
-    long floor = prompt_floor(s, &j->req);
+    if ((rq->json_schema || rq->tool_mode != OAI_TOOLS_AUTO) &&
+        request_grammar(s, rq, &j->grammar, err, n)) {
+        snprintf(f->param, sizeof f->param, "%s",
+                 rq->json_schema ? rq->format_param : "tool_choice");
+        return -1;
+    }
+    if (rq->prev_id && splice_previous(s, rq, cn->tenant, err, n)) {
+        *f = (refusal){404, "invalid_request_error", "previous_response_not_found",
+                       "previous_response_id"};
+        return -1;
+    }
+    long floor = prompt_floor(s, rq);
     if (floor > s->n_ctx) {
-        pthread_mutex_lock(&s->mu);
-        j->refs = 1;
-        job_release(j);
-        pthread_mutex_unlock(&s->mu);
-        snprintf(err, sizeof err,
+        snprintf(err, n,
                  "the prompt is at least %ld tokens (no token is longer than %d bytes) but the "
                  "context holds %d",
                  floor, s->max_piece, s->n_ctx);
-        return reply_error(c, 400, "invalid_request_error", "context_length_exceeded", err);
+        *f = (refusal){400, "invalid_request_error", "context_length_exceeded", ""};
+        return -1;
     }
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (ci) j->fd = dup(ci->connect_fd);
-    j->http11 = cn->http11;
-    j->tenant = cn->tenant;
-    pthread_mutex_lock(&s->mu);
+    return 0;
+}
+
+/* Queue the job for the worker (srv.mu held): 0, or the status it is refused with, the job
+ * dropped: 503 (the server stops or has no model), 429 (the queue is full; retry: the
+ * Retry-After seconds, when a place may be free: the requests ahead times their average). */
+static int job_queue(srv *s, job *j, char *retry, size_t cap) {
     if (s->stopping || !s->ready) {
-        j->refs = 1;
         job_release(j);
-        pthread_mutex_unlock(&s->mu);
-        return reply_error(c, 503, "server_error", "loading", "the model is loading");
+        return 503;
     }
     if (s->busy + s->n_waiting >= 1 + s->p.queue) {
         s->n_rejected++;
-        j->refs = 1;
         job_release(j);
-        /* when a place may be free: the requests ahead times their average time */
         double wait = s->job_seconds * (s->busy + s->n_waiting);
-        char retry[32];
-        snprintf(retry, sizeof retry, "%ld", wait < 1 ? 1L : wait > 3600 ? 3600L : (long)wait + 1);
-        pthread_mutex_unlock(&s->mu);
-        char *b = oai_error_body("rate_limit_error", "rate_limit_exceeded", NULL,
-                                 "the server is busy: too many requests are waiting; retry after "
-                                 "the Retry-After header's seconds");
-        enum MHD_Result r = reply_h(c, 429, b, "Retry-After", retry);
-        free(b);
-        return r;
+        snprintf(retry, cap, "%ld", wait < 1 ? 1L : wait > 3600 ? 3600L : (long)wait + 1);
+        return 429;
     }
     s->n_requests++;
-    j->refs = 2; /* this connection and the worker */
+    j->refs++; /* the worker's */
     if (s->tail)
         s->tail->next = j;
     else
@@ -1263,52 +1302,62 @@ static enum MHD_Result submit(srv *s, struct MHD_Connection *c, conn *cn) {
     s->n_waiting++;
     j->queued = 1;
     pthread_cond_broadcast(&s->work_cv); /* the worker (the reaper waits on it too) */
-    /* wait for the prompt to be accepted (or the job to end), noticing a client that leaves */
+    return 0;
+}
+
+/* A queued job whose client left gives its place up now, not when the worker reaches it
+ * (srv.mu held). */
+static void job_unqueue(srv *s, job *j) {
+    job **pp = &s->head;
+    while (*pp != j)
+        pp = &(*pp)->next;
+    *pp = j->next;
+    if (s->tail == j) {
+        s->tail = NULL;
+        for (job *q = s->head; q; q = q->next)
+            s->tail = q;
+    }
+    s->n_waiting--;
+    s->n_cancelled++;
+    j->queued = 0;
+    job_fail(j, 499, "invalid_request_error", NULL, "cancelled: the client went away");
+    j->done = 1;
+    job_release(j); /* the worker's reference */
+}
+
+/* Wait until the job's stream may begin (its prompt was accepted) or the job ended, noticing a
+ * client that leaves (srv.mu held). */
+static void job_wait(srv *s, job *j) {
     while (!(j->started && j->req.stream) && !j->done && !s->stopping) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 100 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        struct timespec ts = time_in(100);
         pthread_cond_timedwait(&j->cv, &s->mu, &ts);
         if (!job_stopped(j)) job_probe(j); /* no answer has begun inside this loop */
         if (!job_stopped(j) && client_gone(j->fd)) job_stop(j);
-        if (job_stopped(j) && j->queued) {
-            /* its client left while it waited: it gives its place up now, not when the worker
-             * reaches it */
-            job **pp = &s->head;
-            while (*pp != j)
-                pp = &(*pp)->next;
-            *pp = j->next;
-            if (s->tail == j) {
-                s->tail = NULL;
-                for (job *q = s->head; q; q = q->next)
-                    s->tail = q;
-            }
-            s->n_waiting--;
-            s->n_cancelled++;
-            j->queued = 0;
-            job_fail(j, 499, "invalid_request_error", NULL, "cancelled: the client went away");
-            j->done = 1;
-            job_release(j); /* the worker's reference */
-        }
+        if (job_stopped(j) && j->queued) job_unqueue(s, j);
     }
-    if (!(j->req.stream && j->started)) {
-        int status = j->status ? j->status : 503;
-        char *body = j->body;
-        j->body = NULL;
-        char warn[128];
-        omitted_warning(&j->req, warn, sizeof warn);
-        job_release(j);
-        pthread_mutex_unlock(&s->mu);
-        enum MHD_Result r =
-            body ? reply_h(c, status == 499 ? 400 : status, body, "X-Petrel-Warning",
-                           warn[0] ? warn : NULL)
-                 : reply_error(c, 503, "server_error", NULL, "the server is shutting down");
-        free(body);
-        return r;
-    }
+}
+
+/* The whole reply of a job that ended (srv.mu held; released here, with the job). A client
+ * that left gets the 400 it can no longer read rather than the log's 499. */
+static enum MHD_Result reply_done(srv *s, struct MHD_Connection *c, job *j) {
+    int status = j->status ? j->status : 503;
+    char *body = j->body;
+    j->body = NULL;
+    char warn[128];
+    omitted_warning(&j->req, warn, sizeof warn);
+    job_release(j);
     pthread_mutex_unlock(&s->mu);
-    /* a stream: the job's reference passes to the response */
+    enum MHD_Result r =
+        body ? reply_h(c, status == 499 ? 400 : status, body, "X-Petrel-Warning",
+                       warn[0] ? warn : NULL)
+             : reply_error(c, 503, "server_error", NULL, "the server is shutting down");
+    free(body);
+    return r;
+}
+
+/* A job's stream: the status and headers now, the events as the worker produces them (sse_read);
+ * the job's reference passes to the response. */
+static enum MHD_Result reply_stream(srv *s, struct MHD_Connection *c, job *j) {
     struct MHD_Response *r =
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sse_read, j, sse_free);
     pthread_mutex_lock(&s->mu);
@@ -1326,9 +1375,264 @@ static enum MHD_Result submit(srv *s, struct MHD_Connection *c, conn *cn) {
     omitted_warning(&j->req, warn, sizeof warn);
     if (warn[0]) MHD_add_response_header(r, "X-Petrel-Warning", warn);
     add_cors(c, r);
-    enum MHD_Result ret = MHD_queue_response(c, 200, r);
-    MHD_destroy_response(r);
-    return ret;
+    return send_response(c, 200, r);
+}
+
+/* A generation endpoint's complete request body: check, queue, wait, answer. */
+static enum MHD_Result submit(srv *s, struct MHD_Connection *c, conn *cn) {
+    conn_receiving(s, c, 0); /* answered from here on, however long it generates */
+    job *j = job_new(s);
+    if (!j) return reply_error(c, 500, "server_error", NULL, "out of memory");
+    char err[512];
+    refusal f;
+    if (job_read(s, cn, j, &f, err, sizeof err)) {
+        job_drop(s, j);
+        return reply_error_at(c, f.status, f.type, f.code, f.param, err);
+    }
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (ci) j->fd = dup(ci->connect_fd);
+    j->http11 = cn->http11;
+    j->tenant = cn->tenant;
+    char retry[32];
+    pthread_mutex_lock(&s->mu);
+    int st = job_queue(s, j, retry, sizeof retry);
+    if (st) {
+        pthread_mutex_unlock(&s->mu);
+        if (st == 503)
+            return reply_error(c, 503, "server_error", "loading", "the model is loading");
+        char *b = oai_error_body("rate_limit_error", "rate_limit_exceeded", NULL,
+                                 "the server is busy: too many requests are waiting; retry after "
+                                 "the Retry-After header's seconds");
+        enum MHD_Result r = reply_h(c, 429, b, "Retry-After", retry);
+        free(b);
+        return r;
+    }
+    job_wait(s, j);
+    if (!(j->req.stream && j->started)) return reply_done(s, c, j);
+    pthread_mutex_unlock(&s->mu);
+    return reply_stream(s, c, j);
+}
+
+/* ===== Endpoints ===== */
+
+/* What an endpoint's handler knows on a request's first call: its headers have arrived, its body
+ * (if any) has not. */
+typedef struct request {
+    const char *url, *method, *version;
+    const char *rest; /* a prefix route: what follows its path (the id of /v1/responses/{id}) */
+    int tenant;       /* the API key's index (0 without keys, and on the open routes) */
+    int api;          /* a generation endpoint: OAI_* */
+    void **con_cls;   /* the request's state between calls (struct conn) */
+} request;
+
+static enum MHD_Result ep_health(srv *s, struct MHD_Connection *c, const request *rq) {
+    (void)rq;
+    pthread_mutex_lock(&s->mu);
+    json_t *j = json_pack(
+        "{s:s, s:s, s:i, s:b, s:i, s:I, s:I, s:I, s:I, s:{s:i, s:I, s:I}, s:{s:i, s:i, s:i, "
+        "s:s, s:I, s:I, s:I, s:f, s:f}}",
+        "status", s->ready ? "ok" : "loading", "model", s->model_name, "n_ctx", s->n_ctx, "busy",
+        s->busy, "waiting", s->n_waiting, "requests", (json_int_t)s->n_requests, "cancelled",
+        (json_int_t)s->n_cancelled, "rejected", (json_int_t)s->n_rejected, "tokens_generated",
+        (json_int_t)s->tokens_generated, "connections", "open", s->n_conns, "timed_out",
+        (json_int_t)s->n_timed_out, "refused", (json_int_t)s->n_refused, "last", "prompt_tokens",
+        s->last_prompt_tokens, "cached_tokens", s->last_cached_tokens, "completion_tokens",
+        s->last_completion_tokens, "finish_reason", s->last_finish, "expert_requests",
+        (json_int_t)s->last_expert_requests, "expert_hits", (json_int_t)s->last_expert_hits,
+        "bytes_read", (json_int_t)s->last_bytes_read, "prefill_s", s->last_prefill_s,
+        "decode_tok_s", s->last_decode_tok_s);
+    int ready = s->ready;
+    pthread_mutex_unlock(&s->mu);
+    return reply_json(c, ready ? 200 : 503, j);
+}
+
+/* The one model, with a "meta" block as llama.cpp's server gives (its context among it). */
+static enum MHD_Result ep_models(srv *s, struct MHD_Connection *c, const request *rq) {
+    (void)rq;
+    pthread_mutex_lock(&s->mu);
+    json_t *meta =
+        s->ready ? json_pack("{s:i, s:i, s:i, s:i, s:s, s:s}", "n_ctx", s->n_ctx, "n_ctx_train",
+                             pt_engine_n_ctx_train(s->m.e), "n_vocab", s->n_vocab, "n_embd",
+                             pt_engine_n_embd(s->m.e), "arch", pt_engine_arch(s->m.e),
+                             "chat_format", s->m.format ? s->m.format : "none")
+                 : json_null();
+    pthread_mutex_unlock(&s->mu);
+    return reply_json(c, 200,
+                      json_pack("{s:s, s:[{s:s, s:s, s:I, s:s, s:o}]}", "object", "list", "data",
+                                "id", s->model_name, "object", "model", "created",
+                                (json_int_t)time(NULL), "owned_by", "petrel", "meta", meta));
+}
+
+/* GET or DELETE /v1/responses/{id}: a kept response of this tenant, or OpenAI's 404. */
+static enum MHD_Result ep_stored_response(srv *s, struct MHD_Connection *c, const request *rq) {
+    const char *id = rq->rest;
+    int del = !strcmp(rq->method, "DELETE");
+    char *body = NULL;
+    int found = del ? !rstore_delete(s->store, id, rq->tenant)
+                    : !rstore_get(s->store, id, rq->tenant, &body, NULL);
+    if (!found) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "No response found with id '%.128s'.", id);
+        return reply_error(c, 404, "invalid_request_error", "not_found", msg);
+    }
+    if (del)
+        return reply_json(
+            c, 200, json_pack("{s:s, s:s, s:b}", "id", id, "object", "response", "deleted", 1));
+    return reply_free(c, 200, body);
+}
+
+/* The web chat's files (webui.h): / is index.html. NULL: not a file. */
+static const webui_asset *web_asset(const char *url) {
+    if (!strcmp(url, "/")) url = "/index.html";
+    for (const webui_asset *a = webui_assets; a->path; a++)
+        if (!strcmp(a->path, url)) return a;
+    return NULL;
+}
+
+/* A file of the web chat, served without the API key (the page asks for it); a
+ * Content-Security-Policy allows no inline script and no other origin, so even model text that
+ * slipped past the page's escaping could not run. */
+static enum MHD_Result ep_web(srv *s, struct MHD_Connection *c, const request *rq) {
+    (void)s;
+    const webui_asset *a = web_asset(rq->url);
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(a->len, (void *)a->data, MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", a->type);
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+    MHD_add_response_header(r, "Content-Security-Policy",
+                            "default-src 'none'; script-src 'self'; style-src 'self'; "
+                            "connect-src 'self'; img-src 'self' data:; base-uri 'none'; "
+                            "form-action 'self'; frame-ancestors 'none'");
+    return send_response(c, 200, r);
+}
+
+/* Chat completions, completions, responses (rq->api): a body past the limit is refused before
+ * it is read, and none is read while the model loads; the body then arrives into the request's
+ * conn, and submit() takes it from there. */
+static enum MHD_Result ep_generate(srv *s, struct MHD_Connection *c, const request *rq) {
+    const char *cl =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    size_t limit = body_limit(s);
+    if (cl && strtoull(cl, NULL, 10) > limit) {
+        char msg[256];
+        if (limit < s->p.max_body)
+            snprintf(msg, sizeof msg,
+                     "the request body is %.30s bytes; the limit is %zu (what a context of %d "
+                     "tokens could ever hold)",
+                     cl, limit, s->n_ctx);
+        else
+            snprintf(msg, sizeof msg, "the request body is %.30s bytes; the limit is %zu", cl,
+                     limit);
+        return reply_error(c, 413, "invalid_request_error", "request_too_large", msg);
+    }
+    pthread_mutex_lock(&s->mu);
+    int ready = s->ready;
+    pthread_mutex_unlock(&s->mu);
+    if (!ready) return reply_error(c, 503, "server_error", "loading", "the model is loading");
+    conn *cn = calloc(1, sizeof *cn);
+    if (!cn) return MHD_NO;
+    cn->api = rq->api;
+    cn->tenant = rq->tenant;
+    cn->http11 = rq->version && !strcmp(rq->version, "HTTP/1.1");
+    *rq->con_cls = cn;
+    return MHD_YES;
+}
+
+/* ===== The endpoint table ===== */
+
+enum { M_GET = 1, M_POST = 2, M_DELETE = 4 }; /* HEAD is answered as GET */
+
+/* One endpoint: where it is, which methods it answers, and its handler. A request is matched
+ * on its path without a leading "/v1" (every API endpoint answers with and without it); the
+ * web chat's files are matched first, as they are and on GET only (another method on their
+ * paths is an unknown endpoint). */
+typedef struct route {
+    const char *path; /* ending in '/': a prefix, what follows is an id (request.rest) */
+    unsigned methods; /* M_*: another method is a 405 naming these */
+    int open;         /* answered without the API key */
+    int api;          /* the generation endpoints: OAI_* */
+    enum MHD_Result (*fn)(srv *s, struct MHD_Connection *c, const request *rq);
+} route;
+
+/* the web chat's files: webui_assets' paths and /, matched by web_asset rather than by path */
+static const route WEB_ROUTE = {NULL, M_GET, 1, 0, ep_web};
+
+static const route ROUTES[] = {
+    {"/health", M_GET, 1, 0, ep_health},
+    {"/models", M_GET, 0, 0, ep_models},
+    {"/chat/completions", M_POST, 0, OAI_CHAT, ep_generate},
+    {"/completions", M_POST, 0, OAI_COMPLETIONS, ep_generate},
+    {"/responses", M_POST, 0, OAI_RESPONSES, ep_generate},
+    {"/responses/", M_GET | M_DELETE, 0, 0, ep_stored_response},
+};
+
+static unsigned method_bit(const char *method) {
+    if (!strcmp(method, "GET") || !strcmp(method, "HEAD")) return M_GET;
+    if (!strcmp(method, "POST")) return M_POST;
+    if (!strcmp(method, "DELETE")) return M_DELETE;
+    return 0;
+}
+
+/* The route a request names, NULL none; *rest: what follows a prefix route's path. */
+static const route *route_of(const char *url, const char *method, const char **rest) {
+    if (method_bit(method) == M_GET && web_asset(url)) return &WEB_ROUTE;
+    const char *path = !strncmp(url, "/v1/", 4) ? url + 3 : url;
+    for (size_t i = 0; i < sizeof ROUTES / sizeof ROUTES[0]; i++) {
+        const route *r = &ROUTES[i];
+        size_t n = strlen(r->path);
+        if (r->path[n - 1] == '/' ? !strncmp(path, r->path, n) : !strcmp(path, r->path)) {
+            *rest = path + n;
+            return r;
+        }
+    }
+    return NULL;
+}
+
+/* The 405's message: "use GET", "use GET or DELETE". */
+static void use_methods(unsigned methods, char *out, size_t cap) {
+    static const char *const names[] = {"GET", "POST", "DELETE"}; /* by bit */
+    size_t n = (size_t)snprintf(out, cap, "use");
+    int first = 1;
+    for (unsigned i = 0; i < 3; i++) {
+        if (!(methods & (1u << i)) || n >= cap) continue;
+        n += (size_t)snprintf(out + n, cap - n, "%s%s", first ? " " : " or ", names[i]);
+        first = 0;
+    }
+}
+
+/* A request's first call (its headers have arrived): the checks every request passes, a CORS
+ * preflight, then its route: the API key unless the route is open (an unknown endpoint needs
+ * one too, so that probing says nothing without it), 404, 405, the endpoint's handler. */
+static enum MHD_Result first_call(srv *s, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, void **con_cls) {
+    char msg[400];
+    const char *code = NULL;
+    const int st = refused(s, c, url, method, &code, msg, sizeof msg);
+    if (st) return reply_error(c, st, "invalid_request_error", code, msg);
+    if (!strcmp(method, "OPTIONS")) return preflight(c);
+    request rq = {.url = url, .method = method, .version = version, .con_cls = con_cls};
+    const route *rt = route_of(url, method, &rq.rest);
+    if (!(rt && rt->open)) {
+        rq.tenant = authorized(s, c);
+        if (rq.tenant < 0)
+            return reply_error(c, 401, "authentication_error", "invalid_api_key",
+                               "missing or wrong API key (send 'Authorization: Bearer KEY' or "
+                               "'X-Api-Key: KEY')");
+    }
+    if (!rt) {
+        snprintf(msg, sizeof msg, "unknown endpoint %.100s %.100s", method, url);
+        return reply_error(c, 404, "invalid_request_error", "not_found", msg);
+    }
+    if (!(method_bit(method) & rt->methods)) {
+        use_methods(rt->methods, msg, sizeof msg);
+        return reply_error(c, 405, "invalid_request_error", "method_not_allowed", msg);
+    }
+    rq.api = rt->api;
+    return rt->fn(s, c, &rq);
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
@@ -1336,101 +1640,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
                               size_t *upload_size, void **con_cls) {
     srv *s = cls;
     conn *cn = *con_cls;
-    if (!cn) {
-        /* libmicrohttpd's memory pool bounds the headers roughly (it answers 431 past it);
-         * this makes the configured limit exact and the answer OpenAI-shaped */
-        size_t hsize = strlen(method) + strlen(url) + 12;
-        MHD_get_connection_values(c, MHD_HEADER_KIND, add_header_size, &hsize);
-        if (hsize > s->p.max_header) {
-            char msg[160];
-            snprintf(msg, sizeof msg, "the request headers are %zu bytes; the limit is %zu", hsize,
-                     s->p.max_header);
-            return reply_error(c, 431, "invalid_request_error", "headers_too_large", msg);
-        }
-        int is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD"),
-            is_post = !strcmp(method, "POST");
-        int api = api_of(url);
-        sconn *k = conn_of(c);
-        if (k) k->allow_origin = 0;
-        const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
-        if (!host_ok(s, host)) {
-            char msg[400];
-            snprintf(msg, sizeof msg,
-                     "this server does not answer to the Host '%.100s' (protection against DNS "
-                     "rebinding); reach it by its address or start it with --allow-host NAME",
-                     host);
-            return reply_error(c, 403, "invalid_request_error", "host_not_allowed", msg);
-        }
-        const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
-        if (origin) {
-            if (!origin_ok(s, origin, host)) {
-                char msg[400];
-                snprintf(msg, sizeof msg,
-                         "a page at '%.100s' may not call this server; start it with --cors "
-                         "ORIGIN to allow one",
-                         origin);
-                return reply_error(c, 403, "invalid_request_error", "origin_not_allowed", msg);
-            }
-            if (k) k->allow_origin = 1;
-        }
-        if (!strcmp(method, "OPTIONS")) return preflight(c);
-        const webui_asset *asset = is_get ? web_asset(url) : NULL;
-        if (asset) return web_reply(c, asset);
-        if (!strcmp(url, "/health") || !strcmp(url, "/v1/health")) {
-            if (!is_get)
-                return reply_error(c, 405, "invalid_request_error", "method_not_allowed",
-                                   "use GET");
-            return health(s, c);
-        }
-        int tenant = authorized(s, c); /* every route but /health needs the key */
-        if (tenant < 0)
-            return reply_error(c, 401, "authentication_error", "invalid_api_key",
-                               "missing or wrong API key (send 'Authorization: Bearer KEY' or "
-                               "'X-Api-Key: KEY')");
-        if (!strcmp(url, "/v1/models") || !strcmp(url, "/models")) {
-            if (!is_get)
-                return reply_error(c, 405, "invalid_request_error", "method_not_allowed",
-                                   "use GET");
-            return models(s, c);
-        }
-        const char *rid = !strncmp(url, "/v1/responses/", 14) ? url + 14
-                          : !strncmp(url, "/responses/", 11)  ? url + 11
-                                                              : NULL;
-        if (rid) return stored_response(s, c, method, rid, tenant);
-        if (!api) {
-            char msg[256];
-            snprintf(msg, sizeof msg, "unknown endpoint %.100s %.100s", method, url);
-            return reply_error(c, 404, "invalid_request_error", "not_found", msg);
-        }
-        if (!is_post)
-            return reply_error(c, 405, "invalid_request_error", "method_not_allowed", "use POST");
-        const char *cl =
-            MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        size_t limit = body_limit(s);
-        if (cl && strtoull(cl, NULL, 10) > limit) {
-            char msg[256];
-            if (limit < s->p.max_body)
-                snprintf(msg, sizeof msg,
-                         "the request body is %.30s bytes; the limit is %zu (what a context of %d "
-                         "tokens could ever hold)",
-                         cl, limit, s->n_ctx);
-            else
-                snprintf(msg, sizeof msg, "the request body is %.30s bytes; the limit is %zu", cl,
-                         limit);
-            return reply_error(c, 413, "invalid_request_error", "request_too_large", msg);
-        }
-        pthread_mutex_lock(&s->mu);
-        int ready = s->ready;
-        pthread_mutex_unlock(&s->mu);
-        if (!ready) return reply_error(c, 503, "server_error", "loading", "the model is loading");
-        cn = calloc(1, sizeof *cn);
-        if (!cn) return MHD_NO;
-        cn->api = api;
-        cn->tenant = tenant;
-        cn->http11 = version && !strcmp(version, "HTTP/1.1");
-        *con_cls = cn;
-        return MHD_YES;
-    }
+    if (!cn) return first_call(s, c, url, method, version, con_cls);
     if (*upload_size) {
         if (cn->body.n + *upload_size > body_limit(s))
             return MHD_NO; /* a chunked body past the limit: close */

@@ -7,6 +7,12 @@
  *   POST /v1/completions       raw text completion
  *   POST /v1/responses         the Responses API as Codex uses it
  *   GET|DELETE /v1/responses/{id}  a kept response (store.h)
+ *   GET  /, /NAME              the web chat's files (webui.h), without the API key
+ *
+ * Each is one row of server.c's endpoint table (ROUTES: the path, answered with and without
+ * /v1, the methods, whether the API key is needed, one handler); every request first passes
+ * the same checks (header size, Host, Origin), and a generation endpoint's body is read whole
+ * before it is parsed (oai.h) and queued.
  *
  * Threads: libmicrohttpd runs one thread per connection (bounded); they parse
  * and check requests, then hand a job to the single worker thread that owns
