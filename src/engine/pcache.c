@@ -178,17 +178,10 @@ static const char *header_mismatch(const pc_header *h, const pc_header *want) {
 
 /* ===== Writing a segment ===== */
 
-/* Write all of buf at the file's offset; -1 (errno) on failure. */
+/* Write all of buf at the file's offset, hashed into h (may be NULL); -1 (errno) on failure. */
 static int write_all(int fd, const void *buf, size_t n, XXH3_state_t *h) {
-    const uint8_t *p = buf;
     if (h) XXH3_64bits_update(h, buf, n);
-    while (n) {
-        const ssize_t w = write(fd, p, n < OS_IO_MAX ? n : OS_IO_MAX);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return -1;
-        p += w, n -= (size_t)w;
-    }
-    return 0;
+    return os_write_all(fd, buf, n);
 }
 
 /* Rows [from, to) of one buffer (contiguous runs; a ring wraps at most once per run). */

@@ -222,19 +222,10 @@ int gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type, uint
 }
 
 static int write_all(gguf_writer *w, const void *p, uint64_t n, pt_err *err) {
-    const uint8_t *b = p;
-    while (n) {
-        ssize_t k = write(w->fd, b, n > OS_IO_MAX ? OS_IO_MAX : n);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) {
-            w->failed = 1;
-            return pt_errf(err, "%s: write failed: %s", w->tmp_path,
-                           k < 0 ? strerror(errno) : "no progress");
-        }
-        b += k;
-        n -= (uint64_t)k;
-    }
-    return 0;
+    if (!os_write_all(w->fd, p, n)) return 0;
+    w->failed = 1;
+    return pt_errf(err, "%s: write failed: %s", w->tmp_path,
+                   errno ? strerror(errno) : "no progress");
 }
 
 static int write_zeros(gguf_writer *w, uint64_t n, pt_err *err) {

@@ -47,32 +47,6 @@ static uint64_t get64(const uint8_t *p) {
     return v;
 }
 
-static int pread_all(int fd, void *buf, uint64_t n, uint64_t off) {
-    uint8_t *b = buf;
-    while (n) {
-        ssize_t k = pread(fd, b, n > OS_IO_MAX ? OS_IO_MAX : n, (off_t)off);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return -1;
-        b += k;
-        n -= (uint64_t)k;
-        off += (uint64_t)k;
-    }
-    return 0;
-}
-
-static int pwrite_all(int fd, const void *buf, uint64_t n, uint64_t off) {
-    const uint8_t *b = buf;
-    while (n) {
-        ssize_t k = pwrite(fd, b, n > OS_IO_MAX ? OS_IO_MAX : n, (off_t)off);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return -1;
-        b += k;
-        n -= (uint64_t)k;
-        off += (uint64_t)k;
-    }
-    return 0;
-}
-
 /* Modification time (ns) and inode of the model's first file, and a digest of
  * every file's size, mtime and inode: what tells a pack its model changed. */
 typedef struct source_stat {
@@ -266,10 +240,10 @@ int xpack_write(const gguf_ctx *g, const xp_layer_desc *d, int n_layers, const c
     if (fd >= 0) {
         uint8_t *old = malloc(lo.header_bytes);
         uint8_t *want = malloc(lo.header_bytes);
-        if (old && want && pread_all(fd, old, lo.header_bytes, 0) == 0) {
+        if (old && want && os_read_at(fd, old, lo.header_bytes, 0) == 0) {
             encode_header(&lo, g, fp, &ss, get64(old + 64), 0, want);
             if (memcmp(old, want, lo.header_bytes) == 0 && get64(old + 64) <= lo.n_records &&
-                pread_all(fd, sums, get64(old + 64) * 8, lo.sums_offset) == 0)
+                os_read_at(fd, sums, get64(old + 64) * 8, lo.sums_offset) == 0)
                 done = get64(old + 64);
         }
         free(old);
@@ -286,7 +260,7 @@ int xpack_write(const gguf_ctx *g, const xp_layer_desc *d, int n_layers, const c
             goto out;
         }
         encode_header(&lo, g, fp, &ss, 0, 0, hdr);
-        if (pwrite_all(fd, hdr, lo.header_bytes, 0) || ftruncate(fd, (off_t)lo.data_offset)) {
+        if (os_write_at(fd, hdr, lo.header_bytes, 0) || ftruncate(fd, (off_t)lo.data_offset)) {
             pt_errf(err, "%s: write failed: %s", partial, strerror(errno));
             goto out;
         }
@@ -311,7 +285,7 @@ int xpack_write(const gguf_ctx *g, const xp_layer_desc *d, int n_layers, const c
             }
             gather(&d[l], L, e, buf);
             sums[r] = record_checksum(L, buf);
-            if (!lo.table_only && pwrite_all(fd, buf, L->record_bytes, record_offset(&lo, l, e))) {
+            if (!lo.table_only && os_write_at(fd, buf, L->record_bytes, record_offset(&lo, l, e))) {
                 pt_errf(err, "%s: write failed: %s", partial, strerror(errno));
                 goto out;
             }
@@ -319,13 +293,14 @@ int xpack_write(const gguf_ctx *g, const xp_layer_desc *d, int n_layers, const c
             since_journal += L->record_bytes;
             if (since_journal >= XPACK_JOURNAL_BYTES) {
                 /* records first, then the journal that vouches for them */
-                if (fdatasync(fd) || pwrite_all(fd, &sums[journal_from], (r + 1 - journal_from) * 8,
-                                                lo.sums_offset + journal_from * 8)) {
+                if (fdatasync(fd) ||
+                    os_write_at(fd, &sums[journal_from], (r + 1 - journal_from) * 8,
+                                lo.sums_offset + journal_from * 8)) {
                     pt_errf(err, "%s: sync failed: %s", partial, strerror(errno));
                     goto out;
                 }
                 encode_header(&lo, g, fp, &ss, r + 1, 0, hdr);
-                if (fdatasync(fd) || pwrite_all(fd, hdr, lo.header_bytes, 0)) {
+                if (fdatasync(fd) || os_write_at(fd, hdr, lo.header_bytes, 0)) {
                     pt_errf(err, "%s: sync failed: %s", partial, strerror(errno));
                     goto out;
                 }
@@ -337,8 +312,8 @@ int xpack_write(const gguf_ctx *g, const xp_layer_desc *d, int n_layers, const c
     }
     /* complete: sums, final header, sync, atomic rename */
     encode_header(&lo, g, fp, &ss, lo.n_records, 1, hdr);
-    if (pwrite_all(fd, sums, lo.n_records * 8, lo.sums_offset) || fdatasync(fd) ||
-        pwrite_all(fd, hdr, lo.header_bytes, 0) || fsync(fd)) {
+    if (os_write_at(fd, sums, lo.n_records * 8, lo.sums_offset) || fdatasync(fd) ||
+        os_write_at(fd, hdr, lo.header_bytes, 0) || fsync(fd)) {
         pt_errf(err, "%s: write failed: %s", partial, strerror(errno));
         goto out;
     }
@@ -354,11 +329,11 @@ journal_and_out:
     /* the test hook leaves the file as a kill right after a journal point would */
     if (r > journal_from) {
         fdatasync(fd);
-        pwrite_all(fd, &sums[journal_from], (r - journal_from) * 8,
-                   lo.sums_offset + journal_from * 8);
+        os_write_at(fd, &sums[journal_from], (r - journal_from) * 8,
+                    lo.sums_offset + journal_from * 8);
         encode_header(&lo, g, fp, &ss, r, 0, hdr);
         fdatasync(fd);
-        pwrite_all(fd, hdr, lo.header_bytes, 0);
+        os_write_at(fd, hdr, lo.header_bytes, 0);
     }
 out:
     if (fd >= 0) close(fd);
@@ -399,7 +374,7 @@ xpack *xpack_open(const char *path, const gguf_ctx *g, const xp_layer_desc *d, i
     }
     p->path = strdup(path);
     struct stat st;
-    if (fstat(p->fd, &st) || pread_all(p->fd, hdr, XPACK_FIXED, 0)) {
+    if (fstat(p->fd, &st) || os_read_at(p->fd, hdr, XPACK_FIXED, 0)) {
         pt_errf(err, "%s: truncated pack (shorter than its header)", path);
         goto fail;
     }
@@ -420,7 +395,7 @@ xpack *xpack_open(const char *path, const gguf_ctx *g, const xp_layer_desc *d, i
         lo.table_only = p->table_only = 1;
         lo.total_size = lo.data_offset;
     }
-    if (pread_all(p->fd, hdr, lo.header_bytes, 0)) {
+    if (os_read_at(p->fd, hdr, lo.header_bytes, 0)) {
         pt_errf(err, "%s: truncated pack (shorter than its %llu-byte header)", path,
                 (unsigned long long)lo.header_bytes);
         goto fail;
@@ -458,7 +433,7 @@ xpack *xpack_open(const char *path, const gguf_ctx *g, const xp_layer_desc *d, i
         goto fail;
     }
     p->sums = malloc(lo.n_records * 8);
-    if (!p->sums || pread_all(p->fd, p->sums, lo.n_records * 8, lo.sums_offset)) {
+    if (!p->sums || os_read_at(p->fd, p->sums, lo.n_records * 8, lo.sums_offset)) {
         pt_errf(err, "%s: cannot read the checksum table", path);
         goto fail;
     }
@@ -517,7 +492,7 @@ int xpack_verify(const xpack *p, const gguf_ctx *g, const xp_layer_desc *d,
                 if (progress) progress(done, total, user);
                 continue;
             }
-            if (pread_all(p->fd, got, L->record_bytes, xpack_record_offset(p, (int)l, (int)e))) {
+            if (os_read_at(p->fd, got, L->record_bytes, xpack_record_offset(p, (int)l, (int)e))) {
                 rc = pt_errf(err, "%s: cannot read record of layer %u expert %u", p->path, l, e);
                 break;
             }

@@ -102,27 +102,31 @@ static int tile_rows(const nn_ffn *f, int T, int t0) {
     return T - t0 < r ? T - t0 : r;
 }
 
-void nn_swiglu(const nn_ffn *f, const mm_weight *gate, const mm_weight *up, const mm_weight *down,
-               const float *x, int T, float *out, int64_t n_out) {
+/* down(act(gate x) * up x) with separate gate and up projections: GeGLU when gelu, else
+ * SwiGLU (nn_swiglu_row a row at a time, as llama.cpp's silu). */
+static void glu(const nn_ffn *f, const mm_weight *gate, const mm_weight *up, const mm_weight *down,
+                const float *x, int T, float *out, int64_t n_out, int gelu) {
     const int64_t F = gate->n_out, n_in = gate->n_in;
     for (int t0 = 0, n; t0 < T; t0 += n) {
         n = tile_rows(f, T, t0);
         run_gate_up(f, gate, up, x + (size_t)t0 * n_in, n);
-        for (int t = 0; t < n; t++)
-            nn_swiglu_row(f->g + (size_t)t * F, f->u + (size_t)t * F, F);
+        if (gelu)
+            nn_geglu_row(f->g, f->u, f->g, (int64_t)n * F);
+        else
+            for (int t = 0; t < n; t++)
+                nn_swiglu_row(f->g + (size_t)t * F, f->u + (size_t)t * F, F);
         run(f, down, f->g, n, out + (size_t)t0 * n_out, n_out);
     }
 }
 
+void nn_swiglu(const nn_ffn *f, const mm_weight *gate, const mm_weight *up, const mm_weight *down,
+               const float *x, int T, float *out, int64_t n_out) {
+    glu(f, gate, up, down, x, T, out, n_out, 0);
+}
+
 void nn_geglu(const nn_ffn *f, const mm_weight *gate, const mm_weight *up, const mm_weight *down,
               const float *x, int T, float *out, int64_t n_out) {
-    const int64_t F = gate->n_out, n_in = gate->n_in;
-    for (int t0 = 0, n; t0 < T; t0 += n) {
-        n = tile_rows(f, T, t0);
-        run_gate_up(f, gate, up, x + (size_t)t0 * n_in, n);
-        nn_geglu_row(f->g, f->u, f->g, (int64_t)n * F);
-        run(f, down, f->g, n, out + (size_t)t0 * n_out, n_out);
-    }
+    glu(f, gate, up, down, x, T, out, n_out, 1);
 }
 
 void nn_geglu_fused(const nn_ffn *f, const mm_weight *gate_up, int64_t n_ff, const mm_weight *down,

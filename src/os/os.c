@@ -232,6 +232,33 @@ int os_privatize(void *addr, size_t len, int fd, uint64_t off) {
     return mprotect(addr, len, PROT_READ);
 }
 
+/* One loop for the three: off < 0 is the file's position. */
+static int io_all(int fd, uint8_t *b, uint64_t n, int64_t off, int write_it) {
+    while (n) {
+        const size_t c = n > OS_IO_MAX ? OS_IO_MAX : (size_t)n;
+        const ssize_t k = write_it ? (off < 0 ? write(fd, b, c) : pwrite(fd, b, c, (off_t)off))
+                                   : pread(fd, b, c, (off_t)off);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            if (k == 0) errno = 0;
+            return -1;
+        }
+        b += k, n -= (uint64_t)k;
+        if (off >= 0) off += k;
+    }
+    return 0;
+}
+
+int os_write_at(int fd, const void *buf, uint64_t n, uint64_t off) {
+    return io_all(fd, (uint8_t *)(uintptr_t)buf, n, (int64_t)off, 1);
+}
+int os_write_all(int fd, const void *buf, uint64_t n) {
+    return io_all(fd, (uint8_t *)(uintptr_t)buf, n, -1, 1);
+}
+int os_read_at(int fd, void *buf, uint64_t n, uint64_t off) {
+    return io_all(fd, buf, n, (int64_t)off, 0);
+}
+
 int os_lock(const void *addr, size_t len) {
     return len ? mlock(addr, len) : 0;
 }

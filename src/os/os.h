@@ -57,6 +57,13 @@ uint64_t os_peak_rss(void);
  * must be page-aligned, and no other thread may read the range meanwhile. Returns 0, or -1
  * with errno set (the file's pages are mapped back: the bytes are the same either way). */
 int os_privatize(void *addr, size_t len, int fd, uint64_t off);
+/* All n bytes of buf written to fd at offset off (os_write_at), at the file's position
+ * (os_write_all), or read from fd at off into buf (os_read_at): calls of at most OS_IO_MAX
+ * bytes, retried on EINTR. 0, or -1 with errno (0 when a call moved no byte: the file ended,
+ * the disk is full). */
+int os_write_at(int fd, const void *buf, uint64_t n, uint64_t off);
+int os_write_all(int fd, const void *buf, uint64_t n);
+int os_read_at(int fd, void *buf, uint64_t n, uint64_t off);
 /* Lock [addr, addr + len) in RAM (mlock). Returns 0, or -1 with errno set (EPERM / ENOMEM:
  * RLIMIT_MEMLOCK; the caller says so). */
 int os_lock(const void *addr, size_t len);

@@ -310,12 +310,6 @@ int32_t tok_eos(const tok_vocab *v) {
 int32_t tok_eot(const tok_vocab *v) {
     return v->eot;
 }
-int tok_add_bos(const tok_vocab *v) {
-    return v->add_bos;
-}
-int tok_add_eos(const tok_vocab *v) {
-    return v->add_eos;
-}
 int tok_attr(const tok_vocab *v, int32_t id) {
     return id >= 0 && id < v->n_vocab ? v->attr[id] : 0;
 }

@@ -136,8 +136,6 @@ int32_t tok_n_vocab(const tok_vocab *v);
 int32_t tok_bos(const tok_vocab *v);
 int32_t tok_eos(const tok_vocab *v);
 int32_t tok_eot(const tok_vocab *v);
-int tok_add_bos(const tok_vocab *v);
-int tok_add_eos(const tok_vocab *v);
 int tok_attr(const tok_vocab *v, int32_t id); /* TOK_ATTR_* bits; 0 for an invalid id */
 int tok_is_eog(const tok_vocab *v,
                int32_t id); /* ends generation (eos, eot, eom, <|im_end|>, ...) */
