@@ -59,6 +59,11 @@
  * cache's share of the memory budget), and sessions take the plan's context. */
 #define PT_DEFAULT_CTX 4096
 
+/* Bytes of a path buffer, the library's and the front ends' (Linux's PATH_MAX, which
+ * <limits.h> defines only under feature macros a caller need not set; paths the
+ * candidates functions of petrel_tools.h write fit in it). */
+#define PT_PATH_MAX 4096
+
 /* The library version, "MAJOR.MINOR.PATCH". */
 const char *pt_version(void);
 

@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "petrel.h" /* PT_PATH_MAX */
+
 typedef struct pt_model pt_model;
 
 pt_model *pt_model_open(const char *path, char *err, size_t err_len);
@@ -117,11 +119,6 @@ void pt_model_info_free(pt_model_info *info);
 
 /* Bytes done of total, called a few times a second. */
 typedef void (*pt_progress_fn)(uint64_t done, uint64_t total, void *user);
-
-/* Bytes of a path buffer: the paths the candidates functions write, and the library's own
- * (Linux's PATH_MAX, which <limits.h> defines only under feature macros a caller need not
- * set). */
-#define PT_PATH_MAX 4096
 
 /* Where the engine looks for the model's pack: next to the model, then in
  * cache_dir (NULL: nowhere else). Writes up to two paths; returns how many. */

@@ -58,7 +58,7 @@ static void usage(FILE *f) {
 #define DEMO_MODEL_FILE "models/petrel-demo-glm.gguf"
 
 const char *cli_default_model(void) {
-    static char found[4096];
+    static char found[PT_PATH_MAX];
     static int done;
     if (done) return found[0] ? found : NULL;
     done = 1;
@@ -68,7 +68,7 @@ const char *cli_default_model(void) {
         return found;
     }
     /* the binary lives in build/ (or build/native/): the repository is above it */
-    char exe[3072]; /* leaves room in `found` for the suffix */
+    char exe[PT_PATH_MAX - 64]; /* leaves room in `found` for the suffix */
 #if defined(__APPLE__)
     uint32_t exe_cap = sizeof exe; /* unverified: no Darwin machine here */
     if (_NSGetExecutablePath(exe, &exe_cap) == 0) {
@@ -92,7 +92,7 @@ const char *cli_default_model(void) {
 }
 
 const char *cli_cache_dir(void) {
-    static char dir[4096];
+    static char dir[PT_PATH_MAX];
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     if (xdg && *xdg)
         snprintf(dir, sizeof dir, "%s/petrel", xdg);

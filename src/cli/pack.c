@@ -14,7 +14,6 @@
  * older pack format) or corrupt one exits 1 with the reason.
  */
 #include <errno.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,7 +50,7 @@ static void show_progress(uint64_t done, uint64_t total, void *user) {
 }
 
 static int writable_dir_of(const char *path) {
-    char dir[PATH_MAX];
+    char dir[PT_PATH_MAX];
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
     if (slash)
@@ -62,7 +61,7 @@ static int writable_dir_of(const char *path) {
 }
 
 static int mkdirs(const char *file_path) {
-    char p[PATH_MAX];
+    char p[PT_PATH_MAX];
     snprintf(p, sizeof p, "%s", file_path);
     for (char *s = p + 1; *s; s++)
         if (*s == '/') {
@@ -127,7 +126,7 @@ int cmd_pack(int argc, char **argv) {
     if (rc) {
         /* a failed write (a full disk...) keeps what it wrote for a resumed run; say so,
          * since that file may be what fills the disk */
-        char partial[PATH_MAX + 16];
+        char partial[PT_PATH_MAX + 16];
         snprintf(partial, sizeof partial, "%s.partial", path);
         int kept = access(partial, F_OK) == 0;
         cli_error("%s", err);

@@ -36,7 +36,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <limits.h>
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <signal.h>
@@ -98,7 +97,7 @@ int hub_models_dir(char *out, size_t cap) {
 
 /* mkdir -p of the folder that holds path (the last component is a file). 0 or -1 (errno). */
 static int mkdirs_for(const char *path) {
-    char d[PATH_MAX];
+    char d[PT_PATH_MAX];
     if (snprintf(d, sizeof d, "%s", path) >= (int)sizeof d) return errno = ENAMETOOLONG, -1;
     char *slash = strrchr(d, '/');
     if (!slash || slash == d) return 0;
@@ -335,7 +334,7 @@ static int select_model(const char *repo, const char *quant, const hub_file *fil
 typedef struct hub_ctx {
     char endpoint[1024]; /* no trailing slash */
     const char *token;   /* HF_TOKEN or NULL */
-    char models[PATH_MAX];
+    char models[PT_PATH_MAX];
     hub_spec spec;
 } hub_ctx;
 
@@ -615,8 +614,8 @@ enum { JOB_TODO, JOB_DONE, JOB_FAILED, JOB_INTERRUPTED };
 typedef struct job {
     const hub_ctx *hc;
     const hub_file *f;
-    char dest[PATH_MAX];
-    char part[PATH_MAX + 8];
+    char dest[PT_PATH_MAX];
+    char part[PT_PATH_MAX + 8];
     int64_t have;  /* bytes in .part, hashed; written by the worker, read by the progress */
     int64_t start; /* bytes that were there when this run began */
     int fd;
@@ -757,7 +756,7 @@ static int hash_existing(job *j) {
 }
 
 static int fsync_dir_of(const char *path) {
-    char d[PATH_MAX];
+    char d[PT_PATH_MAX];
     snprintf(d, sizeof d, "%s", path);
     char *s = strrchr(d, '/');
     if (s) *s = 0;
@@ -977,7 +976,7 @@ static void show_progress(pool *p, int64_t total, int64_t start, double t0, int 
 
 /* Free space of the file system that holds path (or its nearest existing folder). */
 static int64_t free_bytes(const char *path) {
-    char d[PATH_MAX];
+    char d[PT_PATH_MAX];
     snprintf(d, sizeof d, "%s", path);
     struct statvfs sv;
     while (statvfs(d, &sv) != 0) {
@@ -1185,7 +1184,7 @@ static void scan_repo(const char *dir, const char *rel, hub_file *files, int *n,
     struct dirent *e;
     while ((e = readdir(d)) && *n < HUB_MAX_FILES) {
         if (e->d_name[0] == '.') continue;
-        char full[PATH_MAX], r[PATH_MAX];
+        char full[PT_PATH_MAX], r[PT_PATH_MAX];
         snprintf(full, sizeof full, "%s/%s", dir, e->d_name);
         snprintf(r, sizeof r, "%s%s%s", rel, *rel ? "/" : "", e->d_name);
         struct stat st;
@@ -1218,7 +1217,7 @@ static int cmp_file(const void *a, const void *b) {
 
 int hub_model_path(const char *spec, char *path, size_t cap) {
     hub_spec sp;
-    char models[PATH_MAX], dir[PATH_MAX + 256];
+    char models[PT_PATH_MAX], dir[PT_PATH_MAX + 256];
     if (spec_parse(spec, &sp)) return CLI_USAGE;
     if (hub_models_dir(models, sizeof models) == 0) {
         snprintf(dir, sizeof dir, "%s/%s", models, sp.repo);
@@ -1229,7 +1228,9 @@ int hub_model_path(const char *spec, char *path, size_t cap) {
         qsort(files, (size_t)n, sizeof *files, cmp_file);
         int np = n ? select_model(sp.repo, sp.quant, files, n, pick, "in the cache", 1) : -1;
         /* a split model of more than 64 parts is not looked up here; pull checks it */
-        if (np > 0 && np <= 64) snprintf(path, cap, "%s/%s", dir, files[pick[0]].path);
+        if (np > 0 && np <= 64 &&
+            (size_t)snprintf(path, cap, "%s/%s", dir, files[pick[0]].path) >= cap)
+            np = -1; /* longer than a path can be: pulled (and refused) below */
         for (int i = 0; i < n; i++)
             free(files[i].path);
         free(files);
@@ -1277,7 +1278,7 @@ static void list_repo(const char *rdir, const char *repo, hub_file *files, int *
 int cmd_list(int argc, char **argv) {
     int status;
     if (cli_parse("list", argc, argv, NULL, NULL, &status)) return status;
-    char models[PATH_MAX];
+    char models[PT_PATH_MAX];
     if (hub_models_dir(models, sizeof models))
         return cli_error("no folder for the model cache: set PETREL_CACHE, XDG_CACHE_HOME or "
                          "HOME");
@@ -1289,13 +1290,13 @@ int cmd_list(int argc, char **argv) {
     struct dirent *oe;
     while (od && (oe = readdir(od))) {
         if (oe->d_name[0] == '.') continue;
-        char odir[PATH_MAX + 256];
+        char odir[PT_PATH_MAX + 256];
         snprintf(odir, sizeof odir, "%s/%s", models, oe->d_name);
         DIR *rd = opendir(odir);
         struct dirent *re;
         while (rd && (re = readdir(rd))) {
             if (re->d_name[0] == '.') continue;
-            char rdir[PATH_MAX + 512], repo[600];
+            char rdir[PT_PATH_MAX + 512], repo[600];
             snprintf(rdir, sizeof rdir, "%s/%s", odir, re->d_name);
             snprintf(repo, sizeof repo, "%s/%s", oe->d_name, re->d_name);
             list_repo(rdir, repo, files, &n_models, &all);
@@ -1343,7 +1344,7 @@ int cmd_pull(int argc, char **argv) {
     const char *spec = pa.spec;
     const pull_opts po = pa.po;
     int pack = pa.pack;
-    char path[PATH_MAX + 1100];
+    char path[PT_PATH_MAX + 1100];
     int rc = pull(spec, &po, path, sizeof path);
     if (rc != CLI_OK) return rc;
     printf("%s\n", path);

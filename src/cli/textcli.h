@@ -22,7 +22,7 @@
 typedef struct tcli_opts {
     const char *model;         /* -m, or set by tcli_resolve_model */
     const char *hf;            /* -hf OWNER/NAME[:QUANT]: a model of the Hugging Face Hub */
-    char hf_path[4096 + 1100]; /* where -hf's model is in the cache */
+    char hf_path[PT_PATH_MAX]; /* where -hf's model is in the cache */
     pt_engine_params ep;
     long threads, n_ctx, n_batch;
     int kernels;
