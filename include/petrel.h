@@ -400,6 +400,8 @@ typedef struct pt_spans {
  * out of memory (b unchanged). */
 int pt_buf_append(pt_buf *b, const char *s, size_t n);
 void pt_buf_free(pt_buf *b); /* frees v and zeroes b */
+/* Append id to a. 0, or -1 out of memory (a unchanged). */
+int pt_ids_push(pt_ids *a, int32_t id);
 void pt_ids_free(pt_ids *a);
 void pt_spans_free(pt_spans *s); /* frees v and zeroes s */
 

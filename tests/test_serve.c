@@ -814,7 +814,7 @@ typedef struct collect {
 } collect;
 static int collect_delta(void *ud, int kind, const char *s, size_t n) {
     collect *c = ud;
-    pt_buf *b = kind == OAI_REASONING ? &c->r : &c->c;
+    pt_buf *b = kind == FE_REASONING ? &c->r : &c->c;
     b->v = realloc(b->v, b->n + n + 1);
     memcpy(b->v + b->n, s, n);
     b->n += n;
@@ -827,26 +827,26 @@ static void test_serve_tool_mapping(void) {
         "<think>\nThe user wants weather.\n</think>\n\nLet me check.\n<tool_call>\n{\"name\": "
         "\"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 2}}\n</tool_call>";
     /* streamed one byte at a time: reasoning and content are separated, the markup is held back */
-    oai_split sp;
-    oai_split_init(&sp, "qwen3", 0, 1, 0);
+    fe_split sp;
+    fe_split_init(&sp, "qwen3", 0, 1, 0);
     collect col = {{0}, {0}};
     for (size_t i = 0; text[i]; i++)
-        CHECK(oai_split_push(&sp, text + i, 1, 0, collect_delta, &col) == 0);
-    CHECK(oai_split_push(&sp, "", 0, 1, collect_delta, &col) == 0);
+        CHECK(fe_split_push(&sp, text + i, 1, 0, collect_delta, &col) == 0);
+    CHECK(fe_split_push(&sp, "", 0, 1, collect_delta, &col) == 0);
     CHECKF(col.r.v && !strcmp(col.r.v, "The user wants weather.\n"), "reasoning '%s'", col.r.v);
     CHECKF(col.c.v && !strcmp(col.c.v, "Let me check.\n"), "content '%s'", col.c.v);
-    oai_split_free(&sp);
+    fe_split_free(&sp);
     free(col.r.v), free(col.c.v);
     /* GLM's prompt opens the reasoning block itself */
-    oai_split_init(&sp, "glm-5", 1, 0, 0);
+    fe_split_init(&sp, "glm-5", 1, 0, 0);
     memset(&col, 0, sizeof col);
     const char *g = "thinking</th";
-    CHECK(oai_split_push(&sp, g, strlen(g), 0, collect_delta, &col) == 0);
+    CHECK(fe_split_push(&sp, g, strlen(g), 0, collect_delta, &col) == 0);
     CHECKF(col.r.v && !strcmp(col.r.v, "thinking"), "held '%s'", col.r.v);
-    CHECK(oai_split_push(&sp, "ink>answer <tool_call>x", 23, 1, collect_delta, &col) == 0);
+    CHECK(fe_split_push(&sp, "ink>answer <tool_call>x", 23, 1, collect_delta, &col) == 0);
     CHECKF(col.c.v && !strcmp(col.c.v, "answer <tool_call>x"), "no tools: markup is text: '%s'",
            col.c.v);
-    oai_split_free(&sp);
+    fe_split_free(&sp);
     free(col.r.v), free(col.c.v);
     /* the parse and the OpenAI shapes */
     pt_chat_parsed p;
@@ -903,8 +903,8 @@ static void test_serve_tool_mapping(void) {
     out.n = 0;
     res.id = "resp_abc";
     CHECK(oai_stream_begin(&st, OAI_RESPONSES, "resp_abc", "m", 1, 0, &out) == 0);
-    CHECK(oai_stream_delta(&st, OAI_REASONING, "why", 3, &out) == 0);
-    CHECK(oai_stream_delta(&st, OAI_CONTENT, "Let me check.", 13, &out) == 0);
+    CHECK(oai_stream_delta(&st, FE_REASONING, "why", 3, &out) == 0);
+    CHECK(oai_stream_delta(&st, FE_CONTENT, "Let me check.", 13, &out) == 0);
     CHECK(oai_stream_end(&st, &res, &out) == 0);
     out.v[out.n] = 0;
     ev = sse_events(out.v, &done);

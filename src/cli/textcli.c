@@ -340,14 +340,14 @@ void tcli_answer_init(tcli_answer *a, const char *format, int show) {
     a->format = format;
     a->show = show;
     a->dim = isatty(fileno(stderr));
-    oai_split_init(&a->split, format, 0, 0, 0);
+    fe_split_init(&a->split, format, 0, 0, 0);
 }
 
 int tcli_answer_prefilled(void *ud, int in_reasoning) {
     tcli_answer *a = ud;
     /* a new turn: what the last one left is dropped, the prompt says where we start */
-    oai_split_free(&a->split);
-    oai_split_init(&a->split, a->format, in_reasoning, 0, 0);
+    fe_split_free(&a->split);
+    fe_split_init(&a->split, a->format, in_reasoning, 0, 0);
     a->in_reasoning = 0;
     return 0;
 }
@@ -363,7 +363,7 @@ static void end_reasoning(tcli_answer *a) {
 
 static int answer_delta(void *ud, int kind, const char *s, size_t n) {
     tcli_answer *a = ud;
-    if (kind == OAI_REASONING) {
+    if (kind == FE_REASONING) {
         if (!a->show) return 0;
         if (!a->in_reasoning && a->dim) fputs("\033[2m", stderr);
         a->in_reasoning = 1;
@@ -380,17 +380,17 @@ static int answer_delta(void *ud, int kind, const char *s, size_t n) {
 
 int tcli_answer_emit(void *ud, const char *s, size_t n) {
     tcli_answer *a = ud;
-    return oai_split_push(&a->split, s, n, 0, answer_delta, a);
+    return fe_split_push(&a->split, s, n, 0, answer_delta, a);
 }
 
 const pt_buf *tcli_answer_finish(tcli_answer *a) {
-    oai_split_push(&a->split, "", 0, 1, answer_delta, a);
+    fe_split_push(&a->split, "", 0, 1, answer_delta, a);
     end_reasoning(a);
     return &a->split.content;
 }
 
 void tcli_answer_free(tcli_answer *a) {
-    oai_split_free(&a->split);
+    fe_split_free(&a->split);
 }
 
 void tcli_print_stats(FILE *f, const tcli_model *m, const tcli_turn *t, int json, int verbose,

@@ -126,7 +126,7 @@ void tcli_progress_end(tcli_progress *p);
  * (dimmed when stderr is a terminal, so the two read apart on one screen),
  * ended by a newline before anything else is printed there. */
 typedef struct tcli_answer {
-    oai_split split;    /* the family's markup, held back until it can be told apart */
+    fe_split split;     /* the family's markup, held back until it can be told apart */
     const char *format; /* chat format */
     int show;           /* reasoning to stderr */
     int dim;            /* stderr is a terminal */

@@ -27,6 +27,9 @@ int pt_buf_append(pt_buf *b, const char *s, size_t n) {
 void pt_buf_free(pt_buf *b) {
     tok_bytes_free(b);
 }
+int pt_ids_push(pt_ids *a, int32_t id) {
+    return tok_ids_push(a, id);
+}
 void pt_ids_free(pt_ids *a) {
     tok_ids_free(a);
 }

@@ -27,17 +27,6 @@ int fe_read_file(const char *path, size_t max, pt_buf *out) {
     return rc;
 }
 
-int fe_ids_push(pt_ids *ids, int32_t id) {
-    if (ids->n == ids->cap) {
-        const size_t cap = ids->cap ? 2 * ids->cap : 64;
-        int32_t *v = realloc(ids->v, cap * sizeof *v);
-        if (!v) return -1;
-        ids->v = v, ids->cap = cap;
-    }
-    ids->v[ids->n++] = id;
-    return 0;
-}
-
 static int is_sep(char c) {
     return c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
@@ -52,7 +41,7 @@ int fe_parse_ids(const char *s, pt_ids *ids) {
         while (*p >= '0' && *p <= '9' && x <= INT32_MAX)
             x = 10 * x + (*p++ - '0');
         if (p == d || x > INT32_MAX || (*p && !is_sep(*p))) return -1;
-        if (fe_ids_push(ids, (int32_t)x)) return -1;
+        if (pt_ids_push(ids, (int32_t)x)) return -1;
     }
 }
 

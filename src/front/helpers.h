@@ -17,9 +17,6 @@
  * 0, or -1 with errno: what fopen said, EIO (a read error), EFBIG (longer than max), ENOMEM. */
 int fe_read_file(const char *path, size_t max, pt_buf *out);
 
-/* Append id to ids. 0, or -1 out of memory (ids unchanged). */
-int fe_ids_push(pt_ids *ids, int32_t id);
-
 /* The token ids of s appended to ids: decimal numbers from 0 to INT32_MAX separated by commas
  * and blanks (spaces, tabs, newlines; "1,2,3", "1 2 3" and a file's lines alike). 0, or -1 at
  * anything else (a sign, a letter, a number out of range) or out of memory; the ids parsed

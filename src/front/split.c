@@ -6,7 +6,7 @@
 
 /* ===== The streaming splitter ===== */
 
-void oai_split_init(oai_split *s, const char *format, int in_reasoning, int tools, int raw) {
+void fe_split_init(fe_split *s, const char *format, int in_reasoning, int tools, int raw) {
     memset(s, 0, sizeof *s);
     pt_chat_markers mk;
     s->raw = raw || pt_chat_markers_of(format, &mk) != 0;
@@ -16,11 +16,11 @@ void oai_split_init(oai_split *s, const char *format, int in_reasoning, int tool
         for (int i = 0; tools && i < mk.n_tool_calls && i < 2; i++)
             s->calls[s->n_calls++] = mk.tool_calls[i];
     }
-    s->mode = !s->raw && in_reasoning ? OAI_SPLIT_REASONING : OAI_SPLIT_CONTENT;
+    s->mode = !s->raw && in_reasoning ? FE_SPLIT_REASONING : FE_SPLIT_CONTENT;
     s->may_open = !s->raw && !in_reasoning;
 }
 
-void oai_split_free(oai_split *s) {
+void fe_split_free(fe_split *s) {
     pt_buf_free(&s->text);
     pt_buf_free(&s->content);
 }
@@ -41,7 +41,7 @@ static int is_blank(char c) {
     return c == ' ' || c == '\n' || c == '\t' || c == '\r';
 }
 
-static int split_emit(oai_split *s, int kind, const char *p, size_t n, oai_delta_fn fn, void *ud) {
+static int split_emit(fe_split *s, int kind, const char *p, size_t n, fe_delta_fn fn, void *ud) {
     if (!s->started) { /* sections are shown without their leading blank lines, as chat_parse strips
                           them */
         while (n && is_blank(*p))
@@ -50,11 +50,11 @@ static int split_emit(oai_split *s, int kind, const char *p, size_t n, oai_delta
         s->started = 1;
     }
     if (!n) return 0;
-    if (kind == OAI_CONTENT && pt_buf_append(&s->content, p, n)) return -1;
+    if (kind == FE_CONTENT && pt_buf_append(&s->content, p, n)) return -1;
     return fn(ud, kind, p, n) ? -1 : 0;
 }
 
-int oai_split_push(oai_split *s, const char *p, size_t n, int final, oai_delta_fn fn, void *ud) {
+int fe_split_push(fe_split *s, const char *p, size_t n, int final, fe_delta_fn fn, void *ud) {
     if (pt_buf_append(&s->text, p, n)) return -1;
     for (;;) {
         const char *a = s->text.v + s->pos;
@@ -62,13 +62,13 @@ int oai_split_push(oai_split *s, const char *p, size_t n, int final, oai_delta_f
         if (s->raw) {
             s->pos = s->text.n;
             s->started = 1;
-            return avail && fn(ud, OAI_CONTENT, a, avail) ? -1 : 0;
+            return avail && fn(ud, FE_CONTENT, a, avail) ? -1 : 0;
         }
-        if (s->mode == OAI_SPLIT_TOOLS) {
+        if (s->mode == FE_SPLIT_TOOLS) {
             s->pos = s->text.n;
             return 0;
         }
-        if (s->mode == OAI_SPLIT_CONTENT && s->may_open) {
+        if (s->mode == FE_SPLIT_CONTENT && s->may_open) {
             size_t k = 0;
             while (k < avail && is_blank(a[k]))
                 k++;
@@ -77,7 +77,7 @@ int oai_split_push(oai_split *s, const char *p, size_t n, int final, oai_delta_f
             size_t ol = strlen(s->open);
             if (avail >= ol && !memcmp(a, s->open, ol)) {
                 s->pos += ol;
-                s->mode = OAI_SPLIT_REASONING;
+                s->mode = FE_SPLIT_REASONING;
                 s->may_open = 0;
                 s->started = 0;
                 continue;
@@ -85,18 +85,18 @@ int oai_split_push(oai_split *s, const char *p, size_t n, int final, oai_delta_f
             if (avail < ol && !memcmp(a, s->open, avail) && !final) return 0;
             s->may_open = 0;
         }
-        if (s->mode == OAI_SPLIT_REASONING) {
+        if (s->mode == FE_SPLIT_REASONING) {
             const char *e = find(a, avail, s->close);
             if (e) {
-                if (split_emit(s, OAI_REASONING, a, (size_t)(e - a), fn, ud)) return -1;
+                if (split_emit(s, FE_REASONING, a, (size_t)(e - a), fn, ud)) return -1;
                 s->pos += (size_t)(e - a) + strlen(s->close);
-                s->mode = OAI_SPLIT_CONTENT;
+                s->mode = FE_SPLIT_CONTENT;
                 s->started = 0;
                 continue;
             }
             size_t hold = final ? 0 : partial_suffix(a, avail, s->close);
             s->pos += avail - hold;
-            return split_emit(s, OAI_REASONING, a, avail - hold, fn, ud);
+            return split_emit(s, FE_REASONING, a, avail - hold, fn, ud);
         }
         /* content */
         const char *first = NULL;
@@ -105,8 +105,8 @@ int oai_split_push(oai_split *s, const char *p, size_t n, int final, oai_delta_f
             if (c && (!first || c < first)) first = c;
         }
         if (first) {
-            if (split_emit(s, OAI_CONTENT, a, (size_t)(first - a), fn, ud)) return -1;
-            s->mode = OAI_SPLIT_TOOLS;
+            if (split_emit(s, FE_CONTENT, a, (size_t)(first - a), fn, ud)) return -1;
+            s->mode = FE_SPLIT_TOOLS;
             s->pos = s->text.n;
             return 0;
         }
@@ -116,6 +116,6 @@ int oai_split_push(oai_split *s, const char *p, size_t n, int final, oai_delta_f
             if (h > hold) hold = h;
         }
         s->pos += avail - hold;
-        return split_emit(s, OAI_CONTENT, a, avail - hold, fn, ud);
+        return split_emit(s, FE_CONTENT, a, avail - hold, fn, ud);
     }
 }

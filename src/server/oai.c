@@ -1190,13 +1190,13 @@ int oai_stream_delta(oai_stream *st, int kind, const char *s, size_t n, pt_buf *
             out, NULL,
             chat_chunk(
                 st,
-                json_pack("{s:s%}", kind == OAI_REASONING ? "reasoning_content" : "content", s, n),
+                json_pack("{s:s%}", kind == FE_REASONING ? "reasoning_content" : "content", s, n),
                 NULL));
-    int want = kind == OAI_REASONING ? 1 : 2, rc = 0;
+    int want = kind == FE_REASONING ? 1 : 2, rc = 0;
     if (st->item != want) rc |= resp_open_item(st, want, out);
     rc |= pt_buf_append(&st->item_text, s, n);
     rc |= resp_event(
-        st, kind == OAI_REASONING ? "response.reasoning_text.delta" : "response.output_text.delta",
+        st, kind == FE_REASONING ? "response.reasoning_text.delta" : "response.output_text.delta",
         json_pack("{s:s, s:i, s:i, s:s%}", "item_id", st->item_id, "output_index", st->out_index,
                   "content_index", 0, "delta", s, n),
         out);

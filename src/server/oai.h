@@ -136,7 +136,7 @@ typedef struct oai_stream {
  * response.created and response.in_progress), appended to out as SSE. */
 int oai_stream_begin(oai_stream *st, int api, const char *id, const char *model, long created,
                      int include_usage, pt_buf *out);
-/* A text delta (kind OAI_REASONING / OAI_CONTENT, valid UTF-8). */
+/* A text delta (kind FE_REASONING / FE_CONTENT, valid UTF-8). */
 int oai_stream_delta(oai_stream *st, int kind, const char *s, size_t n, pt_buf *out);
 /* The closing events: tool calls, finish reason, usage, [DONE] (chat /
  * completions) or the items' done events and response.completed /

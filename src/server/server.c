@@ -186,7 +186,7 @@ static void job_fail(job *j, int status, const char *type, const char *code,
 typedef struct run_ctx {
     srv *s;
     job *j;
-    oai_split split;
+    fe_split split;
     oai_stream st;
     int streaming;
     int n_reasoning; /* tokens sampled while inside the reasoning block */
@@ -253,12 +253,12 @@ static void on_logprob(void *ud, const pt_logprob *sampled, const pt_logprob *to
 
 static int on_text(void *ud, const char *p, size_t n) {
     run_ctx *rc = ud;
-    return oai_split_push(&rc->split, p, n, 0, on_delta, rc);
+    return fe_split_push(&rc->split, p, n, 0, on_delta, rc);
 }
 
 static int should_stop(void *ud) {
     run_ctx *rc = ud;
-    if (rc->split.mode == OAI_SPLIT_REASONING && !rc->split.raw) rc->n_reasoning++;
+    if (rc->split.mode == FE_SPLIT_REASONING && !rc->split.raw) rc->n_reasoning++;
     if (job_stopped(rc->j) || __atomic_load_n(&rc->s->stopping, __ATOMIC_RELAXED)) return 1;
     if (client_gone(rc->j->fd)) {
         job_stop(rc->j);
@@ -366,15 +366,15 @@ static int on_prefilled(void *ud, int in_reasoning) {
     run_ctx *rc = ud;
     srv *s = rc->s;
     job *j = rc->j;
-    oai_split_init(&rc->split, s->m.format, in_reasoning, j->req.tools != NULL,
-                   j->req.api == OAI_COMPLETIONS);
+    fe_split_init(&rc->split, s->m.format, in_reasoning, j->req.tools != NULL,
+                  j->req.api == OAI_COMPLETIONS);
     pthread_mutex_lock(&s->mu);
     j->started = 1;
     if (j->req.stream) {
         if (!rc->streaming) stream_begin(rc);
         /* echo: the prompt comes first, as text the stream has already produced */
         if (j->req.echo && j->req.prompt &&
-            oai_stream_delta(&rc->st, OAI_CONTENT, j->req.prompt, strlen(j->req.prompt), &j->sse))
+            oai_stream_delta(&rc->st, FE_CONTENT, j->req.prompt, strlen(j->req.prompt), &j->sse))
             rc->failed = 1;
     }
     pthread_cond_broadcast(&j->cv);
@@ -515,7 +515,7 @@ static void run_refused(run_ctx *rc, const refusal *f) {
 
 /* The content the splitter passed on as it streamed, as valid UTF-8 without trailing blanks (as
  * the final parse gives content). 0, or -1 out of memory. */
-static int streamed_content(const oai_split *sp, pt_buf *out) {
+static int streamed_content(const fe_split *sp, pt_buf *out) {
     if (pt_utf8_repair(sp->content.v ? sp->content.v : "", sp->content.n, out) < 0) {
         pt_buf_free(out);
         return -1;
@@ -582,7 +582,7 @@ static void stream_parsed_rest(run_ctx *rc, const pt_chat_parsed *parsed) {
         size_t k = sent.n;
         if (strlen(parsed->content) > k && !strncmp(parsed->content, sent.v, k)) {
             pthread_mutex_lock(&rc->s->mu);
-            oai_stream_delta(&rc->st, OAI_CONTENT, parsed->content + k, strlen(parsed->content) - k,
+            oai_stream_delta(&rc->st, FE_CONTENT, parsed->content + k, strlen(parsed->content) - k,
                              &rc->j->sse);
             pthread_mutex_unlock(&rc->s->mu);
         }
@@ -646,7 +646,7 @@ static void run_answered(run_ctx *rc, int trc) {
         snprintf(rc->err, sizeof rc->err, "the server is shutting down; the answer was cut short");
         grc = -1;
     }
-    if (trc != FE_TURN_GEN_FAILED) oai_split_push(&rc->split, "", 0, 1, on_delta, rc);
+    if (trc != FE_TURN_GEN_FAILED) fe_split_push(&rc->split, "", 0, 1, on_delta, rc);
     pt_chat_parsed *parsed = job_answer(rc);
     oai_result r = job_result(rc, parsed);
     /* echo (completions): the prompt, then what was generated (a stream sent the prompt first) */
@@ -698,7 +698,7 @@ static void run_job(srv *s, job *j) {
         pt_sampling plain = s->m.sp;
         pt_gen_set_sampling(s->m.g, &plain, NULL, 0);
     }
-    oai_split_free(&rc.split);
+    fe_split_free(&rc.split);
     oai_stream_free(&rc.st);
     pt_buf_free(&rc.fix);
     pt_buf_free(&rc.echoed);

@@ -1,7 +1,7 @@
 /* fuzz_chat_parse.c — libFuzzer target for what the model writes back: the
  * chat output parser (chat_parse: reasoning, content and tool calls) of every
  * chat format on arbitrary bytes, and the server's streaming splitter
- * (oai_split) fed the same bytes in pieces. Built and run by `make fuzz` /
+ * (fe_split) fed the same bytes in pieces. Built and run by `make fuzz` /
  * `make fuzz-ci` (clang, ASan, UBSan).
  *
  * Input: byte 0 picks the format (bits 0-2, modulo one more than the number
@@ -64,12 +64,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     chat_parsed_free(&p);
 
-    oai_split s;
-    oai_split_init(&s, chat_fmt_name(f), in_reasoning, with_tools, 0);
+    fe_split s;
+    fe_split_init(&s, chat_fmt_name(f), in_reasoning, with_tools, 0);
     for (size_t at = 0; at < n; at += piece)
-        if (oai_split_push(&s, text + at, PT_MIN(piece, n - at), 0, on_delta, NULL)) break;
-    oai_split_push(&s, "", 0, 1, on_delta, NULL);
-    oai_split_free(&s);
+        if (fe_split_push(&s, text + at, PT_MIN(piece, n - at), 0, on_delta, NULL)) break;
+    fe_split_push(&s, "", 0, 1, on_delta, NULL);
+    fe_split_free(&s);
     free(text);
     return 0;
 }
