@@ -864,7 +864,9 @@ int pt_gen_start(pt_gen *g, const pt_gen_opts *o, pt_gen_emit_fn emit, void *ud,
  * generations must be of different sessions of one engine, and no other thread may use those
  * sessions meanwhile. Returns how many still run. */
 int pt_gen_step(pt_gen *const *g, int n);
-/* 1 while a run started by pt_gen_start has not ended. */
+/* 1 while a run started by pt_gen_start has not ended. pt_gen_prefill, pt_gen_clear,
+ * pt_gen_set_sampling, pt_gen_set_draft, pt_gen_save_file and pt_gen_load_file end a run
+ * under way first, as PT_GEN_INTERRUPT. */
 int pt_gen_running(const pt_gen *g);
 /* Why the last run ended with PT_GEN_ERROR ("" otherwise). */
 const char *pt_gen_error(const pt_gen *g);

@@ -12,7 +12,8 @@
  *
  * The contract's edges: a run started twice is refused; a generation listed twice in one step
  * (one session stepped twice) ends with PT_GEN_ERROR and a message while the others go on;
- * a step over generations that are not running returns 0 and changes nothing. */
+ * a step over generations that are not running returns 0 and changes nothing; clearing a
+ * generation ends its run as interrupted. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -137,11 +138,18 @@ static void same(const char *model, int i, const outcome *a, const outcome *b) {
            "%s gen %d: the sessions hold %d / %d tokens", model, i, a->n_held, b->n_held);
 }
 
-static void together_and_alone(const char *model) {
+/* The model opened (2 threads, the case's usage folder); NULL reported. */
+static pt_engine *open_model(const char *model) {
     char err[512];
     pt_engine_params ep = {.model_path = model, .n_threads = 2, .usage_dir = t_usage_dir()};
     pt_engine *e = pt_engine_open(&ep, err, sizeof err);
     CHECKF(e, "%s", err);
+    return e;
+}
+
+static void together_and_alone(const char *model) {
+    char err[512];
+    pt_engine *e = open_model(model);
     if (!e) return;
     gen_case c[N_GENS];
     cases(c, e);
@@ -226,9 +234,7 @@ static void gen_step_refusals(void) {
     const char *model = t_need("qwen3moe-q4_k_m.gguf");
     if (!model) return;
     char err[512];
-    pt_engine_params ep = {.model_path = model, .n_threads = 2, .usage_dir = t_usage_dir()};
-    pt_engine *e = pt_engine_open(&ep, err, sizeof err);
-    CHECKF(e, "%s", err);
+    pt_engine *e = open_model(model);
     if (!e) return;
     gen_case c[N_GENS];
     cases(c, e);
@@ -249,6 +255,15 @@ static void gen_step_refusals(void) {
             ;
         CHECK(out[1].r.reason == PT_GEN_LENGTH && out[1].r.n_tokens == 8);
         CHECK(!strcmp(pt_gen_error(g[1]), ""));
+        /* what changes a generation ends its run first, as interrupted */
+        char e2[512];
+        int32_t again[4] = {5, 6, 7, 8};
+        CHECK(pt_gen_prefill(g[0], again, 4, NULL, e2, sizeof e2) >= 0);
+        CHECK(pt_gen_start(g[0], &o, NULL, NULL, NULL, &out[0].r, e2, sizeof e2) == 0);
+        CHECK(pt_gen_step(&g[0], 1) == 1 && out[0].r.n_tokens == 1);
+        pt_gen_clear(g[0]);
+        CHECK(!pt_gen_running(g[0]) && out[0].r.reason == PT_GEN_INTERRUPT);
+        CHECK(pt_gen_step(&g[0], 1) == 0 && out[0].r.n_tokens == 1);
         /* a run of a generation whose logits were used: nothing was prefilled */
         pt_gen_result r = {0};
         CHECK(pt_gen_run(g[1], &o, NULL, NULL, NULL, &r, err, sizeof err) == -1);

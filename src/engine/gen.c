@@ -62,6 +62,14 @@ struct pt_gen {
     char err[512];  /* why the last run ended with PT_GEN_ERROR */
 };
 
+static void gen_end(pt_gen *g, int reason);
+
+/* What changes a generation's session, sampler or drafting ends the run under way first, as
+ * interrupted (its result complete, the drafts past its last token out of the cache). */
+static void end_run(pt_gen *g) {
+    if (g->running) gen_end(g, PT_GEN_INTERRUPT);
+}
+
 static int fail(char *err, size_t err_len, const char *msg) {
     if (err && err_len) snprintf(err, err_len, "%s", msg);
     return -1;
@@ -111,6 +119,7 @@ pt_session *pt_gen_session(const pt_gen *g) {
 }
 
 int pt_gen_set_sampling(pt_gen *g, const pt_sampling *sp, char *err, size_t err_len) {
+    end_run(g);
     pt_err pe = {{0}};
     sampler *s = sampler_new(sp, g->n_vocab, &pe);
     if (!s) return fail(err, err_len, pe.msg);
@@ -121,12 +130,14 @@ int pt_gen_set_sampling(pt_gen *g, const pt_sampling *sp, char *err, size_t err_
 }
 
 void pt_gen_clear(pt_gen *g) {
+    end_run(g);
     pt_session_truncate(g->s, 0);
     if (g->spec) spec_clear(g->spec);
     g->have_logits = 0;
 }
 
 int pt_gen_set_draft(pt_gen *g, int n, char *err, size_t err_len) {
+    end_run(g);
     if (n < 0) n = 0;
     if (n > PT_MAX_DRAFT) n = PT_MAX_DRAFT;
     if (n > g->n_ctx - 2) n = g->n_ctx - 2 > 0 ? g->n_ctx - 2 : 0;
@@ -178,6 +189,7 @@ static void session_restored(pt_gen *g) {
 
 int pt_gen_save_file(pt_gen *g, const char *path, const void *extra, size_t extra_len, char *err,
                      size_t err_len) {
+    end_run(g);
     /* the head behind is no error: the file then holds fewer MTP positions */
     if (g->spec) spec_catch_up(g->spec);
     return pt_session_save_file(g->s, path, extra, extra_len, err, err_len);
@@ -185,6 +197,7 @@ int pt_gen_save_file(pt_gen *g, const char *path, const void *extra, size_t extr
 
 int pt_gen_load_file(pt_gen *g, const char *path, char **extra, size_t *extra_len, char *err,
                      size_t err_len) {
+    end_run(g);
     const int got = pt_session_load_file(g->s, path, extra, extra_len, err, err_len);
     if (got >= 0) session_restored(g);
     return got;
@@ -192,6 +205,7 @@ int pt_gen_load_file(pt_gen *g, const char *path, char **extra, size_t *extra_le
 
 int pt_gen_prefill(pt_gen *g, const int32_t *ids, int n, const volatile sig_atomic_t *stop,
                    char *err, size_t err_len) {
+    end_run(g);
     g->have_logits = 0;
     g->restored = 0;
     if (g->pc && n > 0 && n <= g->n_ctx &&
