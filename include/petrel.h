@@ -63,6 +63,9 @@
  * <limits.h> defines only under feature macros a caller need not set; paths the
  * candidates functions of petrel_tools.h write fit in it). */
 #define PT_PATH_MAX 4096
+/* A file in a folder whose path fits PT_PATH_MAX, with room for a name petrel makes there (a
+ * prefix-cache block's key, a temporary file's suffix): such a path is never cut short. */
+#define PT_FILE_PATH_MAX (PT_PATH_MAX + 104)
 
 /* The library version, "MAJOR.MINOR.PATCH". */
 const char *pt_version(void);
@@ -851,18 +854,22 @@ void pt_gen_draft_stats(const pt_gen *g, pt_draft_stats *st);
 
 /* Begin a run after pt_gen_prefill: r (its text buffer kept and emptied) receives the run's
  * outcome, emit its text as it becomes safe to show; stop (may be NULL; set by a signal
- * handler or another thread) is read before each token. o and the strings it points to must
- * outlive the run. 0, or -1 with err (nothing prefilled, a run already under way). */
+ * handler or another thread) is read before each token. o (and the strings it points to), r,
+ * emit and ud must stay valid until the run ends: the step that ends it, or a call that ends
+ * it early (below), completes r and may emit the text held back. 0, or -1 with err (nothing
+ * prefilled, a run already under way). */
 int pt_gen_start(pt_gen *g, const pt_gen_opts *o, pt_gen_emit_fn emit, void *ud,
                  const volatile sig_atomic_t *stop, pt_gen_result *r, char *err, size_t err_len);
 /* Advance each running generation of g[0..n) (started, not yet ended; others are skipped) by
  * one token: it samples from its logits, streams the token's text, checks its stops, and when
- * it goes on its next logits are computed (all of them in one call of the engine: with
- * drafting, from a verify pass that may already hold them). A generation that ends has its
+ * it goes on its next logits are computed (with drafting, from a verify pass that may already
+ * hold them). Today each session's forward is a call of its own; the results are what a
+ * generation gives alone, whichever others share its steps. A generation that ends has its
  * result complete (reason, times, text flushed and NUL-terminated, grammar_done) and is no
- * longer running; one that fails ends with reason PT_GEN_ERROR, the others go on. The
- * generations must be of different sessions of one engine, and no other thread may use those
- * sessions meanwhile. Returns how many still run. */
+ * longer running; one that fails ends with reason PT_GEN_ERROR, the others go on (so does a
+ * second running entry of one session in a call, which fails). The generations must be of
+ * one engine, and no other thread may use their sessions meanwhile. Returns how many still
+ * run. */
 int pt_gen_step(pt_gen *const *g, int n);
 /* 1 while a run started by pt_gen_start has not ended. pt_gen_prefill, pt_gen_clear,
  * pt_gen_set_sampling, pt_gen_set_draft, pt_gen_save_file and pt_gen_load_file end a run

@@ -10,7 +10,7 @@
 #include <time.h>
 
 #include "os/os.h"
-#include "petrel_tools.h" /* PT_PATH_MAX */
+#include "petrel.h" /* PT_PATH_MAX */
 
 int pt_errf(pt_err *err, const char *fmt, ...) {
     if (err) {

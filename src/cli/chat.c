@@ -77,7 +77,7 @@ static void chat_restore(chat_state *c, const char *session) {
     if (got < 0 || !json_is_array(conv)) {
         fprintf(stderr, "petrel: WARNING: %s; starting a new conversation\n",
                 got < 0 ? serr : "the session file holds no conversation");
-        pt_session_truncate(c->m.s, 0);
+        pt_gen_clear(c->m.g);
         json_decref(conv);
     } else {
         if (got == 0 && serr[0]) fprintf(stderr, "petrel: WARNING: %s\n", serr);

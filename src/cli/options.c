@@ -11,6 +11,11 @@
 #include "cli.h"
 #include "hub.h"
 #include "petrel.h"
+#include "server/server.h" /* the server's defaults, for --help */
+
+/* A number's macro as text in a help string (its digits, as the macro spells them). */
+#define TEXT_OF_(x) #x
+#define TEXT_OF(x) TEXT_OF_(x)
 
 /* ===== The subcommands ===== */
 
@@ -137,10 +142,9 @@ static const cli_opt OPTS[] = {
      .help = "re-evaluate the whole conversation every turn (for tests)"},
     /* ----- serve ----- */
     {OPT_HOST, CMD(SERVE), "--host", "ADDR",
-     .help = "address to listen on (default {}: this machine only)", .def = SERVE_DEFAULT_HOST},
+     .help = "address to listen on (default {}: this machine only)", .def = SRV_DEFAULT_HOST},
     {OPT_PORT, CMD(SERVE), "--port", "N", INT(0, 65535), .expect = IN_RANGE,
-     .help = "TCP port (default {}; 0: any free port, printed at start)",
-     .defn = SERVE_DEFAULT_PORT},
+     .help = "TCP port (default {}; 0: any free port, printed at start)", .defn = SRV_DEFAULT_PORT},
     {OPT_API_KEY, CMD(SERVE), "--api-key", "KEY",
      .help = "require 'Authorization: Bearer KEY' on /v1/ (default: none;\n"
              "the PETREL_API_KEY environment variable, which ps cannot show);\n"
@@ -148,26 +152,27 @@ static const cli_opt OPTS[] = {
              "the key that left it"},
     {OPT_QUEUE, CMD(SERVE), "--queue", "N", INT(0, 1 << 30), .expect = IN_RANGE,
      .help = "requests that may wait while one generates (default {}); more: 429",
-     .defn = SERVE_DEFAULT_QUEUE},
+     .defn = SRV_DEFAULT_QUEUE},
     {OPT_ALIAS, CMD(SERVE), "--alias", "NAME",
      .help = "model id shown by /v1/models and replies (default: file name)"},
     {OPT_MAX_BODY, CMD(SERVE), "--max-body", "BYTES", INT(1, 1LL << 40), .expect = IN_RANGE,
-     .help = "request body limit (default {}); larger: 413", .defn = SERVE_DEFAULT_MAX_BODY},
+     .help = "request body limit (default {}); larger: 413", .defn = SRV_DEFAULT_MAX_BODY},
     {OPT_MAX_HEADER, CMD(SERVE), "--max-header", "BYTES", INT(1, 1 << 30), .expect = IN_RANGE,
-     .help = "request line + headers limit (default {})", .defn = SERVE_DEFAULT_MAX_HEADER},
+     .help = "request line + headers limit (default {})", .defn = SRV_DEFAULT_MAX_HEADER},
     {OPT_TIMEOUT, CMD(SERVE), "--timeout", "S", INT(1, 1 << 30), .expect = IN_RANGE,
-     .help = "close connections idle for S seconds (default {})", .defn = SERVE_DEFAULT_TIMEOUT_S},
+     .help = "close connections idle for S seconds (default {})", .defn = SRV_DEFAULT_TIMEOUT_S},
     {OPT_MAX_CONNS, CMD(SERVE), "--max-connections", "N", INT(1, 1 << 30), .expect = IN_RANGE,
-     .help = "simultaneous connections (default {}; the last few are kept\n"
-             "for addresses with no request still arriving)",
-     .defn = SERVE_DEFAULT_MAX_CONNS},
+     .help = "simultaneous connections (default {}; the last " TEXT_OF(
+         SRV_RESERVED_SLOTS) " are\n"
+                             "kept for addresses with no request still arriving)",
+     .defn = SRV_DEFAULT_MAX_CONNS},
     {OPT_MAX_CONNS_PER_IP, CMD(SERVE), "--max-connections-per-ip", "N", INT(1, 1 << 30),
      .expect = IN_RANGE, .help = "simultaneous connections from one address (default {})",
-     .defn = SERVE_DEFAULT_MAX_CONNS_PER_IP},
+     .defn = SRV_DEFAULT_MAX_CONNS_PER_IP},
     {OPT_REQUEST_TIMEOUT, CMD(SERVE), "--request-timeout", "S", INT(1, 1 << 30), .expect = IN_RANGE,
      .help = "a request (line, headers, body) must arrive within S seconds\n"
              "(default {}); slower senders are disconnected",
-     .defn = SERVE_DEFAULT_REQUEST_TIMEOUT_S},
+     .defn = SRV_DEFAULT_REQUEST_TIMEOUT_S},
     {OPT_CORS, CMD(SERVE), "--cors", "ORIGIN",
      .expect = "an origin such as https://app.example or http://host:3000, or *",
      .help = "let a web page at ORIGIN (e.g. https://app.example) call the\n"
@@ -180,7 +185,7 @@ static const cli_opt OPTS[] = {
      .help = "while a streamed request's prompt is evaluated, an SSE\n"
              "comment ': prefill DONE/TOTAL' every S seconds (default {};\n"
              "0: after every layer), so idle timeouts do not drop it",
-     .defn = SERVE_DEFAULT_SSE_KEEPALIVE_S},
+     .defn = SRV_DEFAULT_SSE_KEEPALIVE_S},
     {OPT_QUIET, CMD(SERVE), "--quiet",
      .help = "no line per request on stderr (status, tokens, prefill, tok/s)"},
     {OPT_CACHE_DIR, CMD(SERVE), "--cache-dir", "DIR", .expect = "a folder", .flags = CLI_NONEMPTY,

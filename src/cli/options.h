@@ -22,18 +22,8 @@
 
 /* ===== Defaults, each defined once: the commands start from these, --help prints them ===== */
 
-#define TCLI_DEFAULT_DRAFT 3            /* --draft, when the model has an MTP head */
-#define GEN_DEFAULT_TOKENS 16           /* generate --tokens without -n: tokens generated */
-#define SERVE_DEFAULT_HOST "127.0.0.1"  /* loopback: this machine only */
-#define SERVE_DEFAULT_PORT 8080         /* llama.cpp's server's */
-#define SERVE_DEFAULT_QUEUE 16          /* requests waiting while one generates */
-#define SERVE_DEFAULT_MAX_BODY 16777216 /* 16 MiB */
-#define SERVE_DEFAULT_MAX_HEADER 65536
-#define SERVE_DEFAULT_TIMEOUT_S 30
-#define SERVE_DEFAULT_MAX_CONNS 64
-#define SERVE_DEFAULT_MAX_CONNS_PER_IP 8
-#define SERVE_DEFAULT_REQUEST_TIMEOUT_S 10
-#define SERVE_DEFAULT_SSE_KEEPALIVE_S 5
+#define TCLI_DEFAULT_DRAFT 3      /* --draft, when the model has an MTP head */
+#define GEN_DEFAULT_TOKENS 16     /* generate --tokens without -n: tokens generated */
 #define SERVE_DEFAULT_CACHE_GB 20 /* the prefix cache's bound: ~100 12k-token prompts of GLM-5 */
 #define BENCH_DEFAULT_PROMPT 512  /* -p, as llama-bench */
 #define BENCH_DEFAULT_GEN 128     /* -n */

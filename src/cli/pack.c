@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "front/helpers.h"
 #include "options.h"
 #include "petrel.h"
 #include "petrel_tools.h"
@@ -58,18 +59,6 @@ static int writable_dir_of(const char *path) {
     else
         snprintf(dir, sizeof dir, ".");
     return access(dir, W_OK) == 0;
-}
-
-static int mkdirs(const char *file_path) {
-    char p[PT_PATH_MAX];
-    snprintf(p, sizeof p, "%s", file_path);
-    for (char *s = p + 1; *s; s++)
-        if (*s == '/') {
-            *s = 0;
-            if (mkdir(p, 0755) != 0 && errno != EEXIST) return -1;
-            *s = '/';
-        }
-    return 0;
 }
 
 static pt_model *open_model(const char *path) {
@@ -112,7 +101,7 @@ int cmd_pack(int argc, char **argv) {
     int nc = table_only ? pt_table_candidates(m, cli_cache_dir(), cand)
                         : pt_pack_candidates(m, cli_cache_dir(), cand);
     const char *path = out ? out : writable_dir_of(cand[0]) || nc < 2 ? cand[0] : cand[1];
-    if (!out && path == cand[1] && mkdirs(path) != 0) {
+    if (!out && path == cand[1] && fe_mkdirs_for(path) != 0) {
         pt_model_close(m);
         return cli_error("%s: cannot create the cache directory: %s", path, strerror(errno));
     }
@@ -169,7 +158,7 @@ int cmd_verify(int argc, char **argv) {
         char tab[2][PT_PATH_MAX];
         const int nt = pt_table_candidates(m, cli_cache_dir(), tab);
         const char *out = writable_dir_of(tab[0]) || nt < 2 ? tab[0] : tab[1];
-        if (out == tab[1] && mkdirs(out) != 0) {
+        if (out == tab[1] && fe_mkdirs_for(out) != 0) {
             rc = cli_error("%s: cannot create the cache directory: %s", out, strerror(errno));
         } else {
             fprintf(stderr,

@@ -51,6 +51,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "front/helpers.h"
 #include "hub.h"
 #include "options.h"
 #include "petrel.h"
@@ -93,22 +94,6 @@ int hub_models_dir(char *out, size_t cap) {
     else
         return -1;
     return n > 0 && (size_t)n < cap ? 0 : -1;
-}
-
-/* mkdir -p of the folder that holds path (the last component is a file). 0 or -1 (errno). */
-static int mkdirs_for(const char *path) {
-    char d[PT_PATH_MAX];
-    if (snprintf(d, sizeof d, "%s", path) >= (int)sizeof d) return errno = ENAMETOOLONG, -1;
-    char *slash = strrchr(d, '/');
-    if (!slash || slash == d) return 0;
-    *slash = 0;
-    for (char *p = d + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(d, 0755) != 0 && errno != EEXIST) return -1;
-        *p = '/';
-    }
-    return mkdir(d, 0755) != 0 && errno != EEXIST ? -1 : 0;
 }
 
 /* ===== REPO[:QUANT] ===== */
@@ -392,7 +377,7 @@ static CURL *easy_new(const hub_ctx *hc, const char *url, struct curl_slist **hd
     if (!c) return NULL;
     *hdrs = NULL;
     if (hc->token) {
-        char h[4200];
+        char h[PT_FILE_PATH_MAX];
         snprintf(h, sizeof h, "Authorization: Bearer %s", hc->token);
         *hdrs = curl_slist_append(NULL, h);
     }
@@ -1041,7 +1026,7 @@ static int plan_jobs(const hub_ctx *hc, const hub_file *files, const int *pick, 
         pp->have += part;
         pp->need += j->f->size - part;
         j->have = j->start = part;
-        if (mkdirs_for(j->dest) != 0)
+        if (fe_mkdirs_for(j->dest) != 0)
             return cli_error("cannot create the folder of %s: %s", j->dest, strerror(errno)), -1;
     }
     return 0;

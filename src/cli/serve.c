@@ -128,7 +128,7 @@ static int serve_parse(serve_args *s, int argc, char **argv, int *status) {
 /* Prompt prefixes on disk (--cache-dir, --cache-gb): a folder that does not open costs the
  * cache, not the server. NULL: none. */
 static pt_pcache *open_pcache(const serve_args *s, pt_engine *e) {
-    char dir[4200], err[512];
+    char dir[PT_FILE_PATH_MAX], err[512];
     const char *d = s->pc_dir;
     if (!d && cli_cache_dir()) {
         snprintf(dir, sizeof dir, "%s/kv", cli_cache_dir());
@@ -178,16 +178,16 @@ static int serve_model(srv *sv, const serve_args *s, const tcli_opts *o, tcli_mo
 /* The command on options cmd_serve owns (and frees, whatever the way out). */
 static int serve_with(tcli_opts *o, int argc, char **argv) {
     serve_args s = {.o = o,
-                    .p = {.host = SERVE_DEFAULT_HOST,
-                          .port = SERVE_DEFAULT_PORT,
-                          .queue = SERVE_DEFAULT_QUEUE,
-                          .max_body = SERVE_DEFAULT_MAX_BODY,
-                          .max_header = SERVE_DEFAULT_MAX_HEADER,
-                          .timeout_s = SERVE_DEFAULT_TIMEOUT_S,
-                          .max_conns = SERVE_DEFAULT_MAX_CONNS,
-                          .request_timeout_s = SERVE_DEFAULT_REQUEST_TIMEOUT_S,
-                          .max_conns_per_ip = SERVE_DEFAULT_MAX_CONNS_PER_IP,
-                          .sse_keepalive_s = SERVE_DEFAULT_SSE_KEEPALIVE_S,
+                    .p = {.host = SRV_DEFAULT_HOST,
+                          .port = SRV_DEFAULT_PORT,
+                          .queue = SRV_DEFAULT_QUEUE,
+                          .max_body = SRV_DEFAULT_MAX_BODY,
+                          .max_header = SRV_DEFAULT_MAX_HEADER,
+                          .timeout_s = SRV_DEFAULT_TIMEOUT_S,
+                          .max_conns = SRV_DEFAULT_MAX_CONNS,
+                          .request_timeout_s = SRV_DEFAULT_REQUEST_TIMEOUT_S,
+                          .max_conns_per_ip = SRV_DEFAULT_MAX_CONNS_PER_IP,
+                          .sse_keepalive_s = SRV_DEFAULT_SSE_KEEPALIVE_S,
                           .log = stderr},
                     .pc_gb = SERVE_DEFAULT_CACHE_GB};
     int status;

@@ -329,6 +329,7 @@ const char *tcli_reason_name(int r) {
     case PT_GEN_STOP_STRING: return "stop";
     case PT_GEN_CONTEXT: return "context";
     case PT_GEN_INTERRUPT: return "interrupted";
+    case PT_GEN_ERROR: return "error";
     default: return "none";
     }
 }

@@ -26,7 +26,6 @@
 #include "nn/kv.h"
 #include "os/os.h"
 #include "petrel.h"
-#include "petrel_tools.h" /* PT_PATH_MAX */
 #include "runtime/budget.h"
 #include "runtime/experts.h"
 #include "runtime/plan.h"

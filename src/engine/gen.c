@@ -106,6 +106,9 @@ pt_gen *pt_gen_new(pt_session *s, const pt_sampling *sp, char *err, size_t err_l
 
 void pt_gen_free(pt_gen *g) {
     if (!g) return;
+    /* a run left under way: its drafts leave the session, which outlives the generation (the
+     * caller's result and callbacks are not touched) */
+    if (g->running && g->spec) spec_end(g->spec);
     sampler_free(g->smp);
     spec_free(g->spec);
     free(g->logits);
@@ -282,7 +285,8 @@ int pt_gen_start(pt_gen *g, const pt_gen_opts *o, pt_gen_emit_fn emit, void *ud,
     text.n = 0;
     r->text = text;
     g->err[0] = 0;
-    if (!g->have_logits) return fail(err, err_len, "pt_gen_run: nothing was prefilled");
+    if (!g->have_logits)
+        return fail(err, err_len, "nothing was prefilled: pt_gen_prefill comes before a run");
     /* the penalties see the last tokens of the context, prompt included */
     sampler_reset(g->smp);
     const int32_t *held = pt_session_tokens(g->s);
@@ -412,9 +416,9 @@ int pt_gen_step(pt_gen *const *g, int n) {
     for (int i = 0; i < n; i++) {
         if (!g[i] || !g[i]->running) continue;
         g[i]->go = 0;
-        int twice = 0;
+        int twice = 0; /* an earlier entry of this step, running, on the same session */
         for (int j = 0; j < i && !twice; j++)
-            twice = g[j] && g[j]->s == g[i]->s;
+            twice = g[j] == g[i] || (g[j] && g[j]->running && g[j]->s == g[i]->s);
         if (twice)
             gen_fail(g[i], "pt_gen_step: two generations of one session in one step");
         else

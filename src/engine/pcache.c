@@ -55,7 +55,7 @@
 #include "engine/pcache.h"
 #include "engine/session.h"
 #include "os/os.h"
-#include "petrel_tools.h" /* PT_PATH_MAX */
+#include "petrel.h" /* PT_PATH_MAX */
 
 #define PC_MAGIC 0x564b5450u /* "PTKV" */
 #define PC_VERSION 1u
@@ -425,7 +425,7 @@ int pcache_restore(pt_pcache *pc, pt_session *s, const char *scope, const int32_
     int K = 0;
     for (; K < kmax; K++) {
         key_next(key, tokens + (size_t)K * PC_S);
-        char path[4200], why[160];
+        char path[PT_FILE_PATH_MAX], why[160];
         key_path(pc, key, path, sizeof path);
         const int r = seg_open(path, &want, &L, &seg[K], 0, why, sizeof why);
         if (r == 1 && (memcmp(seg[K].h.key, key, 32) || seg[K].h.a != K * PC_S ||
@@ -470,7 +470,7 @@ int pcache_restore(pt_pcache *pc, pt_session *s, const char *scope, const int32_
         memcpy(engine_session_hist(s), tokens, (size_t)P * sizeof *tokens);
         dec_set_restored(engine_session_dec(s), P, ring_lo, mtp ? P : 0);
         for (int j = 0; j < k; j++) { /* used: the newest for eviction */
-            char path[4200];
+            char path[PT_FILE_PATH_MAX];
             key_path(pc, seg[j].h.key, path, sizeof path);
             utimensat(AT_FDCWD, path, NULL, 0);
         }
@@ -501,7 +501,7 @@ static int cmp_file(const void *a, const void *b) {
 /* Keep the folder within max_bytes: least recently used entries first. One process at a
  * time (flock on DIR/.lock); another one busy evicting is enough. */
 static void evict(pt_pcache *pc) {
-    char lock[4200];
+    char lock[PT_FILE_PATH_MAX];
     snprintf(lock, sizeof lock, "%s/.lock", pc->dir);
     const int lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (lfd < 0) return;
@@ -581,7 +581,7 @@ uint64_t pcache_save(pt_pcache *pc, pt_session *s, const char *scope, int n) {
         const int mtp = L.has_mtp && n_mtp >= h.b - 1;
         h.mtp_from = mtp ? PT_MAX(h.a - 1, 0) : 0;
         h.mtp_to = mtp ? h.b - 1 : 0;
-        char path[4200];
+        char path[PT_FILE_PATH_MAX];
         key_path(pc, key, path, sizeof path);
         /* present with as many rings and MTP rows: keep it, as recently used */
         const int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -597,7 +597,7 @@ uint64_t pcache_save(pt_pcache *pc, pt_session *s, const char *scope, int n) {
                 continue;
             }
         }
-        char tmp[4200];
+        char tmp[PT_FILE_PATH_MAX];
         snprintf(tmp, sizeof tmp, "%s/.tmp-%ld-%u", pc->dir, (long)getpid(), pc->tmp_seq++);
         if (segment_write(path, tmp, &h, &L, hist, NULL)) {
             pc_warn(pc,
@@ -633,7 +633,7 @@ int pt_session_save_file(pt_session *s, const char *path, const void *extra, siz
     /* MTP positions up to n-2 are made from the tokens saved; position n-1 saw token n */
     h.mtp_to = L.has_mtp && n > 0 ? PT_MIN(session_mtp_n_past(s), n - 1) : 0;
     h.extra_bytes = extra_len;
-    char tmp[4200];
+    char tmp[PT_FILE_PATH_MAX];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     const int rc = segment_write(path, tmp, &h, &L, pt_session_tokens(s), extra);
     if (rc) snprintf(err, err_len, "%s: cannot write the session: %s", path, strerror(errno));

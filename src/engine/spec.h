@@ -24,7 +24,7 @@ int spec_n_draft(const spec *sp);
  * last prompt position. Same returns as pt_session_sync. */
 int spec_prefill(spec *sp, const int32_t *ids, int n, float *logits,
                  const volatile sig_atomic_t *stop, char *err, size_t err_len);
-/* Start of a pt_gen_run: zero the run's statistics. */
+/* Start of a run (pt_gen_start): zero the run's statistics. */
 void spec_begin(spec *sp);
 /* logits[n_vocab] after token tok at the session's next position: from the current verify
  * pass when tok is the draft there, else from a new draft + verify (or a one-token forward

@@ -19,7 +19,7 @@
 
 #include "format/ggml_types.h"
 #include "os/os.h"
-#include "petrel_tools.h" /* PT_PATH_MAX */
+#include "petrel.h" /* PT_PATH_MAX */
 
 #define GGUF_MAX_ARRAY_DEPTH 8
 #define GGUF_MAX_KEY_LEN 65535

@@ -40,7 +40,7 @@
 #include <stdint.h>
 
 #include "format/gguf.h"
-#include "petrel_tools.h" /* PT_PATH_MAX */
+#include "petrel.h" /* PT_PATH_MAX */
 
 #define XPACK_ALIGN 4096
 #define XPACK_TABLE_ONLY 1u          /* header flag: a checksum table, no records */

@@ -1,11 +1,12 @@
 /* helpers.c — the front ends' shared helpers: whole files, token-id lists, UTF-8 character
- * lengths. See helpers.h. */
+ * lengths, the folders above a file. See helpers.h. */
 #include "front/helpers.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 int fe_read_file(const char *path, size_t max, pt_buf *out) {
     const int std = !path || !strcmp(path, "-");
@@ -60,4 +61,19 @@ size_t fe_utf8_len(const char *s, size_t n) {
     if (len == 3 && p[0] == 0xED && p[1] >= 0xA0) return 0; /* surrogate */
     if (len == 4 && ((p[0] == 0xF0 && p[1] < 0x90) || (p[0] == 0xF4 && p[1] >= 0x90))) return 0;
     return len;
+}
+
+int fe_mkdirs_for(const char *path) {
+    char d[PT_PATH_MAX];
+    if (snprintf(d, sizeof d, "%s", path) >= (int)sizeof d) return errno = ENAMETOOLONG, -1;
+    char *slash = strrchr(d, '/');
+    if (!slash || slash == d) return 0;
+    *slash = 0;
+    for (char *p = d + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(d, 0755) != 0 && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    return mkdir(d, 0755) != 0 && errno != EEXIST ? -1 : 0;
 }

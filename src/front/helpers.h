@@ -1,6 +1,7 @@
 /* helpers.h — the small helpers the front ends share, one copy of each: reading a whole file
- * (or standard input), a list of token ids, and the length of one UTF-8 character. The clock
- * they use is the public pt_now, their growable buffers the public pt_buf and pt_ids.
+ * (or standard input), a list of token ids, the length of one UTF-8 character, the folders above
+ * a file made. The clock they use is the public pt_now, their growable buffers the public
+ * pt_buf and pt_ids.
  *
  * Like the rest of src/front, this includes only petrel.h and system headers; nothing here
  * prints or exits. */
@@ -26,5 +27,9 @@ int fe_parse_ids(const char *s, pt_ids *ids);
 /* Bytes of the well-formed UTF-8 character that starts p[0..n) (shortest form, no surrogate,
  * at most U+10FFFF: 1 to 4), or 0 when the bytes there are not one. */
 size_t fe_utf8_len(const char *p, size_t n);
+
+/* mkdir -p of the folder that holds path (its last component is a file). 0, or -1 with
+ * errno (ENAMETOOLONG: longer than PT_PATH_MAX). */
+int fe_mkdirs_for(const char *path);
 
 #endif

@@ -35,6 +35,7 @@
 #endif
 
 #include "os/os.h"
+#include "runtime/plan.h"
 #include "runtime/xio.h"
 
 /* a pack record is read whole with O_DIRECT, where it stands in the file: the format's
@@ -249,7 +250,7 @@ xs_store *xs_open(const gguf_ctx *g, const xs_layer_desc *layers, int n_layers,
      * rewritten by DMA and streamed through by the expert matmuls every token,
      * and 4 KiB pages cost a TLB miss per page on both paths */
     if (posix_memalign((void **)&s->arena, OS_HUGE_PAGE, total ? total : OS_DIRECT_ALIGN) != 0) {
-        pt_errf(err, "cannot allocate %.2f GiB for the expert cache", (double)total / (1 << 30));
+        pt_errf(err, "cannot allocate %.2f GiB for the expert cache", (double)total / PLAN_GIB);
         goto fail;
     }
 #ifdef MADV_HUGEPAGE

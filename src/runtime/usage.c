@@ -8,6 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "petrel.h" /* PT_FILE_PATH_MAX */
+
 #define USAGE_MAGIC "PTUSAGE"
 #define USAGE_VERSION 1
 
@@ -69,7 +71,7 @@ int usage_load(usage_table *u, const char *path, const uint8_t fp[32]) {
 }
 
 int usage_save(const usage_table *u, const char *path, const uint8_t fp[32], pt_err *err) {
-    char tmp[4200];
+    char tmp[PT_FILE_PATH_MAX];
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     FILE *f = fopen(tmp, "wb");
     if (!f) return pt_errf(err, "%s: cannot write usage statistics: %s", tmp, strerror(errno));

@@ -772,8 +772,8 @@ static enum MHD_Result accept_ok(void *cls, const struct sockaddr *a, socklen_t 
     srv *s = cls;
     unsigned char key[16];
     int kl = addr_key(a, key);
-    int per_ip = s->p.max_conns_per_ip > 0 ? s->p.max_conns_per_ip : 8;
-    int max = s->p.max_conns > 0 ? s->p.max_conns : 64;
+    int per_ip = s->p.max_conns_per_ip > 0 ? s->p.max_conns_per_ip : SRV_DEFAULT_MAX_CONNS_PER_IP;
+    int max = s->p.max_conns > 0 ? s->p.max_conns : SRV_DEFAULT_MAX_CONNS;
     int reserved = max > SRV_RESERVED_SLOTS ? SRV_RESERVED_SLOTS : max - 1;
     int same = 0, arriving = 0;
     pthread_mutex_lock(&s->mu);
@@ -840,7 +840,8 @@ static void conn_receiving(srv *s, struct MHD_Connection *c, int receiving) {
  * wakes the connection's thread (its read sees the end), which closes it as usual. */
 static void *reaper_main(void *arg) {
     srv *s = arg;
-    double limit = s->p.request_timeout_s > 0 ? s->p.request_timeout_s : 10;
+    double limit =
+        s->p.request_timeout_s > 0 ? s->p.request_timeout_s : SRV_DEFAULT_REQUEST_TIMEOUT_S;
     pthread_mutex_lock(&s->mu);
     while (!s->stopping) {
         double now = pt_now();
@@ -1716,13 +1717,14 @@ srv *srv_start(const srv_params *p, char *err, size_t err_len) {
     }
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
-    s->d = MHD_start_daemon(
-        flags, (uint16_t)p->port, accept_ok, s, on_request, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)(p->max_conns > 0 ? p->max_conns : 64),
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(p->timeout_s > 0 ? p->timeout_s : 30),
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(p->max_header + 16384),
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
-        s, MHD_OPTION_END);
+    s->d = MHD_start_daemon(flags, (uint16_t)p->port, accept_ok, s, on_request, s,
+                            MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT,
+                            (unsigned)(p->max_conns > 0 ? p->max_conns : SRV_DEFAULT_MAX_CONNS),
+                            MHD_OPTION_CONNECTION_TIMEOUT,
+                            (unsigned)(p->timeout_s > 0 ? p->timeout_s : SRV_DEFAULT_TIMEOUT_S),
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(p->max_header + 16384),
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!s->d) {
         snprintf(err, err_len, "cannot listen on %s:%d (address in use or not available)", s->host,

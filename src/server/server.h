@@ -68,8 +68,21 @@
 
 #include "petrel.h"
 
+/* The defaults of srv_params, each defined once: `petrel serve` starts from them and its --help
+ * prints them; the server falls back to them where a field is 0. */
+#define SRV_DEFAULT_HOST "127.0.0.1"  /* loopback: this machine only */
+#define SRV_DEFAULT_PORT 8080         /* llama.cpp's server's */
+#define SRV_DEFAULT_QUEUE 16          /* requests waiting while one generates */
+#define SRV_DEFAULT_MAX_BODY 16777216 /* 16 MiB */
+#define SRV_DEFAULT_MAX_HEADER 65536
+#define SRV_DEFAULT_TIMEOUT_S 30
+#define SRV_DEFAULT_MAX_CONNS 64
+#define SRV_DEFAULT_MAX_CONNS_PER_IP 8
+#define SRV_DEFAULT_REQUEST_TIMEOUT_S 10
+#define SRV_DEFAULT_SSE_KEEPALIVE_S 5
+
 typedef struct srv_params {
-    const char *host;            /* address to bind (default 127.0.0.1) */
+    const char *host;            /* address to bind (SRV_DEFAULT_HOST) */
     int port;                    /* 0: any free port (srv_port says which) */
     const char *const *api_keys; /* n_api_keys keys; /v1/ needs "Authorization: Bearer KEY"
                                   * with one of them; none: open. Each key is a tenant: the KV
@@ -79,12 +92,13 @@ typedef struct srv_params {
     int queue;              /* requests that may wait while one generates */
     size_t max_body;        /* request body limit, bytes */
     size_t max_header;      /* request line + headers limit, bytes */
-    int timeout_s;          /* an idle connection is closed after this */
-    int max_conns;          /* simultaneous connections */
+    int timeout_s;          /* an idle connection is closed after this; <= 0: the default */
+    int max_conns;          /* simultaneous connections; <= 0: the default */
     int request_timeout_s;  /* a request's line, headers and body must arrive within this (and a
                              * kept-alive connection's next request within this of the last
-                             * answer); else the connection is closed. <= 0: 10 */
-    int max_conns_per_ip;   /* simultaneous connections from one client address; <= 0: 8 */
+                             * answer); else the connection is closed. <= 0: the default */
+    int max_conns_per_ip;   /* simultaneous connections from one client address; <= 0: the
+                             * default */
     const char *model_name; /* the id /v1/models and replies show */
     /* Browsers: origins allowed to call the API besides the server's own and http://localhost:*,
      * http://127.0.0.1:*, http://[::1]:* ("*": any). A request whose Origin is not allowed is
