@@ -135,6 +135,7 @@ static const cli_opt OPTS[] = {
      .help = "do not print the model's reasoning (default: on stderr,\n"
              "dimmed on a terminal; stdout holds only the answers)"},
     {OPT_SHOW_REASONING, CMD(CHAT), "--show-reasoning", .help = "print it (the default)"},
+    {OPT_STATS, GEN_CHAT, "--stats", .help = "print expert-cache details with the statistics"},
     {OPT_SESSION, CMD(CHAT), "--session", "FILE", .expect = "a file name", .flags = CLI_NONEMPTY,
      .help = "restore the conversation and its KV cache from FILE, save\n"
              "both there on exit"},
@@ -421,8 +422,6 @@ static const cli_opt OPTS[] = {
      .help = "read the next layer's likely experts ahead (router lookahead)"},
     {OPT_TRACE, CMD_ENGINE, "--trace", "FILE", .section = SEC_ENGINE,
      .help = "write the routing trace (one line per layer request)"},
-    {OPT_STATS, GEN_CHAT, "--stats", .section = SEC_ENGINE,
-     .help = "print expert-cache details with the statistics"},
 };
 
 #define N_OPTS (sizeof OPTS / sizeof OPTS[0])
