@@ -769,8 +769,8 @@ int pt_session_eval(pt_session *s, const int32_t *tokens, int n, float *logits, 
     return 0;
 }
 
-int pt_session_sync(pt_session *s, const int32_t *tokens, int n, float *logits,
-                    const volatile sig_atomic_t *stop, char *err, size_t err_len) {
+int session_check_prompt(const pt_session *s, const int32_t *tokens, int n, char *err,
+                         size_t err_len) {
     if (n <= 0) return snprintf(err, err_len, "the prompt is empty (no tokens)"), -1;
     if (n > s->n_ctx)
         return snprintf(err, err_len,
@@ -783,6 +783,12 @@ int pt_session_sync(pt_session *s, const int32_t *tokens, int n, float *logits,
                             "token id %d at position %d is outside the vocabulary (%d)", tokens[i],
                             i, s->e->desc.n_vocab),
                    -1;
+    return 0;
+}
+
+int pt_session_sync(pt_session *s, const int32_t *tokens, int n, float *logits,
+                    const volatile sig_atomic_t *stop, char *err, size_t err_len) {
+    if (session_check_prompt(s, tokens, n, err, err_len)) return -1;
     const int held = pt_session_n_past(s);
     int keep = 0;
     while (keep < n && keep < held && s->hist[keep] == tokens[keep])

@@ -33,7 +33,6 @@
 #include "engine/spec.h"
 
 struct pt_gen {
-    pt_engine *e;
     pt_session *s;
     const tok_vocab *v;
     sampler *smp;
@@ -81,7 +80,7 @@ pt_gen *pt_gen_new(pt_session *s, const pt_sampling *sp, char *err, size_t err_l
     if (!v) return NULL;
     pt_gen *g = calloc(1, sizeof *g);
     if (!g) return fail(err, err_len, "out of memory"), NULL;
-    g->e = e, g->s = s, g->v = v;
+    g->s = s, g->v = v;
     g->n_ctx = pt_session_n_ctx(s);
     g->n_vocab = pt_engine_n_vocab(e);
     g->n_tok = tok_n_vocab(v);

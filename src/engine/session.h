@@ -34,6 +34,14 @@ int session_mtp_keep(pt_session *s, int n);
  * hidden row is what the head continues from. */
 int session_truncate_keep_mtp(pt_session *s, int n);
 
+/* ===== A prompt ===== */
+
+/* 0 when tokens[0..n) can be a prompt of s (not empty, within its context, every id in the
+ * model's vocabulary); -1 with err naming what is wrong. pt_session_sync and the drafting
+ * prefill check with it before they touch the cache. */
+int session_check_prompt(const pt_session *s, const int32_t *tokens, int n, char *err,
+                         size_t err_len);
+
 /* ===== The progress span of a prompt (pt_session_set_progress) =====
  * For the code that evaluates a prompt chunk by chunk: pt_session_sync and the drafting
  * prefill (spec.c). Between begin and end, every pt_session_eval on the session reports its

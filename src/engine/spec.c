@@ -204,21 +204,7 @@ static int mtp_catch_up(spec *sp, int upto, char *err, size_t err_len) {
 int spec_prefill(spec *sp, const int32_t *ids, int n, float *logits,
                  const volatile sig_atomic_t *stop, char *err, size_t err_len) {
     sp->n_rows = sp->row = 0;
-    if (n <= 0) return fail(err, err_len, "the prompt is empty (no tokens)");
-    if (n > sp->n_ctx) {
-        if (err && err_len)
-            snprintf(err, err_len,
-                     "the prompt is %d tokens but the context holds %d (raise -c/--ctx-size)", n,
-                     sp->n_ctx);
-        return -1;
-    }
-    for (int i = 0; i < n; i++)
-        if (ids[i] < 0 || ids[i] >= sp->n_vocab) {
-            if (err && err_len)
-                snprintf(err, err_len, "token id %d at position %d is outside the vocabulary (%d)",
-                         ids[i], i, sp->n_vocab);
-            return -1;
-        }
+    if (session_check_prompt(sp->s, ids, n, err, err_len)) return -1;
     const int32_t *held = pt_session_tokens(sp->s);
     const int n_held = pt_session_n_past(sp->s);
     if (sp->hid_n > n_held) sp->hid_n = n_held;

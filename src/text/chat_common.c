@@ -75,10 +75,11 @@ int chat_has_tools(const json_t *tools) {
     return json_is_array(tools) && json_array_size(tools) > 0;
 }
 
-/* The templates' rule, in Python: reasoning = content.split('</think>')[0]
+/* Reasoning split out of an assistant's content when it holds "</think>"; both left alone
+ * otherwise. The templates' rule, in Python: reasoning = content.split('</think>')[0]
  * .rstrip('\n').split('<think>')[-1].lstrip('\n'); content =
  * content.split('</think>')[-1].lstrip('\n'). */
-void chat_split_think(sv *content, sv *reasoning) {
+static void chat_split_think(sv *content, sv *reasoning) {
     const char *e = sv_find(*content, "</think>");
     if (!e) return;
     sv before = {content->p, (size_t)(e - content->p)};

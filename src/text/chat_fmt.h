@@ -168,11 +168,9 @@ json_t *chat_call_args(const json_t *fn, json_t **owned, pt_err *err);
 int chat_put_args(chat_out *o, const json_t *args);
 /* 1 when tools is a non-empty array. */
 int chat_has_tools(const json_t *tools);
-/* Reasoning split out of an assistant's content when it holds "</think>"
- * (the Qwen3 / GLM templates' rule); leaves both alone otherwise. */
-void chat_split_think(sv *content, sv *reasoning);
 /* The reasoning of assistant message m: its reasoning_content when that is a
- * string, else what chat_split_think takes out of *content. */
+ * string, else the reasoning split out of *content when it holds "</think>" (the
+ * Qwen3 / GLM templates' rule; content is left alone otherwise). */
 sv chat_assistant_reasoning(const json_t *m, sv *content);
 
 /* ===== A call's grammar (chat_common.c) ===== */
